@@ -1,0 +1,225 @@
+#include "loader/loader.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+namespace granary {
+namespace {
+
+// Converts `count` little-endian values of `dtype` at `src` to float.
+void ToFloat(DType dtype, const uint8_t* src, size_t count, float scale, float mean, float inv_std, float* dst) {
+  auto convert = [&](auto tag) {
+    using T = decltype(tag);
+    for (size_t i = 0; i < count; ++i) {
+      T v;
+      std::memcpy(&v, src + i * sizeof(T), sizeof(T));
+      dst[i] = (static_cast<float>(v) * scale - mean) * inv_std;
+    }
+  };
+  switch (dtype) {
+    case DType::kUInt8: convert(uint8_t{}); break;
+    case DType::kInt8: convert(int8_t{}); break;
+    case DType::kInt16: convert(int16_t{}); break;
+    case DType::kInt32: convert(int32_t{}); break;
+    case DType::kInt64: convert(int64_t{}); break;
+    case DType::kFloat32: convert(float{}); break;
+    case DType::kFloat64: convert(double{}); break;
+  }
+}
+
+int64_t ToInt64(DType dtype, const uint8_t* src) {
+  switch (dtype) {
+    case DType::kUInt8: return src[0];
+    case DType::kInt8: return static_cast<int8_t>(src[0]);
+    case DType::kInt16: { int16_t v; std::memcpy(&v, src, 2); return v; }
+    case DType::kInt32: { int32_t v; std::memcpy(&v, src, 4); return v; }
+    case DType::kInt64: { int64_t v; std::memcpy(&v, src, 8); return v; }
+    default: return 0;  // rejected by Create
+  }
+}
+
+struct Slot {
+  bool ready = false;
+  Status status;
+  Batch batch;
+};
+
+}  // namespace
+
+struct Loader::Impl {
+  Impl(const LoaderOptions& o, Sampler s) : options(o), sampler(std::move(s)) {}
+
+  LoaderOptions options;
+  Sampler sampler;
+  int input_index = 0;
+  int target_index = 0;
+  DType input_dtype = DType::kUInt8;
+  DType target_dtype = DType::kInt64;
+  Shape sample_shape;
+  size_t sample_elements = 0;
+  uint64_t num_batches = 0;
+  std::vector<std::unique_ptr<SplitReader>> readers;  // one per worker
+  std::vector<DecodedRecord> records;                 // one per worker
+
+  // Invariant: a worker fills batch b only once b < consumed + prefetch, so
+  // slot b % prefetch held batch b - prefetch, which the consumer has taken.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Slot> slots;
+  uint64_t epoch = 0;
+  std::vector<uint64_t> indices;
+  uint64_t consumed = 0;
+  bool stop = false;
+  std::vector<std::thread> workers;
+  LoaderStats stats;
+
+  void StopWorkers() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+    }
+    cv.notify_all();
+    for (std::thread& t : workers) t.join();
+    workers.clear();
+  }
+
+  Status Fill(int worker, uint64_t b, Batch* batch) {
+    const size_t bs = options.batch_size;
+    const uint64_t first = b * bs;
+    const size_t size = static_cast<size_t>(std::min<uint64_t>(bs, indices.size() - first));
+    batch->epoch = epoch;
+    batch->index = b;
+    batch->size = size;
+    batch->input_shape.assign(1, static_cast<int64_t>(size));
+    batch->input_shape.insert(batch->input_shape.end(), sample_shape.begin(), sample_shape.end());
+    batch->input.resize(size * sample_elements);
+    batch->target.resize(size);
+    const float inv_std = 1.0f / options.stddev;
+    DecodedRecord& rec = records[worker];
+    for (size_t i = 0; i < size; ++i) {
+      GRANARY_RETURN_IF_ERROR(readers[worker]->Read(indices[first + i], &rec));
+      const FieldView& in = rec.fields[input_index];
+      if (in.shape != sample_shape) {
+        return Status::InvalidArgument("split '" + options.split + "', key " + std::to_string(indices[first + i]) +
+                                       ": field '" + options.input_field + "' has shape " + ShapeToString(in.shape) +
+                                       ", the batch needs " + ShapeToString(sample_shape));
+      }
+      ToFloat(input_dtype, in.data, sample_elements, options.scale, options.mean, inv_std,
+              batch->input.data() + i * sample_elements);
+      batch->target[i] = ToInt64(target_dtype, rec.fields[target_index].data);
+    }
+    return Status::OK();
+  }
+
+  void Work(int worker) {
+    const uint64_t prefetch = slots.size();
+    const uint64_t step = workers_count();
+    for (uint64_t b = static_cast<uint64_t>(worker); b < num_batches; b += step) {
+      Batch batch;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return stop || b < consumed + prefetch; });
+        if (stop) return;
+        std::swap(batch, slots[b % prefetch].batch);  // take the slot's buffers
+      }
+      Status status = Fill(worker, b, &batch);
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        Slot& slot = slots[b % prefetch];
+        std::swap(slot.batch, batch);
+        slot.status = status;
+        slot.ready = true;
+      }
+      cv.notify_all();
+      if (!status.ok()) return;
+    }
+  }
+
+  uint64_t workers_count() const { return static_cast<uint64_t>(options.threads); }
+};
+
+Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Loader::~Loader() { impl_->StopWorkers(); }
+const Sampler& Loader::sampler() const { return impl_->sampler; }
+uint64_t Loader::batches_per_epoch() const { return impl_->num_batches; }
+LoaderStats Loader::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->stats;
+}
+
+StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const LoaderOptions& options) {
+  if (options.batch_size == 0) return Status::InvalidArgument("batch size must be >= 1");
+  if (options.threads < 1) return Status::InvalidArgument("loader threads must be >= 1");
+  if (options.prefetch < 1) return Status::InvalidArgument("prefetch must be >= 1");
+  if (!(options.stddev > 0)) return Status::InvalidArgument("normalisation stddev must be > 0");
+  const SplitInfo* split = db.manifest().FindSplit(options.split);
+  if (split == nullptr) return Status::NotFound(db.path() + ": no split '" + options.split + "'");
+  StatusOr<Sampler> sampler = Sampler::Create(split->count, options.sampler);
+  if (!sampler.ok()) return sampler.status();
+
+  auto impl = std::make_unique<Impl>(options, std::move(sampler).value());
+  const Schema& schema = db.schema();
+  impl->input_index = schema.FieldIndex(options.input_field);
+  impl->target_index = schema.FieldIndex(options.target_field);
+  if (impl->input_index < 0) return Status::InvalidArgument(db.path() + ": no field '" + options.input_field + "'");
+  if (impl->target_index < 0) return Status::InvalidArgument(db.path() + ": no field '" + options.target_field + "'");
+  const FieldSpec& input = schema.fields[impl->input_index];
+  const FieldSpec& target = schema.fields[impl->target_index];
+  if (input.HasVariableDims()) {
+    return Status::InvalidArgument("field '" + input.name + "' has variable dims; batching needs a fixed shape");
+  }
+  if (!target.shape.empty() || target.dtype == DType::kFloat32 || target.dtype == DType::kFloat64) {
+    return Status::InvalidArgument("field '" + target.name + "' must be an integer scalar to serve as a target");
+  }
+  impl->input_dtype = input.dtype;
+  impl->target_dtype = target.dtype;
+  impl->sample_shape = input.shape;
+  impl->sample_elements = static_cast<size_t>(input.FixedElements());
+  const uint64_t per_rank = impl->sampler.samples_per_rank();
+  impl->num_batches = (per_rank + options.batch_size - 1) / options.batch_size;
+  for (int w = 0; w < options.threads; ++w) {
+    StatusOr<std::unique_ptr<SplitReader>> reader = SplitReader::Create(db, options.split);
+    if (!reader.ok()) return reader.status();
+    impl->readers.push_back(std::move(reader).value());
+  }
+  impl->records.resize(options.threads);
+  impl->slots.resize(options.prefetch);
+  return std::unique_ptr<Loader>(new Loader(std::move(impl)));
+}
+
+void Loader::StartEpoch(uint64_t epoch) {
+  Impl& s = *impl_;
+  s.StopWorkers();
+  s.epoch = epoch;
+  s.indices = s.sampler.EpochIndices(epoch);
+  s.consumed = 0;
+  s.stop = false;
+  for (Slot& slot : s.slots) {
+    slot.ready = false;
+    slot.status = Status::OK();
+  }
+  for (int w = 0; w < s.options.threads; ++w) s.workers.emplace_back([&s, w] { s.Work(w); });
+}
+
+StatusOr<bool> Loader::Next(Batch* batch) {
+  Impl& s = *impl_;
+  const auto start = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lock(s.mu);
+  if (s.consumed >= s.num_batches || s.workers.empty()) return false;
+  Slot& slot = s.slots[s.consumed % s.slots.size()];
+  s.cv.wait(lock, [&] { return slot.ready; });
+  s.stats.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!slot.status.ok()) return slot.status;
+  std::swap(*batch, slot.batch);  // the slot keeps the consumer's old buffers for reuse
+  slot.ready = false;
+  ++s.consumed;
+  ++s.stats.batches;
+  lock.unlock();
+  s.cv.notify_all();
+  return true;
+}
+
+}  // namespace granary

@@ -1,0 +1,76 @@
+// Loader: a prefetching reader that turns one split of a db into batches for
+// one rank. Worker threads read records straight from the LMDB map, check and
+// decompress them, and fill preallocated batch buffers up to `prefetch`
+// batches ahead of the consumer.
+//
+// Threads: one consumer thread calls StartEpoch/Next; the Loader owns its
+// workers. The DbReader must outlive the Loader.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loader/sampler.h"
+#include "store/db.h"
+#include "store/status.h"
+
+namespace granary {
+
+struct LoaderOptions {
+  std::string split = "train";
+  size_t batch_size = 64;  // per rank; the last batch of an epoch may be smaller
+  SamplerOptions sampler;
+  int threads = 1;   // worker threads
+  int prefetch = 4;  // batches ready or in flight ahead of the consumer
+  std::string input_field = "image";  // any numeric dtype, converted to float32
+  std::string target_field = "label";  // an integer scalar, converted to int64
+  // input = (value * scale - mean) / stddev, elementwise.
+  float scale = 1.0f / 255.0f;
+  float mean = 0.0f;
+  float stddev = 1.0f;
+};
+
+// A batch: `input` holds size x (input field's shape) float32 values, row-major.
+struct Batch {
+  uint64_t epoch = 0;
+  uint64_t index = 0;  // within the epoch
+  size_t size = 0;
+  Shape input_shape;  // {size, ...field shape}
+  std::vector<float> input;
+  std::vector<int64_t> target;
+};
+
+struct LoaderStats {
+  uint64_t batches = 0;
+  double wait_seconds = 0;  // time Next() spent waiting for a batch (the stall)
+};
+
+class Loader {
+ public:
+  // InvalidArgument for bad options (batch 0, threads or prefetch < 1, fields
+  // missing or of unusable type, bad rank/world); NotFound for a missing split.
+  static StatusOr<std::unique_ptr<Loader>> Create(const DbReader& db, const LoaderOptions& options);
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  const Sampler& sampler() const;
+  uint64_t batches_per_epoch() const;
+
+  // Starts prefetching `epoch` (abandoning what is left of the current one).
+  void StartEpoch(uint64_t epoch);
+  // Moves the next batch into *batch, recycling *batch's buffers. Returns false
+  // once the epoch is exhausted, or the first read error (naming shard and key).
+  StatusOr<bool> Next(Batch* batch);
+
+  LoaderStats stats() const;
+
+ private:
+  struct Impl;
+  explicit Loader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace granary

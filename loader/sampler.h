@@ -1,0 +1,53 @@
+// Sampler: which samples each rank reads in each epoch. A pure function of
+// (dataset size, seed, epoch, rank, world); immutable and thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "store/status.h"
+
+namespace granary {
+
+struct SamplerOptions {
+  uint64_t seed = 0;
+  bool shuffle = true;
+  // Drop the tail so every rank gets floor(n / world) samples; otherwise pad
+  // by wrapping around to the start of the order so every rank gets ceil(n / world).
+  bool drop_last = false;
+  int rank = 0;
+  int world = 1;
+};
+
+class Sampler {
+ public:
+  // InvalidArgument for world < 1, rank outside [0, world), or an empty dataset.
+  static StatusOr<Sampler> Create(uint64_t dataset_size, const SamplerOptions& options);
+
+  uint64_t dataset_size() const { return n_; }
+  // The same for every rank.
+  uint64_t samples_per_rank() const { return per_rank_; }
+  // Over all ranks per epoch: samples read twice (padding) or not at all (dropped).
+  uint64_t padded() const { return per_rank_ * options_.world > n_ ? per_rank_ * options_.world - n_ : 0; }
+  uint64_t dropped() const { return per_rank_ * options_.world < n_ ? n_ - per_rank_ * options_.world : 0; }
+  const SamplerOptions& options() const { return options_; }
+
+  // This rank's samples for `epoch`, in reading order: positions rank,
+  // rank + world, rank + 2 * world, ... of the epoch's global order.
+  std::vector<uint64_t> EpochIndices(uint64_t epoch) const;
+
+ private:
+  Sampler(uint64_t n, const SamplerOptions& options, uint64_t per_rank)
+      : n_(n), options_(options), per_rank_(per_rank) {}
+
+  uint64_t n_;
+  SamplerOptions options_;
+  uint64_t per_rank_;
+};
+
+// The global order of epoch `epoch`: a permutation of [0, n) by Fisher-Yates
+// driven by SplitMix64 seeded from (seed, epoch), as docs/FORMAT.md's
+// "Epoch order" spells out so other languages can reproduce it.
+std::vector<uint64_t> EpochPermutation(uint64_t n, uint64_t seed, uint64_t epoch);
+
+}  // namespace granary

@@ -1,0 +1,60 @@
+// BuildDb: turns a Source into a db through a bounded, ordered oneTBB flow graph
+//   input -> limiter -> produce+encode (parallel) -> sequencer -> writer (serial)
+// with the writer releasing the limiter, so at most `max_in_flight` items are
+// alive whatever the dataset size. Output is identical for any thread count.
+// One BuildDb at a time per process (it sets oneTBB's global parallelism).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "preprocess/source.h"
+#include "store/manifest.h"
+#include "store/status.h"
+
+namespace granary {
+
+enum class OnError { kSkip, kFail };
+
+struct BuildOptions {
+  std::string db_path;
+  int threads = 0;  // 0: all cores
+  int shards = 1;
+  int zstd_level = 3;
+  size_t max_in_flight = 0;  // 0: 64 per thread
+  bool overwrite = false;
+  OnError on_error = OnError::kSkip;
+  // The build fails if more than this fraction of a split's items is rejected.
+  double max_reject_fraction = 0.01;
+  bool show_progress = false;  // a progress line on stderr
+  // Set (e.g. by a signal handler) to stop the build; it then fails and leaves no db.
+  const std::atomic<bool>* cancel = nullptr;
+  // Recorded in the manifest as the options the db was built with.
+  std::map<std::string, std::string> recorded_options;
+};
+
+struct SplitSummary {
+  std::string name;
+  uint64_t read = 0;
+  uint64_t written = 0;
+  uint64_t rejected = 0;
+};
+
+struct BuildSummary {
+  std::vector<SplitSummary> splits;
+  std::vector<RejectedItem> rejected;
+  uint64_t raw_bytes = 0;      // input files
+  uint64_t payload_bytes = 0;  // decoded sample bytes
+  uint64_t stored_bytes = 0;   // shard files
+  double seconds = 0;
+  int threads = 0;
+  std::string content_hash;
+};
+
+// On failure nothing is left at options.db_path (and no partial directory).
+StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options);
+
+}  // namespace granary

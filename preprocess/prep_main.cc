@@ -1,0 +1,149 @@
+// prep: builds granary dbs from raw datasets (`prep build RAW DB`).
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "preprocess/build.h"
+#include "preprocess/source.h"
+
+namespace {
+
+std::atomic<bool> g_cancel{false};
+
+void OnSignal(int) { g_cancel.store(true); }
+
+int Fail(const granary::Status& s) {
+  std::fprintf(stderr, "prep: %s\n", s.message().c_str());
+  return 1;
+}
+
+std::vector<std::string> SplitCommas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
+  return out;
+}
+
+struct BuildArgs {
+  std::string raw;
+  std::string db;
+  std::string format = "auto";
+  std::string class_names;
+  std::string on_error = "skip";
+  double max_rejects = 0.01;
+  uint64_t limit = 0;
+  bool json = false;
+  bool no_progress = false;
+  granary::BuildOptions options;
+};
+
+int RunBuild(BuildArgs& a) {
+  if (a.format != "auto" && a.format != "idx") {
+    return Fail(granary::Status::InvalidArgument("--format " + a.format + ": only 'idx' is supported so far"));
+  }
+  granary::IdxSourceOptions idx;
+  idx.limit = a.limit;
+  if (!a.class_names.empty()) idx.class_names = SplitCommas(a.class_names);
+  auto source = granary::OpenIdxSource(a.raw, idx);
+  if (!source.ok()) return Fail(source.status());
+
+  granary::BuildOptions& o = a.options;
+  o.db_path = a.db;
+  o.on_error = a.on_error == "fail" ? granary::OnError::kFail : granary::OnError::kSkip;
+  o.max_reject_fraction = a.max_rejects;
+  o.show_progress = !a.no_progress && ::isatty(STDERR_FILENO);
+  o.cancel = &g_cancel;
+  o.recorded_options = {{"format", "idx"},
+                        {"zstd_level", std::to_string(o.zstd_level)},
+                        {"shards", std::to_string(o.shards)},
+                        {"limit", std::to_string(a.limit)}};
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  auto summary = granary::BuildDb(source.value(), o);
+  if (!summary.ok()) return Fail(summary.status().WithContext("build of " + a.db + " failed, no db written"));
+
+  const granary::BuildSummary& s = summary.value();
+  uint64_t written = 0, rejected = 0;
+  for (const auto& split : s.splits) {
+    written += split.written;
+    rejected += split.rejected;
+  }
+  if (a.json) {
+    nlohmann::json j = {{"db", a.db},
+                        {"seconds", s.seconds},
+                        {"threads", s.threads},
+                        {"written", written},
+                        {"rejected", rejected},
+                        {"raw_bytes", s.raw_bytes},
+                        {"payload_bytes", s.payload_bytes},
+                        {"stored_bytes", s.stored_bytes},
+                        {"items_per_s", written / std::max(s.seconds, 1e-9)},
+                        {"content_hash", s.content_hash},
+                        {"splits", nlohmann::json::array()},
+                        {"rejected_items", nlohmann::json::array()}};
+    for (const auto& split : s.splits) {
+      j["splits"].push_back(
+          {{"name", split.name}, {"read", split.read}, {"written", split.written}, {"rejected", split.rejected}});
+    }
+    for (const auto& r : s.rejected) j["rejected_items"].push_back({{"item", r.item}, {"reason", r.reason}});
+    std::cout << j.dump() << std::endl;
+    return 0;
+  }
+  std::fprintf(stderr, "prep: built %s in %.2fs with %d thread(s)\n", a.db.c_str(), s.seconds, s.threads);
+  for (const auto& split : s.splits) {
+    std::fprintf(stderr, "  %-8s %llu read, %llu written, %llu rejected\n", split.name.c_str(),
+                 static_cast<unsigned long long>(split.read), static_cast<unsigned long long>(split.written),
+                 static_cast<unsigned long long>(split.rejected));
+  }
+  for (const auto& r : s.rejected) std::fprintf(stderr, "  rejected %s: %s\n", r.item.c_str(), r.reason.c_str());
+  std::fprintf(stderr, "  %.0f items/s; raw %.1f MB, decoded %.1f MB, stored %.1f MB (%.2fx of decoded)\n",
+               written / std::max(s.seconds, 1e-9), s.raw_bytes / 1e6, s.payload_bytes / 1e6, s.stored_bytes / 1e6,
+               s.payload_bytes > 0 ? static_cast<double>(s.stored_bytes) / s.payload_bytes : 0.0);
+  std::fprintf(stderr, "  content hash %s\n", s.content_hash.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Builds granary dbs from raw datasets (see README.md and docs/FORMAT.md)."};
+  app.require_subcommand(1);
+  BuildArgs b;
+  CLI::App* build = app.add_subcommand("build", "build a db from a raw dataset folder");
+  build->add_option("raw", b.raw, "raw dataset folder (IDX: train-images-idx3-ubyte[.gz], ...)")->required();
+  build->add_option("db", b.db, "db directory to create")->required();
+  build->add_option("--format", b.format, "raw format: auto or idx")->capture_default_str();
+  build->add_option("--threads", b.options.threads, "worker threads (0: all cores)")->capture_default_str();
+  build->add_option("--shards", b.options.shards, "LMDB shards per split")->capture_default_str()->check(
+      CLI::Range(1, 4096));
+  build->add_option("--zstd-level", b.options.zstd_level, "zstd level, 0 for none")->capture_default_str()->check(
+      CLI::Range(0, 22));
+  build->add_option("--limit", b.limit, "use only the first N items of each split (0: all)")->capture_default_str();
+  build->add_option("--class-names", b.class_names, "comma-separated class names, in label order");
+  build->add_option("--on-error", b.on_error, "skip (count and list rejects) or fail")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"skip", "fail"}));
+  build->add_option("--max-rejects", b.max_rejects, "fail if more than this fraction of a split is rejected")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  build->add_flag("--force", b.options.overwrite, "replace an existing db");
+  build->add_flag("--json", b.json, "print the summary as JSON on stdout");
+  build->add_flag("--no-progress", b.no_progress, "no progress line even on a terminal");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "prep: %s (see prep --help)\n", e.what());
+    return 2;
+  }
+  if (build->parsed()) return RunBuild(b);
+  return 2;
+}

@@ -1,0 +1,42 @@
+#include "preprocess/progress.h"
+
+#include <cstdio>
+
+namespace granary {
+
+ProgressLine::ProgressLine(std::string label, uint64_t total, bool enabled)
+    : label_(std::move(label)), total_(total), enabled_(enabled), start_(std::chrono::steady_clock::now()) {
+  if (!enabled_) return;
+  thread_ = std::thread([this] {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stop_; })) Draw(false);
+  });
+}
+
+ProgressLine::~ProgressLine() {
+  if (!enabled_) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  Draw(true);
+}
+
+void ProgressLine::Draw(bool final) {
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const uint64_t items = items_.load(std::memory_order_relaxed);
+  const double mb = static_cast<double>(bytes_.load(std::memory_order_relaxed)) / 1e6;
+  const double rate = seconds > 0 ? items / seconds : 0;
+  const double pct = total_ > 0 ? 100.0 * items / total_ : 100.0;
+  char eta[32] = "";
+  if (!final && rate > 0 && items < total_) std::snprintf(eta, sizeof(eta), "  ETA %.0fs", (total_ - items) / rate);
+  std::fprintf(stderr, "\r\033[K%s: %llu/%llu (%.1f%%)  %.0f items/s  %.1f MB/s%s%s", label_.c_str(),
+               static_cast<unsigned long long>(items), static_cast<unsigned long long>(total_), pct, rate,
+               seconds > 0 ? mb / seconds : 0.0, eta, final ? "\n" : "");
+  std::fflush(stderr);
+}
+
+}  // namespace granary

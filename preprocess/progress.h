@@ -1,0 +1,43 @@
+// A progress line on stderr (count, rate, ETA), redrawn from a background
+// thread while work runs. Update() is thread-safe and cheap (one atomic add).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace granary {
+
+class ProgressLine {
+ public:
+  // Draws nothing unless `enabled`.
+  ProgressLine(std::string label, uint64_t total, bool enabled);
+  ~ProgressLine();  // Stops and draws the final line.
+  ProgressLine(const ProgressLine&) = delete;
+  ProgressLine& operator=(const ProgressLine&) = delete;
+
+  void Add(uint64_t items, uint64_t bytes) {
+    items_.fetch_add(items, std::memory_order_relaxed);
+    bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  }
+
+ private:
+  void Draw(bool final);
+
+  std::string label_;
+  uint64_t total_;
+  bool enabled_;
+  std::atomic<uint64_t> items_{0};
+  std::atomic<uint64_t> bytes_{0};
+  std::chrono::steady_clock::time_point start_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace granary

@@ -1,0 +1,64 @@
+// Sources: raw datasets that `prep build` turns into dbs. A source lists its
+// splits and produces each item's fields; Produce is called from many threads.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "store/schema.h"
+#include "store/status.h"
+
+namespace granary {
+
+// One decoded sample: each schema field's bytes (little-endian, row-major) and,
+// for variable-shape fields, its shape. Reused by a thread across items.
+struct Sample {
+  std::vector<std::string> fields;
+  std::vector<Shape> shapes;
+};
+
+class SplitSource {
+ public:
+  virtual ~SplitSource() = default;
+  virtual const std::string& name() const = 0;
+  virtual uint64_t size() const = 0;
+  // How a rejected item is named to the user: a file, "file:line" or "file[index]".
+  virtual std::string ItemName(uint64_t index) const = 0;
+  // Fills *sample for item `index`. A non-OK status rejects this item only.
+  // Thread-safe: called concurrently for different items.
+  virtual Status Produce(uint64_t index, Sample* sample) const = 0;
+  // Bytes of raw input this split came from (for the ratio in the summary).
+  virtual uint64_t raw_bytes() const = 0;
+};
+
+// What the manifest says about a source.
+struct SourceInfo {
+  std::string kind;  // "idx"
+  std::string path;
+  Schema schema;
+  std::string label_field;
+  int64_t num_classes = 0;
+  std::vector<std::string> class_names;
+};
+
+struct Source {
+  SourceInfo info;
+  std::vector<std::unique_ptr<SplitSource>> splits;
+};
+
+struct IdxSourceOptions {
+  // Use only the first `limit` items of each split (0: all).
+  uint64_t limit = 0;
+  // Overrides the class names ("0".."N-1" by default).
+  std::vector<std::string> class_names;
+};
+
+// An IDX dataset folder (see FindIdxDataset): fields "image" (uint8, the image
+// file's dims after the first, with a leading channel dim of 1 for 2-D images)
+// and "label" (int64). Errors name the file and what is wrong with it.
+StatusOr<Source> OpenIdxSource(const std::string& dir, const IdxSourceOptions& options);
+
+}  // namespace granary

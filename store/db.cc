@@ -1,0 +1,376 @@
+#include "store/db.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#define XXH_STATIC_LINKING_ONLY  // for stack-allocated XXH64_state_t
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "store/format.h"
+#include "store/lmdb_handles.h"
+
+namespace granary {
+
+namespace fs = std::filesystem;
+
+std::string EncodeKey(uint64_t index) {
+  std::string key(format::kKeyBytes, '\0');
+  for (size_t i = 0; i < format::kKeyBytes; ++i) key[format::kKeyBytes - 1 - i] = static_cast<char>((index >> (8 * i)) & 0xFF);
+  return key;
+}
+
+namespace {
+
+std::string ShardRelPath(const std::string& split, int shard) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "shard-%0*d.mdb", format::kShardDigits, shard);
+  return split + "/" + name;
+}
+
+Status FsyncPath(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::IOError(path, "open for fsync", errno);
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) return Status::IOError(path, "fsync", err);
+  return Status::OK();
+}
+
+Status WriteFileSynced(const std::string& path, const std::string& contents) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return Status::IOError(path, "create", errno);
+  size_t n = std::fwrite(contents.data(), 1, contents.size(), f);
+  int err = errno;
+  if (n != contents.size()) {
+    std::fclose(f);
+    return Status::IOError(path, "write", err);
+  }
+  if (std::fflush(f) != 0 || ::fsync(fileno(f)) != 0) {
+    err = errno;
+    std::fclose(f);
+    return Status::IOError(path, "flush", err);
+  }
+  if (std::fclose(f) != 0) return Status::IOError(path, "close", errno);
+  return Status::OK();
+}
+
+// Feeds `v` as u64 little-endian. A split's hash chains each record's payload
+// hash in index order.
+void HashU64(XXH64_state_t* state, uint64_t v) {
+  unsigned char le[8];
+  for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>((v >> (8 * i)) & 0xFF);
+  XXH64_update(state, le, sizeof(le));
+}
+
+uint64_t ParseHashOrZero(const std::string& s) {
+  if (s.size() != 22 || s.compare(0, 6, "xxh64:") != 0) return 0;
+  return std::strtoull(s.c_str() + 6, nullptr, 16);
+}
+
+// Dataset hash: for each split in manifest order, its name, a zero byte, and
+// its split hash as u64 little-endian.
+std::string DatasetHash(const std::vector<SplitInfo>& splits) {
+  XXH64_state_t state;
+  XXH64_reset(&state, format::kChecksumSeed);
+  for (const SplitInfo& s : splits) {
+    XXH64_update(&state, s.name.data(), s.name.size());
+    const char zero = 0;
+    XXH64_update(&state, &zero, 1);
+    HashU64(&state, ParseHashOrZero(s.content_hash));
+  }
+  return FormatHash(XXH64_digest(&state));
+}
+
+struct ShardWriter {
+  std::string rel_path;
+  std::string abs_path;
+  lmdb::Env env;
+  lmdb::Txn txn;
+  MDB_dbi dbi = 0;
+  uint64_t count = 0;
+  size_t pending = 0;
+};
+
+}  // namespace
+
+struct DbWriter::Impl {
+  DbWriterOptions options;
+  std::string partial;
+  std::vector<SplitInfo> splits;
+  bool in_split = false;
+  bool finished = false;
+  std::string split_name;
+  uint64_t split_count = 0;
+  std::vector<ShardWriter> shards;
+  XXH64_state_t split_hash;
+
+  Status CommitShard(ShardWriter& shard) {
+    if (shard.txn.get() == nullptr) return Status::OK();
+    shard.pending = 0;
+    return shard.txn.Commit(shard.abs_path);
+  }
+};
+
+DbWriter::DbWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+DbWriter::~DbWriter() {
+  if (impl_->finished) return;
+  for (ShardWriter& shard : impl_->shards) {
+    shard.txn.Abort();
+    shard.env.Close();
+  }
+  std::error_code ec;
+  fs::remove_all(impl_->partial, ec);
+}
+
+const std::string& DbWriter::partial_path() const { return impl_->partial; }
+uint64_t DbWriter::split_count() const { return impl_->split_count; }
+
+StatusOr<std::unique_ptr<DbWriter>> DbWriter::Create(DbWriterOptions options) {
+  GRANARY_RETURN_IF_ERROR(options.schema.Validate());
+  if (options.path.empty()) return Status::InvalidArgument("db path is empty");
+  if (options.shards_per_split < 1) {
+    return Status::InvalidArgument("--shards must be at least 1, got " + std::to_string(options.shards_per_split));
+  }
+  while (options.path.size() > 1 && options.path.back() == '/') options.path.pop_back();
+  std::error_code ec;
+  if (fs::exists(options.path, ec) && !options.overwrite) {
+    return Status::FailedPrecondition(options.path + ": already exists (pass --force to replace it)");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->partial = options.path + format::kPartialSuffix;
+  impl->options = std::move(options);
+  fs::remove_all(impl->partial, ec);
+  if (ec) return Status::IOError(impl->partial, "remove stale partial db", ec.value());
+  fs::create_directories(impl->partial, ec);
+  if (ec) return Status::IOError(impl->partial, "create directory", ec.value());
+  return std::unique_ptr<DbWriter>(new DbWriter(std::move(impl)));
+}
+
+Status DbWriter::BeginSplit(const std::string& name) {
+  Impl& s = *impl_;
+  if (s.in_split) return Status::FailedPrecondition("split '" + s.split_name + "' is still open");
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
+    return Status::InvalidArgument("bad split name '" + name + "'");
+  }
+  for (const SplitInfo& done : s.splits) {
+    if (done.name == name) return Status::InvalidArgument("split '" + name + "' written twice");
+  }
+  std::error_code ec;
+  fs::create_directories(s.partial + "/" + name, ec);
+  if (ec) return Status::IOError(s.partial + "/" + name, "create directory", ec.value());
+  s.shards.clear();
+  s.shards.resize(s.options.shards_per_split);
+  for (int i = 0; i < s.options.shards_per_split; ++i) {
+    ShardWriter& shard = s.shards[i];
+    shard.rel_path = ShardRelPath(name, i);
+    shard.abs_path = s.partial + "/" + shard.rel_path;
+    GRANARY_RETURN_IF_ERROR(shard.env.Open(shard.abs_path, MDB_NOSYNC, s.options.map_bytes));
+    lmdb::Txn txn;
+    GRANARY_RETURN_IF_ERROR(txn.Begin(shard.env.get(), 0, shard.abs_path));
+    int rc = mdb_dbi_open(txn.get(), nullptr, MDB_CREATE, &shard.dbi);
+    if (rc != 0) return lmdb::Error(shard.abs_path, "open database", rc);
+    GRANARY_RETURN_IF_ERROR(txn.Commit(shard.abs_path));
+  }
+  s.split_name = name;
+  s.split_count = 0;
+  s.in_split = true;
+  XXH64_reset(&s.split_hash, format::kChecksumSeed);
+  return Status::OK();
+}
+
+Status DbWriter::Append(std::string_view value, uint64_t payload_hash) {
+  Impl& s = *impl_;
+  if (!s.in_split) return Status::FailedPrecondition("Append outside a split");
+  const uint64_t index = s.split_count;
+  ShardWriter& shard = s.shards[index % s.shards.size()];
+  if (shard.txn.get() == nullptr) GRANARY_RETURN_IF_ERROR(shard.txn.Begin(shard.env.get(), 0, shard.abs_path));
+  std::string key = EncodeKey(index);
+  MDB_val k{key.size(), key.data()};
+  MDB_val v{value.size(), const_cast<char*>(value.data())};
+  int rc = mdb_put(shard.txn.get(), shard.dbi, &k, &v, MDB_APPEND);
+  if (rc != 0) return lmdb::Error(shard.abs_path, "put key " + std::to_string(index), rc);
+  HashU64(&s.split_hash, payload_hash);
+  ++shard.count;
+  ++s.split_count;
+  if (++shard.pending >= s.options.records_per_commit) GRANARY_RETURN_IF_ERROR(s.CommitShard(shard));
+  return Status::OK();
+}
+
+Status DbWriter::EndSplit() {
+  Impl& s = *impl_;
+  if (!s.in_split) return Status::FailedPrecondition("EndSplit without BeginSplit");
+  SplitInfo info;
+  info.name = s.split_name;
+  info.count = s.split_count;
+  info.content_hash = FormatHash(XXH64_digest(&s.split_hash));
+  for (ShardWriter& shard : s.shards) {
+    GRANARY_RETURN_IF_ERROR(s.CommitShard(shard));
+    int rc = mdb_env_sync(shard.env.get(), 1);
+    if (rc != 0) return lmdb::Error(shard.abs_path, "sync", rc);
+    shard.env.Close();
+    struct stat st;
+    if (::stat(shard.abs_path.c_str(), &st) != 0) return Status::IOError(shard.abs_path, "stat", errno);
+    info.shards.push_back({shard.rel_path, shard.count, static_cast<uint64_t>(st.st_size)});
+  }
+  s.shards.clear();
+  s.splits.push_back(std::move(info));
+  s.in_split = false;
+  return Status::OK();
+}
+
+Status DbWriter::Finish(Manifest manifest) {
+  Impl& s = *impl_;
+  if (s.in_split) return Status::FailedPrecondition("split '" + s.split_name + "' is still open");
+  if (s.splits.empty()) return Status::FailedPrecondition("no split was written");
+  manifest.format_version = format::kFormatVersion;
+  manifest.schema = s.options.schema;
+  manifest.splits = s.splits;
+  manifest.content_hash = DatasetHash(manifest.splits);
+  GRANARY_RETURN_IF_ERROR(WriteFileSynced(s.partial + "/" + format::kManifestFile, ManifestToJson(manifest)));
+  for (const SplitInfo& split : s.splits) GRANARY_RETURN_IF_ERROR(FsyncPath(s.partial + "/" + split.name));
+  GRANARY_RETURN_IF_ERROR(FsyncPath(s.partial));
+
+  const std::string& path = s.options.path;
+  std::error_code ec;
+  if (fs::exists(path, ec)) {
+    fs::remove_all(path, ec);
+    if (ec) return Status::IOError(path, "remove existing db", ec.value());
+  }
+  if (std::rename(s.partial.c_str(), path.c_str()) != 0) return Status::IOError(path, "rename from " + s.partial, errno);
+  s.finished = true;
+  fs::path parent = fs::absolute(path).parent_path();
+  return FsyncPath(parent.string());
+}
+
+// ---------------------------------------------------------------------------
+
+struct DbReader::Impl {
+  std::string path;
+  Manifest manifest;
+  // envs[split][shard], in manifest order.
+  std::vector<std::vector<lmdb::Env>> envs;
+};
+
+DbReader::DbReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+DbReader::~DbReader() = default;
+const std::string& DbReader::path() const { return impl_->path; }
+const Manifest& DbReader::manifest() const { return impl_->manifest; }
+
+StatusOr<std::unique_ptr<DbReader>> DbReader::Open(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) {
+    if (!fs::exists(path, ec)) return Status::NotFound(path + ": no such db directory");
+    return Status::InvalidArgument(path + ": is not a granary db (not a directory)");
+  }
+  const std::string manifest_path = path + "/" + format::kManifestFile;
+  std::ifstream in(manifest_path, std::ios::binary);
+  if (!in) {
+    std::string hint = fs::exists(path + format::kPartialSuffix, ec) ? " (a build of it did not finish)" : "";
+    return Status::NotFound(path + ": is not a granary db: " + format::kManifestFile + " not found" + hint);
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  StatusOr<Manifest> manifest = ParseManifest(text.str(), manifest_path);
+  if (!manifest.ok()) return manifest.status();
+
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  impl->manifest = std::move(manifest).value();
+  for (const SplitInfo& split : impl->manifest.splits) {
+    std::vector<lmdb::Env> envs;
+    for (const ShardInfo& shard : split.shards) {
+      const std::string shard_path = path + "/" + shard.path;
+      struct stat st;
+      if (::stat(shard_path.c_str(), &st) != 0) return Status::IOError(shard_path, "stat shard", errno);
+      if (static_cast<uint64_t>(st.st_size) != shard.bytes) {
+        return Status::Corruption(shard_path + ": " + std::to_string(st.st_size) + " bytes, manifest says " +
+                                  std::to_string(shard.bytes));
+      }
+      lmdb::Env env;
+      GRANARY_RETURN_IF_ERROR(
+          env.Open(shard_path, MDB_RDONLY | MDB_NOTLS | MDB_NORDAHEAD, static_cast<size_t>(st.st_size)));
+      envs.push_back(std::move(env));
+    }
+    impl->envs.push_back(std::move(envs));
+  }
+  return std::unique_ptr<DbReader>(new DbReader(std::move(impl)));
+}
+
+// ---------------------------------------------------------------------------
+
+struct SplitReader::Impl {
+  const DbReader::Impl* db = nullptr;
+  const SplitInfo* split = nullptr;
+  std::vector<std::string> shard_paths;
+  std::vector<lmdb::Txn> txns;
+  std::vector<MDB_dbi> dbis;
+  std::unique_ptr<RecordDecoder> decoder;
+};
+
+SplitReader::SplitReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SplitReader::~SplitReader() = default;
+uint64_t SplitReader::size() const { return impl_->split->count; }
+const std::string& SplitReader::split() const { return impl_->split->name; }
+
+StatusOr<std::unique_ptr<SplitReader>> SplitReader::Create(const DbReader& db, const std::string& split) {
+  const DbReader::Impl& d = *db.impl_;
+  const auto& splits = d.manifest.splits;
+  size_t id = 0;
+  while (id < splits.size() && splits[id].name != split) ++id;
+  if (id == splits.size()) return Status::NotFound(d.path + ": no split '" + split + "'");
+  auto impl = std::make_unique<Impl>();
+  impl->db = &d;
+  impl->split = &splits[id];
+  for (size_t i = 0; i < d.envs[id].size(); ++i) {
+    std::string shard_path = impl->split->shards[i].path;
+    lmdb::Txn txn;
+    GRANARY_RETURN_IF_ERROR(txn.Begin(d.envs[id][i].get(), MDB_RDONLY, shard_path));
+    MDB_dbi dbi;
+    int rc = mdb_dbi_open(txn.get(), nullptr, 0, &dbi);
+    if (rc != 0) return lmdb::Error(shard_path, "open database", rc);
+    impl->shard_paths.push_back(std::move(shard_path));
+    impl->txns.push_back(std::move(txn));
+    impl->dbis.push_back(dbi);
+  }
+  impl->decoder = std::make_unique<RecordDecoder>(d.manifest.schema);
+  return std::unique_ptr<SplitReader>(new SplitReader(std::move(impl)));
+}
+
+Status SplitReader::ReadRaw(uint64_t index, std::string_view* value) {
+  Impl& s = *impl_;
+  if (index >= s.split->count) {
+    return Status::NotFound("split '" + s.split->name + "': index " + std::to_string(index) + " out of range (" +
+                            std::to_string(s.split->count) + " records)");
+  }
+  const size_t shard = index % s.txns.size();
+  std::string key = EncodeKey(index);
+  MDB_val k{key.size(), key.data()};
+  MDB_val v;
+  int rc = mdb_get(s.txns[shard].get(), s.dbis[shard], &k, &v);
+  if (rc == MDB_NOTFOUND) {
+    return Status::Corruption(s.shard_paths[shard] + ", key " + std::to_string(index) + ": record missing");
+  }
+  if (rc != 0) return lmdb::Error(s.shard_paths[shard], "key " + std::to_string(index), rc);
+  *value = std::string_view(static_cast<const char*>(v.mv_data), v.mv_size);
+  return Status::OK();
+}
+
+Status SplitReader::Read(uint64_t index, DecodedRecord* out) {
+  std::string_view value;
+  GRANARY_RETURN_IF_ERROR(ReadRaw(index, &value));
+  Status s = impl_->decoder->Decode(value, out);
+  if (!s.ok()) {
+    return s.WithContext(impl_->shard_paths[index % impl_->txns.size()] + ", key " + std::to_string(index));
+  }
+  return Status::OK();
+}
+
+}  // namespace granary

@@ -1,0 +1,118 @@
+// Writing and reading granary dbs: a directory holding manifest.json and one
+// LMDB file per shard of each split (docs/FORMAT.md).
+//
+// DbWriter: one thread at a time. A db is built under "<path>.partial" and only
+// renamed to <path> by Finish(), after every shard and the manifest are synced;
+// a writer destroyed without Finish() removes its partial directory, and one
+// killed outright leaves only "<path>.partial", which no reader opens.
+//
+// DbReader: immutable after Open(); share it between threads. Each thread
+// reads through its own SplitReader, which must not outlive the DbReader.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "store/manifest.h"
+#include "store/record.h"
+#include "store/status.h"
+
+namespace granary {
+
+struct DbWriterOptions {
+  std::string path;
+  Schema schema;
+  int shards_per_split = 1;
+  // Address space reserved per shard; a shard larger than this fails with
+  // FailedPrecondition ("map full"). The file only grows as records arrive.
+  uint64_t map_bytes = uint64_t{64} << 30;
+  // Records per write transaction.
+  size_t records_per_commit = 8192;
+  // Replace an existing db at `path` instead of refusing.
+  bool overwrite = false;
+};
+
+class DbWriter {
+ public:
+  // Creates "<path>.partial" (replacing a stale one left by a killed build).
+  // FailedPrecondition if <path> exists and !overwrite.
+  static StatusOr<std::unique_ptr<DbWriter>> Create(DbWriterOptions options);
+  ~DbWriter();
+  DbWriter(const DbWriter&) = delete;
+  DbWriter& operator=(const DbWriter&) = delete;
+
+  // Splits are written one after another: BeginSplit, Append..., EndSplit.
+  Status BeginSplit(const std::string& name);
+  // Appends the next record of the current split; its index is the number of
+  // records appended to the split before it. `value` and `payload_hash` are
+  // what RecordEncoder::Encode produced for it.
+  Status Append(std::string_view value, uint64_t payload_hash);
+  Status EndSplit();
+  // Records appended to the current split so far.
+  uint64_t split_count() const;
+
+  // Fills in the manifest's format version, schema, splits and content hash,
+  // writes it, and publishes the db under its final name.
+  Status Finish(Manifest manifest);
+
+  const std::string& partial_path() const;
+
+ private:
+  struct Impl;
+  explicit DbWriter(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+class DbReader {
+ public:
+  // NotFound if `path` has no manifest.json; Corruption or FailedPrecondition
+  // (newer format) from the manifest; errors naming the shard file otherwise.
+  static StatusOr<std::unique_ptr<DbReader>> Open(const std::string& path);
+  ~DbReader();
+  DbReader(const DbReader&) = delete;
+  DbReader& operator=(const DbReader&) = delete;
+
+  const std::string& path() const;
+  const Manifest& manifest() const;
+  const Schema& schema() const { return manifest().schema; }
+
+ private:
+  friend class SplitReader;
+  struct Impl;
+  explicit DbReader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Reads records of one split; one per thread. Holds one read transaction per
+// shard for its lifetime (the db is immutable, so this pins nothing).
+class SplitReader {
+ public:
+  // NotFound if the db has no split `split`.
+  static StatusOr<std::unique_ptr<SplitReader>> Create(const DbReader& db, const std::string& split);
+  ~SplitReader();
+  SplitReader(const SplitReader&) = delete;
+  SplitReader& operator=(const SplitReader&) = delete;
+
+  uint64_t size() const;
+  const std::string& split() const;
+
+  // The stored value of record `index`, pointing into the memory map; valid
+  // until this SplitReader is destroyed. NotFound if index >= size().
+  Status ReadRaw(uint64_t index, std::string_view* value);
+  // Reads and decodes record `index`, checking its checksum. Errors name the
+  // shard file and key: "train/shard-00000.mdb, key 12: checksum mismatch".
+  Status Read(uint64_t index, DecodedRecord* out);
+
+ private:
+  struct Impl;
+  explicit SplitReader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Key bytes of a sample index (big-endian u64).
+std::string EncodeKey(uint64_t index);
+
+}  // namespace granary

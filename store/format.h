@@ -1,0 +1,47 @@
+// The constants of granary's on-disk format. docs/FORMAT.md is the spec; every
+// number here is defined there, and a change here is a change of format version.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace granary::format {
+
+// manifest.json: "format" must equal kFormatName; "format_version" is at most
+// kFormatVersion for a reader to accept the db.
+inline constexpr char kFormatName[] = "granary-db";
+inline constexpr int kFormatVersion = 1;
+inline constexpr char kManifestFile[] = "manifest.json";
+// A db being built lives under "<db>" + kPartialSuffix until it is complete.
+inline constexpr char kPartialSuffix[] = ".partial";
+
+// LMDB keys: the sample index within its split, unsigned 64-bit big-endian,
+// so that keys sort in index order and writes can use MDB_APPEND.
+inline constexpr size_t kKeyBytes = 8;
+
+// Record value: a fixed header, a field table, a checksum, then the body.
+inline constexpr uint8_t kRecordVersion = 1;
+enum class Codec : uint8_t {
+  kNone = 0,      // body is the payload itself
+  kZstd = 1,      // body is one zstd frame
+  kZstdDict = 2,  // body is one zstd frame made with the split's dictionary (reserved)
+};
+
+struct RecordFixedHeader {
+  uint8_t record_version;
+  uint8_t codec;
+  uint16_t field_count;    // little-endian
+  uint32_t payload_bytes;  // little-endian, uncompressed
+};
+static_assert(sizeof(RecordFixedHeader) == 8, "fixed record header is 8 bytes");
+inline constexpr size_t kFixedHeaderBytes = sizeof(RecordFixedHeader);
+inline constexpr size_t kFieldLengthBytes = 4;  // u32 per field
+inline constexpr size_t kDimBytes = 4;          // u32 per dim of a variable-shape field
+inline constexpr size_t kChecksumBytes = 8;     // XXH64, seed kChecksumSeed
+inline constexpr uint64_t kChecksumSeed = 0;
+
+// Shard files: "<split>/shard-NNNNN.mdb" (LMDB with MDB_NOSUBDIR); sample i of a
+// split with K shards lives in shard i % K under key i.
+inline constexpr int kShardDigits = 5;
+
+}  // namespace granary::format

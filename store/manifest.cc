@@ -1,0 +1,183 @@
+#include "store/manifest.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+
+#include "store/format.h"
+
+namespace granary {
+
+using nlohmann::json;
+
+const SplitInfo* Manifest::FindSplit(const std::string& name) const {
+  for (const SplitInfo& s : splits) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+std::string FormatHash(uint64_t hash) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "xxh64:%016llx", static_cast<unsigned long long>(hash));
+  return buf;
+}
+
+std::string ManifestToJson(const Manifest& m) {
+  json fields = json::array();
+  for (const FieldSpec& f : m.schema.fields) {
+    fields.push_back({{"name", f.name}, {"dtype", DTypeName(f.dtype)}, {"shape", f.shape}});
+  }
+  json splits = json::array();
+  for (const SplitInfo& s : m.splits) {
+    json shards = json::array();
+    for (const ShardInfo& sh : s.shards) {
+      shards.push_back({{"path", sh.path}, {"count", sh.count}, {"bytes", sh.bytes}});
+    }
+    splits.push_back({{"name", s.name}, {"count", s.count}, {"content_hash", s.content_hash}, {"shards", shards}});
+  }
+  json rejected = json::array();
+  for (const RejectedItem& r : m.rejected) {
+    rejected.push_back({{"split", r.split}, {"item", r.item}, {"reason", r.reason}});
+  }
+  json doc = {
+      {"format", format::kFormatName},
+      {"format_version", m.format_version},
+      {"builder", m.builder},
+      {"created_utc", m.created_utc},
+      {"schema", {{"fields", fields}}},
+      {"label_field", m.label_field},
+      {"num_classes", m.num_classes},
+      {"class_names", m.class_names},
+      {"compression", {{"codec", m.codec}, {"level", m.zstd_level}}},
+      {"source", {{"kind", m.source_kind}, {"path", m.source_path}}},
+      {"build_options", m.build_options},
+      {"splits", splits},
+      {"content_hash", m.content_hash},
+      {"rejected", rejected},
+  };
+  return doc.dump(2) + "\n";
+}
+
+namespace {
+
+// Reads doc[key] as T, naming the key when it is missing or of the wrong type.
+template <typename T>
+Status Get(const json& doc, const char* key, T* out, const std::string& where) {
+  auto it = doc.find(key);
+  if (it == doc.end()) return Status::Corruption(where + ": missing \"" + key + "\"");
+  try {
+    *out = it->get<T>();
+  } catch (const json::exception&) {
+    return Status::Corruption(where + ": \"" + key + "\" has the wrong type");
+  }
+  return Status::OK();
+}
+
+Status ParseSchema(const json& doc, Schema* schema, const std::string& origin) {
+  const std::string where = origin + ": schema";
+  auto fields = doc.find("fields");
+  if (fields == doc.end() || !fields->is_array()) return Status::Corruption(where + ": missing \"fields\" array");
+  for (const json& f : *fields) {
+    if (!f.is_object()) return Status::Corruption(where + ": field is not an object");
+    FieldSpec spec;
+    std::string dtype;
+    GRANARY_RETURN_IF_ERROR(Get(f, "name", &spec.name, where));
+    GRANARY_RETURN_IF_ERROR(Get(f, "dtype", &dtype, where));
+    GRANARY_RETURN_IF_ERROR(Get(f, "shape", &spec.shape, where));
+    StatusOr<DType> parsed = ParseDType(dtype);
+    if (!parsed.ok()) return Status::Corruption(where + ": field '" + spec.name + "': " + parsed.status().message());
+    spec.dtype = parsed.value();
+    schema->fields.push_back(std::move(spec));
+  }
+  Status valid = schema->Validate();
+  if (!valid.ok()) return Status::Corruption(where + ": " + valid.message());
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& origin) {
+  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return Status::Corruption(origin + ": not valid JSON");
+  if (!doc.is_object()) return Status::Corruption(origin + ": not a JSON object");
+  std::string format_name;
+  GRANARY_RETURN_IF_ERROR(Get(doc, "format", &format_name, origin));
+  if (format_name != format::kFormatName) {
+    return Status::Corruption(origin + ": \"format\" is '" + format_name + "', not '" + format::kFormatName + "'");
+  }
+  Manifest m;
+  GRANARY_RETURN_IF_ERROR(Get(doc, "format_version", &m.format_version, origin));
+  if (m.format_version > format::kFormatVersion) {
+    return Status::FailedPrecondition(origin + ": format version " + std::to_string(m.format_version) +
+                                      " is newer than this reader's " + std::to_string(format::kFormatVersion) +
+                                      "; upgrade granary");
+  }
+  if (m.format_version < 1) return Status::Corruption(origin + ": format version " + std::to_string(m.format_version));
+  GRANARY_RETURN_IF_ERROR(Get(doc, "builder", &m.builder, origin));
+  GRANARY_RETURN_IF_ERROR(Get(doc, "created_utc", &m.created_utc, origin));
+  auto schema = doc.find("schema");
+  if (schema == doc.end() || !schema->is_object()) return Status::Corruption(origin + ": missing \"schema\"");
+  GRANARY_RETURN_IF_ERROR(ParseSchema(*schema, &m.schema, origin));
+  GRANARY_RETURN_IF_ERROR(Get(doc, "label_field", &m.label_field, origin));
+  GRANARY_RETURN_IF_ERROR(Get(doc, "num_classes", &m.num_classes, origin));
+  GRANARY_RETURN_IF_ERROR(Get(doc, "class_names", &m.class_names, origin));
+  auto compression = doc.find("compression");
+  if (compression == doc.end()) return Status::Corruption(origin + ": missing \"compression\"");
+  GRANARY_RETURN_IF_ERROR(Get(*compression, "codec", &m.codec, origin + ": compression"));
+  GRANARY_RETURN_IF_ERROR(Get(*compression, "level", &m.zstd_level, origin + ": compression"));
+  auto source = doc.find("source");
+  if (source == doc.end()) return Status::Corruption(origin + ": missing \"source\"");
+  GRANARY_RETURN_IF_ERROR(Get(*source, "kind", &m.source_kind, origin + ": source"));
+  GRANARY_RETURN_IF_ERROR(Get(*source, "path", &m.source_path, origin + ": source"));
+  GRANARY_RETURN_IF_ERROR(Get(doc, "build_options", &m.build_options, origin));
+  GRANARY_RETURN_IF_ERROR(Get(doc, "content_hash", &m.content_hash, origin));
+
+  auto splits = doc.find("splits");
+  if (splits == doc.end() || !splits->is_array()) return Status::Corruption(origin + ": missing \"splits\" array");
+  for (const json& s : *splits) {
+    SplitInfo split;
+    const std::string where = origin + ": split";
+    GRANARY_RETURN_IF_ERROR(Get(s, "name", &split.name, where));
+    GRANARY_RETURN_IF_ERROR(Get(s, "count", &split.count, where + " '" + split.name + "'"));
+    GRANARY_RETURN_IF_ERROR(Get(s, "content_hash", &split.content_hash, where + " '" + split.name + "'"));
+    auto shards = s.find("shards");
+    if (shards == s.end() || !shards->is_array() || shards->empty()) {
+      return Status::Corruption(where + " '" + split.name + "': missing \"shards\"");
+    }
+    uint64_t total = 0;
+    for (const json& sh : *shards) {
+      ShardInfo shard;
+      GRANARY_RETURN_IF_ERROR(Get(sh, "path", &shard.path, where + " '" + split.name + "' shard"));
+      GRANARY_RETURN_IF_ERROR(Get(sh, "count", &shard.count, where + " '" + split.name + "' shard"));
+      GRANARY_RETURN_IF_ERROR(Get(sh, "bytes", &shard.bytes, where + " '" + split.name + "' shard"));
+      if (shard.path.empty() || shard.path[0] == '/' || shard.path.find("..") != std::string::npos) {
+        return Status::Corruption(where + " '" + split.name + "': shard path '" + shard.path +
+                                  "' is not inside the db");
+      }
+      total += shard.count;
+      split.shards.push_back(std::move(shard));
+    }
+    if (total != split.count) {
+      return Status::Corruption(where + " '" + split.name + "': shard counts sum to " + std::to_string(total) +
+                                ", split count is " + std::to_string(split.count));
+    }
+    m.splits.push_back(std::move(split));
+  }
+  auto rejected = doc.find("rejected");
+  if (rejected != doc.end() && rejected->is_array()) {
+    for (const json& r : *rejected) {
+      RejectedItem item;
+      GRANARY_RETURN_IF_ERROR(Get(r, "split", &item.split, origin + ": rejected"));
+      GRANARY_RETURN_IF_ERROR(Get(r, "item", &item.item, origin + ": rejected"));
+      GRANARY_RETURN_IF_ERROR(Get(r, "reason", &item.reason, origin + ": rejected"));
+      m.rejected.push_back(std::move(item));
+    }
+  }
+  if (!m.label_field.empty() && m.schema.FieldIndex(m.label_field) < 0) {
+    return Status::Corruption(origin + ": label_field '" + m.label_field + "' is not in the schema");
+  }
+  return m;
+}
+
+}  // namespace granary

@@ -1,0 +1,64 @@
+// Manifest: the JSON document that describes a db (docs/FORMAT.md, "manifest.json").
+// Plain values; parse and serialise are pure functions.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "store/schema.h"
+#include "store/status.h"
+
+namespace granary {
+
+struct ShardInfo {
+  std::string path;  // relative to the db directory, e.g. "train/shard-00000.mdb"
+  uint64_t count = 0;
+  uint64_t bytes = 0;
+};
+
+struct SplitInfo {
+  std::string name;
+  uint64_t count = 0;
+  std::vector<ShardInfo> shards;  // sample i lives in shards[i % shards.size()]
+  std::string content_hash;       // "xxh64:<16 hex digits>", see FORMAT.md
+};
+
+// A raw item that did not become a record, and why.
+struct RejectedItem {
+  std::string split;
+  std::string item;    // file, or file:line
+  std::string reason;
+};
+
+struct Manifest {
+  int format_version = 0;
+  std::string builder;      // "granary prep 0.1.0"
+  std::string created_utc;  // ISO 8601
+  Schema schema;
+  std::string label_field;  // the field training predicts, "" if none
+  int64_t num_classes = 0;
+  std::vector<std::string> class_names;
+  std::string codec;  // "zstd" or "none"
+  int zstd_level = 0;
+  std::string source_kind;  // "idx", ...
+  std::string source_path;
+  std::map<std::string, std::string> build_options;
+  std::vector<SplitInfo> splits;
+  std::string content_hash;  // over all splits
+  std::vector<RejectedItem> rejected;
+
+  const SplitInfo* FindSplit(const std::string& name) const;
+};
+
+std::string ManifestToJson(const Manifest& manifest);
+// `origin` names the file in error messages. Corruption for malformed JSON or
+// fields; FailedPrecondition for a format version newer than this reader's.
+StatusOr<Manifest> ParseManifest(std::string_view json, const std::string& origin);
+
+// "xxh64:" followed by 16 lower-case hex digits.
+std::string FormatHash(uint64_t hash);
+
+}  // namespace granary

@@ -1,0 +1,45 @@
+// Schema: the named, typed fields every record of a db holds. Plain values.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "store/status.h"
+
+namespace granary {
+
+enum class DType : uint8_t { kUInt8, kInt8, kInt16, kInt32, kInt64, kFloat32, kFloat64 };
+
+size_t DTypeBytes(DType dtype);
+const char* DTypeName(DType dtype);  // "uint8", "float32", ...
+StatusOr<DType> ParseDType(const std::string& name);
+
+// A shape is a list of dims; kVariableDim marks a dim that each record states.
+using Shape = std::vector<int64_t>;
+inline constexpr int64_t kVariableDim = -1;
+
+struct FieldSpec {
+  std::string name;
+  DType dtype = DType::kUInt8;
+  Shape shape;  // {} is a scalar
+
+  bool HasVariableDims() const;
+  // Elements for a fixed shape; precondition: !HasVariableDims().
+  int64_t FixedElements() const;
+};
+
+struct Schema {
+  std::vector<FieldSpec> fields;
+
+  // Index of the field called `name`, or -1.
+  int FieldIndex(const std::string& name) const;
+  // Unique non-empty names, known dtypes, dims positive or kVariableDim.
+  Status Validate() const;
+};
+
+int64_t NumElements(const Shape& shape);
+std::string ShapeToString(const Shape& shape);  // "[1, 28, 28]"
+
+}  // namespace granary

@@ -1,0 +1,108 @@
+// End to end: the prep and train executables on a slice of the real
+// Fashion-MNIST files that tools/setup installs, and their bad-input paths.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "tests/test_util.h"
+
+namespace granary {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::RunCommand;
+using testing::TempDir;
+
+const char kFashion[] = "/usr/share/datasets/fashion-mnist";
+const std::string kPrep = GRANARY_PREP_BIN;
+const std::string kTrain = GRANARY_TRAIN_BIN;
+
+// One line on stderr, naming `needle`.
+void ExpectOneLineError(const testing::CommandResult& r, const std::string& needle) {
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  ASSERT_FALSE(r.err.empty());
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "more than one line: " << r.err;
+}
+
+class EndToEnd : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists(kFashion)) << kFashion << " is missing: run tools/setup";
+  }
+  TempDir dir_;
+};
+
+nlohmann::json TrainJson(const std::string& args, const TempDir& dir) {
+  auto r = RunCommand(kTrain + " " + args + " --json", dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << r.out;
+  return j;
+}
+
+TEST_F(EndToEnd, PrepThenTwoRankTrainingLowersTheLoss) {
+  const std::string db = dir_.Sub("db");
+  auto prep = RunCommand(kPrep + " build " + kFashion + " " + db + " --limit 3000 --json", dir_);
+  ASSERT_EQ(prep.exit_code, 0) << prep.err;
+  auto summary = nlohmann::json::parse(prep.out);
+  EXPECT_EQ(summary["written"], 6000);
+  EXPECT_EQ(summary["rejected"], 0);
+
+  auto j = TrainJson("--db " + db + " --ranks 2 --epochs 3 --seed 1", dir_);
+  ASSERT_EQ(j["ranks"], 2);
+  ASSERT_EQ(j["epochs"].size(), 3u);
+  const auto& e = j["epochs"];
+  EXPECT_LT(e[2]["train_loss"].get<double>(), e[0]["train_loss"].get<double>());
+  EXPECT_LT(e[2]["train_loss"].get<double>(), 0.9);
+  EXPECT_GT(e[2]["test_accuracy"].get<double>(), 0.70);  // 10 classes: chance is 0.10
+  EXPECT_EQ(e[2]["test_samples"], 3000);
+}
+
+// Without dropout, 1 rank with batch B and 2 ranks with B/2 each see the same
+// global batches and average the same gradients, so they train alike.
+TEST_F(EndToEnd, OneAndTwoRanksFollowTheSameTrajectory) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(RunCommand(kPrep + " build " + kFashion + " " + db + " --limit 1024", dir_).exit_code, 0);
+  const std::string args = "--db " + db + " --epochs 1 --seed 3 --dropout 0 --batch-size 32";
+  auto one = TrainJson(args + " --ranks 1", dir_);
+  auto two = TrainJson(args + " --ranks 2", dir_);
+  ASSERT_EQ(one["epochs"].size(), 1u);
+  ASSERT_EQ(two["epochs"].size(), 1u);
+  EXPECT_NEAR(one["epochs"][0]["train_loss"].get<double>(), two["epochs"][0]["train_loss"].get<double>(), 0.01);
+  EXPECT_NEAR(one["epochs"][0]["test_loss"].get<double>(), two["epochs"][0]["test_loss"].get<double>(), 0.02);
+}
+
+TEST_F(EndToEnd, BadRawInputEndsWithOneLineAndNoDb) {
+  const std::string db = dir_.Sub("db");
+  ExpectOneLineError(RunCommand(kPrep + " build " + dir_.Sub("missing") + " " + db, dir_), "no such folder");
+  fs::create_directory(dir_.Sub("empty"));
+  ExpectOneLineError(RunCommand(kPrep + " build " + dir_.Sub("empty") + " " + db, dir_), "folder is empty");
+  fs::create_directory(dir_.Sub("junk"));
+  testing::WriteFile(dir_.Sub("junk/train-images-idx3-ubyte"), "this is not an IDX file");
+  testing::WriteFile(dir_.Sub("junk/train-labels-idx1-ubyte"), "nor this");
+  ExpectOneLineError(RunCommand(kPrep + " build " + dir_.Sub("junk") + " " + db, dir_), "not an IDX file");
+
+  // A truncated copy of the real (gzipped) train images.
+  fs::create_directory(dir_.Sub("cut"));
+  std::string images = testing::ReadFile(std::string(kFashion) + "/train-images-idx3-ubyte.gz");
+  testing::WriteFile(dir_.Sub("cut/train-images-idx3-ubyte.gz"), images.substr(0, images.size() / 3));
+  fs::copy_file(std::string(kFashion) + "/train-labels-idx1-ubyte.gz", dir_.Sub("cut/train-labels-idx1-ubyte.gz"));
+  ExpectOneLineError(RunCommand(kPrep + " build " + dir_.Sub("cut") + " " + db, dir_), "train-images-idx3-ubyte.gz");
+
+  ExpectOneLineError(RunCommand(kPrep + " build " + kFashion + " " + db + " --bogus", dir_), "--bogus");
+  EXPECT_FALSE(fs::exists(db));
+  EXPECT_FALSE(fs::exists(db + ".partial"));
+}
+
+TEST_F(EndToEnd, TrainRejectsWhatIsNotAGranaryDb) {
+  ExpectOneLineError(RunCommand(kTrain + " --db " + dir_.Sub("nothing"), dir_), "no such db directory");
+  fs::create_directory(dir_.Sub("plain"));
+  ExpectOneLineError(RunCommand(kTrain + " --db " + dir_.Sub("plain"), dir_), "is not a granary db");
+  ExpectOneLineError(RunCommand(kTrain + " --db " + dir_.Sub("plain") + " --frobnicate 3", dir_), "--frobnicate");
+  ExpectOneLineError(RunCommand(kTrain, dir_), "--db");
+}
+
+}  // namespace
+}  // namespace granary

@@ -1,0 +1,144 @@
+#include "loader/loader.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+
+#include "store/db.h"
+#include "tests/test_util.h"
+
+namespace granary {
+namespace {
+
+using testing::TempDir;
+
+// A db whose "train" split has n samples: image (1x2x2 uint8) all equal to
+// i % 200, label i % 10.
+void WriteDb(const std::string& path, uint64_t n) {
+  DbWriterOptions o;
+  o.path = path;
+  o.schema.fields = {{"image", DType::kUInt8, {1, 2, 2}}, {"label", DType::kInt64, {}}};
+  o.shards_per_split = 2;
+  auto writer = DbWriter::Create(o);
+  ASSERT_TRUE(writer.ok());
+  RecordEncoder enc(o.schema, 1);
+  ASSERT_TRUE(writer.value()->BeginSplit("train").ok());
+  for (uint64_t i = 0; i < n; ++i) {
+    std::string image(4, static_cast<char>(i % 200));
+    int64_t label = static_cast<int64_t>(i % 10);
+    std::string value;
+    uint64_t hash;
+    ASSERT_TRUE(enc.Encode({{image.data(), 4, {}}, {&label, 8, {}}}, &value, &hash).ok());
+    ASSERT_TRUE(writer.value()->Append(value, hash).ok());
+  }
+  ASSERT_TRUE(writer.value()->EndSplit().ok());
+  Manifest m;
+  m.label_field = "label";
+  m.num_classes = 10;
+  ASSERT_TRUE(writer.value()->Finish(m).ok());
+}
+
+class LoaderThreads : public ::testing::TestWithParam<int> {};
+
+TEST_P(LoaderThreads, BatchesFollowTheSamplerExactly) {
+  TempDir dir;
+  WriteDb(dir.Sub("db"), 157);
+  auto db = DbReader::Open(dir.Sub("db"));
+  ASSERT_TRUE(db.ok());
+  LoaderOptions o;
+  o.batch_size = 10;
+  o.threads = GetParam();
+  o.prefetch = 3;
+  o.sampler = {5, true, false, 1, 2};
+  o.scale = 1.0f;
+  auto loader = Loader::Create(*db.value(), o);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  EXPECT_EQ(loader.value()->batches_per_epoch(), 8u);  // 79 samples per rank
+  for (uint64_t epoch : {0, 1}) {
+    std::vector<uint64_t> expected = loader.value()->sampler().EpochIndices(epoch);
+    loader.value()->StartEpoch(epoch);
+    Batch batch;
+    size_t at = 0;
+    uint64_t batches = 0;
+    for (;;) {
+      auto more = loader.value()->Next(&batch);
+      ASSERT_TRUE(more.ok()) << more.status().ToString();
+      if (!more.value()) break;
+      EXPECT_EQ(batch.index, batches++);
+      EXPECT_EQ(batch.input_shape, (Shape{static_cast<int64_t>(batch.size), 1, 2, 2}));
+      for (size_t i = 0; i < batch.size; ++i, ++at) {
+        ASSERT_LT(at, expected.size());
+        EXPECT_EQ(batch.input[i * 4 + 3], static_cast<float>(expected[at] % 200));
+        EXPECT_EQ(batch.target[i], static_cast<int64_t>(expected[at] % 10));
+      }
+    }
+    EXPECT_EQ(at, expected.size());
+    EXPECT_EQ(batches, 8u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, LoaderThreads, ::testing::Values(1, 2, 3));
+
+TEST(Loader, RejectsBadOptionsUpFront) {
+  TempDir dir;
+  WriteDb(dir.Sub("db"), 20);
+  auto db = DbReader::Open(dir.Sub("db"));
+  ASSERT_TRUE(db.ok());
+  LoaderOptions o;
+  o.batch_size = 0;
+  EXPECT_EQ(Loader::Create(*db.value(), o).status().code(), Status::Code::kInvalidArgument);
+  o.batch_size = 4;
+  o.sampler.world = 0;
+  EXPECT_EQ(Loader::Create(*db.value(), o).status().code(), Status::Code::kInvalidArgument);
+  o.sampler.world = 2;
+  o.sampler.rank = 2;
+  EXPECT_EQ(Loader::Create(*db.value(), o).status().code(), Status::Code::kInvalidArgument);
+  o.sampler.rank = 0;
+  o.input_field = "pixels";
+  EXPECT_EQ(Loader::Create(*db.value(), o).status().code(), Status::Code::kInvalidArgument);
+  o.input_field = "image";
+  o.split = "val";
+  EXPECT_EQ(Loader::Create(*db.value(), o).status().code(), Status::Code::kNotFound);
+}
+
+TEST(Loader, CorruptRecordSurfacesAsAnErrorNamingShardAndKey) {
+  TempDir dir;
+  WriteDb(dir.Sub("db"), 64);
+  // Record 9 (odd: shard 1) holds image bytes 0x09; flip one stored byte of it.
+  const std::string shard_path = dir.Sub("db/train/shard-00001.mdb");
+  std::string shard = testing::ReadFile(shard_path);
+  RecordEncoder enc({{{"image", DType::kUInt8, {1, 2, 2}}, {"label", DType::kInt64, {}}}}, 1);
+  std::string image(4, '\x09'), value;
+  int64_t label = 9;
+  ASSERT_TRUE(enc.Encode({{image.data(), 4, {}}, {&label, 8, {}}}, &value).ok());
+  int copies = 0;
+  for (size_t at = shard.find(value); at != std::string::npos; at = shard.find(value, at + 1), ++copies) {
+    shard[at + value.size() / 2] ^= 0x10;
+  }
+  ASSERT_GT(copies, 0);
+  testing::WriteFile(shard_path, shard);
+
+  auto db = DbReader::Open(dir.Sub("db"));
+  ASSERT_TRUE(db.ok());
+  LoaderOptions o;
+  o.batch_size = 8;
+  o.threads = 2;
+  o.sampler.shuffle = false;
+  auto loader = Loader::Create(*db.value(), o);
+  ASSERT_TRUE(loader.ok());
+  loader.value()->StartEpoch(0);
+  Batch batch;
+  auto first = loader.value()->Next(&batch);  // samples 0..7
+  ASSERT_TRUE(first.ok() && first.value());
+  auto second = loader.value()->Next(&batch);  // samples 8..15 include 9
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), Status::Code::kCorruption);
+  EXPECT_NE(second.status().message().find("train/shard-00001.mdb, key 9"), std::string::npos)
+      << second.status().message();
+  // Asking again repeats the error instead of hanging.
+  EXPECT_FALSE(loader.value()->Next(&batch).ok());
+}
+
+}  // namespace
+}  // namespace granary

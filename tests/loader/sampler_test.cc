@@ -1,0 +1,100 @@
+#include "loader/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace granary {
+namespace {
+
+struct Case {
+  uint64_t n;
+  int world;
+  bool drop_last;
+};
+
+class SamplerProperties : public ::testing::TestWithParam<Case> {};
+
+// Over all ranks of one epoch: equal counts, disjoint up to the reported
+// padding, covering all but the reported dropped samples.
+TEST_P(SamplerProperties, RanksShareAnEpochExactly) {
+  const Case c = GetParam();
+  for (uint64_t epoch : {0, 1, 7}) {
+    std::map<uint64_t, int> seen;
+    uint64_t per_rank = 0, padded = 0, dropped = 0;
+    for (int rank = 0; rank < c.world; ++rank) {
+      auto s = Sampler::Create(c.n, {42, true, c.drop_last, rank, c.world});
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      std::vector<uint64_t> mine = s->EpochIndices(epoch);
+      if (rank == 0) {
+        per_rank = mine.size();
+        padded = s->padded();
+        dropped = s->dropped();
+      }
+      ASSERT_EQ(mine.size(), per_rank) << "rank " << rank;
+      EXPECT_EQ(s->samples_per_rank(), per_rank);
+      for (uint64_t i : mine) {
+        ASSERT_LT(i, c.n);
+        ++seen[i];
+      }
+    }
+    uint64_t duplicates = 0;
+    for (auto& [index, count] : seen) duplicates += count - 1;
+    EXPECT_EQ(duplicates, padded);
+    EXPECT_EQ(c.n - seen.size(), dropped);
+    EXPECT_EQ(per_rank * c.world, c.n + padded - dropped);
+    if (c.drop_last) {
+      EXPECT_EQ(padded, 0u);
+      EXPECT_LT(dropped, static_cast<uint64_t>(c.world));
+    } else {
+      EXPECT_EQ(dropped, 0u);
+      EXPECT_LT(padded, static_cast<uint64_t>(c.world));
+    }
+  }
+}
+
+TEST_P(SamplerProperties, OrderIsAPureFunctionOfSeedAndEpoch) {
+  const Case c = GetParam();
+  auto a = Sampler::Create(c.n, {7, true, c.drop_last, 0, c.world});
+  auto b = Sampler::Create(c.n, {7, true, c.drop_last, 0, c.world});
+  auto other_seed = Sampler::Create(c.n, {8, true, c.drop_last, 0, c.world});
+  ASSERT_TRUE(a.ok() && b.ok() && other_seed.ok());
+  EXPECT_EQ(a->EpochIndices(3), b->EpochIndices(3));
+  if (c.n >= 20) {
+    EXPECT_NE(a->EpochIndices(3), a->EpochIndices(4));
+    EXPECT_NE(a->EpochIndices(3), other_seed->EpochIndices(3));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, SamplerProperties,
+                         ::testing::Values(Case{1, 1, false}, Case{10, 1, false}, Case{10, 3, false},
+                                           Case{10, 3, true}, Case{100, 4, false}, Case{101, 4, false},
+                                           Case{101, 4, true}, Case{997, 7, false}, Case{997, 7, true},
+                                           Case{5, 8, false}, Case{60000, 2, false}, Case{1000, 16, true}));
+
+TEST(Sampler, PermutationIsAPermutation) {
+  for (uint64_t n : {0, 1, 2, 3, 1000}) {
+    std::vector<uint64_t> p = EpochPermutation(n, 1, 2);
+    std::sort(p.begin(), p.end());
+    for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(p[i], i);
+  }
+}
+
+TEST(Sampler, NoShuffleReadsInIndexOrder) {
+  auto s = Sampler::Create(10, {1, false, false, 1, 2});
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->EpochIndices(5), (std::vector<uint64_t>{1, 3, 5, 7, 9}));
+}
+
+TEST(Sampler, RejectsBadWorldAndRank) {
+  EXPECT_EQ(Sampler::Create(10, {0, true, false, 0, 0}).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(Sampler::Create(10, {0, true, false, 2, 2}).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(Sampler::Create(10, {0, true, false, -1, 2}).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(Sampler::Create(0, {0, true, false, 0, 1}).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(Sampler::Create(3, {0, true, true, 0, 4}).status().code(), Status::Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace granary

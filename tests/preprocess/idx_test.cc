@@ -1,0 +1,188 @@
+#include "preprocess/idx.h"
+
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cstring>
+
+#include "preprocess/build.h"
+#include "preprocess/source.h"
+#include "store/db.h"
+#include "tests/test_util.h"
+
+namespace granary {
+namespace {
+
+using testing::TempDir;
+
+std::string BE32(uint32_t v) {
+  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
+}
+
+// An IDX file of `count` images of rows x cols, pixel (n, k) = n + k.
+std::string ImagesIdx(uint32_t count, uint32_t rows, uint32_t cols) {
+  std::string s("\0\0\x08\x03", 4);
+  s += BE32(count) + BE32(rows) + BE32(cols);
+  for (uint32_t n = 0; n < count; ++n) {
+    for (uint32_t k = 0; k < rows * cols; ++k) s.push_back(static_cast<char>(n + k));
+  }
+  return s;
+}
+
+std::string LabelsIdx(uint32_t count) {
+  std::string s("\0\0\x08\x01", 4);
+  s += BE32(count);
+  for (uint32_t n = 0; n < count; ++n) s.push_back(static_cast<char>(n % 10));
+  return s;
+}
+
+void WriteGz(const std::string& path, const std::string& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())), static_cast<int>(bytes.size()));
+  gzclose(f);
+}
+
+StatusOr<IdxArray> Parse(const std::string& bytes) {
+  return ParseIdx(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "x.idx");
+}
+
+TEST(Idx, ParsesImagesAndLabels) {
+  auto images = Parse(ImagesIdx(3, 2, 4));
+  ASSERT_TRUE(images.ok()) << images.status().ToString();
+  EXPECT_EQ(images->dims, (std::vector<int64_t>{3, 2, 4}));
+  EXPECT_EQ(images->dtype, DType::kUInt8);
+  ASSERT_EQ(images->data.size(), 24u);
+  EXPECT_EQ(images->data[8 + 3], 1 + 3);
+}
+
+TEST(Idx, ConvertsBigEndianIntegersToHostOrder) {
+  std::string s("\0\0\x0C\x01", 4);
+  s += BE32(2) + BE32(0x01020304) + BE32(0xFFFFFFFE);
+  auto a = Parse(s);
+  ASSERT_TRUE(a.ok());
+  int32_t v[2];
+  std::memcpy(v, a->data.data(), 8);
+  EXPECT_EQ(v[0], 0x01020304);
+  EXPECT_EQ(v[1], -2);
+}
+
+TEST(Idx, TruncatedDataIsRejectedWithSizes) {
+  std::string s = ImagesIdx(5, 2, 2);
+  auto a = Parse(s.substr(0, s.size() - 1));
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("x.idx: truncated: header promises 20 data bytes, file has 19"),
+            std::string::npos)
+      << a.status().message();
+  EXPECT_NE(Parse(s.substr(0, 10)).status().message().find("truncated inside the header"), std::string::npos);
+}
+
+TEST(Idx, NonIdxBytesAreRejected) {
+  EXPECT_NE(Parse("hello world").status().message().find("not an IDX file"), std::string::npos);
+  EXPECT_NE(Parse("").status().message().find("not an IDX file"), std::string::npos);
+  EXPECT_NE(Parse(std::string("\0\0\x07\x01", 4)).status().message().find("type code"), std::string::npos);
+  std::string extra = LabelsIdx(3) + "zz";
+  EXPECT_NE(Parse(extra).status().message().find("trailing"), std::string::npos);
+}
+
+TEST(Idx, ReadsGzippedAndPlainFilesAlike) {
+  TempDir dir;
+  WriteGz(dir.Sub("a.gz"), ImagesIdx(4, 3, 3));
+  testing::WriteFile(dir.Sub("b"), ImagesIdx(4, 3, 3));
+  auto gz = ReadIdxFile(dir.Sub("a.gz"));
+  auto plain = ReadIdxFile(dir.Sub("b"));
+  ASSERT_TRUE(gz.ok()) << gz.status().ToString();
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(gz->data, plain->data);
+}
+
+TEST(Idx, TruncatedGzipIsRejectedNamingTheFile) {
+  TempDir dir;
+  WriteGz(dir.Sub("full.gz"), ImagesIdx(50, 8, 8));
+  std::string gz = testing::ReadFile(dir.Sub("full.gz"));
+  testing::WriteFile(dir.Sub("cut.gz"), gz.substr(0, gz.size() / 2));
+  auto a = ReadIdxFile(dir.Sub("cut.gz"));
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("cut.gz"), std::string::npos) << a.status().message();
+}
+
+TEST(Idx, FindsDatasetFilesAndNamesWhatIsMissing) {
+  TempDir dir;
+  EXPECT_NE(FindIdxDataset(dir.Sub("absent")).status().message().find("no such folder"), std::string::npos);
+  EXPECT_NE(FindIdxDataset(dir.path()).status().message().find("folder is empty"), std::string::npos);
+  testing::WriteFile(dir.Sub("notes.txt"), "hi");
+  EXPECT_NE(FindIdxDataset(dir.path()).status().message().find("no IDX dataset found"), std::string::npos);
+  WriteGz(dir.Sub("train-images-idx3-ubyte.gz"), ImagesIdx(4, 2, 2));
+  auto missing = FindIdxDataset(dir.path());
+  EXPECT_NE(missing.status().message().find("no train-labels-idx1-ubyte"), std::string::npos)
+      << missing.status().message();
+  testing::WriteFile(dir.Sub("train-labels.idx1-ubyte"), LabelsIdx(4));
+  auto found = FindIdxDataset(dir.path());
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  ASSERT_EQ(found->size(), 1u);
+  EXPECT_EQ(found.value()[0].name, "train");
+}
+
+TEST(IdxSource, LabelCountMustMatchImageCount) {
+  TempDir dir;
+  testing::WriteFile(dir.Sub("train-images-idx3-ubyte"), ImagesIdx(4, 2, 2));
+  testing::WriteFile(dir.Sub("train-labels-idx1-ubyte"), LabelsIdx(3));
+  auto source = OpenIdxSource(dir.path(), {});
+  ASSERT_FALSE(source.ok());
+  EXPECT_NE(source.status().message().find("3 labels for 4 images"), std::string::npos);
+}
+
+// The flow graph writes the same bytes whatever the thread count.
+TEST(Build, ContentIsIdenticalForAnyThreadCount) {
+  TempDir dir;
+  testing::WriteFile(dir.Sub("train-images-idx3-ubyte"), ImagesIdx(3000, 6, 6));
+  testing::WriteFile(dir.Sub("train-labels-idx1-ubyte"), LabelsIdx(3000));
+  testing::WriteFile(dir.Sub("t10k-images-idx3-ubyte"), ImagesIdx(500, 6, 6));
+  testing::WriteFile(dir.Sub("t10k-labels-idx1-ubyte"), LabelsIdx(500));
+  std::string hashes[2];
+  for (int threads : {1, 2}) {
+    auto source = OpenIdxSource(dir.path(), {});
+    ASSERT_TRUE(source.ok());
+    BuildOptions o;
+    o.db_path = dir.Sub("db" + std::to_string(threads));
+    o.threads = threads;
+    o.max_in_flight = 16;
+    auto summary = BuildDb(source.value(), o);
+    ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+    ASSERT_EQ(summary->splits.size(), 2u);
+    EXPECT_EQ(summary->splits[0].written, 3000u);
+    EXPECT_EQ(summary->splits[1].written, 500u);
+    hashes[threads - 1] = summary->content_hash;
+
+    auto db = DbReader::Open(o.db_path);
+    ASSERT_TRUE(db.ok());
+    EXPECT_EQ(db.value()->schema().fields[0].shape, (Shape{1, 6, 6}));
+    auto reader = SplitReader::Create(*db.value(), "test");
+    DecodedRecord rec;
+    ASSERT_TRUE(reader.value()->Read(499, &rec).ok());
+    EXPECT_EQ(rec.fields[0].data[7], static_cast<uint8_t>(499 + 7));
+    int64_t label;
+    std::memcpy(&label, rec.fields[1].data, 8);
+    EXPECT_EQ(label, 9);
+  }
+  EXPECT_EQ(hashes[0], hashes[1]);
+}
+
+TEST(Build, CancelledBuildLeavesNothing) {
+  TempDir dir;
+  testing::WriteFile(dir.Sub("train-images-idx3-ubyte"), ImagesIdx(100, 2, 2));
+  testing::WriteFile(dir.Sub("train-labels-idx1-ubyte"), LabelsIdx(100));
+  auto source = OpenIdxSource(dir.path(), {});
+  ASSERT_TRUE(source.ok());
+  std::atomic<bool> cancel{true};
+  BuildOptions o;
+  o.db_path = dir.Sub("db");
+  o.cancel = &cancel;
+  auto summary = BuildDb(source.value(), o);
+  EXPECT_FALSE(summary.ok());
+  EXPECT_FALSE(std::filesystem::exists(o.db_path));
+  EXPECT_FALSE(std::filesystem::exists(o.db_path + ".partial"));
+}
+
+}  // namespace
+}  // namespace granary

@@ -1,0 +1,78 @@
+#include "trainer/comm.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "trainer/launch.h"
+
+namespace granary {
+namespace {
+
+// Runs `body(comm)` on two ranks (threads of this process) joined over Gloo.
+template <typename F>
+void OnTwoRanks(F body) {
+  auto port = PickFreePort();
+  ASSERT_TRUE(port.ok());
+  std::vector<std::thread> ranks;
+  std::vector<Status> results(2);
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      CommOptions o;
+      o.rank = r;
+      o.world = 2;
+      o.port = port.value();
+      o.timeout_s = 30;
+      auto comm = Comm::Create(o);
+      if (!comm.ok()) {
+        results[r] = comm.status();
+        return;
+      }
+      results[r] = body(*comm.value());
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < 2; ++r) EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].ToString();
+}
+
+TEST(Comm, AllReduceMeanAveragesEveryTensorOverRanks) {
+  std::vector<torch::Tensor> out(2);
+  OnTwoRanks([&](Comm& comm) {
+    const float r = static_cast<float>(comm.rank());
+    // Two tensors of different shapes, packed into one all-reduce.
+    std::vector<torch::Tensor> t = {torch::full({3, 2}, 1.0f + r), torch::arange(5, torch::kFloat32) * (r + 1)};
+    Status s = comm.AllReduceMean(t);
+    if (comm.rank() == 1) out = t;
+    return s;
+  });
+  EXPECT_TRUE(torch::allclose(out[0], torch::full({3, 2}, 1.5f)));
+  EXPECT_TRUE(torch::allclose(out[1], torch::arange(5, torch::kFloat32) * 1.5f));
+}
+
+TEST(Comm, BroadcastCopiesRankZerosValuesAndSumAdds) {
+  std::vector<torch::Tensor> got(2);
+  std::vector<torch::Tensor> sums(2);
+  OnTwoRanks([&](Comm& comm) {
+    std::vector<torch::Tensor> t = {torch::full({4}, static_cast<float>(10 + comm.rank()))};
+    GRANARY_RETURN_IF_ERROR(comm.Broadcast(t));
+    torch::Tensor s = torch::tensor({1.0 + comm.rank(), 2.0}, torch::kFloat64);
+    GRANARY_RETURN_IF_ERROR(comm.AllReduceSum(s));
+    got[comm.rank()] = t[0];
+    sums[comm.rank()] = s;
+    return comm.Barrier();
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(torch::equal(got[r], torch::full({4}, 10.0f))) << r;
+    EXPECT_TRUE(torch::equal(sums[r], torch::tensor({3.0, 4.0}, torch::kFloat64))) << r;
+  }
+}
+
+TEST(Comm, RejectsBadRanks) {
+  CommOptions o;
+  o.rank = 2;
+  o.world = 2;
+  EXPECT_EQ(Comm::Create(o).status().code(), Status::Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace granary

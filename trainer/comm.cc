@@ -1,0 +1,105 @@
+#include "trainer/comm.h"
+
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+namespace granary {
+namespace {
+
+template <typename F>
+Status Guard(const char* what, F&& f) {
+  try {
+    f();
+    return Status::OK();
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
+    return Status::FailedPrecondition(std::string(what) + ": " + msg);
+  }
+}
+
+}  // namespace
+
+struct Comm::Impl {
+  CommOptions options;
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  torch::Tensor flat;  // reused packing buffer
+};
+
+Comm::Comm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Comm::~Comm() = default;
+int Comm::rank() const { return impl_->options.rank; }
+int Comm::world() const { return impl_->options.world; }
+
+StatusOr<std::unique_ptr<Comm>> Comm::Create(const CommOptions& options) {
+  if (options.world < 1 || options.rank < 0 || options.rank >= options.world) {
+    return Status::InvalidArgument("rank " + std::to_string(options.rank) + " of world " +
+                                   std::to_string(options.world));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  if (options.world == 1) return std::unique_ptr<Comm>(new Comm(std::move(impl)));
+  Status s = Guard("rendezvous", [&] {
+    c10d::TCPStoreOptions store_options;
+    store_options.port = static_cast<uint16_t>(options.port);
+    store_options.isServer = options.rank == 0;
+    store_options.numWorkers = options.world;
+    store_options.waitWorkers = true;
+    store_options.timeout = std::chrono::seconds(options.timeout_s);
+    impl->store = c10::make_intrusive<c10d::TCPStore>(options.host, store_options);
+    auto pg_options = c10d::ProcessGroupGloo::Options::create();
+    pg_options->timeout = std::chrono::seconds(options.timeout_s);
+    pg_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options.host));
+    impl->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, options.rank, options.world, pg_options);
+  });
+  if (!s.ok()) return s.WithContext("rank " + std::to_string(options.rank));
+  return std::unique_ptr<Comm>(new Comm(std::move(impl)));
+}
+
+Status Comm::AllReduceMean(const std::vector<torch::Tensor>& tensors) {
+  if (impl_->options.world == 1) return Status::OK();
+  return Guard("all-reduce", [&] {
+    int64_t total = 0;
+    for (const auto& t : tensors) total += t.numel();
+    if (!impl_->flat.defined() || impl_->flat.numel() != total) impl_->flat = torch::empty({total}, torch::kFloat32);
+    int64_t at = 0;
+    for (const auto& t : tensors) {
+      impl_->flat.narrow(0, at, t.numel()).copy_(t.reshape({-1}));
+      at += t.numel();
+    }
+    std::vector<at::Tensor> bufs{impl_->flat};
+    impl_->group->allreduce(bufs)->wait();
+    impl_->flat.div_(static_cast<double>(impl_->options.world));
+    at = 0;
+    for (const auto& t : tensors) {
+      t.view({-1}).copy_(impl_->flat.narrow(0, at, t.numel()));
+      at += t.numel();
+    }
+  });
+}
+
+Status Comm::AllReduceSum(torch::Tensor& tensor) {
+  if (impl_->options.world == 1) return Status::OK();
+  return Guard("all-reduce", [&] {
+    std::vector<at::Tensor> bufs{tensor};
+    impl_->group->allreduce(bufs)->wait();
+  });
+}
+
+Status Comm::Broadcast(const std::vector<torch::Tensor>& tensors) {
+  if (impl_->options.world == 1) return Status::OK();
+  return Guard("broadcast", [&] {
+    for (const auto& t : tensors) {
+      std::vector<at::Tensor> bufs{t};
+      impl_->group->broadcast(bufs)->wait();
+    }
+  });
+}
+
+Status Comm::Barrier() {
+  if (impl_->options.world == 1) return Status::OK();
+  return Guard("barrier", [&] { impl_->group->barrier()->wait(); });
+}
+
+}  // namespace granary

@@ -1,0 +1,50 @@
+// Comm: the collectives data-parallel training needs, over c10d's
+// ProcessGroupGloo with a TCPStore rendezvous. One per rank process; calls are
+// blocking and must be made in the same order on every rank. LibTorch and
+// Gloo exceptions are caught here and returned as Status.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "store/status.h"
+
+namespace granary {
+
+struct CommOptions {
+  int rank = 0;
+  int world = 1;
+  std::string host = "127.0.0.1";  // where rank 0 serves the TCPStore
+  int port = 0;
+  int timeout_s = 300;
+};
+
+class Comm {
+ public:
+  static StatusOr<std::unique_ptr<Comm>> Create(const CommOptions& options);
+  ~Comm();
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  int rank() const;
+  int world() const;
+
+  // Replaces each tensor with the element-wise mean over ranks. The tensors
+  // are packed into one contiguous buffer for a single all-reduce.
+  Status AllReduceMean(const std::vector<torch::Tensor>& tensors);
+  // Sum of `tensor` over ranks, in place.
+  Status AllReduceSum(torch::Tensor& tensor);
+  // Copies rank 0's values into each tensor on every rank.
+  Status Broadcast(const std::vector<torch::Tensor>& tensors);
+  Status Barrier();
+
+ private:
+  struct Impl;
+  explicit Comm(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace granary
