@@ -4,6 +4,7 @@
 #include <tbb/flow_graph.h>
 #include <tbb/global_control.h>
 #include <tbb/info.h>
+#include <tbb/parallel_for.h>
 
 #include <chrono>
 #include <ctime>
@@ -26,9 +27,13 @@ struct Encoded {
   uint64_t payload_hash = 0;
 };
 
+// Records whose payload is at most this are "small": a dictionary pays off.
+constexpr uint64_t kSmallRecordBytes = 16 << 10;
+
 // Per-thread state of the encode node.
 struct EncodeScratch {
-  explicit EncodeScratch(const Schema& schema, int level) : encoder(schema, level) {}
+  EncodeScratch(const Schema& schema, int level, std::shared_ptr<const CompressionDictionary> dict)
+      : encoder(schema, level, std::move(dict)) {}
   RecordEncoder encoder;
   Sample sample;
   std::vector<FieldInput> inputs;
@@ -64,16 +69,54 @@ void Encode(const Schema& schema, const SplitSource& split, EncodeScratch& s, En
   }
 }
 
+// Trains a dictionary on evenly spaced items of `split` (rejected items are
+// left out). Returns "" with *note saying why when there is to be none.
+StatusOr<std::string> MaybeTrainDictionary(const SplitSource& split, const BuildOptions& options,
+                                           std::string* note) {
+  if (options.dictionary == DictionaryMode::kOff || options.zstd_level == 0) {
+    *note = "off";
+    return std::string();
+  }
+  const uint64_t n = split.size();
+  const uint64_t count = std::min<uint64_t>(n, options.dictionary_samples);
+  std::vector<std::string> payloads(count);
+  tbb::parallel_for(uint64_t{0}, count, [&](uint64_t k) {
+    Sample sample;
+    if (!split.Produce(k * n / count, &sample).ok()) return;
+    for (const std::string& field : sample.fields) payloads[k] += field;
+  });
+  std::string samples;
+  std::vector<size_t> sizes;
+  for (const std::string& p : payloads) {
+    if (p.empty()) continue;
+    samples += p;
+    sizes.push_back(p.size());
+  }
+  if (options.dictionary == DictionaryMode::kAuto && (sizes.empty() || samples.size() / sizes.size() > kSmallRecordBytes)) {
+    *note = "none (records are not small)";
+    return std::string();
+  }
+  StatusOr<std::string> dict = TrainDictionary(samples, sizes, options.dictionary_max_bytes);
+  if (!dict.ok()) {
+    if (options.dictionary == DictionaryMode::kOn) return dict.status();
+    *note = "none (" + dict.status().message() + ")";
+    return std::string();
+  }
+  *note = "trained on " + std::to_string(sizes.size()) + " samples of split '" + split.name() + "'";
+  return dict;
+}
+
 // Writes one split through the graph. Returns the first writer or policy error.
 Status BuildSplit(const SourceInfo& info, const SplitSource& split, const BuildOptions& options, size_t max_in_flight,
-                  DbWriter* writer, SplitSummary* summary, BuildSummary* total) {
+                  const std::shared_ptr<const CompressionDictionary>& dictionary, DbWriter* writer,
+                  SplitSummary* summary, BuildSummary* total) {
   using namespace tbb::flow;
   GRANARY_RETURN_IF_ERROR(writer->BeginSplit(split.name()));
   summary->name = split.name();
   const uint64_t n = split.size();
   const Schema& schema = info.schema;
   tbb::enumerable_thread_specific<std::unique_ptr<EncodeScratch>> scratch(
-      [&] { return std::make_unique<EncodeScratch>(schema, options.zstd_level); });
+      [&] { return std::make_unique<EncodeScratch>(schema, options.zstd_level, dictionary); });
   ProgressLine progress(split.name(), n, options.show_progress);
 
   // Invariant: `failure` is written only by the serial writer node and read by
@@ -170,10 +213,22 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
 
   BuildSummary summary;
   summary.threads = threads;
+  std::shared_ptr<const CompressionDictionary> dictionary;
+  if (!source.splits.empty()) {
+    StatusOr<std::string> dict_bytes = MaybeTrainDictionary(*source.splits[0], options, &summary.dictionary_note);
+    if (!dict_bytes.ok()) return dict_bytes.status();
+    if (!dict_bytes->empty()) {
+      GRANARY_RETURN_IF_ERROR(writer.value()->SetDictionary(dict_bytes.value()));
+      summary.dictionary_bytes = dict_bytes->size();
+      auto dict = CompressionDictionary::Create(std::move(dict_bytes).value(), options.zstd_level);
+      if (!dict.ok()) return dict.status();
+      dictionary = dict.value();
+    }
+  }
   for (const auto& split : source.splits) {
     SplitSummary split_summary;
-    GRANARY_RETURN_IF_ERROR(
-        BuildSplit(source.info, *split, options, max_in_flight, writer->get(), &split_summary, &summary));
+    GRANARY_RETURN_IF_ERROR(BuildSplit(source.info, *split, options, max_in_flight, dictionary, writer->get(),
+                                       &split_summary, &summary));
     summary.raw_bytes += split->raw_bytes();
     summary.splits.push_back(split_summary);
   }

@@ -19,11 +19,18 @@ namespace granary {
 
 enum class OnError { kSkip, kFail };
 
+// kAuto trains a zstd dictionary when records are small (where it pays) and
+// uses none if training fails; kOn fails the build instead.
+enum class DictionaryMode { kAuto, kOn, kOff };
+
 struct BuildOptions {
   std::string db_path;
   int threads = 0;  // 0: all cores
   int shards = 1;
   int zstd_level = 3;
+  DictionaryMode dictionary = DictionaryMode::kAuto;
+  size_t dictionary_max_bytes = 64 << 10;
+  size_t dictionary_samples = 8192;  // evenly spaced items of the first split
   size_t max_in_flight = 0;  // 0: 64 per thread
   bool overwrite = false;
   OnError on_error = OnError::kSkip;
@@ -51,6 +58,8 @@ struct BuildSummary {
   uint64_t stored_bytes = 0;   // shard files
   double seconds = 0;
   int threads = 0;
+  uint64_t dictionary_bytes = 0;  // 0: none
+  std::string dictionary_note;    // why there is none, or what it was trained on
   std::string content_hash;
 };
 

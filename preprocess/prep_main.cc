@@ -37,6 +37,7 @@ struct BuildArgs {
   std::string format = "auto";
   std::string class_names;
   std::string on_error = "skip";
+  std::string dictionary = "auto";
   double max_rejects = 0.01;
   uint64_t limit = 0;
   bool json = false;
@@ -57,11 +58,15 @@ int RunBuild(BuildArgs& a) {
   granary::BuildOptions& o = a.options;
   o.db_path = a.db;
   o.on_error = a.on_error == "fail" ? granary::OnError::kFail : granary::OnError::kSkip;
+  o.dictionary = a.dictionary == "on"    ? granary::DictionaryMode::kOn
+                 : a.dictionary == "off" ? granary::DictionaryMode::kOff
+                                         : granary::DictionaryMode::kAuto;
   o.max_reject_fraction = a.max_rejects;
   o.show_progress = !a.no_progress && ::isatty(STDERR_FILENO);
   o.cancel = &g_cancel;
   o.recorded_options = {{"format", "idx"},
                         {"zstd_level", std::to_string(o.zstd_level)},
+                        {"dictionary", a.dictionary},
                         {"shards", std::to_string(o.shards)},
                         {"limit", std::to_string(a.limit)}};
   std::signal(SIGINT, OnSignal);
@@ -86,6 +91,7 @@ int RunBuild(BuildArgs& a) {
                         {"stored_bytes", s.stored_bytes},
                         {"items_per_s", written / std::max(s.seconds, 1e-9)},
                         {"content_hash", s.content_hash},
+                        {"dictionary_bytes", s.dictionary_bytes},
                         {"splits", nlohmann::json::array()},
                         {"rejected_items", nlohmann::json::array()}};
     for (const auto& split : s.splits) {
@@ -106,6 +112,9 @@ int RunBuild(BuildArgs& a) {
   std::fprintf(stderr, "  %.0f items/s; raw %.1f MB, decoded %.1f MB, stored %.1f MB (%.2fx of decoded)\n",
                written / std::max(s.seconds, 1e-9), s.raw_bytes / 1e6, s.payload_bytes / 1e6, s.stored_bytes / 1e6,
                s.payload_bytes > 0 ? static_cast<double>(s.stored_bytes) / s.payload_bytes : 0.0);
+  std::fprintf(stderr, "  zstd dictionary: %s%s\n",
+               s.dictionary_bytes > 0 ? (std::to_string(s.dictionary_bytes) + " bytes, ").c_str() : "",
+               s.dictionary_note.c_str());
   std::fprintf(stderr, "  content hash %s\n", s.content_hash.c_str());
   return 0;
 }
@@ -125,6 +134,9 @@ int main(int argc, char** argv) {
       CLI::Range(1, 4096));
   build->add_option("--zstd-level", b.options.zstd_level, "zstd level, 0 for none")->capture_default_str()->check(
       CLI::Range(0, 22));
+  build->add_option("--dictionary", b.dictionary, "zstd dictionary: auto (for small records), on or off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   build->add_option("--limit", b.limit, "use only the first N items of each split (0: all)")->capture_default_str();
   build->add_option("--class-names", b.class_names, "comma-separated class names, in label order");
   build->add_option("--on-error", b.on_error, "skip (count and list rejects) or fail")

@@ -103,6 +103,8 @@ struct ShardWriter {
 struct DbWriter::Impl {
   DbWriterOptions options;
   std::string partial;
+  std::string dictionary_hash;
+  uint64_t dictionary_bytes = 0;
   std::vector<SplitInfo> splits;
   bool in_split = false;
   bool finished = false;
@@ -152,6 +154,15 @@ StatusOr<std::unique_ptr<DbWriter>> DbWriter::Create(DbWriterOptions options) {
   fs::create_directories(impl->partial, ec);
   if (ec) return Status::IOError(impl->partial, "create directory", ec.value());
   return std::unique_ptr<DbWriter>(new DbWriter(std::move(impl)));
+}
+
+Status DbWriter::SetDictionary(const std::string& bytes) {
+  Impl& s = *impl_;
+  if (s.in_split || !s.splits.empty()) return Status::FailedPrecondition("SetDictionary after a split began");
+  GRANARY_RETURN_IF_ERROR(WriteFileSynced(s.partial + "/" + format::kDictionaryFile, bytes));
+  s.dictionary_bytes = bytes.size();
+  s.dictionary_hash = FormatHash(XXH64(bytes.data(), bytes.size(), format::kChecksumSeed));
+  return Status::OK();
 }
 
 Status DbWriter::BeginSplit(const std::string& name) {
@@ -234,6 +245,9 @@ Status DbWriter::Finish(Manifest manifest) {
   manifest.schema = s.options.schema;
   manifest.splits = s.splits;
   manifest.content_hash = DatasetHash(manifest.splits);
+  manifest.dictionary_path = s.dictionary_bytes > 0 ? format::kDictionaryFile : "";
+  manifest.dictionary_bytes = s.dictionary_bytes;
+  manifest.dictionary_hash = s.dictionary_hash;
   GRANARY_RETURN_IF_ERROR(WriteFileSynced(s.partial + "/" + format::kManifestFile, ManifestToJson(manifest)));
   for (const SplitInfo& split : s.splits) GRANARY_RETURN_IF_ERROR(FsyncPath(s.partial + "/" + split.name));
   GRANARY_RETURN_IF_ERROR(FsyncPath(s.partial));
@@ -255,6 +269,7 @@ Status DbWriter::Finish(Manifest manifest) {
 struct DbReader::Impl {
   std::string path;
   Manifest manifest;
+  std::shared_ptr<const CompressionDictionary> dictionary;
   // envs[split][shard], in manifest order.
   std::vector<std::vector<lmdb::Env>> envs;
 };
@@ -263,6 +278,7 @@ DbReader::DbReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 DbReader::~DbReader() = default;
 const std::string& DbReader::path() const { return impl_->path; }
 const Manifest& DbReader::manifest() const { return impl_->manifest; }
+const std::shared_ptr<const CompressionDictionary>& DbReader::dictionary() const { return impl_->dictionary; }
 
 StatusOr<std::unique_ptr<DbReader>> DbReader::Open(const std::string& path) {
   std::error_code ec;
@@ -284,6 +300,20 @@ StatusOr<std::unique_ptr<DbReader>> DbReader::Open(const std::string& path) {
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   impl->manifest = std::move(manifest).value();
+  const Manifest& m = impl->manifest;
+  if (!m.dictionary_path.empty()) {
+    const std::string dict_path = path + "/" + m.dictionary_path;
+    std::ifstream dict_in(dict_path, std::ios::binary);
+    if (!dict_in) return Status::IOError(dict_path, "open dictionary", errno);
+    std::string bytes((std::istreambuf_iterator<char>(dict_in)), std::istreambuf_iterator<char>());
+    if (bytes.size() != m.dictionary_bytes ||
+        FormatHash(XXH64(bytes.data(), bytes.size(), format::kChecksumSeed)) != m.dictionary_hash) {
+      return Status::Corruption(dict_path + ": size or hash does not match the manifest");
+    }
+    auto dict = CompressionDictionary::Create(std::move(bytes), 0);
+    if (!dict.ok()) return dict.status().WithContext(dict_path);
+    impl->dictionary = dict.value();
+  }
   for (const SplitInfo& split : impl->manifest.splits) {
     std::vector<lmdb::Env> envs;
     for (const ShardInfo& shard : split.shards) {
@@ -340,7 +370,7 @@ StatusOr<std::unique_ptr<SplitReader>> SplitReader::Create(const DbReader& db, c
     impl->txns.push_back(std::move(txn));
     impl->dbis.push_back(dbi);
   }
-  impl->decoder = std::make_unique<RecordDecoder>(d.manifest.schema);
+  impl->decoder = std::make_unique<RecordDecoder>(d.manifest.schema, d.dictionary);
   return std::unique_ptr<SplitReader>(new SplitReader(std::move(impl)));
 }
 

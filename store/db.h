@@ -44,6 +44,10 @@ class DbWriter {
   DbWriter(const DbWriter&) = delete;
   DbWriter& operator=(const DbWriter&) = delete;
 
+  // Stores `bytes` as the db's zstd dictionary (before any split). Records
+  // encoded with it (codec zstd-dict) can only be read through it.
+  Status SetDictionary(const std::string& bytes);
+
   // Splits are written one after another: BeginSplit, Append..., EndSplit.
   Status BeginSplit(const std::string& name);
   // Appends the next record of the current split; its index is the number of
@@ -78,6 +82,8 @@ class DbReader {
   const std::string& path() const;
   const Manifest& manifest() const;
   const Schema& schema() const { return manifest().schema; }
+  // The db's zstd dictionary (checked against the manifest), or null.
+  const std::shared_ptr<const CompressionDictionary>& dictionary() const;
 
  private:
   friend class SplitReader;

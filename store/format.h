@@ -24,7 +24,8 @@ inline constexpr uint8_t kRecordVersion = 1;
 enum class Codec : uint8_t {
   kNone = 0,      // body is the payload itself
   kZstd = 1,      // body is one zstd frame
-  kZstdDict = 2,  // body is one zstd frame made with the split's dictionary (reserved)
+  kZstdDict = 2,  // body is one zstd frame without magic number or dictionary id,
+                  // made with the db's dictionary
 };
 
 struct RecordFixedHeader {
@@ -35,13 +36,15 @@ struct RecordFixedHeader {
 };
 static_assert(sizeof(RecordFixedHeader) == 8, "fixed record header is 8 bytes");
 inline constexpr size_t kFixedHeaderBytes = sizeof(RecordFixedHeader);
-inline constexpr size_t kFieldLengthBytes = 4;  // u32 per field
-inline constexpr size_t kDimBytes = 4;          // u32 per dim of a variable-shape field
+inline constexpr size_t kDimBytes = 4;       // u32 per dim of a variable-shape field
 inline constexpr size_t kChecksumBytes = 8;     // XXH64, seed kChecksumSeed
 inline constexpr uint64_t kChecksumSeed = 0;
 
 // Shard files: "<split>/shard-NNNNN.mdb" (LMDB with MDB_NOSUBDIR); sample i of a
 // split with K shards lives in shard i % K under key i.
 inline constexpr int kShardDigits = 5;
+
+// The db's zstd dictionary, if it has one, relative to the db directory.
+inline constexpr char kDictionaryFile[] = "zstd.dict";
 
 }  // namespace granary::format

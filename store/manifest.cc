@@ -40,6 +40,11 @@ std::string ManifestToJson(const Manifest& m) {
   for (const RejectedItem& r : m.rejected) {
     rejected.push_back({{"split", r.split}, {"item", r.item}, {"reason", r.reason}});
   }
+  json compression = {{"codec", m.codec}, {"level", m.zstd_level}, {"dictionary", nullptr}};
+  if (!m.dictionary_path.empty()) {
+    compression["dictionary"] = {
+        {"path", m.dictionary_path}, {"bytes", m.dictionary_bytes}, {"hash", m.dictionary_hash}};
+  }
   json doc = {
       {"format", format::kFormatName},
       {"format_version", m.format_version},
@@ -49,7 +54,7 @@ std::string ManifestToJson(const Manifest& m) {
       {"label_field", m.label_field},
       {"num_classes", m.num_classes},
       {"class_names", m.class_names},
-      {"compression", {{"codec", m.codec}, {"level", m.zstd_level}}},
+      {"compression", compression},
       {"source", {{"kind", m.source_kind}, {"path", m.source_path}}},
       {"build_options", m.build_options},
       {"splits", splits},
@@ -70,6 +75,14 @@ Status Get(const json& doc, const char* key, T* out, const std::string& where) {
     *out = it->get<T>();
   } catch (const json::exception&) {
     return Status::Corruption(where + ": \"" + key + "\" has the wrong type");
+  }
+  return Status::OK();
+}
+
+// Paths in a manifest must stay inside the db directory.
+Status CheckRelativePath(const std::string& path, const std::string& where) {
+  if (path.empty() || path[0] == '/' || path.find("..") != std::string::npos) {
+    return Status::Corruption(where + ": path '" + path + "' is not inside the db");
   }
   return Status::OK();
 }
@@ -126,6 +139,14 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& origi
   if (compression == doc.end()) return Status::Corruption(origin + ": missing \"compression\"");
   GRANARY_RETURN_IF_ERROR(Get(*compression, "codec", &m.codec, origin + ": compression"));
   GRANARY_RETURN_IF_ERROR(Get(*compression, "level", &m.zstd_level, origin + ": compression"));
+  auto dictionary = compression->find("dictionary");
+  if (dictionary != compression->end() && !dictionary->is_null()) {
+    const std::string where = origin + ": compression.dictionary";
+    GRANARY_RETURN_IF_ERROR(Get(*dictionary, "path", &m.dictionary_path, where));
+    GRANARY_RETURN_IF_ERROR(Get(*dictionary, "bytes", &m.dictionary_bytes, where));
+    GRANARY_RETURN_IF_ERROR(Get(*dictionary, "hash", &m.dictionary_hash, where));
+    GRANARY_RETURN_IF_ERROR(CheckRelativePath(m.dictionary_path, where));
+  }
   auto source = doc.find("source");
   if (source == doc.end()) return Status::Corruption(origin + ": missing \"source\"");
   GRANARY_RETURN_IF_ERROR(Get(*source, "kind", &m.source_kind, origin + ": source"));
@@ -151,10 +172,7 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& origi
       GRANARY_RETURN_IF_ERROR(Get(sh, "path", &shard.path, where + " '" + split.name + "' shard"));
       GRANARY_RETURN_IF_ERROR(Get(sh, "count", &shard.count, where + " '" + split.name + "' shard"));
       GRANARY_RETURN_IF_ERROR(Get(sh, "bytes", &shard.bytes, where + " '" + split.name + "' shard"));
-      if (shard.path.empty() || shard.path[0] == '/' || shard.path.find("..") != std::string::npos) {
-        return Status::Corruption(where + " '" + split.name + "': shard path '" + shard.path +
-                                  "' is not inside the db");
-      }
+      GRANARY_RETURN_IF_ERROR(CheckRelativePath(shard.path, where + " '" + split.name + "'"));
       total += shard.count;
       split.shards.push_back(std::move(shard));
     }

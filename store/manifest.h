@@ -43,6 +43,10 @@ struct Manifest {
   std::vector<std::string> class_names;
   std::string codec;  // "zstd" or "none"
   int zstd_level = 0;
+  // The zstd dictionary of codec zstd-dict records; path "" if the db has none.
+  std::string dictionary_path;
+  uint64_t dictionary_bytes = 0;
+  std::string dictionary_hash;  // "xxh64:..." of the file
   std::string source_kind;  // "idx", ...
   std::string source_path;
   std::map<std::string, std::string> build_options;

@@ -1,8 +1,10 @@
 // Record encoding per docs/FORMAT.md, "Record values".
 #include "store/record.h"
 
-#define XXH_STATIC_LINKING_ONLY  // for stack-allocated XXH64_state_t
+#define XXH_STATIC_LINKING_ONLY   // for stack-allocated XXH64_state_t
+#define ZSTD_STATIC_LINKING_ONLY  // for ZSTD_c_format (magicless frames of codec zstd-dict)
 #include <xxhash.h>
+#include <zdict.h>
 #include <zstd.h>
 
 #include <cstring>
@@ -34,12 +36,11 @@ uint64_t GetLE(const uint8_t* p, int bytes) {
   return v;
 }
 
-// Bytes of the header up to (not including) the checksum, or 0 if `value` is
-// too short to say. Invariant: the table's size depends only on the schema.
+// Bytes of the header before the checksum. Invariant: it depends only on the
+// schema (the dim table lists each variable-shape field's dims).
 size_t HeaderBytesBeforeChecksum(const Schema& schema) {
   size_t n = format::kFixedHeaderBytes;
   for (const FieldSpec& f : schema.fields) {
-    n += format::kFieldLengthBytes;
     if (f.HasVariableDims()) n += f.shape.size() * format::kDimBytes;
   }
   return n;
@@ -56,29 +57,90 @@ uint64_t StoredChecksum(std::string_view header, std::string_view body) {
   return XXH64_digest(&state);
 }
 
+std::string ShapeMismatch(const FieldSpec& spec, const Shape& shape) {
+  return "field '" + spec.name + "': shape " + ShapeToString(shape) + " does not match schema " +
+         ShapeToString(spec.shape);
+}
+
 struct ZstdCCtxDeleter {
   void operator()(ZSTD_CCtx* c) const { ZSTD_freeCCtx(c); }
 };
 struct ZstdDCtxDeleter {
   void operator()(ZSTD_DCtx* d) const { ZSTD_freeDCtx(d); }
 };
+struct ZstdCDictDeleter {
+  void operator()(ZSTD_CDict* d) const { ZSTD_freeCDict(d); }
+};
+struct ZstdDDictDeleter {
+  void operator()(ZSTD_DDict* d) const { ZSTD_freeDDict(d); }
+};
 
 }  // namespace
 
+// ---------------------------------------------------------------------------
+
+struct CompressionDictionary::Impl {
+  std::string bytes;
+  std::unique_ptr<ZSTD_CDict, ZstdCDictDeleter> cdict;
+  std::unique_ptr<ZSTD_DDict, ZstdDDictDeleter> ddict;
+};
+
+CompressionDictionary::CompressionDictionary() : impl_(new Impl) {}
+CompressionDictionary::~CompressionDictionary() = default;
+const std::string& CompressionDictionary::bytes() const { return impl_->bytes; }
+
+StatusOr<std::shared_ptr<const CompressionDictionary>> CompressionDictionary::Create(std::string bytes,
+                                                                                     int compression_level) {
+  std::shared_ptr<CompressionDictionary> dict(new CompressionDictionary());
+  dict->impl_->bytes = std::move(bytes);
+  const std::string& b = dict->impl_->bytes;
+  dict->impl_->ddict.reset(ZSTD_createDDict(b.data(), b.size()));
+  if (dict->impl_->ddict == nullptr) return Status::InvalidArgument("zstd rejects the dictionary");
+  if (compression_level > 0) {
+    dict->impl_->cdict.reset(ZSTD_createCDict(b.data(), b.size(), compression_level));
+    if (dict->impl_->cdict == nullptr) return Status::InvalidArgument("zstd rejects the dictionary");
+  }
+  return std::shared_ptr<const CompressionDictionary>(std::move(dict));
+}
+
+StatusOr<std::string> TrainDictionary(const std::string& samples, const std::vector<size_t>& sample_bytes,
+                                      size_t max_bytes) {
+  std::string dict(max_bytes, '\0');
+  size_t n = ZDICT_trainFromBuffer(dict.data(), dict.size(), samples.data(), sample_bytes.data(),
+                                   static_cast<unsigned>(sample_bytes.size()));
+  if (ZDICT_isError(n)) {
+    return Status::InvalidArgument(std::string("zstd dictionary training: ") + ZDICT_getErrorName(n));
+  }
+  dict.resize(n);
+  return dict;
+}
+
+// ---------------------------------------------------------------------------
+
 struct RecordEncoder::Impl {
   Schema schema;
-  int level;
-  size_t header_bytes;
+  int level = 0;
+  std::shared_ptr<const CompressionDictionary> dictionary;
   std::unique_ptr<ZSTD_CCtx, ZstdCCtxDeleter> cctx;
   std::string payload;
   std::string body;
 };
 
-RecordEncoder::RecordEncoder(Schema schema, int zstd_level) : impl_(new Impl) {
-  impl_->header_bytes = HeaderBytesBeforeChecksum(schema);
+RecordEncoder::RecordEncoder(Schema schema, int zstd_level, std::shared_ptr<const CompressionDictionary> dictionary)
+    : impl_(new Impl) {
   impl_->schema = std::move(schema);
   impl_->level = zstd_level;
-  if (zstd_level > 0) impl_->cctx.reset(ZSTD_createCCtx());
+  if (zstd_level <= 0) return;
+  impl_->cctx.reset(ZSTD_createCCtx());
+  ZSTD_CCtx* cctx = impl_->cctx.get();
+  if (dictionary != nullptr && dictionary->impl_->cdict != nullptr) {
+    impl_->dictionary = std::move(dictionary);
+    ZSTD_CCtx_refCDict(cctx, impl_->dictionary->impl_->cdict.get());
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_format, ZSTD_f_zstd1_magicless);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_dictIDFlag, 0);
+  } else {
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, zstd_level);
+  }
 }
 
 RecordEncoder::~RecordEncoder() = default;
@@ -89,38 +151,32 @@ Status RecordEncoder::Encode(const std::vector<FieldInput>& fields, std::string*
     return Status::InvalidArgument("record has " + std::to_string(fields.size()) + " fields, schema has " +
                                    std::to_string(schema.fields.size()));
   }
-  out->clear();
-  out->push_back(static_cast<char>(format::kRecordVersion));
-  out->push_back(static_cast<char>(impl_->level > 0 ? Codec::kZstd : Codec::kNone));
-  PutU16(out, static_cast<uint16_t>(fields.size()));
+  Codec codec = Codec::kNone;
+  if (impl_->level > 0) codec = impl_->dictionary != nullptr ? Codec::kZstdDict : Codec::kZstd;
   size_t payload_bytes = 0;
   for (const FieldInput& f : fields) payload_bytes += f.bytes;
   if (payload_bytes > UINT32_MAX) return Status::InvalidArgument("record payload exceeds 4 GiB");
-  PutU32(out, static_cast<uint32_t>(payload_bytes));
 
+  out->clear();
+  out->push_back(static_cast<char>(format::kRecordVersion));
+  out->push_back(static_cast<char>(codec));
+  PutU16(out, static_cast<uint16_t>(fields.size()));
+  PutU32(out, static_cast<uint32_t>(payload_bytes));
   for (size_t i = 0; i < fields.size(); ++i) {
     const FieldSpec& spec = schema.fields[i];
     const FieldInput& f = fields[i];
     const Shape& shape = spec.HasVariableDims() ? f.shape : spec.shape;
-    if (shape.size() != spec.shape.size()) {
-      return Status::InvalidArgument("field '" + spec.name + "': shape " + ShapeToString(shape) +
-                                     " does not match schema " + ShapeToString(spec.shape));
-    }
+    if (shape.size() != spec.shape.size()) return Status::InvalidArgument(ShapeMismatch(spec, shape));
     for (size_t d = 0; d < shape.size(); ++d) {
       bool fits = spec.shape[d] == kVariableDim ? (shape[d] >= 0 && shape[d] <= UINT32_MAX)
                                                  : shape[d] == spec.shape[d];
-      if (!fits) {
-        return Status::InvalidArgument("field '" + spec.name + "': shape " + ShapeToString(shape) +
-                                       " does not match schema " + ShapeToString(spec.shape));
-      }
+      if (!fits) return Status::InvalidArgument(ShapeMismatch(spec, shape));
     }
     size_t expected = static_cast<size_t>(NumElements(shape)) * DTypeBytes(spec.dtype);
     if (f.bytes != expected) {
-      return Status::InvalidArgument("field '" + spec.name + "': " + std::to_string(f.bytes) +
-                                     " bytes, shape " + ShapeToString(shape) + " needs " +
-                                     std::to_string(expected));
+      return Status::InvalidArgument("field '" + spec.name + "': " + std::to_string(f.bytes) + " bytes, shape " +
+                                     ShapeToString(shape) + " needs " + std::to_string(expected));
     }
-    PutU32(out, static_cast<uint32_t>(f.bytes));
     if (spec.HasVariableDims()) {
       for (int64_t d : shape) PutU32(out, static_cast<uint32_t>(d));
     }
@@ -132,12 +188,11 @@ Status RecordEncoder::Encode(const std::vector<FieldInput>& fields, std::string*
   if (payload_hash != nullptr) *payload_hash = XXH64(payload.data(), payload.size(), format::kChecksumSeed);
 
   std::string& body = impl_->body;
-  if (impl_->level <= 0) {
+  if (codec == Codec::kNone) {
     body = payload;
   } else {
     body.resize(ZSTD_compressBound(payload.size()));
-    size_t n = ZSTD_compressCCtx(impl_->cctx.get(), body.data(), body.size(), payload.data(), payload.size(),
-                                 impl_->level);
+    size_t n = ZSTD_compress2(impl_->cctx.get(), body.data(), body.size(), payload.data(), payload.size());
     if (ZSTD_isError(n)) return Status::InvalidArgument(std::string("zstd compression: ") + ZSTD_getErrorName(n));
     body.resize(n);
   }
@@ -146,16 +201,27 @@ Status RecordEncoder::Encode(const std::vector<FieldInput>& fields, std::string*
   return Status::OK();
 }
 
+// ---------------------------------------------------------------------------
+
 struct RecordDecoder::Impl {
   Schema schema;
-  size_t header_bytes;
-  std::unique_ptr<ZSTD_DCtx, ZstdDCtxDeleter> dctx;
+  size_t header_bytes = 0;
+  std::shared_ptr<const CompressionDictionary> dictionary;
+  std::unique_ptr<ZSTD_DCtx, ZstdDCtxDeleter> dctx;       // codec zstd
+  std::unique_ptr<ZSTD_DCtx, ZstdDCtxDeleter> dict_dctx;  // codec zstd-dict
 };
 
-RecordDecoder::RecordDecoder(Schema schema) : impl_(new Impl) {
+RecordDecoder::RecordDecoder(Schema schema, std::shared_ptr<const CompressionDictionary> dictionary)
+    : impl_(new Impl) {
   impl_->header_bytes = HeaderBytesBeforeChecksum(schema);
   impl_->schema = std::move(schema);
   impl_->dctx.reset(ZSTD_createDCtx());
+  if (dictionary != nullptr) {
+    impl_->dictionary = std::move(dictionary);
+    impl_->dict_dctx.reset(ZSTD_createDCtx());
+    ZSTD_DCtx_refDDict(impl_->dict_dctx.get(), impl_->dictionary->impl_->ddict.get());
+    ZSTD_DCtx_setParameter(impl_->dict_dctx.get(), ZSTD_d_format, ZSTD_f_zstd1_magicless);
+  }
 }
 
 RecordDecoder::~RecordDecoder() = default;
@@ -164,22 +230,23 @@ Status RecordDecoder::Decode(std::string_view value, DecodedRecord* out) {
   const Schema& schema = impl_->schema;
   const auto* p = reinterpret_cast<const uint8_t*>(value.data());
   const size_t header_bytes = impl_->header_bytes;
-  if (value.size() < header_bytes + format::kChecksumBytes) {
+  const size_t body_at = header_bytes + format::kChecksumBytes;
+  if (value.size() < body_at) {
     return Status::Corruption("record of " + std::to_string(value.size()) + " bytes is shorter than its header (" +
-                              std::to_string(header_bytes + format::kChecksumBytes) + ")");
+                              std::to_string(body_at) + ")");
   }
   if (p[0] != format::kRecordVersion) {
     return Status::Corruption("record version " + std::to_string(p[0]) + " is not " +
                               std::to_string(format::kRecordVersion));
   }
   const uint64_t stored_checksum = GetLE(p + header_bytes, 8);
-  const size_t body_at = header_bytes + format::kChecksumBytes;
   if (StoredChecksum(value.substr(0, header_bytes), value.substr(body_at)) != stored_checksum) {
     return Status::Corruption("checksum mismatch");
   }
   const uint8_t codec = p[1];
-  if (codec != static_cast<uint8_t>(Codec::kNone) && codec != static_cast<uint8_t>(Codec::kZstd)) {
-    return Status::Corruption("unknown codec " + std::to_string(codec));
+  if (codec > static_cast<uint8_t>(Codec::kZstdDict)) return Status::Corruption("unknown codec " + std::to_string(codec));
+  if (codec == static_cast<uint8_t>(Codec::kZstdDict) && impl_->dictionary == nullptr) {
+    return Status::Corruption("record needs the db's dictionary, and the db has none");
   }
   const uint64_t field_count = GetLE(p + 2, 2);
   if (field_count != schema.fields.size()) {
@@ -190,12 +257,10 @@ Status RecordDecoder::Decode(std::string_view value, DecodedRecord* out) {
 
   out->fields.resize(schema.fields.size());
   const uint8_t* table = p + format::kFixedHeaderBytes;
-  uint64_t offset = 0;
+  uint64_t total = 0;
   for (size_t i = 0; i < schema.fields.size(); ++i) {
     const FieldSpec& spec = schema.fields[i];
     FieldView& view = out->fields[i];
-    view.bytes = GetLE(table, 4);
-    table += format::kFieldLengthBytes;
     view.shape.assign(spec.shape.begin(), spec.shape.end());
     if (spec.HasVariableDims()) {
       for (size_t d = 0; d < spec.shape.size(); ++d, table += format::kDimBytes) {
@@ -207,20 +272,26 @@ Status RecordDecoder::Decode(std::string_view value, DecodedRecord* out) {
         view.shape[d] = dim;
       }
     }
-    uint64_t expected = static_cast<uint64_t>(NumElements(view.shape)) * DTypeBytes(spec.dtype);
-    if (view.bytes != expected) {
-      return Status::Corruption("field '" + spec.name + "': length " + std::to_string(view.bytes) +
-                                " does not match shape " + ShapeToString(view.shape));
+    // Invariant: every product stays <= payload_bytes < 2^32, so nothing overflows.
+    uint64_t bytes = DTypeBytes(spec.dtype);
+    for (int64_t dim : view.shape) {
+      if (dim != 0 && bytes > payload_bytes / static_cast<uint64_t>(dim)) {
+        bytes = payload_bytes + 1;
+        break;
+      }
+      bytes *= static_cast<uint64_t>(dim);
     }
-    offset += view.bytes;
+    view.bytes = static_cast<size_t>(bytes);
+    total += bytes;
+    if (total > payload_bytes) break;
   }
-  if (offset != payload_bytes) {
-    return Status::Corruption("field lengths sum to " + std::to_string(offset) + ", header says " +
+  if (total != payload_bytes) {
+    return Status::Corruption("field shapes need " + std::to_string(total) + " bytes, header says " +
                               std::to_string(payload_bytes));
   }
+
   const uint8_t* body = p + body_at;
   const size_t body_bytes = value.size() - body_at;
-
   out->payload.resize(payload_bytes);
   if (codec == static_cast<uint8_t>(Codec::kNone)) {
     if (body_bytes != payload_bytes) {
@@ -229,16 +300,18 @@ Status RecordDecoder::Decode(std::string_view value, DecodedRecord* out) {
     }
     if (payload_bytes > 0) std::memcpy(out->payload.data(), body, payload_bytes);
   } else {
-    unsigned long long frame_size = ZSTD_getFrameContentSize(body, body_bytes);
-    if (frame_size != payload_bytes) {
-      return Status::Corruption("zstd frame content size does not match header (" + std::to_string(payload_bytes) +
-                                " bytes)");
+    const bool dict = codec == static_cast<uint8_t>(Codec::kZstdDict);
+    ZSTD_frameHeader frame;
+    size_t rc = ZSTD_getFrameHeader_advanced(&frame, body, body_bytes,
+                                             dict ? ZSTD_f_zstd1_magicless : ZSTD_f_zstd1);
+    if (rc != 0 || frame.frameContentSize != payload_bytes) {
+      return Status::Corruption("zstd frame header does not declare " + std::to_string(payload_bytes) + " bytes");
     }
-    size_t n = ZSTD_decompressDCtx(impl_->dctx.get(), out->payload.data(), payload_bytes, body, body_bytes);
+    ZSTD_DCtx* dctx = dict ? impl_->dict_dctx.get() : impl_->dctx.get();
+    size_t n = ZSTD_decompressDCtx(dctx, out->payload.data(), payload_bytes, body, body_bytes);
     if (ZSTD_isError(n)) return Status::Corruption(std::string("zstd: ") + ZSTD_getErrorName(n));
     if (n != payload_bytes) return Status::Corruption("zstd frame decompressed to " + std::to_string(n) + " bytes");
   }
-
   out->checksum = stored_checksum;
 
   uint8_t* cursor = out->payload.data();

@@ -23,10 +23,14 @@ struct FieldInput {
   Shape shape;
 };
 
+class CompressionDictionary;
+
 class RecordEncoder {
  public:
-  // zstd_level 0 stores the payload uncompressed (codec none); 1..22 uses zstd.
-  RecordEncoder(Schema schema, int zstd_level);
+  // zstd_level 0 stores the payload uncompressed (codec none); 1..22 uses zstd,
+  // with `dictionary` (codec zstd-dict) if one is given; it must have been
+  // created for compression.
+  RecordEncoder(Schema schema, int zstd_level, std::shared_ptr<const CompressionDictionary> dictionary = nullptr);
   ~RecordEncoder();
   RecordEncoder(const RecordEncoder&) = delete;
   RecordEncoder& operator=(const RecordEncoder&) = delete;
@@ -56,13 +60,41 @@ struct DecodedRecord {
   uint64_t checksum = 0;          // the stored record checksum
 };
 
+// A db's zstd dictionary (docs/FORMAT.md, "Dictionary"). Immutable; share it
+// between threads and encoders/decoders.
+class CompressionDictionary {
+ public:
+  // `compression_level` > 0 also prepares it for compressing at that level.
+  // InvalidArgument if zstd rejects the bytes.
+  static StatusOr<std::shared_ptr<const CompressionDictionary>> Create(std::string bytes, int compression_level);
+  ~CompressionDictionary();
+  CompressionDictionary(const CompressionDictionary&) = delete;
+  CompressionDictionary& operator=(const CompressionDictionary&) = delete;
+
+  const std::string& bytes() const;
+
+ private:
+  friend class RecordEncoder;
+  friend class RecordDecoder;
+  struct Impl;
+  CompressionDictionary();
+  std::unique_ptr<Impl> impl_;
+};
+
+// Trains a zstd dictionary of at most `max_bytes` from samples laid end to end
+// in `samples` with sizes `sample_bytes`. Deterministic. InvalidArgument (with
+// zstd's reason) when the samples are too few or too small to train on.
+StatusOr<std::string> TrainDictionary(const std::string& samples, const std::vector<size_t>& sample_bytes,
+                                      size_t max_bytes);
+
 // XXH64 of a decoded record's uncompressed payload: what content hashes are
 // made of, independent of codec, level and sharding.
 uint64_t PayloadHash(const DecodedRecord& record);
 
 class RecordDecoder {
  public:
-  explicit RecordDecoder(Schema schema);
+  // `dictionary` is the db's, needed for records of codec zstd-dict.
+  explicit RecordDecoder(Schema schema, std::shared_ptr<const CompressionDictionary> dictionary = nullptr);
   ~RecordDecoder();
   RecordDecoder(const RecordDecoder&) = delete;
   RecordDecoder& operator=(const RecordDecoder&) = delete;

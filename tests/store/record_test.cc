@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "store/db.h"
 #include "store/format.h"
 
 namespace granary {
@@ -111,6 +112,104 @@ TEST_P(RecordByteFlip, EveryFlippedByteIsDetected) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, RecordByteFlip, ::testing::Values(0, 3));
+
+}  // namespace
+}  // namespace granary
+
+namespace granary {
+namespace {
+
+// The worked example of docs/FORMAT.md, byte for byte.
+TEST(Format, WorkedExampleFromFormatMd) {
+  Schema schema;
+  schema.fields = {{"image", DType::kUInt8, {1, 2, 2}}, {"label", DType::kInt64, {}}};
+  RecordEncoder encoder(schema, /*zstd_level=*/0);
+  const uint8_t image[4] = {1, 2, 3, 4};
+  const int64_t label = 7;
+  std::string value;
+  uint64_t payload_hash = 0;
+  ASSERT_TRUE(encoder.Encode({{image, 4, {}}, {&label, 8, {}}}, &value, &payload_hash).ok());
+  const std::string expected(
+      "\x01\x00\x02\x00\x0c\x00\x00\x00"
+      "\x17\x05\xfe\x76\xeb\x62\x3b\x40"
+      "\x01\x02\x03\x04\x07\x00\x00\x00\x00\x00\x00\x00",
+      28);
+  EXPECT_EQ(value, expected);
+  EXPECT_EQ(payload_hash, 0x440e73a322a30d18ULL);
+  EXPECT_EQ(EncodeKey(5), std::string("\0\0\0\0\0\0\0\x05", 8));
+}
+
+}  // namespace
+}  // namespace granary
+
+namespace granary {
+namespace {
+
+// Small, similar records: what dictionaries are for.
+std::vector<std::string> SimilarPayloads(int count, size_t bytes) {
+  std::vector<std::string> out;
+  uint32_t x = 12345;
+  for (int i = 0; i < count; ++i) {
+    std::string p(bytes, '\0');
+    for (size_t k = 0; k < bytes; ++k) {
+      x = x * 1103515245 + 12345;
+      p[k] = static_cast<char>((k % 16 < 8) ? (k * 3) & 0xFF : (x >> 24) & 0x0F);
+    }
+    out.push_back(p);
+  }
+  return out;
+}
+
+std::shared_ptr<const CompressionDictionary> TrainedDictionary(const std::vector<std::string>& payloads, int level) {
+  std::string samples;
+  std::vector<size_t> sizes;
+  for (const auto& p : payloads) {
+    samples += p;
+    sizes.push_back(p.size());
+  }
+  auto bytes = TrainDictionary(samples, sizes, 4096);
+  EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto dict = CompressionDictionary::Create(bytes.value(), level);
+  EXPECT_TRUE(dict.ok());
+  return dict.value();
+}
+
+TEST(RecordDictionary, RoundTripsSmallerAndEveryFlipIsDetected) {
+  Schema schema;
+  schema.fields = {{"x", DType::kUInt8, {256}}};
+  auto payloads = SimilarPayloads(2000, 256);
+  auto dict = TrainedDictionary(payloads, 3);
+  RecordEncoder plain(schema, 3), with_dict(schema, 3, dict);
+  RecordDecoder decoder(schema, dict), no_dict_decoder(schema);
+  size_t plain_bytes = 0, dict_bytes = 0;
+  std::string a, b;
+  DecodedRecord rec;
+  for (int i = 0; i < 50; ++i) {
+    const std::string& p = payloads[i];
+    ASSERT_TRUE(plain.Encode({{p.data(), p.size(), {}}}, &a).ok());
+    ASSERT_TRUE(with_dict.Encode({{p.data(), p.size(), {}}}, &b).ok());
+    EXPECT_EQ(b[1], static_cast<char>(format::Codec::kZstdDict));
+    plain_bytes += a.size();
+    dict_bytes += b.size();
+    ASSERT_TRUE(decoder.Decode(b, &rec).ok());
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(rec.fields[0].data), rec.fields[0].bytes), p);
+    ASSERT_TRUE(decoder.Decode(a, &rec).ok());  // a dictionary reader reads plain zstd too
+  }
+  EXPECT_LT(dict_bytes, plain_bytes);
+  Status s = no_dict_decoder.Decode(b, &rec);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption);
+  EXPECT_NE(s.message().find("dictionary"), std::string::npos);
+  for (size_t pos = 0; pos < b.size(); ++pos) {
+    std::string bad = b;
+    bad[pos] = static_cast<char>(bad[pos] ^ 0x01);
+    EXPECT_EQ(decoder.Decode(bad, &rec).code(), Status::Code::kCorruption) << pos;
+  }
+}
+
+TEST(RecordDictionary, TrainingOnTooLittleDataIsAnError) {
+  auto bytes = TrainDictionary("abc", {3}, 4096);
+  EXPECT_EQ(bytes.status().code(), Status::Code::kInvalidArgument);
+}
 
 }  // namespace
 }  // namespace granary
