@@ -11,7 +11,10 @@
 #include <sstream>
 
 #include "preprocess/build.h"
+#include "preprocess/inspect.h"
 #include "preprocess/source.h"
+#include "store/db.h"
+#include "store/verify.h"
 
 namespace {
 
@@ -119,6 +122,48 @@ int RunBuild(BuildArgs& a) {
   return 0;
 }
 
+int RunInfo(const std::string& path, bool json) {
+  auto db = granary::DbReader::Open(path);
+  if (!db.ok()) return Fail(db.status());
+  std::cout << (json ? granary::DescribeDbJson(*db.value()) : granary::DescribeDb(*db.value()));
+  return 0;
+}
+
+int RunVerify(const std::string& path, bool json) {
+  const bool tty = !json && ::isatty(STDERR_FILENO);
+  auto report = granary::VerifyDb(path, [&](const std::string& shard, uint64_t records) {
+    if (tty) std::fprintf(stderr, "verify: %s (%llu records)\n", shard.c_str(), static_cast<unsigned long long>(records));
+  });
+  if (!report.ok()) return Fail(report.status());
+  const granary::VerifyReport& r = report.value();
+  if (json) {
+    nlohmann::json j = {{"db", path},
+                        {"ok", r.ok()},
+                        {"records_expected", r.records_expected},
+                        {"records_ok", r.records_ok},
+                        {"content_hash", r.content_hash},
+                        {"problems", r.problems}};
+    std::cout << j.dump() << std::endl;
+  } else {
+    constexpr size_t kShown = 100;
+    for (size_t i = 0; i < r.problems.size() && i < kShown; ++i) std::printf("%s\n", r.problems[i].c_str());
+    if (r.problems.size() > kShown) std::printf("... and %zu more problems\n", r.problems.size() - kShown);
+    std::printf("verify: %s: %llu of %llu records ok, %zu problem(s)%s\n", path.c_str(),
+                static_cast<unsigned long long>(r.records_ok), static_cast<unsigned long long>(r.records_expected),
+                r.problems.size(), r.ok() ? ", content hash matches" : "");
+  }
+  return r.ok() ? 0 : 1;
+}
+
+int RunCat(const std::string& path, const granary::CatOptions& options, bool json) {
+  auto db = granary::DbReader::Open(path);
+  if (!db.ok()) return Fail(db.status());
+  auto text = granary::DescribeRecord(*db.value(), options, json);
+  if (!text.ok()) return Fail(text.status());
+  std::cout << text.value();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -148,6 +193,22 @@ int main(int argc, char** argv) {
   build->add_flag("--force", b.options.overwrite, "replace an existing db");
   build->add_flag("--json", b.json, "print the summary as JSON on stdout");
   build->add_flag("--no-progress", b.no_progress, "no progress line even on a terminal");
+  std::string db_path;
+  bool json = false;
+  CLI::App* info = app.add_subcommand("info", "describe a db: schema, splits, sizes, compression, build options");
+  info->add_option("db", db_path, "db directory")->required();
+  info->add_flag("--json", json, "print the manifest and sizes as JSON");
+  CLI::App* verify = app.add_subcommand("verify", "read and check every record and the content hash");
+  verify->add_option("db", db_path, "db directory")->required();
+  verify->add_flag("--json", json, "print the report as JSON");
+  granary::CatOptions cat_options;
+  CLI::App* cat = app.add_subcommand("cat", "print one record's fields");
+  cat->add_option("db", db_path, "db directory")->required();
+  cat->add_option("--split", cat_options.split, "split")->capture_default_str();
+  cat->add_option("--index", cat_options.index, "record index within the split")->required();
+  cat->add_option("--max-values", cat_options.max_values, "values shown per field (0: all)")->capture_default_str();
+  cat->add_option("--png", cat_options.png_path, "write the record's image field to this PNG file");
+  cat->add_flag("--json", json, "print the record as JSON (all values)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -157,5 +218,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (build->parsed()) return RunBuild(b);
+  if (info->parsed()) return RunInfo(db_path, json);
+  if (verify->parsed()) return RunVerify(db_path, json);
+  if (cat->parsed()) return RunCat(db_path, cat_options, json);
   return 2;
 }

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#define XXH_STATIC_LINKING_ONLY  // for stack-allocated XXH64_state_t
 #include <xxhash.h>
 
 #include <cerrno>
@@ -12,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "store/content_hash.h"
 #include "store/format.h"
 #include "store/lmdb_handles.h"
 
@@ -61,33 +61,6 @@ Status WriteFileSynced(const std::string& path, const std::string& contents) {
   return Status::OK();
 }
 
-// Feeds `v` as u64 little-endian. A split's hash chains each record's payload
-// hash in index order.
-void HashU64(XXH64_state_t* state, uint64_t v) {
-  unsigned char le[8];
-  for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>((v >> (8 * i)) & 0xFF);
-  XXH64_update(state, le, sizeof(le));
-}
-
-uint64_t ParseHashOrZero(const std::string& s) {
-  if (s.size() != 22 || s.compare(0, 6, "xxh64:") != 0) return 0;
-  return std::strtoull(s.c_str() + 6, nullptr, 16);
-}
-
-// Dataset hash: for each split in manifest order, its name, a zero byte, and
-// its split hash as u64 little-endian.
-std::string DatasetHash(const std::vector<SplitInfo>& splits) {
-  XXH64_state_t state;
-  XXH64_reset(&state, format::kChecksumSeed);
-  for (const SplitInfo& s : splits) {
-    XXH64_update(&state, s.name.data(), s.name.size());
-    const char zero = 0;
-    XXH64_update(&state, &zero, 1);
-    HashU64(&state, ParseHashOrZero(s.content_hash));
-  }
-  return FormatHash(XXH64_digest(&state));
-}
-
 struct ShardWriter {
   std::string rel_path;
   std::string abs_path;
@@ -111,7 +84,7 @@ struct DbWriter::Impl {
   std::string split_name;
   uint64_t split_count = 0;
   std::vector<ShardWriter> shards;
-  XXH64_state_t split_hash;
+  std::unique_ptr<SplitHasher> split_hash;
 
   Status CommitShard(ShardWriter& shard) {
     if (shard.txn.get() == nullptr) return Status::OK();
@@ -193,7 +166,7 @@ Status DbWriter::BeginSplit(const std::string& name) {
   s.split_name = name;
   s.split_count = 0;
   s.in_split = true;
-  XXH64_reset(&s.split_hash, format::kChecksumSeed);
+  s.split_hash = std::make_unique<SplitHasher>();
   return Status::OK();
 }
 
@@ -208,7 +181,7 @@ Status DbWriter::Append(std::string_view value, uint64_t payload_hash) {
   MDB_val v{value.size(), const_cast<char*>(value.data())};
   int rc = mdb_put(shard.txn.get(), shard.dbi, &k, &v, MDB_APPEND);
   if (rc != 0) return lmdb::Error(shard.abs_path, "put key " + std::to_string(index), rc);
-  HashU64(&s.split_hash, payload_hash);
+  s.split_hash->Add(payload_hash);
   ++shard.count;
   ++s.split_count;
   if (++shard.pending >= s.options.records_per_commit) GRANARY_RETURN_IF_ERROR(s.CommitShard(shard));
@@ -221,7 +194,7 @@ Status DbWriter::EndSplit() {
   SplitInfo info;
   info.name = s.split_name;
   info.count = s.split_count;
-  info.content_hash = FormatHash(XXH64_digest(&s.split_hash));
+  info.content_hash = s.split_hash->Finish();
   for (ShardWriter& shard : s.shards) {
     GRANARY_RETURN_IF_ERROR(s.CommitShard(shard));
     int rc = mdb_env_sync(shard.env.get(), 1);
@@ -244,7 +217,7 @@ Status DbWriter::Finish(Manifest manifest) {
   manifest.format_version = format::kFormatVersion;
   manifest.schema = s.options.schema;
   manifest.splits = s.splits;
-  manifest.content_hash = DatasetHash(manifest.splits);
+  manifest.content_hash = DatasetContentHash(manifest.splits);
   manifest.dictionary_path = s.dictionary_bytes > 0 ? format::kDictionaryFile : "";
   manifest.dictionary_bytes = s.dictionary_bytes;
   manifest.dictionary_hash = s.dictionary_hash;
@@ -390,6 +363,31 @@ Status SplitReader::ReadRaw(uint64_t index, std::string_view* value) {
   }
   if (rc != 0) return lmdb::Error(s.shard_paths[shard], "key " + std::to_string(index), rc);
   *value = std::string_view(static_cast<const char*>(v.mv_data), v.mv_size);
+  return Status::OK();
+}
+
+size_t SplitReader::num_shards() const { return impl_->txns.size(); }
+
+Status SplitReader::ScanShard(size_t shard, const std::function<void(uint64_t, const Status&)>& on_entry,
+                              DecodedRecord* record) {
+  Impl& s = *impl_;
+  if (shard >= s.txns.size()) return Status::InvalidArgument("no shard " + std::to_string(shard));
+  const std::string& path = s.shard_paths[shard];
+  MDB_cursor* cursor = nullptr;
+  int rc = mdb_cursor_open(s.txns[shard].get(), s.dbis[shard], &cursor);
+  if (rc != 0) return lmdb::Error(path, "open cursor", rc);
+  std::unique_ptr<MDB_cursor, void (*)(MDB_cursor*)> owner(cursor, mdb_cursor_close);
+  MDB_val k, v;
+  for (rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
+    if (k.mv_size != format::kKeyBytes) {
+      return Status::Corruption(path + ": a key of " + std::to_string(k.mv_size) + " bytes");
+    }
+    uint64_t index = 0;
+    for (size_t i = 0; i < format::kKeyBytes; ++i) index = (index << 8) | static_cast<const uint8_t*>(k.mv_data)[i];
+    Status decoded = s.decoder->Decode(std::string_view(static_cast<const char*>(v.mv_data), v.mv_size), record);
+    on_entry(index, decoded.ok() ? decoded : decoded.WithContext(path + ", key " + std::to_string(index)));
+  }
+  if (rc != MDB_NOTFOUND) return lmdb::Error(path, "walk", rc);
   return Status::OK();
 }
 

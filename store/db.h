@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -111,6 +112,15 @@ class SplitReader {
   // Reads and decodes record `index`, checking its checksum. Errors name the
   // shard file and key: "train/shard-00000.mdb, key 12: checksum mismatch".
   Status Read(uint64_t index, DecodedRecord* out);
+
+  size_t num_shards() const;
+  // Walks shard `shard` in key order, decoding each entry into *record and
+  // calling on_entry(index from the key, decode status). Returns non-OK when
+  // the walk itself fails (a malformed key, or LMDB reporting damage).
+  // LMDB trusts its pages: a damaged file can crash this process, which is
+  // why VerifyDb runs it in a child process.
+  Status ScanShard(size_t shard, const std::function<void(uint64_t, const Status&)>& on_entry,
+                   DecodedRecord* record);
 
  private:
   struct Impl;

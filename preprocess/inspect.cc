@@ -1,0 +1,203 @@
+#include "preprocess/inspect.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+#include "preprocess/png.h"
+
+namespace granary {
+namespace {
+
+using nlohmann::json;
+
+// Payload bytes of `count` records if every field has a fixed shape, else 0.
+uint64_t FixedPayloadBytes(const Schema& schema, uint64_t count) {
+  uint64_t per_record = 0;
+  for (const FieldSpec& f : schema.fields) {
+    if (f.HasVariableDims()) return 0;
+    per_record += static_cast<uint64_t>(f.FixedElements()) * DTypeBytes(f.dtype);
+  }
+  return per_record * count;
+}
+
+uint64_t StoredBytes(const SplitInfo& split) {
+  uint64_t n = 0;
+  for (const ShardInfo& s : split.shards) n += s.bytes;
+  return n;
+}
+
+std::string CompressionText(const Manifest& m) {
+  std::string s = m.codec;
+  if (m.codec != "none") s += " level " + std::to_string(m.zstd_level);
+  if (!m.dictionary_path.empty()) s += ", dictionary " + std::to_string(m.dictionary_bytes) + " bytes";
+  return s;
+}
+
+// Value i of a field as text.
+std::string ValueText(DType dtype, const uint8_t* p, size_t i) {
+  auto get = [&](auto tag) {
+    decltype(tag) v;
+    std::memcpy(&v, p + i * sizeof(v), sizeof(v));
+    return v;
+  };
+  char buf[64];
+  switch (dtype) {
+    case DType::kUInt8: return std::to_string(get(uint8_t{}));
+    case DType::kInt8: return std::to_string(get(int8_t{}));
+    case DType::kInt16: return std::to_string(get(int16_t{}));
+    case DType::kInt32: return std::to_string(get(int32_t{}));
+    case DType::kInt64: return std::to_string(get(int64_t{}));
+    case DType::kFloat32: std::snprintf(buf, sizeof(buf), "%g", get(float{})); return buf;
+    case DType::kFloat64: std::snprintf(buf, sizeof(buf), "%g", get(double{})); return buf;
+  }
+  return "?";
+}
+
+// An image-like uint8 field: [H, W], [C, H, W] or [H, W, C] with C in 1..4.
+// Returns false if the shape is not one of these.
+bool ImageGeometry(const FieldView& f, int* width, int* height, int* channels, bool* chw) {
+  const Shape& s = f.shape;
+  if (s.size() == 2) {
+    *height = static_cast<int>(s[0]), *width = static_cast<int>(s[1]), *channels = 1, *chw = false;
+  } else if (s.size() == 3 && s[0] >= 1 && s[0] <= 4) {
+    *channels = static_cast<int>(s[0]), *height = static_cast<int>(s[1]), *width = static_cast<int>(s[2]), *chw = true;
+  } else if (s.size() == 3 && s[2] >= 1 && s[2] <= 4) {
+    *height = static_cast<int>(s[0]), *width = static_cast<int>(s[1]), *channels = static_cast<int>(s[2]), *chw = false;
+  } else {
+    return false;
+  }
+  return *width > 0 && *height > 0;
+}
+
+Status WriteFieldPng(const FieldView& f, const std::string& path) {
+  int width, height, channels;
+  bool chw;
+  if (!ImageGeometry(f, &width, &height, &channels, &chw)) {
+    return Status::InvalidArgument("shape " + ShapeToString(f.shape) + " is not an image");
+  }
+  std::vector<uint8_t> hwc(f.data, f.data + f.bytes);
+  if (chw) {
+    const size_t plane = static_cast<size_t>(width) * height;
+    for (int c = 0; c < channels; ++c) {
+      for (size_t i = 0; i < plane; ++i) hwc[i * channels + c] = f.data[c * plane + i];
+    }
+  }
+  return WritePng(path, hwc.data(), width, height, channels);
+}
+
+}  // namespace
+
+std::string DescribeDb(const DbReader& db) {
+  const Manifest& m = db.manifest();
+  std::ostringstream out;
+  char line[256];
+  out << "db           " << db.path() << "\n";
+  out << "format       granary-db v" << m.format_version << " (" << m.builder << ", " << m.created_utc << ")\n";
+  out << "source       " << m.source_kind << " " << m.source_path << "\n";
+  for (size_t i = 0; i < m.schema.fields.size(); ++i) {
+    const FieldSpec& f = m.schema.fields[i];
+    out << (i == 0 ? "fields       " : "             ") << f.name << " " << DTypeName(f.dtype) << " "
+        << ShapeToString(f.shape);
+    if (f.name == m.label_field) {
+      out << "  (label, " << m.num_classes << " classes:";
+      for (size_t c = 0; c < m.class_names.size(); ++c) out << (c == 0 ? " " : ", ") << m.class_names[c];
+      out << ")";
+    }
+    out << "\n";
+  }
+  out << "compression  " << CompressionText(m) << "\n";
+  std::snprintf(line, sizeof(line), "%-12s %10s %7s %11s %11s %7s\n", "split", "records", "shards", "stored MB",
+                "payload MB", "ratio");
+  out << line;
+  uint64_t total_count = 0, total_stored = 0, total_payload = 0, total_shards = 0;
+  auto row = [&](const std::string& name, uint64_t count, uint64_t shards, uint64_t stored, uint64_t payload) {
+    std::string ratio = payload > 0 ? std::to_string(static_cast<double>(stored) / payload).substr(0, 5) : "n/a";
+    std::snprintf(line, sizeof(line), "%-12s %10llu %7llu %11.2f %11.2f %7s\n", name.c_str(),
+                  static_cast<unsigned long long>(count), static_cast<unsigned long long>(shards), stored / 1e6,
+                  payload / 1e6, ratio.c_str());
+    out << line;
+  };
+  for (const SplitInfo& s : m.splits) {
+    const uint64_t stored = StoredBytes(s), payload = FixedPayloadBytes(m.schema, s.count);
+    row(s.name, s.count, s.shards.size(), stored, payload);
+    total_count += s.count;
+    total_shards += s.shards.size();
+    total_stored += stored;
+    total_payload += payload;
+  }
+  total_stored += m.dictionary_bytes;
+  row("total", total_count, total_shards, total_stored, total_payload);
+  out << "content      " << m.content_hash << "\n";
+  out << "options     ";
+  for (const auto& [k, v] : m.build_options) out << " " << k << "=" << v;
+  out << "\nrejected     " << m.rejected.size() << "\n";
+  for (const RejectedItem& r : m.rejected) out << "  " << r.split << ": " << r.item << ": " << r.reason << "\n";
+  return out.str();
+}
+
+std::string DescribeDbJson(const DbReader& db) {
+  const Manifest& m = db.manifest();
+  json j = json::parse(ManifestToJson(m));
+  json sizes = json::object();
+  uint64_t stored_total = m.dictionary_bytes;
+  for (const SplitInfo& s : m.splits) {
+    sizes[s.name] = {{"stored_bytes", StoredBytes(s)}, {"payload_bytes", FixedPayloadBytes(m.schema, s.count)}};
+    stored_total += StoredBytes(s);
+  }
+  j["sizes"] = sizes;
+  j["stored_bytes"] = stored_total;
+  j["path"] = db.path();
+  return j.dump(2) + "\n";
+}
+
+StatusOr<std::string> DescribeRecord(const DbReader& db, const CatOptions& options, bool as_json) {
+  auto reader = SplitReader::Create(db, options.split);
+  if (!reader.ok()) return reader.status();
+  DecodedRecord rec;
+  GRANARY_RETURN_IF_ERROR(reader.value()->Read(options.index, &rec));
+  const Manifest& m = db.manifest();
+  bool wrote_png = false;
+  json j = {{"split", options.split}, {"index", options.index}, {"fields", json::object()}};
+  std::ostringstream out;
+  out << options.split << "[" << options.index << "]\n";
+  for (size_t i = 0; i < m.schema.fields.size(); ++i) {
+    const FieldSpec& spec = m.schema.fields[i];
+    const FieldView& f = rec.fields[i];
+    const size_t count = f.bytes / DTypeBytes(spec.dtype);
+    const size_t shown = options.max_values == 0 || as_json ? count : std::min(count, options.max_values);
+    json values = json::array();
+    out << "  " << spec.name << " " << DTypeName(spec.dtype) << " " << ShapeToString(f.shape) << ":";
+    for (size_t k = 0; k < shown; ++k) {
+      const std::string v = ValueText(spec.dtype, f.data, k);
+      out << " " << v;
+      values.push_back(json::parse(v));
+    }
+    if (shown < count) out << " ... (" << count - shown << " more)";
+    if (spec.name == m.label_field && count == 1) {
+      int64_t label = std::stoll(ValueText(spec.dtype, f.data, 0));
+      if (label >= 0 && static_cast<size_t>(label) < m.class_names.size()) {
+        out << "  (" << m.class_names[label] << ")";
+        j["class_name"] = m.class_names[label];
+      }
+    }
+    out << "\n";
+    j["fields"][spec.name] = {{"dtype", DTypeName(spec.dtype)}, {"shape", f.shape}, {"values", values}};
+    int w, h, c;
+    bool chw;
+    if (!options.png_path.empty() && !wrote_png && spec.dtype == DType::kUInt8 && ImageGeometry(f, &w, &h, &c, &chw)) {
+      GRANARY_RETURN_IF_ERROR(WriteFieldPng(f, options.png_path));
+      out << "  wrote field '" << spec.name << "' to " << options.png_path << "\n";
+      wrote_png = true;
+    }
+  }
+  if (!options.png_path.empty() && !wrote_png) {
+    return Status::InvalidArgument("--png: the schema has no uint8 image field ([H, W], [C, H, W] or [H, W, C])");
+  }
+  if (as_json) return j.dump() + "\n";
+  return out.str();
+}
+
+}  // namespace granary

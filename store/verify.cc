@@ -1,0 +1,166 @@
+#include "store/verify.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+#include "store/content_hash.h"
+#include "store/db.h"
+
+namespace granary {
+namespace {
+
+// What a shard's walk found: payload hashes by index, and problems.
+struct SplitState {
+  std::vector<uint64_t> hashes;
+  std::vector<bool> seen;
+};
+
+// Child side: walks shard `shard` of `split` and reports on `out`, one line
+// per record ("H <index> <payload hash hex>") or problem ("P <text>").
+[[noreturn]] void WalkShardChild(const std::string& path, const std::string& split, size_t shard, FILE* out) {
+  auto problem = [&](const std::string& text) { std::fprintf(out, "P %s\n", text.c_str()); };
+  auto db = DbReader::Open(path);
+  if (!db.ok()) {
+    problem(db.status().message());
+    std::fflush(out);
+    ::_exit(3);
+  }
+  const SplitInfo& info = *db.value()->manifest().FindSplit(split);
+  const ShardInfo& shard_info = info.shards[shard];
+  const uint64_t stride = info.shards.size();
+  auto reader = SplitReader::Create(*db.value(), split);
+  if (!reader.ok()) {
+    problem(reader.status().message());
+    std::fflush(out);
+    ::_exit(3);
+  }
+  DecodedRecord record;
+  uint64_t entries = 0;
+  int64_t previous = -1;
+  Status walk = reader.value()->ScanShard(shard, [&](uint64_t index, const Status& decoded) {
+    ++entries;
+    const std::string where = shard_info.path + ", key " + std::to_string(index);
+    if (index >= info.count || index % stride != shard || static_cast<int64_t>(index) <= previous) {
+      problem(where + ": key does not belong in this shard");
+      return;
+    }
+    previous = static_cast<int64_t>(index);
+    if (!decoded.ok()) {
+      problem(decoded.message());
+      return;
+    }
+    std::fprintf(out, "H %" PRIu64 " %016" PRIx64 "\n", index, PayloadHash(record));
+  }, &record);
+  if (!walk.ok()) problem(walk.message());
+  if (walk.ok() && entries != shard_info.count) {
+    problem(shard_info.path + ": " + std::to_string(entries) + " entries, manifest says " +
+            std::to_string(shard_info.count));
+  }
+  std::fflush(out);
+  ::_exit(walk.ok() ? 0 : 3);
+}
+
+// Parent side: forks the walk of one shard and folds its report into `state`.
+Status WalkShard(const std::string& path, const SplitInfo& split, size_t shard, SplitState* state,
+                 VerifyReport* report) {
+  int fds[2];
+  if (::pipe(fds) != 0) return Status::IOError("pipe", "create", errno);
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    int err = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return Status::IOError("fork", "start shard walk", err);
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    WalkShardChild(path, split.name, shard, ::fdopen(fds[1], "w"));
+  }
+  ::close(fds[1]);
+  FILE* in = ::fdopen(fds[0], "r");
+  char* line = nullptr;
+  size_t cap = 0;
+  uint64_t records = 0;
+  while (::getline(&line, &cap, in) > 0) {
+    std::string text(line);
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    uint64_t index = 0, hash = 0;
+    if (std::sscanf(text.c_str(), "H %" SCNu64 " %" SCNx64, &index, &hash) == 2 && index < split.count) {
+      state->hashes[index] = hash;
+      state->seen[index] = true;
+      ++records;
+      ++report->records_ok;
+    } else if (text.size() > 2 && text[0] == 'P') {
+      report->problems.push_back(text.substr(2));
+    }
+  }
+  std::free(line);
+  std::fclose(in);
+  int wstatus = 0;
+  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(wstatus)) {
+    report->problems.push_back(split.shards[shard].path + ": structural corruption: walking its LMDB pages crashed (" +
+                               strsignal(WTERMSIG(wstatus)) + ") after " + std::to_string(records) + " records");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<VerifyReport> VerifyDb(const std::string& path,
+                                const std::function<void(const std::string&, uint64_t)>& on_shard) {
+  VerifyReport report;
+  Manifest manifest;
+  {
+    auto db = DbReader::Open(path);
+    if (!db.ok()) {
+      report.problems.push_back(db.status().message());
+      return report;
+    }
+    manifest = db.value()->manifest();
+  }  // closed here: no MDB_env may cross fork()
+
+  std::vector<SplitInfo> recomputed = manifest.splits;
+  for (size_t sp = 0; sp < manifest.splits.size(); ++sp) {
+    const SplitInfo& split = manifest.splits[sp];
+    report.records_expected += split.count;
+    SplitState state{std::vector<uint64_t>(split.count), std::vector<bool>(split.count, false)};
+    for (size_t shard = 0; shard < split.shards.size(); ++shard) {
+      if (on_shard) on_shard(split.shards[shard].path, split.shards[shard].count);
+      GRANARY_RETURN_IF_ERROR(WalkShard(path, split, shard, &state, &report));
+    }
+    uint64_t missing = 0;
+    SplitHasher hasher;
+    for (uint64_t i = 0; i < split.count; ++i) {
+      if (state.seen[i]) {
+        hasher.Add(state.hashes[i]);
+      } else {
+        ++missing;
+      }
+    }
+    recomputed[sp].content_hash = hasher.Finish();
+    if (missing > 0) {
+      report.problems.push_back("split '" + split.name + "': " + std::to_string(missing) + " of " +
+                                std::to_string(split.count) + " records unreadable or missing");
+    } else if (recomputed[sp].content_hash != split.content_hash) {
+      report.problems.push_back("split '" + split.name + "': content hash " + recomputed[sp].content_hash +
+                                " does not match the manifest's " + split.content_hash);
+    }
+  }
+  report.content_hash = DatasetContentHash(recomputed);
+  if (report.ok() && report.content_hash != manifest.content_hash) {
+    report.problems.push_back("content hash " + report.content_hash + " does not match the manifest's " +
+                              manifest.content_hash);
+  }
+  return report;
+}
+
+}  // namespace granary
