@@ -62,7 +62,6 @@ struct Loader::Impl {
   size_t sample_elements = 0;
   uint64_t num_batches = 0;
   std::vector<std::unique_ptr<SplitReader>> readers;  // one per worker
-  std::vector<DecodedRecord> records;                 // one per worker
 
   // Invariant: a worker fills batch b only once b < consumed + prefetch, so
   // slot b % prefetch held batch b - prefetch, which the consumer has taken.
@@ -98,10 +97,10 @@ struct Loader::Impl {
     batch->input.resize(size * sample_elements);
     batch->target.resize(size);
     const float inv_std = 1.0f / options.stddev;
-    DecodedRecord& rec = records[worker];
+    const FieldView* fields = nullptr;
     for (size_t i = 0; i < size; ++i) {
-      GRANARY_RETURN_IF_ERROR(readers[worker]->Read(indices[first + i], &rec));
-      const FieldView& in = rec.fields[input_index];
+      GRANARY_RETURN_IF_ERROR(readers[worker]->Read(indices[first + i], &fields));
+      const FieldView& in = fields[input_index];
       if (in.shape != sample_shape) {
         return Status::InvalidArgument("split '" + options.split + "', key " + std::to_string(indices[first + i]) +
                                        ": field '" + options.input_field + "' has shape " + ShapeToString(in.shape) +
@@ -109,7 +108,7 @@ struct Loader::Impl {
       }
       ToFloat(input_dtype, in.data, sample_elements, options.scale, options.mean, inv_std,
               batch->input.data() + i * sample_elements);
-      batch->target[i] = ToInt64(target_dtype, rec.fields[target_index].data);
+      batch->target[i] = ToInt64(target_dtype, fields[target_index].data);
     }
     return Status::OK();
   }
@@ -185,7 +184,6 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const Loade
     if (!reader.ok()) return reader.status();
     impl->readers.push_back(std::move(reader).value());
   }
-  impl->records.resize(options.threads);
   impl->slots.resize(options.prefetch);
   return std::unique_ptr<Loader>(new Loader(std::move(impl)));
 }

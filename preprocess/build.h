@@ -1,5 +1,6 @@
 // BuildDb: turns a Source into a db through a bounded, ordered oneTBB flow graph
-//   input -> limiter -> produce+encode (parallel) -> sequencer -> writer (serial)
+//   input -> limiter -> produce+encode (parallel) -> sequencer -> pack (serial)
+//     -> encode blocks (parallel) -> sequencer -> writer (serial)
 // with the writer releasing the limiter, so at most `max_in_flight` items are
 // alive whatever the dataset size. Output is identical for any thread count.
 // One BuildDb at a time per process (it sets oneTBB's global parallelism).
@@ -31,7 +32,11 @@ struct BuildOptions {
   DictionaryMode dictionary = DictionaryMode::kAuto;
   size_t dictionary_max_bytes = 64 << 10;
   size_t dictionary_samples = 8192;  // evenly spaced items of the first split
-  size_t max_in_flight = 0;  // 0: 64 per thread
+  size_t max_in_flight = 0;  // 0: 64 per thread (at least two blocks' worth)
+  // Consecutive samples are packed into one record while it is expected to
+  // stay within this many bytes; 0: two LMDB pages (an overflow record that
+  // fills its pages). Samples larger than this get a record each.
+  size_t block_bytes = 0;
   bool overwrite = false;
   OnError on_error = OnError::kSkip;
   // The build fails if more than this fraction of a split's items is rejected.

@@ -156,8 +156,8 @@ std::string DescribeDbJson(const DbReader& db) {
 StatusOr<std::string> DescribeRecord(const DbReader& db, const CatOptions& options, bool as_json) {
   auto reader = SplitReader::Create(db, options.split);
   if (!reader.ok()) return reader.status();
-  DecodedRecord rec;
-  GRANARY_RETURN_IF_ERROR(reader.value()->Read(options.index, &rec));
+  const FieldView* fields = nullptr;
+  GRANARY_RETURN_IF_ERROR(reader.value()->Read(options.index, &fields));
   const Manifest& m = db.manifest();
   bool wrote_png = false;
   json j = {{"split", options.split}, {"index", options.index}, {"fields", json::object()}};
@@ -165,7 +165,7 @@ StatusOr<std::string> DescribeRecord(const DbReader& db, const CatOptions& optio
   out << options.split << "[" << options.index << "]\n";
   for (size_t i = 0; i < m.schema.fields.size(); ++i) {
     const FieldSpec& spec = m.schema.fields[i];
-    const FieldView& f = rec.fields[i];
+    const FieldView& f = fields[i];
     const size_t count = f.bytes / DTypeBytes(spec.dtype);
     const size_t shown = options.max_values == 0 || as_json ? count : std::min(count, options.max_values);
     json values = json::array();

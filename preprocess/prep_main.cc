@@ -71,6 +71,7 @@ int RunBuild(BuildArgs& a) {
                         {"zstd_level", std::to_string(o.zstd_level)},
                         {"dictionary", a.dictionary},
                         {"shards", std::to_string(o.shards)},
+                        {"block_bytes", std::to_string(o.block_bytes)},
                         {"limit", std::to_string(a.limit)}};
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
@@ -132,15 +133,15 @@ int RunInfo(const std::string& path, bool json) {
 int RunVerify(const std::string& path, bool json) {
   const bool tty = !json && ::isatty(STDERR_FILENO);
   auto report = granary::VerifyDb(path, [&](const std::string& shard, uint64_t records) {
-    if (tty) std::fprintf(stderr, "verify: %s (%llu records)\n", shard.c_str(), static_cast<unsigned long long>(records));
+    if (tty) std::fprintf(stderr, "verify: %s (%llu samples)\n", shard.c_str(), static_cast<unsigned long long>(records));
   });
   if (!report.ok()) return Fail(report.status());
   const granary::VerifyReport& r = report.value();
   if (json) {
     nlohmann::json j = {{"db", path},
                         {"ok", r.ok()},
-                        {"records_expected", r.records_expected},
-                        {"records_ok", r.records_ok},
+                        {"samples_expected", r.samples_expected},
+                        {"samples_ok", r.samples_ok},
                         {"content_hash", r.content_hash},
                         {"problems", r.problems}};
     std::cout << j.dump() << std::endl;
@@ -148,8 +149,8 @@ int RunVerify(const std::string& path, bool json) {
     constexpr size_t kShown = 100;
     for (size_t i = 0; i < r.problems.size() && i < kShown; ++i) std::printf("%s\n", r.problems[i].c_str());
     if (r.problems.size() > kShown) std::printf("... and %zu more problems\n", r.problems.size() - kShown);
-    std::printf("verify: %s: %llu of %llu records ok, %zu problem(s)%s\n", path.c_str(),
-                static_cast<unsigned long long>(r.records_ok), static_cast<unsigned long long>(r.records_expected),
+    std::printf("verify: %s: %llu of %llu samples ok, %zu problem(s)%s\n", path.c_str(),
+                static_cast<unsigned long long>(r.samples_ok), static_cast<unsigned long long>(r.samples_expected),
                 r.problems.size(), r.ok() ? ", content hash matches" : "");
   }
   return r.ok() ? 0 : 1;
@@ -182,6 +183,9 @@ int main(int argc, char** argv) {
   build->add_option("--dictionary", b.dictionary, "zstd dictionary: auto (for small records), on or off")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "on", "off"}));
+  build->add_option("--block-bytes", b.options.block_bytes,
+                    "pack consecutive small samples into records of about this size (0: two LMDB pages)")
+      ->capture_default_str();
   build->add_option("--limit", b.limit, "use only the first N items of each split (0: all)")->capture_default_str();
   build->add_option("--class-names", b.class_names, "comma-separated class names, in label order");
   build->add_option("--on-error", b.on_error, "skip (count and list rejects) or fail")

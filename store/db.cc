@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
@@ -26,6 +27,12 @@ std::string EncodeKey(uint64_t index) {
 }
 
 namespace {
+
+uint64_t DecodeKey(const void* data) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < format::kKeyBytes; ++i) v = (v << 8) | static_cast<const uint8_t*>(data)[i];
+  return v;
+}
 
 std::string ShardRelPath(const std::string& split, int shard) {
   char name[32];
@@ -67,8 +74,10 @@ struct ShardWriter {
   lmdb::Env env;
   lmdb::Txn txn;
   MDB_dbi dbi = 0;
-  uint64_t count = 0;
-  size_t pending = 0;
+  uint64_t first = 0;  // index of the shard's first sample
+  uint64_t count = 0;  // samples
+  size_t pending = 0;  // records since the last commit
+  bool started = false;
 };
 
 }  // namespace
@@ -83,6 +92,8 @@ struct DbWriter::Impl {
   bool finished = false;
   std::string split_name;
   uint64_t split_count = 0;
+  uint64_t split_expected = 0;
+  size_t current_shard = 0;
   std::vector<ShardWriter> shards;
   std::unique_ptr<SplitHasher> split_hash;
 
@@ -138,7 +149,7 @@ Status DbWriter::SetDictionary(const std::string& bytes) {
   return Status::OK();
 }
 
-Status DbWriter::BeginSplit(const std::string& name) {
+Status DbWriter::BeginSplit(const std::string& name, uint64_t expected_samples) {
   Impl& s = *impl_;
   if (s.in_split) return Status::FailedPrecondition("split '" + s.split_name + "' is still open");
   if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
@@ -165,25 +176,41 @@ Status DbWriter::BeginSplit(const std::string& name) {
   }
   s.split_name = name;
   s.split_count = 0;
+  s.split_expected = expected_samples;
+  s.current_shard = 0;
   s.in_split = true;
   s.split_hash = std::make_unique<SplitHasher>();
   return Status::OK();
 }
 
-Status DbWriter::Append(std::string_view value, uint64_t payload_hash) {
+Status DbWriter::Append(std::string_view value, const std::vector<uint64_t>& payload_hashes) {
   Impl& s = *impl_;
   if (!s.in_split) return Status::FailedPrecondition("Append outside a split");
-  const uint64_t index = s.split_count;
-  ShardWriter& shard = s.shards[index % s.shards.size()];
+  if (payload_hashes.empty()) return Status::InvalidArgument("a record holds at least one sample");
+  const uint64_t first = s.split_count;
+  // Shard k takes the records starting before (k + 1) / K of the expected samples.
+  const uint64_t shards = s.shards.size();
+  while (s.current_shard + 1 < shards && first >= (s.current_shard + 1) * s.split_expected / shards) {
+    ShardWriter& done = s.shards[s.current_shard];
+    GRANARY_RETURN_IF_ERROR(s.CommitShard(done));
+    if (!done.started) done.first = first;  // skipped: empty, starting where the next one does
+    done.started = true;
+    ++s.current_shard;
+  }
+  ShardWriter& shard = s.shards[s.current_shard];
+  if (!shard.started) {
+    shard.started = true;
+    shard.first = first;
+  }
   if (shard.txn.get() == nullptr) GRANARY_RETURN_IF_ERROR(shard.txn.Begin(shard.env.get(), 0, shard.abs_path));
-  std::string key = EncodeKey(index);
+  std::string key = EncodeKey(first);
   MDB_val k{key.size(), key.data()};
   MDB_val v{value.size(), const_cast<char*>(value.data())};
   int rc = mdb_put(shard.txn.get(), shard.dbi, &k, &v, MDB_APPEND);
-  if (rc != 0) return lmdb::Error(shard.abs_path, "put key " + std::to_string(index), rc);
-  s.split_hash->Add(payload_hash);
-  ++shard.count;
-  ++s.split_count;
+  if (rc != 0) return lmdb::Error(shard.abs_path, "put key " + std::to_string(first), rc);
+  for (uint64_t h : payload_hashes) s.split_hash->Add(h);
+  shard.count += payload_hashes.size();
+  s.split_count += payload_hashes.size();
   if (++shard.pending >= s.options.records_per_commit) GRANARY_RETURN_IF_ERROR(s.CommitShard(shard));
   return Status::OK();
 }
@@ -202,7 +229,9 @@ Status DbWriter::EndSplit() {
     shard.env.Close();
     struct stat st;
     if (::stat(shard.abs_path.c_str(), &st) != 0) return Status::IOError(shard.abs_path, "stat", errno);
-    info.shards.push_back({shard.rel_path, shard.count, static_cast<uint64_t>(st.st_size)});
+    // An empty shard starts where the split ends.
+    const uint64_t first = shard.started ? shard.first : s.split_count;
+    info.shards.push_back({shard.rel_path, first, shard.count, static_cast<uint64_t>(st.st_size)});
   }
   s.shards.clear();
   s.splits.push_back(std::move(info));
@@ -312,16 +341,34 @@ StatusOr<std::unique_ptr<DbReader>> DbReader::Open(const std::string& path) {
 struct SplitReader::Impl {
   const DbReader::Impl* db = nullptr;
   const SplitInfo* split = nullptr;
-  std::vector<std::string> shard_paths;
-  std::vector<lmdb::Txn> txns;
+  std::vector<lmdb::Txn> txns;  // per shard
   std::vector<MDB_dbi> dbis;
+  std::vector<std::unique_ptr<MDB_cursor, void (*)(MDB_cursor*)>> cursors;
   std::unique_ptr<RecordDecoder> decoder;
+  // The last record decoded: samples cached_first .. cached_first + cached.num_samples - 1.
+  DecodedRecord cached;
+  uint64_t cached_first = 0;
+  bool cache_valid = false;
+
+  // The shard whose range holds `index` (precondition: index < split->count).
+  size_t ShardOf(uint64_t index) const {
+    const auto& shards = split->shards;
+    auto it = std::upper_bound(shards.begin(), shards.end(), index,
+                               [](uint64_t i, const ShardInfo& sh) { return i < sh.first; });
+    size_t k = static_cast<size_t>(it - shards.begin()) - 1;
+    // Invariant: an empty shard's first equals the next shard's, so upper_bound
+    // never stops right after one unless it is at the end (first == count).
+    return k;
+  }
 };
 
 SplitReader::SplitReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-SplitReader::~SplitReader() = default;
+SplitReader::~SplitReader() {
+  impl_->cursors.clear();  // before their transactions
+}
 uint64_t SplitReader::size() const { return impl_->split->count; }
 const std::string& SplitReader::split() const { return impl_->split->name; }
+size_t SplitReader::num_shards() const { return impl_->txns.size(); }
 
 StatusOr<std::unique_ptr<SplitReader>> SplitReader::Create(const DbReader& db, const std::string& split) {
   const DbReader::Impl& d = *db.impl_;
@@ -333,71 +380,77 @@ StatusOr<std::unique_ptr<SplitReader>> SplitReader::Create(const DbReader& db, c
   impl->db = &d;
   impl->split = &splits[id];
   for (size_t i = 0; i < d.envs[id].size(); ++i) {
-    std::string shard_path = impl->split->shards[i].path;
+    const std::string& shard_path = impl->split->shards[i].path;
     lmdb::Txn txn;
     GRANARY_RETURN_IF_ERROR(txn.Begin(d.envs[id][i].get(), MDB_RDONLY, shard_path));
     MDB_dbi dbi;
     int rc = mdb_dbi_open(txn.get(), nullptr, 0, &dbi);
     if (rc != 0) return lmdb::Error(shard_path, "open database", rc);
-    impl->shard_paths.push_back(std::move(shard_path));
+    MDB_cursor* cursor = nullptr;
+    rc = mdb_cursor_open(txn.get(), dbi, &cursor);
+    if (rc != 0) return lmdb::Error(shard_path, "open cursor", rc);
     impl->txns.push_back(std::move(txn));
     impl->dbis.push_back(dbi);
+    impl->cursors.emplace_back(cursor, mdb_cursor_close);
   }
   impl->decoder = std::make_unique<RecordDecoder>(d.manifest.schema, d.dictionary);
   return std::unique_ptr<SplitReader>(new SplitReader(std::move(impl)));
 }
 
-Status SplitReader::ReadRaw(uint64_t index, std::string_view* value) {
+Status SplitReader::Read(uint64_t index, const FieldView** fields) {
   Impl& s = *impl_;
+  if (s.cache_valid && index >= s.cached_first && index - s.cached_first < s.cached.num_samples) {
+    *fields = s.cached.sample(index - s.cached_first);
+    return Status::OK();
+  }
   if (index >= s.split->count) {
     return Status::NotFound("split '" + s.split->name + "': index " + std::to_string(index) + " out of range (" +
-                            std::to_string(s.split->count) + " records)");
+                            std::to_string(s.split->count) + " samples)");
   }
-  const size_t shard = index % s.txns.size();
+  const size_t shard = s.ShardOf(index);
+  const std::string& path = s.split->shards[shard].path;
+  // The record holding `index` has the largest key <= index.
   std::string key = EncodeKey(index);
   MDB_val k{key.size(), key.data()};
   MDB_val v;
-  int rc = mdb_get(s.txns[shard].get(), s.dbis[shard], &k, &v);
-  if (rc == MDB_NOTFOUND) {
-    return Status::Corruption(s.shard_paths[shard] + ", key " + std::to_string(index) + ": record missing");
+  MDB_cursor* cursor = s.cursors[shard].get();
+  int rc = mdb_cursor_get(cursor, &k, &v, MDB_SET_RANGE);
+  uint64_t first = index + 1;
+  if (rc == 0 && k.mv_size == format::kKeyBytes) first = DecodeKey(k.mv_data);
+  if (rc == MDB_NOTFOUND || (rc == 0 && first > index)) rc = mdb_cursor_get(cursor, &k, &v, rc == 0 ? MDB_PREV : MDB_LAST);
+  if (rc == MDB_NOTFOUND) return Status::Corruption(path + ", sample " + std::to_string(index) + ": no record holds it");
+  if (rc != 0) return lmdb::Error(path, "sample " + std::to_string(index), rc);
+  if (k.mv_size != format::kKeyBytes) return Status::Corruption(path + ": a key of " + std::to_string(k.mv_size) + " bytes");
+  first = DecodeKey(k.mv_data);
+  s.cache_valid = false;
+  Status decoded = s.decoder->Decode(std::string_view(static_cast<const char*>(v.mv_data), v.mv_size), &s.cached);
+  if (!decoded.ok()) return decoded.WithContext(path + ", key " + std::to_string(first));
+  if (first > index || index - first >= s.cached.num_samples) {
+    return Status::Corruption(path + ", sample " + std::to_string(index) + ": no record holds it");
   }
-  if (rc != 0) return lmdb::Error(s.shard_paths[shard], "key " + std::to_string(index), rc);
-  *value = std::string_view(static_cast<const char*>(v.mv_data), v.mv_size);
+  s.cached_first = first;
+  s.cache_valid = true;
+  *fields = s.cached.sample(index - first);
   return Status::OK();
 }
 
-size_t SplitReader::num_shards() const { return impl_->txns.size(); }
-
-Status SplitReader::ScanShard(size_t shard, const std::function<void(uint64_t, const Status&)>& on_entry,
+Status SplitReader::ScanShard(size_t shard, const std::function<void(uint64_t, const Status&)>& on_record,
                               DecodedRecord* record) {
   Impl& s = *impl_;
   if (shard >= s.txns.size()) return Status::InvalidArgument("no shard " + std::to_string(shard));
-  const std::string& path = s.shard_paths[shard];
-  MDB_cursor* cursor = nullptr;
-  int rc = mdb_cursor_open(s.txns[shard].get(), s.dbis[shard], &cursor);
-  if (rc != 0) return lmdb::Error(path, "open cursor", rc);
-  std::unique_ptr<MDB_cursor, void (*)(MDB_cursor*)> owner(cursor, mdb_cursor_close);
+  const std::string& path = s.split->shards[shard].path;
+  MDB_cursor* cursor = s.cursors[shard].get();
   MDB_val k, v;
+  int rc;
   for (rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
     if (k.mv_size != format::kKeyBytes) {
       return Status::Corruption(path + ": a key of " + std::to_string(k.mv_size) + " bytes");
     }
-    uint64_t index = 0;
-    for (size_t i = 0; i < format::kKeyBytes; ++i) index = (index << 8) | static_cast<const uint8_t*>(k.mv_data)[i];
+    const uint64_t key = DecodeKey(k.mv_data);
     Status decoded = s.decoder->Decode(std::string_view(static_cast<const char*>(v.mv_data), v.mv_size), record);
-    on_entry(index, decoded.ok() ? decoded : decoded.WithContext(path + ", key " + std::to_string(index)));
+    on_record(key, decoded.ok() ? decoded : decoded.WithContext(path + ", key " + std::to_string(key)));
   }
   if (rc != MDB_NOTFOUND) return lmdb::Error(path, "walk", rc);
-  return Status::OK();
-}
-
-Status SplitReader::Read(uint64_t index, DecodedRecord* out) {
-  std::string_view value;
-  GRANARY_RETURN_IF_ERROR(ReadRaw(index, &value));
-  Status s = impl_->decoder->Decode(value, out);
-  if (!s.ok()) {
-    return s.WithContext(impl_->shard_paths[index % impl_->txns.size()] + ", key " + std::to_string(index));
-  }
   return Status::OK();
 }
 

@@ -50,13 +50,14 @@ class DbWriter {
   Status SetDictionary(const std::string& bytes);
 
   // Splits are written one after another: BeginSplit, Append..., EndSplit.
-  Status BeginSplit(const std::string& name);
-  // Appends the next record of the current split; its index is the number of
-  // records appended to the split before it. `value` and `payload_hash` are
-  // what RecordEncoder::Encode produced for it.
-  Status Append(std::string_view value, uint64_t payload_hash);
+  // `expected_samples` divides the split into shards of about equal size.
+  Status BeginSplit(const std::string& name, uint64_t expected_samples);
+  // Appends a record holding the next payload_hashes.size() samples of the
+  // split (its key is the number of samples appended before it). `value` and
+  // `payload_hashes` are what RecordEncoder::Encode produced.
+  Status Append(std::string_view value, const std::vector<uint64_t>& payload_hashes);
   Status EndSplit();
-  // Records appended to the current split so far.
+  // Samples appended to the current split so far.
   uint64_t split_count() const;
 
   // Fills in the manifest's format version, schema, splits and content hash,
@@ -93,8 +94,9 @@ class DbReader {
   std::unique_ptr<Impl> impl_;
 };
 
-// Reads records of one split; one per thread. Holds one read transaction per
-// shard for its lifetime (the db is immutable, so this pins nothing).
+// Reads samples of one split; one per thread. Holds one read transaction per
+// shard for its lifetime (the db is immutable, so this pins nothing) and keeps
+// the last record it decoded, so neighbouring samples cost one decode.
 class SplitReader {
  public:
   // NotFound if the db has no split `split`.
@@ -103,23 +105,22 @@ class SplitReader {
   SplitReader(const SplitReader&) = delete;
   SplitReader& operator=(const SplitReader&) = delete;
 
-  uint64_t size() const;
+  uint64_t size() const;  // samples
   const std::string& split() const;
 
-  // The stored value of record `index`, pointing into the memory map; valid
-  // until this SplitReader is destroyed. NotFound if index >= size().
-  Status ReadRaw(uint64_t index, std::string_view* value);
-  // Reads and decodes record `index`, checking its checksum. Errors name the
-  // shard file and key: "train/shard-00000.mdb, key 12: checksum mismatch".
-  Status Read(uint64_t index, DecodedRecord* out);
+  // Points *fields at sample `index`'s fields (schema order), valid until the
+  // next call. Checks the record's checksum. Errors name the shard file and
+  // key: "train/shard-00000.mdb, key 12: checksum mismatch". NotFound if
+  // index >= size().
+  Status Read(uint64_t index, const FieldView** fields);
 
   size_t num_shards() const;
-  // Walks shard `shard` in key order, decoding each entry into *record and
-  // calling on_entry(index from the key, decode status). Returns non-OK when
-  // the walk itself fails (a malformed key, or LMDB reporting damage).
-  // LMDB trusts its pages: a damaged file can crash this process, which is
-  // why VerifyDb runs it in a child process.
-  Status ScanShard(size_t shard, const std::function<void(uint64_t, const Status&)>& on_entry,
+  // Walks shard `shard` in key order, decoding each record into *record and
+  // calling on_record(key, decode status). Returns non-OK when the walk itself
+  // fails (a malformed key, or LMDB reporting damage). LMDB trusts its pages:
+  // a damaged file can crash this process, which is why VerifyDb runs it in a
+  // child process.
+  Status ScanShard(size_t shard, const std::function<void(uint64_t, const Status&)>& on_record,
                    DecodedRecord* record);
 
  private:

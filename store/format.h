@@ -15,8 +15,9 @@ inline constexpr char kManifestFile[] = "manifest.json";
 // A db being built lives under "<db>" + kPartialSuffix until it is complete.
 inline constexpr char kPartialSuffix[] = ".partial";
 
-// LMDB keys: the sample index within its split, unsigned 64-bit big-endian,
-// so that keys sort in index order and writes can use MDB_APPEND.
+// LMDB keys: the index (within its split) of the first sample a record holds,
+// unsigned 64-bit big-endian, so keys sort in index order and writes can use
+// MDB_APPEND.
 inline constexpr size_t kKeyBytes = 8;
 
 // Record value: a fixed header, a field table, a checksum, then the body.
@@ -32,16 +33,17 @@ struct RecordFixedHeader {
   uint8_t record_version;
   uint8_t codec;
   uint16_t field_count;    // little-endian
-  uint32_t payload_bytes;  // little-endian, uncompressed
+  uint32_t payload_bytes;  // little-endian, uncompressed, all samples
+  uint32_t sample_count;   // little-endian, >= 1: samples key .. key + sample_count - 1
 };
-static_assert(sizeof(RecordFixedHeader) == 8, "fixed record header is 8 bytes");
+static_assert(sizeof(RecordFixedHeader) == 12, "fixed record header is 12 bytes");
 inline constexpr size_t kFixedHeaderBytes = sizeof(RecordFixedHeader);
 inline constexpr size_t kDimBytes = 4;       // u32 per dim of a variable-shape field
 inline constexpr size_t kChecksumBytes = 8;     // XXH64, seed kChecksumSeed
 inline constexpr uint64_t kChecksumSeed = 0;
 
-// Shard files: "<split>/shard-NNNNN.mdb" (LMDB with MDB_NOSUBDIR); sample i of a
-// split with K shards lives in shard i % K under key i.
+// Shard files: "<split>/shard-NNNNN.mdb" (LMDB with MDB_NOSUBDIR). Each shard
+// holds a contiguous range of the split's samples (manifest: "first", "count").
 inline constexpr int kShardDigits = 5;
 
 // The db's zstd dictionary, if it has one, relative to the db directory.

@@ -32,7 +32,7 @@ std::string ManifestToJson(const Manifest& m) {
   for (const SplitInfo& s : m.splits) {
     json shards = json::array();
     for (const ShardInfo& sh : s.shards) {
-      shards.push_back({{"path", sh.path}, {"count", sh.count}, {"bytes", sh.bytes}});
+      shards.push_back({{"path", sh.path}, {"first", sh.first}, {"count", sh.count}, {"bytes", sh.bytes}});
     }
     splits.push_back({{"name", s.name}, {"count", s.count}, {"content_hash", s.content_hash}, {"shards", shards}});
   }
@@ -170,7 +170,12 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& origi
     for (const json& sh : *shards) {
       ShardInfo shard;
       GRANARY_RETURN_IF_ERROR(Get(sh, "path", &shard.path, where + " '" + split.name + "' shard"));
+      GRANARY_RETURN_IF_ERROR(Get(sh, "first", &shard.first, where + " '" + split.name + "' shard"));
       GRANARY_RETURN_IF_ERROR(Get(sh, "count", &shard.count, where + " '" + split.name + "' shard"));
+      if (shard.first != total) {
+        return Status::Corruption(where + " '" + split.name + "': shard '" + shard.path + "' starts at " +
+                                  std::to_string(shard.first) + ", not " + std::to_string(total));
+      }
       GRANARY_RETURN_IF_ERROR(Get(sh, "bytes", &shard.bytes, where + " '" + split.name + "' shard"));
       GRANARY_RETURN_IF_ERROR(CheckRelativePath(shard.path, where + " '" + split.name + "'"));
       total += shard.count;

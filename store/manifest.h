@@ -14,15 +14,16 @@
 namespace granary {
 
 struct ShardInfo {
-  std::string path;  // relative to the db directory, e.g. "train/shard-00000.mdb"
-  uint64_t count = 0;
-  uint64_t bytes = 0;
+  std::string path;    // relative to the db directory, e.g. "train/shard-00000.mdb"
+  uint64_t first = 0;  // index of the shard's first sample
+  uint64_t count = 0;  // samples in the shard: first .. first + count - 1
+  uint64_t bytes = 0;  // file size
 };
 
 struct SplitInfo {
   std::string name;
   uint64_t count = 0;
-  std::vector<ShardInfo> shards;  // sample i lives in shards[i % shards.size()]
+  std::vector<ShardInfo> shards;  // contiguous sample ranges, in order
   std::string content_hash;       // "xxh64:<16 hex digits>", see FORMAT.md
 };
 

@@ -36,10 +36,9 @@ uint64_t GetLE(const uint8_t* p, int bytes) {
   return v;
 }
 
-// Bytes of the header before the checksum. Invariant: it depends only on the
-// schema (the dim table lists each variable-shape field's dims).
-size_t HeaderBytesBeforeChecksum(const Schema& schema) {
-  size_t n = format::kFixedHeaderBytes;
+// Dim-table bytes per sample: every dim of every variable-shape field.
+size_t DimTableBytesPerSample(const Schema& schema) {
+  size_t n = 0;
   for (const FieldSpec& f : schema.fields) {
     if (f.HasVariableDims()) n += f.shape.size() * format::kDimBytes;
   }
@@ -145,47 +144,60 @@ RecordEncoder::RecordEncoder(Schema schema, int zstd_level, std::shared_ptr<cons
 
 RecordEncoder::~RecordEncoder() = default;
 
-Status RecordEncoder::Encode(const std::vector<FieldInput>& fields, std::string* out, uint64_t* payload_hash) {
+Status RecordEncoder::Encode(const std::vector<SampleInput>& samples, std::string* out,
+                             std::vector<uint64_t>* payload_hashes) {
   const Schema& schema = impl_->schema;
-  if (fields.size() != schema.fields.size()) {
-    return Status::InvalidArgument("record has " + std::to_string(fields.size()) + " fields, schema has " +
-                                   std::to_string(schema.fields.size()));
-  }
+  if (samples.empty()) return Status::InvalidArgument("a record needs at least one sample");
   Codec codec = Codec::kNone;
   if (impl_->level > 0) codec = impl_->dictionary != nullptr ? Codec::kZstdDict : Codec::kZstd;
   size_t payload_bytes = 0;
-  for (const FieldInput& f : fields) payload_bytes += f.bytes;
+  for (const SampleInput& fields : samples) {
+    for (const FieldInput& f : fields) payload_bytes += f.bytes;
+  }
   if (payload_bytes > UINT32_MAX) return Status::InvalidArgument("record payload exceeds 4 GiB");
 
   out->clear();
   out->push_back(static_cast<char>(format::kRecordVersion));
   out->push_back(static_cast<char>(codec));
-  PutU16(out, static_cast<uint16_t>(fields.size()));
+  PutU16(out, static_cast<uint16_t>(schema.fields.size()));
   PutU32(out, static_cast<uint32_t>(payload_bytes));
-  for (size_t i = 0; i < fields.size(); ++i) {
-    const FieldSpec& spec = schema.fields[i];
-    const FieldInput& f = fields[i];
-    const Shape& shape = spec.HasVariableDims() ? f.shape : spec.shape;
-    if (shape.size() != spec.shape.size()) return Status::InvalidArgument(ShapeMismatch(spec, shape));
-    for (size_t d = 0; d < shape.size(); ++d) {
-      bool fits = spec.shape[d] == kVariableDim ? (shape[d] >= 0 && shape[d] <= UINT32_MAX)
-                                                 : shape[d] == spec.shape[d];
-      if (!fits) return Status::InvalidArgument(ShapeMismatch(spec, shape));
+  PutU32(out, static_cast<uint32_t>(samples.size()));
+  for (const SampleInput& fields : samples) {
+    if (fields.size() != schema.fields.size()) {
+      return Status::InvalidArgument("sample has " + std::to_string(fields.size()) + " fields, schema has " +
+                                     std::to_string(schema.fields.size()));
     }
-    size_t expected = static_cast<size_t>(NumElements(shape)) * DTypeBytes(spec.dtype);
-    if (f.bytes != expected) {
-      return Status::InvalidArgument("field '" + spec.name + "': " + std::to_string(f.bytes) + " bytes, shape " +
-                                     ShapeToString(shape) + " needs " + std::to_string(expected));
-    }
-    if (spec.HasVariableDims()) {
-      for (int64_t d : shape) PutU32(out, static_cast<uint32_t>(d));
+    for (size_t i = 0; i < fields.size(); ++i) {
+      const FieldSpec& spec = schema.fields[i];
+      const FieldInput& f = fields[i];
+      const Shape& shape = spec.HasVariableDims() ? f.shape : spec.shape;
+      if (shape.size() != spec.shape.size()) return Status::InvalidArgument(ShapeMismatch(spec, shape));
+      for (size_t d = 0; d < shape.size(); ++d) {
+        bool fits = spec.shape[d] == kVariableDim ? (shape[d] >= 0 && shape[d] <= UINT32_MAX)
+                                                   : shape[d] == spec.shape[d];
+        if (!fits) return Status::InvalidArgument(ShapeMismatch(spec, shape));
+      }
+      size_t expected = static_cast<size_t>(NumElements(shape)) * DTypeBytes(spec.dtype);
+      if (f.bytes != expected) {
+        return Status::InvalidArgument("field '" + spec.name + "': " + std::to_string(f.bytes) + " bytes, shape " +
+                                       ShapeToString(shape) + " needs " + std::to_string(expected));
+      }
+      if (spec.HasVariableDims()) {
+        for (int64_t d : shape) PutU32(out, static_cast<uint32_t>(d));
+      }
     }
   }
 
   std::string& payload = impl_->payload;
   payload.clear();
-  for (const FieldInput& f : fields) payload.append(static_cast<const char*>(f.data), f.bytes);
-  if (payload_hash != nullptr) *payload_hash = XXH64(payload.data(), payload.size(), format::kChecksumSeed);
+  if (payload_hashes != nullptr) payload_hashes->clear();
+  for (const SampleInput& fields : samples) {
+    const size_t sample_at = payload.size();
+    for (const FieldInput& f : fields) payload.append(static_cast<const char*>(f.data), f.bytes);
+    if (payload_hashes != nullptr) {
+      payload_hashes->push_back(XXH64(payload.data() + sample_at, payload.size() - sample_at, format::kChecksumSeed));
+    }
+  }
 
   std::string& body = impl_->body;
   if (codec == Codec::kNone) {
@@ -201,11 +213,18 @@ Status RecordEncoder::Encode(const std::vector<FieldInput>& fields, std::string*
   return Status::OK();
 }
 
+Status RecordEncoder::EncodeOne(const SampleInput& sample, std::string* out, uint64_t* payload_hash) {
+  std::vector<uint64_t> hashes;
+  GRANARY_RETURN_IF_ERROR(Encode({sample}, out, payload_hash != nullptr ? &hashes : nullptr));
+  if (payload_hash != nullptr) *payload_hash = hashes[0];
+  return Status::OK();
+}
+
 // ---------------------------------------------------------------------------
 
 struct RecordDecoder::Impl {
   Schema schema;
-  size_t header_bytes = 0;
+  size_t dims_per_sample = 0;  // dim-table bytes per sample
   std::shared_ptr<const CompressionDictionary> dictionary;
   std::unique_ptr<ZSTD_DCtx, ZstdDCtxDeleter> dctx;       // codec zstd
   std::unique_ptr<ZSTD_DCtx, ZstdDCtxDeleter> dict_dctx;  // codec zstd-dict
@@ -213,7 +232,7 @@ struct RecordDecoder::Impl {
 
 RecordDecoder::RecordDecoder(Schema schema, std::shared_ptr<const CompressionDictionary> dictionary)
     : impl_(new Impl) {
-  impl_->header_bytes = HeaderBytesBeforeChecksum(schema);
+  impl_->dims_per_sample = DimTableBytesPerSample(schema);
   impl_->schema = std::move(schema);
   impl_->dctx.reset(ZSTD_createDCtx());
   if (dictionary != nullptr) {
@@ -229,16 +248,22 @@ RecordDecoder::~RecordDecoder() = default;
 Status RecordDecoder::Decode(std::string_view value, DecodedRecord* out) {
   const Schema& schema = impl_->schema;
   const auto* p = reinterpret_cast<const uint8_t*>(value.data());
-  const size_t header_bytes = impl_->header_bytes;
-  const size_t body_at = header_bytes + format::kChecksumBytes;
-  if (value.size() < body_at) {
-    return Status::Corruption("record of " + std::to_string(value.size()) + " bytes is shorter than its header (" +
-                              std::to_string(body_at) + ")");
+  if (value.size() < format::kFixedHeaderBytes + format::kChecksumBytes) {
+    return Status::Corruption("record of " + std::to_string(value.size()) + " bytes is shorter than a header");
   }
   if (p[0] != format::kRecordVersion) {
     return Status::Corruption("record version " + std::to_string(p[0]) + " is not " +
                               std::to_string(format::kRecordVersion));
   }
+  const uint64_t num_samples = GetLE(p + 8, 4);
+  if (num_samples == 0) return Status::Corruption("record holds 0 samples");
+  // Invariant: header_bytes <= value.size(), so no product below overflows.
+  if (impl_->dims_per_sample > 0 && num_samples > value.size() / impl_->dims_per_sample) {
+    return Status::Corruption("dim table of " + std::to_string(num_samples) + " samples exceeds the record");
+  }
+  const size_t header_bytes = format::kFixedHeaderBytes + num_samples * impl_->dims_per_sample;
+  const size_t body_at = header_bytes + format::kChecksumBytes;
+  if (value.size() < body_at) return Status::Corruption("record is shorter than its header");
   const uint64_t stored_checksum = GetLE(p + header_bytes, 8);
   if (StoredChecksum(value.substr(0, header_bytes), value.substr(body_at)) != stored_checksum) {
     return Status::Corruption("checksum mismatch");
@@ -255,35 +280,39 @@ Status RecordDecoder::Decode(std::string_view value, DecodedRecord* out) {
   }
   const uint64_t payload_bytes = GetLE(p + 4, 4);
 
-  out->fields.resize(schema.fields.size());
+  const size_t n = schema.fields.size();
+  out->num_samples = static_cast<uint32_t>(num_samples);
+  out->num_fields = n;
+  out->fields.resize(num_samples * n);
   const uint8_t* table = p + format::kFixedHeaderBytes;
   uint64_t total = 0;
-  for (size_t i = 0; i < schema.fields.size(); ++i) {
-    const FieldSpec& spec = schema.fields[i];
-    FieldView& view = out->fields[i];
-    view.shape.assign(spec.shape.begin(), spec.shape.end());
-    if (spec.HasVariableDims()) {
-      for (size_t d = 0; d < spec.shape.size(); ++d, table += format::kDimBytes) {
-        int64_t dim = static_cast<int64_t>(GetLE(table, 4));
-        if (spec.shape[d] != kVariableDim && dim != spec.shape[d]) {
-          return Status::Corruption("field '" + spec.name + "': dim " + std::to_string(d) + " is " +
-                                    std::to_string(dim) + ", schema says " + std::to_string(spec.shape[d]));
+  for (uint64_t s = 0; s < num_samples && total <= payload_bytes; ++s) {
+    for (size_t i = 0; i < n; ++i) {
+      const FieldSpec& spec = schema.fields[i];
+      FieldView& view = out->fields[s * n + i];
+      view.shape.assign(spec.shape.begin(), spec.shape.end());
+      if (spec.HasVariableDims()) {
+        for (size_t d = 0; d < spec.shape.size(); ++d, table += format::kDimBytes) {
+          int64_t dim = static_cast<int64_t>(GetLE(table, 4));
+          if (spec.shape[d] != kVariableDim && dim != spec.shape[d]) {
+            return Status::Corruption("field '" + spec.name + "': dim " + std::to_string(d) + " is " +
+                                      std::to_string(dim) + ", schema says " + std::to_string(spec.shape[d]));
+          }
+          view.shape[d] = dim;
         }
-        view.shape[d] = dim;
       }
-    }
-    // Invariant: every product stays <= payload_bytes < 2^32, so nothing overflows.
-    uint64_t bytes = DTypeBytes(spec.dtype);
-    for (int64_t dim : view.shape) {
-      if (dim != 0 && bytes > payload_bytes / static_cast<uint64_t>(dim)) {
-        bytes = payload_bytes + 1;
-        break;
+      // Invariant: every product stays <= payload_bytes < 2^32, so nothing overflows.
+      uint64_t bytes = DTypeBytes(spec.dtype);
+      for (int64_t dim : view.shape) {
+        if (dim != 0 && bytes > payload_bytes / static_cast<uint64_t>(dim)) {
+          bytes = payload_bytes + 1;
+          break;
+        }
+        bytes *= static_cast<uint64_t>(dim);
       }
-      bytes *= static_cast<uint64_t>(dim);
+      view.bytes = static_cast<size_t>(bytes);
+      total += bytes;
     }
-    view.bytes = static_cast<size_t>(bytes);
-    total += bytes;
-    if (total > payload_bytes) break;
   }
   if (total != payload_bytes) {
     return Status::Corruption("field shapes need " + std::to_string(total) + " bytes, header says " +
@@ -308,9 +337,9 @@ Status RecordDecoder::Decode(std::string_view value, DecodedRecord* out) {
       return Status::Corruption("zstd frame header does not declare " + std::to_string(payload_bytes) + " bytes");
     }
     ZSTD_DCtx* dctx = dict ? impl_->dict_dctx.get() : impl_->dctx.get();
-    size_t n = ZSTD_decompressDCtx(dctx, out->payload.data(), payload_bytes, body, body_bytes);
-    if (ZSTD_isError(n)) return Status::Corruption(std::string("zstd: ") + ZSTD_getErrorName(n));
-    if (n != payload_bytes) return Status::Corruption("zstd frame decompressed to " + std::to_string(n) + " bytes");
+    size_t got = ZSTD_decompressDCtx(dctx, out->payload.data(), payload_bytes, body, body_bytes);
+    if (ZSTD_isError(got)) return Status::Corruption(std::string("zstd: ") + ZSTD_getErrorName(got));
+    if (got != payload_bytes) return Status::Corruption("zstd frame decompressed to " + std::to_string(got) + " bytes");
   }
   out->checksum = stored_checksum;
 
@@ -322,8 +351,16 @@ Status RecordDecoder::Decode(std::string_view value, DecodedRecord* out) {
   return Status::OK();
 }
 
-uint64_t PayloadHash(const DecodedRecord& record) {
-  return XXH64(record.payload.data(), record.payload.size(), format::kChecksumSeed);
+size_t RecordOverheadBytes(const Schema& schema, size_t samples) {
+  return format::kFixedHeaderBytes + samples * DimTableBytesPerSample(schema) + format::kChecksumBytes;
+}
+
+uint64_t SamplePayloadHash(const DecodedRecord& record, size_t s) {
+  const FieldView* fields = record.sample(s);
+  size_t bytes = 0;
+  for (size_t i = 0; i < record.num_fields; ++i) bytes += fields[i].bytes;
+  // Invariant: a sample's fields are contiguous in the payload.
+  return XXH64(record.num_fields > 0 ? fields[0].data : nullptr, bytes, format::kChecksumSeed);
 }
 
 }  // namespace granary

@@ -1,4 +1,4 @@
-// Record values: encoding a sample's fields into the bytes stored under one
+// Record values: encoding samples' fields into the bytes stored under one
 // LMDB key, and decoding them back with every check of docs/FORMAT.md.
 // Encoders and decoders own a zstd context each: use one per thread.
 #pragma once
@@ -23,8 +23,13 @@ struct FieldInput {
   Shape shape;
 };
 
+// One sample: its fields in schema order.
+using SampleInput = std::vector<FieldInput>;
+
 class CompressionDictionary;
 
+// A record value holds one or more consecutive samples of a split, compressed
+// together (docs/FORMAT.md, "Record values").
 class RecordEncoder {
  public:
   // zstd_level 0 stores the payload uncompressed (codec none); 1..22 uses zstd,
@@ -35,30 +40,59 @@ class RecordEncoder {
   RecordEncoder(const RecordEncoder&) = delete;
   RecordEncoder& operator=(const RecordEncoder&) = delete;
 
-  // Replaces *out with the record value for `fields` (one per schema field)
-  // and, if `payload_hash` is set, stores the hash of the uncompressed payload
-  // there (see PayloadHash). InvalidArgument when a field's size or shape
-  // disagrees with the schema.
-  Status Encode(const std::vector<FieldInput>& fields, std::string* out, uint64_t* payload_hash = nullptr);
+  // Replaces *out with the record value holding `samples` (at least one) and,
+  // if `payload_hashes` is set, stores each sample's content hash there (see
+  // SamplePayloadHash). InvalidArgument when a field's size or shape disagrees
+  // with the schema.
+  Status Encode(const std::vector<SampleInput>& samples, std::string* out,
+                std::vector<uint64_t>* payload_hashes = nullptr);
+  // The same for a single sample.
+  Status EncodeOne(const SampleInput& sample, std::string* out, uint64_t* payload_hash = nullptr);
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
-// A field of a decoded record; `data` points into DecodedRecord::payload.
+// A field of a decoded sample; `data` points into DecodedRecord::payload.
 struct FieldView {
   const uint8_t* data = nullptr;
   size_t bytes = 0;
   Shape shape;
 };
 
-// Reused between Decode calls so steady-state decoding does not allocate.
+// A decoded record value. Reused between Decode calls so steady-state decoding
+// does not allocate.
 struct DecodedRecord {
+  uint32_t num_samples = 0;
+  size_t num_fields = 0;
   std::vector<uint8_t> payload;
-  std::vector<FieldView> fields;  // in schema order
+  std::vector<FieldView> fields;  // num_samples x num_fields, sample-major
   uint64_t checksum = 0;          // the stored record checksum
+
+  // The fields of sample `s` (< num_samples), in schema order.
+  const FieldView* sample(size_t s) const { return fields.data() + s * num_fields; }
 };
+
+class RecordDecoder {
+ public:
+  // `dictionary` is the db's, needed for records of codec zstd-dict.
+  explicit RecordDecoder(Schema schema, std::shared_ptr<const CompressionDictionary> dictionary = nullptr);
+  ~RecordDecoder();
+  RecordDecoder(const RecordDecoder&) = delete;
+  RecordDecoder& operator=(const RecordDecoder&) = delete;
+
+  // Decodes `value` into *out. Corruption (naming the failed check) when the
+  // header, dim table, body or checksum is inconsistent; never reads past `value`.
+  Status Decode(std::string_view value, DecodedRecord* out);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Bytes a record of `samples` samples spends on its header and checksum.
+size_t RecordOverheadBytes(const Schema& schema, size_t samples);
 
 // A db's zstd dictionary (docs/FORMAT.md, "Dictionary"). Immutable; share it
 // between threads and encoders/decoders.
@@ -87,26 +121,8 @@ class CompressionDictionary {
 StatusOr<std::string> TrainDictionary(const std::string& samples, const std::vector<size_t>& sample_bytes,
                                       size_t max_bytes);
 
-// XXH64 of a decoded record's uncompressed payload: what content hashes are
-// made of, independent of codec, level and sharding.
-uint64_t PayloadHash(const DecodedRecord& record);
-
-class RecordDecoder {
- public:
-  // `dictionary` is the db's, needed for records of codec zstd-dict.
-  explicit RecordDecoder(Schema schema, std::shared_ptr<const CompressionDictionary> dictionary = nullptr);
-  ~RecordDecoder();
-  RecordDecoder(const RecordDecoder&) = delete;
-  RecordDecoder& operator=(const RecordDecoder&) = delete;
-
-  // Decodes `value` into *out. Corruption (naming the failed check) when the
-  // header, field table, body or checksum is inconsistent; never reads past `value`.
-  Status Decode(std::string_view value, DecodedRecord* out);
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
-
+// XXH64 of sample `s`'s uncompressed bytes (its fields in order): what content
+// hashes are made of, independent of codec, level, blocking and sharding.
+uint64_t SamplePayloadHash(const DecodedRecord& record, size_t s);
 
 }  // namespace granary

@@ -22,7 +22,7 @@ struct SplitState {
 };
 
 // Child side: walks shard `shard` of `split` and reports on `out`, one line
-// per record ("H <index> <payload hash hex>") or problem ("P <text>").
+// per sample ("H <index> <payload hash hex>") or problem ("P <text>").
 [[noreturn]] void WalkShardChild(const std::string& path, const std::string& split, size_t shard, FILE* out) {
   auto problem = [&](const std::string& text) { std::fprintf(out, "P %s\n", text.c_str()); };
   auto db = DbReader::Open(path);
@@ -33,7 +33,6 @@ struct SplitState {
   }
   const SplitInfo& info = *db.value()->manifest().FindSplit(split);
   const ShardInfo& shard_info = info.shards[shard];
-  const uint64_t stride = info.shards.size();
   auto reader = SplitReader::Create(*db.value(), split);
   if (!reader.ok()) {
     problem(reader.status().message());
@@ -41,26 +40,31 @@ struct SplitState {
     ::_exit(3);
   }
   DecodedRecord record;
-  uint64_t entries = 0;
-  int64_t previous = -1;
-  Status walk = reader.value()->ScanShard(shard, [&](uint64_t index, const Status& decoded) {
-    ++entries;
-    const std::string where = shard_info.path + ", key " + std::to_string(index);
-    if (index >= info.count || index % stride != shard || static_cast<int64_t>(index) <= previous) {
-      problem(where + ": key does not belong in this shard");
-      return;
+  const uint64_t end = shard_info.first + shard_info.count;
+  uint64_t next = shard_info.first;  // the key the next record should have
+  bool resync = false;               // after an unreadable record its size is unknown
+  Status walk = reader.value()->ScanShard(shard, [&](uint64_t key, const Status& decoded) {
+    const std::string where = shard_info.path + ", key " + std::to_string(key);
+    if (key < next || key >= end || (key != next && !resync)) {
+      problem(where + ": expected key " + std::to_string(next) + " (shard holds samples " +
+              std::to_string(shard_info.first) + ".." + std::to_string(end - 1) + ")");
     }
-    previous = static_cast<int64_t>(index);
     if (!decoded.ok()) {
       problem(decoded.message());
+      resync = true;
+      next = key + 1;
       return;
     }
-    std::fprintf(out, "H %" PRIu64 " %016" PRIx64 "\n", index, PayloadHash(record));
+    resync = false;
+    next = key + record.num_samples;
+    for (uint32_t k = 0; k < record.num_samples && key + k < end; ++k) {
+      std::fprintf(out, "H %" PRIu64 " %016" PRIx64 "\n", key + k, SamplePayloadHash(record, k));
+    }
   }, &record);
   if (!walk.ok()) problem(walk.message());
-  if (walk.ok() && entries != shard_info.count) {
-    problem(shard_info.path + ": " + std::to_string(entries) + " entries, manifest says " +
-            std::to_string(shard_info.count));
+  if (walk.ok() && !resync && next != end) {
+    problem(shard_info.path + ": records hold samples up to " + std::to_string(next) + ", manifest says " +
+            std::to_string(end));
   }
   std::fflush(out);
   ::_exit(walk.ok() ? 0 : 3);
@@ -96,7 +100,7 @@ Status WalkShard(const std::string& path, const SplitInfo& split, size_t shard, 
       state->hashes[index] = hash;
       state->seen[index] = true;
       ++records;
-      ++report->records_ok;
+      ++report->samples_ok;
     } else if (text.size() > 2 && text[0] == 'P') {
       report->problems.push_back(text.substr(2));
     }
@@ -131,7 +135,7 @@ StatusOr<VerifyReport> VerifyDb(const std::string& path,
   std::vector<SplitInfo> recomputed = manifest.splits;
   for (size_t sp = 0; sp < manifest.splits.size(); ++sp) {
     const SplitInfo& split = manifest.splits[sp];
-    report.records_expected += split.count;
+    report.samples_expected += split.count;
     SplitState state{std::vector<uint64_t>(split.count), std::vector<bool>(split.count, false)};
     for (size_t shard = 0; shard < split.shards.size(); ++shard) {
       if (on_shard) on_shard(split.shards[shard].path, split.shards[shard].count);
@@ -149,7 +153,7 @@ StatusOr<VerifyReport> VerifyDb(const std::string& path,
     recomputed[sp].content_hash = hasher.Finish();
     if (missing > 0) {
       report.problems.push_back("split '" + split.name + "': " + std::to_string(missing) + " of " +
-                                std::to_string(split.count) + " records unreadable or missing");
+                                std::to_string(split.count) + " samples unreadable or missing");
     } else if (recomputed[sp].content_hash != split.content_hash) {
       report.problems.push_back("split '" + split.name + "': content hash " + recomputed[sp].content_hash +
                                 " does not match the manifest's " + split.content_hash);

@@ -14,8 +14,8 @@
 namespace granary {
 
 struct VerifyReport {
-  uint64_t records_expected = 0;
-  uint64_t records_ok = 0;
+  uint64_t samples_expected = 0;
+  uint64_t samples_ok = 0;
   // One line per problem, naming shard and key where there is one.
   std::vector<std::string> problems;
   std::string content_hash;  // recomputed over the records that decoded

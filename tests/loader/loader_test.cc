@@ -23,14 +23,14 @@ void WriteDb(const std::string& path, uint64_t n) {
   auto writer = DbWriter::Create(o);
   ASSERT_TRUE(writer.ok());
   RecordEncoder enc(o.schema, 1);
-  ASSERT_TRUE(writer.value()->BeginSplit("train").ok());
+  ASSERT_TRUE(writer.value()->BeginSplit("train", n).ok());
   for (uint64_t i = 0; i < n; ++i) {
     std::string image(4, static_cast<char>(i % 200));
     int64_t label = static_cast<int64_t>(i % 10);
     std::string value;
     uint64_t hash;
-    ASSERT_TRUE(enc.Encode({{image.data(), 4, {}}, {&label, 8, {}}}, &value, &hash).ok());
-    ASSERT_TRUE(writer.value()->Append(value, hash).ok());
+    ASSERT_TRUE(enc.EncodeOne({{image.data(), 4, {}}, {&label, 8, {}}}, &value, &hash).ok());
+    ASSERT_TRUE(writer.value()->Append(value, {hash}).ok());
   }
   ASSERT_TRUE(writer.value()->EndSplit().ok());
   Manifest m;
@@ -105,13 +105,13 @@ TEST(Loader, RejectsBadOptionsUpFront) {
 TEST(Loader, CorruptRecordSurfacesAsAnErrorNamingShardAndKey) {
   TempDir dir;
   WriteDb(dir.Sub("db"), 64);
-  // Record 9 (odd: shard 1) holds image bytes 0x09; flip one stored byte of it.
-  const std::string shard_path = dir.Sub("db/train/shard-00001.mdb");
+  // Sample 9 (shard 0 holds 0..31) has image bytes 0x09; flip one stored byte of it.
+  const std::string shard_path = dir.Sub("db/train/shard-00000.mdb");
   std::string shard = testing::ReadFile(shard_path);
   RecordEncoder enc({{{"image", DType::kUInt8, {1, 2, 2}}, {"label", DType::kInt64, {}}}}, 1);
   std::string image(4, '\x09'), value;
   int64_t label = 9;
-  ASSERT_TRUE(enc.Encode({{image.data(), 4, {}}, {&label, 8, {}}}, &value).ok());
+  ASSERT_TRUE(enc.EncodeOne({{image.data(), 4, {}}, {&label, 8, {}}}, &value).ok());
   int copies = 0;
   for (size_t at = shard.find(value); at != std::string::npos; at = shard.find(value, at + 1), ++copies) {
     shard[at + value.size() / 2] ^= 0x10;
@@ -134,7 +134,7 @@ TEST(Loader, CorruptRecordSurfacesAsAnErrorNamingShardAndKey) {
   auto second = loader.value()->Next(&batch);  // samples 8..15 include 9
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), Status::Code::kCorruption);
-  EXPECT_NE(second.status().message().find("train/shard-00001.mdb, key 9"), std::string::npos)
+  EXPECT_NE(second.status().message().find("train/shard-00000.mdb, key 9"), std::string::npos)
       << second.status().message();
   // Asking again repeats the error instead of hanging.
   EXPECT_FALSE(loader.value()->Next(&batch).ok());

@@ -34,7 +34,7 @@ Encoded EncodeSample(RecordEncoder& enc, uint64_t i, int salt) {
   for (int k = 0; k < 16; ++k) image[k] = static_cast<char>((i + salt + k) % 251);
   int64_t label = static_cast<int64_t>(i % 10);
   Encoded e;
-  EXPECT_TRUE(enc.Encode({{image.data(), image.size(), {}}, {&label, sizeof(label), {}}}, &e.value, &e.hash).ok());
+  EXPECT_TRUE(enc.EncodeOne({{image.data(), image.size(), {}}, {&label, sizeof(label), {}}}, &e.value, &e.hash).ok());
   return e;
 }
 
@@ -49,10 +49,10 @@ void WriteDb(const std::string& path, uint64_t n, int shards, int zstd_level = 3
   ASSERT_TRUE(writer.ok()) << writer.status().ToString();
   RecordEncoder enc(o.schema, zstd_level);
   for (auto [name, count, salt] : {std::tuple<const char*, uint64_t, int>{"train", n, 0}, {"test", n / 4, 100}}) {
-    ASSERT_TRUE(writer.value()->BeginSplit(name).ok());
+    ASSERT_TRUE(writer.value()->BeginSplit(name, count).ok());
     for (uint64_t i = 0; i < count; ++i) {
       Encoded e = EncodeSample(enc, i, salt);
-      ASSERT_TRUE(writer.value()->Append(e.value, e.hash).ok());
+      ASSERT_TRUE(writer.value()->Append(e.value, {e.hash}).ok());
     }
     ASSERT_TRUE(writer.value()->EndSplit().ok());
   }
@@ -83,12 +83,12 @@ TEST_P(DbRoundTrip, EveryRecordReadsBackFromItsShard) {
 
   auto reader = SplitReader::Create(*db.value(), "train");
   ASSERT_TRUE(reader.ok());
-  DecodedRecord rec;
+  const FieldView* rec = nullptr;
   for (uint64_t i = 0; i < 101; ++i) {
     ASSERT_TRUE(reader.value()->Read(i, &rec).ok()) << i;
-    EXPECT_EQ(rec.fields[0].data[5], static_cast<uint8_t>((i + 5) % 251));
+    EXPECT_EQ(rec[0].data[5], static_cast<uint8_t>((i + 5) % 251));
     int64_t label;
-    std::memcpy(&label, rec.fields[1].data, 8);
+    std::memcpy(&label, rec[1].data, 8);
     EXPECT_EQ(label, static_cast<int64_t>(i % 10));
   }
   EXPECT_EQ(reader.value()->Read(101, &rec).code(), Status::Code::kNotFound);
@@ -118,9 +118,9 @@ TEST(Db, UnfinishedWriterLeavesNoDb) {
     auto writer = DbWriter::Create(o);
     ASSERT_TRUE(writer.ok());
     RecordEncoder enc(o.schema, 3);
-    ASSERT_TRUE(writer.value()->BeginSplit("train").ok());
+    ASSERT_TRUE(writer.value()->BeginSplit("train", 1).ok());
     Encoded e = EncodeSample(enc, 0, 0);
-    ASSERT_TRUE(writer.value()->Append(e.value, e.hash).ok());
+    ASSERT_TRUE(writer.value()->Append(e.value, {e.hash}).ok());
     EXPECT_TRUE(fs::exists(path + format::kPartialSuffix));
   }
   EXPECT_FALSE(fs::exists(path));
@@ -199,7 +199,7 @@ TEST(Db, FlippedByteInAStoredRecordNamesShardAndKey) {
   ASSERT_TRUE(db.ok());
   auto reader = SplitReader::Create(*db.value(), "train");
   ASSERT_TRUE(reader.ok());
-  DecodedRecord rec;
+  const FieldView* rec = nullptr;
   for (uint64_t i = 0; i < 40; ++i) {
     Status s = reader.value()->Read(i, &rec);
     if (i == 17) {
@@ -226,10 +226,10 @@ TEST(Db, ConcurrentReadersSeeTheSameRecords) {
         ++failures;
         return;
       }
-      DecodedRecord rec;
+      const FieldView* rec = nullptr;
       for (int round = 0; round < 5; ++round) {
         for (uint64_t i = t; i < 500; i += 3) {
-          if (!reader.value()->Read(i, &rec).ok() || rec.fields[0].data[0] != static_cast<uint8_t>(i % 251)) {
+          if (!reader.value()->Read(i, &rec).ok() || rec[0].data[0] != static_cast<uint8_t>(i % 251)) {
             ++failures;
           }
         }
@@ -238,6 +238,70 @@ TEST(Db, ConcurrentReadersSeeTheSameRecords) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);
+}
+
+}  // namespace
+}  // namespace granary
+
+namespace granary {
+namespace {
+
+// Records of 1..5 samples over 3 shards: every sample is found, in any order.
+TEST(Db, RecordsOfSeveralSamplesAreReadSampleBySample) {
+  TempDir dir;
+  const std::string path = dir.Sub("db");
+  const uint64_t n = 300;
+  {
+    DbWriterOptions o;
+    o.path = path;
+    o.schema = SmallSchema();
+    o.shards_per_split = 3;
+    auto writer = DbWriter::Create(o);
+    ASSERT_TRUE(writer.ok());
+    RecordEncoder enc(o.schema, 3);
+    ASSERT_TRUE(writer.value()->BeginSplit("train", n).ok());
+    std::vector<std::string> images;
+    std::vector<int64_t> labels;
+    for (uint64_t i = 0; i < n;) {
+      const uint64_t m = std::min<uint64_t>(1 + i % 5, n - i);
+      images.assign(m, std::string(16, '\0'));
+      labels.assign(m, 0);
+      std::vector<SampleInput> samples;
+      for (uint64_t k = 0; k < m; ++k) {
+        for (int b = 0; b < 16; ++b) images[k][b] = static_cast<char>((i + k + b) % 251);
+        labels[k] = static_cast<int64_t>((i + k) % 10);
+        samples.push_back({{images[k].data(), 16, {}}, {&labels[k], 8, {}}});
+      }
+      std::string value;
+      std::vector<uint64_t> hashes;
+      ASSERT_TRUE(enc.Encode(samples, &value, &hashes).ok());
+      ASSERT_TRUE(writer.value()->Append(value, hashes).ok());
+      i += m;
+    }
+    ASSERT_TRUE(writer.value()->EndSplit().ok());
+    ASSERT_TRUE(writer.value()->Finish(Manifest()).ok());
+  }
+  auto db = DbReader::Open(path);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  const SplitInfo& split = db.value()->manifest().splits[0];
+  ASSERT_EQ(split.shards.size(), 3u);
+  EXPECT_EQ(split.shards[0].first, 0u);
+  EXPECT_GT(split.shards[1].count, 0u);
+  EXPECT_EQ(split.shards[1].first, split.shards[0].count);
+  auto reader = SplitReader::Create(*db.value(), "train");
+  ASSERT_TRUE(reader.ok());
+  const FieldView* f = nullptr;
+  for (uint64_t step : {1, 7, 97}) {  // sequential and scattered orders
+    for (uint64_t k = 0; k < n; ++k) {
+      const uint64_t i = (k * step) % n;
+      ASSERT_TRUE(reader.value()->Read(i, &f).ok()) << i;
+      EXPECT_EQ(f[0].data[3], static_cast<uint8_t>((i + 3) % 251)) << i;
+      int64_t label;
+      std::memcpy(&label, f[1].data, 8);
+      EXPECT_EQ(label, static_cast<int64_t>(i % 10)) << i;
+    }
+  }
+  EXPECT_EQ(reader.value()->Read(n, &f).code(), Status::Code::kNotFound);
 }
 
 }  // namespace

@@ -52,7 +52,7 @@ TEST_P(RecordRoundTrip, EveryDTypeAndShapeComesBack) {
     auto fields = MakeFields(schema, rows);
     std::string value;
     uint64_t payload_hash = 0;
-    ASSERT_TRUE(encoder.Encode(Inputs(schema, fields, rows), &value, &payload_hash).ok());
+    ASSERT_TRUE(encoder.EncodeOne(Inputs(schema, fields, rows), &value, &payload_hash).ok());
     EXPECT_EQ(static_cast<uint8_t>(value[1]),
               static_cast<uint8_t>(GetParam() > 0 ? format::Codec::kZstd : format::Codec::kNone));
     DecodedRecord rec;
@@ -65,7 +65,7 @@ TEST_P(RecordRoundTrip, EveryDTypeAndShapeComesBack) {
     }
     EXPECT_EQ(rec.fields.back().shape, (Shape{rows, 2}));
     EXPECT_EQ(rec.fields[0].shape, (Shape{2, 3}));
-    EXPECT_EQ(PayloadHash(rec), payload_hash);
+    EXPECT_EQ(SamplePayloadHash(rec, 0), payload_hash);
   }
 }
 
@@ -76,7 +76,7 @@ TEST(RecordEncoder, RejectsFieldsThatDisagreeWithTheSchema) {
   schema.fields = {{"image", DType::kUInt8, {2, 2}}};
   RecordEncoder encoder(schema, 3);
   std::string value, three(3, 'x');
-  Status s = encoder.Encode({{three.data(), three.size(), {}}}, &value);
+  Status s = encoder.EncodeOne({{three.data(), three.size(), {}}}, &value);
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(s.message().find("'image'"), std::string::npos) << s.message();
   EXPECT_EQ(encoder.Encode({}, &value).code(), Status::Code::kInvalidArgument);
@@ -94,7 +94,7 @@ TEST_P(RecordByteFlip, EveryFlippedByteIsDetected) {
   for (int i = 0; i < 64; ++i) image[i] = static_cast<char>((i * 7) % 13);
   int64_t label = 3;
   std::string value;
-  ASSERT_TRUE(encoder.Encode({{image.data(), image.size(), {}}, {&label, sizeof(label), {}}}, &value).ok());
+  ASSERT_TRUE(encoder.EncodeOne({{image.data(), image.size(), {}}, {&label, sizeof(label), {}}}, &value).ok());
   DecodedRecord rec;
   ASSERT_TRUE(decoder.Decode(value, &rec).ok());
   for (size_t pos = 0; pos < value.size(); ++pos) {
@@ -128,12 +128,12 @@ TEST(Format, WorkedExampleFromFormatMd) {
   const int64_t label = 7;
   std::string value;
   uint64_t payload_hash = 0;
-  ASSERT_TRUE(encoder.Encode({{image, 4, {}}, {&label, 8, {}}}, &value, &payload_hash).ok());
+  ASSERT_TRUE(encoder.EncodeOne({{image, 4, {}}, {&label, 8, {}}}, &value, &payload_hash).ok());
   const std::string expected(
-      "\x01\x00\x02\x00\x0c\x00\x00\x00"
-      "\x17\x05\xfe\x76\xeb\x62\x3b\x40"
+      "\x01\x00\x02\x00\x0c\x00\x00\x00\x01\x00\x00\x00"
+      "\x37\x11\x02\xd2\xb3\xa4\xfb\xdc"
       "\x01\x02\x03\x04\x07\x00\x00\x00\x00\x00\x00\x00",
-      28);
+      32);
   EXPECT_EQ(value, expected);
   EXPECT_EQ(payload_hash, 0x440e73a322a30d18ULL);
   EXPECT_EQ(EncodeKey(5), std::string("\0\0\0\0\0\0\0\x05", 8));
@@ -186,8 +186,8 @@ TEST(RecordDictionary, RoundTripsSmallerAndEveryFlipIsDetected) {
   DecodedRecord rec;
   for (int i = 0; i < 50; ++i) {
     const std::string& p = payloads[i];
-    ASSERT_TRUE(plain.Encode({{p.data(), p.size(), {}}}, &a).ok());
-    ASSERT_TRUE(with_dict.Encode({{p.data(), p.size(), {}}}, &b).ok());
+    ASSERT_TRUE(plain.EncodeOne({{p.data(), p.size(), {}}}, &a).ok());
+    ASSERT_TRUE(with_dict.EncodeOne({{p.data(), p.size(), {}}}, &b).ok());
     EXPECT_EQ(b[1], static_cast<char>(format::Codec::kZstdDict));
     plain_bytes += a.size();
     dict_bytes += b.size();
@@ -209,6 +209,56 @@ TEST(RecordDictionary, RoundTripsSmallerAndEveryFlipIsDetected) {
 TEST(RecordDictionary, TrainingOnTooLittleDataIsAnError) {
   auto bytes = TrainDictionary("abc", {3}, 4096);
   EXPECT_EQ(bytes.status().code(), Status::Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace granary
+
+namespace granary {
+namespace {
+
+// A record of several samples with variable shapes comes back sample by sample.
+TEST(RecordBlock, SeveralSamplesRoundTripWithTheirOwnShapes) {
+  Schema schema;
+  schema.fields = {{"tokens", DType::kInt32, {kVariableDim}}, {"label", DType::kInt64, {}}};
+  for (int level : {0, 5}) {
+    RecordEncoder encoder(schema, level);
+    RecordDecoder decoder(schema);
+    std::vector<std::vector<int32_t>> tokens = {{1, 2, 3}, {}, {7}, {9, 9, 9, 9, 9}};
+    std::vector<int64_t> labels = {4, 5, 6, 7};
+    std::vector<SampleInput> samples;
+    for (size_t s = 0; s < tokens.size(); ++s) {
+      samples.push_back({{tokens[s].data(), tokens[s].size() * 4, {static_cast<int64_t>(tokens[s].size())}},
+                         {&labels[s], 8, {}}});
+    }
+    std::string value;
+    std::vector<uint64_t> hashes;
+    ASSERT_TRUE(encoder.Encode(samples, &value, &hashes).ok());
+    ASSERT_EQ(hashes.size(), 4u);
+    DecodedRecord rec;
+    ASSERT_TRUE(decoder.Decode(value, &rec).ok());
+    ASSERT_EQ(rec.num_samples, 4u);
+    for (size_t s = 0; s < tokens.size(); ++s) {
+      const FieldView* f = rec.sample(s);
+      EXPECT_EQ(f[0].shape, (Shape{static_cast<int64_t>(tokens[s].size())}));
+      ASSERT_EQ(f[0].bytes, tokens[s].size() * 4);
+      EXPECT_EQ(std::memcmp(f[0].data, tokens[s].data(), f[0].bytes), 0);
+      int64_t label;
+      std::memcpy(&label, f[1].data, 8);
+      EXPECT_EQ(label, labels[s]);
+      EXPECT_EQ(SamplePayloadHash(rec, s), hashes[s]);
+      // A sample's content hash does not depend on its neighbours.
+      std::string alone;
+      uint64_t alone_hash;
+      ASSERT_TRUE(encoder.EncodeOne(samples[s], &alone, &alone_hash).ok());
+      EXPECT_EQ(alone_hash, hashes[s]);
+    }
+    for (size_t pos = 0; pos < value.size(); ++pos) {
+      std::string bad = value;
+      bad[pos] = static_cast<char>(bad[pos] ^ 0x04);
+      EXPECT_EQ(decoder.Decode(bad, &rec).code(), Status::Code::kCorruption) << pos;
+    }
+  }
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ std::string RecordValue(RecordEncoder& enc, uint64_t i, uint64_t* hash) {
   std::string image(9, static_cast<char>(i * 17 + 1));
   int64_t label = static_cast<int64_t>(i % 3);
   std::string value;
-  EXPECT_TRUE(enc.Encode({{image.data(), image.size(), {}}, {&label, 8, {}}}, &value, hash).ok());
+  EXPECT_TRUE(enc.EncodeOne({{image.data(), image.size(), {}}, {&label, 8, {}}}, &value, hash).ok());
   return value;
 }
 
@@ -37,11 +37,11 @@ std::vector<std::string> WriteDb(const std::string& path, uint64_t n, int shards
   EXPECT_TRUE(writer.ok());
   RecordEncoder enc(o.schema, 3);
   std::vector<std::string> values;
-  EXPECT_TRUE(writer.value()->BeginSplit("train").ok());
+  EXPECT_TRUE(writer.value()->BeginSplit("train", n).ok());
   for (uint64_t i = 0; i < n; ++i) {
     uint64_t hash;
     values.push_back(RecordValue(enc, i, &hash));
-    EXPECT_TRUE(writer.value()->Append(values.back(), hash).ok());
+    EXPECT_TRUE(writer.value()->Append(values.back(), {hash}).ok());
   }
   EXPECT_TRUE(writer.value()->EndSplit().ok());
   EXPECT_TRUE(writer.value()->Finish(Manifest()).ok());
@@ -60,7 +60,7 @@ TEST(Verify, AGoodDbVerifies) {
   auto report = VerifyDb(dir.Sub("db"));
   ASSERT_TRUE(report.ok());
   EXPECT_TRUE(report->ok()) << Joined(report->problems);
-  EXPECT_EQ(report->records_ok, 50u);
+  EXPECT_EQ(report->samples_ok, 50u);
   auto db = DbReader::Open(dir.Sub("db"));
   EXPECT_EQ(report->content_hash, db.value()->manifest().content_hash);
 }
@@ -83,7 +83,7 @@ TEST(Verify, CatchesEveryFlippedByteInsideARecordValue) {
     auto report = VerifyDb(db_path);
     ASSERT_TRUE(report.ok());
     ASSERT_FALSE(report->ok()) << "byte " << pos << " went unnoticed";
-    EXPECT_EQ(report->records_ok, 7u) << "byte " << pos;
+    EXPECT_EQ(report->samples_ok, 7u) << "byte " << pos;
     EXPECT_NE(Joined(report->problems).find("train/shard-00000.mdb, key 4:"), std::string::npos)
         << "byte " << pos << ":\n" << Joined(report->problems);
   }
@@ -111,8 +111,8 @@ TEST(Verify, ReportsDamagedLmdbPagesWithoutCrashing) {
   ASSERT_TRUE(report.ok());
   EXPECT_FALSE(report->ok());
   EXPECT_NE(Joined(report->problems).find("train/shard-00001.mdb"), std::string::npos) << Joined(report->problems);
-  EXPECT_LT(report->records_ok, 2000u);
-  EXPECT_GE(report->records_ok, 1000u);  // shard 0 is intact
+  EXPECT_LT(report->samples_ok, 2000u);
+  EXPECT_GE(report->samples_ok, 1000u);  // shard 0 is intact
 }
 
 // Point the main tree's root past the end of the file in both LMDB meta pages
@@ -134,7 +134,7 @@ TEST(Verify, ACrashWhileWalkingIsReportedAsStructuralCorruption) {
   ASSERT_TRUE(report.ok());
   EXPECT_NE(Joined(report->problems).find("train/shard-00000.mdb: structural corruption"), std::string::npos)
       << Joined(report->problems);
-  EXPECT_EQ(report->records_ok, 0u);
+  EXPECT_EQ(report->samples_ok, 0u);
 }
 
 TEST(Verify, MissingShardFileIsAProblemNotACrash) {
