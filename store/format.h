@@ -38,6 +38,9 @@ struct RecordFixedHeader {
 };
 static_assert(sizeof(RecordFixedHeader) == 12, "fixed record header is 12 bytes");
 inline constexpr size_t kFixedHeaderBytes = sizeof(RecordFixedHeader);
+// Limits readers enforce before allocating: samples per record, payload bytes.
+inline constexpr uint32_t kMaxRecordSamples = 65536;
+inline constexpr uint32_t kMaxPayloadBytes = uint32_t{1} << 30;
 inline constexpr size_t kDimBytes = 4;       // u32 per dim of a variable-shape field
 inline constexpr size_t kChecksumBytes = 8;     // XXH64, seed kChecksumSeed
 inline constexpr uint64_t kChecksumSeed = 0;

@@ -8,6 +8,7 @@
 #include "preprocess/build.h"
 #include "preprocess/source.h"
 #include "store/db.h"
+#include "store/verify.h"
 #include "tests/test_util.h"
 
 namespace granary {
@@ -200,6 +201,47 @@ TEST(Build, ContentHashDoesNotDependOnPacking) {
   EXPECT_EQ(hashes[0], hashes[1]);
   EXPECT_EQ(records[0], 2000u);
   EXPECT_LT(records[1], 200u);
+}
+
+// A db whose records need its dictionary: readable and verifiable with it,
+// refused when the dictionary file is damaged.
+TEST(Build, DictionaryDbsReadBackAndGuardTheirDictionary) {
+  TempDir dir;
+  testing::WriteFile(dir.Sub("train-images-idx3-ubyte"), ImagesIdx(3000, 8, 8));
+  testing::WriteFile(dir.Sub("train-labels-idx1-ubyte"), LabelsIdx(3000));
+  std::string hashes[2];
+  for (DictionaryMode mode : {DictionaryMode::kOn, DictionaryMode::kOff}) {
+    auto source = OpenIdxSource(dir.path(), {});
+    ASSERT_TRUE(source.ok());
+    BuildOptions o;
+    o.db_path = dir.Sub(mode == DictionaryMode::kOn ? "dict" : "plain");
+    o.dictionary = mode;
+    o.dictionary_max_bytes = 4096;
+    auto summary = BuildDb(source.value(), o);
+    ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+    EXPECT_EQ(summary->dictionary_bytes > 0, mode == DictionaryMode::kOn) << summary->dictionary_note;
+    hashes[mode == DictionaryMode::kOn] = summary->content_hash;
+    auto report = VerifyDb(o.db_path);
+    ASSERT_TRUE(report.ok());
+    EXPECT_TRUE(report->ok());
+    EXPECT_EQ(report->samples_ok, 3000u);
+  }
+  EXPECT_EQ(hashes[0], hashes[1]);
+
+  auto db = DbReader::Open(dir.Sub("dict"));
+  ASSERT_TRUE(db.ok());
+  ASSERT_NE(db.value()->dictionary(), nullptr);
+  auto reader = SplitReader::Create(*db.value(), "train");
+  const FieldView* f = nullptr;
+  ASSERT_TRUE(reader.value()->Read(2999, &f).ok());
+  EXPECT_EQ(f[0].data[1], static_cast<uint8_t>(2999 + 1));
+
+  std::string dict = testing::ReadFile(dir.Sub("dict/zstd.dict"));
+  dict[dict.size() / 2] ^= 1;
+  testing::WriteFile(dir.Sub("dict/zstd.dict"), dict);
+  auto damaged = DbReader::Open(dir.Sub("dict"));
+  EXPECT_EQ(damaged.status().code(), Status::Code::kCorruption);
+  EXPECT_NE(damaged.status().message().find("zstd.dict"), std::string::npos) << damaged.status().message();
 }
 
 TEST(Build, CancelledBuildLeavesNothing) {
