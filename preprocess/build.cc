@@ -12,6 +12,7 @@
 #include <chrono>
 #include <ctime>
 #include <exception>
+#include <filesystem>
 #include <memory>
 
 #include "preprocess/progress.h"
@@ -378,8 +379,9 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
   StatusOr<std::unique_ptr<DbReader>> check = DbReader::Open(options.db_path);
   if (!check.ok()) return check.status().WithContext("reopening the new db");
   summary.content_hash = check.value()->manifest().content_hash;
-  for (const SplitInfo& split : check.value()->manifest().splits) {
-    for (const ShardInfo& shard : split.shards) summary.stored_bytes += shard.bytes;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(options.db_path, ec)) {
+    if (entry.is_regular_file(ec)) summary.stored_bytes += entry.file_size(ec);
   }
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;

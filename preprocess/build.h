@@ -60,7 +60,7 @@ struct BuildSummary {
   std::vector<RejectedItem> rejected;
   uint64_t raw_bytes = 0;      // input files
   uint64_t payload_bytes = 0;  // decoded sample bytes
-  uint64_t stored_bytes = 0;   // shard files
+  uint64_t stored_bytes = 0;   // every file of the db
   double seconds = 0;
   int threads = 0;
   uint64_t dictionary_bytes = 0;  // 0: none

@@ -92,7 +92,7 @@ int RunBuild(BuildArgs& a) {
                         {"rejected", rejected},
                         {"raw_bytes", s.raw_bytes},
                         {"payload_bytes", s.payload_bytes},
-                        {"stored_bytes", s.stored_bytes},
+                        {"db_bytes", s.stored_bytes},
                         {"items_per_s", written / std::max(s.seconds, 1e-9)},
                         {"content_hash", s.content_hash},
                         {"dictionary_bytes", s.dictionary_bytes},
@@ -113,9 +113,10 @@ int RunBuild(BuildArgs& a) {
                  static_cast<unsigned long long>(split.rejected));
   }
   for (const auto& r : s.rejected) std::fprintf(stderr, "  rejected %s: %s\n", r.item.c_str(), r.reason.c_str());
-  std::fprintf(stderr, "  %.0f items/s; raw %.1f MB, decoded %.1f MB, stored %.1f MB (%.2fx of decoded)\n",
+  std::fprintf(stderr, "  %.0f items/s; raw %.1f MB, decoded %.1f MB, db %.1f MB (%.2fx of decoded, %.3fx of raw)\n",
                written / std::max(s.seconds, 1e-9), s.raw_bytes / 1e6, s.payload_bytes / 1e6, s.stored_bytes / 1e6,
-               s.payload_bytes > 0 ? static_cast<double>(s.stored_bytes) / s.payload_bytes : 0.0);
+               s.payload_bytes > 0 ? static_cast<double>(s.stored_bytes) / s.payload_bytes : 0.0,
+               s.raw_bytes > 0 ? static_cast<double>(s.stored_bytes) / s.raw_bytes : 0.0);
   std::fprintf(stderr, "  zstd dictionary: %s%s\n",
                s.dictionary_bytes > 0 ? (std::to_string(s.dictionary_bytes) + " bytes, ").c_str() : "",
                s.dictionary_note.c_str());

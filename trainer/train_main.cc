@@ -26,7 +26,8 @@ nlohmann::json ToJson(const granary::EpochReport& r) {
                       {"train_loss", r.train_loss},
                       {"seconds", r.seconds},
                       {"samples_per_s", r.samples_per_s},
-                      {"stall_fraction", r.stall_fraction}};
+                      {"stall_fraction", r.stall_fraction},
+                      {"comm_fraction", r.comm_fraction}};
   if (r.evaluated) {
     j["test_loss"] = r.eval_loss;
     j["test_accuracy"] = r.eval_accuracy;
@@ -96,7 +97,8 @@ int main(int argc, char** argv) {
     if (rank != 0 || json) return;
     std::printf("epoch %d/%d  train_loss %.4f", r.epoch, o.epochs, r.train_loss);
     if (r.evaluated) std::printf("  test_loss %.4f  test_acc %.4f", r.eval_loss, r.eval_accuracy);
-    std::printf("  samples/s %.0f  stall %.1f%%  time %.1fs\n", r.samples_per_s, 100 * r.stall_fraction, r.seconds);
+    std::printf("  samples/s %.0f  stall %.1f%%  comm %.1f%%  time %.1fs\n", r.samples_per_s, 100 * r.stall_fraction,
+                100 * r.comm_fraction, r.seconds);
     std::fflush(stdout);
   };
   auto reports = granary::RunRank(o, on_epoch);

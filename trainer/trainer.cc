@@ -144,7 +144,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainOptions& o,
     const auto start = std::chrono::steady_clock::now();
     const double wait_before = train.stats().wait_seconds;
     train.StartEpoch(static_cast<uint64_t>(epoch));
-    double local_loss_sum = 0, local_samples = 0;
+    double local_loss_sum = 0, local_samples = 0, comm_seconds = 0;
     for (;;) {
       StatusOr<bool> more = train.Next(&batch);
       if (!more.ok()) return more.status();
@@ -159,7 +159,9 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainOptions& o,
       }));
       std::vector<torch::Tensor> grads;
       for (auto& p : params) grads.push_back(p.grad());
+      const auto comm_start = std::chrono::steady_clock::now();
       GRANARY_RETURN_IF_ERROR(comm.value()->AllReduceMean(grads));
+      comm_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - comm_start).count();
       GRANARY_RETURN_IF_ERROR(TorchGuard("optimizer step", [&] { optimizer.step(); }));
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -173,6 +175,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainOptions& o,
     r.seconds = seconds;
     r.samples_per_s = samples / seconds;
     r.stall_fraction = (train.stats().wait_seconds - wait_before) / seconds;
+    r.comm_fraction = comm_seconds / seconds;
     if (o.rank == 0 && !o.eval_split.empty()) {
       EvalResult eval;
       GRANARY_RETURN_IF_ERROR(Evaluate(*db.value(), o, model, &eval));

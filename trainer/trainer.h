@@ -38,6 +38,7 @@ struct EpochReport {
   double seconds = 0;         // training part of the epoch
   double samples_per_s = 0;   // over all ranks
   double stall_fraction = 0;  // rank 0's time waiting for data / epoch time
+  double comm_fraction = 0;   // rank 0's time in gradient all-reduce / epoch time
   bool evaluated = false;
   double eval_loss = 0;
   double eval_accuracy = 0;
