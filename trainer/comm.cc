@@ -3,22 +3,9 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "trainer/torch_guard.h"
+
 namespace granary {
-namespace {
-
-template <typename F>
-Status Guard(const char* what, F&& f) {
-  try {
-    f();
-    return Status::OK();
-  } catch (const std::exception& e) {
-    std::string msg = e.what();
-    if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
-    return Status::FailedPrecondition(std::string(what) + ": " + msg);
-  }
-}
-
-}  // namespace
 
 struct Comm::Impl {
   CommOptions options;
@@ -40,7 +27,7 @@ StatusOr<std::unique_ptr<Comm>> Comm::Create(const CommOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   if (options.world == 1) return std::unique_ptr<Comm>(new Comm(std::move(impl)));
-  Status s = Guard("rendezvous", [&] {
+  Status s = CatchTorch("rendezvous", [&] {
     c10d::TCPStoreOptions store_options;
     store_options.port = static_cast<uint16_t>(options.port);
     store_options.isServer = options.rank == 0;
@@ -59,7 +46,7 @@ StatusOr<std::unique_ptr<Comm>> Comm::Create(const CommOptions& options) {
 
 Status Comm::AllReduceMean(const std::vector<torch::Tensor>& tensors) {
   if (impl_->options.world == 1) return Status::OK();
-  return Guard("all-reduce", [&] {
+  return CatchTorch("all-reduce", [&] {
     int64_t total = 0;
     for (const auto& t : tensors) total += t.numel();
     if (!impl_->flat.defined() || impl_->flat.numel() != total) impl_->flat = torch::empty({total}, torch::kFloat32);
@@ -81,7 +68,7 @@ Status Comm::AllReduceMean(const std::vector<torch::Tensor>& tensors) {
 
 Status Comm::AllReduceSum(torch::Tensor& tensor) {
   if (impl_->options.world == 1) return Status::OK();
-  return Guard("all-reduce", [&] {
+  return CatchTorch("all-reduce", [&] {
     std::vector<at::Tensor> bufs{tensor};
     impl_->group->allreduce(bufs)->wait();
   });
@@ -89,7 +76,7 @@ Status Comm::AllReduceSum(torch::Tensor& tensor) {
 
 Status Comm::Broadcast(const std::vector<torch::Tensor>& tensors) {
   if (impl_->options.world == 1) return Status::OK();
-  return Guard("broadcast", [&] {
+  return CatchTorch("broadcast", [&] {
     for (const auto& t : tensors) {
       std::vector<at::Tensor> bufs{t};
       impl_->group->broadcast(bufs)->wait();
@@ -99,7 +86,7 @@ Status Comm::Broadcast(const std::vector<torch::Tensor>& tensors) {
 
 Status Comm::Barrier() {
   if (impl_->options.world == 1) return Status::OK();
-  return Guard("barrier", [&] { impl_->group->barrier()->wait(); });
+  return CatchTorch("barrier", [&] { impl_->group->barrier()->wait(); });
 }
 
 }  // namespace granary

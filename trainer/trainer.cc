@@ -6,22 +6,11 @@
 #include "loader/loader.h"
 #include "store/db.h"
 #include "trainer/comm.h"
+#include "trainer/torch_guard.h"
 #include "trainer/model.h"
 
 namespace granary {
 namespace {
-
-template <typename F>
-Status TorchGuard(const char* what, F&& f) {
-  try {
-    f();
-    return Status::OK();
-  } catch (const std::exception& e) {
-    std::string msg = e.what();
-    if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
-    return Status::FailedPrecondition(std::string(what) + ": " + msg);
-  }
-}
 
 // Wraps a Batch's buffers without copying; valid while the Batch is untouched.
 torch::Tensor InputTensor(Batch& b) {
@@ -58,7 +47,7 @@ Status Evaluate(const DbReader& db, const TrainOptions& o, ConvNet& model, EvalR
     StatusOr<bool> more = loader.value()->Next(&batch);
     if (!more.ok()) return more.status();
     if (!more.value()) break;
-    GRANARY_RETURN_IF_ERROR(TorchGuard("evaluation", [&] {
+    GRANARY_RETURN_IF_ERROR(CatchTorch("evaluation", [&] {
       torch::Tensor logits = model->forward(InputTensor(batch));
       torch::Tensor target = TargetTensor(batch);
       loss_sum += torch::nll_loss(torch::log_softmax(logits, 1), target, {}, at::Reduction::Sum).item<double>();
@@ -149,7 +138,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainOptions& o,
       StatusOr<bool> more = train.Next(&batch);
       if (!more.ok()) return more.status();
       if (!more.value()) break;
-      GRANARY_RETURN_IF_ERROR(TorchGuard("training step", [&] {
+      GRANARY_RETURN_IF_ERROR(CatchTorch("training step", [&] {
         optimizer.zero_grad();
         torch::Tensor loss = torch::nll_loss(torch::log_softmax(model->forward(InputTensor(batch)), 1),
                                              TargetTensor(batch));
@@ -162,7 +151,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainOptions& o,
       const auto comm_start = std::chrono::steady_clock::now();
       GRANARY_RETURN_IF_ERROR(comm.value()->AllReduceMean(grads));
       comm_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - comm_start).count();
-      GRANARY_RETURN_IF_ERROR(TorchGuard("optimizer step", [&] { optimizer.step(); }));
+      GRANARY_RETURN_IF_ERROR(CatchTorch("optimizer step", [&] { optimizer.step(); }));
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     torch::Tensor totals = torch::tensor({local_loss_sum, local_samples}, torch::kFloat64);
