@@ -6,8 +6,8 @@
 #include "loader/loader.h"
 #include "store/db.h"
 #include "trainer/comm.h"
-#include "trainer/torch_guard.h"
 #include "trainer/model.h"
+#include "trainer/torch_guard.h"
 
 namespace granary {
 namespace {
