@@ -30,6 +30,16 @@ void ToFloat(DType dtype, const uint8_t* src, size_t count, float scale, float m
   }
 }
 
+// uint8 H x W x C -> float C x H x W, normalised like ToFloat.
+void HwcToChw(const uint8_t* src, const Shape& hwc, float scale, float mean, float inv_std, float* dst) {
+  const size_t plane = static_cast<size_t>(hwc[0] * hwc[1]);
+  const size_t channels = static_cast<size_t>(hwc[2]);
+  for (size_t c = 0; c < channels; ++c) {
+    float* out = dst + c * plane;
+    for (size_t p = 0; p < plane; ++p) out[p] = (static_cast<float>(src[p * channels + c]) * scale - mean) * inv_std;
+  }
+}
+
 int64_t ToInt64(DType dtype, const uint8_t* src) {
   switch (dtype) {
     case DType::kUInt8: return src[0];
@@ -58,7 +68,9 @@ struct Loader::Impl {
   int target_index = 0;
   DType input_dtype = DType::kUInt8;
   DType target_dtype = DType::kInt64;
-  Shape sample_shape;
+  Shape field_shape;   // as stored
+  Shape sample_shape;  // as batched: CHW for image fields stored HWC
+  bool hwc = false;
   size_t sample_elements = 0;
   uint64_t num_batches = 0;
   std::vector<std::unique_ptr<SplitReader>> readers;  // one per worker
@@ -101,13 +113,17 @@ struct Loader::Impl {
     for (size_t i = 0; i < size; ++i) {
       GRANARY_RETURN_IF_ERROR(readers[worker]->Read(indices[first + i], &fields));
       const FieldView& in = fields[input_index];
-      if (in.shape != sample_shape) {
-        return Status::InvalidArgument("split '" + options.split + "', key " + std::to_string(indices[first + i]) +
+      if (in.shape != field_shape) {
+        return Status::InvalidArgument("split '" + options.split + "', sample " + std::to_string(indices[first + i]) +
                                        ": field '" + options.input_field + "' has shape " + ShapeToString(in.shape) +
-                                       ", the batch needs " + ShapeToString(sample_shape));
+                                       ", the batch needs " + ShapeToString(field_shape));
       }
-      ToFloat(input_dtype, in.data, sample_elements, options.scale, options.mean, inv_std,
-              batch->input.data() + i * sample_elements);
+      float* dst = batch->input.data() + i * sample_elements;
+      if (hwc) {
+        HwcToChw(in.data, field_shape, options.scale, options.mean, inv_std, dst);
+      } else {
+        ToFloat(input_dtype, in.data, sample_elements, options.scale, options.mean, inv_std, dst);
+      }
       batch->target[i] = ToInt64(target_dtype, fields[target_index].data);
     }
     return Status::OK();
@@ -175,7 +191,13 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const Loade
   }
   impl->input_dtype = input.dtype;
   impl->target_dtype = target.dtype;
+  impl->field_shape = input.shape;
   impl->sample_shape = input.shape;
+  if (input.layout == "HWC") {
+    if (input.dtype != DType::kUInt8) return Status::InvalidArgument("HWC field '" + input.name + "' must be uint8");
+    impl->hwc = true;
+    impl->sample_shape = {input.shape[2], input.shape[0], input.shape[1]};
+  }
   impl->sample_elements = static_cast<size_t>(input.FixedElements());
   const uint64_t per_rank = impl->sampler.samples_per_rank();
   impl->num_batches = (per_rank + options.batch_size - 1) / options.batch_size;

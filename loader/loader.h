@@ -32,7 +32,8 @@ struct LoaderOptions {
   float stddev = 1.0f;
 };
 
-// A batch: `input` holds size x (input field's shape) float32 values, row-major.
+// A batch: `input` holds size x (input field's shape) float32 values, row-major;
+// image fields stored HWC are batched as CHW (NCHW batches).
 struct Batch {
   uint64_t epoch = 0;
   uint64_t index = 0;  // within the epoch

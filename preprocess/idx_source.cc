@@ -92,7 +92,8 @@ StatusOr<Source> OpenIdxSource(const std::string& dir, const IdxSourceOptions& o
     source.splits.push_back(std::make_unique<IdxSplit>(files.name, files.images_path, std::move(images).value(),
                                                        std::move(labels).value(), count, raw));
   }
-  source.info.schema.fields = {{"image", DType::kUInt8, image_shape}, {"label", DType::kInt64, {}}};
+  source.info.schema.fields = {{"image", DType::kUInt8, image_shape, image_shape.size() == 3 ? "CHW" : ""},
+                               {"label", DType::kInt64, {}, ""}};
   source.info.num_classes = max_label + 1;
   if (!options.class_names.empty()) {
     if (static_cast<int64_t>(options.class_names.size()) < source.info.num_classes) {

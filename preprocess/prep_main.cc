@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <filesystem>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -41,6 +42,9 @@ struct BuildArgs {
   std::string class_names;
   std::string on_error = "skip";
   std::string dictionary = "auto";
+  std::string size = "64";
+  int channels = 3;
+  double val_fraction = 0;
   double max_rejects = 0.01;
   uint64_t limit = 0;
   bool json = false;
@@ -48,15 +52,51 @@ struct BuildArgs {
   granary::BuildOptions options;
 };
 
-int RunBuild(BuildArgs& a) {
-  if (a.format != "auto" && a.format != "idx") {
-    return Fail(granary::Status::InvalidArgument("--format " + a.format + ": only 'idx' is supported so far"));
+// "auto": IDX files in RAW make it an IDX dataset, sub-folders an image folder.
+std::string DetectFormat(const std::string& raw) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  bool has_dirs = false;
+  for (const auto& e : fs::directory_iterator(raw, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find("-ubyte") != std::string::npos) return "idx";
+    has_dirs = has_dirs || (e.is_directory(ec) && name[0] != '.');
   }
-  granary::IdxSourceOptions idx;
-  idx.limit = a.limit;
-  if (!a.class_names.empty()) idx.class_names = SplitCommas(a.class_names);
-  auto source = granary::OpenIdxSource(a.raw, idx);
+  return has_dirs ? "images" : "idx";
+}
+
+// "64" or "96x64" (width x height).
+bool ParseSize(const std::string& text, int* width, int* height) {
+  char x = 0, extra = 0;
+  int w = 0, h = 0;
+  int n = std::sscanf(text.c_str(), "%d%c%d%c", &w, &x, &h, &extra);
+  if (n == 1) h = w;
+  if (!((n == 1) || (n == 3 && (x == 'x' || x == 'X'))) || w < 1 || h < 1 || w > 8192 || h > 8192) return false;
+  *width = w;
+  *height = h;
+  return true;
+}
+
+int RunBuild(BuildArgs& a) {
+  const std::string format = a.format == "auto" ? DetectFormat(a.raw) : a.format;
+  granary::StatusOr<granary::Source> source = granary::Status::InvalidArgument("unreachable");
+  if (format == "idx") {
+    granary::IdxSourceOptions idx;
+    idx.limit = a.limit;
+    if (!a.class_names.empty()) idx.class_names = SplitCommas(a.class_names);
+    source = granary::OpenIdxSource(a.raw, idx);
+  } else {
+    granary::ImageFolderOptions images;
+    if (!ParseSize(a.size, &images.width, &images.height)) {
+      return Fail(granary::Status::InvalidArgument("--size " + a.size + ": expected S or WxH (1..8192)"));
+    }
+    images.channels = a.channels;
+    images.val_fraction = a.val_fraction;
+    images.limit = a.limit;
+    source = granary::OpenImageFolderSource(a.raw, images);
+  }
   if (!source.ok()) return Fail(source.status());
+  for (const std::string& note : source->info.notes) std::fprintf(stderr, "prep: note: %s\n", note.c_str());
 
   granary::BuildOptions& o = a.options;
   o.db_path = a.db;
@@ -67,12 +107,18 @@ int RunBuild(BuildArgs& a) {
   o.max_reject_fraction = a.max_rejects;
   o.show_progress = !a.no_progress && ::isatty(STDERR_FILENO);
   o.cancel = &g_cancel;
-  o.recorded_options = {{"format", "idx"},
+  o.recorded_options = {{"format", format},
+                        {"size", format == "images" ? a.size : ""},
+                        {"channels", format == "images" ? std::to_string(a.channels) : ""},
+                        {"val_fraction", format == "images" ? std::to_string(a.val_fraction) : ""},
                         {"zstd_level", std::to_string(o.zstd_level)},
                         {"dictionary", a.dictionary},
                         {"shards", std::to_string(o.shards)},
                         {"block_bytes", std::to_string(o.block_bytes)},
                         {"limit", std::to_string(a.limit)}};
+  for (auto it = o.recorded_options.begin(); it != o.recorded_options.end();) {
+    it = it->second.empty() ? o.recorded_options.erase(it) : std::next(it);
+  }
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   auto summary = granary::BuildDb(source.value(), o);
@@ -173,9 +219,21 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   BuildArgs b;
   CLI::App* build = app.add_subcommand("build", "build a db from a raw dataset folder");
-  build->add_option("raw", b.raw, "raw dataset folder (IDX: train-images-idx3-ubyte[.gz], ...)")->required();
+  build->add_option("raw", b.raw, "raw dataset: IDX folder (train-images-idx3-ubyte[.gz], ...) or image folder "
+                                  "(<class>/*.jpg|png, or train/<class>/... and val|test/<class>/...)")
+      ->required();
   build->add_option("db", b.db, "db directory to create")->required();
-  build->add_option("--format", b.format, "raw format: auto or idx")->capture_default_str();
+  build->add_option("--format", b.format, "raw format: auto, idx or images")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "idx", "images"}));
+  build->add_option("--size", b.size, "images: stored size S (square) or WxH; short side resized, centre crop")
+      ->capture_default_str();
+  build->add_option("--channels", b.channels, "images: 3 (RGB) or 1 (gray)")->capture_default_str()->check(
+      CLI::IsMember({1, 3}));
+  build->add_option("--val-fraction", b.val_fraction,
+                    "images without train/ and val/ folders: this fraction becomes split 'val'")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.99));
   build->add_option("--threads", b.options.threads, "worker threads (0: all cores)")->capture_default_str();
   build->add_option("--shards", b.options.shards, "LMDB shards per split")->capture_default_str()->check(
       CLI::Range(1, 4096));

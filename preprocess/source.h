@@ -42,6 +42,8 @@ struct SourceInfo {
   std::string label_field;
   int64_t num_classes = 0;
   std::vector<std::string> class_names;
+  // Things the user should know that are not errors (e.g. ignored files).
+  std::vector<std::string> notes;
 };
 
 struct Source {
@@ -55,6 +57,22 @@ struct IdxSourceOptions {
   // Overrides the class names ("0".."N-1" by default).
   std::vector<std::string> class_names;
 };
+
+struct ImageFolderOptions {
+  int width = 64;
+  int height = 64;
+  int channels = 3;
+  // Without train/ and val|test/ subfolders, this fraction of the images
+  // (chosen by a hash of their path) becomes split "val".
+  double val_fraction = 0;
+  uint64_t limit = 0;  // first N images of each split (0: all)
+};
+
+// An image folder as torchvision's ImageFolder reads it: RAW/<class>/**/*.jpg,
+// .jpeg or .png, or RAW/train/<class>/... with RAW/val/ or RAW/test/ beside it.
+// Classes are the sorted folder names of the train split. Fields: "image"
+// (uint8 [height, width, channels], layout HWC) and "label" (int64).
+StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolderOptions& options);
 
 // An IDX dataset folder (see FindIdxDataset): fields "image" (uint8, the image
 // file's dims after the first, with a leading channel dim of 1 for 2-D images)

@@ -26,7 +26,9 @@ std::string FormatHash(uint64_t hash) {
 std::string ManifestToJson(const Manifest& m) {
   json fields = json::array();
   for (const FieldSpec& f : m.schema.fields) {
-    fields.push_back({{"name", f.name}, {"dtype", DTypeName(f.dtype)}, {"shape", f.shape}});
+    json field = {{"name", f.name}, {"dtype", DTypeName(f.dtype)}, {"shape", f.shape}};
+    if (!f.layout.empty()) field["layout"] = f.layout;
+    fields.push_back(field);
   }
   json splits = json::array();
   for (const SplitInfo& s : m.splits) {
@@ -98,6 +100,7 @@ Status ParseSchema(const json& doc, Schema* schema, const std::string& origin) {
     GRANARY_RETURN_IF_ERROR(Get(f, "name", &spec.name, where));
     GRANARY_RETURN_IF_ERROR(Get(f, "dtype", &dtype, where));
     GRANARY_RETURN_IF_ERROR(Get(f, "shape", &spec.shape, where));
+    if (f.contains("layout")) GRANARY_RETURN_IF_ERROR(Get(f, "layout", &spec.layout, where));
     StatusOr<DType> parsed = ParseDType(dtype);
     if (!parsed.ok()) return Status::Corruption(where + ": field '" + spec.name + "': " + parsed.status().message());
     spec.dtype = parsed.value();

@@ -54,6 +54,10 @@ Status Schema::Validate() const {
     if (!names.insert(f.name).second) {
       return Status::InvalidArgument("schema field '" + f.name + "' appears twice");
     }
+    if (!f.layout.empty() && !((f.layout == "CHW" || f.layout == "HWC") && f.shape.size() == 3)) {
+      return Status::InvalidArgument("schema field '" + f.name + "': layout '" + f.layout +
+                                     "' needs a 3-dim shape and is CHW or HWC");
+    }
     for (int64_t d : f.shape) {
       if (d <= 0 && d != kVariableDim) {
         return Status::InvalidArgument("schema field '" + f.name + "' has dim " + std::to_string(d));

@@ -24,6 +24,8 @@ struct FieldSpec {
   std::string name;
   DType dtype = DType::kUInt8;
   Shape shape;  // {} is a scalar
+  // For image fields, what the dims mean: "CHW" or "HWC"; "" otherwise.
+  std::string layout;
 
   bool HasVariableDims() const;
   // Elements for a fixed shape; precondition: !HasVariableDims().

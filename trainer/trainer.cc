@@ -86,10 +86,11 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainOptions& o,
   const Manifest& manifest = db.value()->manifest();
   const int image_field = manifest.schema.FieldIndex("image");
   if (image_field < 0 || manifest.schema.fields[image_field].shape.size() != 3) {
-    return Status::InvalidArgument(o.db + ": the CNN needs an 'image' field of shape [C, H, W]");
+    return Status::InvalidArgument(o.db + ": the CNN needs a 3-dim 'image' field (CHW or HWC)");
   }
   if (manifest.num_classes < 2) return Status::InvalidArgument(o.db + ": needs at least 2 classes");
-  const Shape& chw = manifest.schema.fields[image_field].shape;
+  const FieldSpec& image = manifest.schema.fields[image_field];
+  const Shape chw = image.layout == "HWC" ? Shape{image.shape[2], image.shape[0], image.shape[1]} : image.shape;
 
   LoaderOptions lo;
   lo.split = o.train_split;

@@ -1,0 +1,269 @@
+#include "preprocess/image.h"
+
+#include <jpeglib.h>
+#include <libexif/exif-data.h>
+#include <spng.h>
+#include <stb/stb_image_resize.h>
+
+#include <algorithm>
+#include <cmath>
+#include <csetjmp>
+#include <cstring>
+#include <memory>
+
+namespace granary {
+namespace {
+
+// Largest width or height accepted, and pixels in total, so that a corrupt
+// header cannot make us allocate gigabytes.
+constexpr int kMaxSide = 1 << 15;
+constexpr uint64_t kMaxPixels = uint64_t{1} << 28;
+
+bool IsJpeg(const uint8_t* d, size_t n) { return n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF; }
+bool IsPng(const uint8_t* d, size_t n) {
+  static const uint8_t kSig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  return n >= 8 && std::memcmp(d, kSig, 8) == 0;
+}
+
+// RGB(A) or gray(A) -> the requested channels; luma as PIL: (299 R + 587 G + 114 B) / 1000.
+void ConvertChannels(const uint8_t* src, int src_channels, size_t pixels, int dst_channels, uint8_t* dst) {
+  for (size_t i = 0; i < pixels; ++i, src += src_channels, dst += dst_channels) {
+    const bool gray_src = src_channels <= 2;
+    const uint8_t r = src[0], g = gray_src ? src[0] : src[1], b = gray_src ? src[0] : src[2];
+    if (dst_channels == 1) {
+      dst[0] = gray_src ? r : static_cast<uint8_t>((299u * r + 587u * g + 114u * b + 500u) / 1000u);
+    } else {
+      dst[0] = r, dst[1] = g, dst[2] = b;
+    }
+  }
+}
+
+// ---- EXIF orientation -------------------------------------------------------
+
+// Orientation 1..8 from an APP1 "Exif" marker payload; 1 if absent or unreadable.
+int ExifOrientation(const uint8_t* app1, size_t size) {
+  std::unique_ptr<ExifData, void (*)(ExifData*)> exif(exif_data_new_from_data(app1, static_cast<unsigned>(size)),
+                                                       exif_data_unref);
+  if (!exif) return 1;
+  ExifEntry* entry = exif_content_get_entry(exif->ifd[EXIF_IFD_0], EXIF_TAG_ORIENTATION);
+  if (entry == nullptr || entry->format != EXIF_FORMAT_SHORT || entry->components < 1) return 1;
+  const int o = exif_get_short(entry->data, exif_data_get_byte_order(exif.get()));
+  return o >= 1 && o <= 8 ? o : 1;
+}
+
+// Applies EXIF orientation `o` (the transform that makes the stored image upright).
+void Orient(int o, Image* img) {
+  if (o == 1) return;
+  const int w = img->width, h = img->height, c = img->channels;
+  const bool swap = o >= 5;
+  const int ow = swap ? h : w, oh = swap ? w : h;
+  std::vector<uint8_t> out(img->pixels.size());
+  for (int y = 0; y < oh; ++y) {
+    for (int x = 0; x < ow; ++x) {
+      int sx, sy;  // source pixel of output (x, y)
+      switch (o) {
+        case 2: sx = w - 1 - x, sy = y; break;
+        case 3: sx = w - 1 - x, sy = h - 1 - y; break;
+        case 4: sx = x, sy = h - 1 - y; break;
+        case 5: sx = y, sy = x; break;
+        case 6: sx = y, sy = h - 1 - x; break;
+        case 7: sx = w - 1 - y, sy = h - 1 - x; break;
+        default: sx = w - 1 - y, sy = x; break;  // 8
+      }
+      std::memcpy(&out[(static_cast<size_t>(y) * ow + x) * c], &img->pixels[(static_cast<size_t>(sy) * w + sx) * c], c);
+    }
+  }
+  img->pixels.swap(out);
+  img->width = ow;
+  img->height = oh;
+}
+
+// ---- JPEG ---------------------------------------------------------------------
+
+struct JpegError {
+  jpeg_error_mgr mgr;
+  std::jmp_buf jump;
+  std::string message;
+  int warnings = 0;
+};
+
+void JpegErrorExit(j_common_ptr cinfo) {
+  auto* err = reinterpret_cast<JpegError*>(cinfo->err);
+  char buf[JMSG_LENGTH_MAX];
+  cinfo->err->format_message(cinfo, buf);
+  err->message = buf;
+  std::longjmp(err->jump, 1);
+}
+
+void JpegMessage(j_common_ptr cinfo, int level) {
+  if (level >= 0) return;  // trace messages
+  auto* err = reinterpret_cast<JpegError*>(cinfo->err);
+  if (err->warnings++ == 0) {
+    char buf[JMSG_LENGTH_MAX];
+    cinfo->err->format_message(cinfo, buf);
+    err->message = buf;
+  }
+}
+
+// `min_width`/`min_height`: the decoded image may be DCT-downscaled while it
+// stays at least this large (0: full size).
+Status DecodeJpeg(const uint8_t* data, size_t size, int channels, int min_width, int min_height, Image* out) {
+  jpeg_decompress_struct cinfo;
+  JpegError err;
+  cinfo.err = jpeg_std_error(&err.mgr);
+  err.mgr.error_exit = JpegErrorExit;
+  err.mgr.emit_message = JpegMessage;
+  std::vector<uint8_t> rows;  // declared before setjmp: no destructors skipped
+  if (setjmp(err.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    return Status::InvalidArgument("corrupt JPEG: " + err.message);
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
+  jpeg_save_markers(&cinfo, JPEG_APP0 + 1, 0xFFFF);
+  jpeg_read_header(&cinfo, TRUE);
+  int orientation = 1;
+  for (jpeg_saved_marker_ptr m = cinfo.marker_list; m != nullptr; m = m->next) {
+    if (m->marker == JPEG_APP0 + 1 && m->data_length > 6 && std::memcmp(m->data, "Exif\0\0", 6) == 0) {
+      orientation = ExifOrientation(m->data, m->data_length);
+    }
+  }
+  if (cinfo.image_width > kMaxSide || cinfo.image_height > kMaxSide ||
+      uint64_t{cinfo.image_width} * cinfo.image_height > kMaxPixels) {
+    jpeg_destroy_decompress(&cinfo);
+    return Status::InvalidArgument("JPEG of " + std::to_string(cinfo.image_width) + "x" +
+                                   std::to_string(cinfo.image_height) + " pixels is too large");
+  }
+  const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+  cinfo.out_color_space = cmyk ? JCS_CMYK : (channels == 1 ? JCS_GRAYSCALE : JCS_RGB);
+  // Stored (pre-orientation) dims needed: a 90-degree orientation swaps them.
+  const bool swap = orientation >= 5;
+  const int need_w = swap ? min_height : min_width, need_h = swap ? min_width : min_height;
+  cinfo.scale_num = 1;
+  cinfo.scale_denom = 1;
+  for (unsigned denom : {8u, 4u, 2u}) {
+    if (need_w > 0 && cinfo.image_width / denom >= static_cast<unsigned>(need_w) &&
+        cinfo.image_height / denom >= static_cast<unsigned>(need_h)) {
+      cinfo.scale_denom = denom;
+      break;
+    }
+  }
+  cinfo.dct_method = JDCT_ISLOW;
+  jpeg_start_decompress(&cinfo);
+  const int w = static_cast<int>(cinfo.output_width), h = static_cast<int>(cinfo.output_height);
+  const int c = cinfo.output_components;
+  rows.resize(static_cast<size_t>(w) * h * c);
+  while (cinfo.output_scanline < cinfo.output_height) {
+    JSAMPROW row = rows.data() + static_cast<size_t>(cinfo.output_scanline) * w * c;
+    jpeg_read_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_decompress(&cinfo);
+  const bool saw_adobe_inverted = cinfo.saw_Adobe_marker;
+  jpeg_destroy_decompress(&cinfo);
+  if (err.warnings > 0) return Status::InvalidArgument("corrupt JPEG data: " + err.message);
+
+  out->width = w;
+  out->height = h;
+  out->channels = channels;
+  out->pixels.resize(static_cast<size_t>(w) * h * channels);
+  if (cmyk) {
+    // Adobe writes CMYK inverted (0 = full ink); others plain. RGB = (1 - C)(1 - K) etc.
+    std::vector<uint8_t> rgb(static_cast<size_t>(w) * h * 3);
+    for (size_t i = 0; i < static_cast<size_t>(w) * h; ++i) {
+      const uint8_t* p = &rows[i * 4];
+      const unsigned k = saw_adobe_inverted ? p[3] : 255u - p[3];
+      for (int ch = 0; ch < 3; ++ch) {
+        const unsigned v = saw_adobe_inverted ? p[ch] : 255u - p[ch];
+        rgb[i * 3 + ch] = static_cast<uint8_t>((v * k + 127) / 255);
+      }
+    }
+    ConvertChannels(rgb.data(), 3, static_cast<size_t>(w) * h, channels, out->pixels.data());
+  } else {
+    out->pixels.swap(rows);
+  }
+  Orient(orientation, out);
+  return Status::OK();
+}
+
+// ---- PNG ----------------------------------------------------------------------
+
+Status DecodePng(const uint8_t* data, size_t size, int channels, Image* out) {
+  std::unique_ptr<spng_ctx, void (*)(spng_ctx*)> ctx(spng_ctx_new(0), spng_ctx_free);
+  if (!ctx) return Status::InvalidArgument("libspng: out of memory");
+  spng_set_image_limits(ctx.get(), kMaxSide, kMaxSide);
+  spng_set_chunk_limits(ctx.get(), 64 << 20, 64 << 20);
+  spng_set_crc_action(ctx.get(), SPNG_CRC_ERROR, SPNG_CRC_ERROR);
+  spng_set_png_buffer(ctx.get(), data, size);
+  spng_ihdr ihdr;
+  int rc = spng_get_ihdr(ctx.get(), &ihdr);
+  if (rc != 0) return Status::InvalidArgument(std::string("corrupt PNG: ") + spng_strerror(rc));
+  if (uint64_t{ihdr.width} * ihdr.height > kMaxPixels) {
+    return Status::InvalidArgument("PNG of " + std::to_string(ihdr.width) + "x" + std::to_string(ihdr.height) +
+                                   " pixels is too large");
+  }
+  size_t bytes = 0;
+  rc = spng_decoded_image_size(ctx.get(), SPNG_FMT_RGBA8, &bytes);
+  if (rc != 0) return Status::InvalidArgument(std::string("corrupt PNG: ") + spng_strerror(rc));
+  std::vector<uint8_t> rgba(bytes);
+  rc = spng_decode_image(ctx.get(), rgba.data(), rgba.size(), SPNG_FMT_RGBA8, SPNG_DECODE_TRNS);
+  if (rc != 0) return Status::InvalidArgument(std::string("corrupt PNG: ") + spng_strerror(rc));
+  const bool gray = ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE || ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE_ALPHA;
+  out->width = static_cast<int>(ihdr.width);
+  out->height = static_cast<int>(ihdr.height);
+  out->channels = channels;
+  out->pixels.resize(static_cast<size_t>(out->width) * out->height * channels);
+  // A gray PNG's RGBA expansion has R = G = B; take it as gray so luma is exact.
+  ConvertChannels(rgba.data(), 4, static_cast<size_t>(out->width) * out->height, channels, out->pixels.data());
+  if (gray && channels == 1) {
+    for (size_t i = 0; i < out->pixels.size(); ++i) out->pixels[i] = rgba[i * 4];
+  }
+  return Status::OK();
+}
+
+Status DecodeAny(const uint8_t* data, size_t size, int channels, int min_w, int min_h, Image* out) {
+  if (channels != 1 && channels != 3) return Status::InvalidArgument("channels must be 1 or 3");
+  if (IsJpeg(data, size)) return DecodeJpeg(data, size, channels, min_w, min_h, out);
+  if (IsPng(data, size)) return DecodePng(data, size, channels, out);
+  return Status::InvalidArgument("not a JPEG or PNG image");
+}
+
+}  // namespace
+
+Status DecodeImageFull(const uint8_t* data, size_t size, int channels, Image* out) {
+  return DecodeAny(data, size, channels, 0, 0, out);
+}
+
+Status DecodeImage(const uint8_t* data, size_t size, const ImageTransform& t, Image* out) {
+  if (t.width < 1 || t.height < 1) return Status::InvalidArgument("target size must be positive");
+  Image full;
+  // Decoding at half the target or more is exact enough: the resize below
+  // then downsamples by at most 2x less than it would otherwise.
+  GRANARY_RETURN_IF_ERROR(DecodeAny(data, size, t.channels, t.width, t.height, &full));
+  if (full.width < 1 || full.height < 1) return Status::InvalidArgument("image has no pixels");
+  // Scale to cover the target, then take the centred crop, computed in
+  // source pixels so only the crop is resampled.
+  const double scale = std::max(static_cast<double>(t.width) / full.width, static_cast<double>(t.height) / full.height);
+  const int crop_w = std::clamp(static_cast<int>(std::lround(t.width / scale)), 1, full.width);
+  const int crop_h = std::clamp(static_cast<int>(std::lround(t.height / scale)), 1, full.height);
+  const int x0 = (full.width - crop_w) / 2, y0 = (full.height - crop_h) / 2;
+  out->width = t.width;
+  out->height = t.height;
+  out->channels = t.channels;
+  out->pixels.resize(static_cast<size_t>(t.width) * t.height * t.channels);
+  const size_t stride = static_cast<size_t>(full.width) * full.channels;
+  const uint8_t* origin = full.pixels.data() + y0 * stride + static_cast<size_t>(x0) * full.channels;
+  if (crop_w == t.width && crop_h == t.height) {
+    for (int y = 0; y < t.height; ++y) {
+      std::memcpy(&out->pixels[static_cast<size_t>(y) * t.width * t.channels], origin + y * stride,
+                  static_cast<size_t>(t.width) * t.channels);
+    }
+    return Status::OK();
+  }
+  int ok = stbir_resize_uint8_generic(origin, crop_w, crop_h, static_cast<int>(stride), out->pixels.data(), t.width,
+                                      t.height, 0, t.channels, STBIR_ALPHA_CHANNEL_NONE, 0, STBIR_EDGE_CLAMP,
+                                      STBIR_FILTER_TRIANGLE, STBIR_COLORSPACE_LINEAR, nullptr);
+  if (!ok) return Status::InvalidArgument("resize failed");
+  return Status::OK();
+}
+
+}  // namespace granary

@@ -1,0 +1,38 @@
+// Decoding JPEG and PNG files into fixed-size 8-bit images (HWC), the way
+// `prep build` stores image folders: EXIF orientation applied, short side
+// resized to cover the target, centre crop. Stateless; thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "store/status.h"
+
+namespace granary {
+
+// An 8-bit image, rows top to bottom, channels interleaved (HWC).
+struct Image {
+  int width = 0;
+  int height = 0;
+  int channels = 0;
+  std::vector<uint8_t> pixels;
+};
+
+struct ImageTransform {
+  int width = 0;     // output size; the image is scaled to cover it, then centre-cropped
+  int height = 0;
+  int channels = 3;  // 1 (luma, as PIL's "L") or 3 (RGB; alpha is dropped as PIL's convert("RGB"))
+};
+
+// Decodes a JPEG or PNG (by signature) and applies `t`. JPEGs are decoded
+// with libjpeg-turbo's DCT-domain downscaling when the target is at most half
+// the size. InvalidArgument naming what is wrong: not an image, truncated or
+// corrupt data (libjpeg warnings count as corruption), absurd dimensions.
+Status DecodeImage(const uint8_t* data, size_t size, const ImageTransform& t, Image* out);
+
+// The same without resizing or cropping (for tests and tools); JPEGs at full size.
+Status DecodeImageFull(const uint8_t* data, size_t size, int channels, Image* out);
+
+}  // namespace granary

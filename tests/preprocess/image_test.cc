@@ -1,0 +1,298 @@
+#include "preprocess/image.h"
+
+#include <gtest/gtest.h>
+#include <jpeglib.h>
+#include <png.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "preprocess/build.h"
+#include "preprocess/png.h"
+#include "preprocess/source.h"
+#include "store/db.h"
+#include "store/verify.h"
+#include "tests/test_util.h"
+
+namespace granary {
+namespace {
+
+using testing::TempDir;
+
+// A w x h RGB image: left half `left`, right half `right` (each an RGB triple).
+std::vector<uint8_t> TwoColour(int w, int h, const uint8_t left[3], const uint8_t right[3]) {
+  std::vector<uint8_t> px(static_cast<size_t>(w) * h * 3);
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) std::memcpy(&px[(static_cast<size_t>(y) * w + x) * 3], x < w / 2 ? left : right, 3);
+  }
+  return px;
+}
+
+// Encodes pixels of `in_space` (JCS_RGB, JCS_GRAYSCALE or JCS_CMYK) as a JPEG,
+// with an EXIF orientation tag unless orientation is 0.
+std::string Jpeg(const std::vector<uint8_t>& px, int w, int h, J_COLOR_SPACE in_space, int orientation = 0) {
+  jpeg_compress_struct c;
+  jpeg_error_mgr err;
+  c.err = jpeg_std_error(&err);
+  jpeg_create_compress(&c);
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&c, &buf, &size);
+  c.image_width = w;
+  c.image_height = h;
+  c.input_components = in_space == JCS_RGB ? 3 : in_space == JCS_CMYK ? 4 : 1;
+  c.in_color_space = in_space;
+  jpeg_set_defaults(&c);
+  jpeg_set_quality(&c, 95, TRUE);
+  jpeg_start_compress(&c, TRUE);
+  if (orientation != 0) {
+    // "Exif\0\0", little-endian TIFF header, IFD0 with one SHORT entry 0x0112.
+    const uint8_t exif[] = {'E', 'x', 'i', 'f', 0, 0, 'I', 'I', 42, 0, 8, 0, 0, 0, 1, 0, 0x12, 0x01, 3, 0,
+                            1, 0, 0, 0, static_cast<uint8_t>(orientation), 0, 0, 0, 0, 0, 0, 0};
+    jpeg_write_marker(&c, JPEG_APP0 + 1, exif, sizeof(exif));
+  }
+  while (c.next_scanline < c.image_height) {
+    JSAMPROW row = const_cast<uint8_t*>(&px[static_cast<size_t>(c.next_scanline) * w * c.input_components]);
+    jpeg_write_scanlines(&c, &row, 1);
+  }
+  jpeg_finish_compress(&c);
+  jpeg_destroy_compress(&c);
+  std::string out(reinterpret_cast<char*>(buf), size);
+  std::free(buf);
+  return out;
+}
+
+std::string Png(const std::vector<uint8_t>& px, int w, int h, int channels, const TempDir& dir) {
+  EXPECT_TRUE(WritePng(dir.Sub("tmp.png"), px.data(), w, h, channels).ok());
+  return testing::ReadFile(dir.Sub("tmp.png"));
+}
+
+// A palette PNG: index 0 = red, 1 = blue; left half 0, right half 1.
+std::string PalettePng(int w, int h, const TempDir& dir) {
+  FILE* f = std::fopen(dir.Sub("pal.png").c_str(), "wb");
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
+  png_infop info = png_create_info_struct(png);
+  png_init_io(png, f);
+  png_set_IHDR(png, info, w, h, 8, PNG_COLOR_TYPE_PALETTE, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+               PNG_FILTER_TYPE_DEFAULT);
+  png_color palette[2] = {{255, 0, 0}, {0, 0, 255}};
+  png_set_PLTE(png, info, palette, 2);
+  png_write_info(png, info);
+  std::vector<uint8_t> row(w);
+  for (int x = 0; x < w; ++x) row[x] = x < w / 2 ? 0 : 1;
+  for (int y = 0; y < h; ++y) png_write_row(png, row.data());
+  png_write_end(png, nullptr);
+  png_destroy_write_struct(&png, &info);
+  std::fclose(f);
+  return testing::ReadFile(dir.Sub("pal.png"));
+}
+
+Image Decode(const std::string& bytes, int channels, int w = 0, int h = 0) {
+  Image img;
+  Status s = w > 0 ? DecodeImage(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), {w, h, channels}, &img)
+                   : DecodeImageFull(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), channels, &img);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return img;
+}
+
+// Pixel (x, y) channel c.
+int At(const Image& img, int x, int y, int c = 0) {
+  return img.pixels[(static_cast<size_t>(y) * img.width + x) * img.channels + c];
+}
+
+const uint8_t kRed[3] = {220, 20, 20}, kBlue[3] = {20, 20, 220};
+
+TEST(Image, JpegAndPngInEveryColourModeBecomeRgbOrGray) {
+  TempDir dir;
+  const auto rgb = TwoColour(32, 16, kRed, kBlue);
+  std::vector<uint8_t> gray(32 * 16), rgba(32 * 16 * 4), cmyk(32 * 16 * 4);
+  for (size_t i = 0; i < gray.size(); ++i) {
+    gray[i] = rgb[i * 3] > 100 ? 200 : 40;
+    std::memcpy(&rgba[i * 4], &rgb[i * 3], 3);
+    rgba[i * 4 + 3] = 128;
+    // libjpeg writes CMYK with an Adobe marker, which means inverted values
+    // (Photoshop's convention, 255 = no ink): C' = R etc., K' = 255.
+    for (int c = 0; c < 3; ++c) cmyk[i * 4 + c] = rgb[i * 3 + c];
+    cmyk[i * 4 + 3] = 255;
+  }
+  struct Case {
+    std::string name;
+    std::string bytes;
+    bool is_gray;
+  };
+  const std::vector<Case> cases = {{"jpeg rgb", Jpeg(rgb, 32, 16, JCS_RGB), false},
+                                   {"jpeg gray", Jpeg(gray, 32, 16, JCS_GRAYSCALE), true},
+                                   {"jpeg cmyk", Jpeg(cmyk, 32, 16, JCS_CMYK), false},
+                                   {"png rgb", Png(rgb, 32, 16, 3, dir), false},
+                                   {"png rgba", Png(rgba, 32, 16, 4, dir), false},
+                                   {"png gray", Png(gray, 32, 16, 1, dir), true},
+                                   {"png palette", PalettePng(32, 16, dir), false}};
+  for (const Case& c : cases) {
+    Image img = Decode(c.bytes, 3);
+    ASSERT_EQ(img.width, 32) << c.name;
+    ASSERT_EQ(img.height, 16) << c.name;
+    ASSERT_EQ(img.channels, 3);
+    if (c.is_gray) {
+      EXPECT_NEAR(At(img, 2, 8, 0), 200, 12) << c.name;
+      EXPECT_EQ(At(img, 2, 8, 0), At(img, 2, 8, 2)) << c.name;
+    } else {
+      EXPECT_GT(At(img, 2, 8, 0), 150) << c.name << ": left is red";
+      EXPECT_LT(At(img, 2, 8, 2), 100) << c.name;
+      EXPECT_GT(At(img, 29, 8, 2), 150) << c.name << ": right is blue";
+    }
+    Image one = Decode(c.bytes, 1);
+    ASSERT_EQ(one.channels, 1);
+    // Luma of red (220, 20, 20) is ~80; of gray 200 is 200.
+    EXPECT_NEAR(At(one, 2, 8), c.is_gray ? 200 : (c.name == "png palette" ? 76 : 80), 15) << c.name;
+  }
+}
+
+TEST(Image, ExifOrientationIsApplied) {
+  // 40 x 20, red left half: rotated 90 degrees clockwise (orientation 6) it
+  // becomes 20 x 40 with red at the top.
+  const auto rgb = TwoColour(40, 20, kRed, kBlue);
+  Image upright = Decode(Jpeg(rgb, 40, 20, JCS_RGB, 6), 3);
+  ASSERT_EQ(upright.width, 20);
+  ASSERT_EQ(upright.height, 40);
+  EXPECT_GT(At(upright, 10, 2, 0), 150);   // top: red
+  EXPECT_GT(At(upright, 10, 37, 2), 150);  // bottom: blue
+  Image mirrored = Decode(Jpeg(rgb, 40, 20, JCS_RGB, 2), 3);  // horizontal flip
+  ASSERT_EQ(mirrored.width, 40);
+  EXPECT_GT(At(mirrored, 37, 10, 0), 150);  // red moved right
+}
+
+TEST(Image, ResizeShortSideThenCentreCrop) {
+  // 300 x 100: left third red, rest blue. To 50 x 50: scaled to 150 x 50, the
+  // centre 50 columns are source columns 100..200: all blue.
+  std::vector<uint8_t> px(300 * 100 * 3);
+  for (int y = 0; y < 100; ++y) {
+    for (int x = 0; x < 300; ++x) std::memcpy(&px[(y * 300 + x) * 3], x < 100 ? kRed : kBlue, 3);
+  }
+  for (const std::string& bytes : {Jpeg(px, 300, 100, JCS_RGB)}) {
+    Image img = Decode(bytes, 3, 50, 50);
+    ASSERT_EQ(img.width, 50);
+    ASSERT_EQ(img.height, 50);
+    EXPECT_GT(At(img, 5, 25, 2), 150);
+    EXPECT_GT(At(img, 45, 25, 2), 150);
+    Image wide = Decode(bytes, 3, 60, 10);  // 60 x 10 from 300 x 100: scale 0.2, whole width
+    EXPECT_GT(At(wide, 2, 5, 0), 150);      // left edge red
+    EXPECT_GT(At(wide, 57, 5, 2), 150);
+  }
+  // A large JPEG to a small size goes through DCT downscaling and still
+  // keeps its colours.
+  std::vector<uint8_t> big = TwoColour(640, 480, kRed, kBlue);
+  Image small = Decode(Jpeg(big, 640, 480, JCS_RGB), 3, 72, 72);
+  EXPECT_GT(At(small, 5, 36, 0), 150);
+  EXPECT_GT(At(small, 66, 36, 2), 150);
+}
+
+TEST(Image, BadFilesAreRejectedWithAReason) {
+  const auto rgb = TwoColour(64, 64, kRed, kBlue);
+  const std::string jpeg = Jpeg(rgb, 64, 64, JCS_RGB);
+  TempDir dir;
+  const std::string png = Png(rgb, 64, 64, 3, dir);
+  auto decode = [](const std::string& b) {
+    Image img;
+    return DecodeImage(reinterpret_cast<const uint8_t*>(b.data()), b.size(), {16, 16, 3}, &img);
+  };
+  EXPECT_NE(decode("hello").message().find("not a JPEG or PNG"), std::string::npos);
+  EXPECT_NE(decode("").message().find("not a JPEG or PNG"), std::string::npos);
+  Status cut_jpeg = decode(jpeg.substr(0, jpeg.size() / 2));
+  EXPECT_NE(cut_jpeg.message().find("corrupt JPEG"), std::string::npos) << cut_jpeg.message();
+  Status cut_png = decode(png.substr(0, png.size() - 20));
+  EXPECT_NE(cut_png.message().find("corrupt PNG"), std::string::npos) << cut_png.message();
+  std::string flipped = png;
+  flipped[png.size() / 2] ^= 0x55;  // CRC mismatch
+  EXPECT_NE(decode(flipped).message().find("corrupt PNG"), std::string::npos);
+}
+
+// An image folder with a bad file: skipped and named by default, fatal with
+// --on-error fail, and over --max-rejects a failed build.
+class ImageFolder : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::filesystem::create_directories(dir_.Sub("raw/cats"));
+    std::filesystem::create_directories(dir_.Sub("raw/dogs"));
+    for (int i = 0; i < 30; ++i) {
+      const uint8_t shade[3] = {static_cast<uint8_t>(i * 8), 100, 50};
+      testing::WriteFile(dir_.Sub("raw/cats/c" + std::to_string(i) + ".jpg"),
+                         Jpeg(TwoColour(48, 40, shade, kRed), 48, 40, JCS_RGB));
+      testing::WriteFile(dir_.Sub("raw/dogs/d" + std::to_string(i) + ".png"),
+                         Png(TwoColour(40, 48, shade, kBlue), 40, 48, 3, dir_));
+    }
+    testing::WriteFile(dir_.Sub("raw/dogs/broken.jpg"), "not really a jpeg");
+    testing::WriteFile(dir_.Sub("raw/dogs/notes.txt"), "ignored, but reported");
+  }
+
+  StatusOr<BuildSummary> Build(const std::string& name, BuildOptions o, int threads = 2) {
+    ImageFolderOptions io;
+    io.width = io.height = 16;
+    auto source = OpenImageFolderSource(dir_.Sub("raw"), io);
+    if (!source.ok()) return source.status();
+    EXPECT_EQ(source->info.class_names, (std::vector<std::string>{"cats", "dogs"}));
+    EXPECT_EQ(source->info.notes.size(), 1u);
+    o.db_path = dir_.Sub(name);
+    o.threads = threads;
+    return BuildDb(source.value(), o);
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(ImageFolder, BadFileIsSkippedCountedAndNamed) {
+  BuildOptions o;
+  o.max_reject_fraction = 0.05;
+  auto summary = Build("db", o);
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->splits[0].read, 61u);
+  EXPECT_EQ(summary->splits[0].written, 60u);
+  EXPECT_EQ(summary->splits[0].rejected, 1u);
+  ASSERT_EQ(summary->rejected.size(), 1u);
+  EXPECT_EQ(summary->rejected[0].item, "dogs/broken.jpg");
+  EXPECT_NE(summary->rejected[0].reason.find("not a JPEG or PNG"), std::string::npos);
+  auto db = DbReader::Open(dir_.Sub("db"));
+  ASSERT_TRUE(db.ok());
+  EXPECT_EQ(db.value()->manifest().rejected.size(), 1u);
+  EXPECT_EQ(db.value()->schema().fields[0].shape, (Shape{16, 16, 3}));
+  EXPECT_EQ(db.value()->schema().fields[0].layout, "HWC");
+  auto report = VerifyDb(dir_.Sub("db"));
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok());
+  // Sample 30 is the first dog (cats come first, files sorted).
+  auto reader = SplitReader::Create(*db.value(), "train");
+  const FieldView* f = nullptr;
+  ASSERT_TRUE(reader.value()->Read(30, &f).ok());
+  int64_t label;
+  std::memcpy(&label, f[1].data, 8);
+  EXPECT_EQ(label, 1);
+}
+
+TEST_F(ImageFolder, OnErrorFailAndTheRejectThresholdFailTheBuild) {
+  BuildOptions fail;
+  fail.on_error = OnError::kFail;
+  auto a = Build("a", fail);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("dogs/broken.jpg"), std::string::npos) << a.status().message();
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("a")));
+  BuildOptions strict;
+  strict.max_reject_fraction = 0.01;  // 1 of 61 is 1.6%
+  auto b = Build("b", strict);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("1 of 61 items rejected"), std::string::npos) << b.status().message();
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("b")));
+}
+
+TEST_F(ImageFolder, SameBytesForAnyThreadCount) {
+  BuildOptions o;
+  o.max_reject_fraction = 0.05;
+  auto one = Build("one", o, 1);
+  auto two = Build("two", o, 2);
+  ASSERT_TRUE(one.ok() && two.ok());
+  EXPECT_EQ(one->content_hash, two->content_hash);
+  EXPECT_EQ(testing::ReadFile(dir_.Sub("one/train/shard-00000.mdb")),
+            testing::ReadFile(dir_.Sub("two/train/shard-00000.mdb")));
+}
+
+}  // namespace
+}  // namespace granary
