@@ -47,7 +47,7 @@ struct Block {
 using BlockPtr = std::shared_ptr<Block>;
 
 // Records whose payload is at most this are "small": a dictionary pays off.
-constexpr uint64_t kSmallRecordBytes = 16 << 10;
+constexpr uint64_t kSmallRecordBytes = 4 << 10;
 // A block never holds more than this many items or uncompressed bytes, so a
 // reader never decompresses much to get one sample, and the limiter (which
 // must admit more than one block) stays small.
@@ -180,7 +180,23 @@ StatusOr<std::string> MaybeTrainDictionary(const SplitSource& split, const Build
     *note = "off";
     return std::string();
   }
+  // Decide from a few evenly spaced items whether records are small, before
+  // producing thousands (for photos, that would decode them all twice).
   const uint64_t n = split.size();
+  if (options.dictionary == DictionaryMode::kAuto) {
+    const uint64_t probes = std::min<uint64_t>(n, 16);
+    uint64_t bytes = 0, produced = 0;
+    for (uint64_t k = 0; k < probes; ++k) {
+      Sample sample;
+      if (!split.Produce(k * n / probes, &sample).ok()) continue;
+      for (const std::string& field : sample.fields) bytes += field.size();
+      ++produced;
+    }
+    if (produced == 0 || bytes / produced > kSmallRecordBytes) {
+      *note = "none (records are not small)";
+      return std::string();
+    }
+  }
   const uint64_t count = std::min<uint64_t>(n, options.dictionary_samples);
   std::vector<std::string> payloads(count);
   tbb::parallel_for(uint64_t{0}, count, [&](uint64_t k) {
@@ -194,10 +210,6 @@ StatusOr<std::string> MaybeTrainDictionary(const SplitSource& split, const Build
     if (p.empty()) continue;
     samples += p;
     sizes.push_back(p.size());
-  }
-  if (options.dictionary == DictionaryMode::kAuto && (sizes.empty() || samples.size() / sizes.size() > kSmallRecordBytes)) {
-    *note = "none (records are not small)";
-    return std::string();
   }
   StatusOr<std::string> dict = TrainDictionary(samples, sizes, options.dictionary_max_bytes);
   if (!dict.ok()) {

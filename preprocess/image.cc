@@ -3,7 +3,6 @@
 #include <jpeglib.h>
 #include <libexif/exif-data.h>
 #include <spng.h>
-#include <stb/stb_image_resize.h>
 
 #include <algorithm>
 #include <cmath>
@@ -148,7 +147,11 @@ Status DecodeJpeg(const uint8_t* data, size_t size, int channels, int min_width,
       break;
     }
   }
-  cinfo.dct_method = JDCT_ISLOW;
+  // When shrinking anyway, the fast integer IDCT and plain chroma upsampling
+  // lose nothing visible after the resize (PIL's draft() makes the same choice).
+  const bool shrinking = cinfo.scale_denom > 1;
+  cinfo.dct_method = shrinking ? JDCT_IFAST : JDCT_ISLOW;
+  cinfo.do_fancy_upsampling = shrinking ? FALSE : TRUE;
   jpeg_start_decompress(&cinfo);
   const int w = static_cast<int>(cinfo.output_width), h = static_cast<int>(cinfo.output_height);
   const int c = cinfo.output_components;
@@ -227,6 +230,98 @@ Status DecodeAny(const uint8_t* data, size_t size, int channels, int min_w, int 
   return Status::InvalidArgument("not a JPEG or PNG image");
 }
 
+// ---- Resampling ---------------------------------------------------------------
+// Separable triangle-filter resampling, widened by the scale factor when
+// shrinking (antialiased, like PIL's BILINEAR). Debian 12's stb_image_resize
+// aborts on an assertion for some size ratios, so this is our own.
+
+struct Taps {
+  std::vector<int> first;     // first source index per output index
+  std::vector<int> count;     // taps per output index
+  std::vector<float> weight;  // count[i] weights per output index, max_taps apart
+  int max_taps = 0;
+};
+
+Taps MakeTaps(int in_size, int out_size) {
+  Taps t;
+  const double scale = static_cast<double>(out_size) / in_size;
+  const double support = scale < 1 ? 1.0 / scale : 1.0;  // triangle radius in source pixels
+  t.max_taps = static_cast<int>(std::ceil(support)) * 2 + 1;
+  t.first.resize(out_size);
+  t.count.resize(out_size);
+  t.weight.assign(static_cast<size_t>(out_size) * t.max_taps, 0.0f);
+  for (int i = 0; i < out_size; ++i) {
+    const double center = (i + 0.5) / scale;
+    int lo = std::max(0, static_cast<int>(std::floor(center - support)));
+    int hi = std::min(in_size, static_cast<int>(std::ceil(center + support)));
+    hi = std::min(hi, lo + t.max_taps);
+    double sum = 0;
+    float* w = &t.weight[static_cast<size_t>(i) * t.max_taps];
+    for (int j = lo; j < hi; ++j) {
+      const double d = std::abs((j + 0.5 - center) / support);
+      w[j - lo] = d < 1 ? static_cast<float>(1 - d) : 0.0f;
+      sum += w[j - lo];
+    }
+    if (sum <= 0) {  // no tap inside the filter: take the nearest pixel
+      lo = std::clamp(static_cast<int>(center), 0, in_size - 1);
+      hi = lo + 1;
+      w[0] = 1.0f;
+      sum = 1;
+    }
+    for (int j = 0; j < hi - lo; ++j) w[j] = static_cast<float>(w[j] / sum);
+    t.first[i] = lo;
+    t.count[i] = hi - lo;
+  }
+  return t;
+}
+
+uint8_t ToByte(float v) { return static_cast<uint8_t>(std::clamp(v + 0.5f, 0.0f, 255.0f)); }
+
+// Resamples the w x h region at `src` (row stride `stride` bytes) to out_w x
+// out_h. C is the channel count, fixed at compile time so the tap loops unroll.
+template <int C>
+void ResampleC(const uint8_t* src, int w, int h, size_t stride, int out_w, int out_h, uint8_t* dst) {
+  const Taps tx = MakeTaps(w, out_w), ty = MakeTaps(h, out_h);
+  // Only the source rows some output row reads need the horizontal pass.
+  const int row_lo = ty.first.front();
+  const int row_hi = ty.first.back() + ty.count.back();
+  const size_t row_len = static_cast<size_t>(out_w) * C;
+  thread_local std::vector<float> rows, acc;
+  rows.resize((row_hi - row_lo) * row_len);
+  for (int y = row_lo; y < row_hi; ++y) {
+    const uint8_t* in = src + y * stride;
+    float* out = &rows[(y - row_lo) * row_len];
+    for (int x = 0; x < out_w; ++x) {
+      const float* wt = &tx.weight[static_cast<size_t>(x) * tx.max_taps];
+      const uint8_t* p = in + tx.first[x] * C;
+      float a[C] = {};
+      for (int k = 0; k < tx.count[x]; ++k, p += C) {
+        for (int c = 0; c < C; ++c) a[c] += wt[k] * p[c];
+      }
+      for (int c = 0; c < C; ++c) out[x * C + c] = a[c];
+    }
+  }
+  acc.resize(row_len);
+  for (int y = 0; y < out_h; ++y) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    const float* wt = &ty.weight[static_cast<size_t>(y) * ty.max_taps];
+    for (int k = 0; k < ty.count[y]; ++k) {
+      const float* in = &rows[(ty.first[y] + k - row_lo) * row_len];
+      const float wk = wt[k];
+      for (size_t i = 0; i < row_len; ++i) acc[i] += wk * in[i];
+    }
+    for (size_t i = 0; i < row_len; ++i) dst[y * row_len + i] = ToByte(acc[i]);
+  }
+}
+
+void Resample(const uint8_t* src, int w, int h, size_t stride, int channels, int out_w, int out_h, uint8_t* dst) {
+  if (channels == 1) {
+    ResampleC<1>(src, w, h, stride, out_w, out_h, dst);
+  } else {
+    ResampleC<3>(src, w, h, stride, out_w, out_h, dst);
+  }
+}
+
 }  // namespace
 
 Status DecodeImageFull(const uint8_t* data, size_t size, int channels, Image* out) {
@@ -259,10 +354,7 @@ Status DecodeImage(const uint8_t* data, size_t size, const ImageTransform& t, Im
     }
     return Status::OK();
   }
-  int ok = stbir_resize_uint8_generic(origin, crop_w, crop_h, static_cast<int>(stride), out->pixels.data(), t.width,
-                                      t.height, 0, t.channels, STBIR_ALPHA_CHANNEL_NONE, 0, STBIR_EDGE_CLAMP,
-                                      STBIR_FILTER_TRIANGLE, STBIR_COLORSPACE_LINEAR, nullptr);
-  if (!ok) return Status::InvalidArgument("resize failed");
+  Resample(origin, crop_w, crop_h, stride, t.channels, t.width, t.height, out->pixels.data());
   return Status::OK();
 }
 
