@@ -76,7 +76,8 @@ struct ShardWriter {
   MDB_dbi dbi = 0;
   uint64_t first = 0;  // index of the shard's first sample
   uint64_t count = 0;  // samples
-  size_t pending = 0;  // records since the last commit
+  size_t pending = 0;        // records since the last commit
+  size_t pending_bytes = 0;  // value bytes since the last commit
   bool started = false;
 };
 
@@ -100,6 +101,7 @@ struct DbWriter::Impl {
   Status CommitShard(ShardWriter& shard) {
     if (shard.txn.get() == nullptr) return Status::OK();
     shard.pending = 0;
+    shard.pending_bytes = 0;
     return shard.txn.Commit(shard.abs_path);
   }
 };
@@ -211,7 +213,10 @@ Status DbWriter::Append(std::string_view value, const std::vector<uint64_t>& pay
   for (uint64_t h : payload_hashes) s.split_hash->Add(h);
   shard.count += payload_hashes.size();
   s.split_count += payload_hashes.size();
-  if (++shard.pending >= s.options.records_per_commit) GRANARY_RETURN_IF_ERROR(s.CommitShard(shard));
+  shard.pending_bytes += value.size();
+  if (++shard.pending >= s.options.records_per_commit || shard.pending_bytes >= s.options.bytes_per_commit) {
+    GRANARY_RETURN_IF_ERROR(s.CommitShard(shard));
+  }
   return Status::OK();
 }
 

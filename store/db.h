@@ -30,8 +30,11 @@ struct DbWriterOptions {
   // Address space reserved per shard; a shard larger than this fails with
   // FailedPrecondition ("map full"). The file only grows as records arrive.
   uint64_t map_bytes = uint64_t{64} << 30;
-  // Records per write transaction.
+  // A write transaction commits after this many records or bytes, whichever
+  // comes first: LMDB holds a transaction's dirty pages in memory, so this
+  // bounds the writer's memory whatever the db size.
   size_t records_per_commit = 8192;
+  size_t bytes_per_commit = size_t{16} << 20;
   // Replace an existing db at `path` instead of refusing.
   bool overwrite = false;
 };
