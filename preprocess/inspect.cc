@@ -109,7 +109,7 @@ std::string DescribeDb(const DbReader& db) {
     out << "\n";
   }
   out << "compression  " << CompressionText(m) << "\n";
-  std::snprintf(line, sizeof(line), "%-12s %10s %7s %11s %11s %7s\n", "split", "records", "shards", "stored MB",
+  std::snprintf(line, sizeof(line), "%-12s %10s %7s %11s %11s %7s\n", "split", "samples", "shards", "stored MB",
                 "payload MB", "ratio");
   out << line;
   uint64_t total_count = 0, total_stored = 0, total_payload = 0, total_shards = 0;

@@ -45,6 +45,8 @@ struct BuildArgs {
   std::string size = "64";
   int channels = 3;
   double val_fraction = 0;
+  std::string label;
+  std::string missing = "reject";
   double max_rejects = 0.01;
   uint64_t limit = 0;
   bool json = false;
@@ -52,10 +54,12 @@ struct BuildArgs {
   granary::BuildOptions options;
 };
 
-// "auto": IDX files in RAW make it an IDX dataset, sub-folders an image folder.
+// "auto": a .csv file or a folder with train.csv is a CSV table, IDX files make
+// an IDX dataset, class sub-folders an image folder.
 std::string DetectFormat(const std::string& raw) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  if (fs::path(raw).extension() == ".csv" || fs::is_regular_file(fs::path(raw) / "train.csv", ec)) return "csv";
   bool has_dirs = false;
   for (const auto& e : fs::directory_iterator(raw, ec)) {
     const std::string name = e.path().filename().string();
@@ -85,6 +89,15 @@ int RunBuild(BuildArgs& a) {
     idx.limit = a.limit;
     if (!a.class_names.empty()) idx.class_names = SplitCommas(a.class_names);
     source = granary::OpenIdxSource(a.raw, idx);
+  } else if (format == "csv") {
+    granary::CsvOptions csv;
+    csv.label = a.label;
+    csv.missing = a.missing == "nan"    ? granary::MissingPolicy::kNaN
+                  : a.missing == "zero" ? granary::MissingPolicy::kZero
+                                        : granary::MissingPolicy::kReject;
+    csv.val_fraction = a.val_fraction;
+    csv.limit = a.limit;
+    source = granary::OpenCsvSource(a.raw, csv);
   } else {
     granary::ImageFolderOptions images;
     if (!ParseSize(a.size, &images.width, &images.height)) {
@@ -110,7 +123,9 @@ int RunBuild(BuildArgs& a) {
   o.recorded_options = {{"format", format},
                         {"size", format == "images" ? a.size : ""},
                         {"channels", format == "images" ? std::to_string(a.channels) : ""},
-                        {"val_fraction", format == "images" ? std::to_string(a.val_fraction) : ""},
+                        {"val_fraction", format != "idx" ? std::to_string(a.val_fraction) : ""},
+                        {"label", format == "csv" ? a.label : ""},
+                        {"missing", format == "csv" ? a.missing : ""},
                         {"zstd_level", std::to_string(o.zstd_level)},
                         {"dictionary", a.dictionary},
                         {"shards", std::to_string(o.shards)},
@@ -223,15 +238,19 @@ int main(int argc, char** argv) {
                                   "(<class>/*.jpg|png, or train/<class>/... and val|test/<class>/...)")
       ->required();
   build->add_option("db", b.db, "db directory to create")->required();
-  build->add_option("--format", b.format, "raw format: auto, idx or images")
+  build->add_option("--format", b.format, "raw format: auto, idx, images or csv")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "idx", "images"}));
+      ->check(CLI::IsMember({"auto", "idx", "images", "csv"}));
+  build->add_option("--label", b.label, "csv: the label column");
+  build->add_option("--missing", b.missing, "csv: a missing value rejects the row, or becomes nan or zero")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"reject", "nan", "zero"}));
   build->add_option("--size", b.size, "images: stored size S (square) or WxH; short side resized, centre crop")
       ->capture_default_str();
   build->add_option("--channels", b.channels, "images: 3 (RGB) or 1 (gray)")->capture_default_str()->check(
       CLI::IsMember({1, 3}));
   build->add_option("--val-fraction", b.val_fraction,
-                    "images without train/ and val/ folders: this fraction becomes split 'val'")
+                    "images without train/ and val/ folders, or a single CSV file: this fraction becomes split 'val'")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 0.99));
   build->add_option("--threads", b.options.threads, "worker threads (0: all cores)")->capture_default_str();

@@ -74,6 +74,26 @@ struct ImageFolderOptions {
 // (uint8 [height, width, channels], layout HWC) and "label" (int64).
 StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolderOptions& options);
 
+// What a missing CSV value ("", NA, N/A, NaN, nan, null, NULL, ?) becomes:
+// the row is rejected (default), or the value is stored as NaN or 0.
+enum class MissingPolicy { kReject, kNaN, kZero };
+
+struct CsvOptions {
+  std::string label;  // the label column's header name
+  MissingPolicy missing = MissingPolicy::kReject;
+  double val_fraction = 0;  // single-file input: this fraction of rows becomes split "val"
+  uint64_t limit = 0;
+};
+
+// A CSV file (split "train"), or a folder with train.csv and optionally
+// val.csv / test.csv (same header). Every column but the label is a float32
+// feature: field "features" (float32 [columns - 1]) and "label" (int64).
+// Labels that are all non-negative integers are class indices; otherwise the
+// sorted distinct strings are the classes. A row with the wrong number of
+// fields, a non-numeric value, a missing value (under kReject) or a missing
+// label is rejected as "file:line".
+StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options);
+
 // An IDX dataset folder (see FindIdxDataset): fields "image" (uint8, the image
 // file's dims after the first, with a leading channel dim of 1 for 2-D images)
 // and "label" (int64). Errors name the file and what is wrong with it.

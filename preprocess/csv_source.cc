@@ -1,0 +1,284 @@
+// CSV tables: a header row, numeric feature columns (float32) and a label
+// column (integers, or strings mapped to class indices).
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "preprocess/source.h"
+
+namespace granary {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CsvRow {
+  uint64_t line = 0;  // 1-based line where the row starts
+  std::vector<std::string> fields;
+};
+
+// RFC 4180: comma separated, fields may be double-quoted (with "" for a quote
+// and commas or newlines inside); CRLF or LF line ends; blank lines skipped;
+// spaces around fields are trimmed later.
+Status ParseCsv(const std::string& text, const std::string& origin, std::vector<CsvRow>* rows) {
+  CsvRow row;
+  std::string field;
+  bool quoted = false, row_started = false;
+  uint64_t line = 1;
+  row.line = 1;
+  auto end_field = [&] {
+    row.fields.push_back(std::move(field));
+    field.clear();
+  };
+  auto end_row = [&] {
+    if (row_started) {
+      end_field();
+      rows->push_back(std::move(row));
+    }
+    row = CsvRow();
+    row.line = line;
+    row_started = false;
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        field += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        if (c == '\n') ++line;
+        field += c;
+      }
+      continue;
+    }
+    if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') continue;
+    if (c == '\n') {
+      ++line;
+      end_row();
+      continue;
+    }
+    row_started = true;
+    if (c == ',') {
+      end_field();
+    } else if (c == '"' && field.find_first_not_of(" \t") == std::string::npos) {
+      quoted = true;  // spaces before an opening quote are dropped
+      field.clear();
+    } else {
+      field += c;
+    }
+  }
+  if (quoted) return Status::InvalidArgument(origin + ":" + std::to_string(row.line) + ": unterminated quoted field");
+  end_row();
+  return Status::OK();
+}
+
+std::string Trim(const std::string& s) {
+  size_t a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+bool IsMissing(const std::string& v) {
+  return v.empty() || v == "NA" || v == "N/A" || v == "NaN" || v == "nan" || v == "null" || v == "NULL" || v == "?";
+}
+
+// Parses a whole decimal or scientific number; false if anything is left over.
+bool ParseNumber(const std::string& v, double* out) {
+  if (v.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  *out = std::strtod(v.c_str(), &end);
+  return end == v.c_str() + v.size() && errno == 0 && std::isfinite(*out);
+}
+
+class CsvSplit : public SplitSource {
+ public:
+  CsvSplit(std::string name, std::string origin, std::vector<CsvRow> rows, std::vector<std::string> columns,
+           size_t label_column, std::map<std::string, int64_t> classes, MissingPolicy missing, uint64_t raw_bytes)
+      : name_(std::move(name)),
+        origin_(std::move(origin)),
+        rows_(std::move(rows)),
+        columns_(std::move(columns)),
+        label_column_(label_column),
+        classes_(std::move(classes)),
+        missing_(missing),
+        raw_bytes_(raw_bytes) {}
+
+  const std::string& name() const override { return name_; }
+  uint64_t size() const override { return rows_.size(); }
+  uint64_t raw_bytes() const override { return raw_bytes_; }
+  std::string ItemName(uint64_t index) const override { return origin_ + ":" + std::to_string(rows_[index].line); }
+
+  Status Produce(uint64_t index, Sample* sample) const override {
+    const CsvRow& row = rows_[index];
+    if (row.fields.size() != columns_.size()) {
+      return Status::InvalidArgument(std::to_string(row.fields.size()) + " fields, the header has " +
+                                     std::to_string(columns_.size()));
+    }
+    sample->fields.resize(2);
+    std::string& features = sample->fields[0];
+    features.clear();
+    for (size_t c = 0; c < row.fields.size(); ++c) {
+      if (c == label_column_) continue;
+      const std::string v = Trim(row.fields[c]);
+      double x = 0;
+      if (IsMissing(v)) {
+        if (missing_ == MissingPolicy::kReject) return Status::InvalidArgument("column '" + columns_[c] + "': missing value");
+        x = missing_ == MissingPolicy::kNaN ? std::nan("") : 0.0;
+      } else if (!ParseNumber(v, &x)) {
+        return Status::InvalidArgument("column '" + columns_[c] + "': '" + v + "' is not a number");
+      }
+      const float f = static_cast<float>(x);
+      features.append(reinterpret_cast<const char*>(&f), sizeof(f));
+    }
+    auto label = classes_.find(Trim(row.fields[label_column_]));
+    if (label == classes_.end()) {
+      return Status::InvalidArgument("column '" + columns_[label_column_] + "': label '" +
+                                     Trim(row.fields[label_column_]) + "' is missing or not a class");
+    }
+    sample->fields[1].assign(reinterpret_cast<const char*>(&label->second), sizeof(int64_t));
+    return Status::OK();
+  }
+
+ private:
+  std::string name_;
+  std::string origin_;
+  std::vector<CsvRow> rows_;
+  std::vector<std::string> columns_;
+  size_t label_column_;
+  std::map<std::string, int64_t> classes_;
+  MissingPolicy missing_;
+  uint64_t raw_bytes_;
+};
+
+struct CsvFile {
+  std::string path;
+  std::string name;  // split
+  std::vector<std::string> header;
+  std::vector<CsvRow> rows;
+  uint64_t bytes = 0;
+};
+
+Status ReadCsv(const std::string& path, CsvFile* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::IOError(path, "open", errno);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  out->path = path;
+  out->bytes = text.size();
+  std::vector<CsvRow> rows;
+  GRANARY_RETURN_IF_ERROR(ParseCsv(text, path, &rows));
+  if (rows.empty()) return Status::InvalidArgument(path + ": no header row");
+  for (const std::string& h : rows[0].fields) out->header.push_back(Trim(h));
+  out->rows.assign(std::make_move_iterator(rows.begin() + 1), std::make_move_iterator(rows.end()));
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options) {
+  std::error_code ec;
+  if (!fs::exists(raw, ec)) return Status::NotFound(raw + ": no such file or folder");
+  if (options.label.empty()) return Status::InvalidArgument("CSV input needs --label COLUMN");
+  std::vector<CsvFile> files;
+  if (fs::is_directory(raw, ec)) {
+    for (const char* name : {"train", "val", "test"}) {
+      const fs::path p = fs::path(raw) / (std::string(name) + ".csv");
+      if (!fs::is_regular_file(p, ec)) continue;
+      files.emplace_back();
+      files.back().name = name;
+      GRANARY_RETURN_IF_ERROR(ReadCsv(p.string(), &files.back()));
+    }
+    if (files.empty() || files[0].name != "train") {
+      return Status::NotFound(raw + ": no train.csv (optionally with val.csv or test.csv)");
+    }
+  } else {
+    files.emplace_back();
+    files.back().name = "train";
+    GRANARY_RETURN_IF_ERROR(ReadCsv(raw, &files.back()));
+  }
+  const std::vector<std::string>& header = files[0].header;
+  for (const CsvFile& f : files) {
+    if (f.header != header) return Status::InvalidArgument(f.path + ": header differs from " + files[0].path + "'s");
+  }
+  auto at = std::find(header.begin(), header.end(), options.label);
+  if (at == header.end()) {
+    return Status::InvalidArgument(files[0].path + ": no column '" + options.label + "' for --label");
+  }
+  const size_t label_column = static_cast<size_t>(at - header.begin());
+  if (header.size() < 2) return Status::InvalidArgument(files[0].path + ": no feature columns besides the label");
+
+  // Classes: non-negative integers as they are, else the sorted distinct strings.
+  std::set<std::string> values;
+  for (const CsvFile& f : files) {
+    for (const CsvRow& r : f.rows) {
+      if (r.fields.size() == header.size() && !IsMissing(Trim(r.fields[label_column]))) {
+        values.insert(Trim(r.fields[label_column]));
+      }
+    }
+  }
+  std::map<std::string, int64_t> classes;
+  bool integers = !values.empty();
+  int64_t max_label = -1;
+  for (const std::string& v : values) {
+    char* end = nullptr;
+    long long x = std::strtoll(v.c_str(), &end, 10);
+    if (end != v.c_str() + v.size() || x < 0 || x > 1000000) {
+      integers = false;
+      break;
+    }
+    classes[v] = x;
+    max_label = std::max<int64_t>(max_label, x);
+  }
+  Source source;
+  if (integers) {
+    for (int64_t i = 0; i <= max_label; ++i) source.info.class_names.push_back(std::to_string(i));
+  } else {
+    classes.clear();
+    for (const std::string& v : values) {
+      classes[v] = static_cast<int64_t>(source.info.class_names.size());
+      source.info.class_names.push_back(v);
+    }
+  }
+  source.info.kind = "csv";
+  source.info.path = raw;
+  source.info.label_field = "label";
+  source.info.num_classes = static_cast<int64_t>(source.info.class_names.size());
+  source.info.schema.fields = {{"features", DType::kFloat32, {static_cast<int64_t>(header.size() - 1)}, ""},
+                               {"label", DType::kInt64, {}, ""}};
+
+  std::vector<std::string> columns = header;
+  for (CsvFile& f : files) {
+    std::vector<CsvRow> rows = std::move(f.rows);
+    if (files.size() == 1 && options.val_fraction > 0) {
+      std::vector<CsvRow> train, val;
+      for (CsvRow& r : rows) {
+        const uint64_t h = XXH64(&r.line, sizeof(r.line), 0);  // by line number: deterministic
+        (static_cast<double>(h % 1000000) < options.val_fraction * 1e6 ? val : train).push_back(std::move(r));
+      }
+      if (options.limit > 0 && train.size() > options.limit) train.resize(options.limit);
+      if (options.limit > 0 && val.size() > options.limit) val.resize(options.limit);
+      const uint64_t bytes = f.bytes;
+      source.splits.push_back(std::make_unique<CsvSplit>("train", f.path, std::move(train), columns, label_column,
+                                                         classes, options.missing, bytes));
+      source.splits.push_back(std::make_unique<CsvSplit>("val", f.path, std::move(val), columns, label_column, classes,
+                                                         options.missing, 0));
+      continue;
+    }
+    if (options.limit > 0 && rows.size() > options.limit) rows.resize(options.limit);
+    source.splits.push_back(std::make_unique<CsvSplit>(f.name, f.path, std::move(rows), columns, label_column, classes,
+                                                       options.missing, f.bytes));
+  }
+  return source;
+}
+
+}  // namespace granary

@@ -1,0 +1,109 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "preprocess/build.h"
+#include "preprocess/source.h"
+#include "store/db.h"
+#include "tests/test_util.h"
+
+namespace granary {
+namespace {
+
+using testing::TempDir;
+
+std::vector<float> Features(const SplitSource& split, uint64_t i, int64_t* label) {
+  Sample s;
+  Status st = split.Produce(i, &s);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  std::vector<float> f(s.fields[0].size() / 4);
+  std::memcpy(f.data(), s.fields[0].data(), s.fields[0].size());
+  std::memcpy(label, s.fields[1].data(), 8);
+  return f;
+}
+
+TEST(Csv, StringLabelsBecomeSortedClassesAndQuotingWorks) {
+  TempDir dir;
+  testing::WriteFile(dir.Sub("t.csv"),
+                     "a,\"b, quoted\",kind\r\n"
+                     "1.5,2,dog\r\n"
+                     "\n"
+                     "-3e2, \"4\" ,cat\r\n"
+                     "\"5\",\"6\",\"bird\"\n");
+  CsvOptions o;
+  o.label = "kind";
+  auto source = OpenCsvSource(dir.Sub("t.csv"), o);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->info.class_names, (std::vector<std::string>{"bird", "cat", "dog"}));
+  EXPECT_EQ(source->info.schema.fields[0].shape, (Shape{2}));
+  const SplitSource& split = *source->splits[0];
+  ASSERT_EQ(split.size(), 3u);
+  int64_t label;
+  EXPECT_EQ(Features(split, 0, &label), (std::vector<float>{1.5f, 2.0f}));
+  EXPECT_EQ(label, 2);
+  EXPECT_EQ(Features(split, 1, &label), (std::vector<float>{-300.0f, 4.0f}));
+  EXPECT_EQ(label, 1);
+  EXPECT_EQ(split.ItemName(1), dir.Sub("t.csv") + ":4");
+}
+
+TEST(Csv, BadRowsAreRejectedWithFileLineAndReason) {
+  TempDir dir;
+  testing::WriteFile(dir.Sub("t.csv"), "x,y,label\n1,2,0\n1,abc,1\n1,2\n1,,1\n1,2,\n3,4,1\n");
+  CsvOptions o;
+  o.label = "label";
+  auto source = OpenCsvSource(dir.Sub("t.csv"), o);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->info.class_names, (std::vector<std::string>{"0", "1"}));
+  BuildOptions b;
+  b.db_path = dir.Sub("db");
+  b.max_reject_fraction = 0.9;
+  auto summary = BuildDb(source.value(), b);
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->splits[0].written, 2u);
+  ASSERT_EQ(summary->rejected.size(), 4u);
+  const std::string f = dir.Sub("t.csv");
+  EXPECT_EQ(summary->rejected[0].item, f + ":3");
+  EXPECT_NE(summary->rejected[0].reason.find("'abc' is not a number"), std::string::npos);
+  EXPECT_EQ(summary->rejected[1].item, f + ":4");
+  EXPECT_NE(summary->rejected[1].reason.find("2 fields, the header has 3"), std::string::npos);
+  EXPECT_NE(summary->rejected[2].reason.find("missing value"), std::string::npos);
+  EXPECT_NE(summary->rejected[3].reason.find("label"), std::string::npos);
+}
+
+TEST(Csv, MissingValuesFollowThePolicy) {
+  TempDir dir;
+  testing::WriteFile(dir.Sub("t.csv"), "x,y,label\nNA,2,0\n");
+  for (MissingPolicy p : {MissingPolicy::kNaN, MissingPolicy::kZero}) {
+    CsvOptions o;
+    o.label = "label";
+    o.missing = p;
+    auto source = OpenCsvSource(dir.Sub("t.csv"), o);
+    ASSERT_TRUE(source.ok());
+    int64_t label;
+    std::vector<float> f = Features(*source->splits[0], 0, &label);
+    EXPECT_TRUE(p == MissingPolicy::kNaN ? std::isnan(f[0]) : f[0] == 0.0f);
+  }
+}
+
+TEST(Csv, FolderSplitsMustShareAHeaderAndNameTheLabel) {
+  TempDir dir;
+  testing::WriteFile(dir.Sub("train.csv"), "x,label\n1,0\n2,1\n");
+  testing::WriteFile(dir.Sub("test.csv"), "x,label\n3,1\n");
+  CsvOptions o;
+  o.label = "label";
+  auto source = OpenCsvSource(dir.path(), o);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  ASSERT_EQ(source->splits.size(), 2u);
+  EXPECT_EQ(source->splits[1]->name(), "test");
+  testing::WriteFile(dir.Sub("test.csv"), "x,kind\n3,1\n");
+  EXPECT_NE(OpenCsvSource(dir.path(), o).status().message().find("header differs"), std::string::npos);
+  o.label = "nope";
+  EXPECT_NE(OpenCsvSource(dir.Sub("train.csv"), o).status().message().find("no column 'nope'"), std::string::npos);
+  o.label = "";
+  EXPECT_NE(OpenCsvSource(dir.Sub("train.csv"), o).status().message().find("--label"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace granary
