@@ -15,6 +15,8 @@
 #include <filesystem>
 #include <memory>
 
+#include <nlohmann/json.hpp>
+
 #include "preprocess/progress.h"
 #include "store/db.h"
 #include "store/record.h"
@@ -225,24 +227,28 @@ StatusOr<std::string> MaybeTrainDictionary(const SplitSource& split, const Build
 //   source -> limiter -> encode items (parallel) -> order -> pack (serial)
 //     -> encode blocks (parallel) -> order -> write (serial) -> limiter
 // Returns the first writer or policy error.
+// Items before *next_item were handled by an earlier, interrupted build (and
+// are already counted in *summary); *next_item advances as records are written.
 Status BuildSplit(const SourceInfo& info, const SplitSource& split, const BuildOptions& options, size_t max_in_flight,
                   size_t block_bytes, const std::shared_ptr<const CompressionDictionary>& dictionary,
-                  DbWriter* writer, SplitSummary* summary, BuildSummary* total) {
+                  DbWriter* writer, uint64_t* next_item, SplitSummary* summary, BuildSummary* total) {
   using namespace tbb::flow;
   const uint64_t n = split.size();
+  const uint64_t start_item = *next_item;
   GRANARY_RETURN_IF_ERROR(writer->BeginSplit(split.name(), n));
   summary->name = split.name();
   const Schema& schema = info.schema;
   tbb::enumerable_thread_specific<std::unique_ptr<EncodeScratch>> scratch(
       [&] { return std::make_unique<EncodeScratch>(schema, options.zstd_level, dictionary); });
   ProgressLine progress(split.name(), n, options.show_progress);
-  Packer packer(schema, n, block_bytes);
+  progress.Add(start_item, 0);
+  Packer packer(schema, n - start_item, block_bytes);
 
   // Invariant: `failure` is written only by the serial writer node; `stop`
   // tells the source to end early.
   Status failure;
   std::atomic<bool> stop{false};
-  uint64_t next = 0;
+  uint64_t next = start_item;
 
   graph g;
   input_node<uint64_t> source(g, [&](tbb::flow_control& fc) -> uint64_t {
@@ -265,7 +271,7 @@ Status BuildSplit(const SourceInfo& info, const SplitSource& split, const BuildO
     }
     return e;
   });
-  sequencer_node<EncodedPtr> item_order(g, [](const EncodedPtr& e) { return e->index; });
+  sequencer_node<EncodedPtr> item_order(g, [start_item](const EncodedPtr& e) { return e->index - start_item; });
   using PackNode = multifunction_node<EncodedPtr, std::tuple<BlockPtr>>;
   PackNode pack(g, serial, [&](const EncodedPtr& e, PackNode::output_ports_type& ports) {
     for (BlockPtr& block : packer.Add(e)) std::get<0>(ports).try_put(block);
@@ -297,8 +303,10 @@ Status BuildSplit(const SourceInfo& info, const SplitSource& split, const BuildO
       failure = Status::InvalidArgument("split '" + split.name() + "': " + block->error);
     }
     if (failure.ok() && !block->value.empty()) {
+      // The journal's checkpoint (taken inside Append) must include this block.
+      summary->written += block->payload_hashes.size();
+      *next_item = block->items.back()->index + 1;
       failure = writer->Append(block->value, block->payload_hashes);
-      if (failure.ok()) summary->written += block->payload_hashes.size();
     }
     if (!failure.ok()) stop.store(true);
     return released;
@@ -316,6 +324,7 @@ Status BuildSplit(const SourceInfo& info, const SplitSource& split, const BuildO
 
   GRANARY_RETURN_IF_ERROR(failure);
   if (options.cancel != nullptr && options.cancel->load()) return Status::FailedPrecondition("interrupted");
+  *next_item = n;
   if (summary->read != n) {
     return Status::FailedPrecondition("split '" + split.name() + "': read " + std::to_string(summary->read) + " of " +
                                       std::to_string(n) + " items");
@@ -325,6 +334,57 @@ Status BuildSplit(const SourceInfo& info, const SplitSource& split, const BuildO
                                    std::to_string(n) + " items rejected, more than --max-rejects allows");
   }
   return writer->EndSplit();
+}
+
+nlohmann::json SplitSummaryJson(const SplitSummary& s) {
+  return {{"name", s.name}, {"read", s.read}, {"written", s.written}, {"rejected", s.rejected}};
+}
+
+// The builder's state for the journal: finished splits' summaries, the split
+// in progress, every rejected item so far, and where to continue.
+std::string CheckpointJson(const BuildSummary& summary, const SplitSummary& current, uint64_t next_item) {
+  nlohmann::json j = {{"next_item", next_item},
+                      {"payload_bytes", summary.payload_bytes},
+                      {"current", SplitSummaryJson(current)},
+                      {"splits", nlohmann::json::array()},
+                      {"rejected", nlohmann::json::array()}};
+  for (const SplitSummary& s : summary.splits) j["splits"].push_back(SplitSummaryJson(s));
+  for (const RejectedItem& r : summary.rejected) j["rejected"].push_back({r.split, r.item, r.reason});
+  return j.dump();
+}
+
+Status RestoreCheckpoint(const std::string& text, BuildSummary* summary, SplitSummary* current, uint64_t* next_item) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  try {
+    auto split = [](const nlohmann::json& s) {
+      return SplitSummary{s.at("name").get<std::string>(), s.at("read").get<uint64_t>(),
+                          s.at("written").get<uint64_t>(), s.at("rejected").get<uint64_t>()};
+    };
+    *next_item = j.at("next_item").get<uint64_t>();
+    summary->payload_bytes = j.at("payload_bytes").get<uint64_t>();
+    *current = split(j.at("current"));
+    for (const auto& s : j.at("splits")) summary->splits.push_back(split(s));
+    for (const auto& r : j.at("rejected")) summary->rejected.push_back({r.at(0), r.at(1), r.at(2)});
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Corruption(std::string("build journal checkpoint: ") + e.what());
+  }
+  return Status::OK();
+}
+
+// What must not change between an interrupted build and its --resume: the
+// source (kind, path, splits with their item counts and sizes) and every
+// option that shapes the records.
+std::string Fingerprint(const Source& source, const BuildOptions& o, size_t block_bytes) {
+  nlohmann::json j = {{"kind", source.info.kind},
+                      {"path", source.info.path},
+                      {"zstd_level", o.zstd_level},
+                      {"dictionary", static_cast<int>(o.dictionary)},
+                      {"shards", o.shards},
+                      {"block_bytes", block_bytes},
+                      {"options", o.recorded_options},
+                      {"splits", nlohmann::json::array()}};
+  for (const auto& split : source.splits) j["splits"].push_back({split->name(), split->size(), split->raw_bytes()});
+  return j.dump();
 }
 
 }  // namespace
@@ -349,30 +409,63 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
   wopts.schema = source.info.schema;
   wopts.shards_per_split = options.shards;
   wopts.overwrite = options.overwrite;
-  StatusOr<std::unique_ptr<DbWriter>> writer = DbWriter::Create(wopts);
+  if (options.records_per_commit > 0) wopts.records_per_commit = options.records_per_commit;
+  ResumePoint resume;
+  StatusOr<std::unique_ptr<DbWriter>> writer = DbWriter::Create(wopts, options.resume ? &resume : nullptr);
   if (!writer.ok()) return writer.status();
 
+  // The state a resumed build continues from: what every split has read,
+  // written and rejected, and the next item of the split in progress.
   BuildSummary summary;
   summary.threads = threads;
+  SplitSummary current;
+  uint64_t next_item = 0;
+  if (resume.resuming) GRANARY_RETURN_IF_ERROR(RestoreCheckpoint(resume.checkpoint, &summary, &current, &next_item));
+  auto checkpoint = [&] { return CheckpointJson(summary, current, next_item); };
+
   std::shared_ptr<const CompressionDictionary> dictionary;
-  if (!source.splits.empty()) {
-    StatusOr<std::string> dict_bytes = MaybeTrainDictionary(*source.splits[0], options, &summary.dictionary_note);
-    if (!dict_bytes.ok()) return dict_bytes.status();
-    if (!dict_bytes->empty()) {
-      GRANARY_RETURN_IF_ERROR(writer.value()->SetDictionary(dict_bytes.value()));
-      summary.dictionary_bytes = dict_bytes->size();
-      auto dict = CompressionDictionary::Create(std::move(dict_bytes).value(), options.zstd_level);
-      if (!dict.ok()) return dict.status();
-      dictionary = dict.value();
-    }
+  std::string dict_bytes;
+  if (resume.resuming) {
+    dict_bytes = resume.dictionary;
+    summary.dictionary_note = "as in the interrupted build";
+  } else if (!source.splits.empty()) {
+    StatusOr<std::string> trained = MaybeTrainDictionary(*source.splits[0], options, &summary.dictionary_note);
+    if (!trained.ok()) return trained.status();
+    dict_bytes = std::move(trained).value();
+    if (!dict_bytes.empty()) GRANARY_RETURN_IF_ERROR(writer.value()->SetDictionary(dict_bytes));
   }
+  if (!dict_bytes.empty()) {
+    summary.dictionary_bytes = dict_bytes.size();
+    auto dict = CompressionDictionary::Create(dict_bytes, options.zstd_level);
+    if (!dict.ok()) return dict.status();
+    dictionary = dict.value();
+  }
+  GRANARY_RETURN_IF_ERROR(writer.value()->StartJournal(Fingerprint(source, options, block_bytes), checkpoint));
+
   for (const auto& split : source.splits) {
-    SplitSummary split_summary;
-    GRANARY_RETURN_IF_ERROR(BuildSplit(source.info, *split, options, max_in_flight, block_bytes, dictionary,
-                                       writer->get(), &split_summary, &summary));
     summary.raw_bytes += split->raw_bytes();
-    summary.splits.push_back(split_summary);
+    bool finished = false;
+    for (const SplitInfo& done : resume.finished) finished = finished || done.name == split->name();
+    if (finished) continue;
+    if (!(resume.resuming && split->name() == resume.split)) {
+      current = SplitSummary();
+      next_item = 0;
+    }
+    GRANARY_RETURN_IF_ERROR(BuildSplit(source.info, *split, options, max_in_flight, block_bytes, dictionary,
+                                       writer->get(), &next_item, &current, &summary));
+    summary.splits.push_back(current);
+    current = SplitSummary();
   }
+  // Splits in source order, whichever run built them.
+  std::sort(summary.splits.begin(), summary.splits.end(), [&](const SplitSummary& a, const SplitSummary& b) {
+    auto rank = [&](const std::string& name) {
+      for (size_t i = 0; i < source.splits.size(); ++i) {
+        if (source.splits[i]->name() == name) return i;
+      }
+      return source.splits.size();
+    };
+    return rank(a.name) < rank(b.name);
+  });
 
   Manifest m;
   m.builder = std::string("granary prep ") + GRANARY_VERSION;

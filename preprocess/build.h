@@ -42,8 +42,15 @@ struct BuildOptions {
   // The build fails if more than this fraction of a split's items is rejected.
   double max_reject_fraction = 0.01;
   bool show_progress = false;  // a progress line on stderr
-  // Set (e.g. by a signal handler) to stop the build; it then fails and leaves no db.
+  // Set (e.g. by a signal handler) to stop the build; it then fails and leaves
+  // no db, only "<db>.partial", which `resume` can continue.
   const std::atomic<bool>* cancel = nullptr;
+  // Continue the interrupted build in "<db>.partial" (same source and options)
+  // instead of starting over; without one, start over. The result has the
+  // same content hash as an uninterrupted build.
+  bool resume = false;
+  // Records per write transaction (and so per journal update); 0: the store's default.
+  size_t records_per_commit = 0;
   // Recorded in the manifest as the options the db was built with.
   std::map<std::string, std::string> recorded_options;
 };
@@ -68,7 +75,8 @@ struct BuildSummary {
   std::string content_hash;
 };
 
-// On failure nothing is left at options.db_path (and no partial directory).
+// On failure nothing is left at options.db_path; "<db>.partial" stays behind
+// for `resume` once records were being written (it is never a db).
 StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options);
 
 }  // namespace granary

@@ -137,7 +137,14 @@ int RunBuild(BuildArgs& a) {
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   auto summary = granary::BuildDb(source.value(), o);
-  if (!summary.ok()) return Fail(summary.status().WithContext("build of " + a.db + " failed, no db written"));
+  if (!summary.ok()) {
+    std::error_code ec;
+    const bool kept = std::filesystem::exists(a.db + ".partial/journal.json", ec);
+    granary::Status s = summary.status().WithContext("build of " + a.db + " failed, no db written");
+    return Fail(kept ? granary::Status::FailedPrecondition(s.message() + " (" + a.db +
+                                                           ".partial keeps the work done: add --resume to continue)")
+                     : s);
+  }
 
   const granary::BuildSummary& s = summary.value();
   uint64_t written = 0, rejected = 0;
@@ -273,6 +280,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
   build->add_flag("--force", b.options.overwrite, "replace an existing db");
+  build->add_flag("--resume", b.options.resume, "continue an interrupted build of DB (same RAW and options)");
   build->add_flag("--json", b.json, "print the summary as JSON on stdout");
   build->add_flag("--no-progress", b.no_progress, "no progress line even on a terminal");
   std::string db_path;

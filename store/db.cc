@@ -12,6 +12,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "store/content_hash.h"
 #include "store/format.h"
 #include "store/lmdb_handles.h"
@@ -50,6 +52,21 @@ Status FsyncPath(const std::string& path) {
   return Status::OK();
 }
 
+constexpr char kJournalFile[] = "journal.json";
+
+// Writes `contents` to a temporary file and renames it over `path`, so a kill
+// leaves the old or the new contents, never a mix.
+Status WriteFileAtomically(const std::string& path, const std::string& contents) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << contents;
+    if (!out.flush()) return Status::IOError(tmp, "write", errno);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::IOError(path, "rename from " + tmp, errno);
+  return Status::OK();
+}
+
 Status WriteFileSynced(const std::string& path, const std::string& contents) {
   FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return Status::IOError(path, "create", errno);
@@ -74,11 +91,9 @@ struct ShardWriter {
   lmdb::Env env;
   lmdb::Txn txn;
   MDB_dbi dbi = 0;
-  uint64_t first = 0;  // index of the shard's first sample
   uint64_t count = 0;  // samples
   size_t pending = 0;        // records since the last commit
   size_t pending_bytes = 0;  // value bytes since the last commit
-  bool started = false;
 };
 
 }  // namespace
@@ -98,11 +113,40 @@ struct DbWriter::Impl {
   std::vector<ShardWriter> shards;
   std::unique_ptr<SplitHasher> split_hash;
 
+  // Resuming: what the journal said, and whether the journal is being kept.
+  ResumePoint resume;
+  bool journaling = false;
+  std::string fingerprint;
+  std::string dictionary;
+  std::function<std::string()> checkpoint;
+
   Status CommitShard(ShardWriter& shard) {
     if (shard.txn.get() == nullptr) return Status::OK();
     shard.pending = 0;
     shard.pending_bytes = 0;
-    return shard.txn.Commit(shard.abs_path);
+    GRANARY_RETURN_IF_ERROR(shard.txn.Commit(shard.abs_path));
+    return WriteJournal();
+  }
+
+  // Records what is safely written (docs/FORMAT.md does not cover it: the
+  // journal lives only in "<db>.partial"): finished splits, the split in
+  // progress with its committed samples, and the caller's checkpoint.
+  // Invariant: called right after a commit, so every appended record is in it.
+  Status WriteJournal() {
+    if (!journaling) return Status::OK();
+    Manifest finished;
+    finished.format_version = format::kFormatVersion;
+    finished.schema = options.schema;
+    finished.splits = splits;
+    nlohmann::json j = {{"fingerprint", fingerprint},
+                        {"finished", nlohmann::json::parse(ManifestToJson(finished))},
+                        {"split", in_split ? split_name : ""},
+                        {"samples", in_split ? split_count : 0},
+                        {"checkpoint", checkpoint ? checkpoint() : ""},
+                        {"dictionary", !dictionary.empty()}};
+    const std::string path = partial + "/" + kJournalFile;
+    GRANARY_RETURN_IF_ERROR(WriteFileAtomically(path, j.dump()));
+    return Status::OK();
   }
 };
 
@@ -114,6 +158,7 @@ DbWriter::~DbWriter() {
     shard.txn.Abort();
     shard.env.Close();
   }
+  if (impl_->journaling) return;  // resumable: keep it for --resume
   std::error_code ec;
   fs::remove_all(impl_->partial, ec);
 }
@@ -121,7 +166,7 @@ DbWriter::~DbWriter() {
 const std::string& DbWriter::partial_path() const { return impl_->partial; }
 uint64_t DbWriter::split_count() const { return impl_->split_count; }
 
-StatusOr<std::unique_ptr<DbWriter>> DbWriter::Create(DbWriterOptions options) {
+StatusOr<std::unique_ptr<DbWriter>> DbWriter::Create(DbWriterOptions options, ResumePoint* resume) {
   GRANARY_RETURN_IF_ERROR(options.schema.Validate());
   if (options.path.empty()) return Status::InvalidArgument("db path is empty");
   if (options.shards_per_split < 1) {
@@ -135,6 +180,33 @@ StatusOr<std::unique_ptr<DbWriter>> DbWriter::Create(DbWriterOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->partial = options.path + format::kPartialSuffix;
   impl->options = std::move(options);
+  const std::string journal_path = impl->partial + "/" + kJournalFile;
+  if (resume != nullptr && fs::exists(journal_path, ec)) {
+    std::ifstream in(journal_path, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return Status::Corruption(journal_path + ": not valid JSON");
+    try {
+      auto finished = ParseManifest(j.at("finished").dump(), journal_path);
+      if (!finished.ok()) return finished.status();
+      impl->resume.finished = finished->splits;
+      impl->resume.split = j.at("split").get<std::string>();
+      impl->resume.samples = j.at("samples").get<uint64_t>();
+      impl->resume.checkpoint = j.at("checkpoint").get<std::string>();
+      impl->resume.fingerprint = j.at("fingerprint").get<std::string>();
+      if (j.at("dictionary").get<bool>()) {
+        std::ifstream dict(impl->partial + "/" + format::kDictionaryFile, std::ios::binary);
+        impl->resume.dictionary.assign(std::istreambuf_iterator<char>(dict), std::istreambuf_iterator<char>());
+        if (impl->resume.dictionary.empty()) return Status::Corruption(impl->partial + ": dictionary missing");
+      }
+    } catch (const nlohmann::json::exception& e) {
+      return Status::Corruption(journal_path + ": " + e.what());
+    }
+    impl->resume.resuming = true;
+    *resume = impl->resume;
+    return std::unique_ptr<DbWriter>(new DbWriter(std::move(impl)));
+  }
   fs::remove_all(impl->partial, ec);
   if (ec) return Status::IOError(impl->partial, "remove stale partial db", ec.value());
   fs::create_directories(impl->partial, ec);
@@ -142,9 +214,29 @@ StatusOr<std::unique_ptr<DbWriter>> DbWriter::Create(DbWriterOptions options) {
   return std::unique_ptr<DbWriter>(new DbWriter(std::move(impl)));
 }
 
+Status DbWriter::StartJournal(const std::string& fingerprint, std::function<std::string()> checkpoint) {
+  Impl& s = *impl_;
+  if (s.resume.resuming && s.resume.fingerprint != fingerprint) {
+    return Status::FailedPrecondition(s.partial + ": the interrupted build used other inputs or options; "
+                                      "start again without --resume");
+  }
+  s.fingerprint = fingerprint;
+  s.checkpoint = std::move(checkpoint);
+  s.journaling = true;
+  if (s.resume.resuming) {
+    s.splits = s.resume.finished;
+    if (!s.resume.dictionary.empty()) GRANARY_RETURN_IF_ERROR(SetDictionary(s.resume.dictionary));
+    return Status::OK();
+  }
+  return s.WriteJournal();
+}
+
 Status DbWriter::SetDictionary(const std::string& bytes) {
   Impl& s = *impl_;
-  if (s.in_split || !s.splits.empty()) return Status::FailedPrecondition("SetDictionary after a split began");
+  if (s.in_split || (!s.splits.empty() && !s.resume.resuming)) {
+    return Status::FailedPrecondition("SetDictionary after a split began");
+  }
+  s.dictionary = bytes;
   GRANARY_RETURN_IF_ERROR(WriteFileSynced(s.partial + "/" + format::kDictionaryFile, bytes));
   s.dictionary_bytes = bytes.size();
   s.dictionary_hash = FormatHash(XXH64(bytes.data(), bytes.size(), format::kChecksumSeed));
@@ -169,6 +261,8 @@ Status DbWriter::BeginSplit(const std::string& name, uint64_t expected_samples) 
     ShardWriter& shard = s.shards[i];
     shard.rel_path = ShardRelPath(name, i);
     shard.abs_path = s.partial + "/" + shard.rel_path;
+    const bool resuming = s.resume.resuming && name == s.resume.split;
+    if (!resuming) fs::remove(shard.abs_path, ec);  // a stale file of an unfinished split
     GRANARY_RETURN_IF_ERROR(shard.env.Open(shard.abs_path, MDB_NOSYNC, s.options.map_bytes));
     lmdb::Txn txn;
     GRANARY_RETURN_IF_ERROR(txn.Begin(shard.env.get(), 0, shard.abs_path));
@@ -182,6 +276,57 @@ Status DbWriter::BeginSplit(const std::string& name, uint64_t expected_samples) 
   s.current_shard = 0;
   s.in_split = true;
   s.split_hash = std::make_unique<SplitHasher>();
+  if (s.resume.resuming && name == s.resume.split) return ResumeSplit();
+  return Status::OK();
+}
+
+// Drops records past the journal's committed samples (written after its last
+// update), then recounts the shards and re-hashes the samples kept.
+Status DbWriter::ResumeSplit() {
+  Impl& s = *impl_;
+  std::shared_ptr<const CompressionDictionary> dict;
+  if (!s.dictionary.empty()) {
+    auto d = CompressionDictionary::Create(s.dictionary, 0);
+    if (!d.ok()) return d.status();
+    dict = d.value();
+  }
+  RecordDecoder decoder(s.options.schema, dict);
+  DecodedRecord record;
+  for (size_t k = 0; k < s.shards.size(); ++k) {
+    ShardWriter& shard = s.shards[k];
+    lmdb::Txn txn;
+    GRANARY_RETURN_IF_ERROR(txn.Begin(shard.env.get(), 0, shard.abs_path));
+    MDB_cursor* cursor = nullptr;
+    int rc = mdb_cursor_open(txn.get(), shard.dbi, &cursor);
+    if (rc != 0) return lmdb::Error(shard.abs_path, "open cursor", rc);
+    std::unique_ptr<MDB_cursor, void (*)(MDB_cursor*)> owner(cursor, mdb_cursor_close);
+    MDB_val key, val;
+    for (rc = mdb_cursor_get(cursor, &key, &val, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cursor, &key, &val, MDB_NEXT)) {
+      const uint64_t first = DecodeKey(key.mv_data);
+      if (first >= s.resume.samples) {
+        // After a delete, LMDB's MDB_NEXT yields the record that followed.
+        rc = mdb_cursor_del(cursor, 0);
+        if (rc != 0) return lmdb::Error(shard.abs_path, "drop key " + std::to_string(first), rc);
+        continue;
+      }
+      if (first != s.split_count) {
+        return Status::Corruption(shard.abs_path + ", key " + std::to_string(first) + ": cannot resume, expected key " +
+                                  std::to_string(s.split_count));
+      }
+      Status decoded = decoder.Decode(std::string_view(static_cast<const char*>(val.mv_data), val.mv_size), &record);
+      if (!decoded.ok()) return decoded.WithContext(shard.abs_path + ", key " + std::to_string(first));
+      for (uint32_t i = 0; i < record.num_samples; ++i) s.split_hash->Add(SamplePayloadHash(record, i));
+      shard.count += record.num_samples;
+      s.split_count += record.num_samples;
+      s.current_shard = k;
+    }
+    owner.reset();
+    GRANARY_RETURN_IF_ERROR(txn.Commit(shard.abs_path));
+  }
+  if (s.split_count != s.resume.samples) {
+    return Status::Corruption(s.partial + ": split '" + s.split_name + "' holds " + std::to_string(s.split_count) +
+                              " samples, the journal says " + std::to_string(s.resume.samples));
+  }
   return Status::OK();
 }
 
@@ -193,17 +338,10 @@ Status DbWriter::Append(std::string_view value, const std::vector<uint64_t>& pay
   // Shard k takes the records starting before (k + 1) / K of the expected samples.
   const uint64_t shards = s.shards.size();
   while (s.current_shard + 1 < shards && first >= (s.current_shard + 1) * s.split_expected / shards) {
-    ShardWriter& done = s.shards[s.current_shard];
-    GRANARY_RETURN_IF_ERROR(s.CommitShard(done));
-    if (!done.started) done.first = first;  // skipped: empty, starting where the next one does
-    done.started = true;
+    GRANARY_RETURN_IF_ERROR(s.CommitShard(s.shards[s.current_shard]));
     ++s.current_shard;
   }
   ShardWriter& shard = s.shards[s.current_shard];
-  if (!shard.started) {
-    shard.started = true;
-    shard.first = first;
-  }
   if (shard.txn.get() == nullptr) GRANARY_RETURN_IF_ERROR(shard.txn.Begin(shard.env.get(), 0, shard.abs_path));
   std::string key = EncodeKey(first);
   MDB_val k{key.size(), key.data()};
@@ -234,14 +372,14 @@ Status DbWriter::EndSplit() {
     shard.env.Close();
     struct stat st;
     if (::stat(shard.abs_path.c_str(), &st) != 0) return Status::IOError(shard.abs_path, "stat", errno);
-    // An empty shard starts where the split ends.
-    const uint64_t first = shard.started ? shard.first : s.split_count;
+    // Shards hold consecutive ranges, so each starts where the previous ends.
+    const uint64_t first = info.shards.empty() ? 0 : info.shards.back().first + info.shards.back().count;
     info.shards.push_back({shard.rel_path, first, shard.count, static_cast<uint64_t>(st.st_size)});
   }
   s.shards.clear();
   s.splits.push_back(std::move(info));
   s.in_split = false;
-  return Status::OK();
+  return s.WriteJournal();
 }
 
 Status DbWriter::Finish(Manifest manifest) {
@@ -255,6 +393,8 @@ Status DbWriter::Finish(Manifest manifest) {
   manifest.dictionary_path = s.dictionary_bytes > 0 ? format::kDictionaryFile : "";
   manifest.dictionary_bytes = s.dictionary_bytes;
   manifest.dictionary_hash = s.dictionary_hash;
+  std::error_code journal_ec;
+  fs::remove(s.partial + "/" + kJournalFile, journal_ec);
   GRANARY_RETURN_IF_ERROR(WriteFileSynced(s.partial + "/" + format::kManifestFile, ManifestToJson(manifest)));
   for (const SplitInfo& split : s.splits) GRANARY_RETURN_IF_ERROR(FsyncPath(s.partial + "/" + split.name));
   GRANARY_RETURN_IF_ERROR(FsyncPath(s.partial));

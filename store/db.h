@@ -39,11 +39,32 @@ struct DbWriterOptions {
   bool overwrite = false;
 };
 
+// Where an interrupted build stopped, from the journal in "<path>.partial".
+struct ResumePoint {
+  bool resuming = false;
+  std::vector<SplitInfo> finished;  // splits completed before the interruption
+  std::string split;                // the split in progress ("" if none)
+  uint64_t samples = 0;             // its samples safely written
+  std::string checkpoint;           // the caller's checkpoint for exactly that state
+  std::string dictionary;           // the db's dictionary, if it has one
+  std::string fingerprint;          // what the caller passed to StartJournal
+};
+
 class DbWriter {
  public:
   // Creates "<path>.partial" (replacing a stale one left by a killed build).
-  // FailedPrecondition if <path> exists and !overwrite.
-  static StatusOr<std::unique_ptr<DbWriter>> Create(DbWriterOptions options);
+  // With `resume` set and a journal in "<path>.partial", keeps it instead and
+  // fills *resume. FailedPrecondition if <path> exists and !overwrite.
+  static StatusOr<std::unique_ptr<DbWriter>> Create(DbWriterOptions options, ResumePoint* resume = nullptr);
+
+  // Makes the build resumable: from here on a journal in "<path>.partial"
+  // records what is committed, together with `checkpoint()` (called after each
+  // commit: it must describe the caller's state including every record
+  // appended so far), and the partial directory is kept if the build does not
+  // finish. When resuming, FailedPrecondition unless `fingerprint` (the
+  // caller's inputs and options) matches the interrupted build's; finished
+  // splits are then kept and BeginSplit of the split in progress continues it.
+  Status StartJournal(const std::string& fingerprint, std::function<std::string()> checkpoint);
   ~DbWriter();
   DbWriter(const DbWriter&) = delete;
   DbWriter& operator=(const DbWriter&) = delete;
@@ -70,6 +91,7 @@ class DbWriter {
   const std::string& partial_path() const;
 
  private:
+  Status ResumeSplit();
   struct Impl;
   explicit DbWriter(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

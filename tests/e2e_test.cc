@@ -106,3 +106,42 @@ TEST_F(EndToEnd, TrainRejectsWhatIsNotAGranaryDb) {
 
 }  // namespace
 }  // namespace granary
+
+namespace granary {
+namespace {
+
+// SIGKILL a build at several points: no db ever appears before the build is
+// complete, and --resume finishes it with the content of an uninterrupted one.
+TEST_F(EndToEnd, KilledBuildsLeaveNoDbAndResumeFinishesThem) {
+  const std::string args = std::string(" build ") + kFashion + " ";
+  const std::string opts = " --limit 20000 --zstd-level 19 --no-progress --json";
+  auto reference = RunCommand(kPrep + args + dir_.Sub("reference") + opts, dir_);
+  ASSERT_EQ(reference.exit_code, 0) << reference.err;
+  const std::string want = nlohmann::json::parse(reference.out)["content_hash"];
+
+  const std::string db = dir_.Sub("db");
+  int kills = 0;
+  for (const char* seconds : {"0.3", "0.8", "1.4", "2.0", "2.7"}) {
+    auto r = RunCommand(std::string("timeout -s KILL ") + seconds + " " + kPrep + args + db + opts + " --resume", dir_);
+    if (r.exit_code == 128 + 9) {  // timeout(1) reports its SIGKILL as 137
+      ++kills;
+      EXPECT_FALSE(fs::exists(db)) << "killed after " << seconds << "s, yet " << db << " exists";
+    } else {
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      break;  // finished before the kill
+    }
+  }
+  EXPECT_GT(kills, 0);
+  if (!fs::exists(db)) {
+    auto done = RunCommand(kPrep + args + db + opts + " --resume", dir_);
+    ASSERT_EQ(done.exit_code, 0) << done.err;
+  }
+  auto info = RunCommand(kPrep + " info " + db + " --json", dir_);
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_EQ(nlohmann::json::parse(info.out)["content_hash"], want);
+  EXPECT_EQ(RunCommand(kPrep + " verify " + db, dir_).exit_code, 0);
+  EXPECT_FALSE(fs::exists(db + ".partial"));
+}
+
+}  // namespace
+}  // namespace granary

@@ -4,6 +4,7 @@
 #include <jpeglib.h>
 #include <png.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -292,6 +293,110 @@ TEST_F(ImageFolder, SameBytesForAnyThreadCount) {
   EXPECT_EQ(one->content_hash, two->content_hash);
   EXPECT_EQ(testing::ReadFile(dir_.Sub("one/train/shard-00000.mdb")),
             testing::ReadFile(dir_.Sub("two/train/shard-00000.mdb")));
+}
+
+}  // namespace
+}  // namespace granary
+
+namespace granary {
+namespace {
+
+// A source that raises `cancel` when item `at` of split `split` is produced,
+// as Ctrl-C would.
+class CancellingSplit : public SplitSource {
+ public:
+  CancellingSplit(const SplitSource& inner, uint64_t at, std::atomic<bool>* cancel)
+      : inner_(inner), at_(at), cancel_(cancel) {}
+  const std::string& name() const override { return inner_.name(); }
+  uint64_t size() const override { return inner_.size(); }
+  uint64_t raw_bytes() const override { return inner_.raw_bytes(); }
+  std::string ItemName(uint64_t i) const override { return inner_.ItemName(i); }
+  Status Produce(uint64_t i, Sample* s) const override {
+    if (i == at_) cancel_->store(true);
+    return inner_.Produce(i, s);
+  }
+
+ private:
+  const SplitSource& inner_;
+  uint64_t at_;
+  std::atomic<bool>* cancel_;
+};
+
+// Interrupted at several points, a resumed build ends with the content hash
+// and the reject list of an uninterrupted one.
+TEST_F(ImageFolder, ResumeAfterInterruptionGivesTheSameContent) {
+  ImageFolderOptions io;
+  io.width = io.height = 16;
+  io.val_fraction = 0.3;
+  auto reference_source = OpenImageFolderSource(dir_.Sub("raw"), io);
+  ASSERT_TRUE(reference_source.ok());
+  BuildOptions o;
+  o.max_reject_fraction = 0.1;
+  o.records_per_commit = 3;
+  o.block_bytes = 2000;  // several samples per record
+  o.db_path = dir_.Sub("reference");
+  auto reference = BuildDb(reference_source.value(), o);
+  ASSERT_TRUE(reference.ok()) << reference.status().ToString();
+
+  for (uint64_t at : {5, 20, 40}) {
+    const std::string db = dir_.Sub("db" + std::to_string(at));
+    std::atomic<bool> cancel{false};
+    auto source = OpenImageFolderSource(dir_.Sub("raw"), io);
+    ASSERT_TRUE(source.ok());
+    Source interrupted;
+    interrupted.info = source->info;
+    for (const auto& split : source->splits) {
+      interrupted.splits.push_back(std::make_unique<CancellingSplit>(*split, split->name() == "train" ? at : ~0ull, &cancel));
+    }
+    BuildOptions first = o;
+    first.db_path = db;
+    first.cancel = &cancel;
+    auto failed = BuildDb(interrupted, first);
+    ASSERT_FALSE(failed.ok()) << "item " << at;
+    EXPECT_FALSE(std::filesystem::exists(db));
+    ASSERT_TRUE(std::filesystem::exists(db + ".partial/journal.json")) << "item " << at;
+
+    BuildOptions again = o;
+    again.db_path = db;
+    again.resume = true;
+    auto resumed = BuildDb(source.value(), again);
+    ASSERT_TRUE(resumed.ok()) << "item " << at << ": " << resumed.status().ToString();
+    EXPECT_EQ(resumed->content_hash, reference->content_hash) << "item " << at;
+    ASSERT_EQ(resumed->rejected.size(), reference->rejected.size()) << "item " << at;
+    EXPECT_EQ(resumed->rejected[0].item, reference->rejected[0].item);
+    uint64_t written = 0;
+    for (const auto& s : resumed->splits) written += s.written;
+    EXPECT_EQ(written, 60u);
+    auto report = VerifyDb(db);
+    ASSERT_TRUE(report.ok());
+    EXPECT_TRUE(report->ok());
+    EXPECT_FALSE(std::filesystem::exists(db + ".partial"));
+  }
+}
+
+TEST_F(ImageFolder, ResumeRefusesChangedOptions) {
+  ImageFolderOptions io;
+  io.width = io.height = 16;
+  auto source = OpenImageFolderSource(dir_.Sub("raw"), io);
+  ASSERT_TRUE(source.ok());
+  std::atomic<bool> cancel{false};
+  Source interrupted;
+  interrupted.info = source->info;
+  interrupted.splits.push_back(std::make_unique<CancellingSplit>(*source->splits[0], 30, &cancel));
+  BuildOptions o;
+  o.db_path = dir_.Sub("db");
+  o.cancel = &cancel;
+  o.records_per_commit = 2;
+  o.max_reject_fraction = 0.1;
+  ASSERT_FALSE(BuildDb(interrupted, o).ok());
+  BuildOptions other;
+  other.db_path = dir_.Sub("db");
+  other.resume = true;
+  other.zstd_level = 7;
+  other.max_reject_fraction = 0.1;
+  auto refused = BuildDb(source.value(), other);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("without --resume"), std::string::npos) << refused.status().message();
 }
 
 }  // namespace
