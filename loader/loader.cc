@@ -81,8 +81,10 @@ struct Loader::Impl {
   std::condition_variable cv;
   std::vector<Slot> slots;
   uint64_t epoch = 0;
+  uint64_t start_position = 0;  // of this epoch's run
+  uint64_t samples_consumed = 0;
   std::vector<uint64_t> indices;
-  uint64_t consumed = 0;
+  uint64_t consumed = 0;  // batches
   bool stop = false;
   std::vector<std::thread> workers;
   LoaderStats stats;
@@ -160,6 +162,13 @@ Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Loader::~Loader() { impl_->StopWorkers(); }
 const Sampler& Loader::sampler() const { return impl_->sampler; }
 uint64_t Loader::batches_per_epoch() const { return impl_->num_batches; }
+LoaderState Loader::state() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  const Impl& s = *impl_;
+  const uint64_t world = static_cast<uint64_t>(s.options.sampler.world);
+  return {s.epoch, std::min(s.sampler.dataset_size(), s.start_position + s.samples_consumed * world)};
+}
+
 LoaderStats Loader::stats() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->stats;
@@ -200,7 +209,7 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const Loade
   }
   impl->sample_elements = static_cast<size_t>(input.FixedElements());
   const uint64_t per_rank = impl->sampler.samples_per_rank();
-  impl->num_batches = (per_rank + options.batch_size - 1) / options.batch_size;
+  impl->num_batches = (per_rank + options.batch_size - 1) / options.batch_size;  // until StartEpoch
   for (int w = 0; w < options.threads; ++w) {
     StatusOr<std::unique_ptr<SplitReader>> reader = SplitReader::Create(db, options.split);
     if (!reader.ok()) return reader.status();
@@ -210,11 +219,14 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const Loade
   return std::unique_ptr<Loader>(new Loader(std::move(impl)));
 }
 
-void Loader::StartEpoch(uint64_t epoch) {
+void Loader::StartEpoch(uint64_t epoch, uint64_t position) {
   Impl& s = *impl_;
   s.StopWorkers();
   s.epoch = epoch;
-  s.indices = s.sampler.EpochIndices(epoch);
+  s.start_position = position;
+  s.samples_consumed = 0;
+  s.indices = s.sampler.EpochIndices(epoch, position);
+  s.num_batches = (s.indices.size() + s.options.batch_size - 1) / s.options.batch_size;
   s.consumed = 0;
   s.stop = false;
   for (Slot& slot : s.slots) {
@@ -236,6 +248,7 @@ StatusOr<bool> Loader::Next(Batch* batch) {
   std::swap(*batch, slot.batch);  // the slot keeps the consumer's old buffers for reuse
   slot.ready = false;
   ++s.consumed;
+  s.samples_consumed += batch->size;
   ++s.stats.batches;
   lock.unlock();
   s.cv.notify_all();

@@ -43,6 +43,16 @@ struct Batch {
   std::vector<int64_t> target;
 };
 
+// Where a rank is in an epoch, to save with a checkpoint: the epoch and how
+// many positions of the epoch's global order all ranks together have consumed
+// (ranks consume in lockstep). Restoring it, with any world size, continues
+// the epoch over the samples not yet consumed, each exactly once (plus the
+// padding that makes ranks equal).
+struct LoaderState {
+  uint64_t epoch = 0;
+  uint64_t position = 0;
+};
+
 struct LoaderStats {
   uint64_t batches = 0;
   double wait_seconds = 0;  // time Next() spent waiting for a batch (the stall)
@@ -58,10 +68,14 @@ class Loader {
   Loader& operator=(const Loader&) = delete;
 
   const Sampler& sampler() const;
+  // Batches of the epoch started last (of a whole epoch before any).
   uint64_t batches_per_epoch() const;
 
-  // Starts prefetching `epoch` (abandoning what is left of the current one).
-  void StartEpoch(uint64_t epoch);
+  // Starts prefetching `epoch` from global position `position` (0: the whole
+  // epoch), abandoning what is left of the current one.
+  void StartEpoch(uint64_t epoch, uint64_t position = 0);
+  // The state after the batches Next() has returned so far.
+  LoaderState state() const;
   // Moves the next batch into *batch, recycling *batch's buffers. Returns false
   // once the epoch is exhausted, or the first read error (naming shard and key).
   StatusOr<bool> Next(Batch* batch);

@@ -50,16 +50,30 @@ StatusOr<Sampler> Sampler::Create(uint64_t dataset_size, const SamplerOptions& o
                                    std::to_string(options.world) + ")");
   }
   if (dataset_size == 0) return Status::InvalidArgument("the split is empty");
-  const uint64_t world = static_cast<uint64_t>(options.world);
-  const uint64_t per_rank = options.drop_last ? dataset_size / world : (dataset_size + world - 1) / world;
-  if (per_rank == 0) {
+  if (options.drop_last && dataset_size < static_cast<uint64_t>(options.world)) {
     return Status::InvalidArgument("--drop-last with " + std::to_string(dataset_size) + " samples leaves none for " +
-                                   std::to_string(world) + " ranks");
+                                   std::to_string(options.world) + " ranks");
   }
-  return Sampler(dataset_size, options, per_rank);
+  return Sampler(dataset_size, options);
 }
 
-std::vector<uint64_t> Sampler::EpochIndices(uint64_t epoch) const {
+uint64_t Sampler::samples_per_rank(uint64_t start) const {
+  const uint64_t m = start < n_ ? n_ - start : 0;
+  const uint64_t world = static_cast<uint64_t>(options_.world);
+  return options_.drop_last ? m / world : (m + world - 1) / world;
+}
+
+uint64_t Sampler::padded(uint64_t start) const {
+  const uint64_t m = start < n_ ? n_ - start : 0, total = samples_per_rank(start) * options_.world;
+  return total > m ? total - m : 0;
+}
+
+uint64_t Sampler::dropped(uint64_t start) const {
+  const uint64_t m = start < n_ ? n_ - start : 0, total = samples_per_rank(start) * options_.world;
+  return total < m ? m - total : 0;
+}
+
+std::vector<uint64_t> Sampler::EpochIndices(uint64_t epoch, uint64_t start) const {
   std::vector<uint64_t> order;
   if (options_.shuffle) {
     order = EpochPermutation(n_, options_.seed, epoch);
@@ -67,11 +81,13 @@ std::vector<uint64_t> Sampler::EpochIndices(uint64_t epoch) const {
     order.resize(n_);
     std::iota(order.begin(), order.end(), uint64_t{0});
   }
-  std::vector<uint64_t> mine(per_rank_);
+  const uint64_t per_rank = samples_per_rank(start);
+  const uint64_t m = n_ - std::min(start, n_);
+  std::vector<uint64_t> mine(per_rank);
   const uint64_t world = static_cast<uint64_t>(options_.world);
-  for (uint64_t k = 0; k < per_rank_; ++k) {
-    // Positions past n wrap to the start of the order: that is the padding.
-    mine[k] = order[(static_cast<uint64_t>(options_.rank) + k * world) % n_];
+  for (uint64_t k = 0; k < per_rank; ++k) {
+    // Positions past the end wrap to the epoch's (remaining) start: the padding.
+    mine[k] = order[start + (static_cast<uint64_t>(options_.rank) + k * world) % m];
   }
   return mine;
 }

@@ -25,24 +25,27 @@ class Sampler {
   static StatusOr<Sampler> Create(uint64_t dataset_size, const SamplerOptions& options);
 
   uint64_t dataset_size() const { return n_; }
-  // The same for every rank.
-  uint64_t samples_per_rank() const { return per_rank_; }
-  // Over all ranks per epoch: samples read twice (padding) or not at all (dropped).
-  uint64_t padded() const { return per_rank_ * options_.world > n_ ? per_rank_ * options_.world - n_ : 0; }
-  uint64_t dropped() const { return per_rank_ * options_.world < n_ ? n_ - per_rank_ * options_.world : 0; }
   const SamplerOptions& options() const { return options_; }
 
-  // This rank's samples for `epoch`, in reading order: positions rank,
-  // rank + world, rank + 2 * world, ... of the epoch's global order.
-  std::vector<uint64_t> EpochIndices(uint64_t epoch) const;
+  // An epoch may start at a position `start` of its global order (a run
+  // resumed mid-epoch, perhaps with another world size): the positions
+  // start .. n-1 are then dealt to the ranks. All counts below are for that.
+  // The same for every rank.
+  uint64_t samples_per_rank(uint64_t start = 0) const;
+  // Over all ranks: samples read twice (padding) or not at all (dropped).
+  uint64_t padded(uint64_t start = 0) const;
+  uint64_t dropped(uint64_t start = 0) const;
+
+  // This rank's samples for `epoch`, in reading order: positions start + rank,
+  // start + rank + world, ... of the epoch's global order, wrapping around
+  // within start .. n-1 to pad.
+  std::vector<uint64_t> EpochIndices(uint64_t epoch, uint64_t start = 0) const;
 
  private:
-  Sampler(uint64_t n, const SamplerOptions& options, uint64_t per_rank)
-      : n_(n), options_(options), per_rank_(per_rank) {}
+  Sampler(uint64_t n, const SamplerOptions& options) : n_(n), options_(options) {}
 
   uint64_t n_;
   SamplerOptions options_;
-  uint64_t per_rank_;
 };
 
 // The global order of epoch `epoch`: a permutation of [0, n) by Fisher-Yates

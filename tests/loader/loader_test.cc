@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <map>
+#include <random>
 
 #include "store/db.h"
 #include "tests/test_util.h"
@@ -138,6 +139,72 @@ TEST(Loader, CorruptRecordSurfacesAsAnErrorNamingShardAndKey) {
       << second.status().message();
   // Asking again repeats the error instead of hanging.
   EXPECT_FALSE(loader.value()->Next(&batch).ok());
+}
+
+}  // namespace
+}  // namespace granary
+
+namespace granary {
+namespace {
+
+// Batches consumed, state saved at a random point, and the epoch continued
+// by loaders of another world size: every sample exactly once (plus padding).
+TEST(Loader, RestoredStateContinuesTheEpochWithAnyWorldSize) {
+  TempDir dir;
+  const uint64_t n = 200;  // image values i % 200 identify the samples
+  WriteDb(dir.Sub("db"), n);
+  auto db = DbReader::Open(dir.Sub("db"));
+  ASSERT_TRUE(db.ok());
+  std::mt19937 rng(5);
+  auto make = [&](int rank, int world) {
+    LoaderOptions o;
+    o.batch_size = 7;
+    o.threads = 2;
+    o.scale = 1.0f;
+    o.sampler = {9, true, false, rank, world};
+    auto loader = Loader::Create(*db.value(), o);
+    EXPECT_TRUE(loader.ok());
+    return std::move(loader).value();
+  };
+  auto id = [](const Batch& b, size_t i) { return static_cast<int>(b.input[i * 4]); };
+  for (int trial = 0; trial < 10; ++trial) {
+    const int w1 = 1 + static_cast<int>(rng() % 4), w2 = 1 + static_cast<int>(rng() % 4);
+    std::map<int, int> seen;
+    uint64_t position = 0;
+    const uint64_t stop_after = rng() % 8;  // batches per rank before the "crash"
+    for (int r = 0; r < w1; ++r) {
+      auto loader = make(r, w1);
+      loader->StartEpoch(2);
+      Batch b;
+      for (uint64_t k = 0; k < stop_after; ++k) {
+        auto more = loader->Next(&b);
+        ASSERT_TRUE(more.ok());
+        if (!more.value()) break;
+        for (size_t i = 0; i < b.size; ++i) ++seen[id(b, i)];
+      }
+      position = loader->state().position;  // the same on every rank
+      EXPECT_EQ(loader->state().epoch, 2u);
+    }
+    uint64_t padded = 0;
+    for (int r = 0; r < w2; ++r) {
+      auto loader = make(r, w2);
+      loader->StartEpoch(2, position);
+      padded = loader->sampler().padded(position);
+      Batch b;
+      for (;;) {
+        auto more = loader->Next(&b);
+        ASSERT_TRUE(more.ok());
+        if (!more.value()) break;
+        for (size_t i = 0; i < b.size; ++i) ++seen[id(b, i)];
+      }
+    }
+    // Samples the first run read as padding past n are not "consumed" ones.
+    uint64_t extra = 0;
+    for (auto& [sample, count] : seen) extra += count - 1;
+    EXPECT_EQ(seen.size(), n) << "w1 " << w1 << " w2 " << w2 << " after " << stop_after;
+    const uint64_t first_run_padding = stop_after * 7 * w1 > n ? std::min<uint64_t>(stop_after * 7 * w1, (n + w1 - 1) / w1 * w1) - n : 0;
+    EXPECT_EQ(extra, padded + first_run_padding) << "w1 " << w1 << " w2 " << w2 << " after " << stop_after;
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <random>
 #include <set>
 
 namespace granary {
@@ -94,6 +95,45 @@ TEST(Sampler, RejectsBadWorldAndRank) {
   EXPECT_EQ(Sampler::Create(10, {0, true, false, -1, 2}).status().code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(Sampler::Create(0, {0, true, false, 0, 1}).status().code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(Sampler::Create(3, {0, true, true, 0, 4}).status().code(), Status::Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace granary
+
+namespace granary {
+namespace {
+
+// Stop an epoch after c samples per rank with world W, continue it from the
+// global position c * W with world W2: together every sample is read exactly
+// once, apart from the padding the continuation reports.
+TEST(Sampler, ResumingMidEpochWithAnotherWorldSizeReadsEachSampleOnce) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 200; ++trial) {
+    const uint64_t n = 1 + rng() % 500;
+    const int w1 = 1 + static_cast<int>(rng() % 6), w2 = 1 + static_cast<int>(rng() % 6);
+    auto first = Sampler::Create(n, {3, true, false, 0, w1});
+    ASSERT_TRUE(first.ok());
+    const uint64_t per_rank = first->samples_per_rank();
+    const uint64_t c = rng() % (per_rank + 1);  // samples each rank consumed
+    const uint64_t position = std::min(n, c * static_cast<uint64_t>(w1));
+    std::map<uint64_t, int> seen;
+    for (int r = 0; r < w1; ++r) {
+      auto s = Sampler::Create(n, {3, true, false, r, w1});
+      std::vector<uint64_t> mine = s->EpochIndices(5);
+      for (uint64_t k = 0; k < c && r + k * w1 < n; ++k) ++seen[mine[k]];  // positions past n were padding
+    }
+    uint64_t padded = 0;
+    for (int r = 0; r < w2; ++r) {
+      auto s = Sampler::Create(n, {3, true, false, r, w2});
+      ASSERT_TRUE(s.ok());
+      padded = s->padded(position);
+      for (uint64_t i : s->EpochIndices(5, position)) ++seen[i];
+    }
+    uint64_t extra = 0;
+    for (auto& [index, count] : seen) extra += count - 1;
+    ASSERT_EQ(seen.size(), n) << "n " << n << " w1 " << w1 << " w2 " << w2 << " c " << c;
+    ASSERT_EQ(extra, padded) << "n " << n << " w1 " << w1 << " w2 " << w2 << " c " << c;
+  }
 }
 
 }  // namespace
