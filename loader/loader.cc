@@ -71,6 +71,8 @@ struct Loader::Impl {
   Shape field_shape;   // as stored
   Shape sample_shape;  // as batched: CHW for image fields stored HWC
   bool hwc = false;
+  bool fused_normalise = true;
+  std::vector<std::vector<float>> scratch;  // per worker, for augmentation
   size_t sample_elements = 0;
   uint64_t num_batches = 0;
   std::vector<std::unique_ptr<SplitReader>> readers;  // one per worker
@@ -120,13 +122,30 @@ struct Loader::Impl {
                                        ": field '" + options.input_field + "' has shape " + ShapeToString(in.shape) +
                                        ", the batch needs " + ShapeToString(field_shape));
       }
-      float* dst = batch->input.data() + i * sample_elements;
-      if (hwc) {
-        HwcToChw(in.data, field_shape, options.scale, options.mean, inv_std, dst);
-      } else {
-        ToFloat(input_dtype, in.data, sample_elements, options.scale, options.mean, inv_std, dst);
-      }
       batch->target[i] = ToInt64(target_dtype, fields[target_index].data);
+      float* dst = batch->input.data() + i * sample_elements;
+      // Normalisation is fused into the conversion unless augmentation or
+      // per-channel statistics need it as a separate, later pass.
+      const float mean = fused_normalise ? options.mean : 0.0f, istd = fused_normalise ? inv_std : 1.0f;
+      if (hwc) {
+        HwcToChw(in.data, field_shape, options.scale, mean, istd, dst);
+      } else {
+        ToFloat(input_dtype, in.data, sample_elements, options.scale, mean, istd, dst);
+      }
+      if (fused_normalise) continue;
+      const int c = static_cast<int>(sample_shape[0]), h = static_cast<int>(sample_shape[1]);
+      const int w = static_cast<int>(sample_shape[2]);
+      if (options.augment.any()) {
+        Augment(options.augment, AugmentKey(options.sampler.seed, epoch, indices[first + i]), c, h, w, dst,
+                &scratch[worker]);
+      }
+      const size_t plane = static_cast<size_t>(h) * w;
+      for (int ch = 0; ch < c; ++ch) {
+        const float m = options.channel_mean.empty() ? options.mean : options.channel_mean[ch];
+        const float is = 1.0f / (options.channel_std.empty() ? options.stddev : options.channel_std[ch]);
+        float* p = dst + ch * plane;
+        for (size_t k = 0; k < plane; ++k) p[k] = (p[k] - m) * is;
+      }
     }
     return Status::OK();
   }
@@ -208,6 +227,26 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const Loade
     impl->sample_shape = {input.shape[2], input.shape[0], input.shape[1]};
   }
   impl->sample_elements = static_cast<size_t>(input.FixedElements());
+  const bool per_channel = !options.channel_mean.empty() || !options.channel_std.empty();
+  if (options.augment.any() || per_channel) {
+    if (impl->sample_shape.size() != 3) {
+      return Status::InvalidArgument("augmentation and per-channel normalisation need a C x H x W input, field '" +
+                                     input.name + "' has shape " + ShapeToString(input.shape));
+    }
+    const size_t c = static_cast<size_t>(impl->sample_shape[0]);
+    if ((!options.channel_mean.empty() && options.channel_mean.size() != c) ||
+        (!options.channel_std.empty() && options.channel_std.size() != c)) {
+      return Status::InvalidArgument("per-channel mean/std need " + std::to_string(c) + " values");
+    }
+    for (float v : options.channel_std) {
+      if (!(v > 0)) return Status::InvalidArgument("per-channel std must be > 0");
+    }
+    if (options.augment.crop_padding < 0 || !(options.augment.min_scale > 0 && options.augment.min_scale <= 1)) {
+      return Status::InvalidArgument("crop padding must be >= 0 and the random-resized-crop scale in (0, 1]");
+    }
+    impl->fused_normalise = false;
+  }
+  impl->scratch.resize(options.threads);
   const uint64_t per_rank = impl->sampler.samples_per_rank();
   impl->num_batches = (per_rank + options.batch_size - 1) / options.batch_size;  // until StartEpoch
   for (int w = 0; w < options.threads; ++w) {

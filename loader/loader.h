@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "loader/augment.h"
 #include "loader/sampler.h"
 #include "store/db.h"
 #include "store/status.h"
@@ -26,10 +27,16 @@ struct LoaderOptions {
   int prefetch = 4;  // batches ready or in flight ahead of the consumer
   std::string input_field = "image";  // any numeric dtype, converted to float32
   std::string target_field = "label";  // an integer scalar, converted to int64
-  // input = (value * scale - mean) / stddev, elementwise.
+  // input = (value * scale - mean) / stddev, elementwise; per channel (of a
+  // C x H x W input) when channel_mean / channel_std are given.
   float scale = 1.0f / 255.0f;
   float mean = 0.0f;
   float stddev = 1.0f;
+  std::vector<float> channel_mean;
+  std::vector<float> channel_std;
+  // Random crops and flips of image inputs, before normalisation; a pure
+  // function of (sampler seed, epoch, sample index). Off for evaluation.
+  AugmentOptions augment;
 };
 
 // A batch: `input` holds size x (input field's shape) float32 values, row-major;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <random>
@@ -205,6 +206,47 @@ TEST(Loader, RestoredStateContinuesTheEpochWithAnyWorldSize) {
     const uint64_t first_run_padding = stop_after * 7 * w1 > n ? std::min<uint64_t>(stop_after * 7 * w1, (n + w1 - 1) / w1 * w1) - n : 0;
     EXPECT_EQ(extra, padded + first_run_padding) << "w1 " << w1 << " w2 " << w2 << " after " << stop_after;
   }
+}
+
+}  // namespace
+}  // namespace granary
+
+namespace granary {
+namespace {
+
+// Augmented batches are the same for any thread count, and per-channel
+// normalisation applies after augmentation.
+TEST(Loader, AugmentedBatchesAreDeterministic) {
+  TempDir dir;
+  WriteDb(dir.Sub("db"), 64);
+  auto db = DbReader::Open(dir.Sub("db"));
+  ASSERT_TRUE(db.ok());
+  auto batches = [&](int threads) {
+    LoaderOptions o;
+    o.batch_size = 8;
+    o.threads = threads;
+    o.scale = 1.0f;
+    o.channel_mean = {1.0f};
+    o.channel_std = {2.0f};
+    o.augment.flip = true;
+    o.augment.crop_padding = 1;
+    auto loader = Loader::Create(*db.value(), o);
+    EXPECT_TRUE(loader.ok()) << loader.status().ToString();
+    loader.value()->StartEpoch(3);
+    std::vector<float> all;
+    Batch b;
+    while (loader.value()->Next(&b).value()) all.insert(all.end(), b.input.begin(), b.input.end());
+    return all;
+  };
+  const auto one = batches(1);
+  EXPECT_EQ(one, batches(3));
+  // Values are (pixel or padding zero - 1) / 2.
+  for (float v : one) ASSERT_TRUE(v == -0.5f || std::fmod(v * 2 + 1, 1.0f) == 0.0f) << v;
+  EXPECT_NE(std::count(one.begin(), one.end(), -0.5f), 0);  // some padding showed
+
+  LoaderOptions bad;
+  bad.channel_mean = {0.1f, 0.2f};  // the images have one channel
+  EXPECT_EQ(Loader::Create(*db.value(), bad).status().code(), Status::Code::kInvalidArgument);
 }
 
 }  // namespace

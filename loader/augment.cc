@@ -1,0 +1,102 @@
+#include "loader/augment.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace granary {
+namespace {
+
+uint64_t Mix(uint64_t z) {  // SplitMix64's finaliser
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+class Rng {
+ public:
+  explicit Rng(uint64_t key) : state_(key) {}
+  uint64_t Next() { return Mix(state_ += 0x9E3779B97F4A7C15ULL); }
+  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }  // [0, 1)
+  int Below(int bound) { return static_cast<int>(Uniform() * bound); }
+
+ private:
+  uint64_t state_;
+};
+
+// Bilinear sample of plane `p` (h x w) at (y, x), edges clamped.
+float Bilinear(const float* p, int h, int w, double y, double x) {
+  y = std::clamp(y, 0.0, h - 1.0);
+  x = std::clamp(x, 0.0, w - 1.0);
+  const int y0 = static_cast<int>(y), x0 = static_cast<int>(x);
+  const int y1 = std::min(y0 + 1, h - 1), x1 = std::min(x0 + 1, w - 1);
+  const float fy = static_cast<float>(y - y0), fx = static_cast<float>(x - x0);
+  const float top = p[y0 * w + x0] * (1 - fx) + p[y0 * w + x1] * fx;
+  const float bottom = p[y1 * w + x0] * (1 - fx) + p[y1 * w + x1] * fx;
+  return top * (1 - fy) + bottom * fy;
+}
+
+}  // namespace
+
+uint64_t AugmentKey(uint64_t seed, uint64_t epoch, uint64_t index) {
+  return Mix(Mix(seed ^ 0x6A09E667F3BCC909ULL) ^ Mix(epoch + 0x3C6EF372FE94F82BULL) ^ index);
+}
+
+void Augment(const AugmentOptions& o, uint64_t key, int channels, int height, int width, float* image,
+             std::vector<float>* scratch) {
+  Rng rng(key);
+  const size_t plane = static_cast<size_t>(height) * width;
+  scratch->resize(plane * channels);
+  float* tmp = scratch->data();
+  if (o.random_resized_crop) {
+    // torchvision's RandomResizedCrop: 10 tries at an area and log-uniform
+    // aspect ratio that fit, else the whole image.
+    double ch = height, cw = width, cy = 0, cx = 0;
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      const double area = plane * (o.min_scale + (1.0 - o.min_scale) * rng.Uniform());
+      const double ratio = std::exp(std::log(3.0 / 4) + (std::log(4.0 / 3) - std::log(3.0 / 4)) * rng.Uniform());
+      const double w = std::round(std::sqrt(area * ratio)), h = std::round(std::sqrt(area / ratio));
+      if (w >= 1 && h >= 1 && w <= width && h <= height) {
+        cw = w, ch = h;
+        cy = rng.Below(static_cast<int>(height - h) + 1);
+        cx = rng.Below(static_cast<int>(width - w) + 1);
+        break;
+      }
+    }
+    for (int c = 0; c < channels; ++c) {
+      const float* src = image + c * plane;
+      float* dst = tmp + c * plane;
+      for (int y = 0; y < height; ++y) {
+        for (int x = 0; x < width; ++x) {
+          // Pixel centres map onto the crop (align_corners=False).
+          const double sy = cy + (y + 0.5) * ch / height - 0.5, sx = cx + (x + 0.5) * cw / width - 0.5;
+          dst[y * width + x] = Bilinear(src, height, width, sy, sx);
+        }
+      }
+    }
+    std::memcpy(image, tmp, plane * channels * sizeof(float));
+  }
+  if (o.crop_padding > 0) {
+    const int p = o.crop_padding;
+    const int dy = rng.Below(2 * p + 1) - p, dx = rng.Below(2 * p + 1) - p;  // shift of the window
+    for (int c = 0; c < channels; ++c) {
+      const float* src = image + c * plane;
+      float* dst = tmp + c * plane;
+      for (int y = 0; y < height; ++y) {
+        const int sy = y + dy;
+        for (int x = 0; x < width; ++x) {
+          const int sx = x + dx;
+          dst[y * width + x] = (sy >= 0 && sy < height && sx >= 0 && sx < width) ? src[sy * width + sx] : 0.0f;
+        }
+      }
+    }
+    std::memcpy(image, tmp, plane * channels * sizeof(float));
+  }
+  if (o.flip && (rng.Next() & 1)) {
+    for (int c = 0; c < channels; ++c) {
+      for (int y = 0; y < height; ++y) std::reverse(image + c * plane + y * width, image + c * plane + (y + 1) * width);
+    }
+  }
+}
+
+}  // namespace granary

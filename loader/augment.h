@@ -1,0 +1,33 @@
+// Training-time augmentation of CHW float images, random but a pure function
+// of (seed, epoch, sample index): the same run gives the same batches whatever
+// the thread count or timing. Thread-safe (no shared state).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace granary {
+
+struct AugmentOptions {
+  // Random crop of the original size after zero-padding each side by this
+  // many pixels (CIFAR style); 0: off.
+  int crop_padding = 0;
+  // Random-resized crop: an area fraction in [min_scale, 1] and aspect ratio
+  // in [3/4, 4/3], resized (bilinear) back to the image size.
+  bool random_resized_crop = false;
+  float min_scale = 0.08f;
+  // Horizontal flip with probability 1/2.
+  bool flip = false;
+
+  bool any() const { return crop_padding > 0 || random_resized_crop || flip; }
+};
+
+// The random stream of one sample in one epoch.
+uint64_t AugmentKey(uint64_t seed, uint64_t epoch, uint64_t index);
+
+// Applies `options` to the C x H x W image at `image` in place. `scratch` is
+// reused between calls.
+void Augment(const AugmentOptions& options, uint64_t key, int channels, int height, int width, float* image,
+             std::vector<float>* scratch);
+
+}  // namespace granary
