@@ -42,57 +42,71 @@ uint64_t AugmentKey(uint64_t seed, uint64_t epoch, uint64_t index) {
   return Mix(Mix(seed ^ 0x6A09E667F3BCC909ULL) ^ Mix(epoch + 0x3C6EF372FE94F82BULL) ^ index);
 }
 
-void Augment(const AugmentOptions& o, uint64_t key, int channels, int height, int width, float* image,
-             std::vector<float>* scratch) {
+AugmentPlan PlanAugment(const AugmentOptions& o, uint64_t key, int height, int width) {
   Rng rng(key);
-  const size_t plane = static_cast<size_t>(height) * width;
-  scratch->resize(plane * channels);
-  float* tmp = scratch->data();
+  AugmentPlan plan;
   if (o.random_resized_crop) {
     // torchvision's RandomResizedCrop: 10 tries at an area and log-uniform
     // aspect ratio that fit, else the whole image.
-    double ch = height, cw = width, cy = 0, cx = 0;
+    plan.resized_crop = true;
+    plan.box_h = height, plan.box_w = width;
+    const double pixels = static_cast<double>(height) * width;
     for (int attempt = 0; attempt < 10; ++attempt) {
-      const double area = plane * (o.min_scale + (1.0 - o.min_scale) * rng.Uniform());
+      const double area = pixels * (o.min_scale + (1.0 - o.min_scale) * rng.Uniform());
       const double ratio = std::exp(std::log(3.0 / 4) + (std::log(4.0 / 3) - std::log(3.0 / 4)) * rng.Uniform());
       const double w = std::round(std::sqrt(area * ratio)), h = std::round(std::sqrt(area / ratio));
       if (w >= 1 && h >= 1 && w <= width && h <= height) {
-        cw = w, ch = h;
-        cy = rng.Below(static_cast<int>(height - h) + 1);
-        cx = rng.Below(static_cast<int>(width - w) + 1);
+        plan.box_w = w, plan.box_h = h;
+        plan.box_y = rng.Below(static_cast<int>(height - h) + 1);
+        plan.box_x = rng.Below(static_cast<int>(width - w) + 1);
         break;
       }
     }
+  }
+  if (o.crop_padding > 0) {
+    const int p = o.crop_padding;
+    plan.shift_y = rng.Below(2 * p + 1) - p;
+    plan.shift_x = rng.Below(2 * p + 1) - p;
+  }
+  plan.flip = o.flip && (rng.Next() & 1);
+  return plan;
+}
+
+void ApplyAugment(const AugmentPlan& plan, int channels, int height, int width, float* image,
+                  std::vector<float>* scratch) {
+  const size_t plane = static_cast<size_t>(height) * width;
+  scratch->resize(plane * channels);
+  float* tmp = scratch->data();
+  if (plan.resized_crop) {
     for (int c = 0; c < channels; ++c) {
       const float* src = image + c * plane;
       float* dst = tmp + c * plane;
       for (int y = 0; y < height; ++y) {
         for (int x = 0; x < width; ++x) {
-          // Pixel centres map onto the crop (align_corners=False).
-          const double sy = cy + (y + 0.5) * ch / height - 0.5, sx = cx + (x + 0.5) * cw / width - 0.5;
+          // Pixel centres map onto the box (align_corners=False).
+          const double sy = plan.box_y + (y + 0.5) * plan.box_h / height - 0.5;
+          const double sx = plan.box_x + (x + 0.5) * plan.box_w / width - 0.5;
           dst[y * width + x] = Bilinear(src, height, width, sy, sx);
         }
       }
     }
     std::memcpy(image, tmp, plane * channels * sizeof(float));
   }
-  if (o.crop_padding > 0) {
-    const int p = o.crop_padding;
-    const int dy = rng.Below(2 * p + 1) - p, dx = rng.Below(2 * p + 1) - p;  // shift of the window
+  if (plan.shift_y != 0 || plan.shift_x != 0) {
     for (int c = 0; c < channels; ++c) {
       const float* src = image + c * plane;
       float* dst = tmp + c * plane;
       for (int y = 0; y < height; ++y) {
-        const int sy = y + dy;
+        const int sy = y + plan.shift_y;
         for (int x = 0; x < width; ++x) {
-          const int sx = x + dx;
+          const int sx = x + plan.shift_x;
           dst[y * width + x] = (sy >= 0 && sy < height && sx >= 0 && sx < width) ? src[sy * width + sx] : 0.0f;
         }
       }
     }
     std::memcpy(image, tmp, plane * channels * sizeof(float));
   }
-  if (o.flip && (rng.Next() & 1)) {
+  if (plan.flip) {
     for (int c = 0; c < channels; ++c) {
       for (int y = 0; y < height; ++y) std::reverse(image + c * plane + y * width, image + c * plane + (y + 1) * width);
     }

@@ -25,9 +25,19 @@ struct AugmentOptions {
 // The random stream of one sample in one epoch.
 uint64_t AugmentKey(uint64_t seed, uint64_t epoch, uint64_t index);
 
-// Applies `options` to the C x H x W image at `image` in place. `scratch` is
+// The random choices for one image, drawn in a fixed order from its key:
+// first a random-resized-crop box, then a padded-crop shift, then a flip.
+struct AugmentPlan {
+  bool resized_crop = false;
+  double box_y = 0, box_x = 0, box_h = 0, box_w = 0;  // source region, in pixels
+  int shift_y = 0, shift_x = 0;  // output (y, x) reads input (y + shift_y, x + shift_x), zero outside
+  bool flip = false;             // mirror the result horizontally
+};
+AugmentPlan PlanAugment(const AugmentOptions& options, uint64_t key, int height, int width);
+
+// Applies `plan` to the C x H x W image at `image` in place. `scratch` is
 // reused between calls.
-void Augment(const AugmentOptions& options, uint64_t key, int channels, int height, int width, float* image,
-             std::vector<float>* scratch);
+void ApplyAugment(const AugmentPlan& plan, int channels, int height, int width, float* image,
+                  std::vector<float>* scratch);
 
 }  // namespace granary

@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <algorithm>
 #include <thread>
 
 namespace granary {
@@ -40,6 +41,30 @@ void HwcToChw(const uint8_t* src, const Shape& hwc, float scale, float mean, flo
   }
 }
 
+// uint8 H x W x C -> float C x H x W with a plan's shift (zero outside) and
+// flip applied, normalised per channel: ApplyAugment fused into the conversion.
+void HwcToChwShifted(const uint8_t* src, const Shape& hwc, const AugmentPlan& plan, float scale,
+                     const std::vector<float>& means, const std::vector<float>& inv_stds, float* dst) {
+  const int h = static_cast<int>(hwc[0]), w = static_cast<int>(hwc[1]), channels = static_cast<int>(hwc[2]);
+  for (int c = 0; c < channels; ++c) {
+    const float m = means[c], is = inv_stds[c], zero = -m * is;
+    float* out = dst + static_cast<size_t>(c) * h * w;
+    for (int y = 0; y < h; ++y) {
+      const int sy = y + plan.shift_y;
+      float* row = out + static_cast<size_t>(y) * w;
+      if (sy < 0 || sy >= h) {
+        std::fill(row, row + w, zero);
+        continue;
+      }
+      const uint8_t* in = src + static_cast<size_t>(sy) * w * channels + c;
+      for (int x = 0; x < w; ++x) {
+        const int sx = (plan.flip ? w - 1 - x : x) + plan.shift_x;
+        row[x] = (sx >= 0 && sx < w) ? (static_cast<float>(in[sx * channels]) * scale - m) * is : zero;
+      }
+    }
+  }
+}
+
 int64_t ToInt64(DType dtype, const uint8_t* src) {
   switch (dtype) {
     case DType::kUInt8: return src[0];
@@ -72,6 +97,7 @@ struct Loader::Impl {
   Shape sample_shape;  // as batched: CHW for image fields stored HWC
   bool hwc = false;
   bool fused_normalise = true;
+  std::vector<float> means, inv_stds;  // per channel, when not fused
   std::vector<std::vector<float>> scratch;  // per worker, for augmentation
   size_t sample_elements = 0;
   uint64_t num_batches = 0;
@@ -133,18 +159,19 @@ struct Loader::Impl {
         ToFloat(input_dtype, in.data, sample_elements, options.scale, mean, istd, dst);
       }
       if (fused_normalise) continue;
-      const int c = static_cast<int>(sample_shape[0]), h = static_cast<int>(sample_shape[1]);
-      const int w = static_cast<int>(sample_shape[2]);
-      if (options.augment.any()) {
-        Augment(options.augment, AugmentKey(options.sampler.seed, epoch, indices[first + i]), c, h, w, dst,
-                &scratch[worker]);
+      const int h = static_cast<int>(sample_shape[1]), w = static_cast<int>(sample_shape[2]);
+      const AugmentPlan plan = options.augment.any()
+                                   ? PlanAugment(options.augment, AugmentKey(options.sampler.seed, epoch, indices[first + i]), h, w)
+                                   : AugmentPlan();
+      if (hwc && !plan.resized_crop) {
+        HwcToChwShifted(in.data, field_shape, plan, options.scale, means, inv_stds, dst);  // one pass
+        continue;
       }
+      ApplyAugment(plan, static_cast<int>(sample_shape[0]), h, w, dst, &scratch[worker]);
       const size_t plane = static_cast<size_t>(h) * w;
-      for (int ch = 0; ch < c; ++ch) {
-        const float m = options.channel_mean.empty() ? options.mean : options.channel_mean[ch];
-        const float is = 1.0f / (options.channel_std.empty() ? options.stddev : options.channel_std[ch]);
+      for (size_t ch = 0; ch < means.size(); ++ch) {
         float* p = dst + ch * plane;
-        for (size_t k = 0; k < plane; ++k) p[k] = (p[k] - m) * is;
+        for (size_t k = 0; k < plane; ++k) p[k] = (p[k] - means[ch]) * inv_stds[ch];
       }
     }
     return Status::OK();
@@ -245,6 +272,10 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const Loade
       return Status::InvalidArgument("crop padding must be >= 0 and the random-resized-crop scale in (0, 1]");
     }
     impl->fused_normalise = false;
+    for (size_t ch = 0; ch < c; ++ch) {
+      impl->means.push_back(options.channel_mean.empty() ? options.mean : options.channel_mean[ch]);
+      impl->inv_stds.push_back(1.0f / (options.channel_std.empty() ? options.stddev : options.channel_std[ch]));
+    }
   }
   impl->scratch.resize(options.threads);
   const uint64_t per_rank = impl->sampler.samples_per_rank();

@@ -5,12 +5,14 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
 
+#include "loader/loader.h"
 #include "preprocess/build.h"
 #include "preprocess/inspect.h"
 #include "preprocess/source.h"
@@ -234,6 +236,78 @@ int RunCat(const std::string& path, const granary::CatOptions& options, bool jso
   return 0;
 }
 
+struct BenchArgs {
+  std::string db;
+  granary::LoaderOptions loader;
+  std::string augment;  // comma list of flip, crop, rrc
+  int epochs = 1;
+  double step_ms = 0;      // simulated model step per batch
+  bool normalize = false;  // ImageNet per-channel mean and std
+  bool json = false;
+};
+
+// Busy-waits, as a training step keeps a core busy.
+void Spin(double ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(ms);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+// Runs the loader alone over a split, as a training rank would, and reports
+// its rate: what the data path can feed, with no model in the way.
+int RunBench(BenchArgs& a) {
+  auto db = granary::DbReader::Open(a.db);
+  if (!db.ok()) return Fail(db.status());
+  for (const std::string& aug : SplitCommas(a.augment)) {
+    if (aug == "flip") {
+      a.loader.augment.flip = true;
+    } else if (aug == "crop") {
+      a.loader.augment.crop_padding = 4;
+    } else if (aug == "rrc") {
+      a.loader.augment.random_resized_crop = true;
+    } else {
+      return Fail(granary::Status::InvalidArgument("--augment " + aug + ": expected flip, crop or rrc"));
+    }
+  }
+  if (a.normalize) {
+    a.loader.channel_mean = {0.485f, 0.456f, 0.406f};
+    a.loader.channel_std = {0.229f, 0.224f, 0.225f};
+  }
+  auto loader = granary::Loader::Create(*db.value(), a.loader);
+  if (!loader.ok()) return Fail(loader.status());
+  uint64_t samples = 0, bytes = 0;
+  const auto start = std::chrono::steady_clock::now();
+  granary::Batch batch;
+  for (int epoch = 0; epoch < a.epochs; ++epoch) {
+    loader.value()->StartEpoch(static_cast<uint64_t>(epoch));
+    for (;;) {
+      auto more = loader.value()->Next(&batch);
+      if (!more.ok()) return Fail(more.status());
+      if (!more.value()) break;
+      samples += batch.size;
+      bytes += batch.input.size() * sizeof(float) + batch.target.size() * sizeof(int64_t);
+      if (a.step_ms > 0) Spin(a.step_ms);
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double rate = samples / seconds, mb_per_s = bytes / seconds / 1e6;
+  const double stall = loader.value()->stats().wait_seconds / seconds;
+  if (a.json) {
+    nlohmann::json j = {{"db", a.db},           {"split", a.loader.split}, {"threads", a.loader.threads},
+                        {"batch", a.loader.batch_size}, {"augment", a.augment}, {"samples", samples},
+                        {"seconds", seconds},   {"samples_per_s", rate},   {"batch_mb_per_s", mb_per_s},
+                        {"step_ms", a.step_ms}, {"stall_fraction", stall}};
+    std::cout << j.dump() << std::endl;
+  } else {
+    std::printf("bench: %s/%s: %llu samples in %.2fs: %.0f samples/s, %.1f MB/s of batches, stall %.2f%% "
+                "(%d thread(s), batch %zu%s%s)\n",
+                a.db.c_str(), a.loader.split.c_str(), static_cast<unsigned long long>(samples), seconds, rate, mb_per_s,
+                100 * stall, a.loader.threads, a.loader.batch_size, a.augment.empty() ? "" : ", augment ",
+                a.augment.c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -299,6 +373,19 @@ int main(int argc, char** argv) {
   cat->add_option("--max-values", cat_options.max_values, "values shown per field (0: all)")->capture_default_str();
   cat->add_option("--png", cat_options.png_path, "write the record's image field to this PNG file");
   cat->add_flag("--json", json, "print the record as JSON (all values)");
+  BenchArgs bench_args;
+  CLI::App* bench = app.add_subcommand("bench", "run the loader alone over a split and report samples/s and MB/s");
+  bench->add_option("db", bench_args.db, "db directory")->required();
+  bench->add_option("--split", bench_args.loader.split, "split")->capture_default_str();
+  bench->add_option("--threads", bench_args.loader.threads, "loader threads")->capture_default_str();
+  bench->add_option("--batch", bench_args.loader.batch_size, "batch size")->capture_default_str();
+  bench->add_option("--prefetch", bench_args.loader.prefetch, "batches ahead")->capture_default_str();
+  bench->add_option("--epochs", bench_args.epochs, "epochs")->capture_default_str();
+  bench->add_option("--augment", bench_args.augment, "comma list of flip, crop (pad 4), rrc");
+  bench->add_option("--step-ms", bench_args.step_ms, "busy-wait this long per batch, like a model step")
+      ->capture_default_str();
+  bench->add_flag("--normalize", bench_args.normalize, "normalise with ImageNet's per-channel mean and std");
+  bench->add_flag("--json", bench_args.json, "print the figures as JSON");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -311,5 +398,6 @@ int main(int argc, char** argv) {
   if (info->parsed()) return RunInfo(db_path, json);
   if (verify->parsed()) return RunVerify(db_path, json);
   if (cat->parsed()) return RunCat(db_path, cat_options, json);
+  if (bench->parsed()) return RunBench(bench_args);
   return 2;
 }

@@ -24,7 +24,7 @@ TEST(Augment, APureFunctionOfItsKey) {
   std::vector<float> scratch;
   auto run = [&](uint64_t key) {
     auto img = original;
-    Augment(o, key, 3, 12, 10, img.data(), &scratch);
+    ApplyAugment(PlanAugment(o, key, 12, 10), 3, 12, 10, img.data(), &scratch);
     return img;
   };
   EXPECT_EQ(run(AugmentKey(1, 2, 3)), run(AugmentKey(1, 2, 3)));
@@ -41,7 +41,7 @@ TEST(Augment, FlipMirrorsAboutHalfTheTime) {
   int flipped = 0;
   for (uint64_t i = 0; i < 1000; ++i) {
     auto img = original;
-    Augment(o, AugmentKey(0, 0, i), 2, 4, 5, img.data(), &scratch);
+    ApplyAugment(PlanAugment(o, AugmentKey(0, 0, i), 4, 5), 2, 4, 5, img.data(), &scratch);
     if (img == original) continue;
     ++flipped;
     for (int c = 0; c < 2; ++c) {
@@ -62,7 +62,7 @@ TEST(Augment, PaddedCropShiftsTheImageAndFillsZeros) {
   bool saw_shift = false;
   for (uint64_t i = 0; i < 50; ++i) {
     auto img = original;
-    Augment(o, AugmentKey(4, 0, i), 1, 8, 8, img.data(), &scratch);
+    ApplyAugment(PlanAugment(o, AugmentKey(4, 0, i), 8, 8), 1, 8, 8, img.data(), &scratch);
     const auto ones = std::count(img.begin(), img.end(), 1.0f);
     const auto zeros = std::count(img.begin(), img.end(), 0.0f);
     ASSERT_EQ(ones + zeros, 64);
@@ -80,7 +80,7 @@ TEST(Augment, RandomResizedCropStaysWithinTheImageValues) {
   std::vector<float> scratch;
   for (uint64_t i = 0; i < 100; ++i) {
     auto img = original;
-    Augment(o, AugmentKey(0, 1, i), 3, 16, 16, img.data(), &scratch);
+    ApplyAugment(PlanAugment(o, AugmentKey(0, 1, i), 16, 16), 3, 16, 16, img.data(), &scratch);
     for (float v : img) {
       ASSERT_GE(v, *lo - 1e-6f);
       ASSERT_LE(v, *hi + 1e-6f);
