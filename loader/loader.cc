@@ -76,6 +76,8 @@ int64_t ToInt64(DType dtype, const uint8_t* src) {
   }
 }
 
+constexpr int kBatchesPerRelease = 1;
+
 struct Slot {
   bool ready = false;
   Status status;
@@ -102,6 +104,7 @@ struct Loader::Impl {
   size_t sample_elements = 0;
   uint64_t num_batches = 0;
   std::vector<std::unique_ptr<SplitReader>> readers;  // one per worker
+  std::vector<int> batches_since_release;             // one per worker
 
   // Invariant: a worker fills batch b only once b < consumed + prefetch, so
   // slot b % prefetch held batch b - prefetch, which the consumer has taken.
@@ -139,6 +142,12 @@ struct Loader::Impl {
     batch->input.resize(size * sample_elements);
     batch->target.resize(size);
     const float inv_std = 1.0f / options.stddev;
+    // The order is known ahead: ask the kernel for the next batch this worker
+    // will fill while decoding this one (a no-op when the db is cached).
+    const uint64_t ahead = first + options.batch_size * static_cast<uint64_t>(options.threads);
+    for (uint64_t i = ahead; i < std::min<uint64_t>(ahead + options.batch_size, indices.size()); ++i) {
+      readers[worker]->WillNeed(indices[i]);
+    }
     const FieldView* fields = nullptr;
     for (size_t i = 0; i < size; ++i) {
       GRANARY_RETURN_IF_ERROR(readers[worker]->Read(indices[first + i], &fields));
@@ -189,6 +198,12 @@ struct Loader::Impl {
         std::swap(batch, slots[b % prefetch].batch);  // take the slot's buffers
       }
       Status status = Fill(worker, b, &batch);
+      // Keeps RSS flat whatever the db size (releasing every 8 batches instead
+      // was 15% faster on 64x64 photos but let the peak RSS reach 188 MiB).
+      if (++batches_since_release[worker] >= kBatchesPerRelease) {
+        readers[worker]->ReleasePages();
+        batches_since_release[worker] = 0;
+      }
       {
         std::lock_guard<std::mutex> lock(mu);
         Slot& slot = slots[b % prefetch];
@@ -278,6 +293,7 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const Loade
     }
   }
   impl->scratch.resize(options.threads);
+  impl->batches_since_release.assign(options.threads, 0);
   const uint64_t per_rank = impl->sampler.samples_per_rank();
   impl->num_batches = (per_rank + options.batch_size - 1) / options.batch_size;  // until StartEpoch
   for (int w = 0; w < options.threads; ++w) {

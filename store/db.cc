@@ -1,6 +1,7 @@
 #include "store/db.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -494,6 +495,11 @@ struct SplitReader::Impl {
   DecodedRecord cached;
   uint64_t cached_first = 0;
   bool cache_valid = false;
+  // For ReleasePages: the span of map addresses read since the last release,
+  // and per shard the span ever read (a lower bound on its mapping).
+  uintptr_t touched_lo = UINTPTR_MAX;
+  uintptr_t touched_hi = 0;
+  std::vector<std::pair<uintptr_t, uintptr_t>> maps;
 
   // The shard whose range holds `index` (precondition: index < split->count).
   size_t ShardOf(uint64_t index) const {
@@ -539,8 +545,47 @@ StatusOr<std::unique_ptr<SplitReader>> SplitReader::Create(const DbReader& db, c
     impl->cursors.emplace_back(cursor, mdb_cursor_close);
   }
   impl->decoder = std::make_unique<RecordDecoder>(d.manifest.schema, d.dictionary);
+  impl->maps.assign(impl->txns.size(), {UINTPTR_MAX, 0});
   return std::unique_ptr<SplitReader>(new SplitReader(std::move(impl)));
 }
+
+// The record holding `index`: the one with the largest key <= index.
+Status SplitReader::Locate(uint64_t index, std::string_view* value, uint64_t* first, size_t* shard_out) {
+  Impl& s = *impl_;
+  if (index >= s.split->count) {
+    return Status::NotFound("split '" + s.split->name + "': index " + std::to_string(index) + " out of range (" +
+                            std::to_string(s.split->count) + " samples)");
+  }
+  const size_t shard = s.ShardOf(index);
+  const std::string& path = s.split->shards[shard].path;
+  std::string key = EncodeKey(index);
+  MDB_val k{key.size(), key.data()};
+  MDB_val v;
+  MDB_cursor* cursor = s.cursors[shard].get();
+  int rc = mdb_cursor_get(cursor, &k, &v, MDB_SET_RANGE);
+  uint64_t found = index + 1;
+  if (rc == 0 && k.mv_size == format::kKeyBytes) found = DecodeKey(k.mv_data);
+  if (rc == MDB_NOTFOUND || (rc == 0 && found > index)) rc = mdb_cursor_get(cursor, &k, &v, rc == 0 ? MDB_PREV : MDB_LAST);
+  if (rc == MDB_NOTFOUND) return Status::Corruption(path + ", sample " + std::to_string(index) + ": no record holds it");
+  if (rc != 0) return lmdb::Error(path, "sample " + std::to_string(index), rc);
+  if (k.mv_size != format::kKeyBytes) return Status::Corruption(path + ": a key of " + std::to_string(k.mv_size) + " bytes");
+  *first = DecodeKey(k.mv_data);
+  *value = std::string_view(static_cast<const char*>(v.mv_data), v.mv_size);
+  *shard_out = shard;
+  return Status::OK();
+}
+
+namespace {
+
+// madvise over the whole pages that `bytes` touches in the memory map.
+void Advise(std::string_view bytes, int advice) {
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(bytes.data()) & ~(page - 1);
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(bytes.data()) + bytes.size() + page - 1) & ~(page - 1);
+  ::madvise(reinterpret_cast<void*>(lo), hi - lo, advice);  // a hint: failure changes nothing
+}
+
+}  // namespace
 
 Status SplitReader::Read(uint64_t index, const FieldView** fields) {
   Impl& s = *impl_;
@@ -548,27 +593,19 @@ Status SplitReader::Read(uint64_t index, const FieldView** fields) {
     *fields = s.cached.sample(index - s.cached_first);
     return Status::OK();
   }
-  if (index >= s.split->count) {
-    return Status::NotFound("split '" + s.split->name + "': index " + std::to_string(index) + " out of range (" +
-                            std::to_string(s.split->count) + " samples)");
-  }
-  const size_t shard = s.ShardOf(index);
+  std::string_view value;
+  uint64_t first = 0;
+  size_t shard = 0;
+  GRANARY_RETURN_IF_ERROR(Locate(index, &value, &first, &shard));
   const std::string& path = s.split->shards[shard].path;
-  // The record holding `index` has the largest key <= index.
-  std::string key = EncodeKey(index);
-  MDB_val k{key.size(), key.data()};
-  MDB_val v;
-  MDB_cursor* cursor = s.cursors[shard].get();
-  int rc = mdb_cursor_get(cursor, &k, &v, MDB_SET_RANGE);
-  uint64_t first = index + 1;
-  if (rc == 0 && k.mv_size == format::kKeyBytes) first = DecodeKey(k.mv_data);
-  if (rc == MDB_NOTFOUND || (rc == 0 && first > index)) rc = mdb_cursor_get(cursor, &k, &v, rc == 0 ? MDB_PREV : MDB_LAST);
-  if (rc == MDB_NOTFOUND) return Status::Corruption(path + ", sample " + std::to_string(index) + ": no record holds it");
-  if (rc != 0) return lmdb::Error(path, "sample " + std::to_string(index), rc);
-  if (k.mv_size != format::kKeyBytes) return Status::Corruption(path + ": a key of " + std::to_string(k.mv_size) + " bytes");
-  first = DecodeKey(k.mv_data);
   s.cache_valid = false;
-  Status decoded = s.decoder->Decode(std::string_view(static_cast<const char*>(v.mv_data), v.mv_size), &s.cached);
+  const auto at = reinterpret_cast<uintptr_t>(value.data());
+  s.touched_lo = std::min(s.touched_lo, at);
+  s.touched_hi = std::max(s.touched_hi, at + value.size());
+  auto& map = s.maps[shard];
+  map.first = std::min(map.first, at);
+  map.second = std::max(map.second, at + value.size());
+  Status decoded = s.decoder->Decode(value, &s.cached);
   if (!decoded.ok()) return decoded.WithContext(path + ", key " + std::to_string(first));
   if (first > index || index - first >= s.cached.num_samples) {
     return Status::Corruption(path + ", sample " + std::to_string(index) + ": no record holds it");
@@ -577,6 +614,32 @@ Status SplitReader::Read(uint64_t index, const FieldView** fields) {
   s.cache_valid = true;
   *fields = s.cached.sample(index - first);
   return Status::OK();
+}
+
+void SplitReader::WillNeed(uint64_t index) {
+  std::string_view value;
+  uint64_t first = 0;
+  size_t shard = 0;
+  if (Locate(index, &value, &first, &shard).ok()) Advise(value, MADV_WILLNEED);
+}
+
+void SplitReader::ReleasePages() {
+  Impl& s = *impl_;
+  if (s.touched_hi <= s.touched_lo) return;
+  // The span of the map read since the last call, plus the kernel's
+  // fault-around neighbours (up to 64 KiB) on either side. Safe while other
+  // threads read the same map: a read-only file mapping loses no data, their
+  // next access just maps the page again.
+  constexpr uintptr_t kSlack = 64 << 10;
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = (s.touched_lo > kSlack ? s.touched_lo - kSlack : 0) & ~(page - 1);
+  const uintptr_t hi = (s.touched_hi + kSlack + page - 1) & ~(page - 1);
+  for (const auto& [begin, end] : s.maps) {  // stay inside the shard maps
+    const uintptr_t a = std::max(lo, begin), b = std::min(hi, end);
+    if (a < b) ::madvise(reinterpret_cast<void*>(a & ~(page - 1)), b - (a & ~(page - 1)), MADV_DONTNEED);
+  }
+  s.touched_lo = UINTPTR_MAX;
+  s.touched_hi = 0;
 }
 
 Status SplitReader::ScanShard(size_t shard, const std::function<void(uint64_t, const Status&)>& on_record,

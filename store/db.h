@@ -139,6 +139,15 @@ class SplitReader {
   // index >= size().
   Status Read(uint64_t index, const FieldView** fields);
 
+  // Hints the kernel that sample `index` will be read soon (madvise
+  // MADV_WILLNEED on its record's pages); errors are ignored, Read reports them.
+  void WillNeed(uint64_t index);
+  // Drops the pages this process has mapped from the split's shard files
+  // (the page cache keeps them): reading touches pages, and the kernel maps
+  // neighbours too, so without this RSS grows toward the db size. Call now and
+  // then (the loader does after each batch); safe while others read.
+  void ReleasePages();
+
   size_t num_shards() const;
   // Walks shard `shard` in key order, decoding each record into *record and
   // calling on_record(key, decode status). Returns non-OK when the walk itself
@@ -149,6 +158,7 @@ class SplitReader {
                    DecodedRecord* record);
 
  private:
+  Status Locate(uint64_t index, std::string_view* value, uint64_t* first, size_t* shard);
   struct Impl;
   explicit SplitReader(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
