@@ -3,6 +3,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <algorithm>
 #include <thread>
@@ -102,22 +103,32 @@ struct Loader::Impl {
   std::vector<float> means, inv_stds;  // per channel, when not fused
   std::vector<std::vector<float>> scratch;  // per worker, for augmentation
   size_t sample_elements = 0;
-  uint64_t num_batches = 0;
   std::vector<std::unique_ptr<SplitReader>> readers;  // one per worker
   std::vector<int> batches_since_release;             // one per worker
 
-  // Invariant: a worker fills batch b only once b < consumed + prefetch, so
-  // slot b % prefetch held batch b - prefetch, which the consumer has taken.
+  // The stream: batches of epoch stream_epoch from stream_position, then of
+  // the following whole epochs, numbered g = 0, 1, ... Workers run ahead into
+  // the next epoch, so a new epoch starts without a stall.
+  // Invariant: a worker fills batch g only once g < consumed + prefetch, so
+  // slot g % prefetch held batch g - prefetch, which the consumer has taken.
   std::mutex mu;
   std::condition_variable cv;
   std::vector<Slot> slots;
+  uint64_t stream_epoch = 0;
+  uint64_t stream_position = 0;
+  uint64_t first_epoch_batches = 0;  // of stream_epoch, from stream_position
+  uint64_t epoch_batches = 0;        // of a whole epoch
+  uint64_t consumed = 0;             // batches of the stream taken by Next()
+  // The epoch Next() is in: its number, where it started in the stream and
+  // in the epoch's order, its batches, and its samples taken so far.
   uint64_t epoch = 0;
-  uint64_t start_position = 0;  // of this epoch's run
+  uint64_t epoch_first_batch = 0;
+  uint64_t start_position = 0;
   uint64_t samples_consumed = 0;
-  std::vector<uint64_t> indices;
-  uint64_t consumed = 0;  // batches
   bool stop = false;
+  bool running = false;
   std::vector<std::thread> workers;
+  std::map<uint64_t, std::shared_ptr<const std::vector<uint64_t>>> orders;  // by epoch, recent ones
   LoaderStats stats;
 
   void StopWorkers() {
@@ -128,13 +139,38 @@ struct Loader::Impl {
     cv.notify_all();
     for (std::thread& t : workers) t.join();
     workers.clear();
+    running = false;
   }
 
-  Status Fill(int worker, uint64_t b, Batch* batch) {
+  uint64_t BatchesOf(uint64_t e) const { return e == stream_epoch ? first_epoch_batches : epoch_batches; }
+
+  // Epoch and batch within it of stream batch g.
+  std::pair<uint64_t, uint64_t> Locate(uint64_t g) const {
+    if (g < first_epoch_batches) return {stream_epoch, g};
+    g -= first_epoch_batches;
+    return {stream_epoch + 1 + g / epoch_batches, g % epoch_batches};
+  }
+
+  // This rank's order of epoch e (computed once, kept while it is recent).
+  std::shared_ptr<const std::vector<uint64_t>> Order(uint64_t e) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      auto it = orders.find(e);
+      if (it != orders.end()) return it->second;
+    }
+    auto order = std::make_shared<const std::vector<uint64_t>>(
+        sampler.EpochIndices(e, e == stream_epoch ? stream_position : 0));
+    std::lock_guard<std::mutex> lock(mu);
+    auto [it, inserted] = orders.emplace(e, order);
+    while (orders.size() > 3) orders.erase(orders.begin());
+    return it->second;
+  }
+
+  Status Fill(int worker, uint64_t e, uint64_t b, const std::vector<uint64_t>& indices, Batch* batch) {
     const size_t bs = options.batch_size;
     const uint64_t first = b * bs;
     const size_t size = static_cast<size_t>(std::min<uint64_t>(bs, indices.size() - first));
-    batch->epoch = epoch;
+    batch->epoch = e;
     batch->index = b;
     batch->size = size;
     batch->input_shape.assign(1, static_cast<int64_t>(size));
@@ -170,7 +206,7 @@ struct Loader::Impl {
       if (fused_normalise) continue;
       const int h = static_cast<int>(sample_shape[1]), w = static_cast<int>(sample_shape[2]);
       const AugmentPlan plan = options.augment.any()
-                                   ? PlanAugment(options.augment, AugmentKey(options.sampler.seed, epoch, indices[first + i]), h, w)
+                                   ? PlanAugment(options.augment, AugmentKey(options.sampler.seed, e, indices[first + i]), h, w)
                                    : AugmentPlan();
       if (hwc && !plan.resized_crop) {
         HwcToChwShifted(in.data, field_shape, plan, options.scale, means, inv_stds, dst);  // one pass
@@ -189,15 +225,16 @@ struct Loader::Impl {
   void Work(int worker) {
     const uint64_t prefetch = slots.size();
     const uint64_t step = workers_count();
-    for (uint64_t b = static_cast<uint64_t>(worker); b < num_batches; b += step) {
+    for (uint64_t g = static_cast<uint64_t>(worker);; g += step) {
       Batch batch;
       {
         std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return stop || b < consumed + prefetch; });
+        cv.wait(lock, [&] { return stop || g < consumed + prefetch; });
         if (stop) return;
-        std::swap(batch, slots[b % prefetch].batch);  // take the slot's buffers
+        std::swap(batch, slots[g % prefetch].batch);  // take the slot's buffers
       }
-      Status status = Fill(worker, b, &batch);
+      const auto [e, b] = Locate(g);
+      Status status = Fill(worker, e, b, *Order(e), &batch);
       // Keeps RSS flat whatever the db size (releasing every 8 batches instead
       // was 15% faster on 64x64 photos but let the peak RSS reach 188 MiB).
       if (++batches_since_release[worker] >= kBatchesPerRelease) {
@@ -206,7 +243,7 @@ struct Loader::Impl {
       }
       {
         std::lock_guard<std::mutex> lock(mu);
-        Slot& slot = slots[b % prefetch];
+        Slot& slot = slots[g % prefetch];
         std::swap(slot.batch, batch);
         slot.status = status;
         slot.ready = true;
@@ -222,7 +259,10 @@ struct Loader::Impl {
 Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Loader::~Loader() { impl_->StopWorkers(); }
 const Sampler& Loader::sampler() const { return impl_->sampler; }
-uint64_t Loader::batches_per_epoch() const { return impl_->num_batches; }
+uint64_t Loader::batches_per_epoch() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->running ? impl_->BatchesOf(impl_->epoch) : impl_->epoch_batches;
+}
 LoaderState Loader::state() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   const Impl& s = *impl_;
@@ -295,7 +335,7 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const Loade
   impl->scratch.resize(options.threads);
   impl->batches_since_release.assign(options.threads, 0);
   const uint64_t per_rank = impl->sampler.samples_per_rank();
-  impl->num_batches = (per_rank + options.batch_size - 1) / options.batch_size;  // until StartEpoch
+  impl->epoch_batches = (per_rank + options.batch_size - 1) / options.batch_size;
   for (int w = 0; w < options.threads; ++w) {
     StatusOr<std::unique_ptr<SplitReader>> reader = SplitReader::Create(db, options.split);
     if (!reader.ok()) return reader.status();
@@ -307,18 +347,33 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const Loade
 
 void Loader::StartEpoch(uint64_t epoch, uint64_t position) {
   Impl& s = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    // The next epoch of a running stream: its batches may be ready already.
+    if (s.running && position == 0 && epoch == s.epoch + 1 &&
+        s.consumed == s.epoch_first_batch + s.BatchesOf(s.epoch)) {
+      s.epoch = epoch;
+      s.epoch_first_batch = s.consumed;
+      s.start_position = 0;
+      s.samples_consumed = 0;
+      return;
+    }
+  }
   s.StopWorkers();
-  s.epoch = epoch;
-  s.start_position = position;
+  s.stream_epoch = s.epoch = epoch;
+  s.stream_position = s.start_position = position;
   s.samples_consumed = 0;
-  s.indices = s.sampler.EpochIndices(epoch, position);
-  s.num_batches = (s.indices.size() + s.options.batch_size - 1) / s.options.batch_size;
-  s.consumed = 0;
+  s.orders.clear();
+  const uint64_t bs = s.options.batch_size;
+  s.first_epoch_batches = (s.sampler.samples_per_rank(position) + bs - 1) / bs;
+  s.epoch_batches = std::max<uint64_t>(1, (s.sampler.samples_per_rank(0) + bs - 1) / bs);
+  s.consumed = s.epoch_first_batch = 0;
   s.stop = false;
   for (Slot& slot : s.slots) {
     slot.ready = false;
     slot.status = Status::OK();
   }
+  s.running = true;
   for (int w = 0; w < s.options.threads; ++w) s.workers.emplace_back([&s, w] { s.Work(w); });
 }
 
@@ -326,7 +381,7 @@ StatusOr<bool> Loader::Next(Batch* batch) {
   Impl& s = *impl_;
   const auto start = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(s.mu);
-  if (s.consumed >= s.num_batches || s.workers.empty()) return false;
+  if (!s.running || s.consumed >= s.epoch_first_batch + s.BatchesOf(s.epoch)) return false;
   Slot& slot = s.slots[s.consumed % s.slots.size()];
   s.cv.wait(lock, [&] { return slot.ready; });
   s.stats.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -251,3 +251,46 @@ TEST(Loader, AugmentedBatchesAreDeterministic) {
 
 }  // namespace
 }  // namespace granary
+
+namespace granary {
+namespace {
+
+// Workers run into the next epoch ahead of the consumer; abandoning an epoch
+// midway, or jumping to another, still yields exactly the sampler's order.
+TEST(Loader, EpochsBackToBackOrAbandonedFollowTheSampler) {
+  TempDir dir;
+  WriteDb(dir.Sub("db"), 90);
+  auto db = DbReader::Open(dir.Sub("db"));
+  ASSERT_TRUE(db.ok());
+  LoaderOptions o;
+  o.batch_size = 8;
+  o.threads = 2;
+  o.prefetch = 6;
+  o.scale = 1.0f;
+  o.sampler.seed = 4;
+  auto loader = Loader::Create(*db.value(), o);
+  ASSERT_TRUE(loader.ok());
+  auto read_epoch = [&](uint64_t epoch, size_t max_batches) {
+    std::vector<uint64_t> got;
+    Batch b;
+    for (size_t k = 0; k < max_batches; ++k) {
+      auto more = loader.value()->Next(&b);
+      EXPECT_TRUE(more.ok());
+      if (!more.value()) break;
+      EXPECT_EQ(b.epoch, epoch);
+      for (size_t i = 0; i < b.size; ++i) got.push_back(static_cast<uint64_t>(b.input[i * 4]));
+    }
+    return got;
+  };
+  for (uint64_t epoch : {0, 1, 2, 5, 6}) {  // 2 -> 5 jumps: a restart
+    loader.value()->StartEpoch(epoch);
+    const size_t limit = epoch == 1 ? 3 : 100;  // epoch 1 is abandoned after 3 batches
+    std::vector<uint64_t> got = read_epoch(epoch, limit);
+    std::vector<uint64_t> want = loader.value()->sampler().EpochIndices(epoch);
+    if (limit == 3) want.resize(24);
+    EXPECT_EQ(got, want) << "epoch " << epoch;
+  }
+}
+
+}  // namespace
+}  // namespace granary
