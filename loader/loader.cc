@@ -185,32 +185,43 @@ struct Loader::Impl {
       readers[worker]->WillNeed(indices[i]);
     }
     const FieldView* fields = nullptr;
+    size_t kept = 0;
     for (size_t i = 0; i < size; ++i) {
-      GRANARY_RETURN_IF_ERROR(readers[worker]->Read(indices[first + i], &fields));
+      const uint64_t index = indices[first + i];
+      Status read = readers[worker]->Read(index, &fields);
+      if (!read.ok()) {
+        if (!(options.skip_corrupt && read.code() == Status::Code::kCorruption)) return read;
+        continue;
+      }
       const FieldView& in = fields[input_index];
       if (in.shape != field_shape) {
-        return Status::InvalidArgument("split '" + options.split + "', sample " + std::to_string(indices[first + i]) +
+        return Status::InvalidArgument("split '" + options.split + "', sample " + std::to_string(index) +
                                        ": field '" + options.input_field + "' has shape " + ShapeToString(in.shape) +
                                        ", the batch needs " + ShapeToString(field_shape));
       }
-      batch->target[i] = ToInt64(target_dtype, fields[target_index].data);
-      float* dst = batch->input.data() + i * sample_elements;
-      // Normalisation is fused into the conversion unless augmentation or
-      // per-channel statistics need it as a separate, later pass.
-      const float mean = fused_normalise ? options.mean : 0.0f, istd = fused_normalise ? inv_std : 1.0f;
-      if (hwc) {
-        HwcToChw(in.data, field_shape, options.scale, mean, istd, dst);
-      } else {
-        ToFloat(input_dtype, in.data, sample_elements, options.scale, mean, istd, dst);
+      const size_t out = kept++;
+      batch->target[out] = ToInt64(target_dtype, fields[target_index].data);
+      float* dst = batch->input.data() + out * sample_elements;
+      if (fused_normalise) {  // normalisation folded into the conversion
+        if (hwc) {
+          HwcToChw(in.data, field_shape, options.scale, options.mean, inv_std, dst);
+        } else {
+          ToFloat(input_dtype, in.data, sample_elements, options.scale, options.mean, inv_std, dst);
+        }
+        continue;
       }
-      if (fused_normalise) continue;
       const int h = static_cast<int>(sample_shape[1]), w = static_cast<int>(sample_shape[2]);
       const AugmentPlan plan = options.augment.any()
-                                   ? PlanAugment(options.augment, AugmentKey(options.sampler.seed, e, indices[first + i]), h, w)
+                                   ? PlanAugment(options.augment, AugmentKey(options.sampler.seed, e, index), h, w)
                                    : AugmentPlan();
       if (hwc && !plan.resized_crop) {
         HwcToChwShifted(in.data, field_shape, plan, options.scale, means, inv_stds, dst);  // one pass
         continue;
+      }
+      if (hwc) {
+        HwcToChw(in.data, field_shape, options.scale, 0.0f, 1.0f, dst);
+      } else {
+        ToFloat(input_dtype, in.data, sample_elements, options.scale, 0.0f, 1.0f, dst);
       }
       ApplyAugment(plan, static_cast<int>(sample_shape[0]), h, w, dst, &scratch[worker]);
       const size_t plane = static_cast<size_t>(h) * w;
@@ -218,6 +229,13 @@ struct Loader::Impl {
         float* p = dst + ch * plane;
         for (size_t k = 0; k < plane; ++k) p[k] = (p[k] - means[ch]) * inv_stds[ch];
       }
+    }
+    batch->skipped = size - kept;
+    if (kept < size) {  // skipped corrupt samples
+      batch->size = kept;
+      batch->input_shape[0] = static_cast<int64_t>(kept);
+      batch->input.resize(kept * sample_elements);
+      batch->target.resize(kept);
     }
     return Status::OK();
   }
@@ -389,8 +407,9 @@ StatusOr<bool> Loader::Next(Batch* batch) {
   std::swap(*batch, slot.batch);  // the slot keeps the consumer's old buffers for reuse
   slot.ready = false;
   ++s.consumed;
-  s.samples_consumed += batch->size;
+  s.samples_consumed += batch->size + batch->skipped;
   ++s.stats.batches;
+  s.stats.skipped_corrupt += batch->skipped;
   lock.unlock();
   s.cv.notify_all();
   return true;

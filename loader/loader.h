@@ -34,6 +34,9 @@ struct LoaderOptions {
   float stddev = 1.0f;
   std::vector<float> channel_mean;
   std::vector<float> channel_std;
+  // Skip records that fail their checks (counted in stats) instead of
+  // failing; the batches holding them come out smaller.
+  bool skip_corrupt = false;
   // Random crops and flips of image inputs, before normalisation; a pure
   // function of (sampler seed, epoch, sample index). Off for evaluation.
   AugmentOptions augment;
@@ -45,6 +48,7 @@ struct Batch {
   uint64_t epoch = 0;
   uint64_t index = 0;  // within the epoch
   size_t size = 0;
+  size_t skipped = 0;  // corrupt samples left out (skip_corrupt)
   Shape input_shape;  // {size, ...field shape}
   std::vector<float> input;
   std::vector<int64_t> target;
@@ -63,6 +67,7 @@ struct LoaderState {
 struct LoaderStats {
   uint64_t batches = 0;
   double wait_seconds = 0;  // time Next() spent waiting for a batch (the stall)
+  uint64_t skipped_corrupt = 0;  // with skip_corrupt
 };
 
 class Loader {

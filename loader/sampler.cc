@@ -43,6 +43,26 @@ std::vector<uint64_t> EpochPermutation(uint64_t n, uint64_t seed, uint64_t epoch
   return order;
 }
 
+std::vector<uint64_t> BlockPermutation(uint64_t n, uint64_t seed, uint64_t epoch, uint64_t block_samples,
+                                       uint64_t block_window) {
+  const uint64_t chunks = (n + block_samples - 1) / block_samples;
+  std::vector<uint64_t> chunk_order(chunks);
+  std::iota(chunk_order.begin(), chunk_order.end(), uint64_t{0});
+  SplitMix64 rng(seed ^ SplitMix64(epoch).Next());
+  for (uint64_t i = chunks; i > 1; --i) std::swap(chunk_order[i - 1], chunk_order[rng.Below(i)]);
+  std::vector<uint64_t> order;
+  order.reserve(n);
+  for (uint64_t g = 0; g < chunks; g += block_window) {
+    const size_t lo = order.size();
+    for (uint64_t k = g; k < std::min(chunks, g + block_window); ++k) {
+      const uint64_t c = chunk_order[k];
+      for (uint64_t i = c * block_samples; i < std::min(n, (c + 1) * block_samples); ++i) order.push_back(i);
+    }
+    for (uint64_t i = order.size() - lo; i > 1; --i) std::swap(order[lo + i - 1], order[lo + rng.Below(i)]);
+  }
+  return order;
+}
+
 StatusOr<Sampler> Sampler::Create(uint64_t dataset_size, const SamplerOptions& options) {
   if (options.world < 1) return Status::InvalidArgument("world size must be >= 1, got " + std::to_string(options.world));
   if (options.rank < 0 || options.rank >= options.world) {
@@ -50,6 +70,9 @@ StatusOr<Sampler> Sampler::Create(uint64_t dataset_size, const SamplerOptions& o
                                    std::to_string(options.world) + ")");
   }
   if (dataset_size == 0) return Status::InvalidArgument("the split is empty");
+  if (options.mode == ShuffleMode::kBlock && (options.block_samples == 0 || options.block_window == 0)) {
+    return Status::InvalidArgument("block shuffling needs a block size and window of at least 1");
+  }
   if (options.drop_last && dataset_size < static_cast<uint64_t>(options.world)) {
     return Status::InvalidArgument("--drop-last with " + std::to_string(dataset_size) + " samples leaves none for " +
                                    std::to_string(options.world) + " ranks");
@@ -75,8 +98,11 @@ uint64_t Sampler::dropped(uint64_t start) const {
 
 std::vector<uint64_t> Sampler::EpochIndices(uint64_t epoch, uint64_t start) const {
   std::vector<uint64_t> order;
-  if (options_.shuffle) {
+  const ShuffleMode mode = options_.shuffle ? options_.mode : ShuffleMode::kNone;
+  if (mode == ShuffleMode::kFull) {
     order = EpochPermutation(n_, options_.seed, epoch);
+  } else if (mode == ShuffleMode::kBlock) {
+    order = BlockPermutation(n_, options_.seed, epoch, options_.block_samples, options_.block_window);
   } else {
     order.resize(n_);
     std::iota(order.begin(), order.end(), uint64_t{0});

@@ -9,14 +9,24 @@
 
 namespace granary {
 
+enum class ShuffleMode {
+  kNone,   // index order (evaluation)
+  kFull,   // a uniform permutation of the whole split
+  kBlock,  // chunks of consecutive samples in random order, then shuffled within a
+           // window of chunks: reads stay local for dbs larger than RAM
+};
+
 struct SamplerOptions {
   uint64_t seed = 0;
-  bool shuffle = true;
+  bool shuffle = true;  // false: ShuffleMode::kNone whatever `mode` says
   // Drop the tail so every rank gets floor(n / world) samples; otherwise pad
   // by wrapping around to the start of the order so every rank gets ceil(n / world).
   bool drop_last = false;
   int rank = 0;
   int world = 1;
+  ShuffleMode mode = ShuffleMode::kFull;
+  uint64_t block_samples = 256;  // kBlock: samples per chunk
+  uint64_t block_window = 16;    // kBlock: chunks shuffled together
 };
 
 class Sampler {
@@ -52,5 +62,12 @@ class Sampler {
 // driven by SplitMix64 seeded from (seed, epoch), as docs/FORMAT.md's
 // "Epoch order" spells out so other languages can reproduce it.
 std::vector<uint64_t> EpochPermutation(uint64_t n, uint64_t seed, uint64_t epoch);
+
+// The block-shuffled order of epoch `epoch`: the chunks [k*B, (k+1)*B) of
+// [0, n) in a random order (Fisher-Yates as above, seeded from (seed, epoch)),
+// then, group by group of W chunks of that order, the group's samples
+// shuffled by the same generator, continuing.
+std::vector<uint64_t> BlockPermutation(uint64_t n, uint64_t seed, uint64_t epoch, uint64_t block_samples,
+                                       uint64_t block_window);
 
 }  // namespace granary

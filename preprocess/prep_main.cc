@@ -242,6 +242,7 @@ struct BenchArgs {
   std::string augment;  // comma list of flip, crop, rrc
   int epochs = 1;
   double step_ms = 0;      // simulated model step per batch
+  std::string shuffle = "full";
   bool normalize = false;  // ImageNet per-channel mean and std
   bool json = false;
 };
@@ -273,6 +274,8 @@ int RunBench(BenchArgs& a) {
     a.loader.channel_mean = {0.485f, 0.456f, 0.406f};
     a.loader.channel_std = {0.229f, 0.224f, 0.225f};
   }
+  a.loader.sampler.shuffle = a.shuffle != "none";
+  a.loader.sampler.mode = a.shuffle == "block" ? granary::ShuffleMode::kBlock : granary::ShuffleMode::kFull;
   auto loader = granary::Loader::Create(*db.value(), a.loader);
   if (!loader.ok()) return Fail(loader.status());
   uint64_t samples = 0, bytes = 0;
@@ -296,7 +299,8 @@ int RunBench(BenchArgs& a) {
     nlohmann::json j = {{"db", a.db},           {"split", a.loader.split}, {"threads", a.loader.threads},
                         {"batch", a.loader.batch_size}, {"augment", a.augment}, {"samples", samples},
                         {"seconds", seconds},   {"samples_per_s", rate},   {"batch_mb_per_s", mb_per_s},
-                        {"step_ms", a.step_ms}, {"stall_fraction", stall}};
+                        {"step_ms", a.step_ms}, {"stall_fraction", stall},
+                        {"skipped_corrupt", loader.value()->stats().skipped_corrupt}};
     std::cout << j.dump() << std::endl;
   } else {
     std::printf("bench: %s/%s: %llu samples in %.2fs: %.0f samples/s, %.1f MB/s of batches, stall %.2f%% "
@@ -385,6 +389,10 @@ int main(int argc, char** argv) {
   bench->add_option("--step-ms", bench_args.step_ms, "busy-wait this long per batch, like a model step")
       ->capture_default_str();
   bench->add_flag("--normalize", bench_args.normalize, "normalise with ImageNet's per-channel mean and std");
+  bench->add_option("--shuffle", bench_args.shuffle, "full, block (chunks of consecutive samples) or none")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"full", "block", "none"}));
+  bench->add_flag("--skip-corrupt", bench_args.loader.skip_corrupt, "skip and count corrupt records");
   bench->add_flag("--json", bench_args.json, "print the figures as JSON");
   try {
     app.parse(argc, argv);

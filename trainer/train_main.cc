@@ -58,6 +58,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--mean", o.mean, "input normalisation: mean after scaling to [0,1]")->capture_default_str();
   app.add_option("--std", o.stddev, "input normalisation: std after scaling to [0,1]")->capture_default_str();
+  app.add_flag("--block-shuffle", o.block_shuffle, "shuffle chunks of consecutive samples (dbs larger than RAM)");
+  app.add_flag("--skip-corrupt", o.skip_corrupt, "skip and count corrupt records instead of stopping");
   app.add_flag("--json", json, "print one JSON object with every epoch's figures on stdout");
   app.add_option("--rank", rank, "internal: run as this rank")->group("");
   app.add_option("--port", o.port, "internal: rank 0's TCPStore port")->group("");

@@ -98,6 +98,8 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainOptions& o,
   lo.sampler.seed = o.seed;
   lo.sampler.rank = o.rank;
   lo.sampler.world = o.world;
+  if (o.block_shuffle) lo.sampler.mode = ShuffleMode::kBlock;
+  lo.skip_corrupt = o.skip_corrupt;
   lo.threads = o.loader_threads;
   lo.prefetch = o.prefetch;
   lo.mean = o.mean;

@@ -28,6 +28,8 @@ struct TrainOptions {
   int threads = 0;  // intra-op threads of this rank; 0: cores / world
   int loader_threads = 1;
   int prefetch = 4;
+  bool block_shuffle = false;  // chunks of consecutive samples (dbs larger than RAM)
+  bool skip_corrupt = false;   // skip and count corrupt records instead of failing
   float mean = 0.0f;  // input normalisation after scaling to [0, 1]
   float stddev = 1.0f;
 };

@@ -140,6 +140,22 @@ TEST(Loader, CorruptRecordSurfacesAsAnErrorNamingShardAndKey) {
       << second.status().message();
   // Asking again repeats the error instead of hanging.
   EXPECT_FALSE(loader.value()->Next(&batch).ok());
+
+  // With skip_corrupt the epoch completes without it, and it is counted.
+  o.skip_corrupt = true;
+  auto skipping = Loader::Create(*db.value(), o);
+  ASSERT_TRUE(skipping.ok());
+  skipping.value()->StartEpoch(0);
+  size_t samples = 0;
+  for (;;) {
+    auto more = skipping.value()->Next(&batch);
+    ASSERT_TRUE(more.ok()) << more.status().ToString();
+    if (!more.value()) break;
+    samples += batch.size;
+    for (size_t i = 0; i < batch.size; ++i) EXPECT_NE(batch.target[i] * 0 + batch.input[i * 4], 9.0f / 255.0f);
+  }
+  EXPECT_EQ(samples, 63u);
+  EXPECT_EQ(skipping.value()->stats().skipped_corrupt, 1u);
 }
 
 }  // namespace

@@ -138,3 +138,39 @@ TEST(Sampler, ResumingMidEpochWithAnotherWorldSizeReadsEachSampleOnce) {
 
 }  // namespace
 }  // namespace granary
+
+namespace granary {
+namespace {
+
+TEST(Sampler, BlockShuffleIsAPermutationThatKeepsReadsLocal) {
+  for (uint64_t n : {1, 10, 1000, 1024, 4097}) {
+    std::vector<uint64_t> p = BlockPermutation(n, 3, 1, 64, 4);
+    std::vector<uint64_t> sorted = p;
+    std::sort(sorted.begin(), sorted.end());
+    for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(sorted[i], i);
+    // Reads stay local: with whole chunks, each window of 256 positions draws
+    // from exactly 4 chunks of 64 consecutive keys.
+    for (uint64_t lo = 0; n % 64 == 0 && lo < n; lo += 256) {
+      std::set<uint64_t> chunks;
+      for (uint64_t i = lo; i < lo + 256; ++i) chunks.insert(p[i] / 64);
+      EXPECT_EQ(chunks.size(), 4u);
+    }
+    if (n >= 1000) {
+      EXPECT_NE(p, BlockPermutation(n, 3, 2, 64, 4));  // another epoch
+      EXPECT_EQ(p, BlockPermutation(n, 3, 1, 64, 4));
+    }
+  }
+  SamplerOptions o;
+  o.mode = ShuffleMode::kBlock;
+  o.block_samples = 0;
+  EXPECT_EQ(Sampler::Create(10, o).status().code(), Status::Code::kInvalidArgument);
+  o.block_samples = 4;
+  o.world = 3;
+  o.rank = 2;
+  auto s = Sampler::Create(100, o);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->EpochIndices(0).size(), 34u);
+}
+
+}  // namespace
+}  // namespace granary
