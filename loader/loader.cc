@@ -400,6 +400,7 @@ StatusOr<bool> Loader::Next(Batch* batch) {
   const auto start = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(s.mu);
   if (!s.running || s.consumed >= s.epoch_first_batch + s.BatchesOf(s.epoch)) return false;
+  for (const Slot& ready : s.slots) s.stats.ready_sum += ready.ready;
   Slot& slot = s.slots[s.consumed % s.slots.size()];
   s.cv.wait(lock, [&] { return slot.ready; });
   s.stats.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -68,6 +68,8 @@ struct LoaderStats {
   uint64_t batches = 0;
   double wait_seconds = 0;  // time Next() spent waiting for a batch (the stall)
   uint64_t skipped_corrupt = 0;  // with skip_corrupt
+  uint64_t ready_sum = 0;         // batches ready when Next() was called, summed
+  double mean_queue_depth() const { return batches > 0 ? static_cast<double>(ready_sum) / batches : 0.0; }
 };
 
 class Loader {

@@ -27,7 +27,8 @@ nlohmann::json ToJson(const granary::EpochReport& r) {
                       {"seconds", r.seconds},
                       {"samples_per_s", r.samples_per_s},
                       {"stall_fraction", r.stall_fraction},
-                      {"comm_fraction", r.comm_fraction}};
+                      {"comm_fraction", r.comm_fraction},
+                      {"queue_depth", r.queue_depth}};
   if (r.evaluated) {
     j["test_loss"] = r.eval_loss;
     j["test_accuracy"] = r.eval_accuracy;
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
   app.add_option("--std", o.stddev, "input normalisation: std after scaling to [0,1]")->capture_default_str();
   app.add_flag("--block-shuffle", o.block_shuffle, "shuffle chunks of consecutive samples (dbs larger than RAM)");
   app.add_flag("--skip-corrupt", o.skip_corrupt, "skip and count corrupt records instead of stopping");
+  app.add_flag("--drop-last", o.drop_last, "drop the epoch's tail instead of padding ranks to equal counts");
   app.add_flag("--json", json, "print one JSON object with every epoch's figures on stdout");
   app.add_option("--rank", rank, "internal: run as this rank")->group("");
   app.add_option("--port", o.port, "internal: rank 0's TCPStore port")->group("");
@@ -99,11 +101,19 @@ int main(int argc, char** argv) {
     if (rank != 0 || json) return;
     std::printf("epoch %d/%d  train_loss %.4f", r.epoch, o.epochs, r.train_loss);
     if (r.evaluated) std::printf("  test_loss %.4f  test_acc %.4f", r.eval_loss, r.eval_accuracy);
-    std::printf("  samples/s %.0f  stall %.1f%%  comm %.1f%%  time %.1fs\n", r.samples_per_s, 100 * r.stall_fraction,
-                100 * r.comm_fraction, r.seconds);
+    std::printf("  samples/s %.0f  stall %.1f%%  queue %.1f  comm %.1f%%  time %.1fs\n", r.samples_per_s,
+                100 * r.stall_fraction, r.queue_depth, 100 * r.comm_fraction, r.seconds);
     std::fflush(stdout);
   };
-  auto reports = granary::RunRank(o, on_epoch);
+  auto on_start = [&](const granary::EpochPlanReport& plan) {
+    if (rank != 0 || json) return;
+    std::printf("train: %llu samples per rank per epoch", static_cast<unsigned long long>(plan.samples_per_rank));
+    if (plan.padded > 0) std::printf(", %llu padded", static_cast<unsigned long long>(plan.padded));
+    if (plan.dropped > 0) std::printf(", %llu dropped", static_cast<unsigned long long>(plan.dropped));
+    std::printf("\n");
+    std::fflush(stdout);
+  };
+  auto reports = granary::RunRank(o, on_start, on_epoch);
   if (!reports.ok()) return Fail(reports.status(), rank);
   if (rank == 0 && json) {
     nlohmann::json out = {{"ranks", o.world}, {"threads_per_rank", threads}, {"batch_size", o.batch_size},

@@ -70,6 +70,7 @@ int DefaultThreadsPerRank(int world) {
 }
 
 StatusOr<std::vector<EpochReport>> RunRank(const TrainOptions& o,
+                                           const std::function<void(const EpochPlanReport&)>& on_start,
                                            const std::function<void(const EpochReport&)>& on_epoch) {
   if (o.epochs < 1) return Status::InvalidArgument("--epochs must be >= 1");
   if (o.batch_size == 0 || o.batch_size % static_cast<size_t>(o.world) != 0) {
@@ -99,6 +100,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainOptions& o,
   lo.sampler.rank = o.rank;
   lo.sampler.world = o.world;
   if (o.block_shuffle) lo.sampler.mode = ShuffleMode::kBlock;
+  lo.sampler.drop_last = o.drop_last;
   lo.skip_corrupt = o.skip_corrupt;
   lo.threads = o.loader_threads;
   lo.prefetch = o.prefetch;
@@ -131,10 +133,11 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainOptions& o,
 
   std::vector<EpochReport> reports;
   Loader& train = *loader.value();
+  on_start({train.sampler().samples_per_rank(), train.sampler().padded(), train.sampler().dropped()});
   Batch batch;
   for (int epoch = 0; epoch < o.epochs; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
-    const double wait_before = train.stats().wait_seconds;
+    const LoaderStats before = train.stats();
     train.StartEpoch(static_cast<uint64_t>(epoch));
     double local_loss_sum = 0, local_samples = 0, comm_seconds = 0;
     for (;;) {
@@ -166,7 +169,11 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainOptions& o,
     r.train_loss = totals[0].item<double>() / std::max(1.0, samples);
     r.seconds = seconds;
     r.samples_per_s = samples / seconds;
-    r.stall_fraction = (train.stats().wait_seconds - wait_before) / seconds;
+    const LoaderStats after = train.stats();
+    r.stall_fraction = (after.wait_seconds - before.wait_seconds) / seconds;
+    r.queue_depth = after.batches > before.batches ? static_cast<double>(after.ready_sum - before.ready_sum) /
+                                                         static_cast<double>(after.batches - before.batches)
+                                                   : 0.0;
     r.comm_fraction = comm_seconds / seconds;
     if (o.rank == 0 && !o.eval_split.empty()) {
       EvalResult eval;

@@ -29,6 +29,7 @@ struct TrainOptions {
   int loader_threads = 1;
   int prefetch = 4;
   bool block_shuffle = false;  // chunks of consecutive samples (dbs larger than RAM)
+  bool drop_last = false;      // drop the epoch's tail instead of padding it to equal ranks
   bool skip_corrupt = false;   // skip and count corrupt records instead of failing
   float mean = 0.0f;  // input normalisation after scaling to [0, 1]
   float stddev = 1.0f;
@@ -41,15 +42,24 @@ struct EpochReport {
   double samples_per_s = 0;   // over all ranks
   double stall_fraction = 0;  // rank 0's time waiting for data / epoch time
   double comm_fraction = 0;   // rank 0's time in gradient all-reduce / epoch time
+  double queue_depth = 0;     // rank 0's mean number of ready batches at each step
   bool evaluated = false;
   double eval_loss = 0;
   double eval_accuracy = 0;
   uint64_t eval_samples = 0;
 };
 
-// Runs the training of one rank. `on_epoch` is called on every rank after each
-// epoch (with evaluation figures on rank 0 only).
+// What every rank reads per epoch, known before training starts.
+struct EpochPlanReport {
+  uint64_t samples_per_rank = 0;
+  uint64_t padded = 0;   // samples read twice per epoch so ranks are equal
+  uint64_t dropped = 0;  // samples not read per epoch (drop_last)
+};
+
+// Runs the training of one rank. `on_start` is called once before the first
+// epoch, `on_epoch` after each epoch (with evaluation figures on rank 0 only).
 StatusOr<std::vector<EpochReport>> RunRank(const TrainOptions& options,
+                                           const std::function<void(const EpochPlanReport&)>& on_start,
                                            const std::function<void(const EpochReport&)>& on_epoch);
 
 // Threads per rank when options.threads is 0.
