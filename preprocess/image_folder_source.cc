@@ -16,11 +16,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Kept for every image for the whole build, so it stays small: the path
+// relative to RAW (also how the image is named in messages) and the label.
 struct ImageItem {
-  std::string path;  // absolute or as given
-  std::string name;  // relative to RAW, for messages
+  std::string name;
   int64_t label = 0;
-  uint64_t bytes = 0;
 };
 
 bool HasImageExtension(const fs::path& p) {
@@ -41,10 +41,13 @@ std::vector<std::string> SortedSubdirs(const fs::path& dir) {
 
 class ImageSplit : public SplitSource {
  public:
-  ImageSplit(std::string name, std::vector<ImageItem> items, ImageTransform transform)
-      : name_(std::move(name)), items_(std::move(items)), transform_(transform) {
-    for (const ImageItem& item : items_) raw_bytes_ += item.bytes;
-  }
+  ImageSplit(std::string name, std::string raw, std::vector<ImageItem> items, uint64_t raw_bytes,
+             ImageTransform transform)
+      : name_(std::move(name)),
+        raw_(std::move(raw)),
+        items_(std::move(items)),
+        transform_(transform),
+        raw_bytes_(raw_bytes) {}
 
   const std::string& name() const override { return name_; }
   uint64_t size() const override { return items_.size(); }
@@ -55,7 +58,7 @@ class ImageSplit : public SplitSource {
     const ImageItem& item = items_[index];
     thread_local std::string file;
     thread_local Image image;
-    GRANARY_RETURN_IF_ERROR(ReadWholeFile(item.path, &file));
+    GRANARY_RETURN_IF_ERROR(ReadWholeFile(raw_ + "/" + item.name, &file));
     if (file.empty()) return Status::InvalidArgument("empty file");
     GRANARY_RETURN_IF_ERROR(DecodeImage(reinterpret_cast<const uint8_t*>(file.data()), file.size(), transform_, &image));
     sample->fields.resize(2);
@@ -76,6 +79,7 @@ class ImageSplit : public SplitSource {
   }
 
   std::string name_;
+  std::string raw_;
   std::vector<ImageItem> items_;
   ImageTransform transform_;
   uint64_t raw_bytes_ = 0;
@@ -84,7 +88,7 @@ class ImageSplit : public SplitSource {
 // Lists the images under root/<class>/ for each class in `classes`, in class
 // then path order; files without an image extension go to *ignored.
 Status ListImages(const fs::path& root, const fs::path& raw, const std::vector<std::string>& classes,
-                  std::vector<ImageItem>* items, std::vector<std::string>* ignored) {
+                  std::vector<ImageItem>* items, uint64_t* bytes, std::vector<std::string>* ignored) {
   for (size_t label = 0; label < classes.size(); ++label) {
     const fs::path dir = root / classes[label];
     if (!fs::is_directory(dir)) continue;
@@ -99,7 +103,8 @@ Status ListImages(const fs::path& root, const fs::path& raw, const std::vector<s
         ignored->push_back(rel);
         continue;
       }
-      found.push_back({it->path().string(), rel, static_cast<int64_t>(label), static_cast<uint64_t>(it->file_size(ec))});
+      found.push_back({rel, static_cast<int64_t>(label)});
+      *bytes += static_cast<uint64_t>(it->file_size(ec));
     }
     std::sort(found.begin(), found.end(), [](const ImageItem& a, const ImageItem& b) { return a.name < b.name; });
     items->insert(items->end(), found.begin(), found.end());
@@ -157,7 +162,8 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
   std::vector<std::string> ignored;
   for (const auto& [name, root] : split_roots) {
     std::vector<ImageItem> items;
-    GRANARY_RETURN_IF_ERROR(ListImages(root, raw, classes, &items, &ignored));
+    uint64_t bytes = 0;
+    GRANARY_RETURN_IF_ERROR(ListImages(root, raw, classes, &items, &bytes, &ignored));
     if (split_roots.size() == 1 && options.val_fraction > 0) {
       // Deterministic split by a hash of the relative path: stable when files are added.
       std::vector<ImageItem> train, val;
@@ -168,13 +174,16 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
       items = std::move(train);
       if (options.limit > 0 && val.size() > options.limit) val.resize(options.limit);
       if (options.limit > 0 && items.size() > options.limit) items.resize(options.limit);
-      source.splits.push_back(std::make_unique<ImageSplit>("train", std::move(items), transform));
-      source.splits.push_back(std::make_unique<ImageSplit>("val", std::move(val), transform));
+      // The file bytes are split in proportion to the counts.
+      const uint64_t total = items.size() + val.size();
+      const uint64_t val_bytes = total > 0 ? bytes * val.size() / total : 0;
+      source.splits.push_back(std::make_unique<ImageSplit>("train", dir, std::move(items), bytes - val_bytes, transform));
+      source.splits.push_back(std::make_unique<ImageSplit>("val", dir, std::move(val), val_bytes, transform));
       continue;
     }
     if (options.limit > 0 && items.size() > options.limit) items.resize(options.limit);
     if (items.empty()) return Status::NotFound(root.string() + ": no .jpg, .jpeg or .png files in its class folders");
-    source.splits.push_back(std::make_unique<ImageSplit>(name, std::move(items), transform));
+    source.splits.push_back(std::make_unique<ImageSplit>(name, dir, std::move(items), bytes, transform));
   }
   if (!ignored.empty()) {
     std::string note = "ignored " + std::to_string(ignored.size()) + " file(s) without a .jpg/.jpeg/.png extension:";

@@ -33,7 +33,12 @@ void ProgressLine::Draw(bool final) {
   const double pct = total_ > 0 ? 100.0 * items / total_ : 100.0;
   char eta[32] = "";
   if (!final && rate > 0 && items < total_) std::snprintf(eta, sizeof(eta), "  ETA %.0fs", (total_ - items) / rate);
-  std::fprintf(stderr, "\r\033[K%s: %llu/%llu (%.1f%%)  %.0f items/s  %.1f MB/s%s%s", label_.c_str(),
+  constexpr int kBarWidth = 24;
+  char bar[kBarWidth + 1];
+  const int filled = static_cast<int>(pct / 100.0 * kBarWidth);
+  for (int i = 0; i < kBarWidth; ++i) bar[i] = i < filled ? '#' : '.';
+  bar[kBarWidth] = '\0';
+  std::fprintf(stderr, "\r\033[K%s [%s] %llu/%llu (%.1f%%)  %.0f items/s  %.1f MB/s%s%s", label_.c_str(), bar,
                static_cast<unsigned long long>(items), static_cast<unsigned long long>(total_), pct, rate,
                seconds > 0 ? mb / seconds : 0.0, eta, final ? "\n" : "");
   std::fflush(stderr);
