@@ -420,7 +420,14 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
   summary.threads = threads;
   SplitSummary current;
   uint64_t next_item = 0;
-  if (resume.resuming) GRANARY_RETURN_IF_ERROR(RestoreCheckpoint(resume.checkpoint, &summary, &current, &next_item));
+  if (resume.resuming) {
+    GRANARY_RETURN_IF_ERROR(RestoreCheckpoint(resume.checkpoint, &summary, &current, &next_item));
+    // A checkpoint taken as a split ended still holds that split as current.
+    if (!current.name.empty() && current.name != resume.split) {
+      summary.splits.push_back(current);
+      current = SplitSummary();
+    }
+  }
   auto checkpoint = [&] { return CheckpointJson(summary, current, next_item); };
 
   std::shared_ptr<const CompressionDictionary> dictionary;
