@@ -3,8 +3,9 @@
 //
 // DbWriter: one thread at a time. A db is built under "<path>.partial" and only
 // renamed to <path> by Finish(), after every shard and the manifest are synced;
-// a writer destroyed without Finish() removes its partial directory, and one
-// killed outright leaves only "<path>.partial", which no reader opens.
+// a writer destroyed without Finish() removes its partial directory (unless it
+// keeps a journal for resuming), and one killed outright leaves only
+// "<path>.partial", which no reader opens.
 //
 // DbReader: immutable after Open(); share it between threads. Each thread
 // reads through its own SplitReader, which must not outlive the DbReader.
@@ -65,6 +66,7 @@ class DbWriter {
   // caller's inputs and options) matches the interrupted build's; finished
   // splits are then kept and BeginSplit of the split in progress continues it.
   Status StartJournal(const std::string& fingerprint, std::function<std::string()> checkpoint);
+
   ~DbWriter();
   DbWriter(const DbWriter&) = delete;
   DbWriter& operator=(const DbWriter&) = delete;
