@@ -66,6 +66,35 @@ void HwcToChwShifted(const uint8_t* src, const Shape& hwc, const AugmentPlan& pl
   }
 }
 
+// A uint8 C x H x W image (or H x W x C when `hwc`) copied with a plan's shift
+// (zero outside) and flip into C x H x W, or H x W x C when `channels_last`.
+void CopyImage(const uint8_t* src, int channels, int h, int w, bool hwc, const AugmentPlan& plan, bool channels_last,
+               uint8_t* dst) {
+  for (int c = 0; c < channels; ++c) {
+    for (int y = 0; y < h; ++y) {
+      const int sy = y + plan.shift_y;
+      for (int x = 0; x < w; ++x) {
+        const int sx = (plan.flip ? w - 1 - x : x) + plan.shift_x;
+        uint8_t v = 0;
+        if (sy >= 0 && sy < h && sx >= 0 && sx < w) {
+          v = hwc ? src[(static_cast<size_t>(sy) * w + sx) * channels + c]
+                  : src[(static_cast<size_t>(c) * h + sy) * w + sx];
+        }
+        dst[channels_last ? (static_cast<size_t>(y) * w + x) * channels + c : (static_cast<size_t>(c) * h + y) * w + x] = v;
+      }
+    }
+  }
+}
+
+// C x H x W floats at `image` rearranged in place to H x W x C.
+void ChwToHwc(const Shape& chw, float* image, std::vector<float>* scratch) {
+  const size_t c = static_cast<size_t>(chw[0]), plane = static_cast<size_t>(chw[1] * chw[2]);
+  scratch->assign(image, image + c * plane);
+  for (size_t ch = 0; ch < c; ++ch) {
+    for (size_t p = 0; p < plane; ++p) image[p * c + ch] = (*scratch)[ch * plane + p];
+  }
+}
+
 int64_t ToInt64(DType dtype, const uint8_t* src) {
   switch (dtype) {
     case DType::kUInt8: return src[0];
@@ -97,7 +126,8 @@ struct Loader::Impl {
   DType input_dtype = DType::kUInt8;
   DType target_dtype = DType::kInt64;
   Shape field_shape;   // as stored
-  Shape sample_shape;  // as batched: CHW for image fields stored HWC
+  Shape sample_shape;  // as converted: CHW for image fields stored HWC
+  Shape batch_shape;   // as batched: sample_shape, or HWC with channels_last
   bool hwc = false;
   bool fused_normalise = true;
   std::vector<float> means, inv_stds;  // per channel, when not fused
@@ -166,6 +196,39 @@ struct Loader::Impl {
     return it->second;
   }
 
+  // One sample's input as normalised (and augmented) float C x H x W (or the
+  // field's own shape for non-images) at dst.
+  void ConvertFloat(int worker, uint64_t e, uint64_t index, const FieldView& in, float* dst) {
+    const float inv_std = 1.0f / options.stddev;
+    if (fused_normalise) {  // normalisation folded into the conversion
+      if (hwc) {
+        HwcToChw(in.data, field_shape, options.scale, options.mean, inv_std, dst);
+      } else {
+        ToFloat(input_dtype, in.data, sample_elements, options.scale, options.mean, inv_std, dst);
+      }
+      return;
+    }
+    const int h = static_cast<int>(sample_shape[1]), w = static_cast<int>(sample_shape[2]);
+    const AugmentPlan plan = options.augment.any()
+                                 ? PlanAugment(options.augment, AugmentKey(options.sampler.seed, e, index), h, w)
+                                 : AugmentPlan();
+    if (hwc && !plan.resized_crop) {
+      HwcToChwShifted(in.data, field_shape, plan, options.scale, means, inv_stds, dst);  // one pass
+      return;
+    }
+    if (hwc) {
+      HwcToChw(in.data, field_shape, options.scale, 0.0f, 1.0f, dst);
+    } else {
+      ToFloat(input_dtype, in.data, sample_elements, options.scale, 0.0f, 1.0f, dst);
+    }
+    ApplyAugment(plan, static_cast<int>(sample_shape[0]), h, w, dst, &scratch[worker]);
+    const size_t plane = static_cast<size_t>(h) * w;
+    for (size_t ch = 0; ch < means.size(); ++ch) {
+      float* p = dst + ch * plane;
+      for (size_t k = 0; k < plane; ++k) p[k] = (p[k] - means[ch]) * inv_stds[ch];
+    }
+  }
+
   Status Fill(int worker, uint64_t e, uint64_t b, const std::vector<uint64_t>& indices, Batch* batch) {
     const size_t bs = options.batch_size;
     const uint64_t first = b * bs;
@@ -174,10 +237,13 @@ struct Loader::Impl {
     batch->index = b;
     batch->size = size;
     batch->input_shape.assign(1, static_cast<int64_t>(size));
-    batch->input_shape.insert(batch->input_shape.end(), sample_shape.begin(), sample_shape.end());
-    batch->input.resize(size * sample_elements);
+    batch->input_shape.insert(batch->input_shape.end(), batch_shape.begin(), batch_shape.end());
+    if (options.uint8_batches) {
+      batch->input_u8.resize(size * sample_elements);
+    } else {
+      batch->input.resize(size * sample_elements);
+    }
     batch->target.resize(size);
-    const float inv_std = 1.0f / options.stddev;
     // The order is known ahead: ask the kernel for the next batch this worker
     // will fill while decoding this one (a no-op when the db is cached).
     const uint64_t ahead = first + options.batch_size * static_cast<uint64_t>(options.threads);
@@ -201,40 +267,30 @@ struct Loader::Impl {
       }
       const size_t out = kept++;
       batch->target[out] = ToInt64(target_dtype, fields[target_index].data);
-      float* dst = batch->input.data() + out * sample_elements;
-      if (fused_normalise) {  // normalisation folded into the conversion
-        if (hwc) {
-          HwcToChw(in.data, field_shape, options.scale, options.mean, inv_std, dst);
-        } else {
-          ToFloat(input_dtype, in.data, sample_elements, options.scale, options.mean, inv_std, dst);
+      if (options.uint8_batches) {
+        uint8_t* dst = batch->input_u8.data() + out * sample_elements;
+        if (sample_shape.size() != 3) {
+          std::memcpy(dst, in.data, sample_elements);
+          continue;
         }
+        const int h = static_cast<int>(sample_shape[1]), w = static_cast<int>(sample_shape[2]);
+        const AugmentPlan plan = options.augment.any()
+                                     ? PlanAugment(options.augment, AugmentKey(options.sampler.seed, e, index), h, w)
+                                     : AugmentPlan();
+        CopyImage(in.data, static_cast<int>(sample_shape[0]), h, w, hwc, plan, options.channels_last, dst);
         continue;
       }
-      const int h = static_cast<int>(sample_shape[1]), w = static_cast<int>(sample_shape[2]);
-      const AugmentPlan plan = options.augment.any()
-                                   ? PlanAugment(options.augment, AugmentKey(options.sampler.seed, e, index), h, w)
-                                   : AugmentPlan();
-      if (hwc && !plan.resized_crop) {
-        HwcToChwShifted(in.data, field_shape, plan, options.scale, means, inv_stds, dst);  // one pass
-        continue;
-      }
-      if (hwc) {
-        HwcToChw(in.data, field_shape, options.scale, 0.0f, 1.0f, dst);
-      } else {
-        ToFloat(input_dtype, in.data, sample_elements, options.scale, 0.0f, 1.0f, dst);
-      }
-      ApplyAugment(plan, static_cast<int>(sample_shape[0]), h, w, dst, &scratch[worker]);
-      const size_t plane = static_cast<size_t>(h) * w;
-      for (size_t ch = 0; ch < means.size(); ++ch) {
-        float* p = dst + ch * plane;
-        for (size_t k = 0; k < plane; ++k) p[k] = (p[k] - means[ch]) * inv_stds[ch];
-      }
+      float* dst = batch->input.data() + out * sample_elements;
+      ConvertFloat(worker, e, index, in, dst);
+      // Computed as CHW, then transposed: NHWC float is the rarer request.
+      if (options.channels_last) ChwToHwc(sample_shape, dst, &scratch[worker]);
     }
     batch->skipped = size - kept;
     if (kept < size) {  // skipped corrupt samples
       batch->size = kept;
       batch->input_shape[0] = static_cast<int64_t>(kept);
-      batch->input.resize(kept * sample_elements);
+      (options.uint8_batches ? batch->input_u8.resize(kept * sample_elements)
+                             : batch->input.resize(kept * sample_elements));
       batch->target.resize(kept);
     }
     return Status::OK();
@@ -327,6 +383,18 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const Loade
     impl->sample_shape = {input.shape[2], input.shape[0], input.shape[1]};
   }
   impl->sample_elements = static_cast<size_t>(input.FixedElements());
+  impl->batch_shape = impl->sample_shape;
+  if (options.channels_last) {
+    if (impl->sample_shape.size() != 3) {
+      return Status::InvalidArgument("channels_last needs a C x H x W input, field '" + input.name + "' has shape " +
+                                     ShapeToString(input.shape));
+    }
+    impl->batch_shape = {impl->sample_shape[1], impl->sample_shape[2], impl->sample_shape[0]};
+  }
+  if (options.uint8_batches &&
+      (input.dtype != DType::kUInt8 || options.augment.random_resized_crop)) {
+    return Status::InvalidArgument("uint8 batches need a uint8 field and no random-resized crop");
+  }
   const bool per_channel = !options.channel_mean.empty() || !options.channel_std.empty();
   if (options.augment.any() || per_channel) {
     if (impl->sample_shape.size() != 3) {

@@ -34,6 +34,11 @@ struct LoaderOptions {
   float stddev = 1.0f;
   std::vector<float> channel_mean;
   std::vector<float> channel_std;
+  // uint8_batches: raw uint8 values in Batch::input_u8 (no scaling or
+  // normalisation; the input field must be uint8; no random-resized crop).
+  // channels_last: image batches as N x H x W x C instead of N x C x H x W.
+  bool uint8_batches = false;
+  bool channels_last = false;
   // Skip records that fail their checks (counted in stats) instead of
   // failing; the batches holding them come out smaller.
   bool skip_corrupt = false;
@@ -43,14 +48,16 @@ struct LoaderOptions {
 };
 
 // A batch: `input` holds size x (input field's shape) float32 values, row-major;
-// image fields stored HWC are batched as CHW (NCHW batches).
+// image fields stored HWC are batched as CHW (NCHW batches) unless
+// channels_last asks for NHWC. With uint8_batches the values are in input_u8.
 struct Batch {
   uint64_t epoch = 0;
   uint64_t index = 0;  // within the epoch
   size_t size = 0;
   size_t skipped = 0;  // corrupt samples left out (skip_corrupt)
-  Shape input_shape;  // {size, ...field shape}
+  Shape input_shape;  // {size, ...sample shape in the batch's layout}
   std::vector<float> input;
+  std::vector<uint8_t> input_u8;
   std::vector<int64_t> target;
 };
 

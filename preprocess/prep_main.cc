@@ -288,7 +288,7 @@ int RunBench(BenchArgs& a) {
       if (!more.ok()) return Fail(more.status());
       if (!more.value()) break;
       samples += batch.size;
-      bytes += batch.input.size() * sizeof(float) + batch.target.size() * sizeof(int64_t);
+      bytes += batch.input.size() * sizeof(float) + batch.input_u8.size() + batch.target.size() * sizeof(int64_t);
       if (a.step_ms > 0) Spin(a.step_ms);
     }
   }
@@ -393,6 +393,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"full", "block", "none"}));
   bench->add_flag("--skip-corrupt", bench_args.loader.skip_corrupt, "skip and count corrupt records");
+  bench->add_flag("--uint8", bench_args.loader.uint8_batches, "uint8 batches (raw values) instead of float");
+  bench->add_flag("--channels-last", bench_args.loader.channels_last, "NHWC batches instead of NCHW");
   bench->add_flag("--json", bench_args.json, "print the figures as JSON");
   try {
     app.parse(argc, argv);

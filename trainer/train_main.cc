@@ -62,6 +62,10 @@ int main(int argc, char** argv) {
   app.add_flag("--block-shuffle", o.block_shuffle, "shuffle chunks of consecutive samples (dbs larger than RAM)");
   app.add_flag("--skip-corrupt", o.skip_corrupt, "skip and count corrupt records instead of stopping");
   app.add_flag("--drop-last", o.drop_last, "drop the epoch's tail instead of padding ranks to equal counts");
+  std::vector<std::string> augment;
+  app.add_option("--augment", augment, "training augmentation: any of flip, crop (padding 4), rrc")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"flip", "crop", "rrc"}));
   app.add_flag("--json", json, "print one JSON object with every epoch's figures on stdout");
   app.add_option("--rank", rank, "internal: run as this rank")->group("");
   app.add_option("--port", o.port, "internal: rank 0's TCPStore port")->group("");
@@ -72,6 +76,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "train: %s (see train --help)\n", e.what());
     return 2;
+  }
+
+  for (const std::string& a : augment) {
+    if (a == "flip") o.augment.flip = true;
+    if (a == "crop") o.augment.crop_padding = 4;
+    if (a == "rrc") o.augment.random_resized_crop = true;
   }
 
   if (rank < 0) {  // launcher

@@ -102,6 +102,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainOptions& o,
   if (o.block_shuffle) lo.sampler.mode = ShuffleMode::kBlock;
   lo.sampler.drop_last = o.drop_last;
   lo.skip_corrupt = o.skip_corrupt;
+  lo.augment = o.augment;
   lo.threads = o.loader_threads;
   lo.prefetch = o.prefetch;
   lo.mean = o.mean;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "loader/augment.h"
 #include "store/status.h"
 
 namespace granary {
@@ -31,6 +32,7 @@ struct TrainOptions {
   bool block_shuffle = false;  // chunks of consecutive samples (dbs larger than RAM)
   bool drop_last = false;      // drop the epoch's tail instead of padding it to equal ranks
   bool skip_corrupt = false;   // skip and count corrupt records instead of failing
+  AugmentOptions augment;      // training batches only
   float mean = 0.0f;  // input normalisation after scaling to [0, 1]
   float stddev = 1.0f;
 };

@@ -310,3 +310,92 @@ TEST(Loader, EpochsBackToBackOrAbandonedFollowTheSampler) {
 
 }  // namespace
 }  // namespace granary
+
+namespace granary {
+namespace {
+
+// An image db stored HWC (2 x 3 x 2): sample i, pixel (y, x), channel c holds
+// i * 16 + y * 6 + x * 2 + c.
+void WriteHwcDb(const std::string& path, uint64_t n) {
+  DbWriterOptions o;
+  o.path = path;
+  o.schema.fields = {{"image", DType::kUInt8, {2, 3, 2}, "HWC"}, {"label", DType::kInt64, {}}};
+  auto writer = DbWriter::Create(o);
+  ASSERT_TRUE(writer.ok());
+  RecordEncoder enc(o.schema, 1);
+  ASSERT_TRUE(writer.value()->BeginSplit("train", n).ok());
+  for (uint64_t i = 0; i < n; ++i) {
+    std::string image(12, '\0');
+    for (int k = 0; k < 12; ++k) image[k] = static_cast<char>(i * 16 + k);
+    int64_t label = static_cast<int64_t>(i);
+    std::string value;
+    uint64_t hash;
+    ASSERT_TRUE(enc.EncodeOne({{image.data(), 12, {}}, {&label, 8, {}}}, &value, &hash).ok());
+    ASSERT_TRUE(writer.value()->Append(value, {hash}).ok());
+  }
+  ASSERT_TRUE(writer.value()->EndSplit().ok());
+  ASSERT_TRUE(writer.value()->Finish(Manifest()).ok());
+}
+
+TEST(Loader, Uint8AndChannelsLastBatchesHoldThePixelsInTheirLayout) {
+  TempDir dir;
+  WriteHwcDb(dir.Sub("db"), 5);
+  auto db = DbReader::Open(dir.Sub("db"));
+  ASSERT_TRUE(db.ok());
+  auto first_batch = [&](bool u8, bool last, bool flip) {
+    LoaderOptions o;
+    o.batch_size = 5;
+    o.sampler.shuffle = false;
+    o.scale = 1.0f;
+    o.uint8_batches = u8;
+    o.channels_last = last;
+    o.augment.flip = flip;
+    auto loader = Loader::Create(*db.value(), o);
+    EXPECT_TRUE(loader.ok()) << loader.status().ToString();
+    loader.value()->StartEpoch(0);
+    Batch b;
+    EXPECT_TRUE(loader.value()->Next(&b).value());
+    return b;
+  };
+  auto px = [](int i, int y, int x, int c) { return i * 16 + y * 6 + x * 2 + c; };
+  Batch nchw = first_batch(true, false, false);
+  EXPECT_EQ(nchw.input_shape, (Shape{5, 2, 2, 3}));
+  Batch nhwc = first_batch(true, true, false);
+  EXPECT_EQ(nhwc.input_shape, (Shape{5, 2, 3, 2}));
+  Batch nhwc_f = first_batch(false, true, false);
+  Batch nchw_f = first_batch(false, false, false);
+  for (int i = 0; i < 5; ++i) {
+    for (int y = 0; y < 2; ++y) {
+      for (int x = 0; x < 3; ++x) {
+        for (int c = 0; c < 2; ++c) {
+          EXPECT_EQ(nchw.input_u8[i * 12 + (c * 2 + y) * 3 + x], px(i, y, x, c));
+          EXPECT_EQ(nhwc.input_u8[i * 12 + (y * 3 + x) * 2 + c], px(i, y, x, c));
+          EXPECT_EQ(nhwc_f.input[i * 12 + (y * 3 + x) * 2 + c], static_cast<float>(px(i, y, x, c)));
+          EXPECT_EQ(nchw_f.input[i * 12 + (c * 2 + y) * 3 + x], static_cast<float>(px(i, y, x, c)));
+        }
+      }
+    }
+  }
+  // A flipped uint8 sample is the mirror image of the plain one.
+  Batch flipped = first_batch(true, true, true);
+  int mirrored = 0;
+  for (int i = 0; i < 5; ++i) {
+    bool is_mirror = true;
+    for (int y = 0; y < 2; ++y) {
+      for (int x = 0; x < 3; ++x) {
+        for (int c = 0; c < 2; ++c) {
+          is_mirror = is_mirror && flipped.input_u8[i * 12 + (y * 3 + x) * 2 + c] == px(i, y, 2 - x, c);
+        }
+      }
+    }
+    mirrored += is_mirror;
+  }
+  EXPECT_GT(mirrored, 0);
+  LoaderOptions bad;
+  bad.uint8_batches = true;
+  bad.augment.random_resized_crop = true;
+  EXPECT_EQ(Loader::Create(*db.value(), bad).status().code(), Status::Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace granary
