@@ -501,6 +501,13 @@ struct SplitReader::Impl {
   uintptr_t touched_hi = 0;
   std::vector<std::pair<uintptr_t, uintptr_t>> maps;
 
+  void Touch(size_t shard, uintptr_t at, size_t bytes) {
+    touched_lo = std::min(touched_lo, at);
+    touched_hi = std::max(touched_hi, at + bytes);
+    maps[shard].first = std::min(maps[shard].first, at);
+    maps[shard].second = std::max(maps[shard].second, at + bytes);
+  }
+
   // The shard whose range holds `index` (precondition: index < split->count).
   size_t ShardOf(uint64_t index) const {
     const auto& shards = split->shards;
@@ -572,6 +579,10 @@ Status SplitReader::Locate(uint64_t index, std::string_view* value, uint64_t* fi
   *first = DecodeKey(k.mv_data);
   *value = std::string_view(static_cast<const char*>(v.mv_data), v.mv_size);
   *shard_out = shard;
+  // Remember what this lookup mapped for ReleasePages: the value's pages and
+  // the leaf page holding the key, which can lie far from the value.
+  s.Touch(shard, reinterpret_cast<uintptr_t>(k.mv_data), k.mv_size);
+  s.Touch(shard, reinterpret_cast<uintptr_t>(v.mv_data), v.mv_size);
   return Status::OK();
 }
 
@@ -599,12 +610,6 @@ Status SplitReader::Read(uint64_t index, const FieldView** fields) {
   GRANARY_RETURN_IF_ERROR(Locate(index, &value, &first, &shard));
   const std::string& path = s.split->shards[shard].path;
   s.cache_valid = false;
-  const auto at = reinterpret_cast<uintptr_t>(value.data());
-  s.touched_lo = std::min(s.touched_lo, at);
-  s.touched_hi = std::max(s.touched_hi, at + value.size());
-  auto& map = s.maps[shard];
-  map.first = std::min(map.first, at);
-  map.second = std::max(map.second, at + value.size());
   Status decoded = s.decoder->Decode(value, &s.cached);
   if (!decoded.ok()) return decoded.WithContext(path + ", key " + std::to_string(first));
   if (first > index || index - first >= s.cached.num_samples) {
