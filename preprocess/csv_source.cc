@@ -7,12 +7,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "preprocess/source.h"
+#include "store/file.h"
 
 namespace granary {
 namespace {
@@ -168,11 +167,8 @@ struct CsvFile {
 };
 
 Status ReadCsv(const std::string& path, CsvFile* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::IOError(path, "open", errno);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  std::string text;
+  GRANARY_RETURN_IF_ERROR(ReadFile(path, &text));
   out->path = path;
   out->bytes = text.size();
   std::vector<CsvRow> rows;

@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <filesystem>
 #include <memory>
 
 #include "preprocess/image.h"
 #include "preprocess/source.h"
+#include "store/file.h"
 
 namespace granary {
 namespace {
@@ -58,7 +58,7 @@ class ImageSplit : public SplitSource {
     const ImageItem& item = items_[index];
     thread_local std::string file;
     thread_local Image image;
-    GRANARY_RETURN_IF_ERROR(ReadWholeFile(raw_ + "/" + item.name, &file));
+    GRANARY_RETURN_IF_ERROR(ReadFile(raw_ + "/" + item.name, &file));
     if (file.empty()) return Status::InvalidArgument("empty file");
     GRANARY_RETURN_IF_ERROR(DecodeImage(reinterpret_cast<const uint8_t*>(file.data()), file.size(), transform_, &image));
     sample->fields.resize(2);
@@ -68,16 +68,6 @@ class ImageSplit : public SplitSource {
   }
 
  private:
-  static Status ReadWholeFile(const std::string& path, std::string* out) {
-    std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), std::fclose);
-    if (!f) return Status::IOError(path, "open", errno);
-    out->clear();
-    char buf[1 << 16];
-    for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f.get())) > 0;) out->append(buf, n);
-    if (std::ferror(f.get())) return Status::IOError(path, "read", errno);
-    return Status::OK();
-  }
-
   std::string name_;
   std::string raw_;
   std::vector<ImageItem> items_;

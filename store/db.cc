@@ -11,11 +11,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "store/content_hash.h"
+#include "store/file.h"
 #include "store/format.h"
 #include "store/lmdb_handles.h"
 
@@ -183,10 +183,9 @@ StatusOr<std::unique_ptr<DbWriter>> DbWriter::Create(DbWriterOptions options, Re
   impl->options = std::move(options);
   const std::string journal_path = impl->partial + "/" + kJournalFile;
   if (resume != nullptr && fs::exists(journal_path, ec)) {
-    std::ifstream in(journal_path, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+    std::string text;
+    GRANARY_RETURN_IF_ERROR(ReadFile(journal_path, &text));
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return Status::Corruption(journal_path + ": not valid JSON");
     try {
       auto finished = ParseManifest(j.at("finished").dump(), journal_path);
@@ -197,9 +196,8 @@ StatusOr<std::unique_ptr<DbWriter>> DbWriter::Create(DbWriterOptions options, Re
       impl->resume.checkpoint = j.at("checkpoint").get<std::string>();
       impl->resume.fingerprint = j.at("fingerprint").get<std::string>();
       if (j.at("dictionary").get<bool>()) {
-        std::ifstream dict(impl->partial + "/" + format::kDictionaryFile, std::ios::binary);
-        impl->resume.dictionary.assign(std::istreambuf_iterator<char>(dict), std::istreambuf_iterator<char>());
-        if (impl->resume.dictionary.empty()) return Status::Corruption(impl->partial + ": dictionary missing");
+        GRANARY_RETURN_IF_ERROR(ReadFile(impl->partial + "/" + format::kDictionaryFile, &impl->resume.dictionary));
+        if (impl->resume.dictionary.empty()) return Status::Corruption(impl->partial + ": dictionary is empty");
       }
     } catch (const nlohmann::json::exception& e) {
       return Status::Corruption(journal_path + ": " + e.what());
@@ -435,14 +433,14 @@ StatusOr<std::unique_ptr<DbReader>> DbReader::Open(const std::string& path) {
     return Status::InvalidArgument(path + ": is not a granary db (not a directory)");
   }
   const std::string manifest_path = path + "/" + format::kManifestFile;
-  std::ifstream in(manifest_path, std::ios::binary);
-  if (!in) {
+  std::string text;
+  Status read = ReadFile(manifest_path, &text);
+  if (read.code() == Status::Code::kNotFound) {
     std::string hint = fs::exists(path + format::kPartialSuffix, ec) ? " (a build of it did not finish)" : "";
     return Status::NotFound(path + ": is not a granary db: " + format::kManifestFile + " not found" + hint);
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  StatusOr<Manifest> manifest = ParseManifest(text.str(), manifest_path);
+  GRANARY_RETURN_IF_ERROR(read);
+  StatusOr<Manifest> manifest = ParseManifest(text, manifest_path);
   if (!manifest.ok()) return manifest.status();
 
   auto impl = std::make_unique<Impl>();
@@ -451,9 +449,8 @@ StatusOr<std::unique_ptr<DbReader>> DbReader::Open(const std::string& path) {
   const Manifest& m = impl->manifest;
   if (!m.dictionary_path.empty()) {
     const std::string dict_path = path + "/" + m.dictionary_path;
-    std::ifstream dict_in(dict_path, std::ios::binary);
-    if (!dict_in) return Status::IOError(dict_path, "open dictionary", errno);
-    std::string bytes((std::istreambuf_iterator<char>(dict_in)), std::istreambuf_iterator<char>());
+    std::string bytes;
+    GRANARY_RETURN_IF_ERROR(ReadFile(dict_path, &bytes));
     if (bytes.size() != m.dictionary_bytes ||
         FormatHash(XXH64(bytes.data(), bytes.size(), format::kChecksumSeed)) != m.dictionary_hash) {
       return Status::Corruption(dict_path + ": size or hash does not match the manifest");
