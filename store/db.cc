@@ -31,6 +31,11 @@ std::string EncodeKey(uint64_t index) {
 
 namespace {
 
+// The manifest's check of the dictionary file: XXH64 of its bytes.
+std::string DictionaryHash(const std::string& bytes) {
+  return FormatHash(XXH64(bytes.data(), bytes.size(), format::kChecksumSeed));
+}
+
 uint64_t DecodeKey(const void* data) {
   uint64_t v = 0;
   for (size_t i = 0; i < format::kKeyBytes; ++i) v = (v << 8) | static_cast<const uint8_t*>(data)[i];
@@ -102,8 +107,6 @@ struct ShardWriter {
 struct DbWriter::Impl {
   DbWriterOptions options;
   std::string partial;
-  std::string dictionary_hash;
-  uint64_t dictionary_bytes = 0;
   std::vector<SplitInfo> splits;
   bool in_split = false;
   bool finished = false;
@@ -224,7 +227,7 @@ Status DbWriter::StartJournal(const std::string& fingerprint, std::function<std:
   s.journaling = true;
   if (s.resume.resuming) {
     s.splits = s.resume.finished;
-    if (!s.resume.dictionary.empty()) GRANARY_RETURN_IF_ERROR(SetDictionary(s.resume.dictionary));
+    s.dictionary = s.resume.dictionary;  // its file is already in the partial directory
     return Status::OK();
   }
   return s.WriteJournal();
@@ -232,13 +235,11 @@ Status DbWriter::StartJournal(const std::string& fingerprint, std::function<std:
 
 Status DbWriter::SetDictionary(const std::string& bytes) {
   Impl& s = *impl_;
-  if (s.in_split || (!s.splits.empty() && !s.resume.resuming)) {
+  if (s.in_split || !s.splits.empty()) {
     return Status::FailedPrecondition("SetDictionary after a split began");
   }
-  s.dictionary = bytes;
   GRANARY_RETURN_IF_ERROR(WriteFileSynced(s.partial + "/" + format::kDictionaryFile, bytes));
-  s.dictionary_bytes = bytes.size();
-  s.dictionary_hash = FormatHash(XXH64(bytes.data(), bytes.size(), format::kChecksumSeed));
+  s.dictionary = bytes;
   return Status::OK();
 }
 
@@ -389,9 +390,9 @@ Status DbWriter::Finish(Manifest manifest) {
   manifest.schema = s.options.schema;
   manifest.splits = s.splits;
   manifest.content_hash = DatasetContentHash(manifest.splits);
-  manifest.dictionary_path = s.dictionary_bytes > 0 ? format::kDictionaryFile : "";
-  manifest.dictionary_bytes = s.dictionary_bytes;
-  manifest.dictionary_hash = s.dictionary_hash;
+  manifest.dictionary_path = s.dictionary.empty() ? "" : format::kDictionaryFile;
+  manifest.dictionary_bytes = s.dictionary.size();
+  manifest.dictionary_hash = s.dictionary.empty() ? "" : DictionaryHash(s.dictionary);
   std::error_code journal_ec;
   fs::remove(s.partial + "/" + kJournalFile, journal_ec);
   GRANARY_RETURN_IF_ERROR(WriteFileSynced(s.partial + "/" + format::kManifestFile, ManifestToJson(manifest)));
@@ -451,8 +452,7 @@ StatusOr<std::unique_ptr<DbReader>> DbReader::Open(const std::string& path) {
     const std::string dict_path = path + "/" + m.dictionary_path;
     std::string bytes;
     GRANARY_RETURN_IF_ERROR(ReadFile(dict_path, &bytes));
-    if (bytes.size() != m.dictionary_bytes ||
-        FormatHash(XXH64(bytes.data(), bytes.size(), format::kChecksumSeed)) != m.dictionary_hash) {
+    if (bytes.size() != m.dictionary_bytes || DictionaryHash(bytes) != m.dictionary_hash) {
       return Status::Corruption(dict_path + ": size or hash does not match the manifest");
     }
     auto dict = CompressionDictionary::Create(std::move(bytes), 0);
