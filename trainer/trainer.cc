@@ -20,6 +20,17 @@ torch::Tensor TargetTensor(Batch& b) {
   return torch::from_blob(b.target.data(), {static_cast<int64_t>(b.size)}, torch::kInt64);
 }
 
+// What the training and the evaluation loaders share.
+LoaderOptions BaseLoaderOptions(const TrainOptions& o) {
+  LoaderOptions lo;
+  lo.threads = o.loader_threads;
+  lo.prefetch = o.prefetch;
+  lo.mean = o.mean;
+  lo.stddev = o.stddev;
+  lo.skip_corrupt = o.skip_corrupt;
+  return lo;
+}
+
 struct EvalResult {
   double loss = 0;
   double accuracy = 0;
@@ -27,14 +38,10 @@ struct EvalResult {
 };
 
 Status Evaluate(const DbReader& db, const TrainOptions& o, ConvNet& model, EvalResult* out) {
-  LoaderOptions lo;
+  LoaderOptions lo = BaseLoaderOptions(o);
   lo.split = o.eval_split;
   lo.batch_size = 256;
   lo.sampler.shuffle = false;
-  lo.threads = o.loader_threads;
-  lo.prefetch = o.prefetch;
-  lo.mean = o.mean;
-  lo.stddev = o.stddev;
   StatusOr<std::unique_ptr<Loader>> loader = Loader::Create(db, lo);
   if (!loader.ok()) return loader.status().WithContext("evaluation loader");
   loader.value()->StartEpoch(0);
@@ -93,7 +100,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainOptions& o,
   const FieldSpec& image = manifest.schema.fields[image_field];
   const Shape chw = image.layout == "HWC" ? Shape{image.shape[2], image.shape[0], image.shape[1]} : image.shape;
 
-  LoaderOptions lo;
+  LoaderOptions lo = BaseLoaderOptions(o);
   lo.split = o.train_split;
   lo.batch_size = o.batch_size / static_cast<size_t>(o.world);
   lo.sampler.seed = o.seed;
@@ -101,12 +108,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainOptions& o,
   lo.sampler.world = o.world;
   if (o.block_shuffle) lo.sampler.mode = ShuffleMode::kBlock;
   lo.sampler.drop_last = o.drop_last;
-  lo.skip_corrupt = o.skip_corrupt;
   lo.augment = o.augment;
-  lo.threads = o.loader_threads;
-  lo.prefetch = o.prefetch;
-  lo.mean = o.mean;
-  lo.stddev = o.stddev;
   StatusOr<std::unique_ptr<Loader>> loader = Loader::Create(*db.value(), lo);
   if (!loader.ok()) return loader.status();
   if (!o.eval_split.empty() && manifest.FindSplit(o.eval_split) == nullptr) {

@@ -31,7 +31,7 @@ struct TrainOptions {
   int prefetch = 4;
   bool block_shuffle = false;  // chunks of consecutive samples (dbs larger than RAM)
   bool drop_last = false;      // drop the epoch's tail instead of padding it to equal ranks
-  bool skip_corrupt = false;   // skip and count corrupt records instead of failing
+  bool skip_corrupt = false;   // skip and count corrupt records (training and evaluation)
   AugmentOptions augment;      // training batches only
   float mean = 0.0f;  // input normalisation after scaling to [0, 1]
   float stddev = 1.0f;
