@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 
 #include <nlohmann/json.hpp>
 
@@ -413,12 +415,112 @@ Status DbWriter::Finish(Manifest manifest) {
 
 // ---------------------------------------------------------------------------
 
+namespace {
+
+// Where each record of a shard lies in its file: the B-tree's keys and value
+// positions, read once. Random reads go through this index and pread rather
+// than through LMDB's memory map. A page fault on a file mapping maps the
+// page cache's whole folio around the page (Linux 6.18 does so for folios up
+// to 2 MiB, which files written in large chunks are made of), so each random
+// record read through the map, or B-tree leaf visited, could add up to 2 MiB
+// to the process's RSS, and with the db's size so grew the RSS. pread copies
+// the record (a few KiB, beside its decompression) and maps nothing.
+struct ShardIndex {
+  std::vector<uint64_t> first;   // keys: first sample index, ascending
+  std::vector<uint64_t> offset;  // of the value in the shard file
+  std::vector<uint32_t> bytes;   // of the value
+};
+
+// Drops what this process has mapped of the map [map, map + bytes). The page
+// cache keeps the pages; a read-only file mapping loses nothing. Cheap where
+// little is mapped: the kernel skips empty page tables.
+void ReleaseMap(uintptr_t map, size_t bytes) { ::madvise(reinterpret_cast<void*>(map), bytes, MADV_DONTNEED); }
+
+// Walks the shard's B-tree into *index. Errors name the shard file. LMDB
+// trusts its pages, so a damaged B-tree can crash this walk (VerifyDb runs
+// its own walk in a child process). What the walk maps is released at each
+// new leaf page, so building the index maps a few folios at a time.
+Status BuildShardIndex(MDB_env* env, const std::string& path, uint64_t file_bytes, ShardIndex* index) {
+  lmdb::Txn txn;
+  GRANARY_RETURN_IF_ERROR(txn.Begin(env, MDB_RDONLY, path));
+  MDB_dbi dbi;
+  int rc = mdb_dbi_open(txn.get(), nullptr, 0, &dbi);
+  if (rc != 0) return lmdb::Error(path, "open database", rc);
+  MDB_cursor* raw_cursor = nullptr;
+  rc = mdb_cursor_open(txn.get(), dbi, &raw_cursor);
+  if (rc != 0) return lmdb::Error(path, "open cursor", rc);
+  std::unique_ptr<MDB_cursor, void (*)(MDB_cursor*)> cursor(raw_cursor, mdb_cursor_close);
+  MDB_envinfo info;
+  mdb_env_info(env, &info);
+  MDB_stat stat;
+  mdb_env_stat(env, &stat);
+  const uintptr_t page_bytes = stat.ms_psize;
+  uintptr_t map = 0;  // where LMDB mapped the file, from the first leaf page
+  uintptr_t leaf = 0;  // the leaf page holding the current key
+  MDB_val k, v;
+  for (rc = mdb_cursor_get(cursor.get(), &k, &v, MDB_FIRST); rc == 0;
+       rc = mdb_cursor_get(cursor.get(), &k, &v, MDB_NEXT)) {
+    if (k.mv_size != format::kKeyBytes) {
+      return Status::Corruption(path + ": a key of " + std::to_string(k.mv_size) + " bytes");
+    }
+    const uintptr_t page = reinterpret_cast<uintptr_t>(k.mv_data) & ~(page_bytes - 1);
+    if (map == 0) {
+      // LMDB does not say where it mapped the file, but each page of the
+      // file starts with its page number (a size_t: LMDB's MDB_page header),
+      // and the map starts at offset 0: map = page - number * page size.
+      size_t number;
+      std::memcpy(&number, reinterpret_cast<const void*>(page), sizeof(number));
+      if (number > file_bytes / page_bytes) return Status::Corruption(path + ": a leaf page with a bad page number");
+      map = page - number * page_bytes;
+    } else if (page != leaf) {
+      ReleaseMap(map, info.me_mapsize);  // the last leaf and the branch pages above it
+    }
+    leaf = page;
+    const uint64_t key = DecodeKey(k.mv_data);
+    const uintptr_t value = reinterpret_cast<uintptr_t>(v.mv_data);
+    if (value < map || value - map > file_bytes || v.mv_size > file_bytes - (value - map) ||
+        v.mv_size > UINT32_MAX) {
+      return Status::Corruption(path + ", key " + std::to_string(key) + ": the value lies outside the file");
+    }
+    if (!index->first.empty() && key <= index->first.back()) {
+      return Status::Corruption(path + ", key " + std::to_string(key) + ": keys out of order");
+    }
+    index->first.push_back(key);
+    index->offset.push_back(value - map);
+    index->bytes.push_back(static_cast<uint32_t>(v.mv_size));
+  }
+  if (rc != MDB_NOTFOUND) return lmdb::Error(path, "walk the B-tree", rc);
+  if (map != 0) ReleaseMap(map, info.me_mapsize);
+  return Status::OK();
+}
+
+}  // namespace
+
 struct DbReader::Impl {
   std::string path;
   Manifest manifest;
   std::shared_ptr<const CompressionDictionary> dictionary;
-  // envs[split][shard], in manifest order.
+  // envs[split][shard] and files[split][shard] (the same shard files, for
+  // pread), in manifest order.
   std::vector<std::vector<lmdb::Env>> envs;
+  std::vector<std::vector<ReadOnlyFile>> files;
+  // indexes[split][shard], built on first use (see ShardIndex).
+  mutable std::mutex index_mu;
+  mutable std::vector<std::unique_ptr<const std::vector<ShardIndex>>> indexes;
+
+  // The index of split `id`, built by the first caller (others wait for it).
+  StatusOr<const std::vector<ShardIndex>*> Index(size_t id) const {
+    std::lock_guard<std::mutex> lock(index_mu);
+    if (indexes[id] == nullptr) {
+      auto shards = std::make_unique<std::vector<ShardIndex>>(envs[id].size());
+      for (size_t i = 0; i < shards->size(); ++i) {
+        GRANARY_RETURN_IF_ERROR(BuildShardIndex(envs[id][i].get(), files[id][i].path(),
+                                                manifest.splits[id].shards[i].bytes, &(*shards)[i]));
+      }
+      indexes[id] = std::move(shards);
+    }
+    return indexes[id].get();
+  }
 };
 
 DbReader::DbReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -461,6 +563,7 @@ StatusOr<std::unique_ptr<DbReader>> DbReader::Open(const std::string& path) {
   }
   for (const SplitInfo& split : impl->manifest.splits) {
     std::vector<lmdb::Env> envs;
+    std::vector<ReadOnlyFile> files;
     for (const ShardInfo& shard : split.shards) {
       const std::string shard_path = path + "/" + shard.path;
       struct stat st;
@@ -473,9 +576,13 @@ StatusOr<std::unique_ptr<DbReader>> DbReader::Open(const std::string& path) {
       GRANARY_RETURN_IF_ERROR(
           env.Open(shard_path, MDB_RDONLY | MDB_NOTLS | MDB_NORDAHEAD, static_cast<size_t>(st.st_size)));
       envs.push_back(std::move(env));
+      files.emplace_back();
+      GRANARY_RETURN_IF_ERROR(files.back().Open(shard_path));
     }
     impl->envs.push_back(std::move(envs));
+    impl->files.push_back(std::move(files));
   }
+  impl->indexes.resize(impl->manifest.splits.size());
   return std::unique_ptr<DbReader>(new DbReader(std::move(impl)));
 }
 
@@ -483,27 +590,19 @@ StatusOr<std::unique_ptr<DbReader>> DbReader::Open(const std::string& path) {
 
 struct SplitReader::Impl {
   const DbReader::Impl* db = nullptr;
+  size_t split_id = 0;
   const SplitInfo* split = nullptr;
-  std::vector<lmdb::Txn> txns;  // per shard
+  std::vector<lmdb::Txn> txns;  // per shard, for ScanShard
   std::vector<MDB_dbi> dbis;
   std::vector<std::unique_ptr<MDB_cursor, void (*)(MDB_cursor*)>> cursors;
+  const std::vector<ShardIndex>* index = nullptr;  // per shard, on first use
   std::unique_ptr<RecordDecoder> decoder;
+  std::unique_ptr<char[]> value;  // the last record read, as stored
+  size_t value_capacity = 0;
   // The last record decoded: samples cached_first .. cached_first + cached.num_samples - 1.
   DecodedRecord cached;
   uint64_t cached_first = 0;
   bool cache_valid = false;
-  // For ReleasePages: the span of map addresses read since the last release,
-  // and per shard the span ever read (a lower bound on its mapping).
-  uintptr_t touched_lo = UINTPTR_MAX;
-  uintptr_t touched_hi = 0;
-  std::vector<std::pair<uintptr_t, uintptr_t>> maps;
-
-  void Touch(size_t shard, uintptr_t at, size_t bytes) {
-    touched_lo = std::min(touched_lo, at);
-    touched_hi = std::max(touched_hi, at + bytes);
-    maps[shard].first = std::min(maps[shard].first, at);
-    maps[shard].second = std::max(maps[shard].second, at + bytes);
-  }
 
   // The shard whose range holds `index` (precondition: index < split->count).
   size_t ShardOf(uint64_t index) const {
@@ -514,6 +613,29 @@ struct SplitReader::Impl {
     // Invariant: an empty shard's first equals the next shard's, so upper_bound
     // never stops right after one unless it is at the end (first == count).
     return k;
+  }
+
+  // The shard and the position in its index of the record holding `index`:
+  // the one with the largest key <= index.
+  Status Find(uint64_t index, size_t* shard, size_t* record) {
+    if (index >= split->count) {
+      return Status::NotFound("split '" + split->name + "': index " + std::to_string(index) + " out of range (" +
+                              std::to_string(split->count) + " samples)");
+    }
+    if (this->index == nullptr) {
+      StatusOr<const std::vector<ShardIndex>*> built = db->Index(split_id);
+      if (!built.ok()) return built.status();
+      this->index = built.value();
+    }
+    *shard = ShardOf(index);
+    const std::vector<uint64_t>& first = (*this->index)[*shard].first;
+    auto it = std::upper_bound(first.begin(), first.end(), index);
+    if (it == first.begin()) {
+      return Status::Corruption(split->shards[*shard].path + ", sample " + std::to_string(index) +
+                                ": no record holds it");
+    }
+    *record = static_cast<size_t>(it - first.begin()) - 1;
+    return Status::OK();
   }
 };
 
@@ -533,6 +655,7 @@ StatusOr<std::unique_ptr<SplitReader>> SplitReader::Create(const DbReader& db, c
   if (id == splits.size()) return Status::NotFound(d.path + ": no split '" + split + "'");
   auto impl = std::make_unique<Impl>();
   impl->db = &d;
+  impl->split_id = id;
   impl->split = &splits[id];
   for (size_t i = 0; i < d.envs[id].size(); ++i) {
     const std::string& shard_path = impl->split->shards[i].path;
@@ -549,51 +672,8 @@ StatusOr<std::unique_ptr<SplitReader>> SplitReader::Create(const DbReader& db, c
     impl->cursors.emplace_back(cursor, mdb_cursor_close);
   }
   impl->decoder = std::make_unique<RecordDecoder>(d.manifest.schema, d.dictionary);
-  impl->maps.assign(impl->txns.size(), {UINTPTR_MAX, 0});
   return std::unique_ptr<SplitReader>(new SplitReader(std::move(impl)));
 }
-
-// The record holding `index`: the one with the largest key <= index.
-Status SplitReader::Locate(uint64_t index, std::string_view* value, uint64_t* first, size_t* shard_out) {
-  Impl& s = *impl_;
-  if (index >= s.split->count) {
-    return Status::NotFound("split '" + s.split->name + "': index " + std::to_string(index) + " out of range (" +
-                            std::to_string(s.split->count) + " samples)");
-  }
-  const size_t shard = s.ShardOf(index);
-  const std::string& path = s.split->shards[shard].path;
-  std::string key = EncodeKey(index);
-  MDB_val k{key.size(), key.data()};
-  MDB_val v;
-  MDB_cursor* cursor = s.cursors[shard].get();
-  int rc = mdb_cursor_get(cursor, &k, &v, MDB_SET_RANGE);
-  uint64_t found = index + 1;
-  if (rc == 0 && k.mv_size == format::kKeyBytes) found = DecodeKey(k.mv_data);
-  if (rc == MDB_NOTFOUND || (rc == 0 && found > index)) rc = mdb_cursor_get(cursor, &k, &v, rc == 0 ? MDB_PREV : MDB_LAST);
-  if (rc == MDB_NOTFOUND) return Status::Corruption(path + ", sample " + std::to_string(index) + ": no record holds it");
-  if (rc != 0) return lmdb::Error(path, "sample " + std::to_string(index), rc);
-  if (k.mv_size != format::kKeyBytes) return Status::Corruption(path + ": a key of " + std::to_string(k.mv_size) + " bytes");
-  *first = DecodeKey(k.mv_data);
-  *value = std::string_view(static_cast<const char*>(v.mv_data), v.mv_size);
-  *shard_out = shard;
-  // Remember what this lookup mapped for ReleasePages: the value's pages and
-  // the leaf page holding the key, which can lie far from the value.
-  s.Touch(shard, reinterpret_cast<uintptr_t>(k.mv_data), k.mv_size);
-  s.Touch(shard, reinterpret_cast<uintptr_t>(v.mv_data), v.mv_size);
-  return Status::OK();
-}
-
-namespace {
-
-// madvise over the whole pages that `bytes` touches in the memory map.
-void Advise(std::string_view bytes, int advice) {
-  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t lo = reinterpret_cast<uintptr_t>(bytes.data()) & ~(page - 1);
-  const uintptr_t hi = (reinterpret_cast<uintptr_t>(bytes.data()) + bytes.size() + page - 1) & ~(page - 1);
-  ::madvise(reinterpret_cast<void*>(lo), hi - lo, advice);  // a hint: failure changes nothing
-}
-
-}  // namespace
 
 Status SplitReader::Read(uint64_t index, const FieldView** fields) {
   Impl& s = *impl_;
@@ -601,15 +681,22 @@ Status SplitReader::Read(uint64_t index, const FieldView** fields) {
     *fields = s.cached.sample(index - s.cached_first);
     return Status::OK();
   }
-  std::string_view value;
-  uint64_t first = 0;
-  size_t shard = 0;
-  GRANARY_RETURN_IF_ERROR(Locate(index, &value, &first, &shard));
+  size_t shard = 0, record = 0;
+  GRANARY_RETURN_IF_ERROR(s.Find(index, &shard, &record));
+  const ShardIndex& at = (*s.index)[shard];
+  const uint64_t first = at.first[record];
+  const size_t bytes = at.bytes[record];
   const std::string& path = s.split->shards[shard].path;
   s.cache_valid = false;
-  Status decoded = s.decoder->Decode(value, &s.cached);
+  if (s.value_capacity < bytes) {
+    s.value.reset(new char[bytes]);
+    s.value_capacity = bytes;
+  }
+  Status read = s.db->files[s.split_id][shard].ReadAt(at.offset[record], bytes, s.value.get());
+  if (!read.ok()) return read.WithContext("reading key " + std::to_string(first));
+  Status decoded = s.decoder->Decode(std::string_view(s.value.get(), bytes), &s.cached);
   if (!decoded.ok()) return decoded.WithContext(path + ", key " + std::to_string(first));
-  if (first > index || index - first >= s.cached.num_samples) {
+  if (index - first >= s.cached.num_samples) {
     return Status::Corruption(path + ", sample " + std::to_string(index) + ": no record holds it");
   }
   s.cached_first = first;
@@ -619,29 +706,11 @@ Status SplitReader::Read(uint64_t index, const FieldView** fields) {
 }
 
 void SplitReader::WillNeed(uint64_t index) {
-  std::string_view value;
-  uint64_t first = 0;
-  size_t shard = 0;
-  if (Locate(index, &value, &first, &shard).ok()) Advise(value, MADV_WILLNEED);
-}
-
-void SplitReader::ReleasePages() {
   Impl& s = *impl_;
-  if (s.touched_hi <= s.touched_lo) return;
-  // The span of the map read since the last call, plus the kernel's
-  // fault-around neighbours (up to 64 KiB) on either side. Safe while other
-  // threads read the same map: a read-only file mapping loses no data, their
-  // next access just maps the page again.
-  constexpr uintptr_t kSlack = 64 << 10;
-  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t lo = (s.touched_lo > kSlack ? s.touched_lo - kSlack : 0) & ~(page - 1);
-  const uintptr_t hi = (s.touched_hi + kSlack + page - 1) & ~(page - 1);
-  for (const auto& [begin, end] : s.maps) {  // stay inside the shard maps
-    const uintptr_t a = std::max(lo, begin), b = std::min(hi, end);
-    if (a < b) ::madvise(reinterpret_cast<void*>(a & ~(page - 1)), b - (a & ~(page - 1)), MADV_DONTNEED);
-  }
-  s.touched_lo = UINTPTR_MAX;
-  s.touched_hi = 0;
+  size_t shard = 0, record = 0;
+  if (!s.Find(index, &shard, &record).ok()) return;  // Read reports it
+  const ShardIndex& at = (*s.index)[shard];
+  s.db->files[s.split_id][shard].WillNeed(at.offset[record], at.bytes[record]);
 }
 
 Status SplitReader::ScanShard(size_t shard, const std::function<void(uint64_t, const Status&)>& on_record,

@@ -121,9 +121,12 @@ class DbReader {
   std::unique_ptr<Impl> impl_;
 };
 
-// Reads samples of one split; one per thread. Holds one read transaction per
-// shard for its lifetime (the db is immutable, so this pins nothing) and keeps
-// the last record it decoded, so neighbouring samples cost one decode.
+// Reads samples of one split; one per thread. The first read builds the
+// split's record index (shared by all readers of the DbReader): a walk of the
+// shards' B-trees that keeps ~20 bytes per record. Reads then fetch a record
+// with pread and map nothing, so random reads leave the RSS flat whatever the
+// db's size. Keeps the last record it decoded, so neighbouring samples cost
+// one decode.
 class SplitReader {
  public:
   // NotFound if the db has no split `split`.
@@ -141,14 +144,10 @@ class SplitReader {
   // index >= size().
   Status Read(uint64_t index, const FieldView** fields);
 
-  // Hints the kernel that sample `index` will be read soon (madvise
-  // MADV_WILLNEED on its record's pages); errors are ignored, Read reports them.
+  // Hints the kernel that sample `index` will be read soon
+  // (POSIX_FADV_WILLNEED on its record's bytes); errors are ignored, Read
+  // reports them.
   void WillNeed(uint64_t index);
-  // Drops the pages this process has mapped from the split's shard files
-  // (the page cache keeps them): reading touches pages, and the kernel maps
-  // neighbours too, so without this RSS grows toward the db size. Call now and
-  // then (the loader does after each batch); safe while others read.
-  void ReleasePages();
 
   size_t num_shards() const;
   // Walks shard `shard` in key order, decoding each record into *record and
@@ -160,7 +159,6 @@ class SplitReader {
                    DecodedRecord* record);
 
  private:
-  Status Locate(uint64_t index, std::string_view* value, uint64_t* first, size_t* shard);
   struct Impl;
   explicit SplitReader(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -304,5 +304,68 @@ TEST(Db, RecordsOfSeveralSamplesAreReadSampleBySample) {
   EXPECT_EQ(reader.value()->Read(n, &f).code(), Status::Code::kNotFound);
 }
 
+// Byte k of sample i's blob: incompressible, so big blobs stay big on disk.
+uint8_t BlobByte(uint64_t i, size_t k) {
+  uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ (k * 0xBF58476D1CE4E5B9ull);
+  x ^= x >> 31;
+  return static_cast<uint8_t>(x * 0x94D049BB133111EBull >> 56);
+}
+
+// Reads go through the record index and pread: values small enough to sit in
+// a B-tree leaf and values on overflow pages of many pages, in two shards,
+// read back in a scattered order; WillNeed never fails loudly.
+TEST(Db, RecordsOfAnySizeReadBackInAnyOrder) {
+  TempDir dir;
+  const std::string path = dir.Sub("db");
+  const uint64_t n = 240;
+  auto size_of = [](uint64_t i) { return static_cast<size_t>(i % 3 == 0 ? 1 + i % 50 : (i * 997) % 40000); };
+  Schema schema;
+  schema.fields = {{"blob", DType::kUInt8, {kVariableDim}}, {"label", DType::kInt64, {}}};
+  {
+    DbWriterOptions o;
+    o.path = path;
+    o.schema = schema;
+    o.shards_per_split = 2;
+    auto writer = DbWriter::Create(o);
+    ASSERT_TRUE(writer.ok());
+    RecordEncoder enc(schema, 1);
+    ASSERT_TRUE(writer.value()->BeginSplit("train", n).ok());
+    for (uint64_t i = 0; i < n; ++i) {
+      std::string blob(size_of(i), '\0');
+      for (size_t k = 0; k < blob.size(); ++k) blob[k] = static_cast<char>(BlobByte(i, k));
+      const int64_t label = static_cast<int64_t>(i);
+      std::string value;
+      uint64_t hash = 0;
+      ASSERT_TRUE(enc.EncodeOne({{blob.data(), blob.size(), {static_cast<int64_t>(blob.size())}},
+                                 {&label, sizeof(label), {}}},
+                                &value, &hash)
+                      .ok());
+      ASSERT_TRUE(writer.value()->Append(value, {hash}).ok());
+    }
+    ASSERT_TRUE(writer.value()->EndSplit().ok());
+    ASSERT_TRUE(writer.value()->Finish(Manifest()).ok());
+  }
+  auto db = DbReader::Open(path);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  ASSERT_EQ(db.value()->manifest().splits[0].shards.size(), 2u);
+  auto reader = SplitReader::Create(*db.value(), "train");
+  ASSERT_TRUE(reader.ok());
+  const FieldView* f = nullptr;
+  for (uint64_t k = 0; k < n; ++k) {
+    const uint64_t i = (k * 101 + 17) % n;  // 101 is prime to n: a permutation
+    reader.value()->WillNeed((i * 7) % n);
+    ASSERT_TRUE(reader.value()->Read(i, &f).ok()) << i;
+    ASSERT_EQ(f[0].shape, Shape{static_cast<int64_t>(size_of(i))}) << i;
+    size_t wrong = 0;
+    for (size_t b = 0; b < size_of(i); ++b) wrong += f[0].data[b] != BlobByte(i, b);
+    EXPECT_EQ(wrong, 0u) << i;
+    int64_t label;
+    std::memcpy(&label, f[1].data, 8);
+    EXPECT_EQ(label, static_cast<int64_t>(i));
+  }
+  reader.value()->WillNeed(n + 5);  // out of range: a no-op
+  EXPECT_EQ(reader.value()->Read(n, &f).code(), Status::Code::kNotFound);
+}
+
 }  // namespace
 }  // namespace granary
