@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 
 #include <nlohmann/json.hpp>
@@ -436,30 +437,24 @@ struct ShardIndex {
 // little is mapped: the kernel skips empty page tables.
 void ReleaseMap(uintptr_t map, size_t bytes) { ::madvise(reinterpret_cast<void*>(map), bytes, MADV_DONTNEED); }
 
-// Walks the shard's B-tree into *index. Errors name the shard file. LMDB
-// trusts its pages, so a damaged B-tree can crash this walk (VerifyDb runs
-// its own walk in a child process). What the walk maps is released at each
-// new leaf page, so building the index maps a few folios at a time.
-Status BuildShardIndex(MDB_env* env, const std::string& path, uint64_t file_bytes, ShardIndex* index) {
-  lmdb::Txn txn;
-  GRANARY_RETURN_IF_ERROR(txn.Begin(env, MDB_RDONLY, path));
-  MDB_dbi dbi;
-  int rc = mdb_dbi_open(txn.get(), nullptr, 0, &dbi);
-  if (rc != 0) return lmdb::Error(path, "open database", rc);
-  MDB_cursor* raw_cursor = nullptr;
-  rc = mdb_cursor_open(txn.get(), dbi, &raw_cursor);
-  if (rc != 0) return lmdb::Error(path, "open cursor", rc);
-  std::unique_ptr<MDB_cursor, void (*)(MDB_cursor*)> cursor(raw_cursor, mdb_cursor_close);
+// Walks a shard's B-tree in key order through `cursor`, calling
+// visit(key, value, the value's offset in the file) for each record. Errors
+// name the shard file. LMDB trusts its pages, so a damaged B-tree can crash a
+// walk (which is why VerifyDb walks in a child process). At each new leaf page
+// the walk drops all it has mapped of the shard, so it maps a few folios at a
+// time however big the shard.
+Status WalkShard(MDB_env* env, MDB_cursor* cursor, const std::string& path, uint64_t file_bytes,
+                 const std::function<Status(uint64_t, std::string_view, uint64_t)>& visit) {
   MDB_envinfo info;
   mdb_env_info(env, &info);
   MDB_stat stat;
   mdb_env_stat(env, &stat);
   const uintptr_t page_bytes = stat.ms_psize;
-  uintptr_t map = 0;  // where LMDB mapped the file, from the first leaf page
+  uintptr_t map = 0;   // where LMDB mapped the file, from the first leaf page
   uintptr_t leaf = 0;  // the leaf page holding the current key
   MDB_val k, v;
-  for (rc = mdb_cursor_get(cursor.get(), &k, &v, MDB_FIRST); rc == 0;
-       rc = mdb_cursor_get(cursor.get(), &k, &v, MDB_NEXT)) {
+  int rc;
+  for (rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
     if (k.mv_size != format::kKeyBytes) {
       return Status::Corruption(path + ": a key of " + std::to_string(k.mv_size) + " bytes");
     }
@@ -473,25 +468,45 @@ Status BuildShardIndex(MDB_env* env, const std::string& path, uint64_t file_byte
       if (number > file_bytes / page_bytes) return Status::Corruption(path + ": a leaf page with a bad page number");
       map = page - number * page_bytes;
     } else if (page != leaf) {
-      ReleaseMap(map, info.me_mapsize);  // the last leaf and the branch pages above it
+      ReleaseMap(map, info.me_mapsize);  // the last leaf, its values and the branch pages above it
     }
     leaf = page;
     const uint64_t key = DecodeKey(k.mv_data);
     const uintptr_t value = reinterpret_cast<uintptr_t>(v.mv_data);
-    if (value < map || value - map > file_bytes || v.mv_size > file_bytes - (value - map) ||
-        v.mv_size > UINT32_MAX) {
+    if (value < map || value - map > file_bytes || v.mv_size > file_bytes - (value - map)) {
       return Status::Corruption(path + ", key " + std::to_string(key) + ": the value lies outside the file");
     }
+    GRANARY_RETURN_IF_ERROR(visit(key, std::string_view(static_cast<const char*>(v.mv_data), v.mv_size), value - map));
+  }
+  if (map != 0) ReleaseMap(map, info.me_mapsize);
+  if (rc != MDB_NOTFOUND) return lmdb::Error(path, "walk the B-tree", rc);
+  return Status::OK();
+}
+
+// The index of one shard: a walk in a read transaction of its own.
+Status BuildShardIndex(MDB_env* env, const std::string& path, uint64_t file_bytes, ShardIndex* index) {
+  lmdb::Txn txn;
+  GRANARY_RETURN_IF_ERROR(txn.Begin(env, MDB_RDONLY, path));
+  MDB_dbi dbi;
+  int rc = mdb_dbi_open(txn.get(), nullptr, 0, &dbi);
+  if (rc != 0) return lmdb::Error(path, "open database", rc);
+  MDB_cursor* raw_cursor = nullptr;
+  rc = mdb_cursor_open(txn.get(), dbi, &raw_cursor);
+  if (rc != 0) return lmdb::Error(path, "open cursor", rc);
+  std::unique_ptr<MDB_cursor, void (*)(MDB_cursor*)> cursor(raw_cursor, mdb_cursor_close);
+  return WalkShard(env, cursor.get(), path, file_bytes, [&](uint64_t key, std::string_view value, uint64_t offset) {
     if (!index->first.empty() && key <= index->first.back()) {
       return Status::Corruption(path + ", key " + std::to_string(key) + ": keys out of order");
     }
+    if (value.size() > UINT32_MAX) {
+      return Status::Corruption(path + ", key " + std::to_string(key) + ": a value of " +
+                                std::to_string(value.size()) + " bytes");
+    }
     index->first.push_back(key);
-    index->offset.push_back(value - map);
-    index->bytes.push_back(static_cast<uint32_t>(v.mv_size));
-  }
-  if (rc != MDB_NOTFOUND) return lmdb::Error(path, "walk the B-tree", rc);
-  if (map != 0) ReleaseMap(map, info.me_mapsize);
-  return Status::OK();
+    index->offset.push_back(offset);
+    index->bytes.push_back(static_cast<uint32_t>(value.size()));
+    return Status::OK();
+  });
 }
 
 }  // namespace
@@ -717,20 +732,13 @@ Status SplitReader::ScanShard(size_t shard, const std::function<void(uint64_t, c
                               DecodedRecord* record) {
   Impl& s = *impl_;
   if (shard >= s.txns.size()) return Status::InvalidArgument("no shard " + std::to_string(shard));
-  const std::string& path = s.split->shards[shard].path;
-  MDB_cursor* cursor = s.cursors[shard].get();
-  MDB_val k, v;
-  int rc;
-  for (rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
-    if (k.mv_size != format::kKeyBytes) {
-      return Status::Corruption(path + ": a key of " + std::to_string(k.mv_size) + " bytes");
-    }
-    const uint64_t key = DecodeKey(k.mv_data);
-    Status decoded = s.decoder->Decode(std::string_view(static_cast<const char*>(v.mv_data), v.mv_size), record);
-    on_record(key, decoded.ok() ? decoded : decoded.WithContext(path + ", key " + std::to_string(key)));
-  }
-  if (rc != MDB_NOTFOUND) return lmdb::Error(path, "walk", rc);
-  return Status::OK();
+  const ShardInfo& info = s.split->shards[shard];
+  return WalkShard(s.db->envs[s.split_id][shard].get(), s.cursors[shard].get(), info.path, info.bytes,
+                   [&](uint64_t key, std::string_view value, uint64_t) {
+                     Status decoded = s.decoder->Decode(value, record);
+                     on_record(key, decoded.WithContext(info.path + ", key " + std::to_string(key)));
+                     return Status::OK();
+                   });
 }
 
 }  // namespace granary
