@@ -6,6 +6,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <string>
 
 namespace granary {
 namespace {
@@ -73,7 +74,12 @@ INSTANTIATE_TEST_SUITE_P(Sizes, SamplerProperties,
                          ::testing::Values(Case{1, 1, false}, Case{10, 1, false}, Case{10, 3, false},
                                            Case{10, 3, true}, Case{100, 4, false}, Case{101, 4, false},
                                            Case{101, 4, true}, Case{997, 7, false}, Case{997, 7, true},
-                                           Case{5, 8, false}, Case{60000, 2, false}, Case{1000, 16, true}));
+                                           Case{5, 8, false}, Case{60000, 2, false}, Case{1000, 16, true}),
+                         [](const ::testing::TestParamInfo<Case>& info) {  // e.g. n997_world7_drop
+                           const Case& c = info.param;
+                           return "n" + std::to_string(c.n) + "_world" + std::to_string(c.world) +
+                                  (c.drop_last ? "_drop" : "_pad");
+                         });
 
 TEST(Sampler, PermutationIsAPermutation) {
   for (uint64_t n : {0, 1, 2, 3, 1000}) {
