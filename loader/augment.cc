@@ -38,6 +38,27 @@ float Bilinear(const float* p, int h, int w, double y, double x) {
 
 }  // namespace
 
+StatusOr<AugmentOptions> ParseAugment(const std::string& comma_list) {
+  AugmentOptions options;
+  size_t begin = 0;
+  while (begin < comma_list.size()) {
+    size_t end = comma_list.find(',', begin);
+    if (end == std::string::npos) end = comma_list.size();
+    const std::string name = comma_list.substr(begin, end - begin);
+    if (name == "flip") {
+      options.flip = true;
+    } else if (name == "crop") {
+      options.crop_padding = 4;
+    } else if (name == "rrc") {
+      options.random_resized_crop = true;
+    } else {
+      return Status::InvalidArgument("--augment " + name + ": expected flip, crop or rrc");
+    }
+    begin = end + 1;
+  }
+  return options;
+}
+
 uint64_t AugmentKey(uint64_t seed, uint64_t epoch, uint64_t index) {
   return Mix(Mix(seed ^ 0x6A09E667F3BCC909ULL) ^ Mix(epoch + 0x3C6EF372FE94F82BULL) ^ index);
 }

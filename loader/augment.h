@@ -4,7 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include "store/status.h"
 
 namespace granary {
 
@@ -21,6 +24,11 @@ struct AugmentOptions {
 
   bool any() const { return crop_padding > 0 || random_resized_crop || flip; }
 };
+
+// Options from a comma list of "flip", "crop" (padding 4) and "rrc" (the
+// loader tools' --augment; "" for none); InvalidArgument naming the flag
+// and the unknown name otherwise.
+StatusOr<AugmentOptions> ParseAugment(const std::string& comma_list);
 
 // The random stream of one sample in one epoch.
 uint64_t AugmentKey(uint64_t seed, uint64_t epoch, uint64_t index);

@@ -96,9 +96,16 @@ uint64_t Sampler::dropped(uint64_t start) const {
   return total < m ? m - total : 0;
 }
 
+StatusOr<ShuffleMode> ParseShuffleMode(const std::string& name) {
+  if (name == "full") return ShuffleMode::kFull;
+  if (name == "block") return ShuffleMode::kBlock;
+  if (name == "none") return ShuffleMode::kNone;
+  return Status::InvalidArgument("--shuffle " + name + ": expected full, block or none");
+}
+
 std::vector<uint64_t> Sampler::EpochIndices(uint64_t epoch, uint64_t start) const {
   std::vector<uint64_t> order;
-  const ShuffleMode mode = options_.shuffle ? options_.mode : ShuffleMode::kNone;
+  const ShuffleMode mode = options_.mode;
   if (mode == ShuffleMode::kFull) {
     order = EpochPermutation(n_, options_.seed, epoch);
   } else if (mode == ShuffleMode::kBlock) {

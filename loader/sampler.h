@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "store/status.h"
@@ -16,9 +17,12 @@ enum class ShuffleMode {
            // window of chunks: reads stay local for dbs larger than RAM
 };
 
+// The mode called "full", "block" or "none" (the loader tools' --shuffle);
+// InvalidArgument naming the flag otherwise.
+StatusOr<ShuffleMode> ParseShuffleMode(const std::string& name);
+
 struct SamplerOptions {
   uint64_t seed = 0;
-  bool shuffle = true;  // false: ShuffleMode::kNone whatever `mode` says
   // Drop the tail so every rank gets floor(n / world) samples; otherwise pad
   // by wrapping around to the start of the order so every rank gets ceil(n / world).
   bool drop_last = false;

@@ -259,23 +259,16 @@ void Spin(double ms) {
 int RunBench(BenchArgs& a) {
   auto db = granary::DbReader::Open(a.db);
   if (!db.ok()) return Fail(db.status());
-  for (const std::string& aug : SplitCommas(a.augment)) {
-    if (aug == "flip") {
-      a.loader.augment.flip = true;
-    } else if (aug == "crop") {
-      a.loader.augment.crop_padding = 4;
-    } else if (aug == "rrc") {
-      a.loader.augment.random_resized_crop = true;
-    } else {
-      return Fail(granary::Status::InvalidArgument("--augment " + aug + ": expected flip, crop or rrc"));
-    }
-  }
+  auto augment = granary::ParseAugment(a.augment);
+  if (!augment.ok()) return Fail(augment.status());
+  a.loader.augment = augment.value();
+  auto shuffle = granary::ParseShuffleMode(a.shuffle);
+  if (!shuffle.ok()) return Fail(shuffle.status());
+  a.loader.sampler.mode = shuffle.value();
   if (a.normalize) {
     a.loader.channel_mean = {0.485f, 0.456f, 0.406f};
     a.loader.channel_std = {0.229f, 0.224f, 0.225f};
   }
-  a.loader.sampler.shuffle = a.shuffle != "none";
-  a.loader.sampler.mode = a.shuffle == "block" ? granary::ShuffleMode::kBlock : granary::ShuffleMode::kFull;
   auto loader = granary::Loader::Create(*db.value(), a.loader);
   if (!loader.ok()) return Fail(loader.status());
   uint64_t samples = 0, bytes = 0;

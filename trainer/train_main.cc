@@ -59,13 +59,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--mean", o.mean, "input normalisation: mean after scaling to [0,1]")->capture_default_str();
   app.add_option("--std", o.stddev, "input normalisation: std after scaling to [0,1]")->capture_default_str();
-  app.add_flag("--block-shuffle", o.block_shuffle, "shuffle chunks of consecutive samples (dbs larger than RAM)");
+  std::string shuffle = "full";
+  app.add_option("--shuffle", shuffle, "training order: full, block (chunks of consecutive samples, for dbs "
+                                       "larger than RAM) or none")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"full", "block", "none"}));
   app.add_flag("--skip-corrupt", o.skip_corrupt, "skip and count corrupt records instead of stopping");
   app.add_flag("--drop-last", o.drop_last, "drop the epoch's tail instead of padding ranks to equal counts");
-  std::vector<std::string> augment;
-  app.add_option("--augment", augment, "training augmentation: any of flip, crop (padding 4), rrc")
-      ->delimiter(',')
-      ->check(CLI::IsMember({"flip", "crop", "rrc"}));
+  std::string augment;
+  app.add_option("--augment", augment, "training augmentation: comma list of flip, crop (padding 4), rrc");
   app.add_flag("--json", json, "print one JSON object with every epoch's figures on stdout");
   app.add_option("--rank", rank, "internal: run as this rank")->group("");
   app.add_option("--port", o.port, "internal: rank 0's TCPStore port")->group("");
@@ -78,11 +80,10 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  for (const std::string& a : augment) {
-    if (a == "flip") o.augment.flip = true;
-    if (a == "crop") o.augment.crop_padding = 4;
-    if (a == "rrc") o.augment.random_resized_crop = true;
-  }
+  auto augment_options = granary::ParseAugment(augment);
+  if (!augment_options.ok()) return Fail(augment_options.status(), 0);
+  o.augment = augment_options.value();
+  o.shuffle = granary::ParseShuffleMode(shuffle).value();  // checked by CLI11
 
   if (rank < 0) {  // launcher
     {

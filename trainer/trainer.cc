@@ -41,7 +41,7 @@ Status Evaluate(const DbReader& db, const TrainOptions& o, ConvNet& model, EvalR
   LoaderOptions lo = BaseLoaderOptions(o);
   lo.split = o.eval_split;
   lo.batch_size = 256;
-  lo.sampler.shuffle = false;
+  lo.sampler.mode = ShuffleMode::kNone;
   StatusOr<std::unique_ptr<Loader>> loader = Loader::Create(db, lo);
   if (!loader.ok()) return loader.status().WithContext("evaluation loader");
   loader.value()->StartEpoch(0);
@@ -106,7 +106,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainOptions& o,
   lo.sampler.seed = o.seed;
   lo.sampler.rank = o.rank;
   lo.sampler.world = o.world;
-  if (o.block_shuffle) lo.sampler.mode = ShuffleMode::kBlock;
+  lo.sampler.mode = o.shuffle;
   lo.sampler.drop_last = o.drop_last;
   lo.augment = o.augment;
   StatusOr<std::unique_ptr<Loader>> loader = Loader::Create(*db.value(), lo);

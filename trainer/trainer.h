@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "loader/augment.h"
+#include "loader/sampler.h"
 #include "store/status.h"
 
 namespace granary {
@@ -29,7 +30,7 @@ struct TrainOptions {
   int threads = 0;  // intra-op threads of this rank; 0: cores / world
   int loader_threads = 1;
   int prefetch = 4;
-  bool block_shuffle = false;  // chunks of consecutive samples (dbs larger than RAM)
+  ShuffleMode shuffle = ShuffleMode::kFull;  // of the training split; kBlock for dbs larger than RAM
   bool drop_last = false;      // drop the epoch's tail instead of padding it to equal ranks
   bool skip_corrupt = false;   // skip and count corrupt records (training and evaluation)
   AugmentOptions augment;      // training batches only

@@ -88,5 +88,19 @@ TEST(Augment, RandomResizedCropStaysWithinTheImageValues) {
   }
 }
 
+TEST(Augment, ParsesTheFlagsCommaList) {
+  auto all = ParseAugment("flip,crop,rrc");
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->flip);
+  EXPECT_EQ(all->crop_padding, 4);
+  EXPECT_TRUE(all->random_resized_crop);
+  auto none = ParseAugment("");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->any());
+  auto bad = ParseAugment("flip,rotate");
+  EXPECT_EQ(bad.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("--augment rotate"), std::string::npos) << bad.status().message();
+}
+
 }  // namespace
 }  // namespace granary

@@ -52,7 +52,7 @@ TEST_P(LoaderThreads, BatchesFollowTheSamplerExactly) {
   o.batch_size = 10;
   o.threads = GetParam();
   o.prefetch = 3;
-  o.sampler = {5, true, false, 1, 2};
+  o.sampler = {5, false, 1, 2};
   o.scale = 1.0f;
   auto loader = Loader::Create(*db.value(), o);
   ASSERT_TRUE(loader.ok()) << loader.status().ToString();
@@ -126,7 +126,7 @@ TEST(Loader, CorruptRecordSurfacesAsAnErrorNamingShardAndKey) {
   LoaderOptions o;
   o.batch_size = 8;
   o.threads = 2;
-  o.sampler.shuffle = false;
+  o.sampler.mode = ShuffleMode::kNone;
   auto loader = Loader::Create(*db.value(), o);
   ASSERT_TRUE(loader.ok());
   loader.value()->StartEpoch(0);
@@ -178,7 +178,7 @@ TEST(Loader, RestoredStateContinuesTheEpochWithAnyWorldSize) {
     o.batch_size = 7;
     o.threads = 2;
     o.scale = 1.0f;
-    o.sampler = {9, true, false, rank, world};
+    o.sampler = {9, false, rank, world};
     auto loader = Loader::Create(*db.value(), o);
     EXPECT_TRUE(loader.ok());
     return std::move(loader).value();
@@ -345,7 +345,7 @@ TEST(Loader, Uint8AndChannelsLastBatchesHoldThePixelsInTheirLayout) {
   auto first_batch = [&](bool u8, bool last, bool flip) {
     LoaderOptions o;
     o.batch_size = 5;
-    o.sampler.shuffle = false;
+    o.sampler.mode = ShuffleMode::kNone;
     o.scale = 1.0f;
     o.uint8_batches = u8;
     o.channels_last = last;

@@ -27,7 +27,7 @@ TEST_P(SamplerProperties, RanksShareAnEpochExactly) {
     std::map<uint64_t, int> seen;
     uint64_t per_rank = 0, padded = 0, dropped = 0;
     for (int rank = 0; rank < c.world; ++rank) {
-      auto s = Sampler::Create(c.n, {42, true, c.drop_last, rank, c.world});
+      auto s = Sampler::Create(c.n, {42, c.drop_last, rank, c.world});
       ASSERT_TRUE(s.ok()) << s.status().ToString();
       std::vector<uint64_t> mine = s->EpochIndices(epoch);
       if (rank == 0) {
@@ -59,9 +59,9 @@ TEST_P(SamplerProperties, RanksShareAnEpochExactly) {
 
 TEST_P(SamplerProperties, OrderIsAPureFunctionOfSeedAndEpoch) {
   const Case c = GetParam();
-  auto a = Sampler::Create(c.n, {7, true, c.drop_last, 0, c.world});
-  auto b = Sampler::Create(c.n, {7, true, c.drop_last, 0, c.world});
-  auto other_seed = Sampler::Create(c.n, {8, true, c.drop_last, 0, c.world});
+  auto a = Sampler::Create(c.n, {7, c.drop_last, 0, c.world});
+  auto b = Sampler::Create(c.n, {7, c.drop_last, 0, c.world});
+  auto other_seed = Sampler::Create(c.n, {8, c.drop_last, 0, c.world});
   ASSERT_TRUE(a.ok() && b.ok() && other_seed.ok());
   EXPECT_EQ(a->EpochIndices(3), b->EpochIndices(3));
   if (c.n >= 20) {
@@ -90,17 +90,24 @@ TEST(Sampler, PermutationIsAPermutation) {
 }
 
 TEST(Sampler, NoShuffleReadsInIndexOrder) {
-  auto s = Sampler::Create(10, {1, false, false, 1, 2});
+  auto s = Sampler::Create(10, {1, false, 1, 2, ShuffleMode::kNone});
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->EpochIndices(5), (std::vector<uint64_t>{1, 3, 5, 7, 9}));
 }
 
+TEST(Sampler, ParsesShuffleModeNames) {
+  EXPECT_EQ(ParseShuffleMode("full").value(), ShuffleMode::kFull);
+  EXPECT_EQ(ParseShuffleMode("block").value(), ShuffleMode::kBlock);
+  EXPECT_EQ(ParseShuffleMode("none").value(), ShuffleMode::kNone);
+  EXPECT_EQ(ParseShuffleMode("random").status().code(), Status::Code::kInvalidArgument);
+}
+
 TEST(Sampler, RejectsBadWorldAndRank) {
-  EXPECT_EQ(Sampler::Create(10, {0, true, false, 0, 0}).status().code(), Status::Code::kInvalidArgument);
-  EXPECT_EQ(Sampler::Create(10, {0, true, false, 2, 2}).status().code(), Status::Code::kInvalidArgument);
-  EXPECT_EQ(Sampler::Create(10, {0, true, false, -1, 2}).status().code(), Status::Code::kInvalidArgument);
-  EXPECT_EQ(Sampler::Create(0, {0, true, false, 0, 1}).status().code(), Status::Code::kInvalidArgument);
-  EXPECT_EQ(Sampler::Create(3, {0, true, true, 0, 4}).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(Sampler::Create(10, {0, false, 0, 0}).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(Sampler::Create(10, {0, false, 2, 2}).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(Sampler::Create(10, {0, false, -1, 2}).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(Sampler::Create(0, {0, false, 0, 1}).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(Sampler::Create(3, {0, true, 0, 4}).status().code(), Status::Code::kInvalidArgument);
 }
 
 }  // namespace
@@ -117,20 +124,20 @@ TEST(Sampler, ResumingMidEpochWithAnotherWorldSizeReadsEachSampleOnce) {
   for (int trial = 0; trial < 200; ++trial) {
     const uint64_t n = 1 + rng() % 500;
     const int w1 = 1 + static_cast<int>(rng() % 6), w2 = 1 + static_cast<int>(rng() % 6);
-    auto first = Sampler::Create(n, {3, true, false, 0, w1});
+    auto first = Sampler::Create(n, {3, false, 0, w1});
     ASSERT_TRUE(first.ok());
     const uint64_t per_rank = first->samples_per_rank();
     const uint64_t c = rng() % (per_rank + 1);  // samples each rank consumed
     const uint64_t position = std::min(n, c * static_cast<uint64_t>(w1));
     std::map<uint64_t, int> seen;
     for (int r = 0; r < w1; ++r) {
-      auto s = Sampler::Create(n, {3, true, false, r, w1});
+      auto s = Sampler::Create(n, {3, false, r, w1});
       std::vector<uint64_t> mine = s->EpochIndices(5);
       for (uint64_t k = 0; k < c && r + k * w1 < n; ++k) ++seen[mine[k]];  // positions past n were padding
     }
     uint64_t padded = 0;
     for (int r = 0; r < w2; ++r) {
-      auto s = Sampler::Create(n, {3, true, false, r, w2});
+      auto s = Sampler::Create(n, {3, false, r, w2});
       ASSERT_TRUE(s.ok());
       padded = s->padded(position);
       for (uint64_t i : s->EpochIndices(5, position)) ++seen[i];
