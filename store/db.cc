@@ -437,14 +437,23 @@ struct ShardIndex {
 // little is mapped: the kernel skips empty page tables.
 void ReleaseMap(uintptr_t map, size_t bytes) { ::madvise(reinterpret_cast<void*>(map), bytes, MADV_DONTNEED); }
 
-// Walks a shard's B-tree in key order through `cursor`, calling
-// visit(key, value, the value's offset in the file) for each record. Errors
-// name the shard file. LMDB trusts its pages, so a damaged B-tree can crash a
+// Walks a shard's B-tree in key order, in a read transaction of its own,
+// calling visit(key, value, the value's offset in the file) for each record.
+// Errors name the shard file. LMDB trusts its pages, so a damaged B-tree can crash a
 // walk (which is why VerifyDb walks in a child process). At each new leaf page
 // the walk drops all it has mapped of the shard, so it maps a few folios at a
 // time however big the shard.
-Status WalkShard(MDB_env* env, MDB_cursor* cursor, const std::string& path, uint64_t file_bytes,
+Status WalkShard(MDB_env* env, const std::string& path, uint64_t file_bytes,
                  const std::function<Status(uint64_t, std::string_view, uint64_t)>& visit) {
+  lmdb::Txn txn;
+  GRANARY_RETURN_IF_ERROR(txn.Begin(env, MDB_RDONLY, path));
+  MDB_dbi dbi;
+  int rc = mdb_dbi_open(txn.get(), nullptr, 0, &dbi);
+  if (rc != 0) return lmdb::Error(path, "open database", rc);
+  MDB_cursor* raw_cursor = nullptr;
+  rc = mdb_cursor_open(txn.get(), dbi, &raw_cursor);
+  if (rc != 0) return lmdb::Error(path, "open cursor", rc);
+  std::unique_ptr<MDB_cursor, void (*)(MDB_cursor*)> cursor(raw_cursor, mdb_cursor_close);
   MDB_envinfo info;
   mdb_env_info(env, &info);
   MDB_stat stat;
@@ -453,8 +462,8 @@ Status WalkShard(MDB_env* env, MDB_cursor* cursor, const std::string& path, uint
   uintptr_t map = 0;   // where LMDB mapped the file, from the first leaf page
   uintptr_t leaf = 0;  // the leaf page holding the current key
   MDB_val k, v;
-  int rc;
-  for (rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
+  for (rc = mdb_cursor_get(cursor.get(), &k, &v, MDB_FIRST); rc == 0;
+       rc = mdb_cursor_get(cursor.get(), &k, &v, MDB_NEXT)) {
     if (k.mv_size != format::kKeyBytes) {
       return Status::Corruption(path + ": a key of " + std::to_string(k.mv_size) + " bytes");
     }
@@ -483,18 +492,8 @@ Status WalkShard(MDB_env* env, MDB_cursor* cursor, const std::string& path, uint
   return Status::OK();
 }
 
-// The index of one shard: a walk in a read transaction of its own.
 Status BuildShardIndex(MDB_env* env, const std::string& path, uint64_t file_bytes, ShardIndex* index) {
-  lmdb::Txn txn;
-  GRANARY_RETURN_IF_ERROR(txn.Begin(env, MDB_RDONLY, path));
-  MDB_dbi dbi;
-  int rc = mdb_dbi_open(txn.get(), nullptr, 0, &dbi);
-  if (rc != 0) return lmdb::Error(path, "open database", rc);
-  MDB_cursor* raw_cursor = nullptr;
-  rc = mdb_cursor_open(txn.get(), dbi, &raw_cursor);
-  if (rc != 0) return lmdb::Error(path, "open cursor", rc);
-  std::unique_ptr<MDB_cursor, void (*)(MDB_cursor*)> cursor(raw_cursor, mdb_cursor_close);
-  return WalkShard(env, cursor.get(), path, file_bytes, [&](uint64_t key, std::string_view value, uint64_t offset) {
+  return WalkShard(env, path, file_bytes, [&](uint64_t key, std::string_view value, uint64_t offset) {
     if (!index->first.empty() && key <= index->first.back()) {
       return Status::Corruption(path + ", key " + std::to_string(key) + ": keys out of order");
     }
@@ -529,8 +528,8 @@ struct DbReader::Impl {
     if (indexes[id] == nullptr) {
       auto shards = std::make_unique<std::vector<ShardIndex>>(envs[id].size());
       for (size_t i = 0; i < shards->size(); ++i) {
-        GRANARY_RETURN_IF_ERROR(BuildShardIndex(envs[id][i].get(), files[id][i].path(),
-                                                manifest.splits[id].shards[i].bytes, &(*shards)[i]));
+        const ShardInfo& shard = manifest.splits[id].shards[i];
+        GRANARY_RETURN_IF_ERROR(BuildShardIndex(envs[id][i].get(), shard.path, shard.bytes, &(*shards)[i]));
       }
       indexes[id] = std::move(shards);
     }
@@ -607,9 +606,6 @@ struct SplitReader::Impl {
   const DbReader::Impl* db = nullptr;
   size_t split_id = 0;
   const SplitInfo* split = nullptr;
-  std::vector<lmdb::Txn> txns;  // per shard, for ScanShard
-  std::vector<MDB_dbi> dbis;
-  std::vector<std::unique_ptr<MDB_cursor, void (*)(MDB_cursor*)>> cursors;
   const std::vector<ShardIndex>* index = nullptr;  // per shard, on first use
   std::unique_ptr<RecordDecoder> decoder;
   std::unique_ptr<char[]> value;  // the last record read, as stored
@@ -655,12 +651,10 @@ struct SplitReader::Impl {
 };
 
 SplitReader::SplitReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-SplitReader::~SplitReader() {
-  impl_->cursors.clear();  // before their transactions
-}
+SplitReader::~SplitReader() = default;
 uint64_t SplitReader::size() const { return impl_->split->count; }
 const std::string& SplitReader::split() const { return impl_->split->name; }
-size_t SplitReader::num_shards() const { return impl_->txns.size(); }
+size_t SplitReader::num_shards() const { return impl_->split->shards.size(); }
 
 StatusOr<std::unique_ptr<SplitReader>> SplitReader::Create(const DbReader& db, const std::string& split) {
   const DbReader::Impl& d = *db.impl_;
@@ -672,20 +666,6 @@ StatusOr<std::unique_ptr<SplitReader>> SplitReader::Create(const DbReader& db, c
   impl->db = &d;
   impl->split_id = id;
   impl->split = &splits[id];
-  for (size_t i = 0; i < d.envs[id].size(); ++i) {
-    const std::string& shard_path = impl->split->shards[i].path;
-    lmdb::Txn txn;
-    GRANARY_RETURN_IF_ERROR(txn.Begin(d.envs[id][i].get(), MDB_RDONLY, shard_path));
-    MDB_dbi dbi;
-    int rc = mdb_dbi_open(txn.get(), nullptr, 0, &dbi);
-    if (rc != 0) return lmdb::Error(shard_path, "open database", rc);
-    MDB_cursor* cursor = nullptr;
-    rc = mdb_cursor_open(txn.get(), dbi, &cursor);
-    if (rc != 0) return lmdb::Error(shard_path, "open cursor", rc);
-    impl->txns.push_back(std::move(txn));
-    impl->dbis.push_back(dbi);
-    impl->cursors.emplace_back(cursor, mdb_cursor_close);
-  }
   impl->decoder = std::make_unique<RecordDecoder>(d.manifest.schema, d.dictionary);
   return std::unique_ptr<SplitReader>(new SplitReader(std::move(impl)));
 }
@@ -731,9 +711,9 @@ void SplitReader::WillNeed(uint64_t index) {
 Status SplitReader::ScanShard(size_t shard, const std::function<void(uint64_t, const Status&)>& on_record,
                               DecodedRecord* record) {
   Impl& s = *impl_;
-  if (shard >= s.txns.size()) return Status::InvalidArgument("no shard " + std::to_string(shard));
+  if (shard >= num_shards()) return Status::InvalidArgument("no shard " + std::to_string(shard));
   const ShardInfo& info = s.split->shards[shard];
-  return WalkShard(s.db->envs[s.split_id][shard].get(), s.cursors[shard].get(), info.path, info.bytes,
+  return WalkShard(s.db->envs[s.split_id][shard].get(), info.path, info.bytes,
                    [&](uint64_t key, std::string_view value, uint64_t) {
                      Status decoded = s.decoder->Decode(value, record);
                      on_record(key, decoded.WithContext(info.path + ", key " + std::to_string(key)));
