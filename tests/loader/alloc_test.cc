@@ -1,0 +1,106 @@
+// The loader's steady state allocates nothing per sample: every heap
+// allocation of this test binary is counted (operator new is replaced below).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "loader/loader.h"
+#include "store/db.h"
+#include "tests/test_util.h"
+
+namespace {
+std::atomic<uint64_t> g_allocations{0};
+}  // namespace
+
+void* operator new(std::size_t bytes) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(bytes == 0 ? 1 : bytes)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace granary {
+namespace {
+
+// n samples of an 8x8 RGB (HWC) image and a label, `per_record` to a record.
+void WriteImageDb(const std::string& path, uint64_t n, uint64_t per_record) {
+  DbWriterOptions o;
+  o.path = path;
+  o.schema.fields = {{"image", DType::kUInt8, {8, 8, 3}, "HWC"}, {"label", DType::kInt64, {}}};
+  auto writer = DbWriter::Create(o);
+  ASSERT_TRUE(writer.ok());
+  RecordEncoder enc(o.schema, 1);
+  ASSERT_TRUE(writer.value()->BeginSplit("train", n).ok());
+  std::vector<std::string> images(per_record);
+  std::vector<int64_t> labels(per_record);
+  for (uint64_t i = 0; i < n; i += per_record) {
+    std::vector<SampleInput> samples;
+    for (uint64_t k = 0; k < per_record && i + k < n; ++k) {
+      images[k].assign(8 * 8 * 3, static_cast<char>((i + k) % 251));
+      labels[k] = static_cast<int64_t>((i + k) % 10);
+      samples.push_back({{images[k].data(), images[k].size(), {}}, {&labels[k], 8, {}}});
+    }
+    std::string value;
+    std::vector<uint64_t> hashes;
+    ASSERT_TRUE(enc.Encode(samples, &value, &hashes).ok());
+    ASSERT_TRUE(writer.value()->Append(value, hashes).ok());
+  }
+  ASSERT_TRUE(writer.value()->EndSplit().ok());
+  ASSERT_TRUE(writer.value()->Finish(Manifest()).ok());
+}
+
+// Heap allocations made while `loader` delivers epoch `epoch`; adds the
+// samples delivered to *samples.
+uint64_t AllocationsInAnEpoch(Loader* loader, uint64_t epoch, uint64_t* samples) {
+  Batch batch;
+  const uint64_t before = g_allocations.load();
+  loader->StartEpoch(epoch);
+  for (;;) {
+    StatusOr<bool> more = loader->Next(&batch);
+    if (!more.ok() || !more.value()) break;
+    *samples += batch.size;
+  }
+  return g_allocations.load() - before;
+}
+
+TEST(LoaderAllocations, NoneForEachSampleOrBatchOnceWarm) {
+  testing::TempDir dir;
+  const uint64_t n = 2048;
+  WriteImageDb(dir.Sub("db"), n, 3);  // records of 3 samples: batches cross records
+  auto db = DbReader::Open(dir.Sub("db"));
+  ASSERT_TRUE(db.ok());
+  // Float batches with crop, flip and per-channel normalisation; uint8
+  // channels-last batches with crop and flip.
+  for (bool uint8_batches : {false, true}) {
+    LoaderOptions o;
+    o.batch_size = 32;
+    o.threads = 2;
+    o.prefetch = 3;
+    o.sampler.world = 1;
+    o.augment.flip = true;
+    o.augment.crop_padding = 2;
+    o.uint8_batches = uint8_batches;
+    o.channels_last = uint8_batches;
+    if (!uint8_batches) {
+      o.channel_mean = {0.5f, 0.4f, 0.3f};
+      o.channel_std = {0.2f, 0.2f, 0.2f};
+    }
+    auto loader = Loader::Create(*db.value(), o);
+    ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+    uint64_t samples = 0;
+    const uint64_t first = AllocationsInAnEpoch(loader.value().get(), 0, &samples);
+    EXPECT_GT(first, 0u) << "the count works: the first epoch allocates the batch buffers";
+    samples = 0;
+    const uint64_t warm = AllocationsInAnEpoch(loader.value().get(), 1, &samples);
+    EXPECT_EQ(samples, n);
+    // Per epoch the loader computes the next epoch's order (a vector, its
+    // shared_ptr and a map node); nothing per batch (64 of them) or sample.
+    EXPECT_LT(warm, 16u) << (uint8_batches ? "uint8 batches" : "float batches") << ", first epoch " << first;
+  }
+}
+
+}  // namespace
+}  // namespace granary
