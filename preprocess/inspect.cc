@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -54,6 +55,32 @@ std::string ValueText(DType dtype, const uint8_t* p, size_t i) {
     case DType::kFloat64: std::snprintf(buf, sizeof(buf), "%g", get(double{})); return buf;
   }
   return "?";
+}
+
+// Value i of a field as JSON: the exact number (a float32 as the double it
+// converts to), or for a non-finite float the string "NaN", "Infinity" or
+// "-Infinity", which JSON has no numbers for.
+json ValueJson(DType dtype, const uint8_t* p, size_t i) {
+  auto get = [&](auto tag) {
+    decltype(tag) v;
+    std::memcpy(&v, p + i * sizeof(v), sizeof(v));
+    return v;
+  };
+  auto real = [](double v) -> json {
+    if (std::isnan(v)) return "NaN";
+    if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
+    return v;
+  };
+  switch (dtype) {
+    case DType::kUInt8: return get(uint8_t{});
+    case DType::kInt8: return get(int8_t{});
+    case DType::kInt16: return get(int16_t{});
+    case DType::kInt32: return get(int32_t{});
+    case DType::kInt64: return get(int64_t{});
+    case DType::kFloat32: return real(get(float{}));
+    case DType::kFloat64: return real(get(double{}));
+  }
+  return nullptr;
 }
 
 // An image-like uint8 field: [H, W], [C, H, W] or [H, W, C] with C in 1..4.
@@ -171,9 +198,11 @@ StatusOr<std::string> DescribeRecord(const DbReader& db, const CatOptions& optio
     json values = json::array();
     out << "  " << spec.name << " " << DTypeName(spec.dtype) << " " << ShapeToString(f.shape) << ":";
     for (size_t k = 0; k < shown; ++k) {
-      const std::string v = ValueText(spec.dtype, f.data, k);
-      out << " " << v;
-      values.push_back(json::parse(v));
+      if (as_json) {
+        values.push_back(ValueJson(spec.dtype, f.data, k));
+      } else {
+        out << " " << ValueText(spec.dtype, f.data, k);
+      }
     }
     if (shown < count) out << " ... (" << count - shown << " more)";
     if (spec.name == m.label_field && count == 1) {

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "loader/loader.h"
+#include "loader/sampler.h"
 #include "preprocess/build.h"
 #include "preprocess/inspect.h"
 #include "preprocess/source.h"
@@ -305,6 +306,41 @@ int RunBench(BenchArgs& a) {
   return 0;
 }
 
+struct OrderArgs {
+  std::string db;
+  std::string split = "train";
+  uint64_t epoch = 0;
+  uint64_t start = 0;  // global position the epoch resumes at
+  std::string shuffle = "full";
+  granary::SamplerOptions sampler;
+  bool json = false;
+};
+
+// Prints the sample indices one rank reads in one epoch, in reading order:
+// what docs/FORMAT.md's "Epoch order" specifies, for checking a
+// reimplementation or finding what a rank saw.
+int RunOrder(OrderArgs& a) {
+  auto db = granary::DbReader::Open(a.db);
+  if (!db.ok()) return Fail(db.status());
+  const granary::SplitInfo* split = db.value()->manifest().FindSplit(a.split);
+  if (split == nullptr) return Fail(granary::Status::NotFound(a.db + ": no split '" + a.split + "'"));
+  auto shuffle = granary::ParseShuffleMode(a.shuffle);
+  if (!shuffle.ok()) return Fail(shuffle.status());
+  a.sampler.mode = shuffle.value();
+  auto sampler = granary::Sampler::Create(split->count, a.sampler);
+  if (!sampler.ok()) return Fail(sampler.status());
+  const std::vector<uint64_t> indices = sampler.value().EpochIndices(a.epoch, a.start);
+  if (a.json) {
+    nlohmann::json j = {{"split", a.split},   {"epoch", a.epoch},     {"rank", a.sampler.rank},
+                        {"world", a.sampler.world}, {"start", a.start},     {"indices", indices},
+                        {"padded", sampler.value().padded(a.start)}, {"dropped", sampler.value().dropped(a.start)}};
+    std::cout << j.dump() << std::endl;
+  } else {
+    for (uint64_t i : indices) std::printf("%llu\n", static_cast<unsigned long long>(i));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -369,7 +405,7 @@ int main(int argc, char** argv) {
   cat->add_option("--index", cat_options.index, "record index within the split")->required();
   cat->add_option("--max-values", cat_options.max_values, "values shown per field (0: all)")->capture_default_str();
   cat->add_option("--png", cat_options.png_path, "write the record's image field to this PNG file");
-  cat->add_flag("--json", json, "print the record as JSON (all values)");
+  cat->add_flag("--json", json, "print the record as JSON (all values, exact; NaN and infinities as strings)");
   BenchArgs bench_args;
   CLI::App* bench = app.add_subcommand("bench", "run the loader alone over a split and report samples/s and MB/s");
   bench->add_option("db", bench_args.db, "db directory")->required();
@@ -389,6 +425,20 @@ int main(int argc, char** argv) {
   bench->add_flag("--uint8", bench_args.loader.uint8_batches, "uint8 batches (raw values) instead of float");
   bench->add_flag("--channels-last", bench_args.loader.channels_last, "NHWC batches instead of NCHW");
   bench->add_flag("--json", bench_args.json, "print the figures as JSON");
+  OrderArgs order_args;
+  CLI::App* order = app.add_subcommand("order", "print the sample indices one rank reads in one epoch, in order");
+  order->add_option("db", order_args.db, "db directory")->required();
+  order->add_option("--split", order_args.split, "split")->capture_default_str();
+  order->add_option("--epoch", order_args.epoch, "epoch")->capture_default_str();
+  order->add_option("--seed", order_args.sampler.seed, "seed")->capture_default_str();
+  order->add_option("--rank", order_args.sampler.rank, "rank")->capture_default_str();
+  order->add_option("--world", order_args.sampler.world, "ranks in all")->capture_default_str();
+  order->add_option("--start", order_args.start, "global position the epoch resumes at")->capture_default_str();
+  order->add_option("--shuffle", order_args.shuffle, "full, block (chunks of consecutive samples) or none")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"full", "block", "none"}));
+  order->add_flag("--drop-last", order_args.sampler.drop_last, "drop the tail instead of padding ranks");
+  order->add_flag("--json", order_args.json, "print the indices and the pad/drop counts as JSON");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -402,5 +452,6 @@ int main(int argc, char** argv) {
   if (verify->parsed()) return RunVerify(db_path, json);
   if (cat->parsed()) return RunCat(db_path, cat_options, json);
   if (bench->parsed()) return RunBench(bench_args);
+  if (order->parsed()) return RunOrder(order_args);
   return 2;
 }

@@ -3,8 +3,10 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "preprocess/build.h"
+#include "preprocess/inspect.h"
 #include "preprocess/source.h"
 #include "store/db.h"
 #include "tests/test_util.h"
@@ -85,6 +87,31 @@ TEST(Csv, MissingValuesFollowThePolicy) {
     std::vector<float> f = Features(*source->splits[0], 0, &label);
     EXPECT_TRUE(p == MissingPolicy::kNaN ? std::isnan(f[0]) : f[0] == 0.0f);
   }
+}
+
+// `prep cat --json` of a CSV record: exact floats, and NaN (which JSON has
+// no number for) as a string rather than a crash.
+TEST(Csv, CatPrintsExactValuesAndNaNAsJson) {
+  TempDir dir;
+  testing::WriteFile(dir.Sub("t.csv"), "x,y,label\n0.1,,dog\n");
+  CsvOptions o;
+  o.label = "label";
+  o.missing = MissingPolicy::kNaN;
+  auto source = OpenCsvSource(dir.Sub("t.csv"), o);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  BuildOptions b;
+  b.db_path = dir.Sub("db");
+  ASSERT_TRUE(BuildDb(source.value(), b).ok());
+  auto db = DbReader::Open(dir.Sub("db"));
+  ASSERT_TRUE(db.ok());
+  auto text = DescribeRecord(*db.value(), CatOptions(), /*json=*/true);
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  const nlohmann::json j = nlohmann::json::parse(text.value());
+  const nlohmann::json& values = j["fields"]["features"]["values"];
+  ASSERT_EQ(values.size(), 2u);
+  EXPECT_EQ(values[0].get<double>(), static_cast<double>(0.1f));
+  EXPECT_EQ(values[1], "NaN");
+  EXPECT_EQ(j["class_name"], "dog");
 }
 
 TEST(Csv, FolderSplitsMustShareAHeaderAndNameTheLabel) {
