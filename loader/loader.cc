@@ -417,6 +417,9 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const Loade
   for (int w = 0; w < options.threads; ++w) {
     StatusOr<std::unique_ptr<SplitReader>> reader = SplitReader::Create(db, options.split);
     if (!reader.ok()) return reader.status();
+    // Now rather than in the first batch (the readers share it): a damaged
+    // B-tree is reported here, and the first batch does not wait for the walk.
+    GRANARY_RETURN_IF_ERROR(reader.value()->LoadIndex());
     impl->readers.push_back(std::move(reader).value());
   }
   impl->slots.resize(options.prefetch);

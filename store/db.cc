@@ -606,7 +606,7 @@ struct SplitReader::Impl {
   const DbReader::Impl* db = nullptr;
   size_t split_id = 0;
   const SplitInfo* split = nullptr;
-  const std::vector<ShardIndex>* index = nullptr;  // per shard, on first use
+  const std::vector<ShardIndex>* shard_indexes = nullptr;  // on first use
   std::unique_ptr<RecordDecoder> decoder;
   std::unique_ptr<char[]> value;  // the last record read, as stored
   size_t value_capacity = 0;
@@ -626,6 +626,14 @@ struct SplitReader::Impl {
     return k;
   }
 
+  Status LoadIndex() {
+    if (shard_indexes != nullptr) return Status::OK();
+    StatusOr<const std::vector<ShardIndex>*> built = db->Index(split_id);
+    if (!built.ok()) return built.status();
+    shard_indexes = built.value();
+    return Status::OK();
+  }
+
   // The shard and the position in its index of the record holding `index`:
   // the one with the largest key <= index.
   Status Find(uint64_t index, size_t* shard, size_t* record) {
@@ -633,13 +641,9 @@ struct SplitReader::Impl {
       return Status::NotFound("split '" + split->name + "': index " + std::to_string(index) + " out of range (" +
                               std::to_string(split->count) + " samples)");
     }
-    if (this->index == nullptr) {
-      StatusOr<const std::vector<ShardIndex>*> built = db->Index(split_id);
-      if (!built.ok()) return built.status();
-      this->index = built.value();
-    }
+    GRANARY_RETURN_IF_ERROR(LoadIndex());
     *shard = ShardOf(index);
-    const std::vector<uint64_t>& first = (*this->index)[*shard].first;
+    const std::vector<uint64_t>& first = (*shard_indexes)[*shard].first;
     auto it = std::upper_bound(first.begin(), first.end(), index);
     if (it == first.begin()) {
       return Status::Corruption(split->shards[*shard].path + ", sample " + std::to_string(index) +
@@ -678,7 +682,7 @@ Status SplitReader::Read(uint64_t index, const FieldView** fields) {
   }
   size_t shard = 0, record = 0;
   GRANARY_RETURN_IF_ERROR(s.Find(index, &shard, &record));
-  const ShardIndex& at = (*s.index)[shard];
+  const ShardIndex& at = (*s.shard_indexes)[shard];
   const uint64_t first = at.first[record];
   const size_t bytes = at.bytes[record];
   const std::string& path = s.split->shards[shard].path;
@@ -700,11 +704,13 @@ Status SplitReader::Read(uint64_t index, const FieldView** fields) {
   return Status::OK();
 }
 
+Status SplitReader::LoadIndex() { return impl_->LoadIndex(); }
+
 void SplitReader::WillNeed(uint64_t index) {
   Impl& s = *impl_;
   size_t shard = 0, record = 0;
   if (!s.Find(index, &shard, &record).ok()) return;  // Read reports it
-  const ShardIndex& at = (*s.index)[shard];
+  const ShardIndex& at = (*s.shard_indexes)[shard];
   s.db->files[s.split_id][shard].WillNeed(at.offset[record], at.bytes[record]);
 }
 

@@ -144,6 +144,10 @@ class SplitReader {
   // index >= size().
   Status Read(uint64_t index, const FieldView** fields);
 
+  // Builds the split's record index now (a walk of every shard's B-tree)
+  // rather than on the first Read; errors name the shard file.
+  Status LoadIndex();
+
   // Hints the kernel that sample `index` will be read soon
   // (POSIX_FADV_WILLNEED on its record's bytes); errors are ignored, Read
   // reports them.
