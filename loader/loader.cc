@@ -155,8 +155,11 @@ struct Loader::Impl {
   bool stop = false;
   bool running = false;
   std::vector<std::thread> workers;
-  std::map<uint64_t, std::shared_ptr<const std::vector<uint64_t>>> orders;  // by epoch, recent ones
   LoaderStats stats;
+  // This rank's orders of recent epochs, guarded by order_mu (not mu, so the
+  // consumer never waits for an order being computed).
+  std::mutex order_mu;
+  std::map<uint64_t, std::shared_ptr<const std::vector<uint64_t>>> orders;
 
   void StopWorkers() {
     {
@@ -178,21 +181,19 @@ struct Loader::Impl {
     return {stream_epoch + 1 + g / epoch_batches, g % epoch_batches};
   }
 
-  // This rank's order of epoch e (computed once, kept while it is recent).
+  // This rank's order of epoch e, computed by the first worker to need it
+  // while the others wait for it, and kept while it is recent.
   std::shared_ptr<const std::vector<uint64_t>> Order(uint64_t e) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      auto it = orders.find(e);
-      if (it != orders.end()) return it->second;
-    }
+    std::lock_guard<std::mutex> lock(order_mu);
+    auto it = orders.find(e);
+    if (it != orders.end()) return it->second;
     auto order = std::make_shared<const std::vector<uint64_t>>(
         sampler.EpochIndices(e, e == stream_epoch ? stream_position : 0));
-    std::lock_guard<std::mutex> lock(mu);
-    auto [it, inserted] = orders.emplace(e, order);
+    orders.emplace(e, order);
     // Workers span the consumer's epoch and the next one; older orders are
     // dropped (8 bytes a sample each), and would just be recomputed if needed.
     while (orders.size() > 2) orders.erase(orders.begin());
-    return it->second;
+    return order;
   }
 
   // One sample's input as normalised (and augmented) float C x H x W (or the
@@ -444,7 +445,10 @@ void Loader::StartEpoch(uint64_t epoch, uint64_t position) {
   s.stream_epoch = s.epoch = epoch;
   s.stream_position = s.start_position = position;
   s.samples_consumed = 0;
-  s.orders.clear();
+  {
+    std::lock_guard<std::mutex> lock(s.order_mu);
+    s.orders.clear();
+  }
   const uint64_t bs = s.options.batch_size;
   s.first_epoch_batches = (s.sampler.samples_per_rank(position) + bs - 1) / bs;
   s.epoch_batches = std::max<uint64_t>(1, (s.sampler.samples_per_rank(0) + bs - 1) / bs);

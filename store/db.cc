@@ -430,6 +430,7 @@ struct ShardIndex {
   std::vector<uint64_t> first;   // keys: first sample index, ascending
   std::vector<uint64_t> offset;  // of the value in the shard file
   std::vector<uint32_t> bytes;   // of the value
+  uint32_t max_bytes = 0;        // of the largest value
 };
 
 // Drops what this process has mapped of the map [map, map + bytes). The page
@@ -504,6 +505,7 @@ Status BuildShardIndex(MDB_env* env, const std::string& path, uint64_t file_byte
     index->first.push_back(key);
     index->offset.push_back(offset);
     index->bytes.push_back(static_cast<uint32_t>(value.size()));
+    index->max_bytes = std::max(index->max_bytes, index->bytes.back());
     return Status::OK();
   });
 }
@@ -631,6 +633,13 @@ struct SplitReader::Impl {
     StatusOr<const std::vector<ShardIndex>*> built = db->Index(split_id);
     if (!built.ok()) return built.status();
     shard_indexes = built.value();
+    // A buffer for the largest record, so reads never allocate.
+    size_t largest = 0;
+    for (const ShardIndex& shard : *shard_indexes) largest = std::max<size_t>(largest, shard.max_bytes);
+    if (largest > value_capacity) {
+      value.reset(new char[largest]);
+      value_capacity = largest;
+    }
     return Status::OK();
   }
 

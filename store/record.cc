@@ -291,7 +291,9 @@ Status RecordDecoder::Decode(std::string_view value, DecodedRecord* out) {
   const size_t n = schema.fields.size();
   out->num_samples = static_cast<uint32_t>(num_samples);
   out->num_fields = n;
-  out->fields.resize(num_samples * n);
+  // Only grows: FieldViews past num_samples * n keep their shape buffers for
+  // the next record, so a run of decodes settles into allocating nothing.
+  if (out->fields.size() < num_samples * n) out->fields.resize(num_samples * n);
   const uint8_t* table = p + format::kFixedHeaderBytes;
   uint64_t total = 0;
   for (uint64_t s = 0; s < num_samples && total <= payload_bytes; ++s) {
@@ -353,9 +355,9 @@ Status RecordDecoder::Decode(std::string_view value, DecodedRecord* out) {
   out->checksum = stored_checksum;
 
   uint8_t* cursor = out->payload.data();
-  for (FieldView& view : out->fields) {
-    view.data = cursor;
-    cursor += view.bytes;
+  for (size_t k = 0; k < num_samples * n; ++k) {
+    out->fields[k].data = cursor;
+    cursor += out->fields[k].bytes;
   }
   return Status::OK();
 }

@@ -67,7 +67,7 @@ struct DecodedRecord {
   uint32_t num_samples = 0;
   size_t num_fields = 0;
   std::vector<uint8_t> payload;
-  std::vector<FieldView> fields;  // num_samples x num_fields, sample-major
+  std::vector<FieldView> fields;  // num_samples x num_fields, sample-major (and unused spares after them)
   uint64_t checksum = 0;          // the stored record checksum
 
   // The fields of sample `s` (< num_samples), in schema order.
