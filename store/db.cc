@@ -473,10 +473,26 @@ Status WalkShard(MDB_env* env, const std::string& path, uint64_t file_bytes,
       // LMDB does not say where it mapped the file, but each page of the
       // file starts with its page number (a size_t: LMDB's MDB_page header),
       // and the map starts at offset 0: map = page - number * page size.
+      // Finding the page by alignment needs the map aligned to LMDB's page
+      // size: true when the db's pages are no larger than this OS's (mmap
+      // aligns to those). The result is checked too: page 0 is a meta page,
+      // whose MDB_meta (after the 16-byte page header) starts with LMDB's
+      // magic number.
+      static const uintptr_t os_page_bytes = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+      if (page_bytes > os_page_bytes) {
+        return Status::FailedPrecondition(path + ": LMDB pages of " + std::to_string(page_bytes) +
+                                          " bytes, larger than this system's " + std::to_string(os_page_bytes));
+      }
       size_t number;
       std::memcpy(&number, reinterpret_cast<const void*>(page), sizeof(number));
       if (number > file_bytes / page_bytes) return Status::Corruption(path + ": a leaf page with a bad page number");
       map = page - number * page_bytes;
+      constexpr uint32_t kLmdbMagic = 0xBEEFC0DE;
+      uint32_t magic;
+      std::memcpy(&magic, reinterpret_cast<const void*>(map + 16), sizeof(magic));
+      if (magic != kLmdbMagic) {
+        return Status::Corruption(path + ": page 0 is not an LMDB meta page where the leaf pages place it");
+      }
     } else if (page != leaf) {
       ReleaseMap(map, info.me_mapsize);  // the last leaf, its values and the branch pages above it
     }
