@@ -418,14 +418,12 @@ Status DbWriter::Finish(Manifest manifest) {
 
 namespace {
 
-// Where each record of a shard lies in its file: the B-tree's keys and value
-// positions, read once. Random reads go through this index and pread rather
-// than through LMDB's memory map. A page fault on a file mapping maps the
-// page cache's whole folio around the page (Linux 6.18 does so for folios up
-// to 2 MiB, which files written in large chunks are made of), so each random
-// record read through the map, or B-tree leaf visited, could add up to 2 MiB
-// to the process's RSS, and with the db's size so grew the RSS. pread copies
-// the record (a few KiB, beside its decompression) and maps nothing.
+// Where each record of a shard lies in its file, read once from the B-tree.
+// Random reads use it with pread instead of reading through LMDB's map: a
+// page fault on a file mapping maps the page cache's whole folio around the
+// page (up to 2 MiB on Linux 6.18, for files written or read in large chunks),
+// so random reads through the map grew the RSS with the db's size. pread
+// copies the record (a few KiB, next to decompressing it) and maps nothing.
 struct ShardIndex {
   std::vector<uint64_t> first;   // keys: first sample index, ascending
   std::vector<uint64_t> offset;  // of the value in the shard file
@@ -440,8 +438,8 @@ void ReleaseMap(uintptr_t map, size_t bytes) { ::madvise(reinterpret_cast<void*>
 
 // Walks a shard's B-tree in key order, in a read transaction of its own,
 // calling visit(key, value, the value's offset in the file) for each record.
-// Errors name the shard file. LMDB trusts its pages, so a damaged B-tree can crash a
-// walk (which is why VerifyDb walks in a child process). At each new leaf page
+// Errors name the shard file. LMDB trusts its pages, so a damaged B-tree can
+// crash a walk (which is why VerifyDb walks in a child process). At each new leaf page
 // the walk drops all it has mapped of the shard, so it maps a few folios at a
 // time however big the shard.
 Status WalkShard(MDB_env* env, const std::string& path, uint64_t file_bytes,
