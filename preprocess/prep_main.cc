@@ -1,4 +1,6 @@
-// prep: builds granary dbs from raw datasets (`prep build RAW DB`).
+// prep: builds granary dbs from raw datasets (`prep build RAW DB`), and
+// inspects, verifies and benchmarks them (info, verify, cat, bench, order).
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -289,18 +291,22 @@ int RunBench(BenchArgs& a) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double rate = samples / seconds, mb_per_s = bytes / seconds / 1e6;
   const double stall = loader.value()->stats().wait_seconds / seconds;
+  struct rusage usage;
+  ::getrusage(RUSAGE_SELF, &usage);
+  const double peak_rss_mib = usage.ru_maxrss / 1024.0;  // ru_maxrss is in KiB on Linux
   if (a.json) {
     nlohmann::json j = {{"db", a.db},           {"split", a.loader.split}, {"threads", a.loader.threads},
                         {"batch", a.loader.batch_size}, {"augment", a.augment}, {"samples", samples},
                         {"seconds", seconds},   {"samples_per_s", rate},   {"batch_mb_per_s", mb_per_s},
                         {"step_ms", a.step_ms}, {"stall_fraction", stall},
-                        {"skipped_corrupt", loader.value()->stats().skipped_corrupt}};
+                        {"skipped_corrupt", loader.value()->stats().skipped_corrupt},
+                        {"peak_rss_mib", peak_rss_mib}};
     std::cout << j.dump() << std::endl;
   } else {
-    std::printf("bench: %s/%s: %llu samples in %.2fs: %.0f samples/s, %.1f MB/s of batches, stall %.2f%% "
-                "(%d thread(s), batch %zu%s%s)\n",
+    std::printf("bench: %s/%s: %llu samples in %.2fs: %.0f samples/s, %.1f MB/s of batches, stall %.2f%%, "
+                "peak RSS %.1f MiB (%d thread(s), batch %zu%s%s)\n",
                 a.db.c_str(), a.loader.split.c_str(), static_cast<unsigned long long>(samples), seconds, rate, mb_per_s,
-                100 * stall, a.loader.threads, a.loader.batch_size, a.augment.empty() ? "" : ", augment ",
+                100 * stall, peak_rss_mib, a.loader.threads, a.loader.batch_size, a.augment.empty() ? "" : ", augment ",
                 a.augment.c_str());
   }
   return 0;
