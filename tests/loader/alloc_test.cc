@@ -8,6 +8,7 @@
 
 #include "loader/loader.h"
 #include "store/db.h"
+#include "tests/loader/image_db.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -26,30 +27,15 @@ namespace granary {
 namespace {
 
 // n samples of an 8x8 RGB (HWC) image and a label, `per_record` to a record.
-void WriteImageDb(const std::string& path, uint64_t n, uint64_t per_record) {
-  DbWriterOptions o;
-  o.path = path;
-  o.schema.fields = {{"image", DType::kUInt8, {8, 8, 3}, "HWC"}, {"label", DType::kInt64, {}}};
-  auto writer = DbWriter::Create(o);
-  ASSERT_TRUE(writer.ok());
-  RecordEncoder enc(o.schema, 1);
-  ASSERT_TRUE(writer.value()->BeginSplit("train", n).ok());
-  std::vector<std::string> images(per_record);
-  std::vector<int64_t> labels(per_record);
-  for (uint64_t i = 0; i < n; i += per_record) {
-    std::vector<SampleInput> samples;
-    for (uint64_t k = 0; k < per_record && i + k < n; ++k) {
-      images[k].assign(8 * 8 * 3, static_cast<char>((i + k) % 251));
-      labels[k] = static_cast<int64_t>((i + k) % 10);
-      samples.push_back({{images[k].data(), images[k].size(), {}}, {&labels[k], 8, {}}});
-    }
-    std::string value;
-    std::vector<uint64_t> hashes;
-    ASSERT_TRUE(enc.Encode(samples, &value, &hashes).ok());
-    ASSERT_TRUE(writer.value()->Append(value, hashes).ok());
-  }
-  ASSERT_TRUE(writer.value()->EndSplit().ok());
-  ASSERT_TRUE(writer.value()->Finish(Manifest()).ok());
+void WriteRgbDb(const std::string& path, uint64_t n, uint64_t per_record) {
+  testing::ImageDbSpec spec;
+  spec.image_shape = {8, 8, 3};
+  spec.layout = "HWC";
+  spec.per_record = per_record;
+  testing::WriteImageDb(path, n, spec, [](uint64_t i, std::string* image, int64_t* label) {
+    image->assign(8 * 8 * 3, static_cast<char>(i % 251));
+    *label = static_cast<int64_t>(i % 10);
+  });
 }
 
 // Heap allocations made while `loader` delivers epoch `epoch` into `batch`
@@ -69,7 +55,7 @@ uint64_t AllocationsInAnEpoch(Loader* loader, uint64_t epoch, Batch& batch, uint
 TEST(LoaderAllocations, NoneForEachSampleOrBatchOnceWarm) {
   testing::TempDir dir;
   const uint64_t n = 2048;
-  WriteImageDb(dir.Sub("db"), n, 3);  // records of 3 samples: batches cross records
+  WriteRgbDb(dir.Sub("db"), n, 3);  // records of 3 samples: batches cross records
   auto db = DbReader::Open(dir.Sub("db"));
   ASSERT_TRUE(db.ok());
   // Float batches with crop, flip and per-channel normalisation; uint8

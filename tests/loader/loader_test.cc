@@ -8,6 +8,7 @@
 #include <random>
 
 #include "store/db.h"
+#include "tests/loader/image_db.h"
 #include "tests/test_util.h"
 
 namespace granary {
@@ -15,30 +16,18 @@ namespace {
 
 using testing::TempDir;
 
-// A db whose "train" split has n samples: image (1x2x2 uint8) all equal to
-// i % 200, label i % 10.
+// A db whose "train" split has n samples in 2 shards: image (1x2x2 uint8)
+// all equal to i % 200, label i % 10.
 void WriteDb(const std::string& path, uint64_t n) {
-  DbWriterOptions o;
-  o.path = path;
-  o.schema.fields = {{"image", DType::kUInt8, {1, 2, 2}}, {"label", DType::kInt64, {}}};
-  o.shards_per_split = 2;
-  auto writer = DbWriter::Create(o);
-  ASSERT_TRUE(writer.ok());
-  RecordEncoder enc(o.schema, 1);
-  ASSERT_TRUE(writer.value()->BeginSplit("train", n).ok());
-  for (uint64_t i = 0; i < n; ++i) {
-    std::string image(4, static_cast<char>(i % 200));
-    int64_t label = static_cast<int64_t>(i % 10);
-    std::string value;
-    uint64_t hash;
-    ASSERT_TRUE(enc.EncodeOne({{image.data(), 4, {}}, {&label, 8, {}}}, &value, &hash).ok());
-    ASSERT_TRUE(writer.value()->Append(value, {hash}).ok());
-  }
-  ASSERT_TRUE(writer.value()->EndSplit().ok());
-  Manifest m;
-  m.label_field = "label";
-  m.num_classes = 10;
-  ASSERT_TRUE(writer.value()->Finish(m).ok());
+  testing::ImageDbSpec spec;
+  spec.image_shape = {1, 2, 2};
+  spec.shards = 2;
+  spec.manifest.label_field = "label";
+  spec.manifest.num_classes = 10;
+  testing::WriteImageDb(path, n, spec, [](uint64_t i, std::string* image, int64_t* label) {
+    image->assign(4, static_cast<char>(i % 200));
+    *label = static_cast<int64_t>(i % 10);
+  });
 }
 
 class LoaderThreads : public ::testing::TestWithParam<int> {};
@@ -158,11 +147,6 @@ TEST(Loader, CorruptRecordSurfacesAsAnErrorNamingShardAndKey) {
   EXPECT_EQ(skipping.value()->stats().skipped_corrupt, 1u);
 }
 
-}  // namespace
-}  // namespace granary
-
-namespace granary {
-namespace {
 
 // Batches consumed, state saved at a random point, and the epoch continued
 // by loaders of another world size: every sample exactly once (plus padding).
@@ -224,11 +208,6 @@ TEST(Loader, RestoredStateContinuesTheEpochWithAnyWorldSize) {
   }
 }
 
-}  // namespace
-}  // namespace granary
-
-namespace granary {
-namespace {
 
 // Augmented batches are the same for any thread count, and per-channel
 // normalisation applies after augmentation.
@@ -265,11 +244,6 @@ TEST(Loader, AugmentedBatchesAreDeterministic) {
   EXPECT_EQ(Loader::Create(*db.value(), bad).status().code(), Status::Code::kInvalidArgument);
 }
 
-}  // namespace
-}  // namespace granary
-
-namespace granary {
-namespace {
 
 // Workers run into the next epoch ahead of the consumer; abandoning an epoch
 // midway, or jumping to another, still yields exactly the sampler's order.
@@ -308,33 +282,17 @@ TEST(Loader, EpochsBackToBackOrAbandonedFollowTheSampler) {
   }
 }
 
-}  // namespace
-}  // namespace granary
-
-namespace granary {
-namespace {
 
 // An image db stored HWC (2 x 3 x 2): sample i, pixel (y, x), channel c holds
 // i * 16 + y * 6 + x * 2 + c.
 void WriteHwcDb(const std::string& path, uint64_t n) {
-  DbWriterOptions o;
-  o.path = path;
-  o.schema.fields = {{"image", DType::kUInt8, {2, 3, 2}, "HWC"}, {"label", DType::kInt64, {}}};
-  auto writer = DbWriter::Create(o);
-  ASSERT_TRUE(writer.ok());
-  RecordEncoder enc(o.schema, 1);
-  ASSERT_TRUE(writer.value()->BeginSplit("train", n).ok());
-  for (uint64_t i = 0; i < n; ++i) {
-    std::string image(12, '\0');
-    for (int k = 0; k < 12; ++k) image[k] = static_cast<char>(i * 16 + k);
-    int64_t label = static_cast<int64_t>(i);
-    std::string value;
-    uint64_t hash;
-    ASSERT_TRUE(enc.EncodeOne({{image.data(), 12, {}}, {&label, 8, {}}}, &value, &hash).ok());
-    ASSERT_TRUE(writer.value()->Append(value, {hash}).ok());
-  }
-  ASSERT_TRUE(writer.value()->EndSplit().ok());
-  ASSERT_TRUE(writer.value()->Finish(Manifest()).ok());
+  testing::ImageDbSpec spec;
+  spec.image_shape = {2, 3, 2};
+  spec.layout = "HWC";
+  testing::WriteImageDb(path, n, spec, [](uint64_t i, std::string* image, int64_t* label) {
+    for (int k = 0; k < 12; ++k) (*image)[k] = static_cast<char>(i * 16 + k);
+    *label = static_cast<int64_t>(i);
+  });
 }
 
 TEST(Loader, Uint8AndChannelsLastBatchesHoldThePixelsInTheirLayout) {

@@ -240,11 +240,6 @@ TEST(Db, ConcurrentReadersSeeTheSameRecords) {
   EXPECT_EQ(failures.load(), 0);
 }
 
-}  // namespace
-}  // namespace granary
-
-namespace granary {
-namespace {
 
 // Records of 1..5 samples over 3 shards: every sample is found, in any order.
 TEST(Db, RecordsOfSeveralSamplesAreReadSampleBySample) {
