@@ -299,16 +299,16 @@ Status DbWriter::ResumeSplit() {
     ShardWriter& shard = s.shards[k];
     lmdb::Txn txn;
     GRANARY_RETURN_IF_ERROR(txn.Begin(shard.env.get(), 0, shard.abs_path));
-    MDB_cursor* cursor = nullptr;
-    int rc = mdb_cursor_open(txn.get(), shard.dbi, &cursor);
-    if (rc != 0) return lmdb::Error(shard.abs_path, "open cursor", rc);
-    std::unique_ptr<MDB_cursor, void (*)(MDB_cursor*)> owner(cursor, mdb_cursor_close);
+    lmdb::Cursor cursor;
+    GRANARY_RETURN_IF_ERROR(cursor.Open(txn.get(), shard.dbi, shard.abs_path));
     MDB_val key, val;
-    for (rc = mdb_cursor_get(cursor, &key, &val, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cursor, &key, &val, MDB_NEXT)) {
+    int rc;
+    for (rc = mdb_cursor_get(cursor.get(), &key, &val, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(cursor.get(), &key, &val, MDB_NEXT)) {
       const uint64_t first = DecodeKey(key.mv_data);
       if (first >= s.resume.samples) {
         // After a delete, LMDB's MDB_NEXT yields the record that followed.
-        rc = mdb_cursor_del(cursor, 0);
+        rc = mdb_cursor_del(cursor.get(), 0);
         if (rc != 0) return lmdb::Error(shard.abs_path, "drop key " + std::to_string(first), rc);
         continue;
       }
@@ -323,7 +323,7 @@ Status DbWriter::ResumeSplit() {
       s.split_count += record.num_samples;
       s.current_shard = k;
     }
-    owner.reset();
+    cursor.Close();  // before its transaction ends
     GRANARY_RETURN_IF_ERROR(txn.Commit(shard.abs_path));
   }
   if (s.split_count != s.resume.samples) {
@@ -449,10 +449,8 @@ Status WalkShard(MDB_env* env, const std::string& path, uint64_t file_bytes,
   MDB_dbi dbi;
   int rc = mdb_dbi_open(txn.get(), nullptr, 0, &dbi);
   if (rc != 0) return lmdb::Error(path, "open database", rc);
-  MDB_cursor* raw_cursor = nullptr;
-  rc = mdb_cursor_open(txn.get(), dbi, &raw_cursor);
-  if (rc != 0) return lmdb::Error(path, "open cursor", rc);
-  std::unique_ptr<MDB_cursor, void (*)(MDB_cursor*)> cursor(raw_cursor, mdb_cursor_close);
+  lmdb::Cursor cursor;
+  GRANARY_RETURN_IF_ERROR(cursor.Open(txn.get(), dbi, path));
   MDB_envinfo info;
   mdb_env_info(env, &info);
   MDB_stat stat;

@@ -47,4 +47,14 @@ Status Txn::Commit(const std::string& path) {
   return Status::OK();
 }
 
+Status Cursor::Open(MDB_txn* txn, MDB_dbi dbi, const std::string& path) {
+  Close();
+  int rc = mdb_cursor_open(txn, dbi, &cursor_);
+  if (rc != 0) {
+    cursor_ = nullptr;
+    return Error(path, "open cursor", rc);
+  }
+  return Status::OK();
+}
+
 }  // namespace granary::lmdb

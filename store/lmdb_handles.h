@@ -68,4 +68,24 @@ class Txn {
   MDB_txn* txn_ = nullptr;
 };
 
+// A cursor; closed in the destructor, which must run before its transaction
+// ends (declare it after the Txn it belongs to).
+class Cursor {
+ public:
+  Cursor() = default;
+  ~Cursor() { Close(); }
+  Cursor(const Cursor&) = delete;
+  Cursor& operator=(const Cursor&) = delete;
+
+  Status Open(MDB_txn* txn, MDB_dbi dbi, const std::string& path);
+  void Close() {
+    if (cursor_ != nullptr) mdb_cursor_close(cursor_);
+    cursor_ = nullptr;
+  }
+  MDB_cursor* get() const { return cursor_; }
+
+ private:
+  MDB_cursor* cursor_ = nullptr;
+};
+
 }  // namespace granary::lmdb
