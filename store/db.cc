@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <mutex>
 
@@ -63,20 +62,9 @@ Status FsyncPath(const std::string& path) {
 
 constexpr char kJournalFile[] = "journal.json";
 
-// Writes `contents` to a temporary file and renames it over `path`, so a kill
-// leaves the old or the new contents, never a mix.
-Status WriteFileAtomically(const std::string& path, const std::string& contents) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << contents;
-    if (!out.flush()) return Status::IOError(tmp, "write", errno);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::IOError(path, "rename from " + tmp, errno);
-  return Status::OK();
-}
-
-Status WriteFileSynced(const std::string& path, const std::string& contents) {
+// Writes `contents` to `path`, fsynced when `sync` (before publishing a db;
+// the journal only has to survive the process being killed, not the machine).
+Status WriteWholeFile(const std::string& path, const std::string& contents, bool sync) {
   FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return Status::IOError(path, "create", errno);
   size_t n = std::fwrite(contents.data(), 1, contents.size(), f);
@@ -85,12 +73,25 @@ Status WriteFileSynced(const std::string& path, const std::string& contents) {
     std::fclose(f);
     return Status::IOError(path, "write", err);
   }
-  if (std::fflush(f) != 0 || ::fsync(fileno(f)) != 0) {
+  if (std::fflush(f) != 0 || (sync && ::fsync(fileno(f)) != 0)) {
     err = errno;
     std::fclose(f);
     return Status::IOError(path, "flush", err);
   }
   if (std::fclose(f) != 0) return Status::IOError(path, "close", errno);
+  return Status::OK();
+}
+
+Status WriteFileSynced(const std::string& path, const std::string& contents) {
+  return WriteWholeFile(path, contents, /*sync=*/true);
+}
+
+// Writes `contents` to a temporary file and renames it over `path`, so a kill
+// leaves the old or the new contents, never a mix.
+Status WriteFileAtomically(const std::string& path, const std::string& contents) {
+  const std::string tmp = path + ".tmp";
+  GRANARY_RETURN_IF_ERROR(WriteWholeFile(tmp, contents, /*sync=*/false));
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::IOError(path, "rename from " + tmp, errno);
   return Status::OK();
 }
 
