@@ -196,6 +196,14 @@ struct Loader::Impl {
     return order;
   }
 
+  // The augmentation of sample `index` in epoch e (an identity plan when
+  // augmentation is off). Precondition: a C x H x W sample shape.
+  AugmentPlan PlanFor(uint64_t e, uint64_t index) const {
+    if (!options.augment.any()) return AugmentPlan();
+    return PlanAugment(options.augment, AugmentKey(options.sampler.seed, e, index), static_cast<int>(sample_shape[1]),
+                       static_cast<int>(sample_shape[2]));
+  }
+
   // One sample's input as normalised (and augmented) float C x H x W (or the
   // field's own shape for non-images) at dst.
   void ConvertFloat(int worker, uint64_t e, uint64_t index, const FieldView& in, float* dst) {
@@ -209,9 +217,7 @@ struct Loader::Impl {
       return;
     }
     const int h = static_cast<int>(sample_shape[1]), w = static_cast<int>(sample_shape[2]);
-    const AugmentPlan plan = options.augment.any()
-                                 ? PlanAugment(options.augment, AugmentKey(options.sampler.seed, e, index), h, w)
-                                 : AugmentPlan();
+    const AugmentPlan plan = PlanFor(e, index);
     if (hwc && !plan.resized_crop) {
       HwcToChwShifted(in.data, field_shape, plan, options.scale, means, inv_stds, dst);  // one pass
       return;
@@ -273,11 +279,8 @@ struct Loader::Impl {
           std::memcpy(dst, in.data, sample_elements);
           continue;
         }
-        const int h = static_cast<int>(sample_shape[1]), w = static_cast<int>(sample_shape[2]);
-        const AugmentPlan plan = options.augment.any()
-                                     ? PlanAugment(options.augment, AugmentKey(options.sampler.seed, e, index), h, w)
-                                     : AugmentPlan();
-        CopyImage(in.data, static_cast<int>(sample_shape[0]), h, w, hwc, plan, options.channels_last, dst);
+        CopyImage(in.data, static_cast<int>(sample_shape[0]), static_cast<int>(sample_shape[1]),
+                  static_cast<int>(sample_shape[2]), hwc, PlanFor(e, index), options.channels_last, dst);
         continue;
       }
       float* dst = batch->input.data() + out * sample_elements;
