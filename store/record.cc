@@ -201,16 +201,15 @@ Status RecordEncoder::Encode(const std::vector<SampleInput>& samples, std::strin
   }
 
   std::string& body = impl_->body;
-  if (codec == Codec::kNone) {
-    body = payload;
-  } else {
+  if (codec != Codec::kNone) {
     body.resize(ZSTD_compressBound(payload.size()));
     size_t n = ZSTD_compress2(impl_->cctx.get(), body.data(), body.size(), payload.data(), payload.size());
     if (ZSTD_isError(n)) return Status::InvalidArgument(std::string("zstd compression: ") + ZSTD_getErrorName(n));
     body.resize(n);
   }
-  PutU64(out, StoredChecksum(*out, body));
-  out->append(body);
+  const std::string& stored = codec == Codec::kNone ? payload : body;
+  PutU64(out, StoredChecksum(*out, stored));
+  out->append(stored);
   return Status::OK();
 }
 
