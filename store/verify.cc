@@ -71,7 +71,7 @@ struct SplitState {
 }
 
 // Parent side: forks the walk of one shard and folds its report into `state`.
-Status WalkShard(const std::string& path, const SplitInfo& split, size_t shard, SplitState* state,
+Status WalkShardInChild(const std::string& path, const SplitInfo& split, size_t shard, SplitState* state,
                  VerifyReport* report) {
   int fds[2];
   if (::pipe(fds) != 0) return Status::IOError("pipe", "create", errno);
@@ -139,7 +139,7 @@ StatusOr<VerifyReport> VerifyDb(const std::string& path,
     SplitState state{std::vector<uint64_t>(split.count), std::vector<bool>(split.count, false)};
     for (size_t shard = 0; shard < split.shards.size(); ++shard) {
       if (on_shard) on_shard(split.shards[shard].path, split.shards[shard].count);
-      GRANARY_RETURN_IF_ERROR(WalkShard(path, split, shard, &state, &report));
+      GRANARY_RETURN_IF_ERROR(WalkShardInChild(path, split, shard, &state, &report));
     }
     uint64_t missing = 0;
     SplitHasher hasher;
