@@ -143,8 +143,7 @@ int RunBuild(BuildArgs& a) {
   std::signal(SIGTERM, OnSignal);
   auto summary = granary::BuildDb(source.value(), o);
   if (!summary.ok()) {
-    std::error_code ec;
-    const bool kept = std::filesystem::exists(a.db + ".partial/journal.json", ec);
+    const bool kept = granary::HasResumableBuild(a.db);
     granary::Status s = summary.status().WithContext("build of " + a.db + " failed, no db written");
     return Fail(kept ? granary::Status::FailedPrecondition(s.message() + " (" + a.db +
                                                            ".partial keeps the work done: add --resume to continue)")

@@ -158,6 +158,11 @@ struct DbWriter::Impl {
   }
 };
 
+bool HasResumableBuild(const std::string& path) {
+  std::error_code ec;
+  return fs::exists(path + format::kPartialSuffix + "/" + kJournalFile, ec);
+}
+
 DbWriter::DbWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 DbWriter::~DbWriter() {
@@ -189,7 +194,7 @@ StatusOr<std::unique_ptr<DbWriter>> DbWriter::Create(DbWriterOptions options, Re
   impl->partial = options.path + format::kPartialSuffix;
   impl->options = std::move(options);
   const std::string journal_path = impl->partial + "/" + kJournalFile;
-  if (resume != nullptr && fs::exists(journal_path, ec)) {
+  if (resume != nullptr && HasResumableBuild(impl->options.path)) {
     std::string text;
     GRANARY_RETURN_IF_ERROR(ReadFile(journal_path, &text));
     nlohmann::json j = nlohmann::json::parse(text, nullptr, false);

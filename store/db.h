@@ -51,6 +51,10 @@ struct ResumePoint {
   std::string fingerprint;          // what the caller passed to StartJournal
 };
 
+// Whether an interrupted build of the db at `path` left a journal that
+// `DbWriter::Create` with a ResumePoint would continue from.
+bool HasResumableBuild(const std::string& path);
+
 class DbWriter {
  public:
   // Creates "<path>.partial" (replacing a stale one left by a killed build).
