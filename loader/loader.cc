@@ -330,6 +330,7 @@ struct Loader::Impl {
 Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Loader::~Loader() { impl_->StopWorkers(); }
 const Sampler& Loader::sampler() const { return impl_->sampler; }
+const Shape& Loader::sample_shape() const { return impl_->sample_shape; }
 uint64_t Loader::batches_per_epoch() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->running ? impl_->BatchesOf(impl_->epoch) : impl_->epoch_batches;

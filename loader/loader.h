@@ -89,6 +89,9 @@ class Loader {
   Loader& operator=(const Loader&) = delete;
 
   const Sampler& sampler() const;
+  // One sample's input as the batches hold it, before channels_last: C x H x W
+  // for an image field whatever its stored layout, else the field's shape.
+  const Shape& sample_shape() const;
   // Batches of the epoch started last (of a whole epoch before any).
   uint64_t batches_per_epoch() const;
 

@@ -97,8 +97,6 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainOptions& o,
     return Status::InvalidArgument(o.db + ": the CNN needs a 3-dim 'image' field (CHW or HWC)");
   }
   if (manifest.num_classes < 2) return Status::InvalidArgument(o.db + ": needs at least 2 classes");
-  const FieldSpec& image = manifest.schema.fields[image_field];
-  const Shape chw = image.layout == "HWC" ? Shape{image.shape[2], image.shape[0], image.shape[1]} : image.shape;
 
   LoaderOptions lo = BaseLoaderOptions(o);
   lo.split = o.train_split;
@@ -125,6 +123,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainOptions& o,
 
   // Same initial weights everywhere: seeded init, then rank 0's broadcast.
   torch::manual_seed(o.seed);
+  const Shape& chw = loader.value()->sample_shape();  // as batched, whatever the stored layout
   ConvNet model(chw[0], chw[1], chw[2], manifest.num_classes, o.dropout);
   std::vector<torch::Tensor> params = model->parameters();
   {
