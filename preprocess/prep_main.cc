@@ -1,6 +1,5 @@
 // prep: builds granary dbs from raw datasets (`prep build RAW DB`), and
 // inspects, verifies and benchmarks them (info, verify, cat, bench, order).
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -10,6 +9,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -256,6 +256,17 @@ void Spin(double ms) {
   }
 }
 
+// This process's peak RSS: VmHWM, the high-water mark of its own memory map.
+// (getrusage's ru_maxrss would also count the parent's RSS at fork, before
+// exec, when the parent is the bigger process.) 0 if /proc is unreadable.
+double PeakRssMib() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // in kB
+  }
+  return 0.0;
+}
+
 // Runs the loader alone over a split, as a training rank would, and reports
 // its rate: what the data path can feed, with no model in the way.
 int RunBench(BenchArgs& a) {
@@ -290,9 +301,7 @@ int RunBench(BenchArgs& a) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double rate = samples / seconds, mb_per_s = bytes / seconds / 1e6;
   const double stall = loader.value()->stats().wait_seconds / seconds;
-  struct rusage usage;
-  ::getrusage(RUSAGE_SELF, &usage);
-  const double peak_rss_mib = usage.ru_maxrss / 1024.0;  // ru_maxrss is in KiB on Linux
+  const double peak_rss_mib = PeakRssMib();
   if (a.json) {
     nlohmann::json j = {{"db", a.db},           {"split", a.loader.split}, {"threads", a.loader.threads},
                         {"batch", a.loader.batch_size}, {"augment", a.augment}, {"samples", samples},
