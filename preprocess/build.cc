@@ -19,6 +19,7 @@
 
 #include "preprocess/progress.h"
 #include "store/db.h"
+#include "store/db_writer.h"
 #include "store/record.h"
 
 namespace granary {
@@ -401,14 +402,14 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
   // packer always gets the items it waits for.
   const size_t max_in_flight = std::max(options.max_in_flight > 0 ? options.max_in_flight : 64 * static_cast<size_t>(threads),
                                         2 * kMaxBlockItems);
-  const size_t page_bytes = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  const size_t block_bytes = options.block_bytes > 0 ? options.block_bytes : 2 * page_bytes - 16;
+  const size_t block_bytes = options.block_bytes > 0 ? options.block_bytes : ValueBytesFillingPages(2);
 
   DbWriterOptions wopts;
   wopts.path = options.db_path;
   wopts.schema = source.info.schema;
   wopts.shards_per_split = options.shards;
   wopts.overwrite = options.overwrite;
+  wopts.inputs = {source.info.path};
   if (options.records_per_commit > 0) wopts.records_per_commit = options.records_per_commit;
   ResumePoint resume;
   StatusOr<std::unique_ptr<DbWriter>> writer = DbWriter::Create(wopts, options.resume ? &resume : nullptr);

@@ -20,6 +20,7 @@
 #include "preprocess/inspect.h"
 #include "preprocess/source.h"
 #include "store/db.h"
+#include "store/db_writer.h"
 #include "store/verify.h"
 
 namespace {
@@ -143,6 +144,7 @@ int RunBuild(BuildArgs& a) {
   std::signal(SIGTERM, OnSignal);
   auto summary = granary::BuildDb(source.value(), o);
   if (!summary.ok()) {
+    if (summary.status().code() == granary::Status::Code::kBusy) return Fail(summary.status());
     const bool kept = granary::HasResumableBuild(a.db);
     granary::Status s = summary.status().WithContext("build of " + a.db + " failed, no db written");
     return Fail(kept ? granary::Status::FailedPrecondition(s.message() + " (" + a.db +

@@ -1,6 +1,8 @@
 #include "store/file.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,6 +23,81 @@ Status ReadFile(const std::string& path, std::string* out) {
   for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f.get())) > 0;) out->append(buf, n);
   if (std::ferror(f.get())) return Status::IOError(path, "read", errno);
   return Status::OK();
+}
+
+namespace {
+
+// Writes `contents` to `path`, fsynced when `sync`.
+Status WriteWholeFile(const std::string& path, const std::string& contents, bool sync) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return Status::IOError(path, "create", errno);
+  size_t n = std::fwrite(contents.data(), 1, contents.size(), f);
+  int err = errno;
+  if (n != contents.size()) {
+    std::fclose(f);
+    return Status::IOError(path, "write", err);
+  }
+  if (std::fflush(f) != 0 || (sync && ::fsync(fileno(f)) != 0)) {
+    err = errno;
+    std::fclose(f);
+    return Status::IOError(path, "flush", err);
+  }
+  if (std::fclose(f) != 0) return Status::IOError(path, "close", errno);
+  return Status::OK();
+}
+
+}  // namespace
+
+Status WriteFileSynced(const std::string& path, const std::string& contents) {
+  return WriteWholeFile(path, contents, /*sync=*/true);
+}
+
+Status WriteFileAtomically(const std::string& path, const std::string& contents) {
+  const std::string tmp = path + ".tmp";
+  GRANARY_RETURN_IF_ERROR(WriteWholeFile(tmp, contents, /*sync=*/false));
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::IOError(path, "rename from " + tmp, errno);
+  return Status::OK();
+}
+
+Status FsyncPath(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::IOError(path, "open for fsync", errno);
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) return Status::IOError(path, "fsync", err);
+  return Status::OK();
+}
+
+DirectoryLock::~DirectoryLock() { Release(); }
+
+void DirectoryLock::Release() {
+  if (fd_ >= 0) ::close(fd_);  // closing the last descriptor drops the flock
+  fd_ = -1;
+}
+
+Status DirectoryLock::TryLock(const std::string& path) {
+  Release();
+  // A few attempts: each fails only if the directory was renamed or replaced
+  // between our open and our lock, i.e. while its holder was finishing.
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return Status::IOError(path, "open to lock", errno);
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      ::close(fd);
+      if (err == EWOULDBLOCK) return Status::Busy(path + ": locked by another process");
+      return Status::IOError(path, "lock", err);
+    }
+    struct stat held, named;
+    if (::fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
+        held.st_ino == named.st_ino) {
+      fd_ = fd;
+      return Status::OK();
+    }
+    ::close(fd);
+  }
+  return Status::Busy(path + ": replaced repeatedly while being locked");
 }
 
 ReadOnlyFile::~ReadOnlyFile() {

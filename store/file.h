@@ -1,4 +1,5 @@
-// File reads with errors as Status. Thread-safe.
+// Files with errors as Status: whole-file reads and synced or atomic writes,
+// positioned reads, and an exclusive lock on a directory. Thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -12,6 +13,39 @@ namespace granary {
 // Replaces *out with the contents of `path`. NotFound if it does not exist,
 // IOError (with errno) if it cannot be opened or read. Reuses *out's capacity.
 Status ReadFile(const std::string& path, std::string* out);
+
+// Writes `contents` to `path` (created or truncated) and fsyncs it.
+Status WriteFileSynced(const std::string& path, const std::string& contents);
+
+// Writes `contents` to "<path>.tmp" and renames it over `path`, so a killed
+// process leaves the old or the new contents, never a mix. Not fsynced: it
+// survives the process, not the machine.
+Status WriteFileAtomically(const std::string& path, const std::string& contents);
+
+// fsync of a file or directory (a directory's, after a rename into it).
+Status FsyncPath(const std::string& path);
+
+// An exclusive advisory lock (flock) on a directory, held while the object
+// lives and released by the kernel if the process dies, so a lock left by a
+// killed process never blocks anyone.
+class DirectoryLock {
+ public:
+  DirectoryLock() = default;
+  ~DirectoryLock();
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+  // Locks the directory at `path` without waiting. Busy if another process
+  // (or another DirectoryLock) holds it; IOError naming `path` otherwise. On success the
+  // directory still has that name (a directory renamed or removed between the
+  // open and the lock is not the one asked for: that is retried).
+  Status TryLock(const std::string& path);
+  bool held() const { return fd_ >= 0; }
+  void Release();
+
+ private:
+  int fd_ = -1;
+};
 
 // A file opened read-only for positioned reads, which any number of threads
 // may issue at once. Closes the file on destruction.

@@ -1,6 +1,7 @@
 #include "store/manifest.h"
 
 #include <nlohmann/json.hpp>
+#include <xxhash.h>
 
 #include <cstdio>
 
@@ -21,6 +22,10 @@ std::string FormatHash(uint64_t hash) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "xxh64:%016llx", static_cast<unsigned long long>(hash));
   return buf;
+}
+
+std::string DictionaryHash(const std::string& bytes) {
+  return FormatHash(XXH64(bytes.data(), bytes.size(), format::kChecksumSeed));
 }
 
 std::string ManifestToJson(const Manifest& m) {

@@ -66,4 +66,7 @@ StatusOr<Manifest> ParseManifest(std::string_view json, const std::string& origi
 // "xxh64:" followed by 16 lower-case hex digits.
 std::string FormatHash(uint64_t hash);
 
+// The manifest's check of the dictionary file: FormatHash of XXH64 of its bytes.
+std::string DictionaryHash(const std::string& bytes);
+
 }  // namespace granary

@@ -18,6 +18,7 @@ std::string Status::ToString() const {
     case Code::kCorruption: return "Corruption: " + message_;
     case Code::kIOError: return "IOError: " + message_;
     case Code::kFailedPrecondition: return "FailedPrecondition: " + message_;
+    case Code::kBusy: return "Busy: " + message_;
   }
   return "Unknown: " + message_;
 }

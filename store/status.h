@@ -19,6 +19,7 @@ class [[nodiscard]] Status {
     kCorruption,          // bytes on disk fail a check
     kIOError,             // the OS said no; the message carries path and errno
     kFailedPrecondition,  // the operation is not possible in this state
+    kBusy,                // another process holds what this needs (a build's lock)
   };
 
   Status() = default;
@@ -29,6 +30,7 @@ class [[nodiscard]] Status {
   static Status FailedPrecondition(std::string msg) {
     return Status(Code::kFailedPrecondition, std::move(msg));
   }
+  static Status Busy(std::string msg) { return Status(Code::kBusy, std::move(msg)); }
   // `what` says what was attempted ("open", "rename to db/"), `err` is errno.
   static Status IOError(const std::string& path, const std::string& what, int err);
 

@@ -11,6 +11,7 @@
 
 #include "store/content_hash.h"
 #include "store/db.h"
+#include "store/shard_index.h"
 
 namespace granary {
 namespace {
@@ -43,7 +44,7 @@ struct SplitState {
   const uint64_t end = shard_info.first + shard_info.count;
   uint64_t next = shard_info.first;  // the key the next record should have
   bool resync = false;               // after an unreadable record its size is unknown
-  Status walk = reader.value()->ScanShard(shard, [&](uint64_t key, const Status& decoded) {
+  Status walk = WalkShard(*reader.value(), shard, [&](uint64_t key, const Status& decoded) {
     const std::string where = shard_info.path + ", key " + std::to_string(key);
     if (key < next || key >= end || (key != next && !resync)) {
       problem(where + ": expected key " + std::to_string(next) + " (shard holds samples " +

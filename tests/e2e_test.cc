@@ -143,5 +143,46 @@ TEST_F(EndToEnd, KilledBuildsLeaveNoDbAndResumeFinishesThem) {
   EXPECT_FALSE(fs::exists(db + ".partial"));
 }
 
+// Issue 17's two data-loss cases, as a user would type them.
+TEST_F(EndToEnd, ForceNeverDeletesTheInputOrWhatIsNotADb) {
+  const std::string raw = dir_.Sub("parent/raw");
+  fs::create_directories(raw);
+  for (const char* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"}) {
+    fs::copy_file(std::string(kFashion) + "/" + name, raw + "/" + name);
+  }
+  fs::create_directory(dir_.Sub("notes"));
+  testing::WriteFile(dir_.Sub("notes/todo.txt"), "keep me");
+  const std::string opts = " --limit 100 --force --no-progress";
+  ExpectOneLineError(RunCommand(kPrep + " build " + raw + " " + raw + opts, dir_), "is or contains the input");
+  ExpectOneLineError(RunCommand(kPrep + " build " + raw + " " + dir_.Sub("parent") + opts, dir_),
+                     "is or contains the input");
+  ExpectOneLineError(RunCommand(kPrep + " build " + raw + " " + dir_.Sub("notes") + opts, dir_),
+                     "is not a granary db");
+  EXPECT_TRUE(fs::exists(raw + "/train-images-idx3-ubyte.gz"));
+  EXPECT_EQ(testing::ReadFile(dir_.Sub("notes/todo.txt")), "keep me");
+  // A db is what --force replaces.
+  ASSERT_EQ(RunCommand(kPrep + " build " + raw + " " + dir_.Sub("db") + opts, dir_).exit_code, 0);
+  ASSERT_EQ(RunCommand(kPrep + " build " + raw + " " + dir_.Sub("db") + opts, dir_).exit_code, 0);
+  EXPECT_EQ(RunCommand(kPrep + " verify " + dir_.Sub("db"), dir_).exit_code, 0);
+}
+
+TEST_F(EndToEnd, TwoBuildsOfOnePathNeverPublishACorruptDb) {
+  const std::string db = dir_.Sub("out.db");
+  const std::string build = kPrep + " build " + kFashion + " " + db + " --threads 1 --no-progress";
+  // The first in the background; the second 0.3 s later, while the first runs
+  // (a full Fashion-MNIST build takes over a second).
+  auto r = RunCommand("{ (" + build + " 2>" + dir_.Sub("first.err") + "; echo $? >" + dir_.Sub("first.rc") +
+                          ") & sleep 0.3; " + build + "; rc=$?; wait; exit $rc; }",
+                      dir_);
+  const int first = std::stoi(testing::ReadFile(dir_.Sub("first.rc")));
+  const std::string first_err = testing::ReadFile(dir_.Sub("first.err"));
+  // Exactly one of them builds; the other says who holds the path.
+  EXPECT_EQ((first == 0) + (r.exit_code == 0), 1) << first_err << r.err;
+  const std::string& loser = first == 0 ? r.err : first_err;
+  EXPECT_NE(loser.find("being built by process"), std::string::npos) << loser;
+  EXPECT_EQ(RunCommand(kPrep + " verify " + db, dir_).exit_code, 0);
+  EXPECT_FALSE(fs::exists(db + ".partial"));
+}
+
 }  // namespace
 }  // namespace granary

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "store/db.h"
+#include "store/db_writer.h"
 
 namespace granary::testing {
 

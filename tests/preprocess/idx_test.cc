@@ -8,6 +8,7 @@
 #include "preprocess/build.h"
 #include "preprocess/source.h"
 #include "store/db.h"
+#include "store/shard_index.h"
 #include "store/verify.h"
 #include "tests/test_util.h"
 
@@ -192,7 +193,7 @@ TEST(Build, ContentHashDoesNotDependOnPacking) {
     DecodedRecord rec;
     records[packed] = 0;
     for (size_t shard = 0; shard < reader.value()->num_shards(); ++shard) {
-      ASSERT_TRUE(reader.value()->ScanShard(shard, [&](uint64_t, const Status& s) { records[packed] += s.ok(); }, &rec).ok());
+      ASSERT_TRUE(WalkShard(*reader.value(), shard, [&](uint64_t, const Status& s) { records[packed] += s.ok(); }, &rec).ok());
     }
     const FieldView* f = nullptr;
     ASSERT_TRUE(reader.value()->Read(1234, &f).ok());

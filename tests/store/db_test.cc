@@ -1,4 +1,5 @@
 #include "store/db.h"
+#include "store/db_writer.h"
 
 #include <gtest/gtest.h>
 

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "store/db.h"
+#include "store/shard_index.h"
 #include "store/format.h"
 
 namespace granary {

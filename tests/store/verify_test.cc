@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "store/db.h"
+#include "store/db_writer.h"
 #include "tests/test_util.h"
 
 namespace granary {

@@ -1,0 +1,124 @@
+// Writing granary dbs (docs/FORMAT.md); store/db.h reads them.
+//
+// DbWriter: one thread at a time. A db is built under "<path>.partial" and only
+// renamed to <path> by Finish(), after every shard and the manifest are synced.
+// The writer holds an exclusive lock (flock) on "<path>.partial" for its whole
+// life, so a second build of the same path fails at once (Busy, naming the
+// process that holds it) instead of writing into the first one's files. A
+// writer destroyed without Finish() removes its partial directory (unless it
+// keeps a journal for resuming); one killed outright leaves only
+// "<path>.partial", which no reader opens, and whose lock dies with it.
+//
+// What a writer deletes: only what it made. An existing "<path>.partial" is
+// replaced only if a build made it (it holds builder.pid or a journal, or is
+// empty); an existing <path> only with `overwrite` and only if it is a granary
+// db (its manifest says so); never a path that is or contains an input.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "store/manifest.h"
+#include "store/record.h"
+#include "store/status.h"
+
+namespace granary {
+
+struct DbWriterOptions {
+  std::string path;
+  Schema schema;
+  int shards_per_split = 1;
+  // Address space reserved per shard; a shard larger than this fails with
+  // FailedPrecondition ("map full"). The file only grows as records arrive.
+  uint64_t map_bytes = uint64_t{64} << 30;
+  // A write transaction commits after this many records or bytes, whichever
+  // comes first: LMDB holds a transaction's dirty pages in memory, so this
+  // bounds the writer's memory whatever the db size.
+  size_t records_per_commit = 8192;
+  size_t bytes_per_commit = size_t{16} << 20;
+  // Replace an existing granary db at `path` instead of refusing.
+  bool overwrite = false;
+  // Files or folders the build reads: InvalidArgument if `path` (or its
+  // partial directory) is one of them or contains one.
+  std::vector<std::string> inputs;
+};
+
+// Where an interrupted build stopped, from the journal in "<path>.partial".
+struct ResumePoint {
+  bool resuming = false;
+  std::vector<SplitInfo> finished;  // splits completed before the interruption
+  std::string split;                // the split in progress ("" if none)
+  uint64_t samples = 0;             // its samples safely written
+  std::string checkpoint;           // the caller's checkpoint for exactly that state
+  std::string dictionary;           // the db's dictionary, if it has one
+  std::string fingerprint;          // what the caller passed to StartJournal
+};
+
+// Whether an interrupted build of the db at `path` left a journal that
+// `DbWriter::Create` with a ResumePoint would continue from.
+bool HasResumableBuild(const std::string& path);
+
+// Whether `path` is a directory whose manifest.json names granary's format
+// (however damaged the rest): what `overwrite` may replace.
+bool IsGranaryDb(const std::string& path);
+
+// Bytes of a record value that exactly fills `pages` LMDB pages as an
+// overflow value (the page header takes the rest).
+size_t ValueBytesFillingPages(size_t pages);
+
+class DbWriter {
+ public:
+  // Creates and locks "<path>.partial" (replacing a stale one a killed build
+  // left). With `resume` set and a journal in "<path>.partial", keeps it
+  // instead and fills *resume. FailedPrecondition if <path> exists and is not
+  // replaceable (see above); Busy if another process is building <path>.
+  static StatusOr<std::unique_ptr<DbWriter>> Create(DbWriterOptions options, ResumePoint* resume = nullptr);
+
+  // Makes the build resumable: from here on a journal in "<path>.partial"
+  // records what is committed, together with `checkpoint()` (called after each
+  // commit: it must describe the caller's state including every record
+  // appended so far), and the partial directory is kept if the build does not
+  // finish. When resuming, FailedPrecondition unless `fingerprint` (the
+  // caller's inputs and options) matches the interrupted build's; finished
+  // splits are then kept and BeginSplit of the split in progress continues it.
+  Status StartJournal(const std::string& fingerprint, std::function<std::string()> checkpoint);
+
+  ~DbWriter();
+  DbWriter(const DbWriter&) = delete;
+  DbWriter& operator=(const DbWriter&) = delete;
+
+  // Stores `bytes` as the db's zstd dictionary (before any split). Records
+  // encoded with it (codec zstd-dict) can only be read through it.
+  Status SetDictionary(const std::string& bytes);
+
+  // Splits are written one after another: BeginSplit, Append..., EndSplit.
+  // `expected_samples` divides the split into shards of about equal size.
+  Status BeginSplit(const std::string& name, uint64_t expected_samples);
+  // Appends a record holding the next payload_hashes.size() samples of the
+  // split (its key is the number of samples appended before it). `value` and
+  // `payload_hashes` are what RecordEncoder::Encode produced.
+  Status Append(std::string_view value, const std::vector<uint64_t>& payload_hashes);
+  Status EndSplit();
+  // Samples appended to the current split so far.
+  uint64_t split_count() const;
+
+  // Fills in the manifest's format version, schema, splits and content hash,
+  // writes it, and publishes the db under its final name (atomically
+  // exchanging it with the db it replaces, which is then removed).
+  Status Finish(Manifest manifest);
+
+  const std::string& partial_path() const;
+
+ private:
+  Status ResumeSplit();
+  struct Impl;
+  explicit DbWriter(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace granary
