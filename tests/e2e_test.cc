@@ -184,5 +184,33 @@ TEST_F(EndToEnd, TwoBuildsOfOnePathNeverPublishACorruptDb) {
   EXPECT_FALSE(fs::exists(db + ".partial"));
 }
 
+// Issue 17: the launcher never leaves a rank behind, however it ends.
+TEST_F(EndToEnd, StoppingOrKillingTheLauncherLeavesNoRankBehind) {
+  const std::string db = dir_.Sub("sig.db");
+  ASSERT_EQ(RunCommand(kPrep + " build " + kFashion + " " + db + " --limit 2000 --no-progress", dir_).exit_code, 0);
+  // A regex that matches the ranks' command lines (the launcher's plus
+  // "--rank R ...") but not the shell's own.
+  const std::string ranks = "'" + dir_.Sub("sig[.]db --ranks 2 --epochs 1000 --json --rank") + "'";
+  for (const char* sig : {"TERM", "KILL"}) {
+    auto r = RunCommand("{ " + kTrain + " --db " + db + " --ranks 2 --epochs 1000 --json & L=$!; sleep 3; " +
+                            "echo running $(pgrep -c -f " + ranks + "); kill -" + sig + " $L; wait $L; " +
+                            "echo status $?; sleep 1; echo left $(pgrep -c -f " + ranks + "); }",
+                        dir_);
+    EXPECT_NE(r.out.find("running 2"), std::string::npos) << sig << ": " << r.out;
+    EXPECT_NE(r.out.find(std::string("status ") + (sig[0] == 'T' ? "143" : "137")), std::string::npos)
+        << sig << ": " << r.out;
+    EXPECT_NE(r.out.find("left 0"), std::string::npos) << sig << ": " << r.out << r.err;
+  }
+}
+
+TEST_F(EndToEnd, FlagsOutOfBoundsStopBeforeAnyRankStarts) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(RunCommand(kPrep + " build " + kFashion + " " + db + " --limit 100 --no-progress", dir_).exit_code, 0);
+  for (const char* flag : {"--ranks 1000", "--batch-size -1", "--prefetch 1000000000", "--threads 100000",
+                           "--epochs 0"}) {
+    ExpectOneLineError(RunCommand(kTrain + " --db " + db + " " + flag, dir_), flag);
+  }
+}
+
 }  // namespace
 }  // namespace granary

@@ -2,11 +2,13 @@
 
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 
@@ -30,54 +32,125 @@ StatusOr<int> PickFreePort() {
   return static_cast<int>(ntohs(addr.sin_port));
 }
 
-StatusOr<int> LaunchRanks(const std::vector<std::string>& args, int world, int port) {
-  std::vector<pid_t> pids;
-  auto terminate_all = [&] {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The signals the launcher handles synchronously (sigtimedwait) while it waits.
+sigset_t WatchedSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGCHLD);
+  return set;
+}
+
+// Restores the signal mask it found when it goes out of scope.
+class SignalMaskGuard {
+ public:
+  explicit SignalMaskGuard(const sigset_t& block) { ::pthread_sigmask(SIG_BLOCK, &block, &saved_); }
+  ~SignalMaskGuard() { ::pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+  const sigset_t& saved() const { return saved_; }
+
+ private:
+  sigset_t saved_;
+};
+
+// Child side of fork: dies with the launcher, then becomes rank `rank`.
+[[noreturn]] void ExecRank(const LaunchOptions& o, int rank, pid_t launcher, const sigset_t& mask) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != launcher) ::_exit(128 + SIGKILL);  // the launcher died before the prctl
+  ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
+  std::vector<std::string> args = o.args;
+  args.insert(args.end(), {"--rank", std::to_string(rank), "--port", std::to_string(o.port)});
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(o.program.c_str(), argv.data());
+  std::fprintf(stderr, "train: rank %d: exec %s failed: %s\n", rank, o.program.c_str(), std::strerror(errno));
+  ::_exit(127);
+}
+
+struct Ranks {
+  std::vector<pid_t> pids;  // -1 once reaped
+  size_t running = 0;
+
+  void SignalAll(int sig) const {
     for (pid_t p : pids) {
-      if (p > 0) ::kill(p, SIGTERM);
+      if (p > 0) ::kill(p, sig);
     }
-  };
-  for (int rank = 0; rank < world; ++rank) {
-    std::vector<std::string> rank_args = args;
-    rank_args.insert(rank_args.end(), {"--rank", std::to_string(rank), "--port", std::to_string(port)});
+  }
+  // Reaps every rank that has exited; calls on_exit(rank, wait status).
+  template <typename F>
+  void Reap(F on_exit) {
+    for (size_t r = 0; r < pids.size(); ++r) {
+      if (pids[r] <= 0) continue;
+      int wstatus = 0;
+      const pid_t done = ::waitpid(pids[r], &wstatus, WNOHANG);
+      if (done == 0 || (done < 0 && errno == EINTR)) continue;  // still running
+      if (done < 0) wstatus = 255 << 8;  // not our child any more: its status is lost, count it as failed
+      pids[r] = -1;
+      --running;
+      on_exit(static_cast<int>(r), wstatus);
+    }
+  }
+};
+
+}  // namespace
+
+StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
+  const sigset_t watched = WatchedSignals();
+  SignalMaskGuard guard(watched);  // from here, these signals wait for sigtimedwait
+  const pid_t launcher = ::getpid();
+  Ranks ranks;
+  for (int rank = 0; rank < o.ranks; ++rank) {
     std::fflush(nullptr);
-    pid_t pid = ::fork();
+    const pid_t pid = ::fork();
     if (pid < 0) {
-      int err = errno;
-      terminate_all();
+      const int err = errno;
+      ranks.SignalAll(SIGKILL);
+      ranks.Reap([](int, int) {});
       return Status::IOError("fork", "start rank " + std::to_string(rank), err);
     }
-    if (pid == 0) {
-      std::vector<char*> argv;
-      for (std::string& a : rank_args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv("/proc/self/exe", argv.data());
-      std::fprintf(stderr, "train: rank %d: exec failed: %s\n", rank, std::strerror(errno));
-      ::_exit(127);
-    }
-    pids.push_back(pid);
+    if (pid == 0) ExecRank(o, rank, launcher, guard.saved());
+    ranks.pids.push_back(pid);
+    ++ranks.running;
   }
-  int result = 0;
-  for (size_t remaining = pids.size(); remaining > 0; --remaining) {
-    int wstatus = 0;
-    pid_t done = ::waitpid(-1, &wstatus, 0);
-    if (done < 0) {
-      if (errno == EINTR) {
-        ++remaining;
-        continue;
+
+  LaunchOutcome outcome;
+  bool stopping = false;      // the other ranks were told to stop
+  Clock::time_point kill_at;  // when those still running get SIGKILL
+  auto stop_all = [&] {
+    if (stopping) return;
+    stopping = true;
+    ranks.SignalAll(SIGTERM);
+    kill_at = Clock::now() + std::chrono::seconds(o.grace_s);
+  };
+  while (ranks.running > 0) {
+    ranks.Reap([&](int rank, int wstatus) {
+      const int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+      if (code == 0 || outcome.exit_code != 0) return;
+      outcome.exit_code = code;
+      if (WIFSIGNALED(wstatus) && !stopping) {
+        outcome.failure = "rank " + std::to_string(rank) + " was killed by signal " +
+                          std::to_string(WTERMSIG(wstatus)) + " (" + ::strsignal(WTERMSIG(wstatus)) +
+                          "); stopping the other ranks";
       }
-      break;
-    }
-    for (pid_t& p : pids) {
-      if (p == done) p = -1;
-    }
-    int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
-    if (code != 0 && result == 0) {
-      result = code;
-      terminate_all();
+      stop_all();
+    });
+    if (ranks.running == 0) break;
+    if (stopping && Clock::now() >= kill_at) ranks.SignalAll(SIGKILL);
+    const timespec tick{0, 200 * 1000 * 1000};
+    siginfo_t info;
+    const int sig = ::sigtimedwait(&watched, &info, &tick);
+    if (sig == SIGINT || sig == SIGTERM) {
+      if (outcome.exit_code == 0) outcome.exit_code = 128 + sig;
+      ranks.SignalAll(sig);  // as a terminal's Ctrl-C would reach them all
+      stop_all();
     }
   }
-  return result;
+  return outcome;
 }
 
 }  // namespace granary

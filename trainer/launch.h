@@ -1,6 +1,7 @@
-// Starting rank processes on this machine: each is this executable again, run
-// with the same arguments plus "--rank R --port P". Call from the main thread
-// before any LMDB environment or thread pool exists in this process.
+// The launcher: starts rank processes on this machine and watches them, as
+// torchrun does; it knows nothing of models or data. Each rank is `program`
+// run with `args` plus "--rank R --port P". Call from the main thread before
+// any other thread, LMDB environment or thread pool exists in this process.
 #pragma once
 
 #include <string>
@@ -13,8 +14,30 @@ namespace granary {
 // A TCP port on 127.0.0.1 that was free a moment ago.
 StatusOr<int> PickFreePort();
 
-// Runs `world` rank processes and waits for them. If one fails, the others are
-// terminated. Returns the first non-zero exit status (or 128 + signal), or 0.
-StatusOr<int> LaunchRanks(const std::vector<std::string>& args, int world, int port);
+struct LaunchOptions {
+  std::string program = "/proc/self/exe";
+  std::vector<std::string> args;  // argv, args[0] included
+  int ranks = 1;
+  int port = 0;
+  // After a rank fails or the launcher is told to stop, the other ranks get
+  // SIGTERM, and SIGKILL if they are still running this much later.
+  int grace_s = 10;
+};
+
+struct LaunchOutcome {
+  // 0 if every rank exited 0; else the first failing rank's exit status
+  // (128 + signal if it was killed), or 128 + the signal that stopped the
+  // launcher.
+  int exit_code = 0;
+  // One line on the first failure, e.g. "rank 1 was killed by signal 9
+  // (Killed)", or "" (a rank that exits non-zero has said why itself).
+  std::string failure;
+};
+
+// Runs the ranks and waits for all of them. SIGINT and SIGTERM sent to the
+// launcher are forwarded to every rank; if a rank fails, the others are
+// stopped; every rank dies with the launcher (PR_SET_PDEATHSIG), even if the
+// launcher is killed outright. Returns an error only if a rank cannot start.
+StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& options);
 
 }  // namespace granary

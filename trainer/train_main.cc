@@ -1,5 +1,6 @@
-// train: data-parallel training from a granary db. Without --rank it is the
-// launcher: it checks the db, then runs --ranks copies of itself and waits.
+// train: data-parallel training from a granary db. This file only turns flags
+// into a TrainConfig; without --rank the process is the launcher (it checks
+// the config and the db, then runs --ranks copies of itself and waits).
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -7,7 +8,10 @@
 #include <iostream>
 
 #include "store/db.h"
+#include "trainer/config.h"
+#include "trainer/gradient_sync.h"
 #include "trainer/launch.h"
+#include "trainer/models/registry.h"
 #include "trainer/trainer.h"
 
 namespace {
@@ -30,47 +34,59 @@ nlohmann::json ToJson(const granary::EpochReport& r) {
                       {"comm_fraction", r.comm_fraction},
                       {"queue_depth", r.queue_depth}};
   if (r.evaluated) {
-    j["test_loss"] = r.eval_loss;
-    j["test_accuracy"] = r.eval_accuracy;
-    j["test_samples"] = r.eval_samples;
+    j["test_loss"] = r.test_loss;
+    j["test_accuracy"] = r.test_accuracy;
+    j["test_samples"] = r.test_samples;
   }
   return j;
+}
+
+void AddFlags(CLI::App& app, granary::TrainConfig& c) {
+  granary::DataConfig& d = c.data;
+  app.add_option("--db", d.db, "granary db directory (made by `prep build`)")->required();
+  app.add_option("--train-split", d.train_split, "split to train on")->capture_default_str();
+  app.add_option("--eval-split", d.eval_split, "split rank 0 evaluates after each epoch (\"\" for none)")
+      ->capture_default_str();
+  app.add_option("--loader-threads", d.loader_threads, "loader worker threads per rank")->capture_default_str();
+  app.add_option("--prefetch", d.prefetch, "batches the loader prepares ahead")->capture_default_str();
+  app.add_option("--shuffle", d.shuffle, "training order: full, block (chunks of consecutive samples, for dbs "
+                                         "larger than RAM) or none")
+      ->capture_default_str();
+  app.add_flag("--drop-last", d.drop_last, "drop the epoch's tail instead of padding ranks to equal counts");
+  app.add_flag("--skip-corrupt", d.skip_corrupt, "skip and name corrupt records instead of stopping");
+  app.add_option("--augment", d.augment, "training augmentation: comma list of flip, crop (padding 4), rrc");
+  app.add_option("--mean", d.mean, "input normalisation: mean after scaling to [0,1]")->capture_default_str();
+  app.add_option("--std", d.stddev, "input normalisation: std after scaling to [0,1]")->capture_default_str();
+
+  app.add_option("--model", c.model.name, "model: " + granary::KnownModelNames())->capture_default_str();
+  app.add_option("--dropout", c.model.dropout, "dropout before the last layer")->capture_default_str();
+
+  app.add_option("--optimizer", c.optim.optimizer, "optimizer: adam")->capture_default_str();
+  app.add_option("--lr", c.optim.lr, "learning rate")->capture_default_str();
+  app.add_option("--epochs", c.optim.epochs, "epochs")->capture_default_str();
+  app.add_option("--batch-size", c.optim.batch_size, "global batch size, split evenly over ranks")
+      ->capture_default_str();
+  app.add_option("--seed", c.optim.seed, "seed for weights, epoch order and dropout")->capture_default_str();
+
+  app.add_option("--sync", c.sync.method, "gradient sync: " + granary::KnownGradientSyncNames())
+      ->capture_default_str();
+
+  app.add_option("--ranks", c.dist.ranks, "rank processes")->capture_default_str();
+  app.add_option("--threads", c.dist.threads, "intra-op threads per rank (0: cores / ranks)")->capture_default_str();
+  app.add_flag("--oversubscribe", c.dist.oversubscribe, "allow ranks x threads above this machine's cores");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  granary::TrainOptions o;
+  granary::TrainConfig config;
   int rank = -1;
   bool json = false;
   CLI::App app{"Data-parallel training on CPU from a granary db (see README.md)."};
-  app.add_option("--db", o.db, "granary db directory (made by `prep build`)")->required();
-  app.add_option("--ranks", o.world, "rank processes")->capture_default_str()->check(CLI::Range(1, 1024));
-  app.add_option("--epochs", o.epochs, "epochs")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", o.batch_size, "global batch size, split evenly over ranks")->capture_default_str();
-  app.add_option("--lr", o.lr, "Adam learning rate")->capture_default_str();
-  app.add_option("--dropout", o.dropout, "dropout before the last layer")->capture_default_str();
-  app.add_option("--seed", o.seed, "seed for weights, epoch order and dropout")->capture_default_str();
-  app.add_option("--threads", o.threads, "intra-op threads per rank (0: cores / ranks)")->capture_default_str();
-  app.add_option("--loader-threads", o.loader_threads, "loader worker threads per rank")->capture_default_str();
-  app.add_option("--prefetch", o.prefetch, "batches the loader prepares ahead")->capture_default_str();
-  app.add_option("--train-split", o.train_split, "split to train on")->capture_default_str();
-  app.add_option("--eval-split", o.eval_split, "split rank 0 evaluates after each epoch (\"\" for none)")
-      ->capture_default_str();
-  app.add_option("--mean", o.mean, "input normalisation: mean after scaling to [0,1]")->capture_default_str();
-  app.add_option("--std", o.stddev, "input normalisation: std after scaling to [0,1]")->capture_default_str();
-  std::string shuffle = "full";
-  app.add_option("--shuffle", shuffle, "training order: full, block (chunks of consecutive samples, for dbs "
-                                       "larger than RAM) or none")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"full", "block", "none"}));
-  app.add_flag("--skip-corrupt", o.skip_corrupt, "skip and count corrupt records instead of stopping");
-  app.add_flag("--drop-last", o.drop_last, "drop the epoch's tail instead of padding ranks to equal counts");
-  std::string augment;
-  app.add_option("--augment", augment, "training augmentation: comma list of flip, crop (padding 4), rrc");
-  app.add_flag("--json", json, "print one JSON object with every epoch's figures on stdout");
+  AddFlags(app, config);
+  app.add_flag("--json", json, "print one JSON object with the config and every epoch's figures on stdout");
   app.add_option("--rank", rank, "internal: run as this rank")->group("");
-  app.add_option("--port", o.port, "internal: rank 0's TCPStore port")->group("");
+  app.add_option("--port", config.dist.port, "internal: rank 0's TCPStore port")->group("");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -79,39 +95,40 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "train: %s (see train --help)\n", e.what());
     return 2;
   }
+  const int cores = granary::CoreCount();
+  if (granary::Status valid = config.Validate(cores); !valid.ok()) return Fail(valid, rank);
 
-  auto augment_options = granary::ParseAugment(augment);
-  if (!augment_options.ok()) return Fail(augment_options.status(), 0);
-  o.augment = augment_options.value();
-  o.shuffle = granary::ParseShuffleMode(shuffle).value();  // checked by CLI11
-
-  if (rank < 0) {  // launcher
+  if (rank < 0) {  // the launcher
     {
-      auto db = granary::DbReader::Open(o.db);
+      auto db = granary::DbReader::Open(config.data.db);
       if (!db.ok()) return Fail(db.status(), 0);
     }
-    if (o.world > 1) {
+    if (config.dist.ranks > 1) {
       auto port = granary::PickFreePort();
       if (!port.ok()) return Fail(port.status(), 0);
-      std::vector<std::string> args(argv, argv + argc);
-      auto code = granary::LaunchRanks(args, o.world, port.value());
-      if (!code.ok()) return Fail(code.status(), 0);
-      return code.value();
+      granary::LaunchOptions launch;
+      launch.args.assign(argv, argv + argc);
+      launch.ranks = config.dist.ranks;
+      launch.port = port.value();
+      auto outcome = granary::LaunchRanks(launch);
+      if (!outcome.ok()) return Fail(outcome.status(), 0);
+      if (!outcome->failure.empty()) std::fprintf(stderr, "train: %s\n", outcome->failure.c_str());
+      return outcome->exit_code;
     }
     rank = 0;
   }
-  o.rank = rank;
 
-  const int threads = o.threads > 0 ? o.threads : granary::DefaultThreadsPerRank(o.world);
   if (rank == 0 && !json) {
-    std::printf("train: %d rank(s) x %d thread(s), global batch %zu, db %s\n", o.world, threads, o.batch_size,
-                o.db.c_str());
+    std::printf("train: %d rank(s) x %d thread(s), global batch %lld, db %s\n", config.dist.ranks,
+                config.ThreadsPerRank(cores), static_cast<long long>(config.optim.batch_size),
+                config.data.db.c_str());
+    std::printf("train: config %s\n", config.ToJson().c_str());
     std::fflush(stdout);
   }
   auto on_epoch = [&](const granary::EpochReport& r) {
     if (rank != 0 || json) return;
-    std::printf("epoch %d/%d  train_loss %.4f", r.epoch, o.epochs, r.train_loss);
-    if (r.evaluated) std::printf("  test_loss %.4f  test_acc %.4f", r.eval_loss, r.eval_accuracy);
+    std::printf("epoch %d/%d  train_loss %.4f", r.epoch, config.optim.epochs, r.train_loss);
+    if (r.evaluated) std::printf("  test_loss %.4f  test_acc %.4f", r.test_loss, r.test_accuracy);
     std::printf("  samples/s %.0f  stall %.1f%%  queue %.1f  comm %.1f%%  time %.1fs\n", r.samples_per_s,
                 100 * r.stall_fraction, r.queue_depth, 100 * r.comm_fraction, r.seconds);
     std::fflush(stdout);
@@ -124,10 +141,13 @@ int main(int argc, char** argv) {
     std::printf("\n");
     std::fflush(stdout);
   };
-  auto reports = granary::RunRank(o, on_start, on_epoch);
+  auto reports = granary::RunRank(config, rank, on_start, on_epoch);
   if (!reports.ok()) return Fail(reports.status(), rank);
   if (rank == 0 && json) {
-    nlohmann::json out = {{"ranks", o.world}, {"threads_per_rank", threads}, {"batch_size", o.batch_size},
+    nlohmann::json out = {{"ranks", config.dist.ranks},
+                          {"threads_per_rank", config.ThreadsPerRank(cores)},
+                          {"batch_size", config.optim.batch_size},
+                          {"config", nlohmann::json::parse(config.ToJson())},
                           {"epochs", nlohmann::json::array()}};
     for (const auto& r : reports.value()) out["epochs"].push_back(ToJson(r));
     std::cout << out.dump() << std::endl;

@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "trainer/after_backward_sync.h"
 #include "trainer/launch.h"
 
 namespace granary {
@@ -65,6 +66,26 @@ TEST(Comm, BroadcastCopiesRankZerosValuesAndSumAdds) {
     EXPECT_TRUE(torch::equal(got[r], torch::full({4}, 10.0f))) << r;
     EXPECT_TRUE(torch::equal(sums[r], torch::tensor({3.0, 4.0}, torch::kFloat64))) << r;
   }
+}
+
+TEST(AfterBackwardSync, EveryGradientBecomesTheMeanOverRanks) {
+  std::vector<torch::Tensor> grads(2);
+  OnTwoRanks([&](Comm& comm) {
+    // Each rank sees other data, so its gradients differ: w.grad = x.
+    torch::Tensor w = torch::zeros({3}, torch::requires_grad());
+    torch::Tensor b = torch::zeros({1}, torch::requires_grad());
+    AfterBackwardSync sync(comm);
+    GRANARY_RETURN_IF_ERROR(sync.Attach({w, b}));
+    const float r = static_cast<float>(comm.rank());
+    torch::Tensor x = torch::tensor({1.0f + r, 2.0f * (1 + r), -r});
+    sync.BeginStep();
+    ((w * x).sum() + b.sum() * (r + 1)).backward();
+    GRANARY_RETURN_IF_ERROR(sync.FinishStep());
+    grads[comm.rank()] = torch::cat({w.grad(), b.grad()});
+    return Status::OK();
+  });
+  const torch::Tensor want = torch::tensor({1.5f, 3.0f, -0.5f, 1.5f});
+  for (int r = 0; r < 2; ++r) EXPECT_TRUE(torch::allclose(grads[r], want)) << r << ": " << grads[r];
 }
 
 TEST(Comm, RejectsBadRanks) {

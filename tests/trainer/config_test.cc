@@ -1,0 +1,120 @@
+#include "trainer/config.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace granary {
+namespace {
+
+TrainConfig Good() {
+  TrainConfig c;
+  c.data.db = "some.db";
+  return c;
+}
+
+TEST(TrainConfig, DefaultsAreValidOnTwoCores) { EXPECT_TRUE(Good().Validate(2).ok()); }
+
+// Each bad value is refused before any work, in one message naming its flag.
+TEST(TrainConfig, EveryOutOfRangeFieldIsNamedByItsFlag) {
+  const std::vector<std::pair<std::string, std::function<void(TrainConfig&)>>> cases = {
+      {"--db", [](TrainConfig& c) { c.data.db = ""; }},
+      {"--train-split", [](TrainConfig& c) { c.data.train_split = ""; }},
+      {"--loader-threads 0", [](TrainConfig& c) { c.data.loader_threads = 0; }},
+      {"--loader-threads 100000", [](TrainConfig& c) { c.data.loader_threads = 100000; }},
+      {"--prefetch 1000000000", [](TrainConfig& c) { c.data.prefetch = 1000000000; }},
+      {"--prefetch 0", [](TrainConfig& c) { c.data.prefetch = 0; }},
+      {"--shuffle", [](TrainConfig& c) { c.data.shuffle = "sideways"; }},
+      {"--augment", [](TrainConfig& c) { c.data.augment = "flip,spin"; }},
+      {"--std 0", [](TrainConfig& c) { c.data.stddev = 0; }},
+      {"--model tiny", [](TrainConfig& c) { c.model.name = "tiny"; }},
+      {"--dropout 1", [](TrainConfig& c) { c.model.dropout = 1; }},
+      {"--optimizer lbfgs", [](TrainConfig& c) { c.optim.optimizer = "lbfgs"; }},
+      {"--lr -", [](TrainConfig& c) { c.optim.lr = -0.1; }},
+      {"--epochs 0", [](TrainConfig& c) { c.optim.epochs = 0; }},
+      {"--batch-size -1", [](TrainConfig& c) { c.optim.batch_size = -1; }},
+      {"--batch-size 65", [](TrainConfig& c) { c.optim.batch_size = 65; }},  // not a multiple of 2 ranks
+      {"--sync sometimes", [](TrainConfig& c) { c.sync.method = "sometimes"; }},
+      {"--ranks 1000", [](TrainConfig& c) { c.dist.ranks = 1000; }},
+      {"--ranks 0", [](TrainConfig& c) { c.dist.ranks = 0; }},
+      {"--threads 100000", [](TrainConfig& c) { c.dist.threads = 100000; }},
+      {"--oversubscribe", [](TrainConfig& c) { c.dist.threads = 2; }},  // 2 ranks x 2 threads on 2 cores
+      {"--port 70000", [](TrainConfig& c) { c.dist.port = 70000; }},
+  };
+  for (const auto& [flag, spoil] : cases) {
+    TrainConfig c = Good();
+    spoil(c);
+    Status s = c.Validate(2);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << flag;
+    EXPECT_NE(s.message().find(flag), std::string::npos) << flag << ": " << s.message();
+    EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();
+  }
+}
+
+TEST(TrainConfig, OversubscriptionIsAllowedWhenAskedForUpToAHardCap) {
+  TrainConfig c = Good();
+  c.dist.ranks = 4;  // on 2 cores
+  EXPECT_FALSE(c.Validate(2).ok());
+  c.dist.oversubscribe = true;
+  EXPECT_TRUE(c.Validate(2).ok());
+  c.dist.ranks = 16;
+  c.dist.threads = 2;  // 32 threads: beyond 8 x 2 cores even when asked
+  EXPECT_EQ(c.Validate(2).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(c.ThreadsPerRank(2), 2);
+  c.dist.threads = 0;
+  EXPECT_EQ(c.ThreadsPerRank(2), 1);
+  c.dist.ranks = 1;
+  EXPECT_EQ(c.ThreadsPerRank(8), 8);
+}
+
+TEST(TrainConfig, JsonRoundTripsEveryFieldAndDifferencesNameThem) {
+  TrainConfig c = Good();
+  c.data.train_split = "val";
+  c.data.eval_split = "";
+  c.data.loader_threads = 3;
+  c.data.prefetch = 7;
+  c.data.shuffle = "block";
+  c.data.drop_last = true;
+  c.data.skip_corrupt = true;
+  c.data.augment = "flip,crop";
+  c.data.mean = 0.25f;
+  c.data.stddev = 0.5f;
+  c.model.dropout = 0.1;
+  c.optim.lr = 0.01;
+  c.optim.epochs = 9;
+  c.optim.batch_size = 128;
+  c.optim.seed = 42;
+  c.dist.ranks = 4;
+  c.dist.threads = 2;
+  c.dist.host = "10.0.0.1";
+  c.dist.port = 29500;
+  c.dist.oversubscribe = true;
+
+  auto back = TrainConfig::FromJson(c.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back.value(), c);
+  EXPECT_EQ(back->ToJson(), c.ToJson());
+  // Every field above differs from the default, and each difference is named.
+  const std::vector<std::string> diff = TrainConfig{}.Differences(c);
+  EXPECT_EQ(diff.size(), 21u);
+  EXPECT_NE(std::find(diff.begin(), diff.end(), "optim.seed: 0 -> 42"), diff.end());
+  EXPECT_NE(TrainConfig{}, c);
+}
+
+TEST(TrainConfig, FromJsonRefusesUnknownMembersAndWrongTypes) {
+  EXPECT_EQ(TrainConfig::FromJson(R"({"optim": {"lr": 0.1, "momentum": 0.9}})").status().message(),
+            "train config: unknown member optim.momentum");
+  EXPECT_EQ(TrainConfig::FromJson(R"({"optim": {"epochs": "many"}})").status().code(),
+            Status::Code::kInvalidArgument);
+  EXPECT_FALSE(TrainConfig::FromJson("[1, 2]").ok());
+  auto partial = TrainConfig::FromJson(R"({"optim": {"lr": 0.5}})");
+  ASSERT_TRUE(partial.ok());
+  EXPECT_EQ(partial->optim.lr, 0.5);
+  EXPECT_EQ(partial->optim.epochs, TrainConfig{}.optim.epochs);
+}
+
+}  // namespace
+}  // namespace granary

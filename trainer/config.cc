@@ -1,0 +1,177 @@
+#include "trainer/config.h"
+
+#include <sched.h>
+
+#include <cmath>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "loader/augment.h"
+#include "loader/sampler.h"
+#include "trainer/gradient_sync.h"
+#include "trainer/models/registry.h"
+
+namespace granary {
+
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataConfig, db, train_split, eval_split, loader_threads, prefetch,
+                                                shuffle, drop_last, skip_corrupt, augment, mean, stddev)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelConfig, name, dropout)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimConfig, optimizer, lr, epochs, batch_size, seed)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SyncConfig, method)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistConfig, ranks, threads, host, port, oversubscribe)
+void to_json(nlohmann::json& j, const CheckpointConfig&) { j = nlohmann::json::object(); }
+void from_json(const nlohmann::json&, CheckpointConfig&) {}
+
+namespace {
+
+// Hard limits, whatever the machine: beyond them a run cannot be meant.
+constexpr int64_t kMaxBatch = int64_t{1} << 20;
+constexpr int kMaxPrefetch = 256;
+constexpr int kMaxEpochs = 1000000;
+// With --oversubscribe, ranks x threads may reach this many times the cores.
+constexpr int kOversubscribeFactor = 8;
+// Loader threads mostly wait on reads, so a few per core can still help.
+constexpr int kLoaderThreadsPerCore = 4;
+
+nlohmann::json ToJsonValue(const TrainConfig& c) {
+  return {{"data", c.data}, {"model", c.model},           {"optim", c.optim},
+          {"sync", c.sync}, {"dist", c.dist}, {"checkpoint", c.checkpoint}};
+}
+
+Status OutOfRange(const std::string& flag, const std::string& value, const std::string& bound) {
+  return Status::InvalidArgument(flag + " " + value + ": " + bound);
+}
+
+std::string Range(int64_t lo, int64_t hi) { return "must be in " + std::to_string(lo) + ".." + std::to_string(hi); }
+
+// Members of `j` (an object) that `defaults` does not have, recursively.
+void UnknownMembers(const nlohmann::json& j, const nlohmann::json& defaults, const std::string& prefix,
+                    std::vector<std::string>* out) {
+  for (const auto& [key, value] : j.items()) {
+    if (!defaults.contains(key)) {
+      out->push_back(prefix + key);
+    } else if (value.is_object() && defaults[key].is_object()) {
+      UnknownMembers(value, defaults[key], prefix + key + ".", out);
+    }
+  }
+}
+
+}  // namespace
+
+int CoreCount() {
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+int TrainConfig::ThreadsPerRank(int cores) const {
+  return dist.threads > 0 ? dist.threads : std::max(1, cores / std::max(1, dist.ranks));
+}
+
+Status TrainConfig::Validate(int cores) const {
+  const DataConfig& d = data;
+  if (d.db.empty()) return Status::InvalidArgument("--db is empty");
+  if (d.train_split.empty()) return Status::InvalidArgument("--train-split is empty");
+  const int max_loader_threads = kLoaderThreadsPerCore * cores;
+  if (d.loader_threads < 1 || d.loader_threads > max_loader_threads) {
+    return OutOfRange("--loader-threads", std::to_string(d.loader_threads),
+                      Range(1, max_loader_threads) + " (" + std::to_string(kLoaderThreadsPerCore) + " x " +
+                          std::to_string(cores) + " cores)");
+  }
+  if (d.prefetch < 1 || d.prefetch > kMaxPrefetch) {
+    return OutOfRange("--prefetch", std::to_string(d.prefetch), Range(1, kMaxPrefetch));
+  }
+  GRANARY_RETURN_IF_ERROR(ParseShuffleMode(d.shuffle).status());
+  GRANARY_RETURN_IF_ERROR(ParseAugment(d.augment).status());
+  if (!std::isfinite(d.mean)) return OutOfRange("--mean", std::to_string(d.mean), "must be finite");
+  if (!(std::isfinite(d.stddev) && d.stddev > 0)) {
+    return OutOfRange("--std", std::to_string(d.stddev), "must be finite and > 0");
+  }
+
+  if (!IsKnownModel(model.name)) {
+    return OutOfRange("--model", model.name, "unknown (known: " + KnownModelNames() + ")");
+  }
+  if (!(model.dropout >= 0 && model.dropout < 1)) {
+    return OutOfRange("--dropout", std::to_string(model.dropout), "must be in [0, 1)");
+  }
+
+  if (optim.optimizer != "adam") return OutOfRange("--optimizer", optim.optimizer, "unknown (known: adam)");
+  if (!(std::isfinite(optim.lr) && optim.lr > 0)) {
+    return OutOfRange("--lr", std::to_string(optim.lr), "must be finite and > 0");
+  }
+  if (optim.epochs < 1 || optim.epochs > kMaxEpochs) {
+    return OutOfRange("--epochs", std::to_string(optim.epochs), Range(1, kMaxEpochs));
+  }
+  if (optim.batch_size < 1 || optim.batch_size > kMaxBatch) {
+    return OutOfRange("--batch-size", std::to_string(optim.batch_size), Range(1, kMaxBatch));
+  }
+
+  if (!IsKnownGradientSync(sync.method)) {
+    return OutOfRange("--sync", sync.method, "unknown (known: " + KnownGradientSyncNames() + ")");
+  }
+
+  const int hard_cap = kOversubscribeFactor * cores;
+  const std::string cores_text = std::to_string(cores) + " cores";
+  if (dist.ranks < 1 || dist.ranks > hard_cap) {
+    return OutOfRange("--ranks", std::to_string(dist.ranks),
+                      Range(1, hard_cap) + " (" + std::to_string(kOversubscribeFactor) + " x " + cores_text + ")");
+  }
+  if (dist.threads < 0 || dist.threads > hard_cap) {
+    return OutOfRange("--threads", std::to_string(dist.threads), Range(0, hard_cap) + " (0: cores / ranks)");
+  }
+  const int64_t used = int64_t{dist.ranks} * ThreadsPerRank(cores);
+  if (used > cores && !dist.oversubscribe) {
+    return Status::InvalidArgument("--ranks " + std::to_string(dist.ranks) + " x --threads " +
+                                   std::to_string(ThreadsPerRank(cores)) + " = " + std::to_string(used) +
+                                   " threads on " + cores_text + ": pass --oversubscribe to run it anyway");
+  }
+  if (used > hard_cap) {
+    return Status::InvalidArgument("--ranks " + std::to_string(dist.ranks) + " x --threads " +
+                                   std::to_string(ThreadsPerRank(cores)) + " = " + std::to_string(used) +
+                                   " threads: more than " + std::to_string(kOversubscribeFactor) + " x " +
+                                   cores_text + " even with --oversubscribe");
+  }
+  if (optim.batch_size % dist.ranks != 0) {
+    return Status::InvalidArgument("--batch-size " + std::to_string(optim.batch_size) +
+                                   " must be a positive multiple of --ranks " + std::to_string(dist.ranks));
+  }
+  if (dist.host.empty()) return Status::InvalidArgument("--host is empty");
+  if (dist.port < 0 || dist.port > 65535) return OutOfRange("--port", std::to_string(dist.port), Range(0, 65535));
+  return Status::OK();
+}
+
+std::string TrainConfig::ToJson() const { return ToJsonValue(*this).dump(); }
+
+StatusOr<TrainConfig> TrainConfig::FromJson(const std::string& json) {
+  const nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument("train config: not a JSON object");
+  std::vector<std::string> unknown;
+  UnknownMembers(j, ToJsonValue(TrainConfig{}), "", &unknown);
+  if (!unknown.empty()) return Status::InvalidArgument("train config: unknown member " + unknown.front());
+  TrainConfig c;
+  try {
+    if (j.contains("data")) c.data = j["data"].get<DataConfig>();
+    if (j.contains("model")) c.model = j["model"].get<ModelConfig>();
+    if (j.contains("optim")) c.optim = j["optim"].get<OptimConfig>();
+    if (j.contains("sync")) c.sync = j["sync"].get<SyncConfig>();
+    if (j.contains("dist")) c.dist = j["dist"].get<DistConfig>();
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument(std::string("train config: ") + e.what());
+  }
+  return c;
+}
+
+std::vector<std::string> TrainConfig::Differences(const TrainConfig& other) const {
+  const nlohmann::json a = ToJsonValue(*this), b = ToJsonValue(other);
+  std::vector<std::string> out;
+  for (const auto& [section, fields] : a.items()) {
+    for (const auto& [field, value] : fields.items()) {
+      const nlohmann::json& theirs = b[section][field];
+      if (value != theirs) out.push_back(section + "." + field + ": " + value.dump() + " -> " + theirs.dump());
+    }
+  }
+  return out;
+}
+
+}  // namespace granary

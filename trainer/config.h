@@ -1,0 +1,93 @@
+// TrainConfig: everything a training run is configured with, in one value.
+// Built once (by train_main.cc from flags, or from JSON), validated once in
+// the launcher before any rank starts, printed at start, serialised to JSON
+// for reports (and checkpoints), and comparable (for resume). Plain data:
+// copy it freely; no method touches the filesystem or the network.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "store/status.h"
+
+namespace granary {
+
+// What is read and how batches are made.
+struct DataConfig {
+  std::string db;
+  std::string train_split = "train";
+  std::string eval_split = "test";  // "" to skip evaluation
+  int loader_threads = 1;           // per rank
+  int prefetch = 4;                 // batches the loader prepares ahead
+  std::string shuffle = "full";     // full, block (dbs larger than RAM) or none
+  bool drop_last = false;           // drop the epoch's tail instead of padding ranks
+  bool skip_corrupt = false;        // skip and name corrupt records (training and evaluation)
+  std::string augment;              // comma list of flip, crop, rrc ("" none); training only
+  float mean = 0.0f;                // input normalisation after scaling to [0, 1]
+  float stddev = 1.0f;
+};
+
+// Which network (trainer/models/registry.h) and its knobs.
+struct ModelConfig {
+  std::string name = "convnet";
+  double dropout = 0.4;
+};
+
+// The optimisation recipe.
+struct OptimConfig {
+  std::string optimizer = "adam";
+  double lr = 1e-3;
+  int epochs = 5;
+  int64_t batch_size = 64;  // global: each rank takes batch_size / ranks
+  uint64_t seed = 0;        // weights, epoch order, dropout
+};
+
+// How gradients are averaged over ranks (trainer/gradient_sync.h).
+struct SyncConfig {
+  std::string method = "after-backward";
+};
+
+// How the run is laid out over processes and cores.
+struct DistConfig {
+  int ranks = 2;                   // rank processes
+  int threads = 0;                 // intra-op threads per rank; 0: cores / ranks
+  std::string host = "127.0.0.1";  // where rank 0 serves the rendezvous
+  int port = 0;                    // rank 0's TCPStore port; 0: the launcher picks one
+  bool oversubscribe = false;      // allow ranks x threads above the cores
+};
+
+// Where and when the run is checkpointed. Empty until the durability issue
+// lands: a run has no checkpoints yet, so this section has no fields.
+struct CheckpointConfig {};
+
+struct TrainConfig {
+  DataConfig data;
+  ModelConfig model;
+  OptimConfig optim;
+  SyncConfig sync;
+  DistConfig dist;
+  CheckpointConfig checkpoint;
+
+  // Checks every field against its bounds on a machine with `cores` cores,
+  // before any work starts; InvalidArgument naming the flag (and the bound)
+  // of the first field out of range.
+  Status Validate(int cores) const;
+  // Threads per rank: dist.threads, or cores / ranks (at least 1).
+  int ThreadsPerRank(int cores) const;
+
+  // One JSON object with a member per section (the flags' names, '-' as '_').
+  std::string ToJson() const;
+  // The inverse of ToJson; members left out keep their defaults, unknown
+  // members are an error (InvalidArgument naming them).
+  static StatusOr<TrainConfig> FromJson(const std::string& json);
+  // "section.field: this -> other" for each field that differs.
+  std::vector<std::string> Differences(const TrainConfig& other) const;
+  bool operator==(const TrainConfig& other) const { return Differences(other).empty(); }
+  bool operator!=(const TrainConfig& other) const { return !(*this == other); }
+};
+
+// This machine's cores (at least 1).
+int CoreCount();
+
+}  // namespace granary

@@ -1,0 +1,45 @@
+#include "trainer/evaluate.h"
+
+#include "trainer/torch_guard.h"
+
+namespace granary {
+
+torch::Tensor InputTensor(Batch& b) { return torch::from_blob(b.input.data(), b.input_shape, torch::kFloat32); }
+
+torch::Tensor TargetTensor(Batch& b) {
+  return torch::from_blob(b.target.data(), {static_cast<int64_t>(b.size)}, torch::kInt64);
+}
+
+StatusOr<EvalResult> Evaluate(const DbReader& db, LoaderOptions options, Classifier& model) {
+  options.sampler = SamplerOptions{};
+  options.sampler.mode = ShuffleMode::kNone;
+  options.augment = AugmentOptions{};
+  StatusOr<std::unique_ptr<Loader>> loader = Loader::Create(db, options);
+  if (!loader.ok()) return loader.status().WithContext("evaluation loader");
+  loader.value()->StartEpoch(0);
+  torch::NoGradGuard no_grad;
+  model.eval();
+  double loss_sum = 0;
+  uint64_t correct = 0, seen = 0;
+  Batch batch;
+  for (;;) {
+    StatusOr<bool> more = loader.value()->Next(&batch);
+    if (!more.ok()) return more.status();
+    if (!more.value()) break;
+    GRANARY_RETURN_IF_ERROR(CatchTorch("evaluation", [&] {
+      torch::Tensor logits = model.forward(InputTensor(batch));
+      torch::Tensor target = TargetTensor(batch);
+      loss_sum += torch::nll_loss(torch::log_softmax(logits, 1), target, {}, at::Reduction::Sum).item<double>();
+      correct += logits.argmax(1).eq(target).sum().item<int64_t>();
+    }));
+    seen += batch.size;
+  }
+  model.train();
+  EvalResult out;
+  out.samples = seen;
+  out.loss = seen > 0 ? loss_sum / seen : 0;
+  out.accuracy = seen > 0 ? static_cast<double>(correct) / seen : 0;
+  return out;
+}
+
+}  // namespace granary

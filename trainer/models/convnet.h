@@ -1,0 +1,23 @@
+// convnet: the Fashion-MNIST "2 conv + pooling" CNN: conv5x5-32, max-pool 2,
+// conv5x5-64, max-pool 2, fc-1024, dropout, fc-classes. Input N x C x H x W.
+#pragma once
+
+#include "trainer/models/registry.h"
+
+namespace granary {
+
+class ConvNet : public Classifier {
+ public:
+  ConvNet(int64_t channels, int64_t height, int64_t width, int64_t classes, double dropout);
+  torch::Tensor forward(torch::Tensor x) override;
+
+ private:
+  torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr};
+  torch::nn::Linear fc1_{nullptr}, fc2_{nullptr};
+  torch::nn::Dropout drop_{nullptr};
+};
+
+// InvalidArgument unless spec.input is C x H x W with H and W at least 4.
+StatusOr<std::shared_ptr<Classifier>> CreateConvNet(const ModelSpec& spec);
+
+}  // namespace granary

@@ -1,0 +1,37 @@
+// The models `train --model NAME` can build, one file each beside this one.
+// A model is a torch::nn::Module mapping an input batch (N x sample shape,
+// float32) to logits (N x classes). Built per rank; not thread-safe.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "store/schema.h"
+#include "store/status.h"
+
+namespace granary {
+
+class Classifier : public torch::nn::Module {
+ public:
+  virtual torch::Tensor forward(torch::Tensor input) = 0;
+};
+
+// What a model is built for: the sample shape as batched (C x H x W for
+// images, whatever the stored layout), the class count, and its knobs.
+struct ModelSpec {
+  std::string name;
+  Shape input;
+  int64_t classes = 0;
+  double dropout = 0;
+};
+
+// InvalidArgument naming the model and the reason if `spec.input` or
+// `spec.classes` does not suit it, or if the name is unknown.
+StatusOr<std::shared_ptr<Classifier>> CreateModel(const ModelSpec& spec);
+bool IsKnownModel(const std::string& name);
+std::string KnownModelNames();  // "convnet"
+
+}  // namespace granary
