@@ -20,6 +20,7 @@
 #include "preprocess/inspect.h"
 #include "preprocess/source.h"
 #include "store/db.h"
+#include "store/file.h"
 #include "store/db_writer.h"
 #include "store/verify.h"
 
@@ -360,6 +361,7 @@ int RunOrder(OrderArgs& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  granary::RaiseOpenFileLimit();
   CLI::App app{"Builds granary dbs from raw datasets (see README.md and docs/FORMAT.md)."};
   app.require_subcommand(1);
   BuildArgs b;

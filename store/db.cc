@@ -228,17 +228,4 @@ void SplitReader::WillNeed(uint64_t index) {
   s.db->files[s.split_id][shard].WillNeed(at.offset[record], at.bytes[record]);
 }
 
-Status WalkShard(SplitReader& reader, size_t shard, const std::function<void(uint64_t, const Status&)>& on_record,
-                 DecodedRecord* record) {
-  SplitReader::Impl& s = *reader.impl_;
-  if (shard >= reader.num_shards()) return Status::InvalidArgument("no shard " + std::to_string(shard));
-  const ShardInfo& info = s.split->shards[shard];
-  return WalkShard(s.db->envs[s.split_id][shard].get(), info.path, info.bytes,
-                   [&](uint64_t key, std::string_view value, uint64_t) {
-                     Status decoded = s.decoder->Decode(value, record);
-                     on_record(key, decoded.WithContext(info.path + ", key " + std::to_string(key)));
-                     return Status::OK();
-                   });
-}
-
 }  // namespace granary

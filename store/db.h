@@ -75,9 +75,6 @@ class SplitReader {
   size_t num_shards() const;
 
  private:
-  // store/shard_index.h: the walk of one shard's records, for verify.
-  friend Status WalkShard(SplitReader& reader, size_t shard,
-                          const std::function<void(uint64_t, const Status&)>& on_record, DecodedRecord* record);
   struct Impl;
   explicit SplitReader(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

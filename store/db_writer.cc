@@ -91,15 +91,20 @@ Status EmptyDirectory(const std::string& dir) {
   return Status::OK();
 }
 
+// One shard file of the split being written. Shards are written in order and
+// only the current one is open, so a split of thousands of shards holds one
+// file descriptor and one map at a time.
 struct ShardWriter {
   std::string rel_path;
   std::string abs_path;
-  lmdb::Env env;
+  lmdb::Env env;  // open while the shard is being written (or scanned on resume)
   lmdb::Txn txn;
   MDB_dbi dbi = 0;
   uint64_t count = 0;  // samples
   size_t pending = 0;        // records since the last commit
   size_t pending_bytes = 0;  // value bytes since the last commit
+  bool done = false;         // synced and closed for good
+  uint64_t bytes = 0;        // the file's size, once done
 };
 
 }  // namespace
@@ -124,6 +129,32 @@ struct DbWriter::Impl {
   std::string fingerprint;
   std::string dictionary;
   std::function<std::string()> checkpoint;
+
+  // Opens (creating if need be) the shard's file and its main database.
+  Status OpenShard(ShardWriter& shard) {
+    GRANARY_RETURN_IF_ERROR(shard.env.Open(shard.abs_path, MDB_NOSYNC, options.map_bytes));
+    lmdb::Txn txn;
+    GRANARY_RETURN_IF_ERROR(txn.Begin(shard.env.get(), 0, shard.abs_path));
+    int rc = mdb_dbi_open(txn.get(), nullptr, MDB_CREATE, &shard.dbi);
+    if (rc != 0) return lmdb::Error(shard.abs_path, "open database", rc);
+    return txn.Commit(shard.abs_path);
+  }
+
+  // Commits, syncs and closes the shard for good (an empty shard still gets
+  // its file), and records the file's size.
+  Status FinishShard(ShardWriter& shard) {
+    if (shard.done) return Status::OK();
+    if (shard.env.get() == nullptr) GRANARY_RETURN_IF_ERROR(OpenShard(shard));
+    GRANARY_RETURN_IF_ERROR(CommitShard(shard));
+    int rc = mdb_env_sync(shard.env.get(), 1);
+    if (rc != 0) return lmdb::Error(shard.abs_path, "sync", rc);
+    shard.env.Close();
+    struct stat st;
+    if (::stat(shard.abs_path.c_str(), &st) != 0) return Status::IOError(shard.abs_path, "stat", errno);
+    shard.bytes = static_cast<uint64_t>(st.st_size);
+    shard.done = true;
+    return Status::OK();
+  }
 
   Status CommitShard(ShardWriter& shard) {
     if (shard.txn.get() == nullptr) return Status::OK();
@@ -330,12 +361,6 @@ Status DbWriter::BeginSplit(const std::string& name, uint64_t expected_samples) 
     if (!resuming && !fs::remove(shard.abs_path, ec) && ec) {  // a stale file of an unfinished split
       return Status::IOError(shard.abs_path, "remove stale shard", ec.value());
     }
-    GRANARY_RETURN_IF_ERROR(shard.env.Open(shard.abs_path, MDB_NOSYNC, s.options.map_bytes));
-    lmdb::Txn txn;
-    GRANARY_RETURN_IF_ERROR(txn.Begin(shard.env.get(), 0, shard.abs_path));
-    int rc = mdb_dbi_open(txn.get(), nullptr, MDB_CREATE, &shard.dbi);
-    if (rc != 0) return lmdb::Error(shard.abs_path, "open database", rc);
-    GRANARY_RETURN_IF_ERROR(txn.Commit(shard.abs_path));
   }
   s.split_name = name;
   s.split_count = 0;
@@ -361,6 +386,8 @@ Status DbWriter::ResumeSplit() {
   DecodedRecord record;
   for (size_t k = 0; k < s.shards.size(); ++k) {
     ShardWriter& shard = s.shards[k];
+    if (!fs::exists(shard.abs_path)) break;  // shards are written in order: none after this one either
+    GRANARY_RETURN_IF_ERROR(s.OpenShard(shard));
     lmdb::Txn txn;
     GRANARY_RETURN_IF_ERROR(txn.Begin(shard.env.get(), 0, shard.abs_path));
     lmdb::Cursor cursor;
@@ -389,6 +416,7 @@ Status DbWriter::ResumeSplit() {
     }
     cursor.Close();  // before its transaction ends
     GRANARY_RETURN_IF_ERROR(txn.Commit(shard.abs_path));
+    shard.env.Close();  // Append reopens the shard it continues
   }
   if (s.split_count != s.resume.samples) {
     return Status::Corruption(s.partial + ": split '" + s.split_name + "' holds " + std::to_string(s.split_count) +
@@ -405,10 +433,11 @@ Status DbWriter::Append(std::string_view value, const std::vector<uint64_t>& pay
   // Shard k takes the records starting before (k + 1) / K of the expected samples.
   const uint64_t shards = s.shards.size();
   while (s.current_shard + 1 < shards && first >= (s.current_shard + 1) * s.split_expected / shards) {
-    GRANARY_RETURN_IF_ERROR(s.CommitShard(s.shards[s.current_shard]));
+    GRANARY_RETURN_IF_ERROR(s.FinishShard(s.shards[s.current_shard]));
     ++s.current_shard;
   }
   ShardWriter& shard = s.shards[s.current_shard];
+  if (shard.env.get() == nullptr) GRANARY_RETURN_IF_ERROR(s.OpenShard(shard));
   if (shard.txn.get() == nullptr) GRANARY_RETURN_IF_ERROR(shard.txn.Begin(shard.env.get(), 0, shard.abs_path));
   std::string key = EncodeKey(first);
   MDB_val k{key.size(), key.data()};
@@ -433,15 +462,10 @@ Status DbWriter::EndSplit() {
   info.count = s.split_count;
   info.content_hash = s.split_hash->Finish();
   for (ShardWriter& shard : s.shards) {
-    GRANARY_RETURN_IF_ERROR(s.CommitShard(shard));
-    int rc = mdb_env_sync(shard.env.get(), 1);
-    if (rc != 0) return lmdb::Error(shard.abs_path, "sync", rc);
-    shard.env.Close();
-    struct stat st;
-    if (::stat(shard.abs_path.c_str(), &st) != 0) return Status::IOError(shard.abs_path, "stat", errno);
+    GRANARY_RETURN_IF_ERROR(s.FinishShard(shard));
     // Shards hold consecutive ranges, so each starts where the previous ends.
     const uint64_t first = info.shards.empty() ? 0 : info.shards.back().first + info.shards.back().count;
-    info.shards.push_back({shard.rel_path, first, shard.count, static_cast<uint64_t>(st.st_size)});
+    info.shards.push_back({shard.rel_path, first, shard.count, shard.bytes});
   }
   s.shards.clear();
   s.splits.push_back(std::move(info));

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -67,6 +68,14 @@ Status FsyncPath(const std::string& path) {
   ::close(fd);
   if (rc != 0) return Status::IOError(path, "fsync", err);
   return Status::OK();
+}
+
+void RaiseOpenFileLimit() {
+  rlimit limit;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);  // best effort: opening shards reports EMFILE otherwise
+  }
 }
 
 DirectoryLock::~DirectoryLock() { Release(); }

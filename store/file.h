@@ -25,6 +25,10 @@ Status WriteFileAtomically(const std::string& path, const std::string& contents)
 // fsync of a file or directory (a directory's, after a rename into it).
 Status FsyncPath(const std::string& path);
 
+// Raises this process's soft limit on open files to its hard limit: a reader
+// keeps two descriptors per shard, and a db may have thousands of shards.
+void RaiseOpenFileLimit();
+
 // An exclusive advisory lock (flock) on a directory, held while the object
 // lives and released by the kernel if the process dies, so a lock left by a
 // killed process never blocks anyone.

@@ -102,6 +102,17 @@ Status WalkShard(MDB_env* env, const std::string& path, uint64_t file_bytes,
   return Status::OK();
 }
 
+Status WalkShard(const std::string& file, const std::string& name, uint64_t bytes, RecordDecoder& decoder,
+                 DecodedRecord* record, const std::function<void(uint64_t, const Status&)>& on_record) {
+  lmdb::Env env;
+  GRANARY_RETURN_IF_ERROR(env.Open(file, MDB_RDONLY | MDB_NOTLS | MDB_NORDAHEAD, static_cast<size_t>(bytes)));
+  return WalkShard(env.get(), name, bytes, [&](uint64_t key, std::string_view value, uint64_t) {
+    Status decoded = decoder.Decode(value, record);
+    on_record(key, decoded.WithContext(name + ", key " + std::to_string(key)));
+    return Status::OK();
+  });
+}
+
 Status BuildShardIndex(MDB_env* env, const std::string& path, uint64_t file_bytes, ShardIndex* index) {
   return WalkShard(env, path, file_bytes, [&](uint64_t key, std::string_view value, uint64_t offset) {
     if (!index->first.empty() && key <= index->first.back()) {

@@ -18,8 +18,6 @@
 
 namespace granary {
 
-class SplitReader;
-
 // LMDB's page header (MDB_page) is 16 bytes on 64-bit systems; an overflow
 // value of n pages holds n * page size - kLmdbPageHeaderBytes bytes.
 inline constexpr size_t kLmdbPageHeaderBytes = 16;
@@ -40,11 +38,12 @@ std::string ShardRelPath(const std::string& split, int shard);
 Status WalkShard(MDB_env* env, const std::string& path, uint64_t file_bytes,
                  const std::function<Status(uint64_t, std::string_view, uint64_t)>& visit);
 
-// The same walk through a SplitReader, decoding each record of shard `shard`
-// into *record and calling on_record(key, decode status). Returns non-OK when
-// the walk itself fails (a malformed key, or LMDB reporting damage).
-Status WalkShard(SplitReader& reader, size_t shard, const std::function<void(uint64_t, const Status&)>& on_record,
-                 DecodedRecord* record);
+// The same walk over the shard file `file` (opened read-only here, `bytes`
+// long, named `name` in messages), decoding each record with `decoder` into
+// *record and calling on_record(key, decode status). Returns non-OK when the
+// walk itself fails (a malformed key, or LMDB reporting damage).
+Status WalkShard(const std::string& file, const std::string& name, uint64_t bytes, RecordDecoder& decoder,
+                 DecodedRecord* record, const std::function<void(uint64_t, const Status&)>& on_record);
 
 // Where each record of a shard lies in its file, read once from the B-tree.
 // Random reads use it with pread instead of reading through LMDB's map: a

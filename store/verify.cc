@@ -11,40 +11,40 @@
 
 #include "store/content_hash.h"
 #include "store/db.h"
+#include "store/record.h"
 #include "store/shard_index.h"
 
 namespace granary {
 namespace {
 
-// What a shard's walk found: payload hashes by index, and problems.
+// What a split's shard walks found: payload hashes by index.
 struct SplitState {
   std::vector<uint64_t> hashes;
   std::vector<bool> seen;
 };
 
-// Child side: walks shard `shard` of `split` and reports on `out`, one line
-// per sample ("H <index> <payload hash hex>") or problem ("P <text>").
-[[noreturn]] void WalkShardChild(const std::string& path, const std::string& split, size_t shard, FILE* out) {
+// What every shard walk needs, read once by the parent before any fork (it
+// holds no LMDB environment: none may cross fork()).
+struct DbFacts {
+  std::string path;
+  Manifest manifest;
+  std::shared_ptr<const CompressionDictionary> dictionary;
+};
+
+// Child side of WalkShardInChild: walks shard `shard` of `split` and reports
+// on `out`, one line per sample ("H <index> <payload hash hex>") or problem
+// ("P <text>"). Opens only that shard's file.
+[[noreturn]] void ReportShardWalk(const DbFacts& db, const SplitInfo& split, size_t shard, FILE* out) {
+  if (out == nullptr) ::_exit(4);  // the parent sees no report and counts the samples missing
   auto problem = [&](const std::string& text) { std::fprintf(out, "P %s\n", text.c_str()); };
-  auto db = DbReader::Open(path);
-  if (!db.ok()) {
-    problem(db.status().message());
-    std::fflush(out);
-    ::_exit(3);
-  }
-  const SplitInfo& info = *db.value()->manifest().FindSplit(split);
-  const ShardInfo& shard_info = info.shards[shard];
-  auto reader = SplitReader::Create(*db.value(), split);
-  if (!reader.ok()) {
-    problem(reader.status().message());
-    std::fflush(out);
-    ::_exit(3);
-  }
+  const ShardInfo& shard_info = split.shards[shard];
+  RecordDecoder decoder(db.manifest.schema, db.dictionary);
   DecodedRecord record;
   const uint64_t end = shard_info.first + shard_info.count;
   uint64_t next = shard_info.first;  // the key the next record should have
   bool resync = false;               // after an unreadable record its size is unknown
-  Status walk = WalkShard(*reader.value(), shard, [&](uint64_t key, const Status& decoded) {
+  Status walk = WalkShard(db.path + "/" + shard_info.path, shard_info.path, shard_info.bytes, decoder, &record,
+                          [&](uint64_t key, const Status& decoded) {
     const std::string where = shard_info.path + ", key " + std::to_string(key);
     if (key < next || key >= end || (key != next && !resync)) {
       problem(where + ": expected key " + std::to_string(next) + " (shard holds samples " +
@@ -61,7 +61,7 @@ struct SplitState {
     for (uint32_t k = 0; k < record.num_samples && key + k < end; ++k) {
       std::fprintf(out, "H %" PRIu64 " %016" PRIx64 "\n", key + k, SamplePayloadHash(record, k));
     }
-  }, &record);
+  });
   if (!walk.ok()) problem(walk.message());
   if (walk.ok() && !resync && next != end) {
     problem(shard_info.path + ": records hold samples up to " + std::to_string(next) + ", manifest says " +
@@ -71,9 +71,9 @@ struct SplitState {
   ::_exit(walk.ok() ? 0 : 3);
 }
 
-// Parent side: forks the walk of one shard and folds its report into `state`.
-Status WalkShardInChild(const std::string& path, const SplitInfo& split, size_t shard, SplitState* state,
-                 VerifyReport* report) {
+// Forks the walk of one shard and folds its report into `state`.
+Status WalkShardInChild(const DbFacts& db, const SplitInfo& split, size_t shard, SplitState* state,
+                        VerifyReport* report) {
   int fds[2];
   if (::pipe(fds) != 0) return Status::IOError("pipe", "create", errno);
   std::fflush(nullptr);
@@ -86,10 +86,17 @@ Status WalkShardInChild(const std::string& path, const SplitInfo& split, size_t 
   }
   if (pid == 0) {
     ::close(fds[0]);
-    WalkShardChild(path, split.name, shard, ::fdopen(fds[1], "w"));
+    ReportShardWalk(db, split, shard, ::fdopen(fds[1], "w"));
   }
   ::close(fds[1]);
   FILE* in = ::fdopen(fds[0], "r");
+  if (in == nullptr) {
+    const int err = errno;
+    ::close(fds[0]);
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return Status::IOError("pipe", "read the shard walk's report", err);
+  }
   char* line = nullptr;
   size_t cap = 0;
   uint64_t records = 0;
@@ -123,15 +130,16 @@ Status WalkShardInChild(const std::string& path, const SplitInfo& split, size_t 
 StatusOr<VerifyReport> VerifyDb(const std::string& path,
                                 const std::function<void(const std::string&, uint64_t)>& on_shard) {
   VerifyReport report;
-  Manifest manifest;
+  DbFacts facts;
   {
     auto db = DbReader::Open(path);
     if (!db.ok()) {
       report.problems.push_back(db.status().message());
       return report;
     }
-    manifest = db.value()->manifest();
+    facts = {path, db.value()->manifest(), db.value()->dictionary()};
   }  // closed here: no MDB_env may cross fork()
+  const Manifest& manifest = facts.manifest;
 
   std::vector<SplitInfo> recomputed = manifest.splits;
   for (size_t sp = 0; sp < manifest.splits.size(); ++sp) {
@@ -140,7 +148,7 @@ StatusOr<VerifyReport> VerifyDb(const std::string& path,
     SplitState state{std::vector<uint64_t>(split.count), std::vector<bool>(split.count, false)};
     for (size_t shard = 0; shard < split.shards.size(); ++shard) {
       if (on_shard) on_shard(split.shards[shard].path, split.shards[shard].count);
-      GRANARY_RETURN_IF_ERROR(WalkShardInChild(path, split, shard, &state, &report));
+      GRANARY_RETURN_IF_ERROR(WalkShardInChild(facts, split, shard, &state, &report));
     }
     uint64_t missing = 0;
     SplitHasher hasher;

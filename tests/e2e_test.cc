@@ -212,5 +212,19 @@ TEST_F(EndToEnd, FlagsOutOfBoundsStopBeforeAnyRankStarts) {
   }
 }
 
+// Issue 17: the whole --shards range works, and verify stays cheap with many
+// shards (each shard's walk opens that shard only).
+TEST_F(EndToEnd, TheMostShardsBuildAndVerify) {
+  const std::string db = dir_.Sub("many.db");
+  auto build = RunCommand("ulimit -S -n 1024; " + kPrep + " build " + kFashion + " " + db +
+                              " --limit 4096 --shards 4096 --no-progress",
+                          dir_);
+  ASSERT_EQ(build.exit_code, 0) << build.err;
+  auto verify = RunCommand("ulimit -S -n 1024; " + kPrep + " verify " + db, dir_);
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+  EXPECT_NE(verify.out.find("8192 of 8192 samples ok"), std::string::npos) << verify.out;
+  EXPECT_EQ(RunCommand(kPrep + " build " + kFashion + " " + dir_.Sub("x") + " --shards 4097", dir_).exit_code, 2);
+}
+
 }  // namespace
 }  // namespace granary

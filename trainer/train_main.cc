@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "store/db.h"
+#include "store/file.h"
 #include "trainer/config.h"
 #include "trainer/gradient_sync.h"
 #include "trainer/launch.h"
@@ -79,6 +80,7 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  granary::RaiseOpenFileLimit();
   granary::TrainConfig config;
   int rank = -1;
   bool json = false;

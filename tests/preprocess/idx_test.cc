@@ -190,10 +190,13 @@ TEST(Build, ContentHashDoesNotDependOnPacking) {
     auto db = DbReader::Open(o.db_path);
     ASSERT_TRUE(db.ok());
     auto reader = SplitReader::Create(*db.value(), "train");
+    RecordDecoder decoder(db.value()->schema(), db.value()->dictionary());
     DecodedRecord rec;
     records[packed] = 0;
-    for (size_t shard = 0; shard < reader.value()->num_shards(); ++shard) {
-      ASSERT_TRUE(WalkShard(*reader.value(), shard, [&](uint64_t, const Status& s) { records[packed] += s.ok(); }, &rec).ok());
+    for (const ShardInfo& shard : db.value()->manifest().FindSplit("train")->shards) {
+      Status walk = WalkShard(o.db_path + "/" + shard.path, shard.path, shard.bytes, decoder, &rec,
+                              [&](uint64_t, const Status& s) { records[packed] += s.ok(); });
+      ASSERT_TRUE(walk.ok()) << walk.ToString();
     }
     const FieldView* f = nullptr;
     ASSERT_TRUE(reader.value()->Read(1234, &f).ok());
