@@ -1,11 +1,14 @@
 #include "loader/loader.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <algorithm>
 #include <thread>
 
 namespace granary {
@@ -347,9 +350,15 @@ LoaderStats Loader::stats() const {
   return impl_->stats;
 }
 
+// More worker threads than this cannot be meant (each holds a reader).
+constexpr int kMaxThreads = 1024;
+
 StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const LoaderOptions& options) {
   if (options.batch_size == 0) return Status::InvalidArgument("batch size must be >= 1");
-  if (options.threads < 1) return Status::InvalidArgument("loader threads must be >= 1");
+  if (options.threads < 1 || options.threads > kMaxThreads) {
+    return Status::InvalidArgument("loader threads " + std::to_string(options.threads) + ": must be in 1.." +
+                                   std::to_string(kMaxThreads));
+  }
   if (options.prefetch < 1) return Status::InvalidArgument("prefetch must be >= 1");
   if (!(options.stddev > 0)) return Status::InvalidArgument("normalisation stddev must be > 0");
   const SplitInfo* split = db.manifest().FindSplit(options.split);
@@ -381,6 +390,17 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const Loade
     impl->sample_shape = {input.shape[2], input.shape[0], input.shape[1]};
   }
   impl->sample_elements = static_cast<size_t>(input.FixedElements());
+  // The prefetch slots hold `prefetch` batches at once: refuse what cannot fit.
+  const double batches_bytes = static_cast<double>(options.prefetch) * static_cast<double>(options.batch_size) *
+                               static_cast<double>(impl->sample_elements) * sizeof(float);
+  const double memory_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
+  if (batches_bytes > memory_bytes / 2) {
+    char text[160];
+    std::snprintf(text, sizeof(text), "prefetch %d x batch %zu: %.1f GiB of batches, more than half of this "
+                  "machine's %.1f GiB", options.prefetch, options.batch_size, batches_bytes / (1 << 30),
+                  memory_bytes / (1 << 30));
+    return Status::InvalidArgument(text);
+  }
   impl->batch_shape = impl->sample_shape;
   if (options.channels_last) {
     if (impl->sample_shape.size() != 3) {

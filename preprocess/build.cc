@@ -382,13 +382,23 @@ std::string Fingerprint(const Source& source, const BuildOptions& o, size_t bloc
                       {"dictionary", static_cast<int>(o.dictionary)},
                       {"shards", o.shards},
                       {"block_bytes", block_bytes},
-                      {"options", o.recorded_options},
+                      {"options", RecordedOptions(source, o)},
                       {"splits", nlohmann::json::array()}};
   for (const auto& split : source.splits) j["splits"].push_back({split->name(), split->size(), split->raw_bytes()});
   return j.dump();
 }
 
 }  // namespace
+
+std::map<std::string, std::string> RecordedOptions(const Source& source, const BuildOptions& o) {
+  static const char* const kDictionaryNames[] = {"auto", "on", "off"};  // DictionaryMode order
+  std::map<std::string, std::string> recorded = source.info.options;
+  recorded["zstd_level"] = std::to_string(o.zstd_level);
+  recorded["dictionary"] = kDictionaryNames[static_cast<int>(o.dictionary)];
+  recorded["shards"] = std::to_string(o.shards);
+  recorded["block_bytes"] = std::to_string(o.block_bytes);
+  return recorded;
+}
 
 StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options) {
   const auto start = std::chrono::steady_clock::now();
@@ -485,7 +495,7 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
   m.zstd_level = options.zstd_level;
   m.source_kind = source.info.kind;
   m.source_path = source.info.path;
-  m.build_options = options.recorded_options;
+  m.build_options = RecordedOptions(source, options);
   m.rejected = summary.rejected;
   GRANARY_RETURN_IF_ERROR(writer.value()->Finish(m));
 

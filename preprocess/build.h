@@ -51,9 +51,11 @@ struct BuildOptions {
   bool resume = false;
   // Records per write transaction (and so per journal update); 0: the store's default.
   size_t records_per_commit = 0;
-  // Recorded in the manifest as the options the db was built with.
-  std::map<std::string, std::string> recorded_options;
 };
+
+// What the manifest records as the options a db was built with: how the
+// source was read (source.info.options) and how its records were encoded.
+std::map<std::string, std::string> RecordedOptions(const Source& source, const BuildOptions& options);
 
 struct SplitSummary {
   std::string name;

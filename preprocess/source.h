@@ -44,6 +44,9 @@ struct SourceInfo {
   std::vector<std::string> class_names;
   // Things the user should know that are not errors (e.g. ignored files).
   std::vector<std::string> notes;
+  // How the raw data was read (OpenSource's options that apply to its kind),
+  // recorded in the manifest's build options.
+  std::map<std::string, std::string> options;
 };
 
 struct Source {
@@ -98,5 +101,27 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
 // file's dims after the first, with a leading channel dim of 1 for 2-D images)
 // and "label" (int64). Errors name the file and what is wrong with it.
 StatusOr<Source> OpenIdxSource(const std::string& dir, const IdxSourceOptions& options);
+
+// How to read a raw dataset whatever its kind: `prep build`'s input options.
+struct RawOptions {
+  std::string raw;
+  std::string format = "auto";  // auto, idx, image-folder (or images), csv
+  std::vector<std::string> class_names;  // idx: overrides "0".."N-1"
+  std::string size = "64";               // image-folder: "S" or "WxH"
+  int channels = 3;                      // image-folder: 1 or 3
+  double val_fraction = 0;               // image-folder and csv
+  std::string label;                     // csv
+  std::string missing = "reject";        // csv: reject, nan or zero
+  uint64_t limit = 0;                    // first N items of each split (0: all)
+};
+
+// "auto" detection: a .csv file or a folder with train.csv is "csv", a folder
+// with IDX files "idx", a folder with sub-folders "image-folder", else "idx".
+std::string DetectFormat(const std::string& raw);
+
+// Opens `options.raw` as the format it names (or detects), with the options
+// that apply to that format, and records them in source.info.options.
+// InvalidArgument naming the flag for a bad --size, --format or --missing.
+StatusOr<Source> OpenSource(const RawOptions& options);
 
 }  // namespace granary

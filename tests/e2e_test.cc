@@ -17,6 +17,7 @@ using testing::TempDir;
 const char kFashion[] = "/usr/share/datasets/fashion-mnist";
 const std::string kPrep = GRANARY_PREP_BIN;
 const std::string kTrain = GRANARY_TRAIN_BIN;
+const std::string kLoader = GRANARY_LOADER_BIN;
 
 // One line on stderr, naming `needle`.
 void ExpectOneLineError(const testing::CommandResult& r, const std::string& needle) {
@@ -210,6 +211,19 @@ TEST_F(EndToEnd, FlagsOutOfBoundsStopBeforeAnyRankStarts) {
                            "--epochs 0"}) {
     ExpectOneLineError(RunCommand(kTrain + " --db " + db + " " + flag, dir_), flag);
   }
+  for (const char* flag : {"--threads 100000", "--threads 0", "--epochs 0", "--epochs -1", "--batch -1",
+                           "--batch 0", "--prefetch 1000000000", "--prefetch 0"}) {
+    const std::string name = std::string(flag).substr(0, std::string(flag).find(' '));
+    ExpectOneLineError(RunCommand(kLoader + " bench " + db + " " + flag, dir_), name);
+  }
+  // Within its own bound, --prefetch is checked against the memory it would take.
+  ExpectOneLineError(RunCommand(kLoader + " bench " + db + " --prefetch 1000 --batch 1000000", dir_),
+                     "more than half of this machine's");
+  ExpectOneLineError(RunCommand(kLoader + " order " + db + " --epoch -1", dir_), "--epoch: must be >= 0");
+  ExpectOneLineError(RunCommand(kPrep + " build " + kFashion + " " + dir_.Sub("x") + " --limit -1", dir_),
+                     "--limit: must be >= 0");
+  ExpectOneLineError(RunCommand(kPrep + " build " + kFashion + " " + dir_.Sub("x") + " --threads 100000", dir_),
+                     "--threads");
 }
 
 // Issue 17: the whole --shards range works, and verify stays cheap with many

@@ -3,7 +3,7 @@
 by tools/granary_db.py, a reader written from the spec alone, and the two
 agree on every sample, hash and epoch order.
 
-    GRANARY_PREP=build/preprocess/prep /usr/bin/python3 tests/python/format_test.py
+    GRANARY_PREP=build/preprocess/prep GRANARY_LOADER=build/loader/loader /usr/bin/python3 tests/python/format_test.py
 """
 import json
 import math
@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import granary_db  # noqa: E402
 
 PREP = os.environ.get("GRANARY_PREP", os.path.join(ROOT, "build/preprocess/prep"))
+LOADER = os.environ.get("GRANARY_LOADER", os.path.join(ROOT, "build/loader/loader"))
 FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
 
 
@@ -133,7 +134,7 @@ class FormatTest(unittest.TestCase):
         with self.assertRaises(granary_db.CorruptionError):
             granary_db.Db(db)
 
-    def test_epoch_order_matches_prep_order(self):
+    def test_epoch_order_matches_loader_order(self):
         db = self.dbs["dictionary"]
         n = len(granary_db.Db(db)["train"])
         for epoch, rank, world, shuffle, start, drop_last in [(0, 0, 1, "full", 0, False), (3, 1, 3, "full", 0, False),
@@ -142,7 +143,8 @@ class FormatTest(unittest.TestCase):
             with self.subTest(epoch=epoch, rank=rank, world=world, shuffle=shuffle, start=start):
                 args = ["order", db, "--seed", "42", "--epoch", str(epoch), "--rank", str(rank), "--world", str(world),
                         "--shuffle", shuffle, "--start", str(start), "--json"] + (["--drop-last"] if drop_last else [])
-                expected = json.loads(prep(*args))["indices"]
+                expected = json.loads(subprocess.run([LOADER, *args], check=True, capture_output=True,
+                                                     text=True).stdout)["indices"]
                 order = granary_db.epoch_order(n, 42, epoch, shuffle)
                 self.assertEqual(granary_db.rank_indices(order, rank, world, drop_last, start), expected)
 

@@ -1,0 +1,84 @@
+// OpenSource: `prep build`'s choice of source (detected or named) and its options.
+#include <cstdio>
+#include <filesystem>
+
+#include "preprocess/source.h"
+
+namespace granary {
+namespace {
+
+// "64" or "96x64" (width x height), each in 1..8192.
+bool ParseSize(const std::string& text, int* width, int* height) {
+  char x = 0, extra = 0;
+  int w = 0, h = 0;
+  int n = std::sscanf(text.c_str(), "%d%c%d%c", &w, &x, &h, &extra);
+  if (n == 1) h = w;
+  if (!((n == 1) || (n == 3 && (x == 'x' || x == 'X'))) || w < 1 || h < 1 || w > 8192 || h > 8192) return false;
+  *width = w;
+  *height = h;
+  return true;
+}
+
+}  // namespace
+
+std::string DetectFormat(const std::string& raw) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::path(raw).extension() == ".csv" || fs::is_regular_file(fs::path(raw) / "train.csv", ec)) return "csv";
+  bool has_dirs = false;
+  for (const auto& e : fs::directory_iterator(raw, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find("-ubyte") != std::string::npos) return "idx";
+    has_dirs = has_dirs || (e.is_directory(ec) && name[0] != '.');
+  }
+  return has_dirs ? "image-folder" : "idx";
+}
+
+StatusOr<Source> OpenSource(const RawOptions& o) {
+  std::string format = o.format == "auto" ? DetectFormat(o.raw) : o.format;
+  if (format == "images") format = "image-folder";
+  std::map<std::string, std::string> recorded = {{"format", format}, {"limit", std::to_string(o.limit)}};
+  StatusOr<Source> source = Status::InvalidArgument("--format " + o.format + ": expected auto, idx, image-folder or csv");
+  if (format == "idx") {
+    IdxSourceOptions idx;
+    idx.limit = o.limit;
+    idx.class_names = o.class_names;
+    source = OpenIdxSource(o.raw, idx);
+  } else if (format == "csv") {
+    CsvOptions csv;
+    csv.label = o.label;
+    if (o.missing == "reject") {
+      csv.missing = MissingPolicy::kReject;
+    } else if (o.missing == "nan") {
+      csv.missing = MissingPolicy::kNaN;
+    } else if (o.missing == "zero") {
+      csv.missing = MissingPolicy::kZero;
+    } else {
+      return Status::InvalidArgument("--missing " + o.missing + ": expected reject, nan or zero");
+    }
+    csv.val_fraction = o.val_fraction;
+    csv.limit = o.limit;
+    recorded.insert({{"label", o.label}, {"missing", o.missing}, {"val_fraction", std::to_string(o.val_fraction)}});
+    source = OpenCsvSource(o.raw, csv);
+  } else if (format == "image-folder") {
+    ImageFolderOptions images;
+    if (!ParseSize(o.size, &images.width, &images.height)) {
+      return Status::InvalidArgument("--size " + o.size + ": expected S or WxH (1..8192)");
+    }
+    images.channels = o.channels;
+    images.val_fraction = o.val_fraction;
+    images.limit = o.limit;
+    recorded.insert({{"size", o.size},
+                     {"channels", std::to_string(o.channels)},
+                     {"val_fraction", std::to_string(o.val_fraction)}});
+    source = OpenImageFolderSource(o.raw, images);
+  }
+  if (!source.ok()) return source;
+  for (auto it = recorded.begin(); it != recorded.end();) {
+    it = it->second.empty() ? recorded.erase(it) : std::next(it);
+  }
+  source->info.options = std::move(recorded);
+  return source;
+}
+
+}  // namespace granary
