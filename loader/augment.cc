@@ -113,24 +113,19 @@ void ApplyAugment(const AugmentPlan& plan, int channels, int height, int width, 
     }
     std::memcpy(image, tmp, plane * channels * sizeof(float));
   }
-  if (plan.shift_y != 0 || plan.shift_x != 0) {
+  if (plan.shift_y != 0 || plan.shift_x != 0 || plan.flip) {
     for (int c = 0; c < channels; ++c) {
       const float* src = image + c * plane;
       float* dst = tmp + c * plane;
       for (int y = 0; y < height; ++y) {
-        const int sy = y + plan.shift_y;
+        const int sy = SourceRow(plan, y);
         for (int x = 0; x < width; ++x) {
-          const int sx = x + plan.shift_x;
+          const int sx = SourceColumn(plan, width, x);
           dst[y * width + x] = (sy >= 0 && sy < height && sx >= 0 && sx < width) ? src[sy * width + sx] : 0.0f;
         }
       }
     }
     std::memcpy(image, tmp, plane * channels * sizeof(float));
-  }
-  if (plan.flip) {
-    for (int c = 0; c < channels; ++c) {
-      for (int y = 0; y < height; ++y) std::reverse(image + c * plane + y * width, image + c * plane + (y + 1) * width);
-    }
   }
 }
 

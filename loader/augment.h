@@ -43,6 +43,13 @@ struct AugmentPlan {
 };
 AugmentPlan PlanAugment(const AugmentOptions& options, uint64_t key, int height, int width);
 
+// A plan's shift and flip as one rule: output pixel (y, x) of a w-wide image
+// reads input row SourceRow(plan, y) and column SourceColumn(plan, w, x), and
+// is zero where those fall outside the image. ApplyAugment and the loader's
+// fused conversions all use it.
+inline int SourceRow(const AugmentPlan& plan, int y) { return y + plan.shift_y; }
+inline int SourceColumn(const AugmentPlan& plan, int w, int x) { return (plan.flip ? w - 1 - x : x) + plan.shift_x; }
+
 // Applies `plan` to the C x H x W image at `image` in place. `scratch` is
 // reused between calls.
 void ApplyAugment(const AugmentPlan& plan, int channels, int height, int width, float* image,

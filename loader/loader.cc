@@ -24,15 +24,7 @@ void ToFloat(DType dtype, const uint8_t* src, size_t count, float scale, float m
       dst[i] = (static_cast<float>(v) * scale - mean) * inv_std;
     }
   };
-  switch (dtype) {
-    case DType::kUInt8: convert(uint8_t{}); break;
-    case DType::kInt8: convert(int8_t{}); break;
-    case DType::kInt16: convert(int16_t{}); break;
-    case DType::kInt32: convert(int32_t{}); break;
-    case DType::kInt64: convert(int64_t{}); break;
-    case DType::kFloat32: convert(float{}); break;
-    case DType::kFloat64: convert(double{}); break;
-  }
+  VisitDType(dtype, convert);
 }
 
 // uint8 H x W x C -> float C x H x W, normalised like ToFloat.
@@ -54,7 +46,7 @@ void HwcToChwShifted(const uint8_t* src, const Shape& hwc, const AugmentPlan& pl
     const float m = means[c], is = inv_stds[c], zero = -m * is;
     float* out = dst + static_cast<size_t>(c) * h * w;
     for (int y = 0; y < h; ++y) {
-      const int sy = y + plan.shift_y;
+      const int sy = SourceRow(plan, y);
       float* row = out + static_cast<size_t>(y) * w;
       if (sy < 0 || sy >= h) {
         std::fill(row, row + w, zero);
@@ -62,7 +54,7 @@ void HwcToChwShifted(const uint8_t* src, const Shape& hwc, const AugmentPlan& pl
       }
       const uint8_t* in = src + static_cast<size_t>(sy) * w * channels + c;
       for (int x = 0; x < w; ++x) {
-        const int sx = (plan.flip ? w - 1 - x : x) + plan.shift_x;
+        const int sx = SourceColumn(plan, w, x);
         row[x] = (sx >= 0 && sx < w) ? (static_cast<float>(in[sx * channels]) * scale - m) * is : zero;
       }
     }
@@ -75,9 +67,9 @@ void CopyImage(const uint8_t* src, int channels, int h, int w, bool hwc, const A
                uint8_t* dst) {
   for (int c = 0; c < channels; ++c) {
     for (int y = 0; y < h; ++y) {
-      const int sy = y + plan.shift_y;
+      const int sy = SourceRow(plan, y);
       for (int x = 0; x < w; ++x) {
-        const int sx = (plan.flip ? w - 1 - x : x) + plan.shift_x;
+        const int sx = SourceColumn(plan, w, x);
         uint8_t v = 0;
         if (sy >= 0 && sy < h && sx >= 0 && sx < w) {
           v = hwc ? src[(static_cast<size_t>(sy) * w + sx) * channels + c]
@@ -98,15 +90,13 @@ void ChwToHwc(const Shape& chw, float* image, std::vector<float>* scratch) {
   }
 }
 
+// An integer scalar as int64 (Create rejects float targets).
 int64_t ToInt64(DType dtype, const uint8_t* src) {
-  switch (dtype) {
-    case DType::kUInt8: return src[0];
-    case DType::kInt8: return static_cast<int8_t>(src[0]);
-    case DType::kInt16: { int16_t v; std::memcpy(&v, src, 2); return v; }
-    case DType::kInt32: { int32_t v; std::memcpy(&v, src, 4); return v; }
-    case DType::kInt64: { int64_t v; std::memcpy(&v, src, 8); return v; }
-    default: return 0;  // rejected by Create
-  }
+  return VisitDType(dtype, [&](auto tag) {
+    decltype(tag) v;
+    std::memcpy(&v, src, sizeof(v));
+    return static_cast<int64_t>(v);
+  });
 }
 
 struct Slot {

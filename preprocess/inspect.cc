@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 #include <sstream>
 
 #include "preprocess/png.h"
@@ -44,17 +45,16 @@ std::string ValueText(DType dtype, const uint8_t* p, size_t i) {
     std::memcpy(&v, p + i * sizeof(v), sizeof(v));
     return v;
   };
-  char buf[64];
-  switch (dtype) {
-    case DType::kUInt8: return std::to_string(get(uint8_t{}));
-    case DType::kInt8: return std::to_string(get(int8_t{}));
-    case DType::kInt16: return std::to_string(get(int16_t{}));
-    case DType::kInt32: return std::to_string(get(int32_t{}));
-    case DType::kInt64: return std::to_string(get(int64_t{}));
-    case DType::kFloat32: std::snprintf(buf, sizeof(buf), "%g", get(float{})); return buf;
-    case DType::kFloat64: std::snprintf(buf, sizeof(buf), "%g", get(double{})); return buf;
-  }
-  return "?";
+  return VisitDType(dtype, [&](auto tag) -> std::string {
+    const auto v = get(tag);
+    if constexpr (std::is_floating_point_v<decltype(v)>) {
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), "%g", static_cast<double>(v));
+      return buf;
+    } else {
+      return std::to_string(v);
+    }
+  });
 }
 
 // Value i of a field as JSON: the exact number (a float32 as the double it
@@ -71,16 +71,14 @@ json ValueJson(DType dtype, const uint8_t* p, size_t i) {
     if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
     return v;
   };
-  switch (dtype) {
-    case DType::kUInt8: return get(uint8_t{});
-    case DType::kInt8: return get(int8_t{});
-    case DType::kInt16: return get(int16_t{});
-    case DType::kInt32: return get(int32_t{});
-    case DType::kInt64: return get(int64_t{});
-    case DType::kFloat32: return real(get(float{}));
-    case DType::kFloat64: return real(get(double{}));
-  }
-  return nullptr;
+  return VisitDType(dtype, [&](auto tag) -> json {
+    const auto v = get(tag);
+    if constexpr (std::is_floating_point_v<decltype(v)>) {
+      return real(v);
+    } else {
+      return v;
+    }
+  });
 }
 
 // An image-like uint8 field: [H, W], [C, H, W] or [H, W, C] with C in 1..4.

@@ -12,6 +12,22 @@ namespace granary {
 
 enum class DType : uint8_t { kUInt8, kInt8, kInt16, kInt32, kInt64, kFloat32, kFloat64 };
 
+// Calls f(T{}) with T the C++ type of `dtype` (uint8_t ... double) and
+// returns what it returns: the one switch over dtypes.
+template <typename F>
+decltype(auto) VisitDType(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kUInt8: return f(uint8_t{});
+    case DType::kInt8: return f(int8_t{});
+    case DType::kInt16: return f(int16_t{});
+    case DType::kInt32: return f(int32_t{});
+    case DType::kInt64: return f(int64_t{});
+    case DType::kFloat32: return f(float{});
+    case DType::kFloat64: break;
+  }
+  return f(double{});
+}
+
 size_t DTypeBytes(DType dtype);
 const char* DTypeName(DType dtype);  // "uint8", "float32", ...
 StatusOr<DType> ParseDType(const std::string& name);

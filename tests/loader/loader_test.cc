@@ -7,6 +7,7 @@
 #include <map>
 #include <random>
 
+#include "loader/augment.h"
 #include "store/db.h"
 #include "tests/loader/image_db.h"
 #include "tests/test_util.h"
@@ -244,6 +245,70 @@ TEST(Loader, AugmentedBatchesAreDeterministic) {
   EXPECT_EQ(Loader::Create(*db.value(), bad).status().code(), Status::Code::kInvalidArgument);
 }
 
+// The loader's fused one-pass conversions of HWC images (float with shift,
+// flip and per-channel normalisation; uint8 copies) give exactly what the
+// reference path gives: HWC -> CHW floats, then ApplyAugment, then normalising.
+TEST(Loader, FusedHwcPathsEqualApplyAugment) {
+  TempDir dir;
+  const int h = 7, w = 5, c = 3;
+  testing::ImageDbSpec spec;
+  spec.image_shape = {h, w, c};
+  spec.layout = "HWC";
+  testing::WriteImageDb(dir.Sub("db"), 40, spec, [&](uint64_t i, std::string* image, int64_t* label) {
+    for (size_t k = 0; k < image->size(); ++k) (*image)[k] = static_cast<char>((i * 131 + k * 29) % 256);
+    *label = 0;
+  });
+  auto db = DbReader::Open(dir.Sub("db"));
+  ASSERT_TRUE(db.ok());
+  auto reader = SplitReader::Create(*db.value(), "train");
+  ASSERT_TRUE(reader.ok());
+  LoaderOptions o;
+  o.batch_size = 40;
+  o.sampler.seed = 9;
+  o.sampler.mode = ShuffleMode::kNone;
+  o.augment.flip = true;
+  o.augment.crop_padding = 2;
+  o.channel_mean = {0.4f, 0.5f, 0.6f};
+  o.channel_std = {0.2f, 0.25f, 0.3f};
+  for (bool uint8 : {false, true}) {
+    o.uint8_batches = uint8;
+    auto loader = Loader::Create(*db.value(), o);
+    ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+    loader.value()->StartEpoch(4);
+    Batch b;
+    ASSERT_TRUE(loader.value()->Next(&b).value());
+    ASSERT_EQ(b.size, 40u);
+    std::vector<float> expected(c * h * w), scratch;
+    int flipped = 0, shifted = 0;
+    for (uint64_t i = 0; i < 40; ++i) {
+      const FieldView* fields = nullptr;
+      ASSERT_TRUE(reader.value()->Read(i, &fields).ok());
+      for (int y = 0; y < h; ++y) {
+        for (int x = 0; x < w; ++x) {
+          for (int ch = 0; ch < c; ++ch) {
+            const float v = fields[0].data[(y * w + x) * c + ch];
+            expected[(ch * h + y) * w + x] = uint8 ? v : v * o.scale;
+          }
+        }
+      }
+      const AugmentPlan plan = PlanAugment(o.augment, AugmentKey(o.sampler.seed, 4, i), h, w);
+      flipped += plan.flip;
+      shifted += plan.shift_x != 0 || plan.shift_y != 0;
+      ApplyAugment(plan, c, h, w, expected.data(), &scratch);
+      for (int k = 0; k < c * h * w; ++k) {
+        const int ch = k / (h * w);
+        if (uint8) {
+          ASSERT_EQ(b.input_u8[i * c * h * w + k], expected[k]) << "sample " << i << " value " << k;
+        } else {
+          const float want = (expected[k] - o.channel_mean[ch]) / o.channel_std[ch];
+          ASSERT_NEAR(b.input[i * c * h * w + k], want, 1e-5) << "sample " << i << " value " << k;
+        }
+      }
+    }
+    EXPECT_GT(flipped, 0);
+    EXPECT_GT(shifted, 0);
+  }
+}
 
 // Workers run into the next epoch ahead of the consumer; abandoning an epoch
 // midway, or jumping to another, still yields exactly the sampler's order.
