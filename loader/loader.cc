@@ -243,6 +243,7 @@ struct Loader::Impl {
       batch->input.resize(size * sample_elements);
     }
     batch->target.resize(size);
+    batch->skipped_reasons.clear();
     // The order is known ahead: ask the kernel for the next batch this worker
     // will fill while decoding this one (a no-op when the db is cached).
     const uint64_t ahead = first + options.batch_size * static_cast<uint64_t>(options.threads);
@@ -256,6 +257,7 @@ struct Loader::Impl {
       Status read = readers[worker]->Read(index, &fields);
       if (!read.ok()) {
         if (!(options.skip_corrupt && read.code() == Status::Code::kCorruption)) return read;
+        batch->skipped_reasons.push_back("sample " + std::to_string(index) + ": " + read.message());
         continue;
       }
       const FieldView& in = fields[input_index];

@@ -1,7 +1,7 @@
 // Loader: a prefetching reader that turns one split of a db into batches for
-// one rank. Worker threads read records straight from the LMDB map, check and
-// decompress them, and fill preallocated batch buffers up to `prefetch`
-// batches ahead of the consumer.
+// one rank. Worker threads read records with pread through the split's record
+// index (store/db.h's SplitReader), check and decompress them, and fill
+// preallocated batch buffers up to `prefetch` batches ahead of the consumer.
 //
 // Threads: one consumer thread calls StartEpoch/Next; the Loader owns its
 // workers. The DbReader must outlive the Loader.
@@ -55,6 +55,9 @@ struct Batch {
   uint64_t index = 0;  // within the epoch
   size_t size = 0;
   size_t skipped = 0;  // corrupt samples left out (skip_corrupt)
+  // Why, one line each ("train/shard-00000.mdb, key 12: checksum mismatch"),
+  // for the caller to name them: nothing is skipped silently.
+  std::vector<std::string> skipped_reasons;
   Shape input_shape;  // {size, ...sample shape in the batch's layout}
   std::vector<float> input;
   std::vector<uint8_t> input_u8;

@@ -83,6 +83,9 @@ int RunBench(BenchArgs& a) {
       auto more = loader.value()->Next(&batch);
       if (!more.ok()) return Fail(more.status());
       if (!more.value()) break;
+      for (const std::string& reason : batch.skipped_reasons) {
+        std::fprintf(stderr, "loader: skipped corrupt %s\n", reason.c_str());
+      }
       samples += batch.size;
       bytes += batch.input.size() * sizeof(float) + batch.input_u8.size() + batch.target.size() * sizeof(int64_t);
       if (a.step_ms > 0) Spin(a.step_ms);
@@ -170,7 +173,7 @@ int main(int argc, char** argv) {
   bench->add_flag("--normalize", bench_args.normalize, "normalise with ImageNet's per-channel mean and std");
   bench->add_option("--shuffle", bench_args.shuffle, "full, block (chunks of consecutive samples) or none")
       ->capture_default_str();
-  bench->add_flag("--skip-corrupt", bench_args.loader.skip_corrupt, "skip and count corrupt records");
+  bench->add_flag("--skip-corrupt", bench_args.loader.skip_corrupt, "skip, count and name corrupt records");
   bench->add_flag("--uint8", bench_args.loader.uint8_batches, "uint8 batches (raw values) instead of float");
   bench->add_flag("--channels-last", bench_args.loader.channels_last, "NHWC batches instead of NCHW");
   bench->add_flag("--json", bench_args.json, "print the figures as JSON");

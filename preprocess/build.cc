@@ -417,6 +417,7 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
   DbWriterOptions wopts;
   wopts.path = options.db_path;
   wopts.schema = source.info.schema;
+  if (options.shards < 1) return Status::InvalidArgument("--shards must be at least 1, got " + std::to_string(options.shards));
   wopts.shards_per_split = options.shards;
   wopts.overwrite = options.overwrite;
   wopts.inputs = {source.info.path};
@@ -458,7 +459,9 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
     if (!dict.ok()) return dict.status();
     dictionary = dict.value();
   }
-  GRANARY_RETURN_IF_ERROR(writer.value()->StartJournal(Fingerprint(source, options, block_bytes), checkpoint));
+  Status journal = writer.value()->StartJournal(Fingerprint(source, options, block_bytes), checkpoint);
+  if (!journal.ok() && resume.resuming) return Status::FailedPrecondition(journal.message() + "; start again without --resume");
+  GRANARY_RETURN_IF_ERROR(journal);
 
   for (const auto& split : source.splits) {
     summary.raw_bytes += split->raw_bytes();

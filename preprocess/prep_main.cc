@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <filesystem>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -56,6 +57,10 @@ struct BuildArgs {
 };
 
 int RunBuild(BuildArgs& a) {
+  std::error_code ec;
+  if (!a.options.overwrite && std::filesystem::exists(std::filesystem::symlink_status(a.db, ec))) {
+    return Fail(granary::Status::FailedPrecondition(a.db + ": already exists (pass --force to replace it)"));
+  }
   if (!a.class_names.empty()) a.raw.class_names = SplitCommas(a.class_names);
   granary::StatusOr<granary::Source> source = granary::OpenSource(a.raw);
   if (!source.ok()) return Fail(source.status());

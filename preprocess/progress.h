@@ -1,5 +1,5 @@
 // A progress line on stderr (count, rate, ETA), redrawn from a background
-// thread while work runs. Update() is thread-safe and cheap (one atomic add).
+// thread while work runs. Add() is thread-safe and cheap (one atomic add).
 #pragma once
 
 #include <atomic>

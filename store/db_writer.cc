@@ -233,7 +233,7 @@ DbWriter::~DbWriter() {
     shard.txn.Abort();
     shard.env.Close();
   }
-  if (impl_->journaling) return;  // resumable: keep it for --resume
+  if (impl_->journaling) return;  // resumable: keep it
   std::error_code ec;
   fs::remove_all(impl_->partial, ec);
 }
@@ -245,7 +245,8 @@ StatusOr<std::unique_ptr<DbWriter>> DbWriter::Create(DbWriterOptions options, Re
   GRANARY_RETURN_IF_ERROR(options.schema.Validate());
   if (options.path.empty()) return Status::InvalidArgument("db path is empty");
   if (options.shards_per_split < 1) {
-    return Status::InvalidArgument("--shards must be at least 1, got " + std::to_string(options.shards_per_split));
+    return Status::InvalidArgument("shards per split must be at least 1, got " +
+                                   std::to_string(options.shards_per_split));
   }
   while (options.path.size() > 1 && options.path.back() == '/') options.path.pop_back();
   const std::string partial = options.path + format::kPartialSuffix;
@@ -254,7 +255,7 @@ StatusOr<std::unique_ptr<DbWriter>> DbWriter::Create(DbWriterOptions options, Re
   std::error_code ec;
   if (fs::exists(fs::symlink_status(options.path, ec))) {
     if (!options.overwrite) {
-      return Status::FailedPrecondition(options.path + ": already exists (pass --force to replace it)");
+      return Status::FailedPrecondition(options.path + ": already exists");
     }
     if (!IsGranaryDb(options.path)) {
       return Status::FailedPrecondition(options.path + ": exists and is not a granary db (no " +
@@ -315,8 +316,7 @@ StatusOr<std::unique_ptr<DbWriter>> DbWriter::Create(DbWriterOptions options, Re
 Status DbWriter::StartJournal(const std::string& fingerprint, std::function<std::string()> checkpoint) {
   Impl& s = *impl_;
   if (s.resume.resuming && s.resume.fingerprint != fingerprint) {
-    return Status::FailedPrecondition(s.partial + ": the interrupted build used other inputs or options; "
-                                      "start again without --resume");
+    return Status::FailedPrecondition(s.partial + ": the interrupted build used other inputs or options");
   }
   s.fingerprint = fingerprint;
   s.checkpoint = std::move(checkpoint);

@@ -1,5 +1,7 @@
 #include "trainer/evaluate.h"
 
+#include <cstdio>
+
 #include "trainer/torch_guard.h"
 
 namespace granary {
@@ -26,6 +28,9 @@ StatusOr<EvalResult> Evaluate(const DbReader& db, LoaderOptions options, Classif
     StatusOr<bool> more = loader.value()->Next(&batch);
     if (!more.ok()) return more.status();
     if (!more.value()) break;
+    for (const std::string& reason : batch.skipped_reasons) {
+      std::fprintf(stderr, "train: evaluation: skipped corrupt %s\n", reason.c_str());
+    }
     GRANARY_RETURN_IF_ERROR(CatchTorch("evaluation", [&] {
       torch::Tensor logits = model.forward(InputTensor(batch));
       torch::Tensor target = TargetTensor(batch);

@@ -1,6 +1,7 @@
 #include "trainer/trainer.h"
 
 #include <chrono>
+#include <cstdio>
 
 #include "loader/loader.h"
 #include "store/db.h"
@@ -101,6 +102,9 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
       StatusOr<bool> more = train.Next(&batch);
       if (!more.ok()) return more.status();
       if (!more.value()) break;
+      for (const std::string& reason : batch.skipped_reasons) {
+        std::fprintf(stderr, "train: rank %d: skipped corrupt %s\n", rank, reason.c_str());
+      }
       GRANARY_RETURN_IF_ERROR(CatchTorch("training step", [&] {
         optimizer.zero_grad();
         torch::Tensor loss =

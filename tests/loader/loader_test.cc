@@ -137,15 +137,20 @@ TEST(Loader, CorruptRecordSurfacesAsAnErrorNamingShardAndKey) {
   ASSERT_TRUE(skipping.ok());
   skipping.value()->StartEpoch(0);
   size_t samples = 0;
+  std::vector<std::string> reasons;
   for (;;) {
     auto more = skipping.value()->Next(&batch);
     ASSERT_TRUE(more.ok()) << more.status().ToString();
     if (!more.value()) break;
     samples += batch.size;
+    reasons.insert(reasons.end(), batch.skipped_reasons.begin(), batch.skipped_reasons.end());
     for (size_t i = 0; i < batch.size; ++i) EXPECT_NE(batch.target[i] * 0 + batch.input[i * 4], 9.0f / 255.0f);
   }
   EXPECT_EQ(samples, 63u);
   EXPECT_EQ(skipping.value()->stats().skipped_corrupt, 1u);
+  // ... and named, with the reason.
+  ASSERT_EQ(reasons.size(), 1u);
+  EXPECT_EQ(reasons[0].rfind("sample 9: train/shard-00000.mdb, key 9: ", 0), 0u) << reasons[0];
 }
 
 
