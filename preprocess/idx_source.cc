@@ -70,6 +70,12 @@ StatusOr<Source> OpenIdxSource(const std::string& dir, const IdxSourceOptions& o
     if (images->dtype != DType::kUInt8 || images->dims.size() < 2 || images->dims.size() > 4) {
       return Status::InvalidArgument(files.images_path + ": expected uint8 images with 2 or 3 dims per image");
     }
+    for (int64_t dim : images->dims) {
+      if (dim <= 0) {
+        return Status::InvalidArgument(files.images_path + ": declares dims " + ShapeToString(images->dims) +
+                                       ", no images to read (every dim must be at least 1)");
+      }
+    }
     if (labels->dtype != DType::kUInt8 || labels->dims.size() != 1) {
       return Status::InvalidArgument(files.labels_path + ": expected a 1-dim uint8 label file");
     }

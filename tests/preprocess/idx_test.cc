@@ -134,6 +134,22 @@ TEST(IdxSource, LabelCountMustMatchImageCount) {
   EXPECT_NE(source.status().message().find("3 labels for 4 images"), std::string::npos);
 }
 
+// Issue 17: an IDX file declaring 0 images (or 0-pixel images) divided by
+// zero (SIGFPE); it is an error naming the file, as an empty folder is.
+TEST(IdxSource, ZeroImagesOrEmptyImagesAreAnErrorNamingTheFile) {
+  for (auto [count, rows] : {std::pair<uint32_t, uint32_t>{0, 2}, {3, 0}}) {
+    TempDir dir;
+    testing::WriteFile(dir.Sub("train-images-idx3-ubyte"), ImagesIdx(count, rows, 2));
+    testing::WriteFile(dir.Sub("train-labels-idx1-ubyte"), LabelsIdx(count));
+    auto source = OpenIdxSource(dir.path(), {});
+    ASSERT_FALSE(source.ok()) << count << " x " << rows;
+    EXPECT_EQ(source.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(source.status().message().find(dir.Sub("train-images-idx3-ubyte") + ": declares dims"),
+              std::string::npos)
+        << source.status().message();
+  }
+}
+
 // The flow graph writes the same bytes whatever the thread count.
 TEST(Build, ContentIsIdenticalForAnyThreadCount) {
   TempDir dir;
