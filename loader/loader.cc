@@ -355,6 +355,13 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const Loade
   if (!(options.stddev > 0)) return Status::InvalidArgument("normalisation stddev must be > 0");
   const SplitInfo* split = db.manifest().FindSplit(options.split);
   if (split == nullptr) return Status::NotFound(db.path() + ": no split '" + options.split + "'");
+  {
+    // The split's record index (shared by every reader) before anything is
+    // sized by split->count: building it checks the count against the records.
+    StatusOr<std::unique_ptr<SplitReader>> reader = SplitReader::Create(db, options.split);
+    if (!reader.ok()) return reader.status();
+    GRANARY_RETURN_IF_ERROR(reader.value()->LoadIndex());
+  }
   StatusOr<Sampler> sampler = Sampler::Create(split->count, options.sampler);
   if (!sampler.ok()) return sampler.status();
 
@@ -434,9 +441,7 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const Loade
   for (int w = 0; w < options.threads; ++w) {
     StatusOr<std::unique_ptr<SplitReader>> reader = SplitReader::Create(db, options.split);
     if (!reader.ok()) return reader.status();
-    // Now rather than in the first batch (the readers share it): a damaged
-    // B-tree is reported here, and the first batch does not wait for the walk.
-    GRANARY_RETURN_IF_ERROR(reader.value()->LoadIndex());
+    GRANARY_RETURN_IF_ERROR(reader.value()->LoadIndex());  // built above: this only sizes the reader's buffer
     impl->readers.push_back(std::move(reader).value());
   }
   impl->slots.resize(options.prefetch);

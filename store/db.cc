@@ -1,8 +1,11 @@
 #include "store/db.h"
 
+#include <endian.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <cerrno>
 #include <filesystem>
 #include <functional>
@@ -16,6 +19,40 @@
 namespace granary {
 
 namespace fs = std::filesystem;
+
+namespace {
+// Bytes a record takes in its shard file at the least: LMDB's node header and
+// key, and the value's fixed header and checksum.
+constexpr uint64_t kMinRecordFileBytes =
+    8 + format::kKeyBytes + format::kFixedHeaderBytes + format::kChecksumBytes;
+
+// The manifest's range of a shard against its records: the first key is the
+// range's start and the last record ends where the range does (its fixed
+// header, read from `file`, gives its sample count). Readers size what they
+// allocate by the count, so it must not be a lie.
+Status CheckShardRange(const ShardInfo& shard, const ShardIndex& index, const ReadOnlyFile& file) {
+  const uint64_t end = shard.first + shard.count;
+  if (index.first.empty()) {
+    if (shard.count == 0) return Status::OK();
+    return Status::Corruption(shard.path + ": no records, the manifest says " + std::to_string(shard.count) + " samples");
+  }
+  uint32_t last_samples = 0;
+  if (index.bytes.back() >= format::kFixedHeaderBytes) {
+    char header[format::kFixedHeaderBytes];
+    GRANARY_RETURN_IF_ERROR(file.ReadAt(index.offset.back(), sizeof(header), header));
+    std::memcpy(&last_samples, header + offsetof(format::RecordFixedHeader, sample_count), sizeof(last_samples));
+    last_samples = le32toh(last_samples);
+  }
+  const uint64_t last = index.first.back();
+  if (index.first.front() != shard.first || last >= end || end - last != last_samples) {
+    return Status::Corruption(shard.path + ": records hold samples " + std::to_string(index.first.front()) + ".." +
+                              std::to_string(last + last_samples - 1) + ", the manifest says " +
+                              std::to_string(shard.first) + ".." + std::to_string(end - 1));
+  }
+  return Status::OK();
+}
+
+}  // namespace
 
 struct DbReader::Impl {
   std::string path;
@@ -36,7 +73,9 @@ struct DbReader::Impl {
       auto shards = std::make_unique<std::vector<ShardIndex>>(envs[id].size());
       for (size_t i = 0; i < shards->size(); ++i) {
         const ShardInfo& shard = manifest.splits[id].shards[i];
-        GRANARY_RETURN_IF_ERROR(BuildShardIndex(envs[id][i].get(), shard.path, shard.bytes, &(*shards)[i]));
+        ShardIndex& index = (*shards)[i];
+        GRANARY_RETURN_IF_ERROR(BuildShardIndex(envs[id][i].get(), shard.path, shard.bytes, &index));
+        GRANARY_RETURN_IF_ERROR(CheckShardRange(shard, index, files[id][i]));
       }
       indexes[id] = std::move(shards);
     }
@@ -92,6 +131,15 @@ StatusOr<std::unique_ptr<DbReader>> DbReader::Open(const std::string& path) {
       if (static_cast<uint64_t>(st.st_size) != shard.bytes) {
         return Status::Corruption(shard_path + ": " + std::to_string(st.st_size) + " bytes, manifest says " +
                                   std::to_string(shard.bytes));
+      }
+      // A record takes at least kMinRecordFileBytes of its file and holds at
+      // most kMaxRecordSamples: a count beyond that is a lie, and would make
+      // readers allocate for samples that are not there.
+      const uint64_t most = (shard.bytes / kMinRecordFileBytes + 1) * format::kMaxRecordSamples;
+      if (shard.count > most) {
+        return Status::Corruption(shard_path + ": the manifest says " + std::to_string(shard.count) +
+                                  " samples, more than a file of " + std::to_string(shard.bytes) +
+                                  " bytes can hold (" + std::to_string(most) + ")");
       }
       lmdb::Env env;
       GRANARY_RETURN_IF_ERROR(

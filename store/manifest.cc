@@ -4,6 +4,7 @@
 #include <xxhash.h>
 
 #include <cstdio>
+#include <type_traits>
 
 #include "store/format.h"
 
@@ -73,11 +74,20 @@ std::string ManifestToJson(const Manifest& m) {
 
 namespace {
 
+// More classes than this cannot be meant (a classifier's last layer).
+constexpr int64_t kMaxClasses = int64_t{1} << 24;
+
 // Reads doc[key] as T, naming the key when it is missing or of the wrong type.
 template <typename T>
 Status Get(const json& doc, const char* key, T* out, const std::string& where) {
   auto it = doc.find(key);
   if (it == doc.end()) return Status::Corruption(where + ": missing \"" + key + "\"");
+  if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T>) {
+    // nlohmann would wrap -5 to 2^64 - 5: a count must be written unsigned.
+    if (!it->is_number_unsigned()) {
+      return Status::Corruption(where + ": \"" + key + "\" is " + it->dump() + ", not a non-negative integer");
+    }
+  }
   try {
     *out = it->get<T>();
   } catch (const json::exception&) {
@@ -113,6 +123,19 @@ Status ParseSchema(const json& doc, Schema* schema, const std::string& origin) {
   }
   Status valid = schema->Validate();
   if (!valid.ok()) return Status::Corruption(where + ": " + valid.message());
+  // A sample's fields must fit a record's payload: bounds what readers allocate.
+  for (const FieldSpec& f : schema->fields) {
+    uint64_t bytes = DTypeBytes(f.dtype);
+    for (int64_t dim : f.shape) {
+      if (dim == kVariableDim) continue;
+      if (static_cast<uint64_t>(dim) > format::kMaxPayloadBytes / bytes) {
+        return Status::Corruption(where + ": field '" + f.name + "' of shape " + ShapeToString(f.shape) +
+                                  " is larger than a record may hold (" + std::to_string(format::kMaxPayloadBytes) +
+                                  " bytes)");
+      }
+      bytes *= static_cast<uint64_t>(dim);
+    }
+  }
   return Status::OK();
 }
 
@@ -142,6 +165,10 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& origi
   GRANARY_RETURN_IF_ERROR(ParseSchema(*schema, &m.schema, origin));
   GRANARY_RETURN_IF_ERROR(Get(doc, "label_field", &m.label_field, origin));
   GRANARY_RETURN_IF_ERROR(Get(doc, "num_classes", &m.num_classes, origin));
+  if (m.num_classes < 0 || m.num_classes > kMaxClasses) {
+    return Status::Corruption(origin + ": num_classes " + std::to_string(m.num_classes) + " is outside 0.." +
+                              std::to_string(kMaxClasses));
+  }
   GRANARY_RETURN_IF_ERROR(Get(doc, "class_names", &m.class_names, origin));
   auto compression = doc.find("compression");
   if (compression == doc.end()) return Status::Corruption(origin + ": missing \"compression\"");
@@ -186,6 +213,9 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& origi
       }
       GRANARY_RETURN_IF_ERROR(Get(sh, "bytes", &shard.bytes, where + " '" + split.name + "' shard"));
       GRANARY_RETURN_IF_ERROR(CheckRelativePath(shard.path, where + " '" + split.name + "'"));
+      if (shard.count > UINT64_MAX - total) {
+        return Status::Corruption(where + " '" + split.name + "': shard counts overflow 64 bits");
+      }
       total += shard.count;
       split.shards.push_back(std::move(shard));
     }

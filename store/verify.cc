@@ -17,10 +17,22 @@
 namespace granary {
 namespace {
 
-// What a split's shard walks found: payload hashes by index.
+// What a split's shard walks found: payload hashes by index. Grown as
+// samples are found, so a manifest that lies about the count costs nothing.
 struct SplitState {
   std::vector<uint64_t> hashes;
   std::vector<bool> seen;
+  uint64_t found = 0;
+
+  void Add(uint64_t index, uint64_t hash) {
+    if (index >= hashes.size()) {
+      hashes.resize(index + 1);
+      seen.resize(index + 1);
+    }
+    found += !seen[index];
+    hashes[index] = hash;
+    seen[index] = true;
+  }
 };
 
 // What every shard walk needs, read once by the parent before any fork (it
@@ -105,8 +117,7 @@ Status WalkShardInChild(const DbFacts& db, const SplitInfo& split, size_t shard,
     if (!text.empty() && text.back() == '\n') text.pop_back();
     uint64_t index = 0, hash = 0;
     if (std::sscanf(text.c_str(), "H %" SCNu64 " %" SCNx64, &index, &hash) == 2 && index < split.count) {
-      state->hashes[index] = hash;
-      state->seen[index] = true;
+      state->Add(index, hash);
       ++records;
       ++report->samples_ok;
     } else if (text.size() > 2 && text[0] == 'P') {
@@ -145,20 +156,16 @@ StatusOr<VerifyReport> VerifyDb(const std::string& path,
   for (size_t sp = 0; sp < manifest.splits.size(); ++sp) {
     const SplitInfo& split = manifest.splits[sp];
     report.samples_expected += split.count;
-    SplitState state{std::vector<uint64_t>(split.count), std::vector<bool>(split.count, false)};
+    SplitState state;
     for (size_t shard = 0; shard < split.shards.size(); ++shard) {
       if (on_shard) on_shard(split.shards[shard].path, split.shards[shard].count);
       GRANARY_RETURN_IF_ERROR(WalkShardInChild(facts, split, shard, &state, &report));
     }
-    uint64_t missing = 0;
     SplitHasher hasher;
-    for (uint64_t i = 0; i < split.count; ++i) {
-      if (state.seen[i]) {
-        hasher.Add(state.hashes[i]);
-      } else {
-        ++missing;
-      }
+    for (uint64_t i = 0; i < state.hashes.size(); ++i) {
+      if (state.seen[i]) hasher.Add(state.hashes[i]);
     }
+    const uint64_t missing = split.count - state.found;  // indices found are < split.count
     recomputed[sp].content_hash = hasher.Finish();
     if (missing > 0) {
       report.problems.push_back("split '" + split.name + "': " + std::to_string(missing) + " of " +

@@ -242,5 +242,28 @@ TEST_F(EndToEnd, TheMostShardsBuildAndVerify) {
   EXPECT_EQ(RunCommand(kPrep + " build " + kFashion + " " + dir_.Sub("x") + " --shards 4097", dir_).exit_code, 2);
 }
 
+// Issue 17: a db is untrusted input; a manifest that lies about its counts
+// ends every tool with one line and exit status 1, never an abort.
+TEST_F(EndToEnd, ALyingManifestEndsEveryToolWithOneLine) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(RunCommand(kPrep + " build " + kFashion + " " + db + " --limit 300 --no-progress", dir_).exit_code, 0);
+  const std::string manifest = db + "/manifest.json";
+  const std::string honest = testing::ReadFile(manifest);
+  for (const char* lie : {"1099511627776", "9223372036854775807", "-5"}) {
+    std::string text = honest;
+    for (size_t at = text.find("\"count\": 300"); at != std::string::npos; at = text.find("\"count\": 300", at)) {
+      text.replace(at, 12, std::string("\"count\": ") + lie);
+    }
+    testing::WriteFile(manifest, text);
+    for (const std::string& command : {kTrain + " --db " + db + " --ranks 1", kLoader + " bench " + db,
+                                       kPrep + " info " + db}) {
+      auto r = RunCommand(command, dir_);
+      EXPECT_EQ(r.exit_code, 1) << lie << ": " << command << ": " << r.err;
+      ExpectOneLineError(r, std::string(lie) == "-5" ? "not a non-negative integer" : "shard-00000.mdb");
+    }
+    EXPECT_EQ(RunCommand(kPrep + " verify " + db, dir_).exit_code, 1) << lie;
+  }
+}
+
 }  // namespace
 }  // namespace granary

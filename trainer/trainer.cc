@@ -65,8 +65,10 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
 
   // Same initial weights everywhere: seeded init, then rank 0's broadcast.
   torch::manual_seed(c.optim.seed);
-  StatusOr<std::shared_ptr<Classifier>> model =
-      CreateModel({c.model.name, loader.value()->sample_shape(), manifest.num_classes, c.model.dropout});
+  StatusOr<std::shared_ptr<Classifier>> model = Status::FailedPrecondition("no model");
+  GRANARY_RETURN_IF_ERROR(CatchTorch("building the model", [&] {
+    model = CreateModel({c.model.name, loader.value()->sample_shape(), manifest.num_classes, c.model.dropout});
+  }));
   if (!model.ok()) return model.status().WithContext(c.data.db);
   Classifier& net = *model.value();
 

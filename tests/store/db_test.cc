@@ -171,6 +171,56 @@ TEST(Db, MalformedOrNewerManifestIsRejected) {
   EXPECT_NE(too_new.status().message().find("newer"), std::string::npos);
 }
 
+// Issue 17: a manifest can lie. Counts of 2^40, 2^63 - 1 or -5 (with the
+// shard's count to match, so the sums agree), a huge shape or class count:
+// each is Corruption naming what is wrong, before anything is allocated by it.
+TEST(Db, ATamperedManifestIsCorruptionNotACrash) {
+  const std::vector<std::pair<std::string, std::string>> lies = {
+      {"1099511627776", "more than a file of"},                // 2^40
+      {"9223372036854775807", "more than a file of"},          // 2^63 - 1
+      {"-5", "not a non-negative integer"},
+      {"110", "records hold samples 0..99, the manifest says 0..109"},  // plausible, but not there
+      {"90", "records hold samples 0..99, the manifest says 0..89"},
+  };
+  for (const auto& [count, expected] : lies) {
+    TempDir dir;
+    const std::string path = dir.Sub("db");
+    WriteDb(path, 100, 1);
+    const std::string manifest_path = path + "/" + format::kManifestFile;
+    std::string text = testing::ReadFile(manifest_path);
+    // The train split and its one shard both say 100.
+    const std::string honest = "\"count\": 100";
+    for (size_t at = text.find(honest); at != std::string::npos; at = text.find(honest, at)) {
+      text.replace(at, honest.size(), "\"count\": " + count);
+    }
+    testing::WriteFile(manifest_path, text);
+    Status s = DbReader::Open(path).status();
+    if (s.ok()) {  // caught when the record index is built
+      auto db = DbReader::Open(path);
+      auto reader = SplitReader::Create(*db.value(), "train");
+      ASSERT_TRUE(reader.ok());
+      s = reader.value()->LoadIndex();
+    }
+    EXPECT_EQ(s.code(), Status::Code::kCorruption) << count << ": " << s.ToString();
+    EXPECT_NE(s.message().find(expected), std::string::npos) << count << ": " << s.message();
+  }
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"\"num_classes\": 10", "\"num_classes\": 1000000000000"},
+           {"\"num_classes\": 10", "\"num_classes\": -3"},
+           {"4,\n", "4000000000,\n"}}) {  // the image field's last dim
+    TempDir dir;
+    const std::string path = dir.Sub("db");
+    WriteDb(path, 10, 1);
+    const std::string manifest_path = path + "/" + format::kManifestFile;
+    std::string text = testing::ReadFile(manifest_path);
+    ASSERT_NE(text.find(from), std::string::npos) << text;
+    text.replace(text.find(from), from.size(), to);
+    testing::WriteFile(manifest_path, text);
+    Status s = DbReader::Open(path).status();
+    EXPECT_EQ(s.code(), Status::Code::kCorruption) << to << ": " << s.ToString();
+  }
+}
+
 TEST(Db, TruncatedShardFileIsCorruption) {
   TempDir dir;
   const std::string path = dir.Sub("db");
