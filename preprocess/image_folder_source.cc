@@ -1,11 +1,13 @@
 // Image folders as torchvision's ImageFolder reads them: RAW/<class>/**/*.jpg
 // (or RAW/train/<class>/..., RAW/val|test/<class>/...).
+#include <sys/stat.h>
 #include <xxhash.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <memory>
+#include <set>
 
 #include "preprocess/image.h"
 #include "preprocess/source.h"
@@ -75,31 +77,82 @@ class ImageSplit : public SplitSource {
   uint64_t raw_bytes_ = 0;
 };
 
+// A file or directory by identity, whatever path reached it.
+using FileId = std::pair<dev_t, ino_t>;
+
+// What walking an image folder has seen so far, across all splits and classes:
+// each directory is listed once and each file taken once, however symlinks
+// (cycles, links across classes) or hard links reach them again.
+struct Walk {
+  std::set<FileId> dirs;   // listed, or roots that only their own walk may list
+  std::set<FileId> files;  // taken as images
+  std::vector<std::string> skipped_links;  // directory links to a directory already walked
+  std::vector<std::string> duplicates;     // images reached a second time
+  std::vector<std::string> ignored;        // files without an image extension
+};
+
+bool Identify(const fs::path& p, struct stat* st) { return ::stat(p.c_str(), st) == 0; }
+
+// Lists the images below `dir` (following directory links) into *found,
+// named relative to `raw`, and adds their bytes to *bytes.
+Status ListImagesBelow(const fs::path& dir, const fs::path& raw, Walk* walk, std::vector<std::string>* found,
+                       uint64_t* bytes) {
+  std::vector<fs::path> pending = {dir};
+  while (!pending.empty()) {
+    const fs::path current = std::move(pending.back());
+    pending.pop_back();
+    std::vector<fs::path> entries;
+    std::error_code ec;
+    for (fs::directory_iterator it(current, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(it->path());
+    if (ec) return Status::IOError(current.string(), "list", ec.value());
+    std::sort(entries.begin(), entries.end());
+    for (auto e = entries.rbegin(); e != entries.rend(); ++e) {  // reversed: the stack pops them in order
+      const std::string rel = e->lexically_relative(raw).string();
+      struct stat st;
+      if (!Identify(*e, &st)) continue;  // a dangling link: no file to read
+      const FileId id{st.st_dev, st.st_ino};
+      if (S_ISDIR(st.st_mode)) {
+        if (!walk->dirs.insert(id).second) {
+          walk->skipped_links.push_back(rel);
+          continue;
+        }
+        pending.push_back(*e);
+      } else if (S_ISREG(st.st_mode)) {
+        if (!HasImageExtension(*e)) {
+          walk->ignored.push_back(rel);
+        } else if (!walk->files.insert(id).second) {
+          walk->duplicates.push_back(rel);
+        } else {
+          found->push_back(rel);
+          *bytes += static_cast<uint64_t>(st.st_size);
+        }
+      }
+    }
+  }
+  return Status::OK();
+}
+
 // Lists the images under root/<class>/ for each class in `classes`, in class
-// then path order; files without an image extension go to *ignored.
-Status ListImages(const fs::path& root, const fs::path& raw, const std::vector<std::string>& classes,
-                  std::vector<ImageItem>* items, uint64_t* bytes, std::vector<std::string>* ignored) {
+// then path order.
+Status ListImages(const fs::path& root, const fs::path& raw, const std::vector<std::string>& classes, Walk* walk,
+                  std::vector<ImageItem>* items, uint64_t* bytes) {
   for (size_t label = 0; label < classes.size(); ++label) {
     const fs::path dir = root / classes[label];
     if (!fs::is_directory(dir)) continue;
-    std::vector<ImageItem> found;
-    std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink, ec);
-         it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (ec) return Status::IOError(dir.string(), "list", ec.value());
-      if (!it->is_regular_file(ec)) continue;
-      const std::string rel = fs::relative(it->path(), raw, ec).string();
-      if (!HasImageExtension(it->path())) {
-        ignored->push_back(rel);
-        continue;
-      }
-      found.push_back({rel, static_cast<int64_t>(label)});
-      *bytes += static_cast<uint64_t>(it->file_size(ec));
-    }
-    std::sort(found.begin(), found.end(), [](const ImageItem& a, const ImageItem& b) { return a.name < b.name; });
-    items->insert(items->end(), found.begin(), found.end());
+    std::vector<std::string> found;
+    GRANARY_RETURN_IF_ERROR(ListImagesBelow(dir, raw, walk, &found, bytes));
+    std::sort(found.begin(), found.end());
+    for (std::string& name : found) items->push_back({std::move(name), static_cast<int64_t>(label)});
   }
   return Status::OK();
+}
+
+// "<what>: a b c ..." naming the first few of `names`, for a note.
+std::string NoteListing(const std::string& what, const std::vector<std::string>& names) {
+  std::string note = what + ":";
+  for (size_t i = 0; i < names.size() && i < 5; ++i) note += " " + names[i];
+  if (names.size() > 5) note += " ...";
+  return note;
 }
 
 }  // namespace
@@ -149,11 +202,22 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
       {"image", DType::kUInt8, {options.height, options.width, options.channels}, "HWC"},
       {"label", DType::kInt64, {}, ""}};
   ImageTransform transform{options.width, options.height, options.channels};
-  std::vector<std::string> ignored;
+  // The roots (RAW, each split's folder, each class folder) are only walked as
+  // themselves: a link to one from elsewhere is a cycle or a cross link.
+  Walk walk;
+  std::vector<fs::path> roots = {raw};
+  for (const auto& [name, root] : split_roots) {
+    roots.push_back(root);
+    for (const std::string& c : classes) roots.push_back(root / c);
+  }
+  for (const fs::path& root : roots) {
+    struct stat st;
+    if (Identify(root, &st)) walk.dirs.insert({st.st_dev, st.st_ino});
+  }
   for (const auto& [name, root] : split_roots) {
     std::vector<ImageItem> items;
     uint64_t bytes = 0;
-    GRANARY_RETURN_IF_ERROR(ListImages(root, raw, classes, &items, &bytes, &ignored));
+    GRANARY_RETURN_IF_ERROR(ListImages(root, raw, classes, &walk, &items, &bytes));
     if (split_roots.size() == 1 && options.val_fraction > 0) {
       // Deterministic split by a hash of the relative path: stable when files are added.
       std::vector<ImageItem> train, val;
@@ -175,11 +239,19 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
     if (items.empty()) return Status::NotFound(root.string() + ": no .jpg, .jpeg or .png files in its class folders");
     source.splits.push_back(std::make_unique<ImageSplit>(name, dir, std::move(items), bytes, transform));
   }
-  if (!ignored.empty()) {
-    std::string note = "ignored " + std::to_string(ignored.size()) + " file(s) without a .jpg/.jpeg/.png extension:";
-    for (size_t i = 0; i < ignored.size() && i < 5; ++i) note += " " + ignored[i];
-    if (ignored.size() > 5) note += " ...";
-    source.info.notes.push_back(note);
+  if (!walk.ignored.empty()) {
+    source.info.notes.push_back(NoteListing(
+        "ignored " + std::to_string(walk.ignored.size()) + " file(s) without a .jpg/.jpeg/.png extension", walk.ignored));
+  }
+  if (!walk.skipped_links.empty()) {
+    source.info.notes.push_back(NoteListing("skipped " + std::to_string(walk.skipped_links.size()) +
+                                                " link(s) to a folder already walked (a cycle or a cross link)",
+                                            walk.skipped_links));
+  }
+  if (!walk.duplicates.empty()) {
+    source.info.notes.push_back(NoteListing("skipped " + std::to_string(walk.duplicates.size()) +
+                                                " image(s) reached a second time through links (each is taken once)",
+                                            walk.duplicates));
   }
   return source;
 }

@@ -269,6 +269,47 @@ TEST_F(ImageFolder, BadFileIsSkippedCountedAndNamed) {
   EXPECT_EQ(label, 1);
 }
 
+// Issue 17: symlink cycles (a/x -> ., up -> .., links across classes) and
+// hard links: each folder is walked once, each file taken once, and every
+// link skipped is counted and named.
+TEST_F(ImageFolder, SymlinkCyclesAndCrossLinksNeverTakeAFileTwice) {
+  namespace fs = std::filesystem;
+  const std::string raw = dir_.Sub("raw");
+  fs::create_directories(raw + "/cats/inner");
+  fs::rename(raw + "/cats/c0.jpg", raw + "/cats/inner/c0.jpg");
+  fs::create_directory_symlink(".", raw + "/cats/inner/x");      // a/x -> .
+  fs::create_directory_symlink("..", raw + "/cats/inner/up");    // up -> ..
+  fs::create_directory_symlink("..", raw + "/dogs/top");         // -> RAW
+  fs::create_directory_symlink("../cats", raw + "/dogs/cats");   // -> another class
+  fs::create_directory_symlink("../cats/inner", raw + "/dogs/in");  // a cat folder walked already
+  fs::create_symlink("../cats/c5.jpg", raw + "/dogs/c5-link.jpg");   // a cat image, as a dog
+  fs::create_hard_link(raw + "/dogs/d1.png", raw + "/dogs/d1-again.png");
+  fs::create_symlink("nowhere.jpg", raw + "/dogs/dangling.jpg");
+  ImageFolderOptions io;
+  io.width = io.height = 16;
+  auto source = OpenImageFolderSource(raw, io);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  ASSERT_EQ(source->splits.size(), 1u);
+  const SplitSource& train = *source->splits[0];
+  // 30 cats + 30 dogs + the broken one, each once, under the name that
+  // reached it first (cats are walked first).
+  EXPECT_EQ(train.size(), 61u);
+  std::set<std::string> names;
+  for (uint64_t i = 0; i < train.size(); ++i) names.insert(train.ItemName(i));
+  EXPECT_EQ(names.size(), 61u);
+  EXPECT_TRUE(names.count("cats/inner/c0.jpg"));
+  EXPECT_FALSE(names.count("dogs/in/c0.jpg"));
+  EXPECT_TRUE(names.count("dogs/d1-again.png") + names.count("dogs/d1.png") == 1);
+  std::string notes;
+  for (const std::string& n : source->info.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("skipped 5 link(s) to a folder already walked"), std::string::npos) << notes;
+  for (const char* link : {"cats/inner/x", "cats/inner/up", "dogs/top", "dogs/cats", "dogs/in"}) {
+    EXPECT_NE(notes.find(link), std::string::npos) << link << " not named in: " << notes;
+  }
+  EXPECT_NE(notes.find("skipped 2 image(s) reached a second time"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("dogs/c5-link.jpg"), std::string::npos) << notes;
+}
+
 TEST_F(ImageFolder, OnErrorFailAndTheRejectThresholdFailTheBuild) {
   BuildOptions fail;
   fail.on_error = OnError::kFail;
