@@ -15,6 +15,7 @@
 #include "loader/sampler.h"
 #include "store/db.h"
 #include "store/file.h"
+#include "store/json_text.h"
 
 namespace {
 
@@ -24,7 +25,7 @@ const CLI::Validator kNonNegative(
     "NONNEGATIVE");
 
 int Fail(const granary::Status& s) {
-  std::fprintf(stderr, "loader: %s\n", s.message().c_str());
+  std::fprintf(stderr, "loader: %s\n", granary::Printable(s.message()).c_str());
   return 1;
 }
 
@@ -84,7 +85,7 @@ int RunBench(BenchArgs& a) {
       if (!more.ok()) return Fail(more.status());
       if (!more.value()) break;
       for (const std::string& reason : batch.skipped_reasons) {
-        std::fprintf(stderr, "loader: skipped corrupt %s\n", reason.c_str());
+        std::fprintf(stderr, "loader: skipped corrupt %s\n", granary::Printable(reason).c_str());
       }
       samples += batch.size;
       bytes += batch.input.size() * sizeof(float) + batch.input_u8.size() + batch.target.size() * sizeof(int64_t);
@@ -102,7 +103,7 @@ int RunBench(BenchArgs& a) {
                         {"step_ms", a.step_ms}, {"stall_fraction", stall},
                         {"skipped_corrupt", loader.value()->stats().skipped_corrupt},
                         {"peak_rss_mib", peak_rss_mib}};
-    std::cout << j.dump() << std::endl;
+    std::cout << granary::DumpJson(j) << std::endl;
   } else {
     std::printf("bench: %s/%s: %llu samples in %.2fs: %.0f samples/s, %.1f MB/s of batches, stall %.2f%%, "
                 "peak RSS %.1f MiB (%d thread(s), batch %zu%s%s)\n",
@@ -141,7 +142,7 @@ int RunOrder(OrderArgs& a) {
     nlohmann::json j = {{"split", a.split},   {"epoch", a.epoch},     {"rank", a.sampler.rank},
                         {"world", a.sampler.world}, {"start", a.start},     {"indices", indices},
                         {"padded", sampler.value().padded(a.start)}, {"dropped", sampler.value().dropped(a.start)}};
-    std::cout << j.dump() << std::endl;
+    std::cout << granary::DumpJson(j) << std::endl;
   } else {
     for (uint64_t i : indices) std::printf("%llu\n", static_cast<unsigned long long>(i));
   }

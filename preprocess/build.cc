@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "preprocess/progress.h"
+#include "store/json_text.h"
 #include "store/db.h"
 #include "store/db_writer.h"
 #include "store/record.h"
@@ -351,11 +352,11 @@ std::string CheckpointJson(const BuildSummary& summary, const SplitSummary& curr
                       {"rejected", nlohmann::json::array()}};
   for (const SplitSummary& s : summary.splits) j["splits"].push_back(SplitSummaryJson(s));
   for (const RejectedItem& r : summary.rejected) j["rejected"].push_back({r.split, r.item, r.reason});
-  return j.dump();
+  return DumpJson(j);
 }
 
 Status RestoreCheckpoint(const std::string& text, BuildSummary* summary, SplitSummary* current, uint64_t* next_item) {
-  auto j = nlohmann::json::parse(text, nullptr, false);
+  auto j = ParseJson(text);
   try {
     auto split = [](const nlohmann::json& s) {
       return SplitSummary{s.at("name").get<std::string>(), s.at("read").get<uint64_t>(),
@@ -385,7 +386,7 @@ std::string Fingerprint(const Source& source, const BuildOptions& o, size_t bloc
                       {"options", RecordedOptions(source, o)},
                       {"splits", nlohmann::json::array()}};
   for (const auto& split : source.splits) j["splits"].push_back({split->name(), split->size(), split->raw_bytes()});
-  return j.dump();
+  return DumpJson(j);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "preprocess/png.h"
+#include "store/json_text.h"
 
 namespace granary {
 namespace {
@@ -119,16 +120,16 @@ std::string DescribeDb(const DbReader& db) {
   const Manifest& m = db.manifest();
   std::ostringstream out;
   char line[256];
-  out << "db           " << db.path() << "\n";
+  out << "db           " << Printable(db.path()) << "\n";
   out << "format       granary-db v" << m.format_version << " (" << m.builder << ", " << m.created_utc << ")\n";
-  out << "source       " << m.source_kind << " " << m.source_path << "\n";
+  out << "source       " << m.source_kind << " " << Printable(m.source_path) << "\n";
   for (size_t i = 0; i < m.schema.fields.size(); ++i) {
     const FieldSpec& f = m.schema.fields[i];
     out << (i == 0 ? "fields       " : "             ") << f.name << " " << DTypeName(f.dtype) << " "
         << ShapeToString(f.shape);
     if (f.name == m.label_field) {
       out << "  (label, " << m.num_classes << " classes:";
-      for (size_t c = 0; c < m.class_names.size(); ++c) out << (c == 0 ? " " : ", ") << m.class_names[c];
+      for (size_t c = 0; c < m.class_names.size(); ++c) out << (c == 0 ? " " : ", ") << Printable(m.class_names[c]);
       out << ")";
     }
     out << "\n";
@@ -165,7 +166,7 @@ std::string DescribeDb(const DbReader& db) {
 
 std::string DescribeDbJson(const DbReader& db) {
   const Manifest& m = db.manifest();
-  json j = json::parse(ManifestToJson(m));
+  json j = ParseJson(ManifestToJson(m));
   json sizes = json::object();
   uint64_t stored_total = m.dictionary_bytes;
   for (const SplitInfo& s : m.splits) {
@@ -175,7 +176,7 @@ std::string DescribeDbJson(const DbReader& db) {
   j["sizes"] = sizes;
   j["stored_bytes"] = stored_total;
   j["path"] = db.path();
-  return j.dump(2) + "\n";
+  return DumpJson(j, 2) + "\n";
 }
 
 StatusOr<std::string> DescribeRecord(const DbReader& db, const CatOptions& options, bool as_json) {
@@ -206,7 +207,7 @@ StatusOr<std::string> DescribeRecord(const DbReader& db, const CatOptions& optio
     if (spec.name == m.label_field && count == 1) {
       int64_t label = std::stoll(ValueText(spec.dtype, f.data, 0));
       if (label >= 0 && static_cast<size_t>(label) < m.class_names.size()) {
-        out << "  (" << m.class_names[label] << ")";
+        out << "  (" << Printable(m.class_names[label]) << ")";
         j["class_name"] = m.class_names[label];
       }
     }
@@ -223,7 +224,7 @@ StatusOr<std::string> DescribeRecord(const DbReader& db, const CatOptions& optio
   if (!options.png_path.empty() && !wrote_png) {
     return Status::InvalidArgument("--png: the schema has no uint8 image field ([H, W], [C, H, W] or [H, W, C])");
   }
-  if (as_json) return j.dump() + "\n";
+  if (as_json) return DumpJson(j) + "\n";
   return out.str();
 }
 

@@ -19,6 +19,7 @@
 #include "store/db.h"
 #include "store/db_writer.h"
 #include "store/file.h"
+#include "store/json_text.h"
 #include "store/verify.h"
 
 namespace {
@@ -33,7 +34,7 @@ const CLI::Validator kNonNegative(
     "NONNEGATIVE");
 
 int Fail(const granary::Status& s) {
-  std::fprintf(stderr, "prep: %s\n", s.message().c_str());
+  std::fprintf(stderr, "prep: %s\n", granary::Printable(s.message()).c_str());
   return 1;
 }
 
@@ -64,7 +65,7 @@ int RunBuild(BuildArgs& a) {
   if (!a.class_names.empty()) a.raw.class_names = SplitCommas(a.class_names);
   granary::StatusOr<granary::Source> source = granary::OpenSource(a.raw);
   if (!source.ok()) return Fail(source.status());
-  for (const std::string& note : source->info.notes) std::fprintf(stderr, "prep: note: %s\n", note.c_str());
+  for (const std::string& note : source->info.notes) std::fprintf(stderr, "prep: note: %s\n", granary::Printable(note).c_str());
 
   granary::BuildOptions& o = a.options;
   o.db_path = a.db;
@@ -112,16 +113,18 @@ int RunBuild(BuildArgs& a) {
           {{"name", split.name}, {"read", split.read}, {"written", split.written}, {"rejected", split.rejected}});
     }
     for (const auto& r : s.rejected) j["rejected_items"].push_back({{"item", r.item}, {"reason", r.reason}});
-    std::cout << j.dump() << std::endl;
+    std::cout << granary::DumpJson(j) << std::endl;
     return 0;
   }
-  std::fprintf(stderr, "prep: built %s in %.2fs with %d thread(s)\n", a.db.c_str(), s.seconds, s.threads);
+  std::fprintf(stderr, "prep: built %s in %.2fs with %d thread(s)\n", granary::Printable(a.db).c_str(), s.seconds,
+               s.threads);
   for (const auto& split : s.splits) {
     std::fprintf(stderr, "  %-8s %llu read, %llu written, %llu rejected\n", split.name.c_str(),
                  static_cast<unsigned long long>(split.read), static_cast<unsigned long long>(split.written),
                  static_cast<unsigned long long>(split.rejected));
   }
-  for (const auto& r : s.rejected) std::fprintf(stderr, "  rejected %s: %s\n", r.item.c_str(), r.reason.c_str());
+  for (const auto& r : s.rejected) std::fprintf(stderr, "  rejected %s: %s\n", granary::Printable(r.item).c_str(),
+                                              granary::Printable(r.reason).c_str());
   std::fprintf(stderr, "  %.0f items/s; raw %.1f MB, decoded %.1f MB, db %.1f MB (%.2fx of decoded, %.3fx of raw)\n",
                written / std::max(s.seconds, 1e-9), s.raw_bytes / 1e6, s.payload_bytes / 1e6, s.stored_bytes / 1e6,
                s.payload_bytes > 0 ? static_cast<double>(s.stored_bytes) / s.payload_bytes : 0.0,
@@ -143,7 +146,7 @@ int RunInfo(const std::string& path, bool json) {
 int RunVerify(const std::string& path, bool json) {
   const bool tty = !json && ::isatty(STDERR_FILENO);
   auto report = granary::VerifyDb(path, [&](const std::string& shard, uint64_t records) {
-    if (tty) std::fprintf(stderr, "verify: %s (%llu samples)\n", shard.c_str(), static_cast<unsigned long long>(records));
+    if (tty) std::fprintf(stderr, "verify: %s (%llu samples)\n", granary::Printable(shard).c_str(), static_cast<unsigned long long>(records));
   });
   if (!report.ok()) return Fail(report.status());
   const granary::VerifyReport& r = report.value();
@@ -154,12 +157,12 @@ int RunVerify(const std::string& path, bool json) {
                         {"samples_ok", r.samples_ok},
                         {"content_hash", r.content_hash},
                         {"problems", r.problems}};
-    std::cout << j.dump() << std::endl;
+    std::cout << granary::DumpJson(j) << std::endl;
   } else {
     constexpr size_t kShown = 100;
-    for (size_t i = 0; i < r.problems.size() && i < kShown; ++i) std::printf("%s\n", r.problems[i].c_str());
+    for (size_t i = 0; i < r.problems.size() && i < kShown; ++i) std::printf("%s\n", granary::Printable(r.problems[i]).c_str());
     if (r.problems.size() > kShown) std::printf("... and %zu more problems\n", r.problems.size() - kShown);
-    std::printf("verify: %s: %llu of %llu samples ok, %zu problem(s)%s\n", path.c_str(),
+    std::printf("verify: %s: %llu of %llu samples ok, %zu problem(s)%s\n", granary::Printable(path).c_str(),
                 static_cast<unsigned long long>(r.samples_ok), static_cast<unsigned long long>(r.samples_expected),
                 r.problems.size(), r.ok() ? ", content hash matches" : "");
   }

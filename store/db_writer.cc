@@ -1,3 +1,4 @@
+#include "store/json_text.h"
 #include "store/db_writer.h"
 
 #include <fcntl.h>
@@ -195,13 +196,13 @@ struct DbWriter::Impl {
     finished.schema = options.schema;
     finished.splits = splits;
     nlohmann::json j = {{"fingerprint", fingerprint},
-                        {"finished", nlohmann::json::parse(ManifestToJson(finished))},
+                        {"finished", ParseJson(ManifestToJson(finished))},
                         {"split", in_split ? split_name : ""},
                         {"samples", in_split ? split_count : 0},
                         {"checkpoint", checkpoint ? checkpoint() : ""},
                         {"dictionary", !dictionary.empty()}};
     const std::string path = partial + "/" + kJournalFile;
-    GRANARY_RETURN_IF_ERROR(WriteFileAtomically(path, j.dump()));
+    GRANARY_RETURN_IF_ERROR(WriteFileAtomically(path, DumpJson(j)));
     return Status::OK();
   }
 };
@@ -216,7 +217,7 @@ bool IsGranaryDb(const std::string& path) {
   if (!fs::is_directory(path, ec)) return false;
   std::string text;
   if (!ReadFile(path + "/" + format::kManifestFile, &text).ok()) return false;
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  const nlohmann::json j = ParseJson(text);
   return j.is_object() && j.contains("format") && j["format"] == format::kFormatName;
 }
 
@@ -283,10 +284,10 @@ StatusOr<std::unique_ptr<DbWriter>> DbWriter::Create(DbWriterOptions options, Re
   if (resume != nullptr && HasResumableBuild(impl->options.path)) {
     std::string text;
     GRANARY_RETURN_IF_ERROR(ReadFile(journal_path, &text));
-    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    nlohmann::json j = ParseJson(text);
     if (j.is_discarded() || !j.is_object()) return Status::Corruption(journal_path + ": not valid JSON");
     try {
-      auto finished = ParseManifest(j.at("finished").dump(), journal_path);
+      auto finished = ParseManifest(DumpJson(j.at("finished")), journal_path);
       if (!finished.ok()) return finished.status();
       impl->resume.finished = finished->splits;
       impl->resume.split = j.at("split").get<std::string>();

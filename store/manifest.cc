@@ -1,3 +1,4 @@
+#include "store/json_text.h"
 #include "store/manifest.h"
 
 #include <nlohmann/json.hpp>
@@ -69,7 +70,7 @@ std::string ManifestToJson(const Manifest& m) {
       {"content_hash", m.content_hash},
       {"rejected", rejected},
   };
-  return doc.dump(2) + "\n";
+  return DumpJson(doc, 2) + "\n";
 }
 
 namespace {
@@ -142,7 +143,7 @@ Status ParseSchema(const json& doc, Schema* schema, const std::string& origin) {
 }  // namespace
 
 StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& origin) {
-  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  json doc = ParseJson(text);
   if (doc.is_discarded()) return Status::Corruption(origin + ": not valid JSON");
   if (!doc.is_object()) return Status::Corruption(origin + ": not a JSON object");
   std::string format_name;

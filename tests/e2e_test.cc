@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "store/json_text.h"
 #include "tests/test_util.h"
 
 namespace granary {
@@ -263,6 +264,46 @@ TEST_F(EndToEnd, ALyingManifestEndsEveryToolWithOneLine) {
     }
     EXPECT_EQ(RunCommand(kPrep + " verify " + db, dir_).exit_code, 1) << lie;
   }
+}
+
+// Issue 17: names are bytes. A RAW path, db path, class name or rejected
+// file name that is not UTF-8 (or holds a newline) never aborts a tool; JSON
+// output stores it losslessly (store/json_text.h) and messages stay one line.
+TEST_F(EndToEnd, NamesThatAreNotUtf8NeverAbortAndComeBackExactly) {
+  const std::string raw = dir_.Sub("raw\xff");
+  fs::create_directory(raw);
+  for (const char* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"}) {
+    fs::copy_file(std::string(kFashion) + "/" + name, raw + "/" + name);
+  }
+  const std::string db = dir_.Sub("db\xfe");
+  auto build = RunCommand(kPrep + " build '" + raw + "' '" + db + "' --limit 200 --json --no-progress", dir_);
+  ASSERT_EQ(build.exit_code, 0) << build.err;
+  const nlohmann::json summary = ParseJson(build.out);
+  ASSERT_FALSE(summary.is_discarded()) << build.out;
+  EXPECT_EQ(summary["db"].get<std::string>(), db);
+  auto info = RunCommand(kPrep + " info '" + db + "' --json", dir_);
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_EQ(ParseJson(info.out)["source"]["path"].get<std::string>(), raw);
+  EXPECT_EQ(RunCommand(kPrep + " verify '" + db + "'", dir_).exit_code, 0);
+  auto train = RunCommand(kTrain + " --db '" + db + "' --ranks 1 --epochs 1 --eval-split '' --json", dir_);
+  EXPECT_EQ(train.exit_code, 0) << train.err;
+  EXPECT_EQ(ParseJson(train.out)["config"]["data"]["db"].get<std::string>(), db);
+
+  // A CSV whose name holds a newline and a non-UTF-8 byte, with Latin-1
+  // labels and one bad row: the rejected row is named on one line.
+  const std::string csv = dir_.Sub("t\nx\xff.csv");
+  std::string rows = "a,kind\n";
+  for (int i = 0; i < 40; ++i) rows += std::to_string(i) + (i % 2 ? ",caf\xe9\n" : ",th\xe9\n");
+  rows += "oops,caf\xe9\n";
+  testing::WriteFile(csv, rows);
+  auto csv_build = RunCommand(kPrep + " build '" + csv + "' '" + dir_.Sub("csvdb") +
+                                  "' --label kind --max-rejects 0.5 --no-progress",
+                              dir_);
+  ASSERT_EQ(csv_build.exit_code, 0) << csv_build.err;
+  EXPECT_NE(csv_build.err.find("rejected " + dir_.Sub("t\\nx\\xff.csv") + ":42"), std::string::npos) << csv_build.err;
+  auto csv_info = RunCommand(kPrep + " info '" + dir_.Sub("csvdb") + "' --json", dir_);
+  const nlohmann::json classes = ParseJson(csv_info.out)["class_names"];
+  EXPECT_EQ(classes, nlohmann::json({"caf\xe9", "th\xe9"})) << csv_info.out;
 }
 
 }  // namespace

@@ -39,6 +39,32 @@ class CorruptionError(Exception):
     """A record or file fails one of the checks FORMAT.md requires."""
 
 
+NAME_ESCAPE = 0x10FF00  # FORMAT.md, "Names": U+10FF80..U+10FFFF stand for the bytes 0x80..0xFF
+
+
+def decode_name(text):
+    """The bytes a manifest string stands for (FORMAT.md, "Names")."""
+    out = bytearray()
+    for ch in text:
+        if NAME_ESCAPE + 0x80 <= ord(ch) <= NAME_ESCAPE + 0xFF:
+            out.append(ord(ch) - NAME_ESCAPE)
+        else:
+            out += ch.encode("utf-8")
+    return bytes(out)
+
+
+def decode_names(value):
+    """Every string in a parsed manifest as os.fsdecode of its bytes: str for
+    UTF-8 names, with surrogate escapes (PEP 383) for the bytes that are not."""
+    if isinstance(value, str):
+        return os.fsdecode(decode_name(value))
+    if isinstance(value, list):
+        return [decode_names(v) for v in value]
+    if isinstance(value, dict):
+        return {decode_names(k): decode_names(v) for k, v in value.items()}
+    return value
+
+
 def hash_string(value):
     """The manifest's spelling of a 64-bit hash."""
     return f"xxh64:{value:016x}"
@@ -53,7 +79,7 @@ class Db:
         if not os.path.exists(manifest_path):
             raise FileNotFoundError(f"{path}: is not a granary db: manifest.json not found")
         with open(manifest_path, encoding="utf-8") as f:
-            self.manifest = json.load(f)
+            self.manifest = decode_names(json.load(f))
         if self.manifest.get("format") != "granary-db":
             raise CorruptionError(f"{manifest_path}: format is not granary-db")
         if self.manifest["format_version"] > FORMAT_VERSION:

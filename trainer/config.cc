@@ -9,6 +9,7 @@
 
 #include "loader/augment.h"
 #include "loader/sampler.h"
+#include "store/json_text.h"
 #include "trainer/gradient_sync.h"
 #include "trainer/models/registry.h"
 
@@ -141,10 +142,10 @@ Status TrainConfig::Validate(int cores) const {
   return Status::OK();
 }
 
-std::string TrainConfig::ToJson() const { return ToJsonValue(*this).dump(); }
+std::string TrainConfig::ToJson() const { return DumpJson(ToJsonValue(*this)); }
 
 StatusOr<TrainConfig> TrainConfig::FromJson(const std::string& json) {
-  const nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
+  const nlohmann::json j = ParseJson(json);
   if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument("train config: not a JSON object");
   std::vector<std::string> unknown;
   UnknownMembers(j, ToJsonValue(TrainConfig{}), "", &unknown);
@@ -168,7 +169,7 @@ std::vector<std::string> TrainConfig::Differences(const TrainConfig& other) cons
   for (const auto& [section, fields] : a.items()) {
     for (const auto& [field, value] : fields.items()) {
       const nlohmann::json& theirs = b[section][field];
-      if (value != theirs) out.push_back(section + "." + field + ": " + value.dump() + " -> " + theirs.dump());
+      if (value != theirs) out.push_back(section + "." + field + ": " + DumpJson(value) + " -> " + DumpJson(theirs));
     }
   }
   return out;

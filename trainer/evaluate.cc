@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "store/json_text.h"
 #include "trainer/torch_guard.h"
 
 namespace granary {
@@ -29,7 +30,7 @@ StatusOr<EvalResult> Evaluate(const DbReader& db, LoaderOptions options, Classif
     if (!more.ok()) return more.status();
     if (!more.value()) break;
     for (const std::string& reason : batch.skipped_reasons) {
-      std::fprintf(stderr, "train: evaluation: skipped corrupt %s\n", reason.c_str());
+      std::fprintf(stderr, "train: evaluation: skipped corrupt %s\n", Printable(reason).c_str());
     }
     GRANARY_RETURN_IF_ERROR(CatchTorch("evaluation", [&] {
       torch::Tensor logits = model.forward(InputTensor(batch));

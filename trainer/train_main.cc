@@ -9,6 +9,7 @@
 
 #include "store/db.h"
 #include "store/file.h"
+#include "store/json_text.h"
 #include "trainer/config.h"
 #include "trainer/gradient_sync.h"
 #include "trainer/launch.h"
@@ -19,9 +20,9 @@ namespace {
 
 int Fail(const granary::Status& s, int rank) {
   if (rank > 0) {
-    std::fprintf(stderr, "train: rank %d: %s\n", rank, s.message().c_str());
+    std::fprintf(stderr, "train: rank %d: %s\n", rank, granary::Printable(s.message()).c_str());
   } else {
-    std::fprintf(stderr, "train: %s\n", s.message().c_str());
+    std::fprintf(stderr, "train: %s\n", granary::Printable(s.message()).c_str());
   }
   return 1;
 }
@@ -123,7 +124,7 @@ int main(int argc, char** argv) {
   if (rank == 0 && !json) {
     std::printf("train: %d rank(s) x %d thread(s), global batch %lld, db %s\n", config.dist.ranks,
                 config.ThreadsPerRank(cores), static_cast<long long>(config.optim.batch_size),
-                config.data.db.c_str());
+                granary::Printable(config.data.db).c_str());
     std::printf("train: config %s\n", config.ToJson().c_str());
     std::fflush(stdout);
   }
@@ -149,10 +150,10 @@ int main(int argc, char** argv) {
     nlohmann::json out = {{"ranks", config.dist.ranks},
                           {"threads_per_rank", config.ThreadsPerRank(cores)},
                           {"batch_size", config.optim.batch_size},
-                          {"config", nlohmann::json::parse(config.ToJson())},
+                          {"config", granary::ParseJson(config.ToJson())},
                           {"epochs", nlohmann::json::array()}};
     for (const auto& r : reports.value()) out["epochs"].push_back(ToJson(r));
-    std::cout << out.dump() << std::endl;
+    std::cout << granary::DumpJson(out) << std::endl;
   }
   return 0;
 }

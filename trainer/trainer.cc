@@ -5,6 +5,7 @@
 
 #include "loader/loader.h"
 #include "store/db.h"
+#include "store/json_text.h"
 #include "trainer/comm.h"
 #include "trainer/evaluate.h"
 #include "trainer/gradient_sync.h"
@@ -105,7 +106,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
       if (!more.ok()) return more.status();
       if (!more.value()) break;
       for (const std::string& reason : batch.skipped_reasons) {
-        std::fprintf(stderr, "train: rank %d: skipped corrupt %s\n", rank, reason.c_str());
+        std::fprintf(stderr, "train: rank %d: skipped corrupt %s\n", rank, Printable(reason).c_str());
       }
       GRANARY_RETURN_IF_ERROR(CatchTorch("training step", [&] {
         optimizer.zero_grad();

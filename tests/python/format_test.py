@@ -62,6 +62,12 @@ class FormatTest(unittest.TestCase):
                 f.write(f"{i * 0.25},{'' if i % 7 == 0 else -i * 1e-3},{['dog', 'cat', 'bird'][i % 3]}\n")
         cls.dbs["csv"] = os.path.join(cls.tmp, "csv")
         prep("build", csv, cls.dbs["csv"], "--label", "kind", "--missing", "nan", "--no-progress")
+        # Names are bytes: Latin-1 labels (not UTF-8) become class names.
+        latin1 = os.path.join(cls.tmp, "latin1.csv")
+        with open(latin1, "wb") as f:
+            f.write(b"x,kind\n" + b"".join(b"%d,%s\n" % (i, [b"caf\xe9", b"th\xe9", b"ok"][i % 3]) for i in range(30)))
+        cls.dbs["latin1"] = os.path.join(cls.tmp, "latin1")
+        prep("build", latin1, cls.dbs["latin1"], "--label", "kind", "--no-progress")
 
     @classmethod
     def tearDownClass(cls):
@@ -71,6 +77,12 @@ class FormatTest(unittest.TestCase):
         for name, db in self.dbs.items():
             with self.subTest(db=name):
                 granary_db.Db(db).verify()
+
+    def test_names_that_are_not_utf8_come_back_as_their_bytes(self):
+        names = granary_db.Db(self.dbs["latin1"]).manifest["class_names"]
+        self.assertEqual(sorted(os.fsencode(n) for n in names), [b"caf\xe9", b"ok", b"th\xe9"])
+        info = json.loads(prep("info", self.dbs["latin1"], "--json"))
+        self.assertEqual(sorted(granary_db.decode_name(n) for n in info["class_names"]), [b"caf\xe9", b"ok", b"th\xe9"])
 
     def test_samples_match_prep_cat(self):
         for name, db in self.dbs.items():

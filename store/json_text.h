@@ -1,0 +1,35 @@
+// Names are bytes (Linux file names, CSV headers); JSON holds only UTF-8.
+// Every JSON document granary writes (manifest, journal, --json output) goes
+// through DumpJson, which stores any byte string losslessly (docs/FORMAT.md,
+// "Names"), and every one it reads through ParseJson, which restores it.
+// Printable makes a name safe for a one-line message on a terminal.
+// Stateless and thread-safe.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <string_view>
+
+namespace granary {
+
+// Valid UTF-8 stays as it is. Every other byte B (0x80..0xFF) becomes the
+// code point U+10FF00 + B (in Unicode's private use plane 16), written as
+// UTF-8; so does each byte of a code point U+10FF80..U+10FFFF already in the
+// name, which keeps the mapping reversible.
+std::string EncodeName(std::string_view bytes);
+// The inverse of EncodeName for any valid UTF-8 text.
+std::string DecodeName(std::string_view text);
+
+// `j` as JSON text with every string (member names too) EncodeName'd: never
+// throws on a name that is not UTF-8. indent < 0: one line.
+std::string DumpJson(const nlohmann::json& j, int indent = -1);
+// Parses JSON text and DecodeName's every string; a discarded value (see
+// is_discarded()) if the text is not JSON.
+nlohmann::json ParseJson(std::string_view text);
+
+// `bytes` for a terminal: control characters, backslashes and bytes that are
+// not UTF-8 written as \xNN (a newline as \n), so a message stays one line.
+std::string Printable(std::string_view bytes);
+
+}  // namespace granary
