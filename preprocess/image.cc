@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <csetjmp>
+#include <climits>
 #include <cstring>
 #include <memory>
 
@@ -106,7 +107,8 @@ void JpegMessage(j_common_ptr cinfo, int level) {
 
 // `min_width`/`min_height`: the decoded image may be DCT-downscaled while it
 // stays at least this large (0: full size).
-Status DecodeJpeg(const uint8_t* data, size_t size, int channels, int min_width, int min_height, Image* out) {
+Status DecodeJpeg(const uint8_t* data, size_t size, int channels, int min_width, int min_height,
+                  uint64_t max_bytes, Image* out) {
   jpeg_decompress_struct cinfo;
   JpegError err;
   cinfo.err = jpeg_std_error(&err.mgr);
@@ -152,6 +154,25 @@ Status DecodeJpeg(const uint8_t* data, size_t size, int channels, int min_width,
   const bool shrinking = cinfo.scale_denom > 1;
   cinfo.dct_method = shrinking ? JDCT_IFAST : JDCT_ISLOW;
   cinfo.do_fancy_upsampling = shrinking ? FALSE : TRUE;
+  // What the decode will hold, from the header alone: the output rows, and
+  // for a progressive JPEG every component's coefficients at full size
+  // (64 coefficients of 2 bytes a block), however small the output.
+  jpeg_calc_output_dimensions(&cinfo);
+  uint64_t need = uint64_t{cinfo.output_width} * cinfo.output_height * cinfo.out_color_components;
+  if (cinfo.progressive_mode) {
+    for (int ci = 0; ci < cinfo.num_components; ++ci) {
+      need += uint64_t{cinfo.comp_info[ci].width_in_blocks} * cinfo.comp_info[ci].height_in_blocks * 64 * 2;
+    }
+  }
+  if (need > max_bytes) {
+    jpeg_destroy_decompress(&cinfo);
+    return Status::InvalidArgument(std::string("JPEG of ") + std::to_string(cinfo.image_width) + "x" +
+                                   std::to_string(cinfo.image_height) + " pixels" +
+                                   (cinfo.progressive_mode ? " (progressive)" : "") + " needs " +
+                                   std::to_string(need >> 20) + " MiB to decode, more than the " +
+                                   std::to_string(max_bytes >> 20) + " MiB allowed (--max-image-mb)");
+  }
+  cinfo.mem->max_memory_to_use = static_cast<long>(std::min<uint64_t>(max_bytes * 2, LONG_MAX));  // a backstop
   jpeg_start_decompress(&cinfo);
   const int w = static_cast<int>(cinfo.output_width), h = static_cast<int>(cinfo.output_height);
   const int c = cinfo.output_components;
@@ -190,7 +211,16 @@ Status DecodeJpeg(const uint8_t* data, size_t size, int channels, int min_width,
 
 // ---- PNG ----------------------------------------------------------------------
 
-Status DecodePng(const uint8_t* data, size_t size, int channels, Image* out) {
+// The width and height an IHDR chunk declares (big-endian, right after the
+// signature and the chunk's length and type), for messages when libspng
+// refuses the image before saying them.
+std::string PngDeclaredSize(const uint8_t* d, size_t n) {
+  if (n < 24) return "?";
+  auto be32 = [&](size_t at) { return (uint32_t{d[at]} << 24) | (d[at + 1] << 16) | (d[at + 2] << 8) | d[at + 3]; };
+  return std::to_string(be32(16)) + "x" + std::to_string(be32(20));
+}
+
+Status DecodePng(const uint8_t* data, size_t size, int channels, uint64_t max_bytes, Image* out) {
   std::unique_ptr<spng_ctx, void (*)(spng_ctx*)> ctx(spng_ctx_new(0), spng_ctx_free);
   if (!ctx) return Status::InvalidArgument("libspng: out of memory");
   spng_set_image_limits(ctx.get(), kMaxSide, kMaxSide);
@@ -199,6 +229,10 @@ Status DecodePng(const uint8_t* data, size_t size, int channels, Image* out) {
   spng_set_png_buffer(ctx.get(), data, size);
   spng_ihdr ihdr;
   int rc = spng_get_ihdr(ctx.get(), &ihdr);
+  if (rc == SPNG_EUSER_WIDTH || rc == SPNG_EUSER_HEIGHT) {
+    return Status::InvalidArgument("PNG of " + PngDeclaredSize(data, size) + " pixels is too large (at most " +
+                                   std::to_string(kMaxSide) + " a side)");
+  }
   if (rc != 0) return Status::InvalidArgument(std::string("corrupt PNG: ") + spng_strerror(rc));
   if (uint64_t{ihdr.width} * ihdr.height > kMaxPixels) {
     return Status::InvalidArgument("PNG of " + std::to_string(ihdr.width) + "x" + std::to_string(ihdr.height) +
@@ -207,6 +241,11 @@ Status DecodePng(const uint8_t* data, size_t size, int channels, Image* out) {
   size_t bytes = 0;
   rc = spng_decoded_image_size(ctx.get(), SPNG_FMT_RGBA8, &bytes);
   if (rc != 0) return Status::InvalidArgument(std::string("corrupt PNG: ") + spng_strerror(rc));
+  if (bytes > max_bytes) {
+    return Status::InvalidArgument("PNG of " + std::to_string(ihdr.width) + "x" + std::to_string(ihdr.height) +
+                                   " pixels needs " + std::to_string(bytes >> 20) + " MiB to decode, more than the " +
+                                   std::to_string(max_bytes >> 20) + " MiB allowed (--max-image-mb)");
+  }
   std::vector<uint8_t> rgba(bytes);
   rc = spng_decode_image(ctx.get(), rgba.data(), rgba.size(), SPNG_FMT_RGBA8, SPNG_DECODE_TRNS);
   if (rc != 0) return Status::InvalidArgument(std::string("corrupt PNG: ") + spng_strerror(rc));
@@ -223,10 +262,11 @@ Status DecodePng(const uint8_t* data, size_t size, int channels, Image* out) {
   return Status::OK();
 }
 
-Status DecodeAny(const uint8_t* data, size_t size, int channels, int min_w, int min_h, Image* out) {
+Status DecodeAny(const uint8_t* data, size_t size, int channels, int min_w, int min_h, uint64_t max_bytes,
+                 Image* out) {
   if (channels != 1 && channels != 3) return Status::InvalidArgument("channels must be 1 or 3");
-  if (IsJpeg(data, size)) return DecodeJpeg(data, size, channels, min_w, min_h, out);
-  if (IsPng(data, size)) return DecodePng(data, size, channels, out);
+  if (IsJpeg(data, size)) return DecodeJpeg(data, size, channels, min_w, min_h, max_bytes, out);
+  if (IsPng(data, size)) return DecodePng(data, size, channels, max_bytes, out);
   return Status::InvalidArgument("not a JPEG or PNG image");
 }
 
@@ -325,7 +365,7 @@ void Resample(const uint8_t* src, int w, int h, size_t stride, int channels, int
 }  // namespace
 
 Status DecodeImageFull(const uint8_t* data, size_t size, int channels, Image* out) {
-  return DecodeAny(data, size, channels, 0, 0, out);
+  return DecodeAny(data, size, channels, 0, 0, kDefaultMaxDecodeBytes, out);
 }
 
 Status DecodeImage(const uint8_t* data, size_t size, const ImageTransform& t, Image* out) {
@@ -333,7 +373,7 @@ Status DecodeImage(const uint8_t* data, size_t size, const ImageTransform& t, Im
   Image full;
   // Decoding at half the target or more is exact enough: the resize below
   // then downsamples by at most 2x less than it would otherwise.
-  GRANARY_RETURN_IF_ERROR(DecodeAny(data, size, t.channels, t.width, t.height, &full));
+  GRANARY_RETURN_IF_ERROR(DecodeAny(data, size, t.channels, t.width, t.height, t.max_decode_bytes, &full));
   if (full.width < 1 || full.height < 1) return Status::InvalidArgument("image has no pixels");
   // Scale to cover the target, then take the centred crop, computed in
   // source pixels so only the crop is resampled.

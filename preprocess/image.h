@@ -20,16 +20,24 @@ struct Image {
   std::vector<uint8_t> pixels;
 };
 
+// Memory one image's decode may take by default (see ImageTransform).
+inline constexpr uint64_t kDefaultMaxDecodeBytes = uint64_t{256} << 20;
+
 struct ImageTransform {
   int width = 0;     // output size; the image is scaled to cover it, then centre-cropped
   int height = 0;
   int channels = 3;  // 1 (luma, as PIL's "L") or 3 (RGB; alpha is dropped as PIL's convert("RGB"))
+  // An image whose decode would take more memory than this, by its declared
+  // size (after the DCT downscale used; a progressive JPEG's coefficients
+  // are kept at full size), is rejected before any pixel is decoded.
+  uint64_t max_decode_bytes = kDefaultMaxDecodeBytes;
 };
 
 // Decodes a JPEG or PNG (by signature) and applies `t`. JPEGs are decoded
 // with libjpeg-turbo's DCT-domain downscaling when the target is at most half
 // the size. InvalidArgument naming what is wrong: not an image, truncated or
-// corrupt data (libjpeg warnings count as corruption), absurd dimensions.
+// corrupt data (libjpeg warnings count as corruption), absurd dimensions, or
+// a decode that would take more than t.max_decode_bytes.
 Status DecodeImage(const uint8_t* data, size_t size, const ImageTransform& t, Image* out);
 
 // The same without resizing or cropping (for tests and tools); JPEGs at full size.

@@ -201,7 +201,7 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
   source.info.schema.fields = {
       {"image", DType::kUInt8, {options.height, options.width, options.channels}, "HWC"},
       {"label", DType::kInt64, {}, ""}};
-  ImageTransform transform{options.width, options.height, options.channels};
+  ImageTransform transform{options.width, options.height, options.channels, options.max_decode_bytes};
   // The roots (RAW, each split's folder, each class folder) are only walked as
   // themselves: a link to one from elsewhere is a cycle or a cross link.
   Walk walk;

@@ -68,8 +68,10 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
     images.channels = o.channels;
     images.val_fraction = o.val_fraction;
     images.limit = o.limit;
+    images.max_decode_bytes = o.max_image_mb << 20;
     recorded.insert({{"size", o.size},
                      {"channels", std::to_string(o.channels)},
+                     {"max_image_mb", std::to_string(o.max_image_mb)},
                      {"val_fraction", std::to_string(o.val_fraction)}});
     source = OpenImageFolderSource(o.raw, images);
   }

@@ -201,6 +201,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"reject", "nan", "zero"}));
   build->add_option("--size", b.raw.size, "images: stored size S (square) or WxH; short side resized, centre crop")
       ->capture_default_str();
+  build->add_option("--max-image-mb", b.raw.max_image_mb,
+                    "images: reject an image whose decode would take more memory than this (MiB; by its header)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
   build->add_option("--channels", b.raw.channels, "images: 3 (RGB) or 1 (gray)")->capture_default_str()->check(
       CLI::IsMember({1, 3}));
   build->add_option("--val-fraction", b.raw.val_fraction,

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "preprocess/image.h"
 #include "store/schema.h"
 #include "store/status.h"
 
@@ -69,6 +70,7 @@ struct ImageFolderOptions {
   // (chosen by a hash of their path) becomes split "val".
   double val_fraction = 0;
   uint64_t limit = 0;  // first N images of each split (0: all)
+  uint64_t max_decode_bytes = kDefaultMaxDecodeBytes;  // an image needing more to decode is rejected
 };
 
 // An image folder as torchvision's ImageFolder reads it: RAW/<class>/**/*.jpg,
@@ -109,6 +111,7 @@ struct RawOptions {
   std::vector<std::string> class_names;  // idx: overrides "0".."N-1"
   std::string size = "64";               // image-folder: "S" or "WxH"
   int channels = 3;                      // image-folder: 1 or 3
+  uint64_t max_image_mb = kDefaultMaxDecodeBytes >> 20;  // image-folder: most memory one decode may take
   double val_fraction = 0;               // image-folder and csv
   std::string label;                     // csv
   std::string missing = "reject";        // csv: reject, nan or zero

@@ -32,7 +32,8 @@ std::vector<uint8_t> TwoColour(int w, int h, const uint8_t left[3], const uint8_
 
 // Encodes pixels of `in_space` (JCS_RGB, JCS_GRAYSCALE or JCS_CMYK) as a JPEG,
 // with an EXIF orientation tag unless orientation is 0.
-std::string Jpeg(const std::vector<uint8_t>& px, int w, int h, J_COLOR_SPACE in_space, int orientation = 0) {
+std::string Jpeg(const std::vector<uint8_t>& px, int w, int h, J_COLOR_SPACE in_space, int orientation = 0,
+                 bool progressive = false) {
   jpeg_compress_struct c;
   jpeg_error_mgr err;
   c.err = jpeg_std_error(&err);
@@ -46,6 +47,7 @@ std::string Jpeg(const std::vector<uint8_t>& px, int w, int h, J_COLOR_SPACE in_
   c.in_color_space = in_space;
   jpeg_set_defaults(&c);
   jpeg_set_quality(&c, 95, TRUE);
+  if (progressive) jpeg_simple_progression(&c);
   jpeg_start_compress(&c, TRUE);
   if (orientation != 0) {
     // "Exif\0\0", little-endian TIFF header, IFD0 with one SHORT entry 0x0112.
@@ -206,6 +208,53 @@ TEST(Image, BadFilesAreRejectedWithAReason) {
   std::string flipped = png;
   flipped[png.size() / 2] ^= 0x55;  // CRC mismatch
   EXPECT_NE(decode(flipped).message().find("corrupt PNG"), std::string::npos);
+}
+
+// `jpeg` with the width and height its SOF marker declares replaced: a
+// header that promises far more pixels than the file holds.
+std::string DeclareSize(std::string jpeg, int w, int h) {
+  for (size_t i = 0; i + 9 < jpeg.size(); ++i) {
+    const uint8_t m = static_cast<uint8_t>(jpeg[i + 1]);
+    if (static_cast<uint8_t>(jpeg[i]) == 0xFF && (m == 0xC0 || m == 0xC2)) {
+      jpeg[i + 5] = static_cast<char>(h >> 8), jpeg[i + 6] = static_cast<char>(h);
+      jpeg[i + 7] = static_cast<char>(w >> 8), jpeg[i + 8] = static_cast<char>(w);
+      return jpeg;
+    }
+  }
+  ADD_FAILURE() << "no SOF marker";
+  return jpeg;
+}
+
+// Issue 17: a ~600-byte progressive JPEG declaring 16384 x 16384 cost ~800 MB
+// before its rejection. Its decode cost is computed from the header and
+// refused before any allocation.
+TEST(Image, DecodeMemoryIsBoundedByTheDeclaredSize) {
+  const uint8_t shade[3] = {10, 200, 30};
+  const std::string progressive = DeclareSize(Jpeg(TwoColour(16, 16, shade, kRed), 16, 16, JCS_RGB, 0, true), 16384,
+                                              16384);
+  ASSERT_LT(progressive.size(), 2000u);
+  Image out;
+  ImageTransform t{64, 64, 3};
+  Status s = DecodeImage(reinterpret_cast<const uint8_t*>(progressive.data()), progressive.size(), t, &out);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("JPEG of 16384x16384 pixels (progressive) needs 780 MiB to decode, more than the "
+                             "256 MiB allowed"),
+            std::string::npos)
+      << s.message();
+  // Within the budget the same lie is decoded, and found corrupt.
+  const std::string smaller = DeclareSize(progressive, 2048, 2048);
+  s = DecodeImage(reinterpret_cast<const uint8_t*>(smaller.data()), smaller.size(), t, &out);
+  EXPECT_NE(s.message().find("corrupt JPEG"), std::string::npos) << s.message();
+  t.max_decode_bytes = 8 << 20;  // ... or refused under a smaller one
+  s = DecodeImage(reinterpret_cast<const uint8_t*>(smaller.data()), smaller.size(), t, &out);
+  EXPECT_NE(s.message().find("needs 12 MiB to decode, more than the 8 MiB allowed"), std::string::npos) << s.message();
+
+  // A PNG larger than the side limit is "too large", not "corrupt".
+  TempDir dir;
+  std::string png = Png(TwoColour(8, 8, shade, kBlue), 8, 8, 3, dir);
+  png[16] = 0, png[17] = 1, png[18] = 0, png[19] = 0;  // IHDR width 65536 (its CRC no longer matches)
+  s = DecodeImage(reinterpret_cast<const uint8_t*>(png.data()), png.size(), ImageTransform{64, 64, 3}, &out);
+  EXPECT_NE(s.message().find("too large"), std::string::npos) << s.message();
 }
 
 // An image folder with a bad file: skipped and named by default, fatal with
