@@ -363,7 +363,7 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const Loade
     GRANARY_RETURN_IF_ERROR(reader.value()->LoadIndex());
   }
   StatusOr<Sampler> sampler = Sampler::Create(split->count, options.sampler);
-  if (!sampler.ok()) return sampler.status();
+  if (!sampler.ok()) return sampler.status().WithContext(db.path() + ": split '" + options.split + "'");
 
   auto impl = std::make_unique<Impl>(options, std::move(sampler).value());
   const Schema& schema = db.schema();

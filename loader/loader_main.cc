@@ -136,7 +136,7 @@ int RunOrder(OrderArgs& a) {
   const granary::SplitInfo* split = db.value()->manifest().FindSplit(a.split);
   if (split == nullptr) return Fail(granary::Status::NotFound(a.db + ": no split '" + a.split + "'"));
   auto sampler = granary::Sampler::Create(split->count, a.sampler);
-  if (!sampler.ok()) return Fail(sampler.status());
+  if (!sampler.ok()) return Fail(sampler.status().WithContext(a.db + ": split '" + a.split + "'"));
   const std::vector<uint64_t> indices = sampler.value().EpochIndices(a.epoch, a.start);
   if (a.json) {
     nlohmann::json j = {{"split", a.split},   {"epoch", a.epoch},     {"rank", a.sampler.rank},

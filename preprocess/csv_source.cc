@@ -3,10 +3,10 @@
 #include <xxhash.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -89,13 +89,14 @@ bool IsMissing(const std::string& v) {
   return v.empty() || v == "NA" || v == "N/A" || v == "NaN" || v == "nan" || v == "null" || v == "NULL" || v == "?";
 }
 
-// Parses a whole decimal or scientific number; false if anything is left over.
+// Parses a whole decimal or scientific number that float32 can hold; false if
+// anything is left over, or for inf, nan and values beyond float32's range
+// (1e39 would be stored as inf, which "inf" itself is refused as).
 bool ParseNumber(const std::string& v, double* out) {
   if (v.empty()) return false;
   char* end = nullptr;
-  errno = 0;
-  *out = std::strtod(v.c_str(), &end);
-  return end == v.c_str() + v.size() && errno == 0 && std::isfinite(*out);
+  *out = std::strtod(v.c_str(), &end);  // underflow gives 0 or a denormal, as float32 would
+  return end == v.c_str() + v.size() && std::isfinite(*out) && std::fabs(*out) <= std::numeric_limits<float>::max();
 }
 
 class CsvSplit : public SplitSource {
@@ -133,7 +134,7 @@ class CsvSplit : public SplitSource {
         if (missing_ == MissingPolicy::kReject) return Status::InvalidArgument("column '" + columns_[c] + "': missing value");
         x = missing_ == MissingPolicy::kNaN ? std::nan("") : 0.0;
       } else if (!ParseNumber(v, &x)) {
-        return Status::InvalidArgument("column '" + columns_[c] + "': '" + v + "' is not a number");
+        return Status::InvalidArgument("column '" + columns_[c] + "': '" + v + "' is not a number float32 can hold");
       }
       const float f = static_cast<float>(x);
       features.append(reinterpret_cast<const char*>(&f), sizeof(f));
@@ -171,9 +172,12 @@ Status ReadCsv(const std::string& path, CsvFile* out) {
   GRANARY_RETURN_IF_ERROR(ReadFile(path, &text));
   out->path = path;
   out->bytes = text.size();
+  // A UTF-8 byte order mark (spreadsheets write one) is not part of the first header.
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
   std::vector<CsvRow> rows;
   GRANARY_RETURN_IF_ERROR(ParseCsv(text, path, &rows));
   if (rows.empty()) return Status::InvalidArgument(path + ": no header row");
+  if (rows.size() == 1) return Status::InvalidArgument(path + ": a header and no data rows");
   for (const std::string& h : rows[0].fields) out->header.push_back(Trim(h));
   out->rows.assign(std::make_move_iterator(rows.begin() + 1), std::make_move_iterator(rows.end()));
   return Status::OK();
@@ -211,6 +215,11 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
     return Status::InvalidArgument(files[0].path + ": no column '" + options.label + "' for --label");
   }
   const size_t label_column = static_cast<size_t>(at - header.begin());
+  if (auto again = std::find(at + 1, header.end(), options.label); again != header.end()) {
+    return Status::InvalidArgument(files[0].path + ": --label " + options.label + ": the header has the column twice (" +
+                                   std::to_string(label_column + 1) + " and " +
+                                   std::to_string(again - header.begin() + 1) + "); rename one");
+  }
   if (header.size() < 2) return Status::InvalidArgument(files[0].path + ": no feature columns besides the label");
 
   // Classes: non-negative integers as they are, else the sorted distinct strings.

@@ -92,6 +92,27 @@ TEST(Loader, RejectsBadOptionsUpFront) {
   o.input_field = "image";
   o.split = "val";
   EXPECT_EQ(Loader::Create(*db.value(), o).status().code(), Status::Code::kNotFound);
+  // Out of bounds for this machine: threads, and prefetch x batch against memory.
+  o.split = "train";
+  o.threads = 100000;
+  EXPECT_NE(Loader::Create(*db.value(), o).status().message().find("loader threads 100000"), std::string::npos);
+  o.threads = 1;
+  o.prefetch = 1000000000;
+  o.batch_size = 1000000;
+  EXPECT_NE(Loader::Create(*db.value(), o).status().message().find("more than half of this machine's"),
+            std::string::npos);
+}
+
+// Issue 17: an empty split is named in the error.
+TEST(Loader, AnEmptySplitIsNamed) {
+  TempDir dir;
+  WriteDb(dir.Sub("db"), 0);
+  auto db = DbReader::Open(dir.Sub("db"));
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  auto loader = Loader::Create(*db.value(), LoaderOptions{});
+  EXPECT_EQ(loader.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(loader.status().message().find(dir.Sub("db") + ": split 'train': the split is empty"), std::string::npos)
+      << loader.status().message();
 }
 
 TEST(Loader, CorruptRecordSurfacesAsAnErrorNamingShardAndKey) {

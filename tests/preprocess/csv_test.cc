@@ -74,6 +74,41 @@ TEST(Csv, BadRowsAreRejectedWithFileLineAndReason) {
   EXPECT_NE(summary->rejected[3].reason.find("label"), std::string::npos);
 }
 
+// Issue 17's CSV edge cases, each now consistent with the rest of prep.
+TEST(Csv, ByteOrderMarkEmptyTablesOutOfRangeNumbersAndDuplicateLabels) {
+  TempDir dir;
+  CsvOptions o;
+  o.label = "label";
+  // A UTF-8 byte order mark is not part of the first column's name.
+  testing::WriteFile(dir.Sub("bom.csv"), "\xEF\xBB\xBFlabel,x\n1,2\n0,3\n");
+  auto bom = OpenCsvSource(dir.Sub("bom.csv"), o);
+  ASSERT_TRUE(bom.ok()) << bom.status().ToString();
+  EXPECT_EQ(bom->splits[0]->size(), 2u);
+  // A header without rows is an error, as an empty image folder is.
+  testing::WriteFile(dir.Sub("empty.csv"), "x,label\n");
+  auto empty = OpenCsvSource(dir.Sub("empty.csv"), o);
+  EXPECT_EQ(empty.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(empty.status().message().find("empty.csv: a header and no data rows"), std::string::npos)
+      << empty.status().message();
+  // The same column named twice: which one is the label is not guessed.
+  testing::WriteFile(dir.Sub("twice.csv"), "label,x,label\n1,2,3\n");
+  auto twice = OpenCsvSource(dir.Sub("twice.csv"), o);
+  EXPECT_NE(twice.status().message().find("the header has the column twice (1 and 3)"), std::string::npos)
+      << twice.status().message();
+  // 1e39 (beyond float32) is refused as inf is, not stored as +inf.
+  testing::WriteFile(dir.Sub("big.csv"), "x,label\n1e39,1\ninf,0\n-1e39,1\n3.4e38,0\n1e-50,1\n");
+  auto big = OpenCsvSource(dir.Sub("big.csv"), o);
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  Sample sample;
+  for (uint64_t i : {0, 1, 2}) {
+    Status s = big->splits[0]->Produce(i, &sample);
+    EXPECT_NE(s.message().find("is not a number float32 can hold"), std::string::npos) << i << ": " << s.message();
+  }
+  int64_t label;
+  EXPECT_EQ(Features(*big->splits[0], 3, &label), std::vector<float>{3.4e38f});
+  EXPECT_EQ(Features(*big->splits[0], 4, &label), std::vector<float>{0.0f});  // underflows to zero, as float32 does
+}
+
 TEST(Csv, MissingValuesFollowThePolicy) {
   TempDir dir;
   testing::WriteFile(dir.Sub("t.csv"), "x,y,label\nNA,2,0\n");
