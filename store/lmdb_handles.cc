@@ -1,14 +1,41 @@
 #include "store/lmdb_handles.h"
 
+#include <sys/statvfs.h>
+
+#include <cerrno>
+#include <cstdint>
+
 namespace granary::lmdb {
 
+// Free space below which an EIO from a write is taken for a full disk: LMDB
+// writes whole pages, so a full disk leaves less than a few pages free.
+constexpr int64_t kFullDiskBytes = int64_t{1} << 20;
+
+namespace {
+
+// Bytes free to this process on the file system holding `path`, or -1.
+int64_t FreeBytes(const std::string& path) {
+  struct statvfs fs;
+  const std::string dir = path.substr(0, path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/'));
+  if (::statvfs(dir.empty() ? "." : dir.c_str(), &fs) != 0) return -1;
+  return static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+}
+
+}  // namespace
+
 Status Error(const std::string& path, const std::string& what, int rc) {
+  // LMDB reports a write cut short by a full disk as EIO (a short pwrite),
+  // not ENOSPC: the free space tells the two apart.
+  if (rc == ENOSPC || rc == EDQUOT || rc == EIO) {
+    const int64_t free_bytes = FreeBytes(path);
+    if (rc != EIO || (free_bytes >= 0 && free_bytes < kFullDiskBytes)) return Status::IOError(path, what, ENOSPC);
+  }
   std::string msg = path + ": " + what + ": " + mdb_strerror(rc);
   if (rc == MDB_INVALID || rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND || rc == MDB_VERSION_MISMATCH ||
       rc == MDB_BAD_TXN) {
     return Status::Corruption(msg);
   }
-  if (rc == MDB_MAP_FULL) return Status::FailedPrecondition(msg + " (raise the map size)");
+  if (rc == MDB_MAP_FULL) return Status::FailedPrecondition(msg + " (the shard outgrew its map: use more shards)");
   if (rc == MDB_NOTFOUND) return Status::NotFound(msg);
   return Status::IOError(path, what + " (" + mdb_strerror(rc) + ")", 0);
 }

@@ -306,5 +306,28 @@ TEST_F(EndToEnd, NamesThatAreNotUtf8NeverAbortAndComeBackExactly) {
   EXPECT_EQ(classes, nlohmann::json({"caf\xe9", "th\xe9"})) << csv_info.out;
 }
 
+// Issue 17: a full disk is named as such (LMDB reports its short write as
+// EIO), leaves no db, and --resume after freeing space finishes with the
+// content of an uninterrupted build. The disk is a 2 MiB tmpfs mounted in a
+// private mount namespace (unshare), grown to free space.
+TEST_F(EndToEnd, AFullDiskSaysSoAndResumeFinishesAfterFreeingSpace) {
+  if (RunCommand("unshare -rm true", dir_).exit_code != 0) GTEST_SKIP() << "no unshare: user namespaces are off";
+  const std::string opts = std::string(" --limit 20000 --no-progress --json");
+  auto reference = RunCommand(kPrep + " build " + kFashion + " " + dir_.Sub("reference") + opts, dir_);
+  ASSERT_EQ(reference.exit_code, 0) << reference.err;
+  const std::string disk = dir_.Sub("disk");
+  fs::create_directory(disk);
+  const std::string build = kPrep + " build " + kFashion + " " + disk + "/db" + opts;
+  auto r = RunCommand("unshare -rm sh -c 'mount -t tmpfs -o size=2m tmpfs " + disk + " && " + build +
+                          "; echo first $? >&2; test -e " + disk + "/db && echo db exists >&2; " +
+                          "mount -o remount,size=64m " + disk + " && " + build + " --resume'",
+                      dir_);
+  EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("first 1"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("db exists"), std::string::npos) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["content_hash"], nlohmann::json::parse(reference.out)["content_hash"]);
+}
+
 }  // namespace
 }  // namespace granary
