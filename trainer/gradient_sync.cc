@@ -1,6 +1,7 @@
 #include "trainer/gradient_sync.h"
 
 #include "trainer/after_backward_sync.h"
+#include "trainer/named_table.h"
 
 namespace granary {
 namespace {
@@ -15,29 +16,18 @@ const Method kMethods[] = {
     {"after-backward", [](Comm& comm) -> std::unique_ptr<GradientSync> { return std::make_unique<AfterBackwardSync>(comm); }},
 };
 
-const Method* Find(const std::string& name) {
-  for (const Method& m : kMethods) {
-    if (name == m.name) return &m;
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(const std::string& method, Comm& comm) {
-  const Method* m = Find(method);
+  const Method* m = FindByName(kMethods, method);
   if (m == nullptr) {
     return Status::InvalidArgument("--sync " + method + ": unknown (known: " + KnownGradientSyncNames() + ")");
   }
   return m->create(comm);
 }
 
-bool IsKnownGradientSync(const std::string& method) { return Find(method) != nullptr; }
+bool IsKnownGradientSync(const std::string& method) { return FindByName(kMethods, method) != nullptr; }
 
-std::string KnownGradientSyncNames() {
-  std::string names;
-  for (const Method& m : kMethods) names += (names.empty() ? "" : ", ") + std::string(m.name);
-  return names;
-}
+std::string KnownGradientSyncNames() { return JoinNames(kMethods); }
 
 }  // namespace granary

@@ -1,6 +1,7 @@
 #include "trainer/models/registry.h"
 
 #include "trainer/models/convnet.h"
+#include "trainer/named_table.h"
 
 namespace granary {
 namespace {
@@ -15,28 +16,17 @@ const Entry kModels[] = {
     {"convnet", &CreateConvNet},
 };
 
-const Entry* Find(const std::string& name) {
-  for (const Entry& e : kModels) {
-    if (name == e.name) return &e;
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 StatusOr<std::shared_ptr<Classifier>> CreateModel(const ModelSpec& spec) {
-  const Entry* e = Find(spec.name);
+  const Entry* e = FindByName(kModels, spec.name);
   if (e == nullptr) return Status::InvalidArgument("--model " + spec.name + ": unknown (known: " + KnownModelNames() + ")");
   if (spec.classes < 2) return Status::InvalidArgument("model " + spec.name + ": needs at least 2 classes");
   return e->create(spec);
 }
 
-bool IsKnownModel(const std::string& name) { return Find(name) != nullptr; }
+bool IsKnownModel(const std::string& name) { return FindByName(kModels, name) != nullptr; }
 
-std::string KnownModelNames() {
-  std::string names;
-  for (const Entry& e : kModels) names += (names.empty() ? "" : ", ") + std::string(e.name);
-  return names;
-}
+std::string KnownModelNames() { return JoinNames(kModels); }
 
 }  // namespace granary
