@@ -18,9 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "preprocess/progress.h"
-#include "store/json_text.h"
 #include "store/db.h"
 #include "store/db_writer.h"
+#include "store/json_text.h"
 #include "store/record.h"
 
 namespace granary {

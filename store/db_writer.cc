@@ -1,8 +1,7 @@
-#include "store/json_text.h"
 #include "store/db_writer.h"
 
 #include <fcntl.h>
-#include <stdio.h>
+#include <stdio.h>  // renameat2
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 #include "store/content_hash.h"
 #include "store/file.h"
 #include "store/format.h"
+#include "store/json_text.h"
 #include "store/lmdb_handles.h"
 #include "store/shard_index.h"
 

@@ -1,4 +1,3 @@
-#include "store/json_text.h"
 #include "store/manifest.h"
 
 #include <nlohmann/json.hpp>
@@ -8,6 +7,7 @@
 #include <type_traits>
 
 #include "store/format.h"
+#include "store/json_text.h"
 
 namespace granary {
 
