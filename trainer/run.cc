@@ -1,0 +1,57 @@
+#include "trainer/run.h"
+
+#include <cstdio>
+
+#include "store/db.h"
+#include "store/json_text.h"
+#include "trainer/launch.h"
+#include "trainer/report.h"
+#include "trainer/trainer.h"
+
+namespace granary {
+namespace {
+
+int Fail(const Status& s, int rank) {
+  if (rank > 0) {
+    std::fprintf(stderr, "train: rank %d: %s\n", rank, Printable(s.message()).c_str());
+  } else {
+    std::fprintf(stderr, "train: %s\n", Printable(s.message()).c_str());
+  }
+  return 1;
+}
+
+// The launcher's part: exit status of the run.
+int Launch(const TrainConfig& config, const std::vector<std::string>& argv) {
+  StatusOr<int> port = PickFreePort();
+  if (!port.ok()) return Fail(port.status(), 0);
+  LaunchOptions launch;
+  launch.args = argv;
+  launch.ranks = config.dist.ranks;
+  launch.port = port.value();
+  StatusOr<LaunchOutcome> outcome = LaunchRanks(launch);
+  if (!outcome.ok()) return Fail(outcome.status(), 0);
+  if (!outcome->failure.empty()) std::fprintf(stderr, "train: %s\n", outcome->failure.c_str());
+  return outcome->exit_code;
+}
+
+}  // namespace
+
+int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::string>& argv) {
+  const int cores = CoreCount();
+  if (Status valid = config.Validate(cores); !valid.ok()) return Fail(valid, rank);
+  if (rank < 0) {
+    if (StatusOr<std::unique_ptr<DbReader>> db = DbReader::Open(config.data.db); !db.ok()) return Fail(db.status(), 0);
+    if (config.dist.ranks > 1) return Launch(config, argv);
+    rank = 0;  // one rank: this process
+  }
+  const RunReport report(config, rank, config.ThreadsPerRank(cores), json);
+  report.Start();
+  StatusOr<std::vector<EpochReport>> reports =
+      RunRank(config, rank, [&](const EpochPlanReport& plan) { report.Plan(plan); },
+              [&](const EpochReport& r) { report.Epoch(r); });
+  if (!reports.ok()) return Fail(reports.status(), rank);
+  report.Finish(reports.value());
+  return 0;
+}
+
+}  // namespace granary
