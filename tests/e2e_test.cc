@@ -74,6 +74,10 @@ TEST_F(EndToEnd, OneAndTwoRanksFollowTheSameTrajectory) {
   ASSERT_EQ(two["epochs"].size(), 1u);
   EXPECT_NEAR(one["epochs"][0]["train_loss"].get<double>(), two["epochs"][0]["train_loss"].get<double>(), 0.01);
   EXPECT_NEAR(one["epochs"][0]["test_loss"].get<double>(), two["epochs"][0]["test_loss"].get<double>(), 0.02);
+  // The bucketed, overlapped sync averages the same values: the same losses, exactly.
+  auto bucketed = TrainJson(args + " --ranks 2 --sync bucketed --bucket-mb 1", dir_);
+  EXPECT_EQ(bucketed["epochs"][0]["train_loss"], two["epochs"][0]["train_loss"]);
+  EXPECT_EQ(bucketed["epochs"][0]["test_loss"], two["epochs"][0]["test_loss"]);
 }
 
 TEST_F(EndToEnd, BadRawInputEndsWithOneLineAndNoDb) {

@@ -66,6 +66,34 @@ Status Comm::AllReduceMean(const std::vector<torch::Tensor>& tensors) {
   });
 }
 
+namespace {
+
+class GlooPendingReduce : public PendingReduce {
+ public:
+  explicit GlooPendingReduce(c10::intrusive_ptr<c10d::Work> work) : work_(std::move(work)) {}
+  Status Wait() override {
+    if (!work_) return Status::OK();
+    Status s = CatchTorch("all-reduce", [&] { work_->wait(); });
+    work_.reset();
+    return s;
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;  // null: nothing to wait for (one rank)
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<PendingReduce>> Comm::AllReduceSumAsync(const torch::Tensor& tensor) {
+  if (impl_->options.world == 1) return std::unique_ptr<PendingReduce>(new GlooPendingReduce({}));
+  c10::intrusive_ptr<c10d::Work> work;
+  GRANARY_RETURN_IF_ERROR(CatchTorch("all-reduce", [&] {
+    std::vector<at::Tensor> bufs{tensor};
+    work = impl_->group->allreduce(bufs);
+  }));
+  return std::unique_ptr<PendingReduce>(new GlooPendingReduce(std::move(work)));
+}
+
 Status Comm::AllReduceSum(torch::Tensor& tensor) {
   if (impl_->options.world == 1) return Status::OK();
   return CatchTorch("all-reduce", [&] {

@@ -22,6 +22,14 @@ struct CommOptions {
   int timeout_s = 300;
 };
 
+// An all-reduce started and not yet waited for (Comm::AllReduceSumAsync).
+class PendingReduce {
+ public:
+  virtual ~PendingReduce() = default;
+  // Blocks until the tensor holds the sum over ranks.
+  virtual Status Wait() = 0;
+};
+
 class Comm {
  public:
   static StatusOr<std::unique_ptr<Comm>> Create(const CommOptions& options);
@@ -37,6 +45,9 @@ class Comm {
   Status AllReduceMean(const std::vector<torch::Tensor>& tensors);
   // Sum of `tensor` over ranks, in place.
   Status AllReduceSum(torch::Tensor& tensor);
+  // The same, started on Gloo's worker threads; `tensor` must not be touched
+  // until Wait() returns. Calls must still come in the same order on every rank.
+  StatusOr<std::unique_ptr<PendingReduce>> AllReduceSumAsync(const torch::Tensor& tensor);
   // Copies rank 0's values into each tensor on every rank.
   Status Broadcast(const std::vector<torch::Tensor>& tensors);
   Status Barrier();

@@ -19,7 +19,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataConfig, db, train_split, eva
                                                 shuffle, drop_last, skip_corrupt, augment, mean, stddev)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelConfig, name, dropout)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimConfig, optimizer, lr, epochs, batch_size, seed)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SyncConfig, method)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SyncConfig, method, bucket_mb)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistConfig, ranks, threads, host, port, oversubscribe)
 void to_json(nlohmann::json& j, const CheckpointConfig&) { j = nlohmann::json::object(); }
 void from_json(const nlohmann::json&, CheckpointConfig&) {}
@@ -110,6 +110,9 @@ Status TrainConfig::Validate(int cores) const {
 
   if (!IsKnownGradientSync(sync.method)) {
     return OutOfRange("--sync", sync.method, "unknown (known: " + KnownGradientSyncNames() + ")");
+  }
+  if (!(sync.bucket_mb >= 0.001 && sync.bucket_mb <= 1024)) {
+    return OutOfRange("--bucket-mb", std::to_string(sync.bucket_mb), "must be in 0.001..1024");
   }
 
   const int hard_cap = kOversubscribeFactor * cores;

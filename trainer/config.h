@@ -45,7 +45,8 @@ struct OptimConfig {
 
 // How gradients are averaged over ranks (trainer/gradient_sync.h).
 struct SyncConfig {
-  std::string method = "after-backward";
+  std::string method = "after-backward";  // or "bucketed" (DDP's overlapped buckets)
+  double bucket_mb = 25;                  // bucketed: MiB of gradients per bucket
 };
 
 // How the run is laid out over processes and cores.

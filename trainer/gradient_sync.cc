@@ -1,6 +1,9 @@
 #include "trainer/gradient_sync.h"
 
+#include <algorithm>
+
 #include "trainer/after_backward_sync.h"
+#include "trainer/bucketed_sync.h"
 #include "trainer/named_table.h"
 
 namespace granary {
@@ -8,22 +11,31 @@ namespace {
 
 struct Method {
   const char* name;
-  std::unique_ptr<GradientSync> (*create)(Comm& comm);
+  std::unique_ptr<GradientSync> (*create)(Comm& comm, size_t bucket_bytes);
 };
+
+// DDP's small first bucket: the last layer's gradients go out at once.
+constexpr size_t kFirstBucketBytes = size_t{1} << 20;
 
 // Every method, in the order --help lists them.
 const Method kMethods[] = {
-    {"after-backward", [](Comm& comm) -> std::unique_ptr<GradientSync> { return std::make_unique<AfterBackwardSync>(comm); }},
+    {"bucketed",
+     [](Comm& comm, size_t bucket_bytes) -> std::unique_ptr<GradientSync> {
+       return std::make_unique<BucketedSync>(comm, bucket_bytes, std::min(kFirstBucketBytes, bucket_bytes));
+     }},
+    {"after-backward",
+     [](Comm& comm, size_t) -> std::unique_ptr<GradientSync> { return std::make_unique<AfterBackwardSync>(comm); }},
 };
 
 }  // namespace
 
-StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(const std::string& method, Comm& comm) {
+StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(const std::string& method, size_t bucket_bytes,
+                                                           Comm& comm) {
   const Method* m = FindByName(kMethods, method);
   if (m == nullptr) {
     return Status::InvalidArgument("--sync " + method + ": unknown (known: " + KnownGradientSyncNames() + ")");
   }
-  return m->create(comm);
+  return m->create(comm, bucket_bytes);
 }
 
 bool IsKnownGradientSync(const std::string& method) { return FindByName(kMethods, method) != nullptr; }

@@ -1,12 +1,13 @@
 // GradientSync: how a rank's gradients become the mean over all ranks. The
 // step loop (trainer.cc) decides *when* (after backward, before the optimiser
-// step); an implementation decides *how* (one flat all-reduce after backward
-// today; buckets all-reduced while backward runs next), over Comm. One per
+// step); an implementation decides *how* (buckets all-reduced while backward
+// runs, or one flat all-reduce after it), over Comm. One per
 // rank, used from the training thread only.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,9 +35,11 @@ class GradientSync {
 };
 
 // The method named `method` (see KnownGradientSyncNames) over `comm`, which
-// must outlive it. InvalidArgument for an unknown name.
-StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(const std::string& method, Comm& comm);
+// must outlive it; `bucket_bytes` for the methods that bucket gradients.
+// InvalidArgument for an unknown name.
+StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(const std::string& method, size_t bucket_bytes,
+                                                           Comm& comm);
 bool IsKnownGradientSync(const std::string& method);
-std::string KnownGradientSyncNames();  // "after-backward"
+std::string KnownGradientSyncNames();  // "bucketed, after-backward"
 
 }  // namespace granary

@@ -43,6 +43,7 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c) {
 
   app.add_option("--sync", c.sync.method, "gradient sync: " + granary::KnownGradientSyncNames())
       ->capture_default_str();
+  app.add_option("--bucket-mb", c.sync.bucket_mb, "bucketed sync: MiB of gradients per bucket")->capture_default_str();
 
   app.add_option("--ranks", c.dist.ranks, "rank processes")->capture_default_str();
   app.add_option("--threads", c.dist.threads, "intra-op threads per rank (0: cores / ranks)")->capture_default_str();

@@ -85,7 +85,8 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
     torch::NoGradGuard no_grad;
     GRANARY_RETURN_IF_ERROR(comm.value()->Broadcast(params));
   }
-  StatusOr<std::unique_ptr<GradientSync>> sync = CreateGradientSync(c.sync.method, *comm.value());
+  StatusOr<std::unique_ptr<GradientSync>> sync =
+      CreateGradientSync(c.sync.method, static_cast<size_t>(c.sync.bucket_mb * (1 << 20)), *comm.value());
   if (!sync.ok()) return sync.status();
   GRANARY_RETURN_IF_ERROR(sync.value()->Attach(params));
   torch::manual_seed(c.optim.seed * 1000003 + static_cast<uint64_t>(rank) + 1);  // dropout differs per rank

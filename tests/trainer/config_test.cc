@@ -38,6 +38,7 @@ TEST(TrainConfig, EveryOutOfRangeFieldIsNamedByItsFlag) {
       {"--batch-size -1", [](TrainConfig& c) { c.optim.batch_size = -1; }},
       {"--batch-size 65", [](TrainConfig& c) { c.optim.batch_size = 65; }},  // not a multiple of 2 ranks
       {"--sync sometimes", [](TrainConfig& c) { c.sync.method = "sometimes"; }},
+      {"--bucket-mb 0", [](TrainConfig& c) { c.sync.bucket_mb = 0; }},
       {"--ranks 1000", [](TrainConfig& c) { c.dist.ranks = 1000; }},
       {"--ranks 0", [](TrainConfig& c) { c.dist.ranks = 0; }},
       {"--threads 100000", [](TrainConfig& c) { c.dist.threads = 100000; }},
@@ -87,6 +88,8 @@ TEST(TrainConfig, JsonRoundTripsEveryFieldAndDifferencesNameThem) {
   c.optim.epochs = 9;
   c.optim.batch_size = 128;
   c.optim.seed = 42;
+  c.sync.method = "bucketed";
+  c.sync.bucket_mb = 4;
   c.dist.ranks = 4;
   c.dist.threads = 2;
   c.dist.host = "10.0.0.1";
@@ -99,7 +102,7 @@ TEST(TrainConfig, JsonRoundTripsEveryFieldAndDifferencesNameThem) {
   EXPECT_EQ(back->ToJson(), c.ToJson());
   // Every field above differs from the default, and each difference is named.
   const std::vector<std::string> diff = TrainConfig{}.Differences(c);
-  EXPECT_EQ(diff.size(), 21u);
+  EXPECT_EQ(diff.size(), 23u);
   EXPECT_NE(std::find(diff.begin(), diff.end(), "optim.seed: 0 -> 42"), diff.end());
   EXPECT_NE(TrainConfig{}, c);
 }
