@@ -12,13 +12,15 @@
 #include "store/json_text.h"
 #include "trainer/gradient_sync.h"
 #include "trainer/models/registry.h"
+#include "trainer/optimizer.h"
 
 namespace granary {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataConfig, db, train_split, eval_split, loader_threads, prefetch,
                                                 shuffle, drop_last, skip_corrupt, augment, mean, stddev)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelConfig, name, dropout)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimConfig, optimizer, lr, epochs, batch_size, seed)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimConfig, optimizer, lr, momentum, nesterov, weight_decay, epochs,
+                                                batch_size, seed)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SyncConfig, method, bucket_mb)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistConfig, ranks, threads, host, port, oversubscribe)
 void to_json(nlohmann::json& j, const CheckpointConfig&) { j = nlohmann::json::object(); }
@@ -66,6 +68,13 @@ int CoreCount() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+void TrainConfig::ResolveDefaults() {
+  if (!IsKnownOptimizer(optim.optimizer)) return;
+  const OptimizerDefaults d = DefaultsOf(optim.optimizer);
+  if (optim.lr < 0) optim.lr = d.lr;
+  if (optim.weight_decay < 0) optim.weight_decay = d.weight_decay;
+}
+
 int TrainConfig::ThreadsPerRank(int cores) const {
   return dist.threads > 0 ? dist.threads : std::max(1, cores / std::max(1, dist.ranks));
 }
@@ -97,9 +106,23 @@ Status TrainConfig::Validate(int cores) const {
     return OutOfRange("--dropout", std::to_string(model.dropout), "must be in [0, 1)");
   }
 
-  if (optim.optimizer != "adam") return OutOfRange("--optimizer", optim.optimizer, "unknown (known: adam)");
+  if (!IsKnownOptimizer(optim.optimizer)) {
+    return OutOfRange("--optimizer", optim.optimizer, "unknown (known: " + KnownOptimizerNames() + ")");
+  }
   if (!(std::isfinite(optim.lr) && optim.lr > 0)) {
     return OutOfRange("--lr", std::to_string(optim.lr), "must be finite and > 0");
+  }
+  if (!(optim.momentum >= 0 && optim.momentum < 1)) {
+    return OutOfRange("--momentum", std::to_string(optim.momentum), "must be in [0, 1)");
+  }
+  if (optim.momentum > 0 && optim.optimizer != "sgd") {
+    return Status::InvalidArgument("--momentum is for --optimizer sgd (" + optim.optimizer + " has its own betas)");
+  }
+  if (optim.nesterov && !(optim.optimizer == "sgd" && optim.momentum > 0)) {
+    return Status::InvalidArgument("--nesterov needs --optimizer sgd with --momentum above 0");
+  }
+  if (!(std::isfinite(optim.weight_decay) && optim.weight_decay >= 0 && optim.weight_decay < 1)) {
+    return OutOfRange("--weight-decay", std::to_string(optim.weight_decay), "must be in [0, 1)");
   }
   if (optim.epochs < 1 || optim.epochs > kMaxEpochs) {
     return OutOfRange("--epochs", std::to_string(optim.epochs), Range(1, kMaxEpochs));

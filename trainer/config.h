@@ -34,10 +34,14 @@ struct ModelConfig {
   double dropout = 0.4;
 };
 
-// The optimisation recipe.
+// The optimisation recipe. `lr` and `weight_decay` below 0 mean the
+// optimizer's default (trainer/optimizer.h), filled in by ResolveDefaults.
 struct OptimConfig {
-  std::string optimizer = "adam";
-  double lr = 1e-3;
+  std::string optimizer = "adam";  // sgd, adam or adamw
+  double lr = -1;
+  double momentum = 0;             // sgd
+  bool nesterov = false;           // sgd, with momentum
+  double weight_decay = -1;
   int epochs = 5;
   int64_t batch_size = 64;  // global: each rank takes batch_size / ranks
   uint64_t seed = 0;        // weights, epoch order, dropout
@@ -70,6 +74,10 @@ struct TrainConfig {
   DistConfig dist;
   CheckpointConfig checkpoint;
 
+  // Replaces "the optimizer's default" (lr, weight_decay < 0) by its value,
+  // so what is printed and compared is what runs. Unknown optimizers are
+  // left for Validate to name.
+  void ResolveDefaults();
   // Checks every field against its bounds on a machine with `cores` cores,
   // before any work starts; InvalidArgument naming the flag (and the bound)
   // of the first field out of range.

@@ -38,6 +38,7 @@ int Launch(const TrainConfig& config, const std::vector<std::string>& argv) {
 
 int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::string>& argv) {
   const int cores = CoreCount();
+  config.ResolveDefaults();
   if (Status valid = config.Validate(cores); !valid.ok()) return Fail(valid, rank);
   if (rank < 0) {
     if (StatusOr<std::unique_ptr<DbReader>> db = DbReader::Open(config.data.db); !db.ok()) return Fail(db.status(), 0);

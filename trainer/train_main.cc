@@ -10,6 +10,7 @@
 #include "trainer/config.h"
 #include "trainer/gradient_sync.h"
 #include "trainer/models/registry.h"
+#include "trainer/optimizer.h"
 #include "trainer/run.h"
 
 namespace {
@@ -34,8 +35,12 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c) {
   app.add_option("--model", c.model.name, "model: " + granary::KnownModelNames())->capture_default_str();
   app.add_option("--dropout", c.model.dropout, "dropout before the last layer")->capture_default_str();
 
-  app.add_option("--optimizer", c.optim.optimizer, "optimizer: adam")->capture_default_str();
-  app.add_option("--lr", c.optim.lr, "learning rate")->capture_default_str();
+  app.add_option("--optimizer", c.optim.optimizer, "optimizer: " + granary::KnownOptimizerNames())
+      ->capture_default_str();
+  app.add_option("--lr", c.optim.lr, "learning rate (default: sgd 0.01, adam and adamw 0.001)");
+  app.add_option("--momentum", c.optim.momentum, "sgd: momentum")->capture_default_str();
+  app.add_flag("--nesterov", c.optim.nesterov, "sgd: Nesterov momentum");
+  app.add_option("--weight-decay", c.optim.weight_decay, "weight decay (default: 0, adamw 0.01)");
   app.add_option("--epochs", c.optim.epochs, "epochs")->capture_default_str();
   app.add_option("--batch-size", c.optim.batch_size, "global batch size, split evenly over ranks")
       ->capture_default_str();

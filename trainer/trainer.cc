@@ -10,6 +10,7 @@
 #include "trainer/evaluate.h"
 #include "trainer/gradient_sync.h"
 #include "trainer/models/registry.h"
+#include "trainer/optimizer.h"
 #include "trainer/torch_guard.h"
 
 namespace granary {
@@ -90,7 +91,9 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
   if (!sync.ok()) return sync.status();
   GRANARY_RETURN_IF_ERROR(sync.value()->Attach(params));
   torch::manual_seed(c.optim.seed * 1000003 + static_cast<uint64_t>(rank) + 1);  // dropout differs per rank
-  torch::optim::Adam optimizer(params, torch::optim::AdamOptions(c.optim.lr));
+  StatusOr<std::unique_ptr<torch::optim::Optimizer>> made = CreateOptimizer(c.optim, params);
+  if (!made.ok()) return made.status();
+  torch::optim::Optimizer& optimizer = *made.value();
 
   std::vector<EpochReport> reports;
   Loader& train = *loader.value();

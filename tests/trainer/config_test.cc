@@ -13,6 +13,7 @@ namespace {
 TrainConfig Good() {
   TrainConfig c;
   c.data.db = "some.db";
+  c.ResolveDefaults();
   return c;
 }
 
@@ -33,6 +34,10 @@ TEST(TrainConfig, EveryOutOfRangeFieldIsNamedByItsFlag) {
       {"--model tiny", [](TrainConfig& c) { c.model.name = "tiny"; }},
       {"--dropout 1", [](TrainConfig& c) { c.model.dropout = 1; }},
       {"--optimizer lbfgs", [](TrainConfig& c) { c.optim.optimizer = "lbfgs"; }},
+      {"--momentum 1", [](TrainConfig& c) { c.optim.optimizer = "sgd", c.optim.momentum = 1; }},
+      {"--momentum is for --optimizer sgd", [](TrainConfig& c) { c.optim.momentum = 0.9; }},  // adam
+      {"--nesterov needs", [](TrainConfig& c) { c.optim.optimizer = "sgd", c.optim.nesterov = true; }},
+      {"--weight-decay", [](TrainConfig& c) { c.optim.weight_decay = -0.5; }},
       {"--lr -", [](TrainConfig& c) { c.optim.lr = -0.1; }},
       {"--epochs 0", [](TrainConfig& c) { c.optim.epochs = 0; }},
       {"--batch-size -1", [](TrainConfig& c) { c.optim.batch_size = -1; }},
@@ -53,6 +58,23 @@ TEST(TrainConfig, EveryOutOfRangeFieldIsNamedByItsFlag) {
     EXPECT_NE(s.message().find(flag), std::string::npos) << flag << ": " << s.message();
     EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();
   }
+}
+
+TEST(TrainConfig, EachOptimizerGetsItsOwnDefaultsUnlessGiven) {
+  TrainConfig c;
+  c.optim.optimizer = "sgd";
+  c.ResolveDefaults();
+  EXPECT_EQ(c.optim.lr, 0.01);
+  EXPECT_EQ(c.optim.weight_decay, 0.0);
+  c = TrainConfig{};
+  c.optim.optimizer = "adamw";
+  c.ResolveDefaults();
+  EXPECT_EQ(c.optim.lr, 1e-3);
+  EXPECT_EQ(c.optim.weight_decay, 1e-2);
+  c = TrainConfig{};
+  c.optim.lr = 0.5;
+  c.ResolveDefaults();
+  EXPECT_EQ(c.optim.lr, 0.5);  // given: kept
 }
 
 TEST(TrainConfig, OversubscriptionIsAllowedWhenAskedForUpToAHardCap) {
@@ -88,6 +110,10 @@ TEST(TrainConfig, JsonRoundTripsEveryFieldAndDifferencesNameThem) {
   c.optim.epochs = 9;
   c.optim.batch_size = 128;
   c.optim.seed = 42;
+  c.optim.optimizer = "sgd";
+  c.optim.momentum = 0.9;
+  c.optim.nesterov = true;
+  c.optim.weight_decay = 1e-4;
   c.sync.method = "bucketed";
   c.sync.bucket_mb = 4;
   c.dist.ranks = 4;
@@ -102,14 +128,14 @@ TEST(TrainConfig, JsonRoundTripsEveryFieldAndDifferencesNameThem) {
   EXPECT_EQ(back->ToJson(), c.ToJson());
   // Every field above differs from the default, and each difference is named.
   const std::vector<std::string> diff = TrainConfig{}.Differences(c);
-  EXPECT_EQ(diff.size(), 23u);
+  EXPECT_EQ(diff.size(), 27u);
   EXPECT_NE(std::find(diff.begin(), diff.end(), "optim.seed: 0 -> 42"), diff.end());
   EXPECT_NE(TrainConfig{}, c);
 }
 
 TEST(TrainConfig, FromJsonRefusesUnknownMembersAndWrongTypes) {
-  EXPECT_EQ(TrainConfig::FromJson(R"({"optim": {"lr": 0.1, "momentum": 0.9}})").status().message(),
-            "train config: unknown member optim.momentum");
+  EXPECT_EQ(TrainConfig::FromJson(R"({"optim": {"lr": 0.1, "dampening": 0.9}})").status().message(),
+            "train config: unknown member optim.dampening");
   EXPECT_EQ(TrainConfig::FromJson(R"({"optim": {"epochs": "many"}})").status().code(),
             Status::Code::kInvalidArgument);
   EXPECT_FALSE(TrainConfig::FromJson("[1, 2]").ok());
