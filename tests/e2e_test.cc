@@ -333,5 +333,21 @@ TEST_F(EndToEnd, AFullDiskSaysSoAndResumeFinishesAfterFreeingSpace) {
   EXPECT_EQ(nlohmann::json::parse(r.out)["content_hash"], nlohmann::json::parse(reference.out)["content_hash"]);
 }
 
+// Issue 9: bf16 (CPU autocast) and channels-last train: the loss falls, and
+// both sync methods give the same numbers under them.
+TEST_F(EndToEnd, Bf16AndChannelsLastLowerTheLoss) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(RunCommand(kPrep + " build " + kFashion + " " + db + " --limit 2000 --no-progress", dir_).exit_code, 0);
+  const std::string args = "--db " + db + " --epochs 2 --eval-split '' --optimizer sgd --lr 0.02 --momentum 0.9 " +
+                           "--precision bf16 --channels-last --dropout 0 --ranks 2";
+  auto j = TrainJson(args, dir_);
+  ASSERT_EQ(j["epochs"].size(), 2u);
+  EXPECT_LT(j["epochs"][1]["train_loss"].get<double>(), j["epochs"][0]["train_loss"].get<double>());
+  EXPECT_LT(j["epochs"][1]["train_loss"].get<double>(), 1.0);
+  EXPECT_EQ(j["config"]["model"]["precision"], "bf16");
+  auto bucketed = TrainJson(args + " --sync bucketed", dir_);
+  EXPECT_EQ(bucketed["epochs"][1]["train_loss"], j["epochs"][1]["train_loss"]);
+}
+
 }  // namespace
 }  // namespace granary

@@ -60,7 +60,7 @@ Status Comm::AllReduceMean(const std::vector<torch::Tensor>& tensors) {
     impl_->flat.div_(static_cast<double>(impl_->options.world));
     at = 0;
     for (const auto& t : tensors) {
-      t.view({-1}).copy_(impl_->flat.narrow(0, at, t.numel()));
+      t.copy_(impl_->flat.narrow(0, at, t.numel()).view(t.sizes()));  // t may be channels-last
       at += t.numel();
     }
   });

@@ -18,7 +18,7 @@ namespace granary {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataConfig, db, train_split, eval_split, loader_threads, prefetch,
                                                 shuffle, drop_last, skip_corrupt, augment, mean, stddev)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelConfig, name, dropout)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelConfig, name, dropout, precision, channels_last)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimConfig, optimizer, lr, momentum, nesterov, weight_decay, epochs,
                                                 batch_size, seed)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SyncConfig, method, bucket_mb)
@@ -104,6 +104,9 @@ Status TrainConfig::Validate(int cores) const {
   }
   if (!(model.dropout >= 0 && model.dropout < 1)) {
     return OutOfRange("--dropout", std::to_string(model.dropout), "must be in [0, 1)");
+  }
+  if (model.precision != "fp32" && model.precision != "bf16") {
+    return OutOfRange("--precision", model.precision, "expected fp32 or bf16");
   }
 
   if (!IsKnownOptimizer(optim.optimizer)) {

@@ -28,10 +28,12 @@ struct DataConfig {
   float stddev = 1.0f;
 };
 
-// Which network (trainer/models/registry.h) and its knobs.
+// Which network (trainer/models/registry.h), its knobs, and how it computes.
 struct ModelConfig {
   std::string name = "convnet";
   double dropout = 0.4;
+  std::string precision = "fp32";  // or "bf16": CPU autocast, fp32 weights and loss
+  bool channels_last = false;      // NHWC batches and conv weights
 };
 
 // The optimisation recipe. `lr` and `weight_decay` below 0 mean the

@@ -7,13 +7,16 @@
 
 namespace granary {
 
-torch::Tensor InputTensor(Batch& b) { return torch::from_blob(b.input.data(), b.input_shape, torch::kFloat32); }
+torch::Tensor InputTensor(Batch& b, bool channels_last) {
+  torch::Tensor t = torch::from_blob(b.input.data(), b.input_shape, torch::kFloat32);
+  return channels_last ? t.permute({0, 3, 1, 2}) : t;
+}
 
 torch::Tensor TargetTensor(Batch& b) {
   return torch::from_blob(b.target.data(), {static_cast<int64_t>(b.size)}, torch::kInt64);
 }
 
-StatusOr<EvalResult> Evaluate(const DbReader& db, LoaderOptions options, Classifier& model) {
+StatusOr<EvalResult> Evaluate(const DbReader& db, LoaderOptions options, Classifier& model, const Precision& precision) {
   options.sampler = SamplerOptions{};
   options.sampler.mode = ShuffleMode::kNone;
   options.augment = AugmentOptions{};
@@ -33,7 +36,7 @@ StatusOr<EvalResult> Evaluate(const DbReader& db, LoaderOptions options, Classif
       std::fprintf(stderr, "train: evaluation: skipped corrupt %s\n", Printable(reason).c_str());
     }
     GRANARY_RETURN_IF_ERROR(CatchTorch("evaluation", [&] {
-      torch::Tensor logits = model.forward(InputTensor(batch));
+      torch::Tensor logits = precision.Forward(model, InputTensor(batch, options.channels_last));
       torch::Tensor target = TargetTensor(batch);
       loss_sum += torch::nll_loss(torch::log_softmax(logits, 1), target, {}, at::Reduction::Sum).item<double>();
       correct += logits.argmax(1).eq(target).sum().item<int64_t>();

@@ -6,6 +6,7 @@
 
 #include "loader/loader.h"
 #include "trainer/models/registry.h"
+#include "trainer/precision.h"
 
 namespace granary {
 
@@ -18,11 +19,12 @@ struct EvalResult {
 // Reads `options.split` in order (options' sampler and augmentation are
 // overridden: every sample once, none augmented). Errors from the loader or
 // LibTorch come back as Status.
-StatusOr<EvalResult> Evaluate(const DbReader& db, LoaderOptions options, Classifier& model);
+StatusOr<EvalResult> Evaluate(const DbReader& db, LoaderOptions options, Classifier& model, const Precision& precision);
 
 // Wraps a Batch's buffers as tensors without copying; valid while the Batch
-// is untouched.
-torch::Tensor InputTensor(Batch& batch);
+// is untouched. A channels-last batch (N x H x W x C in memory) comes back as
+// an N x C x H x W tensor with channels-last strides.
+torch::Tensor InputTensor(Batch& batch, bool channels_last = false);
 torch::Tensor TargetTensor(Batch& batch);
 
 }  // namespace granary

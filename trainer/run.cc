@@ -5,6 +5,7 @@
 #include "store/db.h"
 #include "store/json_text.h"
 #include "trainer/launch.h"
+#include "trainer/precision.h"
 #include "trainer/report.h"
 #include "trainer/trainer.h"
 
@@ -42,6 +43,10 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
   if (Status valid = config.Validate(cores); !valid.ok()) return Fail(valid, rank);
   if (rank < 0) {
     if (StatusOr<std::unique_ptr<DbReader>> db = DbReader::Open(config.data.db); !db.ok()) return Fail(db.status(), 0);
+    if (config.model.precision == "bf16" && !CpuHasNativeBf16()) {
+      std::fprintf(stderr, "train: warning: this CPU has no native bf16 (AVX512-BF16 or AMX): bf16 runs emulated, "
+                           "likely slower than fp32\n");
+    }
     if (config.dist.ranks > 1) return Launch(config, argv);
     rank = 0;  // one rank: this process
   }

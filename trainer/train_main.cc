@@ -34,6 +34,9 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c) {
 
   app.add_option("--model", c.model.name, "model: " + granary::KnownModelNames())->capture_default_str();
   app.add_option("--dropout", c.model.dropout, "dropout before the last layer")->capture_default_str();
+  app.add_option("--precision", c.model.precision, "fp32, or bf16 (CPU autocast; fp32 weights, optimiser and loss)")
+      ->capture_default_str();
+  app.add_flag("--channels-last", c.model.channels_last, "NHWC batches and conv weights (oneDNN's fast layout)");
 
   app.add_option("--optimizer", c.optim.optimizer, "optimizer: " + granary::KnownOptimizerNames())
       ->capture_default_str();

@@ -11,6 +11,7 @@
 #include "trainer/gradient_sync.h"
 #include "trainer/models/registry.h"
 #include "trainer/optimizer.h"
+#include "trainer/precision.h"
 #include "trainer/torch_guard.h"
 
 namespace granary {
@@ -30,6 +31,7 @@ LoaderOptions BaseLoaderOptions(const DataConfig& d) {
 // The training loader of rank `rank`.
 StatusOr<std::unique_ptr<Loader>> TrainLoader(const DbReader& db, const TrainConfig& c, int rank) {
   LoaderOptions lo = BaseLoaderOptions(c.data);
+  lo.channels_last = c.model.channels_last;
   lo.split = c.data.train_split;
   lo.batch_size = static_cast<size_t>(c.optim.batch_size / c.dist.ranks);
   lo.sampler.seed = c.optim.seed;
@@ -73,6 +75,9 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
   }));
   if (!model.ok()) return model.status().WithContext(c.data.db);
   Classifier& net = *model.value();
+  StatusOr<Precision> precision = Precision::Create(c.model);
+  if (!precision.ok()) return precision.status();
+  GRANARY_RETURN_IF_ERROR(CatchTorch("channels-last weights", [&] { precision->Prepare(net); }));
 
   CommOptions co;
   co.rank = rank;
@@ -114,8 +119,8 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
       }
       GRANARY_RETURN_IF_ERROR(CatchTorch("training step", [&] {
         optimizer.zero_grad();
-        torch::Tensor loss =
-            torch::nll_loss(torch::log_softmax(net.forward(InputTensor(batch)), 1), TargetTensor(batch));
+        torch::Tensor logits = precision->Forward(net, InputTensor(batch, precision->channels_last()));
+        torch::Tensor loss = torch::nll_loss(torch::log_softmax(logits, 1), TargetTensor(batch));
         sync.value()->BeginStep();
         loss.backward();
         local_loss_sum += loss.item<double>() * static_cast<double>(batch.size);
@@ -142,9 +147,10 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
     r.comm_fraction = (sync.value()->blocked_seconds() - sync_before) / seconds;
     if (rank == 0 && !c.data.eval_split.empty()) {
       LoaderOptions eval = BaseLoaderOptions(c.data);
+      eval.channels_last = c.model.channels_last;
       eval.split = c.data.eval_split;
       eval.batch_size = 256;
-      StatusOr<EvalResult> result = Evaluate(*db.value(), eval, net);
+      StatusOr<EvalResult> result = Evaluate(*db.value(), eval, net, precision.value());
       if (!result.ok()) return result.status();
       r.evaluated = true;
       r.test_loss = result->loss;

@@ -33,6 +33,7 @@ TEST(TrainConfig, EveryOutOfRangeFieldIsNamedByItsFlag) {
       {"--std 0", [](TrainConfig& c) { c.data.stddev = 0; }},
       {"--model tiny", [](TrainConfig& c) { c.model.name = "tiny"; }},
       {"--dropout 1", [](TrainConfig& c) { c.model.dropout = 1; }},
+      {"--precision fp16", [](TrainConfig& c) { c.model.precision = "fp16"; }},
       {"--optimizer lbfgs", [](TrainConfig& c) { c.optim.optimizer = "lbfgs"; }},
       {"--momentum 1", [](TrainConfig& c) { c.optim.optimizer = "sgd", c.optim.momentum = 1; }},
       {"--momentum is for --optimizer sgd", [](TrainConfig& c) { c.optim.momentum = 0.9; }},  // adam
@@ -106,6 +107,8 @@ TEST(TrainConfig, JsonRoundTripsEveryFieldAndDifferencesNameThem) {
   c.data.mean = 0.25f;
   c.data.stddev = 0.5f;
   c.model.dropout = 0.1;
+  c.model.precision = "bf16";
+  c.model.channels_last = true;
   c.optim.lr = 0.01;
   c.optim.epochs = 9;
   c.optim.batch_size = 128;
@@ -128,7 +131,7 @@ TEST(TrainConfig, JsonRoundTripsEveryFieldAndDifferencesNameThem) {
   EXPECT_EQ(back->ToJson(), c.ToJson());
   // Every field above differs from the default, and each difference is named.
   const std::vector<std::string> diff = TrainConfig{}.Differences(c);
-  EXPECT_EQ(diff.size(), 27u);
+  EXPECT_EQ(diff.size(), 29u);
   EXPECT_NE(std::find(diff.begin(), diff.end(), "optim.seed: 0 -> 42"), diff.end());
   EXPECT_NE(TrainConfig{}, c);
 }
