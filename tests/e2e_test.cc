@@ -345,6 +345,14 @@ TEST_F(EndToEnd, Bf16AndChannelsLastLowerTheLoss) {
   EXPECT_LT(j["epochs"][1]["train_loss"].get<double>(), j["epochs"][0]["train_loss"].get<double>());
   EXPECT_LT(j["epochs"][1]["train_loss"].get<double>(), 1.0);
   EXPECT_EQ(j["config"]["model"]["precision"], "bf16");
+  // The epoch's time splits into compute, sync wait and data stall (plus a little bookkeeping).
+  for (const auto& e : j["epochs"]) {
+    const double parts = e["compute_fraction"].get<double>() + e["comm_fraction"].get<double>() +
+                         e["stall_fraction"].get<double>();
+    EXPECT_GT(e["compute_fraction"].get<double>(), 0.3) << e;
+    EXPECT_GT(parts, 0.8) << e;
+    EXPECT_LE(parts, 1.0) << e;
+  }
   auto bucketed = TrainJson(args + " --sync bucketed", dir_);
   EXPECT_EQ(bucketed["epochs"][1]["train_loss"], j["epochs"][1]["train_loss"]);
 }

@@ -17,6 +17,7 @@ nlohmann::json EpochJson(const EpochReport& r) {
                       {"samples_per_s", r.samples_per_s},
                       {"stall_fraction", r.stall_fraction},
                       {"comm_fraction", r.comm_fraction},
+                      {"compute_fraction", r.compute_fraction},
                       {"queue_depth", r.queue_depth}};
   if (r.evaluated) {
     j["test_loss"] = r.test_loss;
@@ -52,8 +53,9 @@ void RunReport::Epoch(const EpochReport& r) const {
   if (!text()) return;
   std::printf("epoch %d/%d  train_loss %.4f", r.epoch, config_.optim.epochs, r.train_loss);
   if (r.evaluated) std::printf("  test_loss %.4f  test_acc %.4f", r.test_loss, r.test_accuracy);
-  std::printf("  samples/s %.0f  stall %.1f%%  queue %.1f  comm %.1f%%  time %.1fs\n", r.samples_per_s,
-              100 * r.stall_fraction, r.queue_depth, 100 * r.comm_fraction, r.seconds);
+  std::printf("  samples/s %.0f  stall %.1f%%  queue %.1f  compute %.1f%%  sync wait %.1f%%  time %.1fs\n",
+              r.samples_per_s, 100 * r.stall_fraction, r.queue_depth, 100 * r.compute_fraction,
+              100 * r.comm_fraction, r.seconds);
   std::fflush(stdout);
 }
 

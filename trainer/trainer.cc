@@ -109,7 +109,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
     const LoaderStats before = train.stats();
     const double sync_before = sync.value()->blocked_seconds();
     train.StartEpoch(static_cast<uint64_t>(epoch));
-    double local_loss_sum = 0, local_samples = 0;
+    double local_loss_sum = 0, local_samples = 0, compute_seconds = 0;
     for (;;) {
       StatusOr<bool> more = train.Next(&batch);
       if (!more.ok()) return more.status();
@@ -117,6 +117,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
       for (const std::string& reason : batch.skipped_reasons) {
         std::fprintf(stderr, "train: rank %d: skipped corrupt %s\n", rank, Printable(reason).c_str());
       }
+      const auto step_start = std::chrono::steady_clock::now();
       GRANARY_RETURN_IF_ERROR(CatchTorch("training step", [&] {
         optimizer.zero_grad();
         torch::Tensor logits = precision->Forward(net, InputTensor(batch, precision->channels_last()));
@@ -126,8 +127,11 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
         local_loss_sum += loss.item<double>() * static_cast<double>(batch.size);
         local_samples += static_cast<double>(batch.size);
       }));
+      const double sync_blocked = sync.value()->blocked_seconds();
       GRANARY_RETURN_IF_ERROR(sync.value()->FinishStep());
       GRANARY_RETURN_IF_ERROR(CatchTorch("optimizer step", [&] { optimizer.step(); }));
+      // The step's own time, less what it waited for the sync.
+      compute_seconds += SecondsSince(step_start) - (sync.value()->blocked_seconds() - sync_blocked);
     }
     const double seconds = SecondsSince(start);
     torch::Tensor totals = torch::tensor({local_loss_sum, local_samples}, torch::kFloat64);
@@ -145,6 +149,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
                                                          static_cast<double>(after.batches - before.batches)
                                                    : 0.0;
     r.comm_fraction = (sync.value()->blocked_seconds() - sync_before) / seconds;
+    r.compute_fraction = compute_seconds / seconds;
     if (rank == 0 && !c.data.eval_split.empty()) {
       LoaderOptions eval = BaseLoaderOptions(c.data);
       eval.channels_last = c.model.channels_last;

@@ -19,7 +19,8 @@ struct EpochReport {
   double seconds = 0;         // training part of the epoch
   double samples_per_s = 0;   // over all ranks
   double stall_fraction = 0;  // rank 0's time waiting for data / epoch time
-  double comm_fraction = 0;   // rank 0's time blocked in gradient sync / epoch time
+  double comm_fraction = 0;     // rank 0's time blocked waiting for the gradient sync / epoch time
+  double compute_fraction = 0;  // rank 0's forward, backward and optimizer step (sync wait excluded) / epoch time
   double queue_depth = 0;     // rank 0's mean number of ready batches at each step
   bool evaluated = false;     // rank 0 only, when the config names an eval split
   double test_loss = 0;
