@@ -74,6 +74,15 @@ TEST_F(EndToEnd, OneAndTwoRanksFollowTheSameTrajectory) {
   ASSERT_EQ(two["epochs"].size(), 1u);
   EXPECT_NEAR(one["epochs"][0]["train_loss"].get<double>(), two["epochs"][0]["train_loss"].get<double>(), 0.01);
   EXPECT_NEAR(one["epochs"][0]["test_loss"].get<double>(), two["epochs"][0]["test_loss"].get<double>(), 0.02);
+  // Two ranks accumulating two micro-batches of 8 take the same steps (to float rounding).
+  for (const char* sync : {"after-backward", "bucketed"}) {
+    auto accum = TrainJson(args + " --ranks 2 --accum 2 --sync " + sync, dir_);
+    // (Stepping after every micro-batch instead would differ by about 0.1.)
+    EXPECT_NEAR(one["epochs"][0]["train_loss"].get<double>(), accum["epochs"][0]["train_loss"].get<double>(), 1e-4)
+        << sync;
+    EXPECT_NEAR(one["epochs"][0]["test_loss"].get<double>(), accum["epochs"][0]["test_loss"].get<double>(), 1e-4)
+        << sync;
+  }
   // The bucketed, overlapped sync averages the same values: the same losses, exactly.
   auto bucketed = TrainJson(args + " --ranks 2 --sync bucketed --bucket-mb 1", dir_);
   EXPECT_EQ(bucketed["epochs"][0]["train_loss"], two["epochs"][0]["train_loss"]);

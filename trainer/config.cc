@@ -20,7 +20,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataConfig, db, train_split, eva
                                                 shuffle, drop_last, skip_corrupt, augment, mean, stddev)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelConfig, name, dropout, precision, channels_last)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimConfig, optimizer, lr, momentum, nesterov, weight_decay, epochs,
-                                                batch_size, seed)
+                                                batch_size, accum, seed)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SyncConfig, method, bucket_mb)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistConfig, ranks, threads, host, port, oversubscribe)
 void to_json(nlohmann::json& j, const CheckpointConfig&) { j = nlohmann::json::object(); }
@@ -32,6 +32,7 @@ namespace {
 constexpr int64_t kMaxBatch = int64_t{1} << 20;
 constexpr int kMaxPrefetch = 256;
 constexpr int kMaxEpochs = 1000000;
+constexpr int kMaxAccum = 1024;
 // With --oversubscribe, ranks x threads may reach this many times the cores.
 constexpr int kOversubscribeFactor = 8;
 // Loader threads mostly wait on reads, so a few per core can still help.
@@ -162,9 +163,16 @@ Status TrainConfig::Validate(int cores) const {
                                    " threads: more than " + std::to_string(kOversubscribeFactor) + " x " +
                                    cores_text + " even with --oversubscribe");
   }
+  if (optim.accum < 1 || optim.accum > kMaxAccum) {
+    return OutOfRange("--accum", std::to_string(optim.accum), Range(1, kMaxAccum));
+  }
   if (optim.batch_size % dist.ranks != 0) {
     return Status::InvalidArgument("--batch-size " + std::to_string(optim.batch_size) +
                                    " must be a positive multiple of --ranks " + std::to_string(dist.ranks));
+  }
+  if (optim.batch_size % (int64_t{dist.ranks} * optim.accum) != 0) {
+    return Status::InvalidArgument("--batch-size " + std::to_string(optim.batch_size) + " must be a multiple of --ranks " +
+                                   std::to_string(dist.ranks) + " x --accum " + std::to_string(optim.accum));
   }
   if (dist.host.empty()) return Status::InvalidArgument("--host is empty");
   if (dist.port < 0 || dist.port > 65535) return OutOfRange("--port", std::to_string(dist.port), Range(0, 65535));

@@ -46,6 +46,7 @@ struct OptimConfig {
   double weight_decay = -1;
   int epochs = 5;
   int64_t batch_size = 64;  // global: each rank takes batch_size / ranks
+  int accum = 1;            // micro-batches per step: each rank's batch is split accum ways
   uint64_t seed = 0;        // weights, epoch order, dropout
 };
 

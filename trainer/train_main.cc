@@ -47,6 +47,10 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c) {
   app.add_option("--epochs", c.optim.epochs, "epochs")->capture_default_str();
   app.add_option("--batch-size", c.optim.batch_size, "global batch size, split evenly over ranks")
       ->capture_default_str();
+  app.add_option("--accum", c.optim.accum,
+                 "gradient accumulation: micro-batches per step (each rank's batch split this many ways; "
+                 "only the last is synchronised)")
+      ->capture_default_str();
   app.add_option("--seed", c.optim.seed, "seed for weights, epoch order and dropout")->capture_default_str();
 
   app.add_option("--sync", c.sync.method, "gradient sync: " + granary::KnownGradientSyncNames())

@@ -1,5 +1,6 @@
 #include "trainer/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -33,7 +34,7 @@ StatusOr<std::unique_ptr<Loader>> TrainLoader(const DbReader& db, const TrainCon
   LoaderOptions lo = BaseLoaderOptions(c.data);
   lo.channels_last = c.model.channels_last;
   lo.split = c.data.train_split;
-  lo.batch_size = static_cast<size_t>(c.optim.batch_size / c.dist.ranks);
+  lo.batch_size = static_cast<size_t>(c.optim.batch_size / (c.dist.ranks * c.optim.accum));
   lo.sampler.seed = c.optim.seed;
   lo.sampler.rank = rank;
   lo.sampler.world = c.dist.ranks;
@@ -110,26 +111,37 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
     const double sync_before = sync.value()->blocked_seconds();
     train.StartEpoch(static_cast<uint64_t>(epoch));
     double local_loss_sum = 0, local_samples = 0, compute_seconds = 0;
-    for (;;) {
+    // Gradients accumulate over `accum` micro-batches (fewer in the epoch's
+    // last group); only the group's last backward is synchronised (DDP's
+    // no_sync), and the optimizer steps once per group.
+    const uint64_t batches = train.batches_per_epoch();
+    const uint64_t accum = static_cast<uint64_t>(c.optim.accum);
+    uint64_t group = 1;  // micro-batches in the current group
+    for (uint64_t b = 0;; ++b) {
       StatusOr<bool> more = train.Next(&batch);
       if (!more.ok()) return more.status();
       if (!more.value()) break;
       for (const std::string& reason : batch.skipped_reasons) {
         std::fprintf(stderr, "train: rank %d: skipped corrupt %s\n", rank, Printable(reason).c_str());
       }
+      const bool group_start = b % accum == 0;
+      const bool group_end = (b + 1) % accum == 0 || b + 1 == batches;
+      if (group_start) group = std::min(accum, batches - b);
       const auto step_start = std::chrono::steady_clock::now();
       GRANARY_RETURN_IF_ERROR(CatchTorch("training step", [&] {
-        optimizer.zero_grad();
+        if (group_start) optimizer.zero_grad();
         torch::Tensor logits = precision->Forward(net, InputTensor(batch, precision->channels_last()));
         torch::Tensor loss = torch::nll_loss(torch::log_softmax(logits, 1), TargetTensor(batch));
-        sync.value()->BeginStep();
-        loss.backward();
+        if (group_end) sync.value()->BeginStep();
+        (group > 1 ? loss / static_cast<double>(group) : loss).backward();
         local_loss_sum += loss.item<double>() * static_cast<double>(batch.size);
         local_samples += static_cast<double>(batch.size);
       }));
       const double sync_blocked = sync.value()->blocked_seconds();
-      GRANARY_RETURN_IF_ERROR(sync.value()->FinishStep());
-      GRANARY_RETURN_IF_ERROR(CatchTorch("optimizer step", [&] { optimizer.step(); }));
+      if (group_end) {
+        GRANARY_RETURN_IF_ERROR(sync.value()->FinishStep());
+        GRANARY_RETURN_IF_ERROR(CatchTorch("optimizer step", [&] { optimizer.step(); }));
+      }
       // The step's own time, less what it waited for the sync.
       compute_seconds += SecondsSince(step_start) - (sync.value()->blocked_seconds() - sync_blocked);
     }

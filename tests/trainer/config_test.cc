@@ -44,6 +44,8 @@ TEST(TrainConfig, EveryOutOfRangeFieldIsNamedByItsFlag) {
       {"--batch-size -1", [](TrainConfig& c) { c.optim.batch_size = -1; }},
       {"--batch-size 65", [](TrainConfig& c) { c.optim.batch_size = 65; }},  // not a multiple of 2 ranks
       {"--sync sometimes", [](TrainConfig& c) { c.sync.method = "sometimes"; }},
+      {"--accum 0", [](TrainConfig& c) { c.optim.accum = 0; }},
+      {"--accum 3", [](TrainConfig& c) { c.optim.accum = 3; }},  // 64 is no multiple of 2 ranks x 3
       {"--bucket-mb 0", [](TrainConfig& c) { c.sync.bucket_mb = 0; }},
       {"--ranks 1000", [](TrainConfig& c) { c.dist.ranks = 1000; }},
       {"--ranks 0", [](TrainConfig& c) { c.dist.ranks = 0; }},
@@ -113,6 +115,7 @@ TEST(TrainConfig, JsonRoundTripsEveryFieldAndDifferencesNameThem) {
   c.optim.epochs = 9;
   c.optim.batch_size = 128;
   c.optim.seed = 42;
+  c.optim.accum = 2;
   c.optim.optimizer = "sgd";
   c.optim.momentum = 0.9;
   c.optim.nesterov = true;
@@ -131,7 +134,7 @@ TEST(TrainConfig, JsonRoundTripsEveryFieldAndDifferencesNameThem) {
   EXPECT_EQ(back->ToJson(), c.ToJson());
   // Every field above differs from the default, and each difference is named.
   const std::vector<std::string> diff = TrainConfig{}.Differences(c);
-  EXPECT_EQ(diff.size(), 29u);
+  EXPECT_EQ(diff.size(), 30u);
   EXPECT_NE(std::find(diff.begin(), diff.end(), "optim.seed: 0 -> 42"), diff.end());
   EXPECT_NE(TrainConfig{}, c);
 }
