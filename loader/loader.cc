@@ -355,12 +355,16 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const Loade
   if (!(options.stddev > 0)) return Status::InvalidArgument("normalisation stddev must be > 0");
   const SplitInfo* split = db.manifest().FindSplit(options.split);
   if (split == nullptr) return Status::NotFound(db.path() + ": no split '" + options.split + "'");
-  {
-    // The split's record index (shared by every reader) before anything is
-    // sized by split->count: building it checks the count against the records.
+  // The workers' readers first: the first builds the split's record index
+  // (shared by all of them), which checks split->count against the records
+  // before anything is sized by it, and reports a damaged B-tree here rather
+  // than in the first batch.
+  std::vector<std::unique_ptr<SplitReader>> readers;
+  for (int w = 0; w < options.threads; ++w) {
     StatusOr<std::unique_ptr<SplitReader>> reader = SplitReader::Create(db, options.split);
     if (!reader.ok()) return reader.status();
     GRANARY_RETURN_IF_ERROR(reader.value()->LoadIndex());
+    readers.push_back(std::move(reader).value());
   }
   StatusOr<Sampler> sampler = Sampler::Create(split->count, options.sampler);
   if (!sampler.ok()) return sampler.status().WithContext(db.path() + ": split '" + options.split + "'");
@@ -438,12 +442,7 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const Loade
   impl->scratch.resize(options.threads);
   const uint64_t per_rank = impl->sampler.samples_per_rank();
   impl->epoch_batches = (per_rank + options.batch_size - 1) / options.batch_size;
-  for (int w = 0; w < options.threads; ++w) {
-    StatusOr<std::unique_ptr<SplitReader>> reader = SplitReader::Create(db, options.split);
-    if (!reader.ok()) return reader.status();
-    GRANARY_RETURN_IF_ERROR(reader.value()->LoadIndex());  // built above: this only sizes the reader's buffer
-    impl->readers.push_back(std::move(reader).value());
-  }
+  impl->readers = std::move(readers);
   impl->slots.resize(options.prefetch);
   return std::unique_ptr<Loader>(new Loader(std::move(impl)));
 }
