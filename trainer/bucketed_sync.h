@@ -3,8 +3,9 @@
 // gradients), a small first bucket and then `bucket_bytes` each; as soon as
 // every gradient of a bucket has been accumulated during backward (an autograd
 // post hook on each parameter's gradient accumulator), the bucket's
-// all-reduce starts on Gloo's threads while backward goes on. FinishStep waits
-// for the buckets and writes the means back. Buckets are launched in bucket
+// all-reduce starts on Gloo's threads while backward goes on. Gradients live
+// in the buckets (Attach points each .grad at its slice), so nothing is
+// copied; FinishStep waits for the buckets and divides them into means. Buckets are launched in bucket
 // order on every rank, so the collectives match. Results equal
 // AfterBackwardSync's exactly (the same sums of the same values).
 #pragma once
@@ -33,7 +34,8 @@ class BucketedSync : public GradientSync {
 
  private:
   struct Bucket;
-  void GradientReady(size_t param);  // from the autograd hook
+  bool InBucket(size_t param) const;  // its .grad is still its bucket slice
+  void GradientReady(size_t param);   // from the autograd hook
   void LaunchReadyBuckets();
 
   Comm& comm_;
@@ -41,8 +43,9 @@ class BucketedSync : public GradientSync {
   size_t first_bucket_bytes_;
   std::vector<torch::Tensor> params_;
   std::vector<std::unique_ptr<Bucket>> buckets_;
-  std::vector<size_t> bucket_of_;   // per parameter
-  std::vector<int64_t> offset_of_;  // per parameter, in its bucket's flat buffer
+  std::vector<size_t> bucket_of_;       // per parameter
+  std::vector<int64_t> offset_of_;      // per parameter, in its bucket's flat buffer
+  std::vector<torch::Tensor> views_;    // per parameter, its slice of the bucket
   // Each parameter's gradient accumulator (kept alive: the hooks live on
   // them) and its hook's key, removed on destruction.
   std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> hooks_;

@@ -1,0 +1,40 @@
+// Two ranks of a collective, as two threads of one test process.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "trainer/comm.h"
+#include "trainer/launch.h"
+
+namespace granary {
+
+// Runs `body(comm)` on two ranks (threads of this process) joined over Gloo.
+template <typename F>
+void OnTwoRanks(F body) {
+  auto port = PickFreePort();
+  ASSERT_TRUE(port.ok());
+  std::vector<std::thread> ranks;
+  std::vector<Status> results(2);
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      CommOptions o;
+      o.rank = r;
+      o.world = 2;
+      o.port = port.value();
+      o.timeout_s = 30;
+      auto comm = Comm::Create(o);
+      if (!comm.ok()) {
+        results[r] = comm.status();
+        return;
+      }
+      results[r] = body(*comm.value());
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < 2; ++r) EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].ToString();
+}
+
+}  // namespace granary
