@@ -206,8 +206,8 @@ TEST_F(EndToEnd, StoppingOrKillingTheLauncherLeavesNoRankBehind) {
   const std::string db = dir_.Sub("sig.db");
   ASSERT_EQ(RunCommand(kPrep + " build " + kFashion + " " + db + " --limit 2000 --no-progress", dir_).exit_code, 0);
   // A regex that matches the ranks' command lines (the launcher's plus
-  // "--rank R ...") but not the shell's own.
-  const std::string ranks = "'" + dir_.Sub("sig[.]db --ranks 2 --epochs 1000 --json --rank") + "'";
+  // "--layout ... --rank R ...") but not the shell's own.
+  const std::string ranks = "'" + dir_.Sub("sig[.]db --ranks 2 --epochs 1000 --json --layout") + "'";
   for (const char* sig : {"TERM", "KILL"}) {
     auto r = RunCommand("{ " + kTrain + " --db " + db + " --ranks 2 --epochs 1000 --json & L=$!; sleep 3; " +
                             "echo running $(pgrep -c -f " + ranks + "); kill -" + sig + " $L; wait $L; " +

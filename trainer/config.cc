@@ -17,12 +17,12 @@
 namespace granary {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataConfig, db, train_split, eval_split, loader_threads, prefetch,
-                                                shuffle, drop_last, skip_corrupt, augment, mean, stddev)
+                                                shuffle, drop_last, skip_corrupt, augment, mean, stddev, synthetic)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelConfig, name, dropout, precision, channels_last)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimConfig, optimizer, lr, momentum, nesterov, weight_decay, epochs,
                                                 batch_size, accum, seed)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SyncConfig, method, bucket_mb)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistConfig, ranks, threads, host, port, oversubscribe)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistConfig, ranks, threads, host, port, oversubscribe, pin)
 void to_json(nlohmann::json& j, const CheckpointConfig&) { j = nlohmann::json::object(); }
 void from_json(const nlohmann::json&, CheckpointConfig&) {}
 

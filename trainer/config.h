@@ -26,6 +26,10 @@ struct DataConfig {
   std::string augment;              // comma list of flip, crop, rrc ("" none); training only
   float mean = 0.0f;                // input normalisation after scaling to [0, 1]
   float stddev = 1.0f;
+  // Measurement only: one random in-memory batch of the db's shape, reused,
+  // instead of the loader, and no gradient sync (ranks train apart). What is
+  // left is the step's compute, the bound a real run is measured against.
+  bool synthetic = false;
 };
 
 // Which network (trainer/models/registry.h), its knobs, and how it computes.
@@ -52,7 +56,7 @@ struct OptimConfig {
 
 // How gradients are averaged over ranks (trainer/gradient_sync.h).
 struct SyncConfig {
-  std::string method = "after-backward";  // or "bucketed" (DDP's overlapped buckets)
+  std::string method = "bucketed";  // DDP's overlapped buckets, or "after-backward" (one all-reduce)
   double bucket_mb = 25;                  // bucketed: MiB of gradients per bucket
 };
 
@@ -63,6 +67,7 @@ struct DistConfig {
   std::string host = "127.0.0.1";  // where rank 0 serves the rendezvous
   int port = 0;                    // rank 0's TCPStore port; 0: the launcher picks one
   bool oversubscribe = false;      // allow ranks x threads above the cores
+  bool pin = true;                 // pin each rank to its own CPUs (trainer/layout.h)
 };
 
 // Where and when the run is checkpointed. Empty until the durability issue

@@ -1,12 +1,14 @@
 #include "trainer/launch.h"
 
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -57,17 +59,52 @@ class SignalMaskGuard {
   sigset_t saved_;
 };
 
+// What rank `rank` is exec'd with, made before fork (the child of a
+// threaded process may only make async-signal-safe calls).
+struct RankExec {
+  std::vector<std::string> args, env;
+  std::vector<char*> argv, envp;
+  cpu_set_t cpus;
+  bool pinned = false;
+};
+
+RankExec PrepareRank(const LaunchOptions& o, int rank) {
+  RankExec e;
+  e.args = o.args;
+  e.args.insert(e.args.end(), {"--rank", std::to_string(rank), "--port", std::to_string(o.port)});
+  for (char** v = environ; *v != nullptr; ++v) {
+    const std::string var = *v;
+    const std::string name = var.substr(0, var.find('=') + 1);
+    const bool replaced = std::any_of(o.env.begin(), o.env.end(), [&](const std::string& s) {
+      return s.compare(0, name.size(), name) == 0;
+    });
+    if (!replaced) e.env.push_back(var);
+  }
+  e.env.insert(e.env.end(), o.env.begin(), o.env.end());
+  for (std::string& a : e.args) e.argv.push_back(a.data());
+  e.argv.push_back(nullptr);
+  for (std::string& v : e.env) e.envp.push_back(v.data());
+  e.envp.push_back(nullptr);
+  CPU_ZERO(&e.cpus);
+  if (static_cast<size_t>(rank) < o.cpus.size() && !o.cpus[rank].empty()) {
+    for (int cpu : o.cpus[rank]) {
+      if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &e.cpus);
+    }
+    e.pinned = true;
+  }
+  return e;
+}
+
 // Child side of fork: dies with the launcher, then becomes rank `rank`.
-[[noreturn]] void ExecRank(const LaunchOptions& o, int rank, pid_t launcher, const sigset_t& mask) {
+[[noreturn]] void ExecRank(const LaunchOptions& o, RankExec& e, int rank, pid_t launcher, const sigset_t& mask) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != launcher) ::_exit(128 + SIGKILL);  // the launcher died before the prctl
   ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
-  std::vector<std::string> args = o.args;
-  args.insert(args.end(), {"--rank", std::to_string(rank), "--port", std::to_string(o.port)});
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  ::execv(o.program.c_str(), argv.data());
+  if (e.pinned && ::sched_setaffinity(0, sizeof(e.cpus), &e.cpus) != 0) {
+    std::fprintf(stderr, "train: rank %d: cannot pin to its CPUs: %s\n", rank, std::strerror(errno));
+    ::_exit(127);
+  }
+  ::execve(o.program.c_str(), e.argv.data(), e.envp.data());
   std::fprintf(stderr, "train: rank %d: exec %s failed: %s\n", rank, o.program.c_str(), std::strerror(errno));
   ::_exit(127);
 }
@@ -105,6 +142,7 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
   const pid_t launcher = ::getpid();
   Ranks ranks;
   for (int rank = 0; rank < o.ranks; ++rank) {
+    RankExec exec = PrepareRank(o, rank);
     std::fflush(nullptr);
     const pid_t pid = ::fork();
     if (pid < 0) {
@@ -113,7 +151,7 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
       ranks.Reap([](int, int) {});
       return Status::IOError("fork", "start rank " + std::to_string(rank), err);
     }
-    if (pid == 0) ExecRank(o, rank, launcher, guard.saved());
+    if (pid == 0) ExecRank(o, exec, rank, launcher, guard.saved());
     ranks.pids.push_back(pid);
     ++ranks.running;
   }

@@ -19,6 +19,10 @@ struct LaunchOptions {
   std::vector<std::string> args;  // argv, args[0] included
   int ranks = 1;
   int port = 0;
+  // Rank r runs on cpus[r] only, when given (one entry per rank).
+  std::vector<std::vector<int>> cpus;
+  // "NAME=value" set in every rank's environment, over the launcher's.
+  std::vector<std::string> env;
   // After a rank fails or the launcher is told to stop, the other ranks get
   // SIGTERM, and SIGKILL if they are still running this much later.
   int grace_s = 10;

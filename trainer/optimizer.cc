@@ -1,5 +1,6 @@
 #include "trainer/optimizer.h"
 
+#include "trainer/fused_optimizer.h"
 #include "trainer/named_table.h"
 
 namespace granary {
@@ -16,20 +17,18 @@ struct Entry {
 const Entry kOptimizers[] = {
     {"sgd", {0.01, 0.0},
      [](const OptimConfig& c, const std::vector<torch::Tensor>& params) -> std::unique_ptr<torch::optim::Optimizer> {
-       return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(c.lr)
+       return std::make_unique<FusedSGD>(params, torch::optim::SGDOptions(c.lr)
                                                               .momentum(c.momentum)
                                                               .nesterov(c.nesterov)
                                                               .weight_decay(c.weight_decay));
      }},
     {"adam", {1e-3, 0.0},
      [](const OptimConfig& c, const std::vector<torch::Tensor>& params) -> std::unique_ptr<torch::optim::Optimizer> {
-       return std::make_unique<torch::optim::Adam>(params,
-                                                   torch::optim::AdamOptions(c.lr).weight_decay(c.weight_decay));
+       return std::make_unique<FusedAdam>(params, torch::optim::AdamOptions(c.lr).weight_decay(c.weight_decay));
      }},
     {"adamw", {1e-3, 1e-2},
      [](const OptimConfig& c, const std::vector<torch::Tensor>& params) -> std::unique_ptr<torch::optim::Optimizer> {
-       return std::make_unique<torch::optim::AdamW>(params,
-                                                    torch::optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
+       return std::make_unique<FusedAdamW>(params, torch::optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
      }},
 };
 

@@ -1,5 +1,6 @@
 // The optimizers `train --optimizer` offers, built from an OptimConfig over a
-// model's parameters: LibTorch's SGD (momentum, Nesterov), Adam and AdamW.
+// model's parameters: LibTorch's SGD (momentum, Nesterov), Adam and AdamW,
+// with one-pass steps (trainer/fused_optimizer.h).
 #pragma once
 
 #include <torch/torch.h>

@@ -29,13 +29,15 @@ nlohmann::json EpochJson(const EpochReport& r) {
 
 }  // namespace
 
-RunReport::RunReport(const TrainConfig& config, int rank, int threads_per_rank, bool json)
-    : config_(config), rank_(rank), threads_per_rank_(threads_per_rank), json_(json) {}
+RunReport::RunReport(const TrainConfig& config, const Layout& layout, int rank, bool json)
+    : config_(config), layout_(layout), rank_(rank), json_(json) {}
 
 void RunReport::Start() const {
   if (!text()) return;
-  std::printf("train: %d rank(s) x %d thread(s), global batch %lld, db %s\n", config_.dist.ranks, threads_per_rank_,
-              static_cast<long long>(config_.optim.batch_size), Printable(config_.data.db).c_str());
+  std::printf("train: %s\n", layout_.Describe().c_str());
+  std::printf("train: global batch %lld, db %s%s\n", static_cast<long long>(config_.optim.batch_size),
+              Printable(config_.data.db).c_str(),
+              config_.data.synthetic ? " (--synthetic: random batches, no loader, no sync)" : "");
   std::printf("train: config %s\n", config_.ToJson().c_str());
   std::fflush(stdout);
 }
@@ -62,7 +64,9 @@ void RunReport::Epoch(const EpochReport& r) const {
 void RunReport::Finish(const std::vector<EpochReport>& reports) const {
   if (rank_ != 0 || !json_) return;
   nlohmann::json out = {{"ranks", config_.dist.ranks},
-                        {"threads_per_rank", threads_per_rank_},
+                        {"threads_per_rank", layout_.threads},
+                        {"layout", ParseJson(layout_.ToJson())},
+                        {"layout_text", layout_.Describe()},
                         {"batch_size", config_.optim.batch_size},
                         {"config", ParseJson(config_.ToJson())},
                         {"epochs", nlohmann::json::array()}};

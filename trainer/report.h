@@ -6,14 +6,15 @@
 #include <vector>
 
 #include "trainer/config.h"
+#include "trainer/layout.h"
 #include "trainer/trainer.h"
 
 namespace granary {
 
 class RunReport {
  public:
-  // `threads_per_rank`: as the run uses them (config.ThreadsPerRank).
-  RunReport(const TrainConfig& config, int rank, int threads_per_rank, bool json);
+  // `config` and `layout` must outlive the report.
+  RunReport(const TrainConfig& config, const Layout& layout, int rank, bool json);
 
   void Start() const;                             // layout and config (text)
   void Plan(const EpochPlanReport& plan) const;   // samples per rank (text)
@@ -24,8 +25,8 @@ class RunReport {
   bool text() const { return rank_ == 0 && !json_; }
 
   const TrainConfig& config_;
+  const Layout& layout_;
   int rank_;
-  int threads_per_rank_;
   bool json_;
 };
 

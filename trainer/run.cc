@@ -5,6 +5,7 @@
 #include "store/db.h"
 #include "store/json_text.h"
 #include "trainer/launch.h"
+#include "trainer/layout.h"
 #include "trainer/precision.h"
 #include "trainer/report.h"
 #include "trainer/trainer.h"
@@ -22,13 +23,16 @@ int Fail(const Status& s, int rank) {
 }
 
 // The launcher's part: exit status of the run.
-int Launch(const TrainConfig& config, const std::vector<std::string>& argv) {
+int Launch(const TrainConfig& config, const Layout& layout, const std::vector<std::string>& argv) {
   StatusOr<int> port = PickFreePort();
   if (!port.ok()) return Fail(port.status(), 0);
   LaunchOptions launch;
   launch.args = argv;
+  launch.args.insert(launch.args.end(), {"--layout", layout.ToJson()});
   launch.ranks = config.dist.ranks;
   launch.port = port.value();
+  launch.cpus = layout.cpus;
+  launch.env = layout.ThreadEnvironment();
   StatusOr<LaunchOutcome> outcome = LaunchRanks(launch);
   if (!outcome.ok()) return Fail(outcome.status(), 0);
   if (!outcome->failure.empty()) std::fprintf(stderr, "train: %s\n", outcome->failure.c_str());
@@ -37,20 +41,33 @@ int Launch(const TrainConfig& config, const std::vector<std::string>& argv) {
 
 }  // namespace
 
-int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::string>& argv) {
-  const int cores = CoreCount();
+int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::string>& argv,
+             const std::string& layout_json) {
+  // The launcher plans the layout over the CPUs it may use; a rank, pinned to
+  // its own, is told it (and checks the config against the launcher's cores).
+  StatusOr<Layout> layout = Status::FailedPrecondition("no layout");
+  if (rank >= 0 && !layout_json.empty()) {
+    layout = Layout::FromJson(layout_json);
+    if (!layout.ok()) return Fail(layout.status(), rank);
+  } else {
+    layout = PlanLayout(config, UsableCpus());
+  }
   config.ResolveDefaults();
-  if (Status valid = config.Validate(cores); !valid.ok()) return Fail(valid, rank);
+  if (Status valid = config.Validate(layout->cores); !valid.ok()) return Fail(valid, rank);
+  config.dist.threads = layout->threads;  // what runs is what is printed
   if (rank < 0) {
     if (StatusOr<std::unique_ptr<DbReader>> db = DbReader::Open(config.data.db); !db.ok()) return Fail(db.status(), 0);
     if (config.model.precision == "bf16" && !CpuHasNativeBf16()) {
       std::fprintf(stderr, "train: warning: this CPU has no native bf16 (AVX512-BF16 or AMX): bf16 runs emulated, "
                            "likely slower than fp32\n");
     }
-    if (config.dist.ranks > 1) return Launch(config, argv);
-    rank = 0;  // one rank: this process
+    if (config.dist.ranks > 1) return Launch(config, layout.value(), argv);
+    rank = 0;  // one rank: this process, pinned before its thread pools start
+    if (!layout->cpus.empty()) {
+      if (Status pinned = PinToCpus(layout->cpus[0]); !pinned.ok()) return Fail(pinned, 0);
+    }
   }
-  const RunReport report(config, rank, config.ThreadsPerRank(cores), json);
+  const RunReport report(config, layout.value(), rank, json);
   report.Start();
   StatusOr<std::vector<EpochReport>> reports =
       RunRank(config, rank, [&](const EpochPlanReport& plan) { report.Plan(plan); },

@@ -12,7 +12,10 @@
 namespace granary {
 
 // `argv`: the command line the ranks are started with (plus "--rank R
-// --port P"). `json`: rank 0 prints one JSON object instead of text.
-int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::string>& argv);
+// --port P --layout JSON"). `json`: rank 0 prints one JSON object instead of
+// text. `layout_json`: a rank's layout, as the launcher planned it ("" in the
+// launcher, which plans it).
+int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::string>& argv,
+             const std::string& layout_json);
 
 }  // namespace granary

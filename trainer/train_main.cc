@@ -60,6 +60,10 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c) {
   app.add_option("--ranks", c.dist.ranks, "rank processes")->capture_default_str();
   app.add_option("--threads", c.dist.threads, "intra-op threads per rank (0: cores / ranks)")->capture_default_str();
   app.add_flag("--oversubscribe", c.dist.oversubscribe, "allow ranks x threads above this machine's cores");
+  app.add_option("--pin", c.dist.pin, "pin each rank to its own CPUs (on or off)")->capture_default_str();
+  app.add_flag("--synthetic", c.data.synthetic,
+               "measure the compute bound: random in-memory batches of the db's shape, no loader, no gradient sync "
+               "(the model learns nothing)");
 }
 
 }  // namespace
@@ -74,6 +78,8 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "print one JSON object with the config and every epoch's figures on stdout");
   app.add_option("--rank", rank, "internal: run as this rank")->group("");
   app.add_option("--port", config.dist.port, "internal: rank 0's TCPStore port")->group("");
+  std::string layout;
+  app.add_option("--layout", layout, "internal: the launcher's layout (JSON)")->group("");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -82,5 +88,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "train: %s (see train --help)\n", e.what());
     return 2;
   }
-  return granary::RunTrain(config, rank, json, std::vector<std::string>(argv, argv + argc));
+  return granary::RunTrain(config, rank, json, std::vector<std::string>(argv, argv + argc), layout);
 }

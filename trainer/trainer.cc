@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <mutex>
 
 #include "loader/loader.h"
 #include "store/db.h"
@@ -48,13 +49,38 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// This process's thread pools: `threads` intra-op threads; the inter-op pool
+// (which nothing in a step uses) kept to one thread. LibTorch sizes the
+// inter-op pool once per process, before first use; later calls keep it.
+void SizeThreadPools(int threads) {
+  torch::set_num_threads(threads);
+  static std::once_flag interop;
+  std::call_once(interop, [] { CatchTorch("inter-op pool", [] { at::set_num_interop_threads(1); }).PermitUncheckedError(); });
+}
+
+// --synthetic: the batch every step of a compute-bound run takes, random
+// inputs of the loader's shape and layout and random labels.
+struct SyntheticBatch {
+  torch::Tensor input, target;
+};
+
+SyntheticBatch MakeSyntheticBatch(const Loader& loader, int64_t size, int64_t classes, bool channels_last) {
+  std::vector<int64_t> shape = {size};
+  for (uint64_t d : loader.sample_shape()) shape.push_back(static_cast<int64_t>(d));
+  SyntheticBatch b;
+  b.input = torch::rand(shape);
+  if (channels_last && b.input.dim() == 4) b.input = b.input.contiguous(torch::MemoryFormat::ChannelsLast);
+  b.target = torch::randint(std::max<int64_t>(1, classes), {size}, torch::kInt64);
+  return b;
+}
+
 }  // namespace
 
 StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
                                            const std::function<void(const EpochPlanReport&)>& on_start,
                                            const std::function<void(const EpochReport&)>& on_epoch) {
-  const int threads = c.ThreadsPerRank(CoreCount());
-  torch::set_num_threads(threads);
+  const int threads = c.ThreadsPerRank(CoreCount());  // resolved by the launcher
+  SizeThreadPools(threads);
 
   StatusOr<std::unique_ptr<DbReader>> db = DbReader::Open(c.data.db);
   if (!db.ok()) return db.status();
@@ -105,11 +131,18 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
   Loader& train = *loader.value();
   on_start({train.sampler().samples_per_rank(), train.sampler().padded(), train.sampler().dropped(), threads});
   Batch batch;
+  const int64_t micro_batch = c.optim.batch_size / (c.dist.ranks * c.optim.accum);
+  SyntheticBatch synthetic;
+  if (c.data.synthetic) {
+    GRANARY_RETURN_IF_ERROR(CatchTorch("synthetic batch", [&] {
+      synthetic = MakeSyntheticBatch(train, micro_batch, manifest.num_classes, precision->channels_last());
+    }));
+  }
   for (int epoch = 0; epoch < c.optim.epochs; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
     const LoaderStats before = train.stats();
     const double sync_before = sync.value()->blocked_seconds();
-    train.StartEpoch(static_cast<uint64_t>(epoch));
+    if (!c.data.synthetic) train.StartEpoch(static_cast<uint64_t>(epoch));
     double local_loss_sum = 0, local_samples = 0, compute_seconds = 0;
     // Gradients accumulate over `accum` micro-batches (fewer in the epoch's
     // last group); only the group's last backward is synchronised (DDP's
@@ -118,28 +151,40 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
     const uint64_t accum = static_cast<uint64_t>(c.optim.accum);
     uint64_t group = 1;  // micro-batches in the current group
     for (uint64_t b = 0;; ++b) {
-      StatusOr<bool> more = train.Next(&batch);
-      if (!more.ok()) return more.status();
-      if (!more.value()) break;
-      for (const std::string& reason : batch.skipped_reasons) {
-        std::fprintf(stderr, "train: rank %d: skipped corrupt %s\n", rank, Printable(reason).c_str());
+      torch::Tensor input, target;
+      if (c.data.synthetic) {
+        if (b == batches) break;
+        input = synthetic.input;
+        target = synthetic.target;
+      } else {
+        StatusOr<bool> more = train.Next(&batch);
+        if (!more.ok()) return more.status();
+        if (!more.value()) break;
+        for (const std::string& reason : batch.skipped_reasons) {
+          std::fprintf(stderr, "train: rank %d: skipped corrupt %s\n", rank, Printable(reason).c_str());
+        }
+        GRANARY_RETURN_IF_ERROR(CatchTorch("batch tensors", [&] {
+          input = InputTensor(batch, precision->channels_last());
+          target = TargetTensor(batch);
+        }));
       }
+      const bool sync_now = !c.data.synthetic;
       const bool group_start = b % accum == 0;
       const bool group_end = (b + 1) % accum == 0 || b + 1 == batches;
       if (group_start) group = std::min(accum, batches - b);
       const auto step_start = std::chrono::steady_clock::now();
       GRANARY_RETURN_IF_ERROR(CatchTorch("training step", [&] {
         if (group_start) optimizer.zero_grad();
-        torch::Tensor logits = precision->Forward(net, InputTensor(batch, precision->channels_last()));
-        torch::Tensor loss = torch::nll_loss(torch::log_softmax(logits, 1), TargetTensor(batch));
-        if (group_end) sync.value()->BeginStep();
+        torch::Tensor logits = precision->Forward(net, input);
+        torch::Tensor loss = torch::nll_loss(torch::log_softmax(logits, 1), target);
+        if (group_end && sync_now) sync.value()->BeginStep();
         (group > 1 ? loss / static_cast<double>(group) : loss).backward();
-        local_loss_sum += loss.item<double>() * static_cast<double>(batch.size);
-        local_samples += static_cast<double>(batch.size);
+        local_loss_sum += loss.item<double>() * static_cast<double>(input.size(0));
+        local_samples += static_cast<double>(input.size(0));
       }));
       const double sync_blocked = sync.value()->blocked_seconds();
       if (group_end) {
-        GRANARY_RETURN_IF_ERROR(sync.value()->FinishStep());
+        if (sync_now) GRANARY_RETURN_IF_ERROR(sync.value()->FinishStep());
         GRANARY_RETURN_IF_ERROR(CatchTorch("optimizer step", [&] { optimizer.step(); }));
       }
       // The step's own time, less what it waited for the sync.
@@ -162,7 +207,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
                                                    : 0.0;
     r.comm_fraction = (sync.value()->blocked_seconds() - sync_before) / seconds;
     r.compute_fraction = compute_seconds / seconds;
-    if (rank == 0 && !c.data.eval_split.empty()) {
+    if (rank == 0 && !c.data.eval_split.empty() && !c.data.synthetic) {
       LoaderOptions eval = BaseLoaderOptions(c.data);
       eval.channels_last = c.model.channels_last;
       eval.split = c.data.eval_split;

@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "trainer/layout.h"
+
 namespace granary {
 namespace {
 
@@ -56,6 +58,62 @@ TEST(Launch, AProgramThatCannotStartIsExit127) {
   auto out = LaunchRanks(o);
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(out->exit_code, 127);
+}
+
+// Each rank runs on the CPUs it is given, with the environment it is given
+// over the launcher's: a rank whose affinity or variables differ exits 1.
+TEST(Launch, RanksArePinnedAndGetTheirEnvironment) {
+  const std::vector<int> cpus = UsableCpus();
+  ASSERT_FALSE(cpus.empty());
+  setenv("GRANARY_LAUNCH_TEST_KEPT", "yes", 1);
+  setenv("OMP_NUM_THREADS", "99", 1);
+  LaunchOptions o;
+  o.program = "/bin/sh";
+  // Cpus_allowed_list of a one-CPU set is that CPU's number.
+  o.args = {"sh", "-c",
+            "test \"$OMP_NUM_THREADS\" = 1 && test \"$GRANARY_LAUNCH_TEST_KEPT\" = yes && "
+            "grep -q \"^Cpus_allowed_list:[[:space:]]*$(eval echo \\$CPU$1)$\" /proc/self/status"};
+  o.ranks = 2;
+  o.env = {"OMP_NUM_THREADS=1", "CPU0=" + std::to_string(cpus.front()), "CPU1=" + std::to_string(cpus.back())};
+  o.cpus = {{cpus.front()}, {cpus.back()}};
+  auto out = LaunchRanks(o);
+  unsetenv("GRANARY_LAUNCH_TEST_KEPT");
+  unsetenv("OMP_NUM_THREADS");
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->exit_code, 0);
+}
+
+TEST(Layout, RanksGetDisjointRunsOfCpusUnlessOversubscribedOrOff) {
+  TrainConfig c;
+  c.data.db = "x";
+  c.dist.ranks = 3;
+  c.dist.threads = 2;
+  c.data.loader_threads = 2;
+  // As UsableCpus orders them: one CPU per core, then the SMT siblings.
+  const std::vector<int> cpus = {0, 1, 2, 3, 4, 5, 6, 7};
+  Layout l = PlanLayout(c, {0, 1, 2, 3, 8, 9, 10, 11});
+  ASSERT_EQ(l.cpus.size(), 3u);
+  EXPECT_EQ(l.cpus[0], (std::vector<int>{0, 1}));
+  EXPECT_EQ(l.cpus[2], (std::vector<int>{8, 9}));
+  EXPECT_EQ(l.Describe(),
+            "3 ranks x 2 threads (+2 loader workers each) on 8 CPUs, pinned: rank 0 CPU 0-1, rank 1 CPU 2-3, "
+            "rank 2 CPU 8-9");
+  EXPECT_EQ(l.ThreadEnvironment().front(), "OMP_NUM_THREADS=2");
+  auto back = Layout::FromJson(l.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->Describe(), l.Describe());
+
+  c.dist.threads = 0;  // cores / ranks
+  EXPECT_EQ(PlanLayout(c, cpus).threads, 2);
+  c.dist.threads = 3;  // 9 threads on 8 CPUs
+  EXPECT_EQ(PlanLayout(c, cpus).cpus.size(), 0u);
+  EXPECT_EQ(PlanLayout(c, cpus).not_pinned, "oversubscribed");
+  c.dist.threads = 1;
+  c.dist.pin = false;
+  EXPECT_EQ(PlanLayout(c, cpus).Describe(),
+            "3 ranks x 1 thread (+2 loader workers each) on 8 CPUs, not pinned (--pin off)");
+  EXPECT_FALSE(Layout::FromJson("{\"ranks\": 0}").ok());
+  EXPECT_FALSE(Layout::FromJson("[1]").ok());
 }
 
 }  // namespace
