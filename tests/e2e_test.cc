@@ -69,7 +69,7 @@ TEST_F(EndToEnd, OneAndTwoRanksFollowTheSameTrajectory) {
   ASSERT_EQ(RunCommand(kPrep + " build " + kFashion + " " + db + " --limit 1024", dir_).exit_code, 0);
   const std::string args = "--db " + db + " --epochs 1 --seed 3 --dropout 0 --batch-size 32";
   auto one = TrainJson(args + " --ranks 1", dir_);
-  auto two = TrainJson(args + " --ranks 2", dir_);
+  auto two = TrainJson(args + " --ranks 2 --sync after-backward", dir_);
   ASSERT_EQ(one["epochs"].size(), 1u);
   ASSERT_EQ(two["epochs"].size(), 1u);
   EXPECT_NEAR(one["epochs"][0]["train_loss"].get<double>(), two["epochs"][0]["train_loss"].get<double>(), 0.01);
@@ -83,10 +83,31 @@ TEST_F(EndToEnd, OneAndTwoRanksFollowTheSameTrajectory) {
     EXPECT_NEAR(one["epochs"][0]["test_loss"].get<double>(), accum["epochs"][0]["test_loss"].get<double>(), 1e-4)
         << sync;
   }
-  // The bucketed, overlapped sync averages the same values: the same losses, exactly.
+  // The bucketed, overlapped sync averages the same values as the flat one:
+  // the same losses, exactly.
   auto bucketed = TrainJson(args + " --ranks 2 --sync bucketed --bucket-mb 1", dir_);
   EXPECT_EQ(bucketed["epochs"][0]["train_loss"], two["epochs"][0]["train_loss"]);
   EXPECT_EQ(bucketed["epochs"][0]["test_loss"], two["epochs"][0]["test_loss"]);
+}
+
+// --synthetic times the step alone: no loader wait, no sync wait, no
+// evaluation; and the launcher's layout is reported with the run.
+TEST_F(EndToEnd, SyntheticRunsOnlyComputeAndTheLayoutIsReported) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(RunCommand(kPrep + " build " + kFashion + " " + db + " --limit 512", dir_).exit_code, 0);
+  auto j = TrainJson("--db " + db + " --ranks 2 --epochs 1 --batch-size 32 --synthetic --oversubscribe", dir_);
+  ASSERT_EQ(j["epochs"].size(), 1u);
+  const auto& e = j["epochs"][0];
+  EXPECT_EQ(e["stall_fraction"], 0.0);
+  EXPECT_EQ(e["comm_fraction"], 0.0);
+  EXPECT_EQ(e["queue_depth"], 0.0);
+  EXPECT_GT(e["samples_per_s"].get<double>(), 0);
+  EXPECT_FALSE(e.contains("test_accuracy"));
+  EXPECT_EQ(j["config"]["data"]["synthetic"], true);
+  EXPECT_EQ(j["layout"]["ranks"], 2);
+  EXPECT_EQ(j["layout"]["threads"], j["threads_per_rank"]);
+  EXPECT_EQ(j["config"]["dist"]["threads"], j["threads_per_rank"]);  // resolved, as run
+  EXPECT_NE(j["layout_text"].get<std::string>().find("2 ranks x"), std::string::npos) << j["layout_text"];
 }
 
 TEST_F(EndToEnd, BadRawInputEndsWithOneLineAndNoDb) {

@@ -68,8 +68,13 @@ SyntheticBatch MakeSyntheticBatch(const Loader& loader, int64_t size, int64_t cl
   std::vector<int64_t> shape = {size};
   for (uint64_t d : loader.sample_shape()) shape.push_back(static_cast<int64_t>(d));
   SyntheticBatch b;
-  b.input = torch::rand(shape);
-  if (channels_last && b.input.dim() == 4) b.input = b.input.contiguous(torch::MemoryFormat::ChannelsLast);
+  if (channels_last && shape.size() == 4) {
+    // As InputTensor makes it from the loader's NHWC batch (strides matter:
+    // with one channel, .contiguous(ChannelsLast) would keep NCHW strides).
+    b.input = torch::rand({shape[0], shape[2], shape[3], shape[1]}).permute({0, 3, 1, 2});
+  } else {
+    b.input = torch::rand(shape);
+  }
   b.target = torch::randint(std::max<int64_t>(1, classes), {size}, torch::kInt64);
   return b;
 }
