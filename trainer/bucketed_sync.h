@@ -5,9 +5,10 @@
 // post hook on each parameter's gradient accumulator), the bucket's
 // all-reduce starts on Gloo's threads while backward goes on. Gradients live
 // in the buckets (Attach points each .grad at its slice), so nothing is
-// copied; FinishStep waits for the buckets and divides them into means. Buckets are launched in bucket
-// order on every rank, so the collectives match. Results equal
-// AfterBackwardSync's exactly (the same sums of the same values).
+// copied; FinishStep waits for the buckets and divides them into means.
+// Buckets are launched in bucket order on every rank, so the collectives
+// match. Results equal AfterBackwardSync's exactly (the same sums of the same
+// values).
 #pragma once
 
 #include <cstddef>

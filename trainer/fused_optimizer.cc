@@ -35,10 +35,10 @@ torch::Tensor Evaluate(const torch::optim::Optimizer::LossClosure& closure) {
 
 struct AdamStep {
   float beta1, beta2, eps;
-  float grad_decay;   // Adam: L2 term added to the gradient
-  float decoupled;    // AdamW: p *= decoupled before the update (1 when none)
-  float step_size;    // lr / (1 - beta1^t)
-  float bias2_sqrt;   // sqrt(1 - beta2^t)
+  float grad_decay;  // Adam: L2 term added to the gradient
+  float decoupled;   // AdamW: p *= decoupled before the update (1 when none)
+  float step_size;   // lr / (1 - beta1^t)
+  float bias2_sqrt;  // sqrt(1 - beta2^t)
 };
 
 // One Adam/AdamW update of n elements; max_v is null without amsgrad. The

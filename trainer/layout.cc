@@ -6,9 +6,8 @@
 #include <cerrno>
 #include <fstream>
 #include <map>
-#include <tuple>
-
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "store/json_text.h"
 
@@ -108,7 +107,8 @@ StatusOr<Layout> Layout::FromJson(const std::string& json) {
   try {
     if (!j.is_object()) throw std::invalid_argument("not an object");
     Layout l = j.get<Layout>();
-    if (l.ranks < 1 || l.threads < 1 || l.cores < 1 || (!l.cpus.empty() && l.cpus.size() != static_cast<size_t>(l.ranks))) {
+    if (l.ranks < 1 || l.threads < 1 || l.cores < 1 ||
+        (!l.cpus.empty() && l.cpus.size() != static_cast<size_t>(l.ranks))) {
       throw std::invalid_argument("inconsistent counts");
     }
     return l;

@@ -17,8 +17,8 @@ namespace granary {
 struct Layout {
   int cores = 1;  // CPUs the launcher may use
   int ranks = 1;
-  int threads = 1;         // intra-op threads per rank
-  int loader_threads = 1;  // loader workers per rank, on the rank's CPUs
+  int threads = 1;                     // intra-op threads per rank
+  int loader_threads = 1;              // loader workers per rank, on the rank's CPUs
   std::vector<std::vector<int>> cpus;  // per rank; empty when not pinned
   std::string not_pinned;              // why not, when `cpus` is empty
 

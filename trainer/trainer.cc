@@ -55,7 +55,9 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 void SizeThreadPools(int threads) {
   torch::set_num_threads(threads);
   static std::once_flag interop;
-  std::call_once(interop, [] { CatchTorch("inter-op pool", [] { at::set_num_interop_threads(1); }).PermitUncheckedError(); });
+  std::call_once(interop, [] {
+    CatchTorch("inter-op pool", [] { at::set_num_interop_threads(1); }).PermitUncheckedError();
+  });
 }
 
 // --synthetic: the batch every step of a compute-bound run takes, random

@@ -132,18 +132,18 @@ TEST_P(Equivalence, TwoRanksOfHalfBatchesMoveTheParametersAsOneRankOfWholeBatche
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    SyncOptimizerAccumLayout, Equivalence,
-    testing::Values(Case{"after-backward", "sgd"}, Case{"bucketed", "sgd"}, Case{"bucketed", "adam"},
-                    Case{"after-backward", "adamw"}, Case{"bucketed", "adamw", 2}, Case{"after-backward", "sgd", 2},
-                    Case{"bucketed", "sgd", 1, true}, Case{"bucketed", "adam", 2, true}),
-    [](const testing::TestParamInfo<Case>& info) {
-      std::string name = Name(info.param);
-      for (char& ch : name) {
-        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      }
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(SyncOptimizerAccumLayout, Equivalence,
+                         testing::Values(Case{"after-backward", "sgd"}, Case{"bucketed", "sgd"},
+                                         Case{"bucketed", "adam"}, Case{"after-backward", "adamw"},
+                                         Case{"bucketed", "adamw", 2}, Case{"after-backward", "sgd", 2},
+                                         Case{"bucketed", "sgd", 1, true}, Case{"bucketed", "adam", 2, true}),
+                         [](const testing::TestParamInfo<Case>& info) {
+                           std::string name = Name(info.param);
+                           for (char& ch : name) {
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace granary

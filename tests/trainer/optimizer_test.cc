@@ -1,10 +1,10 @@
-#include "trainer/fused_optimizer.h"
-
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <memory>
 #include <string>
+
+#include "trainer/fused_optimizer.h"
 
 namespace granary {
 namespace {
@@ -31,7 +31,8 @@ std::vector<torch::Tensor> Params() {
 void SetGradients(const std::vector<torch::Tensor>& params, int step) {
   for (size_t k = 0; k < params.size(); ++k) {
     const torch::Tensor& p = params[k];
-    torch::Tensor g = torch::cos(torch::arange(p.numel(), torch::kFloat32) * (0.31 + 0.1 * step + 0.05 * k)).view(p.sizes());
+    torch::Tensor g =
+        torch::cos(torch::arange(p.numel(), torch::kFloat32) * (0.31 + 0.1 * step + 0.05 * k)).view(p.sizes());
     if (k == 0) g = g.t().contiguous().t();  // column-major
     p.mutable_grad() = g;
   }
@@ -80,7 +81,8 @@ TEST(FusedOptimizer, AdamStepsAsLibTorchs) {
 }
 
 TEST(FusedOptimizer, AdamWStepsAsLibTorchs) {
-  for (const auto& o : {torch::optim::AdamWOptions(1e-2), torch::optim::AdamWOptions(1e-3).weight_decay(0.1).amsgrad(true)}) {
+  for (const auto& o :
+       {torch::optim::AdamWOptions(1e-2), torch::optim::AdamWOptions(1e-3).weight_decay(0.1).amsgrad(true)}) {
     ExpectSameSteps(
         "adamw wd " + std::to_string(o.weight_decay()),
         [&](const std::vector<torch::Tensor>& p) { return std::make_unique<FusedAdamW>(p, o); },
@@ -96,7 +98,8 @@ TEST(FusedOptimizer, KeepsLibTorchsPerParameterState) {
   adam.step();
   adam.step();
   ASSERT_EQ(adam.state().size(), p.size());
-  auto& s = static_cast<torch::optim::AdamParamState&>(*adam.state().at(c10::guts::to_string(p[2].unsafeGetTensorImpl())));
+  auto& s =
+      static_cast<torch::optim::AdamParamState&>(*adam.state().at(c10::guts::to_string(p[2].unsafeGetTensorImpl())));
   EXPECT_EQ(s.step(), 2);
   EXPECT_EQ(s.exp_avg().strides(), p[2].strides());
   EXPECT_GT(s.exp_avg_sq().abs().sum().item<float>(), 0);
