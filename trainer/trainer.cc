@@ -157,6 +157,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
     const uint64_t batches = train.batches_per_epoch();
     const uint64_t accum = static_cast<uint64_t>(c.optim.accum);
     uint64_t group = 1;  // micro-batches in the current group
+    const bool sync_now = !c.data.synthetic;  // --synthetic: ranks train apart
     for (uint64_t b = 0;; ++b) {
       torch::Tensor input, target;
       if (c.data.synthetic) {
@@ -175,7 +176,6 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
           target = TargetTensor(batch);
         }));
       }
-      const bool sync_now = !c.data.synthetic;
       const bool group_start = b % accum == 0;
       const bool group_end = (b + 1) % accum == 0 || b + 1 == batches;
       if (group_start) group = std::min(accum, batches - b);
