@@ -387,5 +387,55 @@ TEST_F(EndToEnd, Bf16AndChannelsLastLowerTheLoss) {
   EXPECT_EQ(bucketed["epochs"][1]["train_loss"], j["epochs"][1]["train_loss"]);
 }
 
+// Issue 10: a CSV db trains. Two classes that a linear rule over features of
+// very different scales separates; the MLP standardises the features with the
+// training split's statistics and evaluates on the held-out split that
+// --val-fraction makes, found by --eval-split auto.
+TEST_F(EndToEnd, ACsvDbTrainsAnMlpAndEvaluatesOnItsValSplit) {
+  std::string rows = "a,b,c,y\n";
+  for (int i = 0; i < 600; ++i) {
+    const double a = (i * 37 % 101) / 101.0, b = (i * 53 % 97) / 97.0;
+    const int y = a + b > 1.0 ? 1 : 0;
+    rows += std::to_string(a * 1000) + "," + std::to_string(b * 0.01) + "," + std::to_string(i % 7) + "," +
+            std::to_string(y) + "\n";
+  }
+  testing::WriteFile(dir_.Sub("t.csv"), rows);
+  const std::string db = dir_.Sub("db");
+  auto prep = RunCommand(kPrep + " build " + dir_.Sub("t.csv") + " " + db + " --label y --val-fraction 0.2", dir_);
+  ASSERT_EQ(prep.exit_code, 0) << prep.err;
+  auto j = TrainJson("--db " + db + " --ranks 2 --epochs 30 --batch-size 32 --lr 0.01", dir_);
+  EXPECT_EQ(j["config"]["model"]["name"], "mlp");
+  EXPECT_EQ(j["config"]["data"]["input_field"], "features");
+  EXPECT_EQ(j["config"]["data"]["eval_split"], "val");
+  ASSERT_EQ(j["epochs"].size(), 30u);
+  const auto& last = j["epochs"][29];
+  EXPECT_GT(last["test_samples"].get<int>(), 60);
+  EXPECT_GT(last["test_accuracy"].get<double>(), 0.9) << last;
+  // The wrong model for the db: one line naming the db, the field and the shape, before any rank starts.
+  ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --model convnet", dir_), "field 'features'");
+  auto r = RunCommand(kTrain + " --db " + db + " --model resnet", dir_);
+  EXPECT_NE(r.err.find(db), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[3]"), std::string::npos) << r.err;
+}
+
+// The BatchNorm models train under data parallelism, with a schedule, warm-up,
+// linear scaling and label smoothing; what runs is printed.
+TEST_F(EndToEnd, ResNetAndMobileNetTrainOnTwoRanksWithARecipe) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(RunCommand(kPrep + " build " + kFashion + " " + db + " --limit 1000 --no-progress", dir_).exit_code, 0);
+  for (const char* model : {"resnet", "mobilenet"}) {
+    auto j = TrainJson(std::string("--db ") + db + " --model " + model + " --width 0.5 --ranks 2 --epochs 3 " +
+                           "--optimizer sgd --lr 0.05 --momentum 0.9 --schedule cosine --warmup-epochs 1 " +
+                           "--lr-scaling linear --base-batch 32 --label-smoothing 0.1 --eval-split ''",
+                       dir_);
+    ASSERT_EQ(j["epochs"].size(), 3u) << model;
+    EXPECT_EQ(j["config"]["model"]["name"], model);
+    EXPECT_LT(j["epochs"][2]["train_loss"].get<double>(), j["epochs"][0]["train_loss"].get<double>()) << model;
+    // Peak 0.05 x 64 / 32 after one epoch of warm-up, cosine to ~0 at the end.
+    EXPECT_NEAR(j["epochs"][0]["lr"].get<double>(), 0.1, 1e-9) << model;
+    EXPECT_LT(j["epochs"][2]["lr"].get<double>(), 0.01) << model;
+  }
+}
+
 }  // namespace
 }  // namespace granary

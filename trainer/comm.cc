@@ -1,5 +1,7 @@
 #include "trainer/comm.h"
 
+#include <map>
+
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -105,9 +107,20 @@ Status Comm::AllReduceSum(torch::Tensor& tensor) {
 Status Comm::Broadcast(const std::vector<torch::Tensor>& tensors) {
   if (impl_->options.world == 1) return Status::OK();
   return CatchTorch("broadcast", [&] {
-    for (const auto& t : tensors) {
-      std::vector<at::Tensor> bufs{t};
+    // One broadcast per dtype (BatchNorm has float statistics and an int64
+    // batch count), of the tensors packed into one buffer.
+    std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
+    for (const auto& t : tensors) by_dtype[t.scalar_type()].push_back(t);
+    for (auto& [dtype, group] : by_dtype) {
+      std::vector<at::Tensor> flat;
+      for (const at::Tensor& t : group) flat.push_back(t.reshape({-1}));
+      std::vector<at::Tensor> bufs{at::cat(flat)};
       impl_->group->broadcast(bufs)->wait();
+      int64_t offset = 0;
+      for (at::Tensor& t : group) {
+        t.copy_(bufs[0].narrow(0, offset, t.numel()).view_as(t));
+        offset += t.numel();
+      }
     }
   });
 }

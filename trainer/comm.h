@@ -48,7 +48,7 @@ class Comm {
   // The same, started on Gloo's worker threads; `tensor` must not be touched
   // until Wait() returns. Calls must still come in the same order on every rank.
   StatusOr<std::unique_ptr<PendingReduce>> AllReduceSumAsync(const torch::Tensor& tensor);
-  // Copies rank 0's values into each tensor on every rank.
+  // Copies rank 0's values into each tensor on every rank (one broadcast per dtype).
   Status Broadcast(const std::vector<torch::Tensor>& tensors);
   Status Barrier();
 

@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <cmath>
+#include <cstdio>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -13,14 +14,17 @@
 #include "trainer/gradient_sync.h"
 #include "trainer/models/registry.h"
 #include "trainer/optimizer.h"
+#include "trainer/schedule.h"
 
 namespace granary {
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataConfig, db, train_split, eval_split, loader_threads, prefetch,
-                                                shuffle, drop_last, skip_corrupt, augment, mean, stddev, synthetic)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelConfig, name, dropout, precision, channels_last)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataConfig, db, train_split, eval_split, input_field, loader_threads,
+                                                prefetch, shuffle, drop_last, skip_corrupt, augment, mean, stddev,
+                                                synthetic)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelConfig, name, width, dropout, precision, channels_last)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimConfig, optimizer, lr, momentum, nesterov, weight_decay, epochs,
-                                                batch_size, accum, seed)
+                                                batch_size, accum, seed, schedule, warmup_epochs, lr_scaling,
+                                                base_batch, label_smoothing)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SyncConfig, method, bucket_mb)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistConfig, ranks, threads, host, port, oversubscribe, pin)
 void to_json(nlohmann::json& j, const CheckpointConfig&) { j = nlohmann::json::object(); }
@@ -45,6 +49,13 @@ nlohmann::json ToJsonValue(const TrainConfig& c) {
 
 Status OutOfRange(const std::string& flag, const std::string& value, const std::string& bound) {
   return Status::InvalidArgument(flag + " " + value + ": " + bound);
+}
+
+// A flag's floating-point value as the user would write it ("0.25", "1e-05").
+std::string Number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", v);
+  return text;
 }
 
 std::string Range(int64_t lo, int64_t hi) { return "must be in " + std::to_string(lo) + ".." + std::to_string(hi); }
@@ -95,16 +106,20 @@ Status TrainConfig::Validate(int cores) const {
   }
   GRANARY_RETURN_IF_ERROR(ParseShuffleMode(d.shuffle).status());
   GRANARY_RETURN_IF_ERROR(ParseAugment(d.augment).status());
-  if (!std::isfinite(d.mean)) return OutOfRange("--mean", std::to_string(d.mean), "must be finite");
+  if (!std::isfinite(d.mean)) return OutOfRange("--mean", Number(d.mean), "must be finite");
   if (!(std::isfinite(d.stddev) && d.stddev > 0)) {
-    return OutOfRange("--std", std::to_string(d.stddev), "must be finite and > 0");
+    return OutOfRange("--std", Number(d.stddev), "must be finite and > 0");
   }
 
-  if (!IsKnownModel(model.name)) {
-    return OutOfRange("--model", model.name, "unknown (known: " + KnownModelNames() + ")");
+  if (model.name != "auto" && !IsKnownModel(model.name)) {
+    return OutOfRange("--model", model.name, "unknown (known: auto, " + KnownModelNames() + ")");
+  }
+  if (!(model.width >= kMinModelWidth && model.width <= kMaxModelWidth)) {
+    return OutOfRange("--width", Number(model.width), "must be in " + Number(kMinModelWidth) + ".." +
+                                                                 Number(kMaxModelWidth));
   }
   if (!(model.dropout >= 0 && model.dropout < 1)) {
-    return OutOfRange("--dropout", std::to_string(model.dropout), "must be in [0, 1)");
+    return OutOfRange("--dropout", Number(model.dropout), "must be in [0, 1)");
   }
   if (model.precision != "fp32" && model.precision != "bf16") {
     return OutOfRange("--precision", model.precision, "expected fp32 or bf16");
@@ -114,10 +129,10 @@ Status TrainConfig::Validate(int cores) const {
     return OutOfRange("--optimizer", optim.optimizer, "unknown (known: " + KnownOptimizerNames() + ")");
   }
   if (!(std::isfinite(optim.lr) && optim.lr > 0)) {
-    return OutOfRange("--lr", std::to_string(optim.lr), "must be finite and > 0");
+    return OutOfRange("--lr", Number(optim.lr), "must be finite and > 0");
   }
   if (!(optim.momentum >= 0 && optim.momentum < 1)) {
-    return OutOfRange("--momentum", std::to_string(optim.momentum), "must be in [0, 1)");
+    return OutOfRange("--momentum", Number(optim.momentum), "must be in [0, 1)");
   }
   if (optim.momentum > 0 && optim.optimizer != "sgd") {
     return Status::InvalidArgument("--momentum is for --optimizer sgd (" + optim.optimizer + " has its own betas)");
@@ -126,7 +141,7 @@ Status TrainConfig::Validate(int cores) const {
     return Status::InvalidArgument("--nesterov needs --optimizer sgd with --momentum above 0");
   }
   if (!(std::isfinite(optim.weight_decay) && optim.weight_decay >= 0 && optim.weight_decay < 1)) {
-    return OutOfRange("--weight-decay", std::to_string(optim.weight_decay), "must be in [0, 1)");
+    return OutOfRange("--weight-decay", Number(optim.weight_decay), "must be in [0, 1)");
   }
   if (optim.epochs < 1 || optim.epochs > kMaxEpochs) {
     return OutOfRange("--epochs", std::to_string(optim.epochs), Range(1, kMaxEpochs));
@@ -134,12 +149,28 @@ Status TrainConfig::Validate(int cores) const {
   if (optim.batch_size < 1 || optim.batch_size > kMaxBatch) {
     return OutOfRange("--batch-size", std::to_string(optim.batch_size), Range(1, kMaxBatch));
   }
+  if (!IsKnownSchedule(optim.schedule)) {
+    return OutOfRange("--schedule", optim.schedule, "unknown (known: " + KnownScheduleNames() + ")");
+  }
+  if (!(optim.warmup_epochs >= 0 && optim.warmup_epochs <= optim.epochs)) {
+    return OutOfRange("--warmup-epochs", Number(optim.warmup_epochs),
+                      "must be in 0..--epochs (" + std::to_string(optim.epochs) + ")");
+  }
+  if (optim.lr_scaling != "none" && optim.lr_scaling != "linear") {
+    return OutOfRange("--lr-scaling", optim.lr_scaling, "expected none or linear");
+  }
+  if (optim.base_batch < 1 || optim.base_batch > kMaxBatch) {
+    return OutOfRange("--base-batch", std::to_string(optim.base_batch), Range(1, kMaxBatch));
+  }
+  if (!(optim.label_smoothing >= 0 && optim.label_smoothing < 1)) {
+    return OutOfRange("--label-smoothing", Number(optim.label_smoothing), "must be in [0, 1)");
+  }
 
   if (!IsKnownGradientSync(sync.method)) {
     return OutOfRange("--sync", sync.method, "unknown (known: " + KnownGradientSyncNames() + ")");
   }
   if (!(sync.bucket_mb >= 0.001 && sync.bucket_mb <= 1024)) {
-    return OutOfRange("--bucket-mb", std::to_string(sync.bucket_mb), "must be in 0.001..1024");
+    return OutOfRange("--bucket-mb", Number(sync.bucket_mb), "must be in 0.001..1024");
   }
 
   const int hard_cap = kOversubscribeFactor * cores;

@@ -17,7 +17,8 @@ namespace granary {
 struct DataConfig {
   std::string db;
   std::string train_split = "train";
-  std::string eval_split = "test";  // "" to skip evaluation
+  std::string eval_split = "auto";  // "" to skip evaluation; auto: test, else val, else none
+  std::string input_field;          // "": "image", else the db's only field besides the label
   int loader_threads = 1;           // per rank
   int prefetch = 4;                 // batches the loader prepares ahead
   std::string shuffle = "full";     // full, block (dbs larger than RAM) or none
@@ -34,7 +35,8 @@ struct DataConfig {
 
 // Which network (trainer/models/registry.h), its knobs, and how it computes.
 struct ModelConfig {
-  std::string name = "convnet";
+  std::string name = "auto";  // auto: chosen from the db (trainer/workload.h)
+  double width = 1;           // channel multiplier
   double dropout = 0.4;
   std::string precision = "fp32";  // or "bf16": CPU autocast, fp32 weights and loss
   bool channels_last = false;      // NHWC batches and conv weights
@@ -52,6 +54,14 @@ struct OptimConfig {
   int64_t batch_size = 64;  // global: each rank takes batch_size / ranks
   int accum = 1;            // micro-batches per step: each rank's batch is split accum ways
   uint64_t seed = 0;        // weights, epoch order, dropout
+  // The learning rate over the run (trainer/schedule.h): constant, step (x0.1
+  // at half and three quarters of the run) or cosine (to 0), after a linear
+  // warm-up; with lr_scaling "linear" the peak is lr x batch_size / base_batch.
+  std::string schedule = "constant";
+  double warmup_epochs = 0;
+  std::string lr_scaling = "none";
+  int64_t base_batch = 256;
+  double label_smoothing = 0;
 };
 
 // How gradients are averaged over ranks (trainer/gradient_sync.h).

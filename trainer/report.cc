@@ -13,6 +13,7 @@ namespace {
 nlohmann::json EpochJson(const EpochReport& r) {
   nlohmann::json j = {{"epoch", r.epoch},
                       {"train_loss", r.train_loss},
+                      {"lr", r.lr},
                       {"seconds", r.seconds},
                       {"samples_per_s", r.samples_per_s},
                       {"stall_fraction", r.stall_fraction},
@@ -44,6 +45,8 @@ void RunReport::Start() const {
 
 void RunReport::Plan(const EpochPlanReport& plan) const {
   if (!text()) return;
+  std::printf("train: model %s, %llu parameters, peak lr %g\n", plan.model.c_str(),
+              static_cast<unsigned long long>(plan.parameters), plan.peak_lr);
   std::printf("train: %llu samples per rank per epoch", static_cast<unsigned long long>(plan.samples_per_rank));
   if (plan.padded > 0) std::printf(", %llu padded", static_cast<unsigned long long>(plan.padded));
   if (plan.dropped > 0) std::printf(", %llu dropped", static_cast<unsigned long long>(plan.dropped));
@@ -55,8 +58,8 @@ void RunReport::Epoch(const EpochReport& r) const {
   if (!text()) return;
   std::printf("epoch %d/%d  train_loss %.4f", r.epoch, config_.optim.epochs, r.train_loss);
   if (r.evaluated) std::printf("  test_loss %.4f  test_acc %.4f", r.test_loss, r.test_accuracy);
-  std::printf("  samples/s %.0f  stall %.1f%%  queue %.1f  compute %.1f%%  sync wait %.1f%%  time %.1fs\n",
-              r.samples_per_s, 100 * r.stall_fraction, r.queue_depth, 100 * r.compute_fraction,
+  std::printf("  lr %.3g  samples/s %.0f  stall %.1f%%  queue %.1f  compute %.1f%%  sync wait %.1f%%  time %.1fs\n",
+              r.lr, r.samples_per_s, 100 * r.stall_fraction, r.queue_depth, 100 * r.compute_fraction,
               100 * r.comm_fraction, r.seconds);
   std::fflush(stdout);
 }

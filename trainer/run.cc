@@ -1,5 +1,6 @@
 #include "trainer/run.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "store/db.h"
@@ -9,6 +10,7 @@
 #include "trainer/precision.h"
 #include "trainer/report.h"
 #include "trainer/trainer.h"
+#include "trainer/workload.h"
 
 namespace granary {
 namespace {
@@ -55,8 +57,18 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
   config.ResolveDefaults();
   if (Status valid = config.Validate(layout->cores); !valid.ok()) return Fail(valid, rank);
   config.dist.threads = layout->threads;  // what runs is what is printed
+  // The db decides the input, the evaluated split and `--model auto`, the
+  // same way in every process.
+  Manifest manifest;
+  if (StatusOr<std::unique_ptr<DbReader>> db = DbReader::Open(config.data.db); db.ok()) {
+    manifest = db.value()->manifest();
+  } else {
+    return Fail(db.status(), std::max(rank, 0));
+  }
+  StatusOr<Workload> workload = ResolveWorkload(manifest, config.data.db, &config);
+  if (!workload.ok()) return Fail(workload.status(), std::max(rank, 0));
   if (rank < 0) {
-    if (StatusOr<std::unique_ptr<DbReader>> db = DbReader::Open(config.data.db); !db.ok()) return Fail(db.status(), 0);
+    if (Status fits = CheckModelFits(config, workload.value(), manifest.num_classes); !fits.ok()) return Fail(fits, 0);
     if (config.model.precision == "bf16" && !CpuHasNativeBf16()) {
       std::fprintf(stderr, "train: warning: this CPU has no native bf16 (AVX512-BF16 or AMX): bf16 runs emulated, "
                            "likely slower than fp32\n");

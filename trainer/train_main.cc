@@ -19,8 +19,10 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c) {
   granary::DataConfig& d = c.data;
   app.add_option("--db", d.db, "granary db directory (made by `prep build`)")->required();
   app.add_option("--train-split", d.train_split, "split to train on")->capture_default_str();
-  app.add_option("--eval-split", d.eval_split, "split rank 0 evaluates after each epoch (\"\" for none)")
+  app.add_option("--eval-split", d.eval_split,
+                 "split rank 0 evaluates after each epoch (auto: test, else val; \"\" for none)")
       ->capture_default_str();
+  app.add_option("--input-field", d.input_field, "field to train on (default: image, else the only other field)");
   app.add_option("--loader-threads", d.loader_threads, "loader worker threads per rank")->capture_default_str();
   app.add_option("--prefetch", d.prefetch, "batches the loader prepares ahead")->capture_default_str();
   app.add_option("--shuffle", d.shuffle, "training order: full, block (chunks of consecutive samples, for dbs "
@@ -32,7 +34,11 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c) {
   app.add_option("--mean", d.mean, "input normalisation: mean after scaling to [0,1]")->capture_default_str();
   app.add_option("--std", d.stddev, "input normalisation: std after scaling to [0,1]")->capture_default_str();
 
-  app.add_option("--model", c.model.name, "model: " + granary::KnownModelNames())->capture_default_str();
+  app.add_option("--model", c.model.name,
+                 "model: auto (mlp for feature vectors, convnet for images up to 32 px, resnet above), " +
+                     granary::KnownModelNames())
+      ->capture_default_str();
+  app.add_option("--width", c.model.width, "channel (hidden unit) multiplier of the model")->capture_default_str();
   app.add_option("--dropout", c.model.dropout, "dropout before the last layer")->capture_default_str();
   app.add_option("--precision", c.model.precision, "fp32, or bf16 (CPU autocast; fp32 weights, optimiser and loss)")
       ->capture_default_str();
@@ -52,6 +58,18 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c) {
                  "only the last is synchronised)")
       ->capture_default_str();
   app.add_option("--seed", c.optim.seed, "seed for weights, epoch order and dropout")->capture_default_str();
+  app.add_option("--schedule", c.optim.schedule,
+                 "learning rate over the run: constant, step (x0.1 at 1/2 and 3/4 of it) or cosine (to 0)")
+      ->capture_default_str();
+  app.add_option("--warmup-epochs", c.optim.warmup_epochs, "linear warm-up to the peak rate over this many epochs")
+      ->capture_default_str();
+  app.add_option("--lr-scaling", c.optim.lr_scaling,
+                 "none, or linear: peak rate = --lr x --batch-size / --base-batch")
+      ->capture_default_str();
+  app.add_option("--base-batch", c.optim.base_batch, "the batch --lr is meant for (--lr-scaling linear)")
+      ->capture_default_str();
+  app.add_option("--label-smoothing", c.optim.label_smoothing, "label smoothing of the training loss")
+      ->capture_default_str();
 
   app.add_option("--sync", c.sync.method, "gradient sync: " + granary::KnownGradientSyncNames())
       ->capture_default_str();

@@ -1,8 +1,12 @@
 #include "trainer/trainer.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <limits>
 #include <mutex>
 
 #include "loader/loader.h"
@@ -14,14 +18,18 @@
 #include "trainer/models/registry.h"
 #include "trainer/optimizer.h"
 #include "trainer/precision.h"
+#include "trainer/schedule.h"
 #include "trainer/torch_guard.h"
 
 namespace granary {
 namespace {
 
 // What the training and the evaluation loaders share.
-LoaderOptions BaseLoaderOptions(const DataConfig& d) {
+LoaderOptions BaseLoaderOptions(const DataConfig& d, const Workload& w) {
   LoaderOptions lo;
+  lo.input_field = w.input_field;
+  lo.target_field = w.target_field;
+  lo.scale = w.input_uint8 ? 1.0f / 255.0f : 1.0f;
   lo.threads = d.loader_threads;
   lo.prefetch = d.prefetch;
   lo.mean = d.mean;
@@ -31,8 +39,8 @@ LoaderOptions BaseLoaderOptions(const DataConfig& d) {
 }
 
 // The training loader of rank `rank`.
-StatusOr<std::unique_ptr<Loader>> TrainLoader(const DbReader& db, const TrainConfig& c, int rank) {
-  LoaderOptions lo = BaseLoaderOptions(c.data);
+StatusOr<std::unique_ptr<Loader>> TrainLoader(const DbReader& db, const TrainConfig& c, const Workload& w, int rank) {
+  LoaderOptions lo = BaseLoaderOptions(c.data, w);
   lo.channels_last = c.model.channels_last;
   lo.split = c.data.train_split;
   lo.batch_size = static_cast<size_t>(c.optim.batch_size / (c.dist.ranks * c.optim.accum));
@@ -60,6 +68,40 @@ void SizeThreadPools(int threads) {
   });
 }
 
+// glibc's allocator, left to itself, hands the step's large tensors back to
+// the kernel as they are freed (mmap above a threshold that adapts, heap trim
+// below it) and takes them again next step: every step then pays page faults
+// and page clearing for tens of MiB, a quarter to a third of a bf16 step on
+// the standard machine (docs/BENCHMARKS.md). Kept instead: allocations up to
+// 32 MiB (glibc's largest threshold) come from the heap, which is not
+// trimmed, so RSS stays at the step's peak. A MALLOC_* setting in the
+// environment is the user's choice and wins.
+void KeepFreedMemory() {
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr || std::getenv("MALLOC_TRIM_THRESHOLD_") != nullptr) return;
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+}
+
+// The model to build for `workload`.
+ModelSpec SpecFor(const ModelConfig& m, const Workload& workload, int64_t classes) {
+  ModelSpec spec;
+  spec.name = m.name;
+  spec.input = workload.input_shape;
+  spec.classes = classes;
+  spec.dropout = m.dropout;
+  spec.width = m.width;
+  return spec;
+}
+
+// Cross-entropy, with label smoothing as PyTorch's CrossEntropyLoss has it:
+// (1 - e) x NLL + e x the mean over classes of -log p.
+torch::Tensor TrainingLoss(const torch::Tensor& logits, const torch::Tensor& target, double smoothing) {
+  torch::Tensor log_p = torch::log_softmax(logits, 1);
+  torch::Tensor nll = torch::nll_loss(log_p, target);
+  if (smoothing == 0) return nll;
+  return (1 - smoothing) * nll - smoothing * log_p.mean(1).mean();
+}
+
 // --synthetic: the batch every step of a compute-bound run takes, random
 // inputs of the loader's shape and layout and random labels.
 struct SyntheticBatch {
@@ -83,30 +125,46 @@ SyntheticBatch MakeSyntheticBatch(const Loader& loader, int64_t size, int64_t cl
 
 }  // namespace
 
-StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
+Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64_t classes) {
+  ModelSpec spec = SpecFor(config.model, workload, classes);
+  Status fits = Status::OK();
+  GRANARY_RETURN_IF_ERROR(CatchTorch("building the model", [&] { fits = CreateModel(spec).status(); }));
+  return fits.ok() ? fits : fits.WithContext(config.data.db + ": field '" + workload.input_field + "'");
+}
+
+StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank,
                                            const std::function<void(const EpochPlanReport&)>& on_start,
                                            const std::function<void(const EpochReport&)>& on_epoch) {
-  const int threads = c.ThreadsPerRank(CoreCount());  // resolved by the launcher
+  const int threads = config.ThreadsPerRank(CoreCount());  // resolved by the launcher
   SizeThreadPools(threads);
+  KeepFreedMemory();
 
-  StatusOr<std::unique_ptr<DbReader>> db = DbReader::Open(c.data.db);
+  StatusOr<std::unique_ptr<DbReader>> db = DbReader::Open(config.data.db);
   if (!db.ok()) return db.status();
   const Manifest& manifest = db.value()->manifest();
-  if (manifest.schema.FieldIndex("image") < 0) {
-    return Status::InvalidArgument(c.data.db + ": has no 'image' field to train on");
-  }
-  StatusOr<std::unique_ptr<Loader>> loader = TrainLoader(*db.value(), c, rank);
+  TrainConfig c = config;  // resolved already when it comes from the launcher
+  StatusOr<Workload> workload = ResolveWorkload(manifest, c.data.db, &c);
+  if (!workload.ok()) return workload.status();
+  StatusOr<std::unique_ptr<Loader>> loader = TrainLoader(*db.value(), c, workload.value(), rank);
   if (!loader.ok()) return loader.status();
   if (!c.data.eval_split.empty() && manifest.FindSplit(c.data.eval_split) == nullptr) {
     return Status::NotFound(c.data.db + ": no split '" + c.data.eval_split + "' to evaluate on");
   }
 
+  ModelSpec spec = SpecFor(c.model, workload.value(), manifest.num_classes);
+  if (workload->kind == InputKind::kFeatures && !c.data.synthetic) {
+    LoaderOptions stats = BaseLoaderOptions(c.data, workload.value());
+    stats.split = c.data.train_split;
+    stats.batch_size = 1024;
+    StatusOr<InputStatistics> s = ComputeInputStatistics(*db.value(), stats);
+    if (!s.ok()) return s.status();
+    spec.input_mean = s->mean;
+    spec.input_std = s->stddev;
+  }
   // Same initial weights everywhere: seeded init, then rank 0's broadcast.
   torch::manual_seed(c.optim.seed);
   StatusOr<std::shared_ptr<Classifier>> model = Status::FailedPrecondition("no model");
-  GRANARY_RETURN_IF_ERROR(CatchTorch("building the model", [&] {
-    model = CreateModel({c.model.name, loader.value()->sample_shape(), manifest.num_classes, c.model.dropout});
-  }));
+  GRANARY_RETURN_IF_ERROR(CatchTorch("building the model", [&] { model = CreateModel(spec); }));
   if (!model.ok()) return model.status().WithContext(c.data.db);
   Classifier& net = *model.value();
   StatusOr<Precision> precision = Precision::Create(c.model);
@@ -121,6 +179,8 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
   StatusOr<std::unique_ptr<Comm>> comm = Comm::Create(co);
   if (!comm.ok()) return comm.status();
   std::vector<torch::Tensor> params = net.parameters();
+  // BatchNorm statistics and the like: rank 0's, before every step (DDP's rule).
+  const std::vector<torch::Tensor> buffers = net.buffers();
   {
     torch::NoGradGuard no_grad;
     GRANARY_RETURN_IF_ERROR(comm.value()->Broadcast(params));
@@ -136,7 +196,18 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
 
   std::vector<EpochReport> reports;
   Loader& train = *loader.value();
-  on_start({train.sampler().samples_per_rank(), train.sampler().padded(), train.sampler().dropped(), threads});
+  const uint64_t accum = static_cast<uint64_t>(c.optim.accum);
+  const LrSchedule schedule(c.optim, static_cast<int64_t>((train.batches_per_epoch() + accum - 1) / accum));
+  int64_t step = 0;  // optimizer steps so far
+  EpochPlanReport plan;
+  plan.samples_per_rank = train.sampler().samples_per_rank();
+  plan.padded = train.sampler().padded();
+  plan.dropped = train.sampler().dropped();
+  plan.threads_per_rank = threads;
+  plan.model = c.model.name;
+  for (const torch::Tensor& p : params) plan.parameters += static_cast<uint64_t>(p.numel());
+  plan.peak_lr = schedule.peak();
+  on_start(plan);
   Batch batch;
   const int64_t micro_batch = c.optim.batch_size / (c.dist.ranks * c.optim.accum);
   SyntheticBatch synthetic;
@@ -155,7 +226,6 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
     // last group); only the group's last backward is synchronised (DDP's
     // no_sync), and the optimizer steps once per group.
     const uint64_t batches = train.batches_per_epoch();
-    const uint64_t accum = static_cast<uint64_t>(c.optim.accum);
     uint64_t group = 1;  // micro-batches in the current group
     const bool sync_now = !c.data.synthetic;  // --synthetic: ranks train apart
     for (uint64_t b = 0;; ++b) {
@@ -180,10 +250,14 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
       const bool group_end = (b + 1) % accum == 0 || b + 1 == batches;
       if (group_start) group = std::min(accum, batches - b);
       const auto step_start = std::chrono::steady_clock::now();
+      if (group_start && sync_now && !buffers.empty()) {
+        torch::NoGradGuard no_grad;
+        GRANARY_RETURN_IF_ERROR(comm.value()->Broadcast(buffers));
+      }
       GRANARY_RETURN_IF_ERROR(CatchTorch("training step", [&] {
         if (group_start) optimizer.zero_grad();
         torch::Tensor logits = precision->Forward(net, input);
-        torch::Tensor loss = torch::nll_loss(torch::log_softmax(logits, 1), target);
+        torch::Tensor loss = TrainingLoss(logits, target, c.optim.label_smoothing);
         if (group_end && sync_now) sync.value()->BeginStep();
         (group > 1 ? loss / static_cast<double>(group) : loss).backward();
         local_loss_sum += loss.item<double>() * static_cast<double>(input.size(0));
@@ -192,7 +266,11 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
       const double sync_blocked = sync.value()->blocked_seconds();
       if (group_end) {
         if (sync_now) GRANARY_RETURN_IF_ERROR(sync.value()->FinishStep());
-        GRANARY_RETURN_IF_ERROR(CatchTorch("optimizer step", [&] { optimizer.step(); }));
+        const double lr = schedule.At(step++);
+        GRANARY_RETURN_IF_ERROR(CatchTorch("optimizer step", [&] {
+          for (torch::optim::OptimizerParamGroup& g : optimizer.param_groups()) g.options().set_lr(lr);
+          optimizer.step();
+        }));
       }
       // The step's own time, less what it waited for the sync.
       compute_seconds += SecondsSince(step_start) - (sync.value()->blocked_seconds() - sync_blocked);
@@ -205,6 +283,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
     EpochReport r;
     r.epoch = epoch + 1;
     r.train_loss = totals[0].item<double>() / std::max(1.0, samples);
+    r.lr = schedule.At(std::max<int64_t>(0, step - 1));
     r.seconds = seconds;
     r.samples_per_s = samples / seconds;
     const LoaderStats after = train.stats();
@@ -215,7 +294,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& c, int rank,
     r.comm_fraction = (sync.value()->blocked_seconds() - sync_before) / seconds;
     r.compute_fraction = compute_seconds / seconds;
     if (rank == 0 && !c.data.eval_split.empty() && !c.data.synthetic) {
-      LoaderOptions eval = BaseLoaderOptions(c.data);
+      LoaderOptions eval = BaseLoaderOptions(c.data, workload.value());
       eval.channels_last = c.model.channels_last;
       eval.split = c.data.eval_split;
       eval.batch_size = 256;

@@ -6,16 +6,19 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "store/status.h"
 #include "trainer/config.h"
+#include "trainer/workload.h"
 
 namespace granary {
 
 struct EpochReport {
   int epoch = 0;  // 1-based
   double train_loss = 0;      // mean over all ranks' samples
+  double lr = 0;              // the learning rate of the epoch's last step
   double seconds = 0;         // training part of the epoch
   double samples_per_s = 0;   // over all ranks
   double stall_fraction = 0;  // rank 0's time waiting for data / epoch time
@@ -34,7 +37,15 @@ struct EpochPlanReport {
   uint64_t padded = 0;   // samples read twice per epoch so ranks are equal
   uint64_t dropped = 0;  // samples not read per epoch (drop_last)
   int threads_per_rank = 0;
+  std::string model;        // resolved name
+  uint64_t parameters = 0;  // trainable values
+  double peak_lr = 0;       // after --lr-scaling
 };
+
+// OK if `config.model` can be built for `workload` (the launcher checks this
+// before starting ranks); else InvalidArgument naming the db, the model and
+// the shapes.
+Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64_t classes);
 
 // Runs rank `rank` of the run `config` (validated by the caller, with
 // config.dist.port set when ranks > 1). `on_start` is called once before the

@@ -41,6 +41,27 @@ TEST(Comm, BroadcastCopiesRankZerosValuesAndSumAdds) {
   }
 }
 
+// BatchNorm's buffers: float statistics of several shapes and an int64
+// count, broadcast together (packed per dtype), each back in its own tensor.
+TEST(Comm, BroadcastOfMixedDtypesAndShapesRestoresEachTensor) {
+  std::vector<std::vector<torch::Tensor>> got(2);
+  OnTwoRanks([&](Comm& comm) {
+    const float r = static_cast<float>(comm.rank());
+    std::vector<torch::Tensor> t = {torch::arange(6, torch::kFloat32).view({2, 3}) + r * 100,
+                                    torch::full({}, 5 + comm.rank(), torch::kInt64),
+                                    torch::full({4}, 1 + r)};
+    GRANARY_RETURN_IF_ERROR(comm.Broadcast(t));
+    got[comm.rank()] = t;
+    return comm.Barrier();
+  });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(got[r].size(), 3u);
+    EXPECT_TRUE(torch::equal(got[r][0], torch::arange(6, torch::kFloat32).view({2, 3}))) << r;
+    EXPECT_TRUE(torch::equal(got[r][1], torch::full({}, 5, torch::kInt64))) << r;
+    EXPECT_TRUE(torch::equal(got[r][2], torch::full({4}, 1.0f))) << r;
+  }
+}
+
 TEST(AfterBackwardSync, EveryGradientBecomesTheMeanOverRanks) {
   std::vector<torch::Tensor> grads(2);
   OnTwoRanks([&](Comm& comm) {

@@ -2,13 +2,15 @@
 
 namespace granary {
 
-ConvNet::ConvNet(int64_t channels, int64_t height, int64_t width, int64_t classes, double dropout) {
+ConvNet::ConvNet(const ModelSpec& spec) {
   namespace nn = torch::nn;
-  conv1_ = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(channels, 32, 5).padding(2)));
-  conv2_ = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(32, 64, 5).padding(2)));
-  fc1_ = register_module("fc1", nn::Linear(64 * (height / 4) * (width / 4), 1024));
-  drop_ = register_module("drop", nn::Dropout(dropout));
-  fc2_ = register_module("fc2", nn::Linear(1024, classes));
+  const int64_t channels = spec.input[0], height = spec.input[1], width = spec.input[2];
+  const int64_t c1 = Scaled(spec, 32), c2 = Scaled(spec, 64), hidden = Scaled(spec, 1024);
+  conv1_ = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(channels, c1, 5).padding(2)));
+  conv2_ = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(c1, c2, 5).padding(2)));
+  fc1_ = register_module("fc1", nn::Linear(c2 * (height / 4) * (width / 4), hidden));
+  drop_ = register_module("drop", nn::Dropout(spec.dropout));
+  fc2_ = register_module("fc2", nn::Linear(hidden, spec.classes));
 }
 
 torch::Tensor ConvNet::forward(torch::Tensor x) {
@@ -19,12 +21,8 @@ torch::Tensor ConvNet::forward(torch::Tensor x) {
 }
 
 StatusOr<std::shared_ptr<Classifier>> CreateConvNet(const ModelSpec& spec) {
-  const Shape& in = spec.input;
-  if (in.size() != 3 || in[1] < 4 || in[2] < 4) {
-    return Status::InvalidArgument("model convnet: needs a 3-dim image input (C x H x W, H and W >= 4), got " +
-                                   ShapeToString(in));
-  }
-  return std::shared_ptr<Classifier>(std::make_shared<ConvNet>(in[0], in[1], in[2], spec.classes, spec.dropout));
+  GRANARY_RETURN_IF_ERROR(CheckImageInput(spec, 4));
+  return std::shared_ptr<Classifier>(std::make_shared<ConvNet>(spec));
 }
 
 }  // namespace granary

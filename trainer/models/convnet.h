@@ -1,5 +1,6 @@
 // convnet: the Fashion-MNIST "2 conv + pooling" CNN: conv5x5-32, max-pool 2,
-// conv5x5-64, max-pool 2, fc-1024, dropout, fc-classes. Input N x C x H x W.
+// conv5x5-64, max-pool 2, fc-1024, dropout, fc-classes (channels and units
+// scaled by --width). Input N x C x H x W.
 #pragma once
 
 #include "trainer/models/registry.h"
@@ -8,7 +9,7 @@ namespace granary {
 
 class ConvNet : public Classifier {
  public:
-  ConvNet(int64_t channels, int64_t height, int64_t width, int64_t classes, double dropout);
+  explicit ConvNet(const ModelSpec& spec);
   torch::Tensor forward(torch::Tensor x) override;
 
  private:

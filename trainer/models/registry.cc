@@ -1,6 +1,11 @@
 #include "trainer/models/registry.h"
 
+#include <cmath>
+
 #include "trainer/models/convnet.h"
+#include "trainer/models/mlp.h"
+#include "trainer/models/mobilenet.h"
+#include "trainer/models/resnet.h"
 #include "trainer/named_table.h"
 
 namespace granary {
@@ -13,16 +18,36 @@ struct Entry {
 
 // Every model, in the order --help lists them.
 const Entry kModels[] = {
+    {"mlp", &CreateMlp},
     {"convnet", &CreateConvNet},
+    {"resnet", &CreateResNet},
+    {"mobilenet", &CreateMobileNet},
 };
 
 }  // namespace
 
 StatusOr<std::shared_ptr<Classifier>> CreateModel(const ModelSpec& spec) {
   const Entry* e = FindByName(kModels, spec.name);
-  if (e == nullptr) return Status::InvalidArgument("--model " + spec.name + ": unknown (known: " + KnownModelNames() + ")");
+  if (e == nullptr)
+    return Status::InvalidArgument("--model " + spec.name + ": unknown (known: " + KnownModelNames() + ")");
   if (spec.classes < 2) return Status::InvalidArgument("model " + spec.name + ": needs at least 2 classes");
+  if (!(spec.width >= kMinModelWidth && spec.width <= kMaxModelWidth)) {
+    return Status::InvalidArgument("model " + spec.name + ": width " + std::to_string(spec.width) + " out of range");
+  }
   return e->create(spec);
+}
+
+int64_t Scaled(const ModelSpec& spec, int64_t channels) {
+  return std::max<int64_t>(1, std::llround(static_cast<double>(channels) * spec.width));
+}
+
+Status CheckImageInput(const ModelSpec& spec, int64_t min_side) {
+  const Shape& in = spec.input;
+  if (in.size() != 3 || in[1] < min_side || in[2] < min_side) {
+    return Status::InvalidArgument("model " + spec.name + ": needs a 3-dim image input (C x H x W, H and W >= " +
+                                   std::to_string(min_side) + "), got " + ShapeToString(in));
+  }
+  return Status::OK();
 }
 
 bool IsKnownModel(const std::string& name) { return FindByName(kModels, name) != nullptr; }

@@ -25,13 +25,27 @@ struct ModelSpec {
   std::string name;
   Shape input;
   int64_t classes = 0;
-  double dropout = 0;
+  double dropout = 0;  // before the last layer
+  double width = 1;    // channel (or hidden unit) multiplier
+  // Feature-vector inputs: per-feature statistics of the training split; the
+  // model standardises its input with them (kept as buffers, so a saved model
+  // does too). Undefined for images, which the loader normalises.
+  torch::Tensor input_mean, input_std;
 };
+
+// ModelSpec::width's bounds (--width): beyond them a width is a typo.
+inline constexpr double kMinModelWidth = 0.0625, kMaxModelWidth = 16;
+
+// `channels` scaled by the spec's width, at least 1.
+int64_t Scaled(const ModelSpec& spec, int64_t channels);
+// OK if spec.input is C x H x W with H and W at least `min_side`, else
+// InvalidArgument naming the model and the shape.
+Status CheckImageInput(const ModelSpec& spec, int64_t min_side);
 
 // InvalidArgument naming the model and the reason if `spec.input` or
 // `spec.classes` does not suit it, or if the name is unknown.
 StatusOr<std::shared_ptr<Classifier>> CreateModel(const ModelSpec& spec);
 bool IsKnownModel(const std::string& name);
-std::string KnownModelNames();  // "convnet"
+std::string KnownModelNames();  // "mlp, convnet, resnet, mobilenet"
 
 }  // namespace granary

@@ -1,0 +1,114 @@
+#include "trainer/workload.h"
+
+#include <gtest/gtest.h>
+
+namespace granary {
+namespace {
+
+Manifest WithFields(std::vector<FieldSpec> fields, std::vector<std::string> splits = {"train", "test"}) {
+  Manifest m;
+  m.schema.fields = std::move(fields);
+  m.label_field = "label";
+  m.num_classes = 10;
+  for (const std::string& s : splits) {
+    SplitInfo info;
+    info.name = s;
+    m.splits.push_back(info);
+  }
+  return m;
+}
+
+const FieldSpec kLabel = {"label", DType::kInt64, {}, ""};
+
+TrainConfig Auto() {
+  TrainConfig c;
+  c.data.db = "db";
+  return c;
+}
+
+TEST(Workload, SmallImagesGetTheConvNetAndTheTestSplit) {
+  TrainConfig c = Auto();
+  auto w = ResolveWorkload(WithFields({{"image", DType::kUInt8, {28, 28, 1}, "HWC"}, kLabel}), "db", &c);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(w->kind, InputKind::kImage);
+  EXPECT_EQ(w->input_shape, (Shape{1, 28, 28}));
+  EXPECT_TRUE(w->input_uint8);
+  EXPECT_EQ(c.model.name, "convnet");
+  EXPECT_EQ(c.data.input_field, "image");
+  EXPECT_EQ(c.data.eval_split, "test");
+}
+
+TEST(Workload, LargerImagesGetTheResNet) {
+  TrainConfig c = Auto();
+  ASSERT_TRUE(ResolveWorkload(WithFields({{"image", DType::kUInt8, {3, 64, 64}, "CHW"}, kLabel}), "db", &c).ok());
+  EXPECT_EQ(c.model.name, "resnet");
+}
+
+// A CSV db: a feature vector, its only split besides train is val.
+TEST(Workload, FeatureVectorsGetTheMlpAndTheValSplit) {
+  TrainConfig c = Auto();
+  auto w = ResolveWorkload(WithFields({{"features", DType::kFloat32, {30}, ""}, kLabel}, {"train", "val"}), "db", &c);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(w->kind, InputKind::kFeatures);
+  EXPECT_FALSE(w->input_uint8);
+  EXPECT_EQ(c.model.name, "mlp");
+  EXPECT_EQ(c.data.input_field, "features");
+  EXPECT_EQ(c.data.eval_split, "val");
+}
+
+TEST(Workload, ExplicitChoicesAreKept) {
+  TrainConfig c = Auto();
+  c.model.name = "mobilenet";
+  c.data.eval_split = "";
+  ASSERT_TRUE(ResolveWorkload(WithFields({{"image", DType::kUInt8, {28, 28, 1}, "HWC"}, kLabel}), "db", &c).ok());
+  EXPECT_EQ(c.model.name, "mobilenet");
+  EXPECT_EQ(c.data.eval_split, "");
+}
+
+// Resolving twice (launcher, then rank) changes nothing the second time.
+TEST(Workload, ResolvingIsIdempotent) {
+  TrainConfig c = Auto();
+  const Manifest m = WithFields({{"features", DType::kFloat32, {30}, ""}, kLabel}, {"train"});
+  ASSERT_TRUE(ResolveWorkload(m, "db", &c).ok());
+  const TrainConfig once = c;
+  ASSERT_TRUE(ResolveWorkload(m, "db", &c).ok());
+  EXPECT_EQ(c, once) << c.Differences(once).front();
+  EXPECT_EQ(c.data.eval_split, "");  // no test or val split: no evaluation
+}
+
+TEST(Workload, DbsThatCannotBeTrainedAreRefusedNamingTheFieldAndShape) {
+  struct Bad {
+    Manifest manifest;
+    std::string input_field, needle;
+  };
+  Manifest no_label = WithFields({{"image", DType::kUInt8, {28, 28, 1}, "HWC"}});
+  no_label.label_field = "";
+  Manifest float_label = WithFields({{"x", DType::kFloat32, {3}, ""}, {"label", DType::kFloat32, {}, ""}});
+  Manifest one_class = WithFields({{"x", DType::kFloat32, {3}, ""}, kLabel});
+  one_class.num_classes = 1;
+  const Bad cases[] = {
+      {no_label, "", "no label field"},
+      {float_label, "", "label field 'label' is float32 []"},
+      {one_class, "", "1 classes"},
+      {WithFields({{"a", DType::kFloat32, {3}, ""}, {"b", DType::kFloat32, {3}, ""}, kLabel}), "",
+       "pick one with --input-field"},
+      {WithFields({{"x", DType::kFloat32, {kVariableDim}, ""}, kLabel}), "", "field 'x' has shape [-1]"},
+      {WithFields({{"x", DType::kFloat32, {4, 5}, ""}, kLabel}), "", "field 'x' has shape [4, 5]"},
+      {WithFields({{"x", DType::kFloat32, {3}, ""}, kLabel}), "y", "--input-field y"},
+      {WithFields({{"x", DType::kFloat32, {3}, ""}, kLabel}), "label", "is the label field"},
+  };
+  for (const Bad& b : cases) {
+    TrainConfig c = Auto();
+    c.data.input_field = b.input_field;
+    auto w = ResolveWorkload(b.manifest, "the.db", &c);
+    EXPECT_EQ(w.status().code(), Status::Code::kInvalidArgument) << b.needle;
+    EXPECT_NE(w.status().message().find(b.needle), std::string::npos) << w.status().message();
+  }
+  TrainConfig c = Auto();
+  c.model.channels_last = true;
+  auto w = ResolveWorkload(WithFields({{"x", DType::kFloat32, {3}, ""}, kLabel}), "db", &c);
+  EXPECT_NE(w.status().message().find("--channels-last"), std::string::npos) << w.status().message();
+}
+
+}  // namespace
+}  // namespace granary

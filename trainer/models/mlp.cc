@@ -1,0 +1,38 @@
+#include "trainer/models/mlp.h"
+
+namespace granary {
+
+Mlp::Mlp(const ModelSpec& spec) {
+  namespace nn = torch::nn;
+  const int64_t in = NumElements(spec.input), hidden = Scaled(spec, 256);
+  if (spec.input_mean.defined()) {
+    mean_ = register_buffer("input_mean", spec.input_mean.to(torch::kFloat32).reshape({1, in}));
+    inv_std_ = register_buffer("input_inv_std", spec.input_std.to(torch::kFloat32).reciprocal().reshape({1, in}));
+  }
+  fc1_ = register_module("fc1", nn::Linear(in, hidden));
+  fc2_ = register_module("fc2", nn::Linear(hidden, hidden));
+  drop_ = register_module("drop", nn::Dropout(spec.dropout));
+  fc3_ = register_module("fc3", nn::Linear(hidden, spec.classes));
+}
+
+torch::Tensor Mlp::forward(torch::Tensor x) {
+  x = x.flatten(1);
+  if (mean_.defined()) x = (x - mean_) * inv_std_;
+  x = torch::relu(fc1_->forward(x));
+  x = torch::relu(fc2_->forward(x));
+  return fc3_->forward(drop_->forward(x));
+}
+
+StatusOr<std::shared_ptr<Classifier>> CreateMlp(const ModelSpec& spec) {
+  if (spec.input.empty() || NumElements(spec.input) < 1) {
+    return Status::InvalidArgument("model mlp: needs an input of at least one element, got " +
+                                   ShapeToString(spec.input));
+  }
+  if (spec.input_mean.defined() && spec.input_mean.numel() != NumElements(spec.input)) {
+    return Status::InvalidArgument("model mlp: input statistics for " + std::to_string(spec.input_mean.numel()) +
+                                   " features, input has " + ShapeToString(spec.input));
+  }
+  return std::shared_ptr<Classifier>(std::make_shared<Mlp>(spec));
+}
+
+}  // namespace granary

@@ -1,0 +1,25 @@
+// mlp: a multilayer perceptron for feature vectors (CSV dbs) or flattened
+// images: [standardise,] fc-H, ReLU, fc-H, ReLU, dropout, fc-classes, with
+// H = 256 x width. Feature inputs are standardised with the training split's
+// per-feature mean and std (ModelSpec), held as buffers.
+#pragma once
+
+#include "trainer/models/registry.h"
+
+namespace granary {
+
+class Mlp : public Classifier {
+ public:
+  explicit Mlp(const ModelSpec& spec);
+  torch::Tensor forward(torch::Tensor x) override;
+
+ private:
+  torch::Tensor mean_, inv_std_;  // undefined: no standardisation
+  torch::nn::Linear fc1_{nullptr}, fc2_{nullptr}, fc3_{nullptr};
+  torch::nn::Dropout drop_{nullptr};
+};
+
+// InvalidArgument unless spec.input has at least one element.
+StatusOr<std::shared_ptr<Classifier>> CreateMlp(const ModelSpec& spec);
+
+}  // namespace granary

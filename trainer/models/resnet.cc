@@ -1,0 +1,63 @@
+#include "trainer/models/resnet.h"
+
+namespace granary {
+namespace {
+
+namespace nn = torch::nn;
+
+// Above this many pixels a side, the stem halves the resolution.
+constexpr int64_t kStemStrideAbove = 64;
+
+nn::Conv2d Conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
+  return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
+}
+
+}  // namespace
+
+BasicBlock::BasicBlock(int64_t in, int64_t out, int64_t stride) {
+  conv1_ = register_module("conv1", Conv(in, out, 3, stride));
+  bn1_ = register_module("bn1", nn::BatchNorm2d(out));
+  conv2_ = register_module("conv2", Conv(out, out, 3, 1));
+  bn2_ = register_module("bn2", nn::BatchNorm2d(out));
+  if (stride != 1 || in != out) {
+    shortcut_ = register_module("shortcut", Conv(in, out, 1, stride));
+    shortcut_bn_ = register_module("shortcut_bn", nn::BatchNorm2d(out));
+  }
+}
+
+torch::Tensor BasicBlock::forward(torch::Tensor x) {
+  torch::Tensor y = torch::relu(bn1_->forward(conv1_->forward(x)));
+  y = bn2_->forward(conv2_->forward(y));
+  return torch::relu(y + (shortcut_ ? shortcut_bn_->forward(shortcut_->forward(x)) : x));
+}
+
+ResNet::ResNet(const ModelSpec& spec) {
+  const Shape& in = spec.input;
+  const int64_t stem_stride = std::max(in[1], in[2]) > kStemStrideAbove ? 2 : 1;
+  int64_t channels = Scaled(spec, 16);
+  stem_ = register_module("stem", Conv(in[0], channels, 3, stem_stride));
+  stem_bn_ = register_module("stem_bn", nn::BatchNorm2d(channels));
+  const int64_t widths[] = {16, 32, 64, 128};
+  for (size_t i = 0; i < 4; ++i) {
+    const int64_t out = Scaled(spec, widths[i]);
+    blocks_.push_back(
+        register_module("block" + std::to_string(i + 1), std::make_shared<BasicBlock>(channels, out, i == 0 ? 1 : 2)));
+    channels = out;
+  }
+  drop_ = register_module("drop", nn::Dropout(spec.dropout));
+  fc_ = register_module("fc", nn::Linear(channels, spec.classes));
+}
+
+torch::Tensor ResNet::forward(torch::Tensor x) {
+  x = torch::relu(stem_bn_->forward(stem_->forward(x)));
+  for (const auto& block : blocks_) x = block->forward(x);
+  x = x.mean({2, 3});  // global average pooling
+  return fc_->forward(drop_->forward(x));
+}
+
+StatusOr<std::shared_ptr<Classifier>> CreateResNet(const ModelSpec& spec) {
+  GRANARY_RETURN_IF_ERROR(CheckImageInput(spec, 8));
+  return std::shared_ptr<Classifier>(std::make_shared<ResNet>(spec));
+}
+
+}  // namespace granary
