@@ -437,5 +437,56 @@ TEST_F(EndToEnd, ResNetAndMobileNetTrainOnTwoRanksWithARecipe) {
   }
 }
 
+// Issue 10: bring your own model. A module scripted in Python trains on a
+// Fashion-MNIST db with the same loop and sync; --save writes the trained
+// model, which Python loads and which classifies the test split as well as
+// train's own evaluation said. A module whose output does not match the
+// db's classes, or a file that is not one, is refused before any rank starts.
+TEST_F(EndToEnd, APythonTorchScriptModelTrainsAndTheSavedModelRunsInPython) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(RunCommand(kPrep + " build " + kFashion + " " + db + " --limit 1000 --no-progress", dir_).exit_code, 0);
+  testing::WriteFile(dir_.Sub("make.py"),
+                     "import sys, torch\n"
+                     "classes = int(sys.argv[2])\n"
+                     "net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 64), torch.nn.ReLU(),\n"
+                     "                          torch.nn.Linear(64, classes))\n"
+                     "torch.jit.script(net).save(sys.argv[1])\n");
+  ASSERT_EQ(RunCommand("/usr/bin/python3 " + dir_.Sub("make.py") + " " + dir_.Sub("net.pt") + " 10", dir_).exit_code, 0);
+  ASSERT_EQ(RunCommand("/usr/bin/python3 " + dir_.Sub("make.py") + " " + dir_.Sub("five.pt") + " 5", dir_).exit_code, 0);
+
+  auto j = TrainJson("--db " + db + " --model " + dir_.Sub("net.pt") + " --ranks 2 --epochs 2 --optimizer sgd " +
+                         "--lr 0.05 --momentum 0.9 --save " + dir_.Sub("trained.pt"),
+                     dir_);
+  ASSERT_EQ(j["epochs"].size(), 2u);
+  EXPECT_LT(j["epochs"][1]["train_loss"].get<double>(), j["epochs"][0]["train_loss"].get<double>());
+  const double accuracy = j["epochs"][1]["test_accuracy"].get<double>();
+  EXPECT_GT(accuracy, 0.6);
+  // Python: the saved model on the db's test split, read with tools/granary_db.py.
+  testing::WriteFile(dir_.Sub("check.py"),
+                     "import sys, torch\n"
+                     "sys.path.insert(0, '" GRANARY_SOURCE_DIR "/tools')\n"
+                     "import granary_db\n"
+                     "db = granary_db.Db(sys.argv[1])\n"
+                     "split = db['test']\n"
+                     "m = torch.jit.load(sys.argv[2])\n"
+                     "right = 0\n"
+                     "for i in range(len(split)):\n"
+                     "    s = split[i]\n"
+                     "    x = torch.tensor(s['image'], dtype=torch.float32).reshape(1, 1, 28, 28) / 255\n"
+                     "    right += int(m(x).argmax(1).item() == int(s['label']))\n"
+                     "print(right / len(split))\n");
+  auto check = RunCommand("/usr/bin/python3 " + dir_.Sub("check.py") + " " + db + " " + dir_.Sub("trained.pt"), dir_);
+  ASSERT_EQ(check.exit_code, 0) << check.err;
+  EXPECT_NEAR(std::stod(check.out), accuracy, 1e-6) << check.out;
+
+  ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --model " + dir_.Sub("five.pt"), dir_),
+                     "gives [2, 5], training needs [2, 10] (10 classes)");
+  testing::WriteFile(dir_.Sub("junk.pt"), "junk");
+  ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --model " + dir_.Sub("junk.pt"), dir_),
+                     "not a TorchScript module");
+  ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --save " + dir_.Sub("no/such/dir/m.pt"), dir_),
+                     "--save " + dir_.Sub("no/such/dir/m.pt") + ": no directory");
+}
+
 }  // namespace
 }  // namespace granary

@@ -27,6 +27,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimConfig, optimizer, lr, mome
                                                 base_batch, label_smoothing)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SyncConfig, method, bucket_mb)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistConfig, ranks, threads, host, port, oversubscribe, pin)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OutputConfig, save, metrics, log_every, report)
 void to_json(nlohmann::json& j, const CheckpointConfig&) { j = nlohmann::json::object(); }
 void from_json(const nlohmann::json&, CheckpointConfig&) {}
 
@@ -44,7 +45,7 @@ constexpr int kLoaderThreadsPerCore = 4;
 
 nlohmann::json ToJsonValue(const TrainConfig& c) {
   return {{"data", c.data}, {"model", c.model},           {"optim", c.optim},
-          {"sync", c.sync}, {"dist", c.dist}, {"checkpoint", c.checkpoint}};
+          {"sync", c.sync}, {"dist", c.dist}, {"checkpoint", c.checkpoint}, {"output", c.output}};
 }
 
 Status OutOfRange(const std::string& flag, const std::string& value, const std::string& bound) {
@@ -111,8 +112,8 @@ Status TrainConfig::Validate(int cores) const {
     return OutOfRange("--std", Number(d.stddev), "must be finite and > 0");
   }
 
-  if (model.name != "auto" && !IsKnownModel(model.name)) {
-    return OutOfRange("--model", model.name, "unknown (known: auto, " + KnownModelNames() + ")");
+  if (model.name != "auto" && !IsKnownModel(model.name) && !IsModelFile(model.name)) {
+    return OutOfRange("--model", model.name, "unknown (known: auto, " + KnownModelNames() + ", or a TorchScript FILE.pt)");
   }
   if (!(model.width >= kMinModelWidth && model.width <= kMaxModelWidth)) {
     return OutOfRange("--width", Number(model.width), "must be in " + Number(kMinModelWidth) + ".." +
@@ -205,6 +206,12 @@ Status TrainConfig::Validate(int cores) const {
     return Status::InvalidArgument("--batch-size " + std::to_string(optim.batch_size) + " must be a multiple of --ranks " +
                                    std::to_string(dist.ranks) + " x --accum " + std::to_string(optim.accum));
   }
+  if (output.log_every < 1 || output.log_every > kMaxEpochs) {
+    return OutOfRange("--log-every", std::to_string(output.log_every), Range(1, kMaxEpochs));
+  }
+  if (!output.save.empty() && !IsModelFile(output.save)) {
+    return OutOfRange("--save", output.save, "must end in .pt or .pth (TorchScript)");
+  }
   if (dist.host.empty()) return Status::InvalidArgument("--host is empty");
   if (dist.port < 0 || dist.port > 65535) return OutOfRange("--port", std::to_string(dist.port), Range(0, 65535));
   return Status::OK();
@@ -225,6 +232,7 @@ StatusOr<TrainConfig> TrainConfig::FromJson(const std::string& json) {
     if (j.contains("optim")) c.optim = j["optim"].get<OptimConfig>();
     if (j.contains("sync")) c.sync = j["sync"].get<SyncConfig>();
     if (j.contains("dist")) c.dist = j["dist"].get<DistConfig>();
+    if (j.contains("output")) c.output = j["output"].get<OutputConfig>();
   } catch (const nlohmann::json::exception& e) {
     return Status::InvalidArgument(std::string("train config: ") + e.what());
   }

@@ -80,6 +80,14 @@ struct DistConfig {
   bool pin = true;                 // pin each rank to its own CPUs (trainer/layout.h)
 };
 
+// What the run leaves behind besides its report on stdout.
+struct OutputConfig {
+  std::string save;     // the trained model as TorchScript ("" none)
+  std::string metrics;  // JSON lines: every log_every steps and per epoch ("" none)
+  int log_every = 50;   // optimizer steps between metrics lines
+  std::string report;   // one self-contained HTML page of the run's curves ("" none)
+};
+
 // Where and when the run is checkpointed. Empty until the durability issue
 // lands: a run has no checkpoints yet, so this section has no fields.
 struct CheckpointConfig {};
@@ -91,6 +99,7 @@ struct TrainConfig {
   SyncConfig sync;
   DistConfig dist;
   CheckpointConfig checkpoint;
+  OutputConfig output;
 
   // Replaces "the optimizer's default" (lr, weight_decay < 0) by its value,
   // so what is printed and compared is what runs. Unknown optimizers are

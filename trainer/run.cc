@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <utility>
 
 #include "store/db.h"
 #include "store/json_text.h"
@@ -41,6 +43,24 @@ int Launch(const TrainConfig& config, const Layout& layout, const std::vector<st
   return outcome->exit_code;
 }
 
+// Each output's directory exists, so a finished run is not lost to a typo.
+Status CheckOutputPaths(const OutputConfig& output) {
+  const std::pair<const char*, const std::string*> paths[] = {
+      {"--save", &output.save}, {"--metrics", &output.metrics}, {"--report", &output.report}};
+  for (const auto& [flag, path] : paths) {
+    if (path->empty()) continue;
+    const std::filesystem::path dir = std::filesystem::absolute(*path).parent_path();
+    std::error_code error;
+    if (!std::filesystem::is_directory(dir, error)) {
+      return Status::InvalidArgument(std::string(flag) + " " + *path + ": no directory " + dir.string());
+    }
+    if (std::filesystem::is_directory(*path, error)) {
+      return Status::InvalidArgument(std::string(flag) + " " + *path + ": is a directory");
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::string>& argv,
@@ -69,6 +89,7 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
   if (!workload.ok()) return Fail(workload.status(), std::max(rank, 0));
   if (rank < 0) {
     if (Status fits = CheckModelFits(config, workload.value(), manifest.num_classes); !fits.ok()) return Fail(fits, 0);
+    if (Status writable = CheckOutputPaths(config.output); !writable.ok()) return Fail(writable, 0);
     if (config.model.precision == "bf16" && !CpuHasNativeBf16()) {
       std::fprintf(stderr, "train: warning: this CPU has no native bf16 (AVX512-BF16 or AMX): bf16 runs emulated, "
                            "likely slower than fp32\n");

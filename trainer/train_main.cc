@@ -79,6 +79,10 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c) {
   app.add_option("--threads", c.dist.threads, "intra-op threads per rank (0: cores / ranks)")->capture_default_str();
   app.add_flag("--oversubscribe", c.dist.oversubscribe, "allow ranks x threads above this machine's cores");
   app.add_option("--pin", c.dist.pin, "pin each rank to its own CPUs (on or off)")->capture_default_str();
+  app.add_option("--save", c.output.save, "write the trained model here as TorchScript (FILE.pt)");
+  app.add_option("--metrics", c.output.metrics, "write JSON lines here: every --log-every steps and per epoch");
+  app.add_option("--log-every", c.output.log_every, "optimizer steps between --metrics lines")->capture_default_str();
+  app.add_option("--report", c.output.report, "write the run's curves here as one self-contained HTML page");
   app.add_flag("--synthetic", c.data.synthetic,
                "measure the compute bound: random in-memory batches of the db's shape, no loader, no gradient sync "
                "(the model learns nothing)");

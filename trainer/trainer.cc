@@ -16,6 +16,7 @@
 #include "trainer/evaluate.h"
 #include "trainer/gradient_sync.h"
 #include "trainer/models/registry.h"
+#include "trainer/models/script.h"
 #include "trainer/optimizer.h"
 #include "trainer/precision.h"
 #include "trainer/schedule.h"
@@ -126,10 +127,30 @@ SyntheticBatch MakeSyntheticBatch(const Loader& loader, int64_t size, int64_t cl
 }  // namespace
 
 Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64_t classes) {
+  const std::string context = config.data.db + ": field '" + workload.input_field + "'";
   ModelSpec spec = SpecFor(config.model, workload, classes);
-  Status fits = Status::OK();
-  GRANARY_RETURN_IF_ERROR(CatchTorch("building the model", [&] { fits = CreateModel(spec).status(); }));
-  return fits.ok() ? fits : fits.WithContext(config.data.db + ": field '" + workload.input_field + "'");
+  StatusOr<std::shared_ptr<Classifier>> model = Status::FailedPrecondition("no model");
+  GRANARY_RETURN_IF_ERROR(CatchTorch("building the model", [&] { model = CreateModel(spec); }));
+  if (!model.ok()) return model.status().WithContext(context);
+  // A dry forward of a batch of two: the model takes the db's input and
+  // gives one logit per class.
+  Shape batch = {2};
+  batch.insert(batch.end(), spec.input.begin(), spec.input.end());
+  torch::Tensor logits;
+  Status ran = CatchTorch("dry forward", [&] {
+    torch::NoGradGuard no_grad;
+    model.value()->eval();
+    logits = model.value()->forward(torch::zeros(batch));
+  });
+  const std::string shapes = "model " + spec.name + " on input " + ShapeToString(batch);
+  if (!ran.ok()) return ran.WithContext(context + ": " + shapes);
+  const Shape want = {2, classes};
+  if (logits.sizes().vec() != want) {
+    return Status::InvalidArgument(context + ": " + shapes + " gives " + ShapeToString(logits.sizes().vec()) +
+                                   ", training needs " + ShapeToString(want) + " (" + std::to_string(classes) +
+                                   " classes)");
+  }
+  return Status::OK();
 }
 
 StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank,
@@ -309,6 +330,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank,
     reports.push_back(r);
     on_epoch(r);
   }
+  if (rank == 0 && !c.output.save.empty()) GRANARY_RETURN_IF_ERROR(SaveTorchScript(net, c.output.save));
   return reports;
 }
 

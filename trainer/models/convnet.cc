@@ -20,6 +20,14 @@ torch::Tensor ConvNet::forward(torch::Tensor x) {
   return fc2_->forward(drop_->forward(x));
 }
 
+std::string ConvNet::TorchScriptForward() const {
+  return "def forward(self, x):\n"
+         "    x = torch.max_pool2d(torch.relu(self.conv1.forward(x)), [2, 2])\n"
+         "    x = torch.max_pool2d(torch.relu(self.conv2.forward(x)), [2, 2])\n"
+         "    x = torch.relu(self.fc1.forward(torch.flatten(x, 1)))\n"
+         "    return self.fc2.forward(self.drop.forward(x))\n";
+}
+
 StatusOr<std::shared_ptr<Classifier>> CreateConvNet(const ModelSpec& spec) {
   GRANARY_RETURN_IF_ERROR(CheckImageInput(spec, 4));
   return std::shared_ptr<Classifier>(std::make_shared<ConvNet>(spec));

@@ -4,13 +4,15 @@
 #pragma once
 
 #include "trainer/models/registry.h"
+#include "trainer/models/script.h"
 
 namespace granary {
 
-class ConvNet : public Classifier {
+class ConvNet : public Classifier, public Scriptable {
  public:
   explicit ConvNet(const ModelSpec& spec);
   torch::Tensor forward(torch::Tensor x) override;
+  std::string TorchScriptForward() const override;
 
  private:
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr};

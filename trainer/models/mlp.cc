@@ -23,6 +23,14 @@ torch::Tensor Mlp::forward(torch::Tensor x) {
   return fc3_->forward(drop_->forward(x));
 }
 
+std::string Mlp::TorchScriptForward() const {
+  return std::string("def forward(self, x):\n") + "    x = torch.flatten(x, 1)\n" +
+         (mean_.defined() ? "    x = (x - self.input_mean) * self.input_inv_std\n" : "") +
+         "    x = torch.relu(self.fc1.forward(x))\n"
+         "    x = torch.relu(self.fc2.forward(x))\n"
+         "    return self.fc3.forward(self.drop.forward(x))\n";
+}
+
 StatusOr<std::shared_ptr<Classifier>> CreateMlp(const ModelSpec& spec) {
   if (spec.input.empty() || NumElements(spec.input) < 1) {
     return Status::InvalidArgument("model mlp: needs an input of at least one element, got " +

@@ -5,13 +5,15 @@
 #pragma once
 
 #include "trainer/models/registry.h"
+#include "trainer/models/script.h"
 
 namespace granary {
 
-class Mlp : public Classifier {
+class Mlp : public Classifier, public Scriptable {
  public:
   explicit Mlp(const ModelSpec& spec);
   torch::Tensor forward(torch::Tensor x) override;
+  std::string TorchScriptForward() const override;
 
  private:
   torch::Tensor mean_, inv_std_;  // undefined: no standardisation

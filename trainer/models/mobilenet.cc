@@ -22,6 +22,12 @@ torch::Tensor SeparableBlock::forward(torch::Tensor x) {
   return torch::relu(bn2_->forward(pointwise_->forward(x)));
 }
 
+std::string SeparableBlock::TorchScriptForward() const {
+  return "def forward(self, x):\n"
+         "    x = torch.relu(self.bn1.forward(self.depthwise.forward(x)))\n"
+         "    return torch.relu(self.bn2.forward(self.pointwise.forward(x)))\n";
+}
+
 MobileNet::MobileNet(const ModelSpec& spec) {
   const Shape& in = spec.input;
   const int64_t stem_stride = std::max(in[1], in[2]) > kStemStrideAbove ? 2 : 1;
@@ -45,6 +51,12 @@ torch::Tensor MobileNet::forward(torch::Tensor x) {
   for (const auto& block : blocks_) x = block->forward(x);
   x = x.mean({2, 3});
   return fc_->forward(drop_->forward(x));
+}
+
+std::string MobileNet::TorchScriptForward() const {
+  std::string source = "def forward(self, x):\n    x = torch.relu(self.stem_bn.forward(self.stem.forward(x)))\n";
+  for (size_t i = 0; i < blocks_.size(); ++i) source += "    x = self.block" + std::to_string(i + 1) + ".forward(x)\n";
+  return source + "    return self.fc.forward(self.drop.forward(torch.mean(x, [2, 3])))\n";
 }
 
 StatusOr<std::shared_ptr<Classifier>> CreateMobileNet(const ModelSpec& spec) {

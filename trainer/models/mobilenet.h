@@ -7,23 +7,26 @@
 #pragma once
 
 #include "trainer/models/registry.h"
+#include "trainer/models/script.h"
 
 namespace granary {
 
-class SeparableBlock : public torch::nn::Module {
+class SeparableBlock : public torch::nn::Module, public Scriptable {
  public:
   SeparableBlock(int64_t in, int64_t out, int64_t stride);
   torch::Tensor forward(torch::Tensor x);
+  std::string TorchScriptForward() const override;
 
  private:
   torch::nn::Conv2d depthwise_{nullptr}, pointwise_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr};
 };
 
-class MobileNet : public Classifier {
+class MobileNet : public Classifier, public Scriptable {
  public:
   explicit MobileNet(const ModelSpec& spec);
   torch::Tensor forward(torch::Tensor x) override;
+  std::string TorchScriptForward() const override;
 
  private:
   torch::nn::Conv2d stem_{nullptr};

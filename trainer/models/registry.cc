@@ -6,6 +6,7 @@
 #include "trainer/models/mlp.h"
 #include "trainer/models/mobilenet.h"
 #include "trainer/models/resnet.h"
+#include "trainer/models/script.h"
 #include "trainer/named_table.h"
 
 namespace granary {
@@ -27,10 +28,11 @@ const Entry kModels[] = {
 }  // namespace
 
 StatusOr<std::shared_ptr<Classifier>> CreateModel(const ModelSpec& spec) {
+  if (spec.classes < 2) return Status::InvalidArgument("model " + spec.name + ": needs at least 2 classes");
+  if (IsModelFile(spec.name)) return LoadScriptModel(spec);
   const Entry* e = FindByName(kModels, spec.name);
   if (e == nullptr)
     return Status::InvalidArgument("--model " + spec.name + ": unknown (known: " + KnownModelNames() + ")");
-  if (spec.classes < 2) return Status::InvalidArgument("model " + spec.name + ": needs at least 2 classes");
   if (!(spec.width >= kMinModelWidth && spec.width <= kMaxModelWidth)) {
     return Status::InvalidArgument("model " + spec.name + ": width " + std::to_string(spec.width) + " out of range");
   }
@@ -51,6 +53,13 @@ Status CheckImageInput(const ModelSpec& spec, int64_t min_side) {
 }
 
 bool IsKnownModel(const std::string& name) { return FindByName(kModels, name) != nullptr; }
+
+bool IsModelFile(const std::string& name) {
+  auto ends_with = [&](const std::string& suffix) {
+    return name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return ends_with(".pt") || ends_with(".pth");
+}
 
 std::string KnownModelNames() { return JoinNames(kModels); }
 

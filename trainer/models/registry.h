@@ -46,6 +46,9 @@ Status CheckImageInput(const ModelSpec& spec, int64_t min_side);
 // `spec.classes` does not suit it, or if the name is unknown.
 StatusOr<std::shared_ptr<Classifier>> CreateModel(const ModelSpec& spec);
 bool IsKnownModel(const std::string& name);
+// True for the names --model takes as a TorchScript file (models/script.h):
+// ending ".pt" or ".pth".
+bool IsModelFile(const std::string& name);
 std::string KnownModelNames();  // "mlp, convnet, resnet, mobilenet"
 
 }  // namespace granary

@@ -31,6 +31,14 @@ torch::Tensor BasicBlock::forward(torch::Tensor x) {
   return torch::relu(y + (shortcut_ ? shortcut_bn_->forward(shortcut_->forward(x)) : x));
 }
 
+std::string BasicBlock::TorchScriptForward() const {
+  return std::string("def forward(self, x):\n") +
+         "    y = torch.relu(self.bn1.forward(self.conv1.forward(x)))\n"
+         "    y = self.bn2.forward(self.conv2.forward(y))\n" +
+         (shortcut_ ? "    return torch.relu(y + self.shortcut_bn.forward(self.shortcut.forward(x)))\n"
+                    : "    return torch.relu(y + x)\n");
+}
+
 ResNet::ResNet(const ModelSpec& spec) {
   const Shape& in = spec.input;
   const int64_t stem_stride = std::max(in[1], in[2]) > kStemStrideAbove ? 2 : 1;
@@ -53,6 +61,12 @@ torch::Tensor ResNet::forward(torch::Tensor x) {
   for (const auto& block : blocks_) x = block->forward(x);
   x = x.mean({2, 3});  // global average pooling
   return fc_->forward(drop_->forward(x));
+}
+
+std::string ResNet::TorchScriptForward() const {
+  std::string source = "def forward(self, x):\n    x = torch.relu(self.stem_bn.forward(self.stem.forward(x)))\n";
+  for (size_t i = 0; i < blocks_.size(); ++i) source += "    x = self.block" + std::to_string(i + 1) + ".forward(x)\n";
+  return source + "    return self.fc.forward(self.drop.forward(torch.mean(x, [2, 3])))\n";
 }
 
 StatusOr<std::shared_ptr<Classifier>> CreateResNet(const ModelSpec& spec) {

@@ -6,23 +6,26 @@
 #pragma once
 
 #include "trainer/models/registry.h"
+#include "trainer/models/script.h"
 
 namespace granary {
 
-class BasicBlock : public torch::nn::Module {
+class BasicBlock : public torch::nn::Module, public Scriptable {
  public:
   BasicBlock(int64_t in, int64_t out, int64_t stride);
   torch::Tensor forward(torch::Tensor x);
+  std::string TorchScriptForward() const override;
 
  private:
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, shortcut_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, shortcut_bn_{nullptr};
 };
 
-class ResNet : public Classifier {
+class ResNet : public Classifier, public Scriptable {
  public:
   explicit ResNet(const ModelSpec& spec);
   torch::Tensor forward(torch::Tensor x) override;
+  std::string TorchScriptForward() const override;
 
  private:
   torch::nn::Conv2d stem_{nullptr};

@@ -1,0 +1,147 @@
+// TorchScript out and in: every built-in model, written with --save's code,
+// runs in Python's torch.jit.load (Debian's python3-torch) with the logits the
+// C++ model gives; a module scripted in Python trains through ScriptModel.
+#include "trainer/models/script.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/test_util.h"
+
+namespace granary {
+namespace {
+
+using testing::RunCommand;
+using testing::TempDir;
+
+// The same deterministic batch in C++ and in Python.
+torch::Tensor Batch(const Shape& input) {
+  Shape shape = {3};
+  shape.insert(shape.end(), input.begin(), input.end());
+  return torch::sin(torch::arange(NumElements(shape), torch::kFloat32) * 0.37f).view(shape);
+}
+const char kPythonBatch[] = "torch.sin(torch.arange(n, dtype=torch.float32) * 0.37).view(shape)";
+
+// Logits of `path` on Batch(input), computed by Python.
+torch::Tensor PythonLogits(const std::string& path, const Shape& input, const TempDir& dir) {
+  std::string shape = "[3";
+  for (int64_t d : input) shape += ", " + std::to_string(d);
+  shape += "]";
+  const std::string script =
+      "import json, math, torch\n"
+      "shape = " +
+      shape +
+      "\n"
+      "n = math.prod(shape)\n"
+      "m = torch.jit.load('" +
+      path +
+      "')\n"
+      "with torch.no_grad():\n"
+      "    print(json.dumps(m(" +
+      kPythonBatch + ").tolist()))\n";
+  testing::WriteFile(dir.Sub("logits.py"), script);
+  auto r = RunCommand("/usr/bin/python3 " + dir.Sub("logits.py"), dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  auto rows = nlohmann::json::parse(r.out, nullptr, false);
+  if (rows.is_discarded()) return torch::Tensor();
+  std::vector<float> values;
+  for (const auto& row : rows) {
+    for (const auto& v : row) values.push_back(v.get<float>());
+  }
+  return torch::tensor(values).view({3, -1});
+}
+
+struct Case {
+  std::string model;
+  Shape input;
+};
+
+TEST(TorchScript, EveryBuiltInModelSavedRunsInPythonWithTheSameLogits) {
+  TempDir dir;
+  const Case cases[] = {{"mlp", {5}}, {"convnet", {1, 12, 12}}, {"resnet", {3, 16, 16}}, {"mobilenet", {3, 16, 16}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.model);
+    ModelSpec spec{c.model, c.input, 4, 0.3};
+    spec.width = 0.5;
+    if (c.model == "mlp") {
+      spec.input_mean = torch::tensor({0.1, 0.2, -0.3, 0.0, 0.5}, torch::kFloat64);
+      spec.input_std = torch::tensor({2.0, 0.5, 1.0, 3.0, 0.25}, torch::kFloat64);
+    }
+    torch::manual_seed(11);
+    std::shared_ptr<Classifier> model = CreateModel(spec).value();
+    // Move BatchNorm's running statistics off their initial values.
+    model->train();
+    for (int i = 0; i < 3; ++i) model->forward(Batch(c.input) * (i + 2));
+    model->eval();
+    torch::Tensor want;
+    {
+      torch::NoGradGuard no_grad;
+      want = model->forward(Batch(c.input));
+    }
+    const std::string path = dir.Sub(c.model + ".pt");
+    Status saved = SaveTorchScript(*model, path);
+    ASSERT_TRUE(saved.ok()) << saved.ToString();
+    torch::Tensor got = PythonLogits(path, c.input, dir);
+    ASSERT_TRUE(got.defined());
+    EXPECT_TRUE(torch::allclose(got, want, 1e-4, 1e-5)) << got << want;
+    // And LibTorch loads it back as a model that gives the same logits.
+    StatusOr<std::shared_ptr<Classifier>> loaded = LoadScriptModel({path, c.input, 4, 0});
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    loaded.value()->eval();
+    torch::NoGradGuard no_grad;
+    EXPECT_TRUE(torch::allclose(loaded.value()->forward(Batch(c.input)), want, 1e-5, 1e-6));
+  }
+}
+
+// A module scripted in Python: its parameters are the ones forward uses, so
+// an optimizer step through ScriptModel changes its output; train/eval reach
+// it (dropout on, then off).
+TEST(TorchScript, APythonScriptedModuleTrainsThroughScriptModel) {
+  TempDir dir;
+  const std::string path = dir.Sub("net.pt");
+  testing::WriteFile(
+      dir.Sub("make.py"),
+      "import torch\n"
+      "class Net(torch.nn.Module):\n"
+      "    def __init__(self):\n"
+      "        super().__init__()\n"
+      "        self.body = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.ReLU(), torch.nn.Dropout(0.5))\n"
+      "        self.head = torch.nn.Linear(8, 3)\n"
+      "    def forward(self, x):\n"
+      "        return self.head(self.body(x))\n"
+      "torch.jit.script(Net()).save('" +
+          path + "')\n");
+  auto made = RunCommand("/usr/bin/python3 " + dir.Sub("make.py"), dir);
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  StatusOr<std::shared_ptr<Classifier>> model = LoadScriptModel({path, {5}, 3, 0});
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  Classifier& net = *model.value();
+  EXPECT_EQ(net.parameters().size(), 4u);
+  torch::Tensor x = Batch({5});
+  net.eval();
+  torch::Tensor before = net.forward(x).detach().clone();
+  EXPECT_TRUE(torch::equal(net.forward(x), before));  // eval: dropout off, deterministic
+  net.train();
+  torch::optim::SGD sgd(net.parameters(), torch::optim::SGDOptions(0.5));
+  torch::nll_loss(torch::log_softmax(net.forward(x), 1), torch::tensor({0, 1, 2})).backward();
+  sgd.step();
+  net.eval();
+  EXPECT_FALSE(torch::allclose(net.forward(x), before));
+}
+
+TEST(TorchScript, AFileThatIsNotAModuleIsRefusedNamingIt) {
+  TempDir dir;
+  testing::WriteFile(dir.Sub("junk.pt"), "not a zip archive");
+  auto junk = LoadScriptModel({dir.Sub("junk.pt"), {5}, 3, 0});
+  EXPECT_EQ(junk.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(junk.status().message().find("--model " + dir.Sub("junk.pt") + ": not a TorchScript module"),
+            std::string::npos)
+      << junk.status().message();
+  EXPECT_EQ(junk.status().message().find('\n'), std::string::npos);
+  auto missing = LoadScriptModel({dir.Sub("missing.pt"), {5}, 3, 0});
+  EXPECT_EQ(missing.status().code(), Status::Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace granary

@@ -1,0 +1,155 @@
+#include "trainer/models/script.h"
+
+#include <sstream>
+
+#include "store/file.h"
+#include "trainer/torch_guard.h"
+
+namespace granary {
+namespace {
+
+namespace nn = torch::nn;
+
+std::string FirstLine(std::string text) {
+  if (auto nl = text.find('\n'); nl != std::string::npos) text.resize(nl);
+  return text;
+}
+
+std::string IntList(const at::IntArrayRef values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
+  return out + "]";
+}
+
+std::string Real(double v) {
+  std::ostringstream out;
+  out.precision(17);
+  out << v;
+  std::string s = out.str();
+  return s.find_first_of(".e") == std::string::npos ? s + ".0" : s;
+}
+
+// The forward of the library layers the built-in models use, in TorchScript,
+// computing what LibTorch's C++ modules compute; "" for other modules.
+std::string LayerForward(const nn::Module& m) {
+  if (const auto* linear = dynamic_cast<const nn::LinearImpl*>(&m)) {
+    return linear->options.bias() ? "def forward(self, x):\n    return torch.addmm(self.bias, x, self.weight.t())\n"
+                                  : "def forward(self, x):\n    return torch.mm(x, self.weight.t())\n";
+  }
+  if (const auto* conv = dynamic_cast<const nn::Conv2dImpl*>(&m)) {
+    const auto& o = conv->options;
+    const auto* padding = c10::get_if<torch::ExpandingArray<2>>(&o.padding());
+    if (padding == nullptr || o.padding_mode().index() != 0) return "";  // only explicit zero padding
+    return "def forward(self, x):\n    return torch.conv2d(x, self.weight, " +
+           std::string(o.bias() ? "self.bias" : "None") + ", " + IntList(*o.stride()) + ", " + IntList(**padding) +
+           ", " + IntList(*o.dilation()) + ", " + std::to_string(o.groups()) + ")\n";
+  }
+  if (const auto* bn = dynamic_cast<const nn::BatchNorm2dImpl*>(&m)) {
+    const auto& o = bn->options;
+    if (!o.affine() || !o.track_running_stats() || !o.momentum().has_value()) return "";
+    return "def forward(self, x):\n    return torch.batch_norm(x, self.weight, self.bias, self.running_mean, "
+           "self.running_var, self.training, " +
+           Real(*o.momentum()) + ", " + Real(o.eps()) + ", False)\n";
+  }
+  if (const auto* drop = dynamic_cast<const nn::DropoutImpl*>(&m)) {
+    return "def forward(self, x):\n    return torch.dropout(x, " + Real(drop->options.p()) + ", self.training)\n";
+  }
+  return "";
+}
+
+// "granary::BasicBlock" -> "BasicBlock_3": unique class names in one unit.
+std::string ClassName(const nn::Module& m, int* counter) {
+  std::string name = m.name();
+  if (auto colon = name.rfind(':'); colon != std::string::npos) name = name.substr(colon + 1);
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return name + "_" + std::to_string((*counter)++);
+}
+
+StatusOr<torch::jit::Module> Export(const nn::Module& m, const std::shared_ptr<torch::jit::CompilationUnit>& unit,
+                                    const std::string& path, int* counter) {
+  std::string source = LayerForward(m);
+  if (const auto* scriptable = dynamic_cast<const Scriptable*>(&m)) source = scriptable->TorchScriptForward();
+  if (source.empty()) {
+    return Status::InvalidArgument("--save: module " + path + " (" + m.name() + ") cannot be written as TorchScript");
+  }
+  torch::jit::Module out(c10::QualifiedName("__torch__.granary." + ClassName(m, counter)), unit);
+  out.register_attribute("training", c10::BoolType::get(), false);
+  for (const auto& p : m.named_parameters(/*recurse=*/false)) {
+    out.register_parameter(p.key(), p.value().detach().contiguous().clone(), /*is_buffer=*/false);
+  }
+  for (const auto& b : m.named_buffers(/*recurse=*/false)) {
+    out.register_buffer(b.key(), b.value().detach().contiguous().clone());
+  }
+  for (const auto& child : m.named_children()) {
+    StatusOr<torch::jit::Module> sub = Export(*child.value(), unit, path + "." + child.key(), counter);
+    if (!sub.ok()) return sub.status();
+    out.register_module(child.key(), sub.value());
+  }
+  out.define(source);
+  return out;
+}
+
+}  // namespace
+
+ScriptModel::ScriptModel(torch::jit::Module module) : module_(std::move(module)) {
+  // The script module's own tensors, under names nn::Module accepts: the
+  // optimizer, the sync and channels-last then act on what forward uses.
+  for (const auto& p : module_.named_parameters(/*recurse=*/true)) {
+    std::string name = p.name;
+    std::replace(name.begin(), name.end(), '.', '_');
+    register_parameter(name, p.value, p.value.requires_grad());
+  }
+  for (const auto& b : module_.named_buffers(/*recurse=*/true)) {
+    std::string name = b.name;
+    std::replace(name.begin(), name.end(), '.', '_');
+    register_buffer(name, b.value);
+  }
+  train(true);
+}
+
+torch::Tensor ScriptModel::forward(torch::Tensor x) { return module_.forward({std::move(x)}).toTensor(); }
+
+void ScriptModel::train(bool on) {
+  Classifier::train(on);
+  module_.train(on);
+}
+
+StatusOr<std::shared_ptr<Classifier>> LoadScriptModel(const ModelSpec& spec) {
+  try {
+    torch::jit::Module module = torch::jit::load(spec.name);
+    if (!module.find_method("forward")) {
+      return Status::InvalidArgument("--model " + spec.name + ": the TorchScript module has no forward method");
+    }
+    return std::shared_ptr<Classifier>(std::make_shared<ScriptModel>(std::move(module)));
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument("--model " + spec.name + ": not a TorchScript module that LibTorch can load (" +
+                                   FirstLine(e.what()) + ")");
+  }
+}
+
+StatusOr<torch::jit::Module> ToTorchScript(const Classifier& model) {
+  if (const auto* script = dynamic_cast<const ScriptModel*>(&model)) {
+    torch::jit::Module copy = script->module().deepcopy();
+    copy.eval();
+    return copy;
+  }
+  StatusOr<torch::jit::Module> out = Status::FailedPrecondition("not exported");
+  GRANARY_RETURN_IF_ERROR(CatchTorch("--save", [&] {
+    int counter = 0;
+    out = Export(model, std::make_shared<torch::jit::CompilationUnit>(), "model", &counter);
+  }));
+  if (out.ok()) out->eval();
+  return out;
+}
+
+Status SaveTorchScript(const Classifier& model, const std::string& path) {
+  StatusOr<torch::jit::Module> module = ToTorchScript(model);
+  if (!module.ok()) return module.status();
+  std::ostringstream bytes;
+  GRANARY_RETURN_IF_ERROR(CatchTorch("--save", [&] { module->save(bytes); }));
+  return WriteFileAtomically(path, bytes.str()).WithContext("--save " + path);
+}
+
+}  // namespace granary

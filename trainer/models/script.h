@@ -1,0 +1,51 @@
+// TorchScript in and out. `--model FILE.pt` trains a module saved from Python
+// (torch.jit.script or torch.jit.trace) through ScriptModel, which exposes the
+// script module's own parameter and buffer tensors, so the loop, the sync and
+// the optimizers work on it unchanged. `--save FILE.pt` writes any trained
+// model as TorchScript: a loaded module as it is, a built-in one rebuilt as a
+// script module of the same structure (the same names, its layers' forward
+// written in TorchScript), which `torch.jit.load` runs with the same logits.
+#pragma once
+
+#include <torch/script.h>
+
+#include <memory>
+#include <string>
+
+#include "trainer/models/registry.h"
+
+namespace granary {
+
+// Built-in modules that can be written as TorchScript say how their forward
+// reads in TorchScript, over their children and parameters by name.
+class Scriptable {
+ public:
+  virtual ~Scriptable() = default;
+  // "def forward(self, x):\n    ...": one method, four-space indent; children
+  // are called as self.child.forward(x) (LibTorch's C++ frontend has no __call__).
+  virtual std::string TorchScriptForward() const = 0;
+};
+
+class ScriptModel : public Classifier {
+ public:
+  explicit ScriptModel(torch::jit::Module module);
+  torch::Tensor forward(torch::Tensor x) override;
+  void train(bool on = true) override;
+  const torch::jit::Module& module() const { return module_; }
+
+ private:
+  torch::jit::Module module_;
+};
+
+// Loads spec.name as TorchScript. InvalidArgument naming the file and the
+// first line of LibTorch's reason if it does not load or has no forward.
+StatusOr<std::shared_ptr<Classifier>> LoadScriptModel(const ModelSpec& spec);
+
+// `model` as a TorchScript module (copies of its tensors, in eval mode).
+// InvalidArgument naming the first module that cannot be written.
+StatusOr<torch::jit::Module> ToTorchScript(const Classifier& model);
+
+// ToTorchScript, written atomically to `path` (nothing there on failure).
+Status SaveTorchScript(const Classifier& model, const std::string& path);
+
+}  // namespace granary
