@@ -1,33 +1,52 @@
 // What rank 0 tells the user about a run: the layout and config at start, the
-// epoch plan, a line per epoch, or (json) one JSON object at the end. Other
-// ranks report nothing. Used from the training thread only.
+// epoch plan, a progress line while an epoch runs (on a terminal only), a line
+// per epoch, or (json) one JSON object at the end; and the files the config
+// asks for: --metrics (JSON lines as the run goes) and --report (one HTML
+// page at the end). Other ranks report nothing. Used from the training thread.
 #pragma once
 
+#include <chrono>
+#include <cstdio>
 #include <vector>
 
+#include "store/status.h"
 #include "trainer/config.h"
 #include "trainer/layout.h"
 #include "trainer/trainer.h"
 
 namespace granary {
 
-class RunReport {
+class RunReport : public RunObserver {
  public:
   // `config` and `layout` must outlive the report.
   RunReport(const TrainConfig& config, const Layout& layout, int rank, bool json);
+  ~RunReport() override;
+  RunReport(const RunReport&) = delete;
+  RunReport& operator=(const RunReport&) = delete;
 
-  void Start() const;                             // layout and config (text)
-  void Plan(const EpochPlanReport& plan) const;   // samples per rank (text)
-  void Epoch(const EpochReport& report) const;    // one line (text)
-  void Finish(const std::vector<EpochReport>& reports) const;  // the JSON object (json)
+  // Layout and config (text); opens --metrics. IOError naming the file.
+  Status Start();
+  void Plan(const EpochPlanReport& plan) override;
+  void Step(const StepReport& step) override;
+  void Epoch(const EpochReport& report) override;
+  // The JSON object (json) and --report. IOError naming the file.
+  Status Finish(const std::vector<EpochReport>& reports);
 
  private:
   bool text() const { return rank_ == 0 && !json_; }
+  void WriteMetrics(const std::string& line);
 
   const TrainConfig& config_;
   const Layout& layout_;
   int rank_;
   bool json_;
+  bool progress_;  // rank 0, text, stderr a terminal
+  std::chrono::steady_clock::time_point last_drawn_;
+  bool line_open_ = false;  // a progress line waits to be cleared
+  std::FILE* metrics_ = nullptr;
+  std::vector<StepReport> logged_steps_;  // every --log-every steps, for --report
+  double window_loss_ = 0;                // summed over the steps since the last logged one
+  int window_steps_ = 0;
 };
 
 }  // namespace granary

@@ -100,13 +100,11 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
       if (Status pinned = PinToCpus(layout->cpus[0]); !pinned.ok()) return Fail(pinned, 0);
     }
   }
-  const RunReport report(config, layout.value(), rank, json);
-  report.Start();
-  StatusOr<std::vector<EpochReport>> reports =
-      RunRank(config, rank, [&](const EpochPlanReport& plan) { report.Plan(plan); },
-              [&](const EpochReport& r) { report.Epoch(r); });
+  RunReport report(config, layout.value(), rank, json);
+  if (Status started = report.Start(); !started.ok()) return Fail(started, rank);
+  StatusOr<std::vector<EpochReport>> reports = RunRank(config, rank, report);
   if (!reports.ok()) return Fail(reports.status(), rank);
-  report.Finish(reports.value());
+  if (Status finished = report.Finish(reports.value()); !finished.ok()) return Fail(finished, rank);
   return 0;
 }
 

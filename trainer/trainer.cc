@@ -153,9 +153,7 @@ Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64
   return Status::OK();
 }
 
-StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank,
-                                           const std::function<void(const EpochPlanReport&)>& on_start,
-                                           const std::function<void(const EpochReport&)>& on_epoch) {
+StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, RunObserver& observer) {
   const int threads = config.ThreadsPerRank(CoreCount());  // resolved by the launcher
   SizeThreadPools(threads);
   KeepFreedMemory();
@@ -228,7 +226,8 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank,
   plan.model = c.model.name;
   for (const torch::Tensor& p : params) plan.parameters += static_cast<uint64_t>(p.numel());
   plan.peak_lr = schedule.peak();
-  on_start(plan);
+  observer.Plan(plan);
+  const uint64_t steps_per_epoch = (train.batches_per_epoch() + accum - 1) / accum;
   Batch batch;
   const int64_t micro_batch = c.optim.batch_size / (c.dist.ranks * c.optim.accum);
   SyntheticBatch synthetic;
@@ -243,6 +242,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank,
     const double sync_before = sync.value()->blocked_seconds();
     if (!c.data.synthetic) train.StartEpoch(static_cast<uint64_t>(epoch));
     double local_loss_sum = 0, local_samples = 0, compute_seconds = 0;
+    double step_loss_sum = 0, step_samples = 0;  // this optimizer step's micro-batches
     // Gradients accumulate over `accum` micro-batches (fewer in the epoch's
     // last group); only the group's last backward is synchronised (DDP's
     // no_sync), and the optimizer steps once per group.
@@ -281,7 +281,11 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank,
         torch::Tensor loss = TrainingLoss(logits, target, c.optim.label_smoothing);
         if (group_end && sync_now) sync.value()->BeginStep();
         (group > 1 ? loss / static_cast<double>(group) : loss).backward();
-        local_loss_sum += loss.item<double>() * static_cast<double>(input.size(0));
+        const double batch_loss = loss.item<double>() * static_cast<double>(input.size(0));
+        if (group_start) step_loss_sum = step_samples = 0;
+        step_loss_sum += batch_loss;
+        step_samples += static_cast<double>(input.size(0));
+        local_loss_sum += batch_loss;
         local_samples += static_cast<double>(input.size(0));
       }));
       const double sync_blocked = sync.value()->blocked_seconds();
@@ -292,6 +296,19 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank,
           for (torch::optim::OptimizerParamGroup& g : optimizer.param_groups()) g.options().set_lr(lr);
           optimizer.step();
         }));
+        if (rank == 0) {
+          StepReport s;
+          s.epoch = epoch + 1;
+          s.step = (b + 1 + accum - 1) / accum;
+          s.steps = steps_per_epoch;
+          s.global_step = step;
+          s.loss = step_loss_sum / std::max(1.0, step_samples);
+          s.epoch_loss = local_loss_sum / std::max(1.0, local_samples);
+          s.lr = lr;
+          s.seconds = SecondsSince(start);
+          s.samples_per_s = local_samples * c.dist.ranks / std::max(1e-9, s.seconds);
+          observer.Step(s);
+        }
       }
       // The step's own time, less what it waited for the sync.
       compute_seconds += SecondsSince(step_start) - (sync.value()->blocked_seconds() - sync_blocked);
@@ -328,7 +345,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank,
     }
     GRANARY_RETURN_IF_ERROR(comm.value()->Barrier());
     reports.push_back(r);
-    on_epoch(r);
+    observer.Epoch(r);
   }
   if (rank == 0 && !c.output.save.empty()) GRANARY_RETURN_IF_ERROR(SaveTorchScript(net, c.output.save));
   return reports;

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,16 +41,36 @@ struct EpochPlanReport {
   double peak_lr = 0;       // after --lr-scaling
 };
 
+// Rank 0's view of the step just taken: for progress lines and metrics.
+struct StepReport {
+  int epoch = 0;               // 1-based
+  uint64_t step = 0;           // optimizer steps so far in the epoch
+  uint64_t steps = 0;          // optimizer steps in the epoch
+  int64_t global_step = 0;     // optimizer steps so far in the run
+  double loss = 0;             // rank 0's training loss of this step
+  double epoch_loss = 0;       // rank 0's training loss, mean over the epoch so far
+  double lr = 0;               // the rate of this step
+  double samples_per_s = 0;    // over all ranks, the epoch so far (rank 0's rate x ranks)
+  double seconds = 0;          // since the epoch started
+};
+
+// What a run tells as it goes. RunRank calls it on the training thread;
+// Step is called on rank 0 only, after every optimizer step.
+class RunObserver {
+ public:
+  virtual ~RunObserver() = default;
+  virtual void Plan(const EpochPlanReport& plan) = 0;  // once, before the first epoch
+  virtual void Step(const StepReport& step) = 0;
+  virtual void Epoch(const EpochReport& epoch) = 0;
+};
+
 // OK if `config.model` can be built for `workload` (the launcher checks this
 // before starting ranks); else InvalidArgument naming the db, the model and
 // the shapes.
 Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64_t classes);
 
 // Runs rank `rank` of the run `config` (validated by the caller, with
-// config.dist.port set when ranks > 1). `on_start` is called once before the
-// first epoch, `on_epoch` after each epoch.
-StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank,
-                                           const std::function<void(const EpochPlanReport&)>& on_start,
-                                           const std::function<void(const EpochReport&)>& on_epoch);
+// config.dist.port set when ranks > 1), telling `observer` as it goes.
+StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, RunObserver& observer);
 
 }  // namespace granary
