@@ -216,7 +216,8 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
   std::vector<EpochReport> reports;
   Loader& train = *loader.value();
   const uint64_t accum = static_cast<uint64_t>(c.optim.accum);
-  const LrSchedule schedule(c.optim, static_cast<int64_t>((train.batches_per_epoch() + accum - 1) / accum));
+  const uint64_t steps_per_epoch = (train.batches_per_epoch() + accum - 1) / accum;  // optimizer steps
+  const LrSchedule schedule(c.optim, static_cast<int64_t>(steps_per_epoch));
   int64_t step = 0;  // optimizer steps so far
   EpochPlanReport plan;
   plan.samples_per_rank = train.sampler().samples_per_rank();
@@ -227,7 +228,6 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
   for (const torch::Tensor& p : params) plan.parameters += static_cast<uint64_t>(p.numel());
   plan.peak_lr = schedule.peak();
   observer.Plan(plan);
-  const uint64_t steps_per_epoch = (train.batches_per_epoch() + accum - 1) / accum;
   Batch batch;
   const int64_t micro_batch = c.optim.batch_size / (c.dist.ranks * c.optim.accum);
   SyntheticBatch synthetic;

@@ -5,8 +5,6 @@ namespace {
 
 namespace nn = torch::nn;
 
-constexpr int64_t kStemStrideAbove = 64;  // as resnet's
-
 }  // namespace
 
 SeparableBlock::SeparableBlock(int64_t in, int64_t out, int64_t stride) {
@@ -30,7 +28,7 @@ std::string SeparableBlock::TorchScriptForward() const {
 
 MobileNet::MobileNet(const ModelSpec& spec) {
   const Shape& in = spec.input;
-  const int64_t stem_stride = std::max(in[1], in[2]) > kStemStrideAbove ? 2 : 1;
+  const int64_t stem_stride = StemStride(spec);
   int64_t channels = Scaled(spec, 16);
   stem_ = register_module("stem",
                           nn::Conv2d(nn::Conv2dOptions(in[0], channels, 3).stride(stem_stride).padding(1).bias(false)));
@@ -53,11 +51,7 @@ torch::Tensor MobileNet::forward(torch::Tensor x) {
   return fc_->forward(drop_->forward(x));
 }
 
-std::string MobileNet::TorchScriptForward() const {
-  std::string source = "def forward(self, x):\n    x = torch.relu(self.stem_bn.forward(self.stem.forward(x)))\n";
-  for (size_t i = 0; i < blocks_.size(); ++i) source += "    x = self.block" + std::to_string(i + 1) + ".forward(x)\n";
-  return source + "    return self.fc.forward(self.drop.forward(torch.mean(x, [2, 3])))\n";
-}
+std::string MobileNet::TorchScriptForward() const { return StemBlocksPoolScript(blocks_.size()); }
 
 StatusOr<std::shared_ptr<Classifier>> CreateMobileNet(const ModelSpec& spec) {
   GRANARY_RETURN_IF_ERROR(CheckImageInput(spec, 8));

@@ -5,9 +5,6 @@ namespace {
 
 namespace nn = torch::nn;
 
-// Above this many pixels a side, the stem halves the resolution.
-constexpr int64_t kStemStrideAbove = 64;
-
 nn::Conv2d Conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
   return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
 }
@@ -41,7 +38,7 @@ std::string BasicBlock::TorchScriptForward() const {
 
 ResNet::ResNet(const ModelSpec& spec) {
   const Shape& in = spec.input;
-  const int64_t stem_stride = std::max(in[1], in[2]) > kStemStrideAbove ? 2 : 1;
+  const int64_t stem_stride = StemStride(spec);
   int64_t channels = Scaled(spec, 16);
   stem_ = register_module("stem", Conv(in[0], channels, 3, stem_stride));
   stem_bn_ = register_module("stem_bn", nn::BatchNorm2d(channels));
@@ -63,11 +60,7 @@ torch::Tensor ResNet::forward(torch::Tensor x) {
   return fc_->forward(drop_->forward(x));
 }
 
-std::string ResNet::TorchScriptForward() const {
-  std::string source = "def forward(self, x):\n    x = torch.relu(self.stem_bn.forward(self.stem.forward(x)))\n";
-  for (size_t i = 0; i < blocks_.size(); ++i) source += "    x = self.block" + std::to_string(i + 1) + ".forward(x)\n";
-  return source + "    return self.fc.forward(self.drop.forward(torch.mean(x, [2, 3])))\n";
-}
+std::string ResNet::TorchScriptForward() const { return StemBlocksPoolScript(blocks_.size()); }
 
 StatusOr<std::shared_ptr<Classifier>> CreateResNet(const ModelSpec& spec) {
   GRANARY_RETURN_IF_ERROR(CheckImageInput(spec, 8));
