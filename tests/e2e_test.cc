@@ -453,8 +453,9 @@ TEST_F(EndToEnd, APythonTorchScriptModelTrainsAndTheSavedModelRunsInPython) {
                      "net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 64), torch.nn.ReLU(),\n"
                      "                          torch.nn.Linear(64, classes))\n"
                      "torch.jit.script(net).save(sys.argv[1])\n");
-  ASSERT_EQ(RunCommand("/usr/bin/python3 " + dir_.Sub("make.py") + " " + dir_.Sub("net.pt") + " 10", dir_).exit_code, 0);
-  ASSERT_EQ(RunCommand("/usr/bin/python3 " + dir_.Sub("make.py") + " " + dir_.Sub("five.pt") + " 5", dir_).exit_code, 0);
+  const std::string make = "/usr/bin/python3 " + dir_.Sub("make.py") + " ";
+  ASSERT_EQ(RunCommand(make + dir_.Sub("net.pt") + " 10", dir_).exit_code, 0);
+  ASSERT_EQ(RunCommand(make + dir_.Sub("five.pt") + " 5", dir_).exit_code, 0);
 
   auto j = TrainJson("--db " + db + " --model " + dir_.Sub("net.pt") + " --ranks 2 --epochs 4 --optimizer sgd " +
                          "--lr 0.05 --momentum 0.9 --save " + dir_.Sub("trained.pt"),

@@ -113,11 +113,12 @@ Status TrainConfig::Validate(int cores) const {
   }
 
   if (model.name != "auto" && !IsKnownModel(model.name) && !IsModelFile(model.name)) {
-    return OutOfRange("--model", model.name, "unknown (known: auto, " + KnownModelNames() + ", or a TorchScript FILE.pt)");
+    return OutOfRange("--model", model.name,
+                      "unknown (known: auto, " + KnownModelNames() + ", or a TorchScript FILE.pt)");
   }
   if (!(model.width >= kMinModelWidth && model.width <= kMaxModelWidth)) {
-    return OutOfRange("--width", Number(model.width), "must be in " + Number(kMinModelWidth) + ".." +
-                                                                 Number(kMaxModelWidth));
+    return OutOfRange("--width", Number(model.width),
+                      "must be in " + Number(kMinModelWidth) + ".." + Number(kMaxModelWidth));
   }
   if (!(model.dropout >= 0 && model.dropout < 1)) {
     return OutOfRange("--dropout", Number(model.dropout), "must be in [0, 1)");

@@ -1,5 +1,6 @@
 #include "trainer/models/script.h"
 
+#include <filesystem>
 #include <sstream>
 
 #include "store/file.h"
@@ -117,6 +118,10 @@ void ScriptModel::train(bool on) {
 }
 
 StatusOr<std::shared_ptr<Classifier>> LoadScriptModel(const ModelSpec& spec) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(spec.name, error)) {
+    return Status::InvalidArgument("--model " + spec.name + ": no such file (a TorchScript module saved from Python)");
+  }
   try {
     torch::jit::Module module = torch::jit::load(spec.name);
     if (!module.find_method("forward")) {
