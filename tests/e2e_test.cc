@@ -546,5 +546,70 @@ TEST_F(EndToEnd, MetricsReportAndProgressLine) {
   EXPECT_NE(tty.out.find("ETA"), std::string::npos) << tty.out;
 }
 
+// Issue 11: a run killed in the middle of an epoch (SIGKILL to the launcher,
+// so every rank dies at once) and resumed from its last checkpoint ends with
+// the epoch losses and the weights of a run that was never interrupted,
+// exactly: dropout included. Resumed on one rank, it finishes and says what
+// changed.
+TEST_F(EndToEnd, AKilledRunResumesExactlyAndOnAnotherWorldSize) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(RunCommand(kPrep + " build " + kFashion + " " + db + " --limit 3000 --no-progress", dir_).exit_code, 0);
+  // 3,000 samples / batch 64: 47 steps an epoch; checkpoints every 10 steps.
+  const std::string recipe = "--db " + db + " --epochs 3 --optimizer sgd --lr 0.02 --momentum 0.9 " +
+                             "--checkpoint-every 10 --json";
+  const std::string args = recipe + " --ranks 2";
+  auto whole = TrainJson(args + " --checkpoint-dir " + dir_.Sub("whole"), dir_);
+  ASSERT_EQ(whole["epochs"].size(), 3u);
+
+  // Killed once step 50 (epoch 2's 4th step) is checkpointed.
+  const std::string ck = dir_.Sub("killed");
+  auto killed = RunCommand("(" + kTrain + " " + args + " --checkpoint-dir " + ck + " > /dev/null 2>&1 & pid=$!; " +
+                               "for i in $(seq 3000); do ls " + ck + "/step-00000000[5-9][0-9].ckpt >/dev/null 2>&1 " +
+                               "&& break; sleep 0.01; done; kill -9 $pid; wait $pid; echo $?)",
+                           dir_);
+  ASSERT_EQ(killed.out, "137\n") << killed.err;
+  auto latest = RunCommand("(ls " + ck + " | tail -1)", dir_);  // (RunCommand's </dev/null is for the group)
+  const int step = std::stoi(latest.out.substr(5, 10));
+  ASSERT_GE(step, 50) << latest.out;
+  ASSERT_NE(step % 47, 0) << "not in the middle of an epoch: " << latest.out;
+  const std::string mid = dir_.Sub("mid.ckpt");  // kept: the resumed run replaces the dir's checkpoints
+  ASSERT_EQ(RunCommand("cp " + ck + "/" + latest.out.substr(0, 20) + " " + mid, dir_).exit_code, 0);
+
+  auto resumed = TrainJson(args + " --checkpoint-dir " + ck + " --resume", dir_);
+  ASSERT_FALSE(resumed["epochs"].empty());
+  const size_t first = 3 - resumed["epochs"].size();  // the epoch it resumed in, 0-based
+  EXPECT_EQ(first, static_cast<size_t>(step / 47));
+  for (size_t i = 0; i < resumed["epochs"].size(); ++i) {
+    const auto& a = whole["epochs"][first + i];
+    const auto& b = resumed["epochs"][i];
+    EXPECT_EQ(a["epoch"], b["epoch"]);
+    EXPECT_EQ(a["train_loss"], b["train_loss"]) << "epoch " << a["epoch"];
+    EXPECT_EQ(a["test_loss"], b["test_loss"]) << "epoch " << a["epoch"];
+    EXPECT_EQ(a["weights_hash"], b["weights_hash"]) << "epoch " << a["epoch"];
+  }
+
+  // The same checkpoint on one rank: the rest of the epoch, then the next.
+  auto one = RunCommand(kTrain + " " + recipe + " --ranks 1 --checkpoint-dir " + dir_.Sub("one") + " --resume " + mid,
+                        dir_);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.err.find("2 ranks -> 1: per-rank batch 32 -> 64; global batch 64"), std::string::npos) << one.err;
+  const auto j = nlohmann::json::parse(one.out);
+  EXPECT_EQ(j["epochs"].size(), resumed["epochs"].size());
+  EXPECT_NEAR(j["epochs"].back()["test_loss"].get<double>(), whole["epochs"][2]["test_loss"].get<double>(), 0.1);
+
+  // Refused with one line: another db, another recipe, a damaged file.
+  const std::string other = dir_.Sub("other");
+  ASSERT_EQ(RunCommand(kPrep + " build " + kFashion + " " + other + " --limit 500 --no-progress", dir_).exit_code, 0);
+  ExpectOneLineError(RunCommand(kTrain + " --db " + other + " --ranks 2 --checkpoint-dir " + ck + " --resume", dir_),
+                     "the checkpoint is of another db");
+  ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --optimizer sgd --lr 0.5 --momentum 0.9 --checkpoint-dir " +
+                                    ck + " --resume",
+                                dir_),
+                     "differs in optim.lr");
+  ASSERT_EQ(RunCommand("(printf x | dd of=" + mid + " bs=1 seek=100000 conv=notrunc)", dir_).exit_code, 0);
+  ExpectOneLineError(RunCommand(kTrain + " " + args + " --checkpoint-dir " + ck + " --resume " + mid, dir_),
+                     "not a usable checkpoint");
+}
+
 }  // namespace
 }  // namespace granary

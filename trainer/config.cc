@@ -28,8 +28,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimConfig, optimizer, lr, mome
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SyncConfig, method, bucket_mb)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistConfig, ranks, threads, host, port, oversubscribe, pin)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OutputConfig, save, metrics, log_every, report)
-void to_json(nlohmann::json& j, const CheckpointConfig&) { j = nlohmann::json::object(); }
-void from_json(const nlohmann::json&, CheckpointConfig&) {}
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CheckpointConfig, dir, every, keep, resume)
 
 namespace {
 
@@ -38,6 +37,8 @@ constexpr int64_t kMaxBatch = int64_t{1} << 20;
 constexpr int kMaxPrefetch = 256;
 constexpr int kMaxEpochs = 1000000;
 constexpr int kMaxAccum = 1024;
+constexpr int64_t kMaxCheckpointEvery = int64_t{1} << 40;
+constexpr int kMaxKeep = 1000;
 // With --oversubscribe, ranks x threads may reach this many times the cores.
 constexpr int kOversubscribeFactor = 8;
 // Loader threads mostly wait on reads, so a few per core can still help.
@@ -207,6 +208,18 @@ Status TrainConfig::Validate(int cores) const {
     return Status::InvalidArgument("--batch-size " + std::to_string(optim.batch_size) + " must be a multiple of --ranks " +
                                    std::to_string(dist.ranks) + " x --accum " + std::to_string(optim.accum));
   }
+  if (checkpoint.every < 0 || checkpoint.every > kMaxCheckpointEvery) {
+    return OutOfRange("--checkpoint-every", std::to_string(checkpoint.every), Range(0, kMaxCheckpointEvery));
+  }
+  if (checkpoint.keep < 1 || checkpoint.keep > kMaxKeep) {
+    return OutOfRange("--keep", std::to_string(checkpoint.keep), Range(1, kMaxKeep));
+  }
+  if (checkpoint.dir.empty() && checkpoint.every > 0) {
+    return Status::InvalidArgument("--checkpoint-every needs --checkpoint-dir");
+  }
+  if (checkpoint.resume == "latest" && checkpoint.dir.empty()) {
+    return Status::InvalidArgument("--resume without a file needs --checkpoint-dir to find the latest in");
+  }
   if (output.log_every < 1 || output.log_every > kMaxEpochs) {
     return OutOfRange("--log-every", std::to_string(output.log_every), Range(1, kMaxEpochs));
   }
@@ -234,6 +247,7 @@ StatusOr<TrainConfig> TrainConfig::FromJson(const std::string& json) {
     if (j.contains("sync")) c.sync = j["sync"].get<SyncConfig>();
     if (j.contains("dist")) c.dist = j["dist"].get<DistConfig>();
     if (j.contains("output")) c.output = j["output"].get<OutputConfig>();
+    if (j.contains("checkpoint")) c.checkpoint = j["checkpoint"].get<CheckpointConfig>();
   } catch (const nlohmann::json::exception& e) {
     return Status::InvalidArgument(std::string("train config: ") + e.what());
   }

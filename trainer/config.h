@@ -88,9 +88,14 @@ struct OutputConfig {
   std::string report;   // one self-contained HTML page of the run's curves ("" none)
 };
 
-// Where and when the run is checkpointed. Empty until the durability issue
-// lands: a run has no checkpoints yet, so this section has no fields.
-struct CheckpointConfig {};
+// Where and when the run is checkpointed (trainer/checkpoint.h), and where
+// it resumes from.
+struct CheckpointConfig {
+  std::string dir;     // "" none
+  int64_t every = 0;   // optimizer steps between checkpoints (0: at epoch ends only)
+  int keep = 3;        // newest checkpoints kept in dir
+  std::string resume;  // "" none; "latest" (in dir) or a checkpoint file; the launcher resolves it to a file
+};
 
 struct TrainConfig {
   DataConfig data;

@@ -26,6 +26,7 @@ nlohmann::json EpochJson(const EpochReport& r) {
                       {"comm_fraction", r.comm_fraction},
                       {"compute_fraction", r.compute_fraction},
                       {"queue_depth", r.queue_depth}};
+  if (!r.weights_hash.empty()) j["weights_hash"] = r.weights_hash;
   if (r.evaluated) {
     j["test_loss"] = r.test_loss;
     j["test_accuracy"] = r.test_accuracy;

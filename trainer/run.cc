@@ -7,6 +7,7 @@
 
 #include "store/db.h"
 #include "store/json_text.h"
+#include "trainer/checkpoint.h"
 #include "trainer/launch.h"
 #include "trainer/layout.h"
 #include "trainer/precision.h"
@@ -87,6 +88,11 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
   }
   StatusOr<Workload> workload = ResolveWorkload(manifest, config.data.db, &config);
   if (!workload.ok()) return Fail(workload.status(), std::max(rank, 0));
+  if (!config.checkpoint.resume.empty()) {  // every process finds the same file: none is written before all start
+    if (StatusOr<Checkpoint> from = ResolveResume(manifest.content_hash, &config); !from.ok()) {
+      return Fail(from.status(), std::max(rank, 0));
+    }
+  }
   if (rank < 0) {
     if (Status fits = CheckModelFits(config, workload.value(), manifest.num_classes); !fits.ok()) return Fail(fits, 0);
     if (Status writable = CheckOutputPaths(config.output); !writable.ok()) return Fail(writable, 0);

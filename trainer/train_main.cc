@@ -79,6 +79,15 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c) {
   app.add_option("--threads", c.dist.threads, "intra-op threads per rank (0: cores / ranks)")->capture_default_str();
   app.add_flag("--oversubscribe", c.dist.oversubscribe, "allow ranks x threads above this machine's cores");
   app.add_option("--pin", c.dist.pin, "pin each rank to its own CPUs (on or off)")->capture_default_str();
+  app.add_option("--checkpoint-dir", c.checkpoint.dir,
+                 "write checkpoints here: at the end of each epoch and every --checkpoint-every steps");
+  app.add_option("--checkpoint-every", c.checkpoint.every, "optimizer steps between checkpoints (0: epoch ends only)")
+      ->capture_default_str();
+  app.add_option("--keep", c.checkpoint.keep, "newest checkpoints kept")->capture_default_str();
+  app.add_option("--resume", c.checkpoint.resume,
+                 "continue a run: from the latest checkpoint in --checkpoint-dir (no value) or from FILE")
+      ->expected(0, 1)
+      ->default_str("latest");
   app.add_option("--save", c.output.save, "write the trained model here as TorchScript (FILE.pt)");
   app.add_option("--metrics", c.output.metrics, "write JSON lines here: every --log-every steps and per epoch");
   app.add_option("--log-every", c.output.log_every, "optimizer steps between --metrics lines")->capture_default_str();

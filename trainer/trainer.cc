@@ -1,6 +1,7 @@
 #include "trainer/trainer.h"
 
 #include <malloc.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <chrono>
@@ -8,10 +9,13 @@
 #include <cstdlib>
 #include <limits>
 #include <mutex>
+#include <optional>
 
 #include "loader/loader.h"
 #include "store/db.h"
 #include "store/json_text.h"
+#include "store/manifest.h"
+#include "trainer/checkpoint.h"
 #include "trainer/comm.h"
 #include "trainer/evaluate.h"
 #include "trainer/gradient_sync.h"
@@ -81,6 +85,51 @@ void KeepFreedMemory() {
   if (std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr || std::getenv("MALLOC_TRIM_THRESHOLD_") != nullptr) return;
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+}
+
+// The seed of rank `rank`'s random stream (dropout) at optimizer step
+// `step`: SplitMix64 of the three, so a resumed run draws what an
+// uninterrupted one would have.
+uint64_t StepSeed(uint64_t seed, int rank, int64_t step) {
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(rank) * 0xBF58476D1CE4E5B9ull +
+               static_cast<uint64_t>(step) * 0x94D049BB133111EBull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return (x ^ (x >> 31)) >> 1;  // manual_seed takes it as a positive int64 too
+}
+
+// XXH64 over the parameters' values in order: equal runs have equal hashes.
+std::string WeightsHash(const std::vector<torch::Tensor>& params) {
+  XXH64_state_t* state = XXH64_createState();
+  XXH64_reset(state, 0);
+  for (const torch::Tensor& p : params) {
+    const torch::Tensor values = p.detach().contiguous();
+    XXH64_update(state, values.data_ptr(), values.numel() * values.element_size());
+  }
+  const uint64_t hash = XXH64_digest(state);
+  XXH64_freeState(state);
+  return FormatHash(hash);
+}
+
+// What a resume continues, and what changed since the checkpoint (rank 0).
+void ReportResume(const Checkpoint& from, const TrainConfig& now) {
+  const RunPosition& at = from.header.at;
+  const TrainConfig& then = from.header.config;
+  std::fprintf(stderr, "train: resuming from %s: epoch %llu, step %lld, %llu samples of the epoch done\n",
+               Printable(from.path).c_str(), static_cast<unsigned long long>(at.epoch + 1),
+               static_cast<long long>(at.global_step), static_cast<unsigned long long>(at.position));
+  if (static_cast<int64_t>(at.epoch) >= now.optim.epochs) {
+    std::fprintf(stderr, "train: resume: the checkpoint is at the end of epoch %llu of %d: nothing left to train "
+                         "(raise --epochs to go on)\n",
+                 static_cast<unsigned long long>(at.epoch), now.optim.epochs);
+  }
+  if (at.world != now.dist.ranks) {
+    const int64_t batch = now.optim.batch_size;
+    std::fprintf(stderr, "train: resume: %d ranks -> %d: per-rank batch %lld -> %lld; global batch %lld and the "
+                         "learning rate (%g) unchanged\n",
+                 at.world, now.dist.ranks, static_cast<long long>(batch / at.world),
+                 static_cast<long long>(batch / now.dist.ranks), static_cast<long long>(batch), then.optim.lr);
+  }
 }
 
 // The model to build for `workload`.
@@ -189,6 +238,15 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
   StatusOr<Precision> precision = Precision::Create(c.model);
   if (!precision.ok()) return precision.status();
   GRANARY_RETURN_IF_ERROR(CatchTorch("channels-last weights", [&] { precision->Prepare(net); }));
+  // --resume (resolved to a file and checked by RunTrain): the weights now,
+  // the optimizer's state once it exists, the position below.
+  std::optional<Checkpoint> resumed;
+  if (!c.checkpoint.resume.empty()) {
+    StatusOr<Checkpoint> read = ReadCheckpoint(c.checkpoint.resume);
+    if (!read.ok()) return read.status().WithContext("--resume");
+    resumed = std::move(read).value();
+    GRANARY_RETURN_IF_ERROR(RestoreCheckpoint(*resumed, &net, nullptr));
+  }
 
   CommOptions co;
   co.rank = rank;
@@ -208,17 +266,18 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
       CreateGradientSync(c.sync.method, static_cast<size_t>(c.sync.bucket_mb * (1 << 20)), *comm.value());
   if (!sync.ok()) return sync.status();
   GRANARY_RETURN_IF_ERROR(sync.value()->Attach(params));
-  torch::manual_seed(c.optim.seed * 1000003 + static_cast<uint64_t>(rank) + 1);  // dropout differs per rank
   StatusOr<std::unique_ptr<torch::optim::Optimizer>> made = CreateOptimizer(c.optim, params);
   if (!made.ok()) return made.status();
   torch::optim::Optimizer& optimizer = *made.value();
+  if (resumed) GRANARY_RETURN_IF_ERROR(RestoreCheckpoint(*resumed, nullptr, &optimizer));
 
   std::vector<EpochReport> reports;
   Loader& train = *loader.value();
   const uint64_t accum = static_cast<uint64_t>(c.optim.accum);
   const uint64_t steps_per_epoch = (train.batches_per_epoch() + accum - 1) / accum;  // optimizer steps
   const LrSchedule schedule(c.optim, static_cast<int64_t>(steps_per_epoch));
-  int64_t step = 0;  // optimizer steps so far
+  const RunPosition start_at = resumed ? resumed->header.at : RunPosition{};
+  int64_t step = start_at.global_step;  // optimizer steps so far
   EpochPlanReport plan;
   plan.samples_per_rank = train.sampler().samples_per_rank();
   plan.padded = train.sampler().padded();
@@ -236,12 +295,40 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
       synthetic = MakeSyntheticBatch(train, micro_batch, manifest.num_classes, precision->channels_last());
     }));
   }
-  for (int epoch = 0; epoch < c.optim.epochs; ++epoch) {
+  if (resumed && rank == 0) ReportResume(*resumed, c);
+  // At a checkpoint, every rank's epoch-so-far loss (gathered: a sum where
+  // only row `rank` is not zero is exact), then rank 0 writes.
+  auto checkpoint = [&](RunPosition at, double loss_sum, double samples) -> Status {
+    torch::Tensor rows = torch::zeros({c.dist.ranks, 2}, torch::kFloat64);
+    rows[rank][0] = loss_sum;
+    rows[rank][1] = samples;
+    GRANARY_RETURN_IF_ERROR(comm.value()->AllReduceSum(rows));
+    at.world = c.dist.ranks;
+    for (int r = 0; r < c.dist.ranks; ++r) {
+      at.loss_sums.push_back(rows[r][0].item<double>());
+      at.sample_counts.push_back(rows[r][1].item<double>());
+    }
+    if (rank != 0) return Status::OK();
+    CheckpointHeader header{c, manifest.content_hash, at};
+    return WriteCheckpoint(c.checkpoint.dir, header, net, optimizer, c.checkpoint.keep);
+  };
+  for (int epoch = static_cast<int>(start_at.epoch); epoch < c.optim.epochs; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
     const LoaderStats before = train.stats();
     const double sync_before = sync.value()->blocked_seconds();
-    if (!c.data.synthetic) train.StartEpoch(static_cast<uint64_t>(epoch));
+    const bool resuming = resumed && static_cast<uint64_t>(epoch) == start_at.epoch;
+    if (!c.data.synthetic) train.StartEpoch(static_cast<uint64_t>(epoch), resuming ? start_at.position : 0);
     double local_loss_sum = 0, local_samples = 0, compute_seconds = 0;
+    if (resuming) {  // the epoch's loss so far: each rank its own, or all of it on rank 0 in another world
+      const bool same_world = start_at.world == c.dist.ranks;
+      for (int r = 0; r < start_at.world; ++r) {
+        if (same_world ? r == rank : rank == 0) {
+          local_loss_sum += start_at.loss_sums[r];
+          local_samples += start_at.sample_counts[r];
+        }
+      }
+    }
+    const double samples_before = local_samples;  // not trained in this run: not in samples/s
     double step_loss_sum = 0, step_samples = 0;  // this optimizer step's micro-batches
     // Gradients accumulate over `accum` micro-batches (fewer in the epoch's
     // last group); only the group's last backward is synchronised (DDP's
@@ -269,7 +356,10 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
       }
       const bool group_start = b % accum == 0;
       const bool group_end = (b + 1) % accum == 0 || b + 1 == batches;
-      if (group_start) group = std::min(accum, batches - b);
+      if (group_start) {
+        group = std::min(accum, batches - b);
+        torch::manual_seed(StepSeed(c.optim.seed, rank, step));  // dropout: a function of where the run is
+      }
       const auto step_start = std::chrono::steady_clock::now();
       if (group_start && sync_now && !buffers.empty()) {
         torch::NoGradGuard no_grad;
@@ -306,24 +396,34 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
           s.epoch_loss = local_loss_sum / std::max(1.0, local_samples);
           s.lr = lr;
           s.seconds = SecondsSince(start);
-          s.samples_per_s = local_samples * c.dist.ranks / std::max(1e-9, s.seconds);
+          s.samples_per_s = (local_samples - samples_before) * c.dist.ranks / std::max(1e-9, s.seconds);
           observer.Step(s);
+        }
+        const bool epoch_end = b + 1 == batches;
+        if (!c.checkpoint.dir.empty() && c.checkpoint.every > 0 && step % c.checkpoint.every == 0 && !epoch_end &&
+            !c.data.synthetic) {
+          RunPosition at;
+          at.global_step = step;
+          at.epoch = static_cast<uint64_t>(epoch);
+          at.position = train.state().position;
+          GRANARY_RETURN_IF_ERROR(checkpoint(at, local_loss_sum, local_samples));
         }
       }
       // The step's own time, less what it waited for the sync.
       compute_seconds += SecondsSince(step_start) - (sync.value()->blocked_seconds() - sync_blocked);
     }
     const double seconds = SecondsSince(start);
-    torch::Tensor totals = torch::tensor({local_loss_sum, local_samples}, torch::kFloat64);
+    torch::Tensor totals = torch::tensor({local_loss_sum, local_samples, samples_before}, torch::kFloat64);
     GRANARY_RETURN_IF_ERROR(comm.value()->AllReduceSum(totals));
     const double samples = totals[1].item<double>();
+    const double trained = samples - totals[2].item<double>();  // by this run
 
     EpochReport r;
     r.epoch = epoch + 1;
     r.train_loss = totals[0].item<double>() / std::max(1.0, samples);
     r.lr = schedule.At(std::max<int64_t>(0, step - 1));
     r.seconds = seconds;
-    r.samples_per_s = samples / seconds;
+    r.samples_per_s = trained / seconds;
     const LoaderStats after = train.stats();
     r.stall_fraction = (after.wait_seconds - before.wait_seconds) / seconds;
     r.queue_depth = after.batches > before.batches ? static_cast<double>(after.ready_sum - before.ready_sum) /
@@ -342,6 +442,13 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
       r.test_loss = result->loss;
       r.test_accuracy = result->accuracy;
       r.test_samples = result->samples;
+    }
+    if (rank == 0) r.weights_hash = WeightsHash(params);
+    if (!c.checkpoint.dir.empty() && !c.data.synthetic) {
+      RunPosition at;
+      at.global_step = step;
+      at.epoch = static_cast<uint64_t>(epoch) + 1;
+      GRANARY_RETURN_IF_ERROR(checkpoint(at, 0, 0));
     }
     GRANARY_RETURN_IF_ERROR(comm.value()->Barrier());
     reports.push_back(r);

@@ -28,6 +28,7 @@ struct EpochReport {
   double test_loss = 0;
   double test_accuracy = 0;
   uint64_t test_samples = 0;
+  std::string weights_hash;   // rank 0: XXH64 over every parameter's values, "xxh64:..."
 };
 
 // What every rank reads per epoch, known before training starts.

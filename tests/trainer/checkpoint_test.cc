@@ -1,0 +1,160 @@
+#include "trainer/checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+
+#include "store/file.h"
+#include "tests/test_util.h"
+#include "trainer/models/registry.h"
+#include "trainer/optimizer.h"
+
+namespace granary {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+struct TrainedNet {
+  std::shared_ptr<Classifier> net;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+};
+
+TrainedNet MakeRun(uint64_t seed) {
+  torch::manual_seed(seed);
+  TrainedNet r;
+  r.net = CreateModel({"resnet", {1, 8, 8}, 3, 0}).value();  // parameters and BatchNorm buffers
+  TrainConfig t;
+  t.optim.optimizer = "sgd";
+  t.optim.momentum = 0.9;
+  t.ResolveDefaults();
+  r.optimizer = CreateOptimizer(t.optim, r.net->parameters()).value();
+  return r;
+}
+
+// A step, so the optimizer has momentum state and BatchNorm running statistics move.
+void Step(TrainedNet& r) {
+  r.optimizer->zero_grad();
+  torch::nll_loss(torch::log_softmax(r.net->forward(torch::rand({4, 1, 8, 8})), 1), torch::arange(4) % 3).backward();
+  r.optimizer->step();
+}
+
+CheckpointHeader Header(int64_t step) {
+  CheckpointHeader h;
+  h.config.data.db = "some.db";
+  h.db_content_hash = "xxh64:0123456789abcdef";
+  h.at.global_step = step;
+  h.at.epoch = 1;
+  h.at.position = 96;
+  h.at.world = 2;
+  h.at.loss_sums = {1.5, 2.25};
+  h.at.sample_counts = {48, 48};
+  return h;
+}
+
+void ExpectSameState(TrainedNet& a, TrainedNet& b) {
+  auto pa = a.net->named_parameters(), pb = b.net->named_parameters();
+  for (const auto& p : pa) EXPECT_TRUE(torch::equal(p.value(), pb[p.key()])) << p.key();
+  auto ba = a.net->named_buffers(), bb = b.net->named_buffers();
+  for (const auto& x : ba) EXPECT_TRUE(torch::equal(x.value(), bb[x.key()])) << x.key();
+}
+
+TEST(Checkpoint, RoundTripRestoresWeightsBuffersOptimizerAndPosition) {
+  TempDir dir;
+  TrainedNet a = MakeRun(1);
+  Step(a);
+  ASSERT_TRUE(WriteCheckpoint(dir.Sub("ck"), Header(7), *a.net, *a.optimizer, 3).ok());
+  auto latest = LatestCheckpoint(dir.Sub("ck"));
+  ASSERT_TRUE(latest.ok()) << latest.status().ToString();
+  EXPECT_EQ(fs::path(latest.value()).filename(), "step-0000000007.ckpt");
+  auto c = ReadCheckpoint(latest.value());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->header.at.global_step, 7);
+  EXPECT_EQ(c->header.at.position, 96u);
+  EXPECT_EQ(c->header.at.loss_sums, (std::vector<double>{1.5, 2.25}));
+  EXPECT_EQ(c->header.db_content_hash, "xxh64:0123456789abcdef");
+  EXPECT_EQ(c->header.config, Header(7).config);
+
+  TrainedNet b = MakeRun(2);  // other weights
+  ASSERT_TRUE(RestoreCheckpoint(c.value(), b.net.get(), b.optimizer.get()).ok());
+  ExpectSameState(a, b);
+  // The optimizer's momentum came back too: the next identical step matches.
+  torch::manual_seed(5);
+  Step(a);
+  torch::manual_seed(5);
+  Step(b);
+  ExpectSameState(a, b);
+}
+
+TEST(Checkpoint, KeepsTheNewestAndDeletesOnlyItsOwnFiles) {
+  TempDir dir;
+  TrainedNet a = MakeRun(1);
+  const std::string ck = dir.Sub("ck");
+  fs::create_directories(ck);
+  ASSERT_TRUE(WriteFileSynced(ck + "/step-0000000000.ckpt", "not ours: no magic").ok());
+  ASSERT_TRUE(WriteFileSynced(ck + "/notes.txt", "the user's").ok());
+  ASSERT_TRUE(WriteFileSynced(ck + "/step-0000000002.ckpt.tmp", "a write killed before its rename").ok());
+  for (int64_t step : {1, 2, 3, 4}) ASSERT_TRUE(WriteCheckpoint(ck, Header(step), *a.net, *a.optimizer, 2).ok());
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(ck)) names.insert(e.path().filename().string());
+  EXPECT_EQ(names, (std::set<std::string>{"step-0000000000.ckpt", "notes.txt", "step-0000000003.ckpt",
+                                          "step-0000000004.ckpt"}));
+  EXPECT_EQ(fs::path(LatestCheckpoint(ck).value()).filename(), "step-0000000004.ckpt");
+  EXPECT_EQ(LatestCheckpoint(dir.Sub("empty")).status().code(), Status::Code::kNotFound);
+}
+
+TEST(Checkpoint, DamagedFilesAreRefusedSayingWhy) {
+  TempDir dir;
+  TrainedNet a = MakeRun(1);
+  ASSERT_TRUE(WriteCheckpoint(dir.Sub("ck"), Header(9), *a.net, *a.optimizer, 3).ok());
+  const std::string path = dir.Sub("ck/step-0000000009.ckpt");
+  std::string good;
+  ASSERT_TRUE(ReadFile(path, &good).ok());
+  struct Damage {
+    std::string name, bytes, needle;
+  };
+  std::string flipped = good;
+  flipped[flipped.size() - 100] ^= 0x20;
+  std::string header_flip = good;
+  header_flip[14] ^= 0x01;
+  const Damage cases[] = {
+      {"payload byte", flipped, "payload hash mismatch"},
+      {"truncated", good.substr(0, good.size() - 10), "(truncated?)"},
+      {"header byte", header_flip, "not a usable checkpoint"},
+      {"no magic", "PK" + good.substr(2), "no checkpoint magic"},
+      {"short", "GRNY", "no checkpoint magic"},
+      {"header length", good.substr(0, 8) + std::string("\xff\xff\xff\x7f", 4) + good.substr(12), "runs past"},
+  };
+  for (const Damage& d : cases) {
+    ASSERT_TRUE(WriteFileSynced(dir.Sub("bad.ckpt"), d.bytes).ok());
+    auto c = ReadCheckpoint(dir.Sub("bad.ckpt"));
+    EXPECT_FALSE(c.ok()) << d.name;
+    EXPECT_NE(c.status().message().find(d.needle), std::string::npos) << d.name << ": " << c.status().message();
+    EXPECT_NE(c.status().message().find(dir.Sub("bad.ckpt")), std::string::npos) << d.name;
+  }
+}
+
+TEST(Checkpoint, OnlyTheLayoutEpochsAndOutputsMayChangeOnResume) {
+  TrainConfig saved;
+  saved.data.db = "a.db";
+  TrainConfig layout = saved;
+  layout.dist.ranks = 4;
+  layout.dist.threads = 1;
+  layout.optim.epochs = 20;
+  layout.data.db = "/elsewhere/a.db";
+  layout.output.metrics = "run.jsonl";
+  layout.checkpoint.resume = "latest";
+  EXPECT_TRUE(CheckResumable(saved, layout).ok());
+  TrainConfig lr = saved;
+  lr.optim.lr = 0.5;
+  auto s = CheckResumable(saved, lr);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("differs in optim.lr"), std::string::npos) << s.message();
+  TrainConfig model = saved;
+  model.model.name = "resnet";
+  EXPECT_NE(CheckResumable(saved, model).message().find("model.name"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace granary

@@ -1,0 +1,75 @@
+// Checkpoints: everything a run needs to continue exactly where it was, in
+// one file per checkpoint, DIR/step-<global step, 10 digits>.ckpt, written
+// atomically and durably (temporary file, fsync, rename, fsync of DIR). The
+// layout is specified in docs/FORMAT.md ("Checkpoints"): a magic, a JSON
+// header (the run's config, the db's content hash, where the run is, every
+// rank's epoch-so-far loss, the payload's size and XXH64) and a LibTorch
+// archive of the model's parameters and buffers and the optimizer's state.
+// Every field is checked on load; a damaged or foreign file is refused with
+// one line saying why. Dropout's random stream needs no saving: each step
+// reseeds it from (seed, rank, global step).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "store/status.h"
+#include "trainer/config.h"
+
+namespace granary {
+
+// Where a run is.
+struct RunPosition {
+  int64_t global_step = 0;  // optimizer steps taken
+  uint64_t epoch = 0;       // the epoch in progress (0-based); the next one at an epoch's end
+  uint64_t position = 0;    // samples of that epoch's global order consumed (LoaderState)
+  int world = 1;            // ranks of the run that wrote it
+  // Per rank, the epoch so far: summed training loss x samples, and samples.
+  std::vector<double> loss_sums, sample_counts;
+};
+
+struct CheckpointHeader {
+  TrainConfig config;
+  std::string db_content_hash;  // the manifest's, "xxh64:..."
+  RunPosition at;
+};
+
+struct Checkpoint {
+  std::string path;
+  CheckpointHeader header;
+  std::string payload;  // the LibTorch archive, checked against the header's hash
+};
+
+// Writes the checkpoint of `at` into `dir` (created if missing), then deletes
+// all but the newest `keep` checkpoints there. Only files named step-*.ckpt
+// that start with the checkpoint magic are ever deleted.
+Status WriteCheckpoint(const std::string& dir, const CheckpointHeader& header, const torch::nn::Module& model,
+                       const torch::optim::Optimizer& optimizer, int keep);
+
+// Reads and checks `path`: Corruption (damaged), FailedPrecondition (a newer
+// version), NotFound; each naming the file.
+StatusOr<Checkpoint> ReadCheckpoint(const std::string& path);
+
+// Loads the checkpoint's values into `model` (same structure) and/or
+// `optimizer` (over the same parameters); either may be null.
+Status RestoreCheckpoint(const Checkpoint& checkpoint, torch::nn::Module* model, torch::optim::Optimizer* optimizer);
+
+// The newest checkpoint in `dir`; NotFound naming `dir` if it has none.
+StatusOr<std::string> LatestCheckpoint(const std::string& dir);
+
+// Resolves config->checkpoint.resume ("latest" in the checkpoint dir, or a
+// file) to the checkpoint's path, reads it and checks that it belongs to this
+// db (content hash) and this run (CheckResumable). One line saying why not.
+StatusOr<Checkpoint> ResolveResume(const std::string& db_content_hash, TrainConfig* config);
+
+// OK if a run configured as `resumed` may continue one configured as `saved`:
+// only the layout (ranks, threads, host, port, pinning), the epoch count,
+// the loader's threads and prefetch, the db's path (its content is checked
+// by hash), outputs and checkpointing may change. Else InvalidArgument
+// naming the first field that differs.
+Status CheckResumable(const TrainConfig& saved, const TrainConfig& resumed);
+
+}  // namespace granary
