@@ -1,6 +1,10 @@
 // End to end: the prep and train executables on a slice of the real
 // Fashion-MNIST files that tools/setup installs, and their bad-input paths.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -36,6 +40,19 @@ class EndToEnd : public ::testing::Test {
   }
   TempDir dir_;
 };
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
 
 nlohmann::json TrainJson(const std::string& args, const TempDir& dir) {
   auto r = RunCommand(kTrain + " " + args + " --json", dir);
@@ -609,6 +626,41 @@ TEST_F(EndToEnd, AKilledRunResumesExactlyAndOnAnotherWorldSize) {
   ASSERT_EQ(RunCommand("(printf x | dd of=" + mid + " bs=1 seek=100000 conv=notrunc)", dir_).exit_code, 0);
   ExpectOneLineError(RunCommand(kTrain + " " + args + " --checkpoint-dir " + ck + " --resume " + mid, dir_),
                      "not a usable checkpoint");
+}
+
+// Issue 11: many machines, here two launchers on 127.0.0.1 (one rank each,
+// --nnodes 2), train exactly as one launcher running both ranks; so do two
+// processes started with torchrun's environment (RANK, WORLD_SIZE, ...).
+TEST_F(EndToEnd, TwoNodesAndTorchrunsEnvironmentTrainAsOneLauncher) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(RunCommand(kPrep + " build " + kFashion + " " + db + " --limit 1000 --no-progress", dir_).exit_code, 0);
+  const std::string args = "--db " + db + " --epochs 2 --threads 1 --pin off --json";
+  auto one = TrainJson(args + " --ranks 2", dir_);
+  ASSERT_EQ(one["epochs"].size(), 2u);
+
+  const std::string node = kTrain + " " + args + " --ranks 1 --nnodes 2 --master-addr 127.0.0.1 --master-port " +
+                           std::to_string(FreePort()) + " --node-rank ";
+  auto two = RunCommand("(" + node + "1 > " + dir_.Sub("node1.json") + " & " + node + "0; wait)", dir_);
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  auto j = nlohmann::json::parse(two.out);
+  EXPECT_EQ(j["ranks"], 2);
+  for (size_t e = 0; e < 2; ++e) {
+    EXPECT_EQ(j["epochs"][e]["train_loss"], one["epochs"][e]["train_loss"]) << e;
+    EXPECT_EQ(j["epochs"][e]["weights_hash"], one["epochs"][e]["weights_hash"]) << e;
+  }
+
+  const std::string env = "WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                          std::to_string(FreePort());
+  auto torchrun = RunCommand("(" + env + " RANK=1 LOCAL_RANK=1 " + kTrain + " " + args + " > /dev/null & " + env +
+                                 " RANK=0 LOCAL_RANK=0 " + kTrain + " " + args + "; wait)",
+                             dir_);
+  ASSERT_EQ(torchrun.exit_code, 0) << torchrun.err;
+  auto t = nlohmann::json::parse(torchrun.out);
+  EXPECT_EQ(t["epochs"][1]["weights_hash"], one["epochs"][1]["weights_hash"]);
+
+  ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --nnodes 2", dir_), "--nnodes 2 needs --master-port");
+  ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --nnodes 2 --node-rank 2 --master-port 1", dir_),
+                     "--node-rank 2");
 }
 
 }  // namespace

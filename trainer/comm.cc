@@ -1,5 +1,6 @@
 #include "trainer/comm.h"
 
+#include <cstdlib>
 #include <map>
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -32,14 +33,21 @@ StatusOr<std::unique_ptr<Comm>> Comm::Create(const CommOptions& options) {
   Status s = CatchTorch("rendezvous", [&] {
     c10d::TCPStoreOptions store_options;
     store_options.port = static_cast<uint16_t>(options.port);
-    store_options.isServer = options.rank == 0;
+    // Under torchrun the agent serves the store (TORCHELASTIC_USE_AGENT_STORE).
+    const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+    store_options.isServer = options.rank == 0 && !(agent_store != nullptr && std::string(agent_store) == "True");
     store_options.numWorkers = options.world;
     store_options.waitWorkers = true;
     store_options.timeout = std::chrono::seconds(options.timeout_s);
     impl->store = c10::make_intrusive<c10d::TCPStore>(options.host, store_options);
     auto pg_options = c10d::ProcessGroupGloo::Options::create();
     pg_options->timeout = std::chrono::seconds(options.timeout_s);
-    pg_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options.host));
+    // Gloo's device: the interface asked for; on one machine the loopback
+    // address; else the address this machine's hostname resolves to.
+    const bool loopback = options.host == "127.0.0.1" || options.host == "localhost";
+    pg_options->devices.push_back(!options.iface.empty() ? c10d::ProcessGroupGloo::createDeviceForInterface(options.iface)
+                                  : loopback             ? c10d::ProcessGroupGloo::createDeviceForHostname(options.host)
+                                                         : c10d::ProcessGroupGloo::createDefaultDevice());
     impl->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, options.rank, options.world, pg_options);
   });
   if (!s.ok()) return s.WithContext("rank " + std::to_string(options.rank));

@@ -19,6 +19,7 @@ struct CommOptions {
   int world = 1;
   std::string host = "127.0.0.1";  // where rank 0 serves the TCPStore
   int port = 0;
+  std::string iface;  // Gloo's network interface; "": loopback if host is, else this machine's hostname
   int timeout_s = 300;
 };
 

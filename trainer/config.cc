@@ -26,7 +26,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimConfig, optimizer, lr, mome
                                                 batch_size, accum, seed, schedule, warmup_epochs, lr_scaling,
                                                 base_batch, label_smoothing)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SyncConfig, method, bucket_mb)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistConfig, ranks, threads, host, port, oversubscribe, pin)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistConfig, ranks, threads, nnodes, node_rank, host, port, iface,
+                                                timeout_s, oversubscribe, pin)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OutputConfig, save, metrics, log_every, report)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CheckpointConfig, dir, every, keep, resume)
 
@@ -39,6 +40,8 @@ constexpr int kMaxEpochs = 1000000;
 constexpr int kMaxAccum = 1024;
 constexpr int64_t kMaxCheckpointEvery = int64_t{1} << 40;
 constexpr int kMaxKeep = 1000;
+constexpr int kMaxNodes = 4096;
+constexpr int kMaxTimeout = 24 * 3600;
 // With --oversubscribe, ranks x threads may reach this many times the cores.
 constexpr int kOversubscribeFactor = 8;
 // Loader threads mostly wait on reads, so a few per core can still help.
@@ -200,13 +203,28 @@ Status TrainConfig::Validate(int cores) const {
   if (optim.accum < 1 || optim.accum > kMaxAccum) {
     return OutOfRange("--accum", std::to_string(optim.accum), Range(1, kMaxAccum));
   }
-  if (optim.batch_size % dist.ranks != 0) {
-    return Status::InvalidArgument("--batch-size " + std::to_string(optim.batch_size) +
-                                   " must be a positive multiple of --ranks " + std::to_string(dist.ranks));
+  if (dist.nnodes < 1 || dist.nnodes > kMaxNodes) {
+    return OutOfRange("--nnodes", std::to_string(dist.nnodes), Range(1, kMaxNodes));
   }
-  if (optim.batch_size % (int64_t{dist.ranks} * optim.accum) != 0) {
-    return Status::InvalidArgument("--batch-size " + std::to_string(optim.batch_size) + " must be a multiple of --ranks " +
-                                   std::to_string(dist.ranks) + " x --accum " + std::to_string(optim.accum));
+  if (dist.node_rank < 0 || dist.node_rank >= dist.nnodes) {
+    return OutOfRange("--node-rank", std::to_string(dist.node_rank), Range(0, dist.nnodes - 1) + " (--nnodes)");
+  }
+  if (dist.nnodes > 1 && dist.port == 0) {
+    return Status::InvalidArgument("--nnodes " + std::to_string(dist.nnodes) +
+                                   " needs --master-port (and --master-addr: node 0's address)");
+  }
+  if (dist.timeout_s < 1 || dist.timeout_s > kMaxTimeout) {
+    return OutOfRange("--timeout", std::to_string(dist.timeout_s), Range(1, kMaxTimeout));
+  }
+  const int64_t world = World();
+  const std::string ranks_text = dist.nnodes > 1 ? "--ranks x --nnodes " + std::to_string(world) : "--ranks " + std::to_string(world);
+  if (optim.batch_size % world != 0) {
+    return Status::InvalidArgument("--batch-size " + std::to_string(optim.batch_size) +
+                                   " must be a positive multiple of " + ranks_text);
+  }
+  if (optim.batch_size % (world * optim.accum) != 0) {
+    return Status::InvalidArgument("--batch-size " + std::to_string(optim.batch_size) + " must be a multiple of " +
+                                   ranks_text + " x --accum " + std::to_string(optim.accum));
   }
   if (checkpoint.every < 0 || checkpoint.every > kMaxCheckpointEvery) {
     return OutOfRange("--checkpoint-every", std::to_string(checkpoint.every), Range(0, kMaxCheckpointEvery));

@@ -72,10 +72,14 @@ struct SyncConfig {
 
 // How the run is laid out over processes and cores.
 struct DistConfig {
-  int ranks = 2;                   // rank processes
+  int ranks = 2;                   // rank processes on this node
   int threads = 0;                 // intra-op threads per rank; 0: cores / ranks
-  std::string host = "127.0.0.1";  // where rank 0 serves the rendezvous
-  int port = 0;                    // rank 0's TCPStore port; 0: the launcher picks one
+  int nnodes = 1;                  // nodes (machines), each running `ranks` ranks
+  int node_rank = 0;               // this node's index; its ranks are node_rank x ranks + 0 .. ranks - 1
+  std::string host = "127.0.0.1";  // --master-addr: where rank 0 serves the rendezvous (TCPStore)
+  int port = 0;                    // --master-port; 0 (one node only): the launcher picks one
+  std::string iface;               // network interface for Gloo ("": loopback, or this machine's hostname)
+  int timeout_s = 300;             // rendezvous and collectives: a lost rank ends the run this much later
   bool oversubscribe = false;      // allow ranks x threads above the cores
   bool pin = true;                 // pin each rank to its own CPUs (trainer/layout.h)
 };
@@ -116,6 +120,8 @@ struct TrainConfig {
   Status Validate(int cores) const;
   // Threads per rank: dist.threads, or cores / ranks (at least 1).
   int ThreadsPerRank(int cores) const;
+  // Ranks over all nodes: dist.ranks x dist.nnodes.
+  int World() const { return dist.ranks * dist.nnodes; }
 
   // One JSON object with a member per section (the flags' names, '-' as '_').
   std::string ToJson() const;

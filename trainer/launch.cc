@@ -71,7 +71,7 @@ struct RankExec {
 RankExec PrepareRank(const LaunchOptions& o, int rank) {
   RankExec e;
   e.args = o.args;
-  e.args.insert(e.args.end(), {"--rank", std::to_string(rank), "--port", std::to_string(o.port)});
+  e.args.insert(e.args.end(), {"--rank", std::to_string(o.first_rank + rank), "--port", std::to_string(o.port)});
   for (char** v = environ; *v != nullptr; ++v) {
     const std::string var = *v;
     const std::string name = var.substr(0, var.find('=') + 1);
@@ -171,7 +171,8 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
       if (code == 0 || outcome.exit_code != 0) return;
       outcome.exit_code = code;
       if (WIFSIGNALED(wstatus) && !stopping) {
-        outcome.failure = "rank " + std::to_string(rank) + " was killed by signal " +
+        outcome.failure = "rank " + std::to_string(o.first_rank + rank) +
+                          (o.nnodes > 1 ? " on node " + std::to_string(o.node_rank) : "") + " was killed by signal " +
                           std::to_string(WTERMSIG(wstatus)) + " (" + ::strsignal(WTERMSIG(wstatus)) +
                           "); stopping the other ranks";
       }

@@ -17,7 +17,10 @@ StatusOr<int> PickFreePort();
 struct LaunchOptions {
   std::string program = "/proc/self/exe";
   std::vector<std::string> args;  // argv, args[0] included
-  int ranks = 1;
+  int ranks = 1;       // on this node
+  int first_rank = 0;  // the global rank of this node's first (node_rank x ranks)
+  int node_rank = 0;   // named in failures of a many-node run
+  int nnodes = 1;
   int port = 0;
   // Rank r runs on cpus[r] only, when given (one entry per rank).
   std::vector<std::vector<int>> cpus;

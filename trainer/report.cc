@@ -156,7 +156,7 @@ Status RunReport::Finish(const std::vector<EpochReport>& reports) {
     GRANARY_RETURN_IF_ERROR(WriteFileAtomically(config_.output.report, page).WithContext("--report"));
   }
   if (!json_) return Status::OK();
-  nlohmann::json out = {{"ranks", config_.dist.ranks},
+  nlohmann::json out = {{"ranks", config_.World()},
                         {"threads_per_rank", layout_.threads},
                         {"layout", ParseJson(layout_.ToJson())},
                         {"layout_text", layout_.Describe()},

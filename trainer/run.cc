@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <utility>
 
@@ -29,12 +30,16 @@ int Fail(const Status& s, int rank) {
 
 // The launcher's part: exit status of the run.
 int Launch(const TrainConfig& config, const Layout& layout, const std::vector<std::string>& argv) {
-  StatusOr<int> port = PickFreePort();
+  StatusOr<int> port = config.dist.port;
+  if (port.value() == 0) port = PickFreePort();
   if (!port.ok()) return Fail(port.status(), 0);
   LaunchOptions launch;
   launch.args = argv;
   launch.args.insert(launch.args.end(), {"--layout", layout.ToJson()});
   launch.ranks = config.dist.ranks;
+  launch.first_rank = config.dist.node_rank * config.dist.ranks;
+  launch.node_rank = config.dist.node_rank;
+  launch.nnodes = config.dist.nnodes;
   launch.port = port.value();
   launch.cpus = layout.cpus;
   launch.env = layout.ThreadEnvironment();
@@ -62,12 +67,47 @@ Status CheckOutputPaths(const OutputConfig& output) {
   return Status::OK();
 }
 
+// Started by torchrun (RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and
+// MASTER_PORT set, no --rank): this process is that rank; the run's shape
+// comes from the environment. False if not under torchrun.
+StatusOr<bool> FromTorchrun(TrainConfig* config, int* rank) {
+  const char* names[] = {"RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
+  std::vector<std::string> v;
+  for (const char* name : names) {
+    const char* value = std::getenv(name);
+    if (value == nullptr) return false;
+    v.emplace_back(value);
+  }
+  int global = -1, world = 0, local_world = 0, port = 0;
+  try {
+    global = std::stoi(v[0]), world = std::stoi(v[1]), local_world = std::stoi(v[2]), port = std::stoi(v[4]);
+  } catch (const std::exception&) {
+    return Status::InvalidArgument("torchrun environment: RANK, WORLD_SIZE, LOCAL_WORLD_SIZE or MASTER_PORT is not a number");
+  }
+  if (local_world < 1 || world < local_world || world % local_world != 0 || global < 0 || global >= world) {
+    return Status::InvalidArgument("torchrun environment: RANK " + v[0] + ", WORLD_SIZE " + v[1] +
+                                   ", LOCAL_WORLD_SIZE " + v[2] + " do not fit together");
+  }
+  config->dist.ranks = local_world;
+  config->dist.nnodes = world / local_world;
+  config->dist.node_rank = global / local_world;
+  config->dist.host = v[3];
+  config->dist.port = port;
+  config->dist.pin = false;  // torchrun places its processes
+  *rank = global;
+  return true;
+}
+
 }  // namespace
 
 int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::string>& argv,
              const std::string& layout_json) {
   // The launcher plans the layout over the CPUs it may use; a rank, pinned to
   // its own, is told it (and checks the config against the launcher's cores).
+  if (rank < 0) {
+    StatusOr<bool> torchrun = FromTorchrun(&config, &rank);
+    if (!torchrun.ok()) return Fail(torchrun.status(), 0);
+  }
   StatusOr<Layout> layout = Status::FailedPrecondition("no layout");
   if (rank >= 0 && !layout_json.empty()) {
     layout = Layout::FromJson(layout_json);
@@ -100,7 +140,7 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
       std::fprintf(stderr, "train: warning: this CPU has no native bf16 (AVX512-BF16 or AMX): bf16 runs emulated, "
                            "likely slower than fp32\n");
     }
-    if (config.dist.ranks > 1) return Launch(config, layout.value(), argv);
+    if (config.World() > 1) return Launch(config, layout.value(), argv);
     rank = 0;  // one rank: this process, pinned before its thread pools start
     if (!layout->cpus.empty()) {
       if (Status pinned = PinToCpus(layout->cpus[0]); !pinned.ok()) return Fail(pinned, 0);

@@ -75,7 +75,16 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c) {
       ->capture_default_str();
   app.add_option("--bucket-mb", c.sync.bucket_mb, "bucketed sync: MiB of gradients per bucket")->capture_default_str();
 
-  app.add_option("--ranks", c.dist.ranks, "rank processes")->capture_default_str();
+  app.add_option("--ranks", c.dist.ranks, "rank processes (on this node)")->capture_default_str();
+  app.add_option("--nnodes", c.dist.nnodes, "nodes (machines) of the run, each running --ranks ranks")
+      ->capture_default_str();
+  app.add_option("--node-rank", c.dist.node_rank, "this node's index, 0 .. --nnodes - 1")->capture_default_str();
+  app.add_option("--master-addr", c.dist.host, "node 0's address: rank 0 serves the rendezvous there")
+      ->capture_default_str();
+  app.add_option("--master-port", c.dist.port, "the rendezvous port on node 0 (needed with --nnodes above 1)");
+  app.add_option("--iface", c.dist.iface, "network interface for Gloo (e.g. eth0)");
+  app.add_option("--timeout", c.dist.timeout_s, "seconds before a lost or hung rank ends the run (rendezvous too)")
+      ->capture_default_str();
   app.add_option("--threads", c.dist.threads, "intra-op threads per rank (0: cores / ranks)")->capture_default_str();
   app.add_flag("--oversubscribe", c.dist.oversubscribe, "allow ranks x threads above this machine's cores");
   app.add_option("--pin", c.dist.pin, "pin each rank to its own CPUs (on or off)")->capture_default_str();

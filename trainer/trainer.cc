@@ -48,10 +48,10 @@ StatusOr<std::unique_ptr<Loader>> TrainLoader(const DbReader& db, const TrainCon
   LoaderOptions lo = BaseLoaderOptions(c.data, w);
   lo.channels_last = c.model.channels_last;
   lo.split = c.data.train_split;
-  lo.batch_size = static_cast<size_t>(c.optim.batch_size / (c.dist.ranks * c.optim.accum));
+  lo.batch_size = static_cast<size_t>(c.optim.batch_size / (c.World() * c.optim.accum));
   lo.sampler.seed = c.optim.seed;
   lo.sampler.rank = rank;
-  lo.sampler.world = c.dist.ranks;
+  lo.sampler.world = c.World();
   lo.sampler.mode = ParseShuffleMode(c.data.shuffle).value();  // validated
   lo.sampler.drop_last = c.data.drop_last;
   lo.augment = ParseAugment(c.data.augment).value();  // validated
@@ -123,12 +123,12 @@ void ReportResume(const Checkpoint& from, const TrainConfig& now) {
                          "(raise --epochs to go on)\n",
                  static_cast<unsigned long long>(at.epoch), now.optim.epochs);
   }
-  if (at.world != now.dist.ranks) {
+  if (at.world != now.World()) {
     const int64_t batch = now.optim.batch_size;
     std::fprintf(stderr, "train: resume: %d ranks -> %d: per-rank batch %lld -> %lld; global batch %lld and the "
                          "learning rate (%g) unchanged\n",
-                 at.world, now.dist.ranks, static_cast<long long>(batch / at.world),
-                 static_cast<long long>(batch / now.dist.ranks), static_cast<long long>(batch), then.optim.lr);
+                 at.world, now.World(), static_cast<long long>(batch / at.world),
+                 static_cast<long long>(batch / now.World()), static_cast<long long>(batch), then.optim.lr);
   }
 }
 
@@ -250,7 +250,9 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
 
   CommOptions co;
   co.rank = rank;
-  co.world = c.dist.ranks;
+  co.world = c.World();
+  co.iface = c.dist.iface;
+  co.timeout_s = c.dist.timeout_s;
   co.host = c.dist.host;
   co.port = c.dist.port;
   StatusOr<std::unique_ptr<Comm>> comm = Comm::Create(co);
@@ -288,7 +290,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
   plan.peak_lr = schedule.peak();
   observer.Plan(plan);
   Batch batch;
-  const int64_t micro_batch = c.optim.batch_size / (c.dist.ranks * c.optim.accum);
+  const int64_t micro_batch = c.optim.batch_size / (c.World() * c.optim.accum);
   SyntheticBatch synthetic;
   if (c.data.synthetic) {
     GRANARY_RETURN_IF_ERROR(CatchTorch("synthetic batch", [&] {
@@ -299,12 +301,12 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
   // At a checkpoint, every rank's epoch-so-far loss (gathered: a sum where
   // only row `rank` is not zero is exact), then rank 0 writes.
   auto checkpoint = [&](RunPosition at, double loss_sum, double samples) -> Status {
-    torch::Tensor rows = torch::zeros({c.dist.ranks, 2}, torch::kFloat64);
+    torch::Tensor rows = torch::zeros({c.World(), 2}, torch::kFloat64);
     rows[rank][0] = loss_sum;
     rows[rank][1] = samples;
     GRANARY_RETURN_IF_ERROR(comm.value()->AllReduceSum(rows));
-    at.world = c.dist.ranks;
-    for (int r = 0; r < c.dist.ranks; ++r) {
+    at.world = c.World();
+    for (int r = 0; r < c.World(); ++r) {
       at.loss_sums.push_back(rows[r][0].item<double>());
       at.sample_counts.push_back(rows[r][1].item<double>());
     }
@@ -320,7 +322,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
     if (!c.data.synthetic) train.StartEpoch(static_cast<uint64_t>(epoch), resuming ? start_at.position : 0);
     double local_loss_sum = 0, local_samples = 0, compute_seconds = 0;
     if (resuming) {  // the epoch's loss so far: each rank its own, or all of it on rank 0 in another world
-      const bool same_world = start_at.world == c.dist.ranks;
+      const bool same_world = start_at.world == c.World();
       for (int r = 0; r < start_at.world; ++r) {
         if (same_world ? r == rank : rank == 0) {
           local_loss_sum += start_at.loss_sums[r];
@@ -396,7 +398,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
           s.epoch_loss = local_loss_sum / std::max(1.0, local_samples);
           s.lr = lr;
           s.seconds = SecondsSince(start);
-          s.samples_per_s = (local_samples - samples_before) * c.dist.ranks / std::max(1e-9, s.seconds);
+          s.samples_per_s = (local_samples - samples_before) * c.World() / std::max(1e-9, s.seconds);
           observer.Step(s);
         }
         const bool epoch_end = b + 1 == batches;
