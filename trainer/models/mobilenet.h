@@ -8,6 +8,7 @@
 
 #include "trainer/models/registry.h"
 #include "trainer/models/script.h"
+#include "trainer/models/staged.h"
 
 namespace granary {
 
@@ -22,19 +23,7 @@ class SeparableBlock : public torch::nn::Module, public Scriptable {
   torch::nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr};
 };
 
-class MobileNet : public Classifier, public Scriptable {
- public:
-  explicit MobileNet(const ModelSpec& spec);
-  torch::Tensor forward(torch::Tensor x) override;
-  std::string TorchScriptForward() const override;
-
- private:
-  torch::nn::Conv2d stem_{nullptr};
-  torch::nn::BatchNorm2d stem_bn_{nullptr};
-  std::vector<std::shared_ptr<SeparableBlock>> blocks_;
-  torch::nn::Dropout drop_{nullptr};
-  torch::nn::Linear fc_{nullptr};
-};
+using MobileNet = StagedNet<SeparableBlock>;
 
 // InvalidArgument unless spec.input is C x H x W with H and W at least 8.
 StatusOr<std::shared_ptr<Classifier>> CreateMobileNet(const ModelSpec& spec);

@@ -43,14 +43,6 @@ int64_t Scaled(const ModelSpec& spec, int64_t channels) {
   return std::max<int64_t>(1, std::llround(static_cast<double>(channels) * spec.width));
 }
 
-int64_t StemStride(const ModelSpec& spec) { return std::max(spec.input[1], spec.input[2]) > 64 ? 2 : 1; }
-
-std::string StemBlocksPoolScript(size_t blocks) {
-  std::string source = "def forward(self, x):\n    x = torch.relu(self.stem_bn.forward(self.stem.forward(x)))\n";
-  for (size_t i = 1; i <= blocks; ++i) source += "    x = self.block" + std::to_string(i) + ".forward(x)\n";
-  return source + "    return self.fc.forward(self.drop.forward(torch.mean(x, [2, 3])))\n";
-}
-
 Status CheckImageInput(const ModelSpec& spec, int64_t min_side) {
   const Shape& in = spec.input;
   if (in.size() != 3 || in[1] < min_side || in[2] < min_side) {

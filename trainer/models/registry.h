@@ -38,12 +38,6 @@ inline constexpr double kMinModelWidth = 0.0625, kMaxModelWidth = 16;
 
 // `channels` scaled by the spec's width, at least 1.
 int64_t Scaled(const ModelSpec& spec, int64_t channels);
-// The image models' stem: stride 2 when the input's larger side is above
-// 64 px (so 65-128 px inputs cost about what 64 px ones do), else 1.
-int64_t StemStride(const ModelSpec& spec);
-// The TorchScript forward of a model made of `stem`, `stem_bn`, `block1` ..
-// `block<blocks>`, global average pooling, `drop` and `fc` (resnet, mobilenet).
-std::string StemBlocksPoolScript(size_t blocks);
 // OK if spec.input is C x H x W with H and W at least `min_side`, else
 // InvalidArgument naming the model and the shape.
 Status CheckImageInput(const ModelSpec& spec, int64_t min_side);

@@ -36,35 +36,10 @@ std::string BasicBlock::TorchScriptForward() const {
                     : "    return torch.relu(y + x)\n");
 }
 
-ResNet::ResNet(const ModelSpec& spec) {
-  const Shape& in = spec.input;
-  const int64_t stem_stride = StemStride(spec);
-  int64_t channels = Scaled(spec, 16);
-  stem_ = register_module("stem", Conv(in[0], channels, 3, stem_stride));
-  stem_bn_ = register_module("stem_bn", nn::BatchNorm2d(channels));
-  const int64_t widths[] = {16, 32, 64, 128};
-  for (size_t i = 0; i < 4; ++i) {
-    const int64_t out = Scaled(spec, widths[i]);
-    blocks_.push_back(
-        register_module("block" + std::to_string(i + 1), std::make_shared<BasicBlock>(channels, out, i == 0 ? 1 : 2)));
-    channels = out;
-  }
-  drop_ = register_module("drop", nn::Dropout(spec.dropout));
-  fc_ = register_module("fc", nn::Linear(channels, spec.classes));
-}
-
-torch::Tensor ResNet::forward(torch::Tensor x) {
-  x = torch::relu(stem_bn_->forward(stem_->forward(x)));
-  for (const auto& block : blocks_) x = block->forward(x);
-  x = x.mean({2, 3});  // global average pooling
-  return fc_->forward(drop_->forward(x));
-}
-
-std::string ResNet::TorchScriptForward() const { return StemBlocksPoolScript(blocks_.size()); }
-
 StatusOr<std::shared_ptr<Classifier>> CreateResNet(const ModelSpec& spec) {
   GRANARY_RETURN_IF_ERROR(CheckImageInput(spec, 8));
-  return std::shared_ptr<Classifier>(std::make_shared<ResNet>(spec));
+  return std::shared_ptr<Classifier>(
+      std::make_shared<ResNet>(spec, 16, std::vector<Stage>{{16, 1}, {32, 2}, {64, 2}, {128, 2}}));
 }
 
 }  // namespace granary

@@ -7,6 +7,7 @@
 
 #include "trainer/models/registry.h"
 #include "trainer/models/script.h"
+#include "trainer/models/staged.h"
 
 namespace granary {
 
@@ -21,19 +22,7 @@ class BasicBlock : public torch::nn::Module, public Scriptable {
   torch::nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, shortcut_bn_{nullptr};
 };
 
-class ResNet : public Classifier, public Scriptable {
- public:
-  explicit ResNet(const ModelSpec& spec);
-  torch::Tensor forward(torch::Tensor x) override;
-  std::string TorchScriptForward() const override;
-
- private:
-  torch::nn::Conv2d stem_{nullptr};
-  torch::nn::BatchNorm2d stem_bn_{nullptr};
-  std::vector<std::shared_ptr<BasicBlock>> blocks_;
-  torch::nn::Dropout drop_{nullptr};
-  torch::nn::Linear fc_{nullptr};
-};
+using ResNet = StagedNet<BasicBlock>;
 
 // InvalidArgument unless spec.input is C x H x W with H and W at least 8.
 StatusOr<std::shared_ptr<Classifier>> CreateResNet(const ModelSpec& spec);
