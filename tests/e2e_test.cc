@@ -663,5 +663,33 @@ TEST_F(EndToEnd, TwoNodesAndTorchrunsEnvironmentTrainAsOneLauncher) {
                      "--node-rank 2");
 }
 
+// Issue 11: a rank that hangs (SIGSTOP) ends the run within --timeout (plus
+// the launcher's grace for the stopped rank), non-zero, with no process left;
+// a rendezvous port already in use is one clear error at once.
+TEST_F(EndToEnd, AHungRankEndsTheRunWithinTheTimeoutAndABusyPortIsNamed) {
+  const std::string db = dir_.Sub("hang.db");
+  ASSERT_EQ(RunCommand(kPrep + " build " + kFashion + " " + db + " --limit 2000 --no-progress", dir_).exit_code, 0);
+  const std::string ranks = "'" + dir_.Sub("hang[.]db --ranks 2 --epochs 1000 --timeout 5 --layout") + "' ";
+  auto r = RunCommand("{ " + kTrain + " --db " + db + " --ranks 2 --epochs 1000 --timeout 5 > /dev/null & L=$!; " +
+                          "sleep 4; pkill -STOP -f " + ranks + "-n; start=$(date +%s); wait $L; echo status $?; " +
+                          "echo seconds $(( $(date +%s) - start )); sleep 1; echo left $(pgrep -c -f " + ranks +
+                          "); }",
+                      dir_);
+  EXPECT_NE(r.out.find("status 1"), std::string::npos) << r.out << r.err;
+  const size_t at = r.out.find("seconds ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_LE(std::stoi(r.out.substr(at + 8)), 5 + 10 + 5) << r.out;  // --timeout, the grace, slack
+  EXPECT_NE(r.out.find("left 0"), std::string::npos) << r.out << r.err;
+
+  const int port = FreePort();
+  auto busy = RunCommand("python3 -c 'import socket,subprocess,sys; s=socket.socket(); "
+                         "s.bind((\"127.0.0.1\", " + std::to_string(port) + ")); s.listen(); "
+                         "sys.exit(subprocess.call(sys.argv[1:]))' " +
+                             kTrain + " --db " + db + " --ranks 2 --master-port " + std::to_string(port),
+                         dir_);
+  EXPECT_NE(busy.exit_code, 0);
+  EXPECT_NE(busy.err.find("Address already in use"), std::string::npos) << busy.err;
+}
+
 }  // namespace
 }  // namespace granary
