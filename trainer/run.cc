@@ -19,8 +19,11 @@
 namespace granary {
 namespace {
 
-int Fail(const Status& s, int rank) {
-  if (rank > 0) {
+// One line on stderr; "rank R: " first for ranks above 0, and for rank 0
+// too once training runs on several ranks (`name_rank`), so a failure in a
+// collective says where it was seen.
+int Fail(const Status& s, int rank, bool name_rank = false) {
+  if (rank > 0 || (rank == 0 && name_rank)) {
     std::fprintf(stderr, "train: rank %d: %s\n", rank, Printable(s.message()).c_str());
   } else {
     std::fprintf(stderr, "train: %s\n", Printable(s.message()).c_str());
@@ -147,10 +150,11 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
     }
   }
   RunReport report(config, layout.value(), rank, json);
-  if (Status started = report.Start(); !started.ok()) return Fail(started, rank);
+  const bool many = config.World() > 1;
+  if (Status started = report.Start(); !started.ok()) return Fail(started, rank, many);
   StatusOr<std::vector<EpochReport>> reports = RunRank(config, rank, report);
-  if (!reports.ok()) return Fail(reports.status(), rank);
-  if (Status finished = report.Finish(reports.value()); !finished.ok()) return Fail(finished, rank);
+  if (!reports.ok()) return Fail(reports.status(), rank, many);
+  if (Status finished = report.Finish(reports.value()); !finished.ok()) return Fail(finished, rank, many);
   return 0;
 }
 
