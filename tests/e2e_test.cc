@@ -691,5 +691,20 @@ TEST_F(EndToEnd, AHungRankEndsTheRunWithinTheTimeoutAndABusyPortIsNamed) {
   EXPECT_NE(busy.err.find("Address already in use"), std::string::npos) << busy.err;
 }
 
+// Evaluation is split over the ranks: every test sample counted once, also
+// when the split does not divide by the ranks (999 over 2 and over 4).
+TEST_F(EndToEnd, EvaluationSharesTheSplitOverRanksCountingEachSampleOnce) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(RunCommand(kPrep + " build " + kFashion + " " + db + " --limit 999 --no-progress", dir_).exit_code, 0);
+  const std::string args = "--db " + db + " --epochs 1 --dropout 0 --batch-size 36 --oversubscribe";
+  auto one = TrainJson(args + " --ranks 1", dir_);
+  for (const char* ranks : {"2", "4"}) {
+    auto j = TrainJson(args + " --ranks " + ranks, dir_);
+    EXPECT_EQ(j["epochs"][0]["test_samples"], 999) << ranks;
+    EXPECT_NEAR(j["epochs"][0]["test_accuracy"].get<double>(), one["epochs"][0]["test_accuracy"].get<double>(), 0.05)
+        << ranks;
+  }
+}
+
 }  // namespace
 }  // namespace granary

@@ -79,7 +79,7 @@ struct DistConfig {
   std::string host = "127.0.0.1";  // --master-addr: where rank 0 serves the rendezvous (TCPStore)
   int port = 0;                    // --master-port; 0 (one node only): the launcher picks one
   std::string iface;               // network interface for Gloo ("": loopback, or this machine's hostname)
-  int timeout_s = 300;             // rendezvous and collectives: a lost rank ends the run this much later
+  int timeout_s = 60;              // rendezvous and collectives: a lost rank ends the run this much later
   bool oversubscribe = false;      // allow ranks x threads above the cores
   bool pin = true;                 // pin each rank to its own CPUs (trainer/layout.h)
 };

@@ -1,5 +1,6 @@
 #include "trainer/evaluate.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "store/json_text.h"
@@ -60,15 +61,22 @@ StatusOr<InputStatistics> ComputeInputStatistics(const DbReader& db, LoaderOptio
   return s;
 }
 
-StatusOr<EvalResult> Evaluate(const DbReader& db, LoaderOptions options, Classifier& model, const Precision& precision) {
+StatusOr<EvalResult> Evaluate(const DbReader& db, LoaderOptions options, Classifier& model, const Precision& precision,
+                              int rank, int world) {
   options = WholeSplit(options);
+  options.sampler.rank = rank;
+  options.sampler.world = world;
   StatusOr<std::unique_ptr<Loader>> loader = Loader::Create(db, options);
   if (!loader.ok()) return loader.status().WithContext("evaluation loader");
   loader.value()->StartEpoch(0);
+  // Ranks take positions rank, rank + world, ...; with n % world = m > 0, the
+  // ranks from m on end with one sample of padding, which is not counted.
+  const Sampler& sampler = loader.value()->sampler();
+  const uint64_t n = sampler.dataset_size(), m = n % static_cast<uint64_t>(world);
+  const uint64_t mine = sampler.samples_per_rank() - (m != 0 && static_cast<uint64_t>(rank) >= m ? 1 : 0);
   torch::NoGradGuard no_grad;
   model.eval();
-  double loss_sum = 0;
-  uint64_t correct = 0, seen = 0;
+  EvalResult out;
   Batch batch;
   for (;;) {
     StatusOr<bool> more = loader.value()->Next(&batch);
@@ -77,19 +85,17 @@ StatusOr<EvalResult> Evaluate(const DbReader& db, LoaderOptions options, Classif
     for (const std::string& reason : batch.skipped_reasons) {
       std::fprintf(stderr, "train: evaluation: skipped corrupt %s\n", Printable(reason).c_str());
     }
+    const int64_t keep = static_cast<int64_t>(std::min<uint64_t>(batch.size, mine - std::min(mine, out.samples)));
+    if (keep == 0) continue;
     GRANARY_RETURN_IF_ERROR(CatchTorch("evaluation", [&] {
-      torch::Tensor logits = precision.Forward(model, InputTensor(batch, options.channels_last));
-      torch::Tensor target = TargetTensor(batch);
-      loss_sum += torch::nll_loss(torch::log_softmax(logits, 1), target, {}, at::Reduction::Sum).item<double>();
-      correct += logits.argmax(1).eq(target).sum().item<int64_t>();
+      torch::Tensor logits = precision.Forward(model, InputTensor(batch, options.channels_last)).narrow(0, 0, keep);
+      torch::Tensor target = TargetTensor(batch).narrow(0, 0, keep);
+      out.loss_sum += torch::nll_loss(torch::log_softmax(logits, 1), target, {}, at::Reduction::Sum).item<double>();
+      out.correct += static_cast<uint64_t>(logits.argmax(1).eq(target).sum().item<int64_t>());
     }));
-    seen += batch.size;
+    out.samples += static_cast<uint64_t>(keep);
   }
   model.train();
-  EvalResult out;
-  out.samples = seen;
-  out.loss = seen > 0 ? loss_sum / seen : 0;
-  out.accuracy = seen > 0 ? static_cast<double>(correct) / seen : 0;
   return out;
 }
 

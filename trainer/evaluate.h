@@ -12,15 +12,17 @@
 namespace granary {
 
 struct EvalResult {
-  double loss = 0;
-  double accuracy = 0;
+  double loss_sum = 0;  // summed over the samples
+  uint64_t correct = 0;
   uint64_t samples = 0;
 };
 
-// Reads `options.split` in order (options' sampler and augmentation are
-// overridden: every sample once, none augmented). Errors from the loader or
-// LibTorch come back as Status.
-StatusOr<EvalResult> Evaluate(const DbReader& db, LoaderOptions options, Classifier& model, const Precision& precision);
+// Evaluates rank `rank`'s share of `options.split` (of `world` ranks: every
+// sample is evaluated by exactly one rank, in order, unaugmented; options'
+// sampler and augmentation are overridden). Sum the ranks' results for the
+// split's. Errors from the loader or LibTorch come back as Status.
+StatusOr<EvalResult> Evaluate(const DbReader& db, LoaderOptions options, Classifier& model, const Precision& precision,
+                              int rank = 0, int world = 1);
 
 struct InputStatistics {
   torch::Tensor mean, stddev;  // float64, one value per input element

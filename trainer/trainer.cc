@@ -433,17 +433,22 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
                                                    : 0.0;
     r.comm_fraction = (sync.value()->blocked_seconds() - sync_before) / seconds;
     r.compute_fraction = compute_seconds / seconds;
-    if (rank == 0 && !c.data.eval_split.empty() && !c.data.synthetic) {
+    if (!c.data.eval_split.empty() && !c.data.synthetic) {  // every rank its share, then the sums
       LoaderOptions eval = BaseLoaderOptions(c.data, workload.value());
       eval.channels_last = c.model.channels_last;
       eval.split = c.data.eval_split;
       eval.batch_size = 256;
-      StatusOr<EvalResult> result = Evaluate(*db.value(), eval, net, precision.value());
+      StatusOr<EvalResult> result = Evaluate(*db.value(), eval, net, precision.value(), rank, c.World());
       if (!result.ok()) return result.status();
+      torch::Tensor sums = torch::tensor(
+          {result->loss_sum, static_cast<double>(result->correct), static_cast<double>(result->samples)},
+          torch::kFloat64);
+      GRANARY_RETURN_IF_ERROR(comm.value()->AllReduceSum(sums));
+      const double samples = sums[2].item<double>();
       r.evaluated = true;
-      r.test_loss = result->loss;
-      r.test_accuracy = result->accuracy;
-      r.test_samples = result->samples;
+      r.test_loss = sums[0].item<double>() / std::max(1.0, samples);
+      r.test_accuracy = sums[1].item<double>() / std::max(1.0, samples);
+      r.test_samples = static_cast<uint64_t>(samples);
     }
     if (rank == 0) r.weights_hash = WeightsHash(params);
     if (!c.checkpoint.dir.empty() && !c.data.synthetic) {
