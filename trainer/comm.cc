@@ -30,7 +30,8 @@ StatusOr<std::unique_ptr<Comm>> Comm::Create(const CommOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   if (options.world == 1) return std::unique_ptr<Comm>(new Comm(std::move(impl)));
-  Status s = CatchTorch("rendezvous", [&] {
+  const std::string where = "rendezvous with " + options.host + ":" + std::to_string(options.port);
+  Status s = CatchTorch(where.c_str(), [&] {
     c10d::TCPStoreOptions store_options;
     store_options.port = static_cast<uint16_t>(options.port);
     // Under torchrun the agent serves the store (TORCHELASTIC_USE_AGENT_STORE).
@@ -50,7 +51,7 @@ StatusOr<std::unique_ptr<Comm>> Comm::Create(const CommOptions& options) {
                                                          : c10d::ProcessGroupGloo::createDefaultDevice());
     impl->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, options.rank, options.world, pg_options);
   });
-  if (!s.ok()) return s.WithContext("rank " + std::to_string(options.rank));
+  if (!s.ok()) return s;
   return std::unique_ptr<Comm>(new Comm(std::move(impl)));
 }
 
