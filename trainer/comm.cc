@@ -45,10 +45,11 @@ StatusOr<std::unique_ptr<Comm>> Comm::Create(const CommOptions& options) {
     pg_options->timeout = std::chrono::seconds(options.timeout_s);
     // Gloo's device: the interface asked for; on one machine the loopback
     // address; else the address this machine's hostname resolves to.
+    using c10d::ProcessGroupGloo;
     const bool loopback = options.host == "127.0.0.1" || options.host == "localhost";
-    pg_options->devices.push_back(!options.iface.empty() ? c10d::ProcessGroupGloo::createDeviceForInterface(options.iface)
-                                  : loopback             ? c10d::ProcessGroupGloo::createDeviceForHostname(options.host)
-                                                         : c10d::ProcessGroupGloo::createDefaultDevice());
+    pg_options->devices.push_back(!options.iface.empty() ? ProcessGroupGloo::createDeviceForInterface(options.iface)
+                                  : loopback             ? ProcessGroupGloo::createDeviceForHostname(options.host)
+                                                         : ProcessGroupGloo::createDefaultDevice());
     impl->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, options.rank, options.world, pg_options);
   });
   if (!s.ok()) return s;

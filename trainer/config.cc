@@ -217,7 +217,8 @@ Status TrainConfig::Validate(int cores) const {
     return OutOfRange("--timeout", std::to_string(dist.timeout_s), Range(1, kMaxTimeout));
   }
   const int64_t world = World();
-  const std::string ranks_text = dist.nnodes > 1 ? "--ranks x --nnodes " + std::to_string(world) : "--ranks " + std::to_string(world);
+  const std::string ranks_text =
+      (dist.nnodes > 1 ? "--ranks x --nnodes " : "--ranks ") + std::to_string(world);
   if (optim.batch_size % world != 0) {
     return Status::InvalidArgument("--batch-size " + std::to_string(optim.batch_size) +
                                    " must be a positive multiple of " + ranks_text);

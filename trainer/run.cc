@@ -85,7 +85,8 @@ StatusOr<bool> FromTorchrun(TrainConfig* config, int* rank) {
   try {
     global = std::stoi(v[0]), world = std::stoi(v[1]), local_world = std::stoi(v[2]), port = std::stoi(v[4]);
   } catch (const std::exception&) {
-    return Status::InvalidArgument("torchrun environment: RANK, WORLD_SIZE, LOCAL_WORLD_SIZE or MASTER_PORT is not a number");
+    return Status::InvalidArgument(
+        "torchrun environment: RANK, WORLD_SIZE, LOCAL_WORLD_SIZE or MASTER_PORT is not a number");
   }
   if (local_world < 1 || world < local_world || world % local_world != 0 || global < 0 || global >= world) {
     return Status::InvalidArgument("torchrun environment: RANK " + v[0] + ", WORLD_SIZE " + v[1] +

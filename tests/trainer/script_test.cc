@@ -141,7 +141,8 @@ TEST(TorchScript, AFileThatIsNotAModuleIsRefusedNamingIt) {
   EXPECT_EQ(junk.status().message().find('\n'), std::string::npos);
   auto missing = LoadScriptModel({dir.Sub("missing.pt"), {5}, 3, 0});
   EXPECT_EQ(missing.status().code(), Status::Code::kInvalidArgument);
-  EXPECT_NE(missing.status().message().find("missing.pt: no such file"), std::string::npos) << missing.status().message();
+  EXPECT_NE(missing.status().message().find("missing.pt: no such file"), std::string::npos)
+      << missing.status().message();
 }
 
 }  // namespace
