@@ -1,5 +1,6 @@
 #include "loader/sampler.h"
 
+#include <algorithm>
 #include <numeric>
 
 namespace granary {
@@ -89,6 +90,13 @@ uint64_t Sampler::samples_per_rank(uint64_t start) const {
 uint64_t Sampler::padded(uint64_t start) const {
   const uint64_t m = start < n_ ? n_ - start : 0, total = samples_per_rank(start) * options_.world;
   return total > m ? total - m : 0;
+}
+
+uint64_t Sampler::unpadded_samples(uint64_t start) const {
+  const uint64_t m = start < n_ ? n_ - start : 0, rank = static_cast<uint64_t>(options_.rank);
+  const uint64_t world = static_cast<uint64_t>(options_.world);
+  const uint64_t real = m > rank ? (m - rank + world - 1) / world : 0;  // positions rank + k x world below m
+  return std::min(real, samples_per_rank(start));
 }
 
 uint64_t Sampler::dropped(uint64_t start) const {

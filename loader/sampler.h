@@ -48,6 +48,9 @@ class Sampler {
   uint64_t samples_per_rank(uint64_t start = 0) const;
   // Over all ranks: samples read twice (padding) or not at all (dropped).
   uint64_t padded(uint64_t start = 0) const;
+  // This rank's samples that are not padding: its first ones (padding comes
+  // last, in the ranks whose positions wrap around).
+  uint64_t unpadded_samples(uint64_t start = 0) const;
   uint64_t dropped(uint64_t start = 0) const;
 
   // This rank's samples for `epoch`, in reading order: positions start + rank,

@@ -69,11 +69,7 @@ StatusOr<EvalResult> Evaluate(const DbReader& db, LoaderOptions options, Classif
   StatusOr<std::unique_ptr<Loader>> loader = Loader::Create(db, options);
   if (!loader.ok()) return loader.status().WithContext("evaluation loader");
   loader.value()->StartEpoch(0);
-  // Ranks take positions rank, rank + world, ...; with n % world = m > 0, the
-  // ranks from m on end with one sample of padding, which is not counted.
-  const Sampler& sampler = loader.value()->sampler();
-  const uint64_t n = sampler.dataset_size(), m = n % static_cast<uint64_t>(world);
-  const uint64_t mine = sampler.samples_per_rank() - (m != 0 && static_cast<uint64_t>(rank) >= m ? 1 : 0);
+  const uint64_t mine = loader.value()->sampler().unpadded_samples();  // padding is not counted
   torch::NoGradGuard no_grad;
   model.eval();
   EvalResult out;

@@ -185,5 +185,36 @@ TEST(Sampler, BlockShuffleIsAPermutationThatKeepsReadsLocal) {
   EXPECT_EQ(s->EpochIndices(0).size(), 34u);
 }
 
+// The padded samples are each rank's last ones; unpadded_samples counts the
+// others, so over all ranks they are the split (or its undropped part) exactly.
+TEST(Sampler, UnpaddedSamplesOverAllRanksAreEverySampleOnce) {
+  for (uint64_t n : {7u, 999u, 1000u}) {
+    for (int world : {1, 2, 3, 4}) {
+      for (bool drop_last : {false, true}) {
+        for (uint64_t start : {0u, 5u}) {
+          uint64_t total = 0;
+          for (int rank = 0; rank < world; ++rank) {
+            SamplerOptions o;
+            o.world = world;
+            o.rank = rank;
+            o.drop_last = drop_last;
+            auto sampler = Sampler::Create(n, o);
+            ASSERT_TRUE(sampler.ok());
+            const uint64_t mine = sampler->unpadded_samples(start);
+            EXPECT_LE(mine, sampler->samples_per_rank(start));
+            total += mine;
+          }
+          const uint64_t left = n > start ? n - start : 0;
+          SamplerOptions o;
+          o.world = world;
+          o.drop_last = drop_last;
+          EXPECT_EQ(total, left - Sampler::Create(n, o)->dropped(start))
+              << "n " << n << " world " << world << " drop_last " << drop_last << " start " << start;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace granary
