@@ -3,10 +3,15 @@
 #include <algorithm>
 #include <cmath>
 
+#include "trainer/named_table.h"
+
 namespace granary {
 namespace {
 
-constexpr const char* kSchedules[] = {"constant", "step", "cosine"};
+struct ScheduleName {
+  const char* name;
+};
+constexpr ScheduleName kSchedules[] = {{"constant"}, {"step"}, {"cosine"}};
 constexpr double kStepGamma = 0.1;
 
 }  // namespace
@@ -31,14 +36,8 @@ double LrSchedule::At(int64_t step) const {
   return peak_;
 }
 
-bool IsKnownSchedule(const std::string& name) {
-  return std::find(std::begin(kSchedules), std::end(kSchedules), name) != std::end(kSchedules);
-}
+bool IsKnownSchedule(const std::string& name) { return FindByName(kSchedules, name) != nullptr; }
 
-std::string KnownScheduleNames() {
-  std::string names;
-  for (const char* name : kSchedules) names += (names.empty() ? "" : ", ") + std::string(name);
-  return names;
-}
+std::string KnownScheduleNames() { return JoinNames(kSchedules); }
 
 }  // namespace granary
