@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -46,9 +47,9 @@ std::string NameOfStep(int64_t step) {
 }
 
 bool StartsWithMagic(const fs::path& path) {
-  std::string head;
-  if (!ReadFile(path.string(), &head).ok() || head.size() < sizeof(kMagic)) return false;
-  return std::memcmp(head.data(), kMagic, sizeof(kMagic)) == 0;
+  char head[sizeof(kMagic)];
+  std::ifstream in(path, std::ios::binary);
+  return in.read(head, sizeof(head)) && std::memcmp(head, kMagic, sizeof(kMagic)) == 0;
 }
 
 // Our checkpoints in `dir`, oldest first.
