@@ -2,10 +2,10 @@
 
 #include <cstdlib>
 #include <map>
-
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "trainer/heartbeat.h"
 #include "trainer/torch_guard.h"
 
 namespace granary {
@@ -31,6 +31,7 @@ StatusOr<std::unique_ptr<Comm>> Comm::Create(const CommOptions& options) {
   impl->options = options;
   if (options.world == 1) return std::unique_ptr<Comm>(new Comm(std::move(impl)));
   const std::string where = "rendezvous with " + options.host + ":" + std::to_string(options.port);
+  WaitingForPeers waiting;
   Status s = CatchTorch(where.c_str(), [&] {
     c10d::TCPStoreOptions store_options;
     store_options.port = static_cast<uint16_t>(options.port);
@@ -58,6 +59,7 @@ StatusOr<std::unique_ptr<Comm>> Comm::Create(const CommOptions& options) {
 
 Status Comm::AllReduceMean(const std::vector<torch::Tensor>& tensors) {
   if (impl_->options.world == 1) return Status::OK();
+  WaitingForPeers waiting;
   return CatchTorch("all-reduce", [&] {
     int64_t total = 0;
     for (const auto& t : tensors) total += t.numel();
@@ -85,6 +87,7 @@ class GlooPendingReduce : public PendingReduce {
   explicit GlooPendingReduce(c10::intrusive_ptr<c10d::Work> work) : work_(std::move(work)) {}
   Status Wait() override {
     if (!work_) return Status::OK();
+    WaitingForPeers waiting;
     Status s = CatchTorch("all-reduce", [&] { work_->wait(); });
     work_.reset();
     return s;
@@ -108,6 +111,7 @@ StatusOr<std::unique_ptr<PendingReduce>> Comm::AllReduceSumAsync(const torch::Te
 
 Status Comm::AllReduceSum(torch::Tensor& tensor) {
   if (impl_->options.world == 1) return Status::OK();
+  WaitingForPeers waiting;
   return CatchTorch("all-reduce", [&] {
     std::vector<at::Tensor> bufs{tensor};
     impl_->group->allreduce(bufs)->wait();
@@ -116,6 +120,7 @@ Status Comm::AllReduceSum(torch::Tensor& tensor) {
 
 Status Comm::Broadcast(const std::vector<torch::Tensor>& tensors) {
   if (impl_->options.world == 1) return Status::OK();
+  WaitingForPeers waiting;
   return CatchTorch("broadcast", [&] {
     // One broadcast per dtype (BatchNorm has float statistics and an int64
     // batch count), of the tensors packed into one buffer.
@@ -137,6 +142,7 @@ Status Comm::Broadcast(const std::vector<torch::Tensor>& tensors) {
 
 Status Comm::Barrier() {
   if (impl_->options.world == 1) return Status::OK();
+  WaitingForPeers waiting;
   return CatchTorch("barrier", [&] { impl_->group->barrier()->wait(); });
 }
 

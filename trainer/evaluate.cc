@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "store/json_text.h"
+#include "trainer/heartbeat.h"
 #include "trainer/torch_guard.h"
 
 namespace granary {
@@ -90,6 +91,7 @@ StatusOr<EvalResult> Evaluate(const DbReader& db, LoaderOptions options, Classif
       out.correct += static_cast<uint64_t>(logits.argmax(1).eq(target).sum().item<int64_t>());
     }));
     out.samples += static_cast<uint64_t>(keep);
+    HeartbeatBeat();  // a long evaluation is not a hang
   }
   model.train();
   return out;

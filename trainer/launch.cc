@@ -13,6 +13,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+
+#include "trainer/heartbeat.h"
 
 namespace granary {
 
@@ -37,6 +40,11 @@ StatusOr<int> PickFreePort() {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A rank quiet for --timeout plus this long is hung by the launcher's own
+// watch; the slack lets a peer on this machine, whose collective gives up
+// after --timeout, say so first.
+constexpr double kHangSlack_s = 2;
 
 // The signals the launcher handles synchronously (sigtimedwait) while it waits.
 sigset_t WatchedSignals() {
@@ -68,19 +76,19 @@ struct RankExec {
   bool pinned = false;
 };
 
-RankExec PrepareRank(const LaunchOptions& o, int rank) {
+RankExec PrepareRank(const LaunchOptions& o, const HeartbeatBoard& board, int rank) {
   RankExec e;
   e.args = o.args;
   e.args.insert(e.args.end(), {"--rank", std::to_string(o.first_rank + rank), "--port", std::to_string(o.port)});
   for (char** v = environ; *v != nullptr; ++v) {
     const std::string var = *v;
     const std::string name = var.substr(0, var.find('=') + 1);
-    const bool replaced = std::any_of(o.env.begin(), o.env.end(), [&](const std::string& s) {
-      return s.compare(0, name.size(), name) == 0;
-    });
+    const bool replaced = std::any_of(o.env.begin(), o.env.end(),
+                                      [&](const std::string& s) { return s.compare(0, name.size(), name) == 0; });
     if (!replaced) e.env.push_back(var);
   }
   e.env.insert(e.env.end(), o.env.begin(), o.env.end());
+  e.env.push_back(board.Environment(rank));
   for (std::string& a : e.args) e.argv.push_back(a.data());
   e.argv.push_back(nullptr);
   for (std::string& v : e.env) e.envp.push_back(v.data());
@@ -113,9 +121,10 @@ struct Ranks {
   std::vector<pid_t> pids;  // -1 once reaped
   size_t running = 0;
 
+  // A stopped rank (SIGSTOP, a debugger) acts on `sig` once continued.
   void SignalAll(int sig) const {
     for (pid_t p : pids) {
-      if (p > 0) ::kill(p, sig);
+      if (p > 0 && ::kill(p, sig) == 0 && sig != SIGKILL) ::kill(p, SIGCONT);
     }
   }
   // Reaps every rank that has exited; calls on_exit(rank, wait status).
@@ -134,15 +143,50 @@ struct Ranks {
   }
 };
 
+// The rank's name in a failure line: "rank 3", or "rank 3 on node 1".
+std::string RankName(const LaunchOptions& o, int rank) {
+  return "rank " + std::to_string(o.first_rank + rank) +
+         (o.nnodes > 1 ? " on node " + std::to_string(o.node_rank) : "");
+}
+
+// True if the kernel says the process is stopped (SIGSTOP, a debugger).
+bool IsStopped(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const size_t end = line.rfind(") ");  // the name in parentheses may hold anything
+  return end != std::string::npos && end + 2 < line.size() && (line[end + 2] == 'T' || line[end + 2] == 't');
+}
+
+// A line naming the first running rank that has been quiet for at least
+// `quiet_s` (while not waiting for its peers, unless `waiting_too`), or "".
+std::string FindHungRank(const LaunchOptions& o, const HeartbeatBoard& board, const Ranks& ranks, double quiet_s,
+                         bool waiting_too) {
+  for (size_t r = 0; r < ranks.pids.size(); ++r) {
+    if (ranks.pids[r] <= 0) continue;
+    const RankPulse p = board.Read(static_cast<int>(r));
+    if (!p.started || p.quiet_s < quiet_s || (p.waiting && !waiting_too)) continue;
+    const std::string name = RankName(o, static_cast<int>(r));
+    const std::string seconds = std::to_string(static_cast<long>(p.quiet_s)) + " s";
+    if (p.waiting) return name + " waited " + seconds + " for the other ranks, past --timeout; stopping the run";
+    return name + " made no progress for " + seconds + " (after " + std::to_string(p.step) + " steps" +
+           (IsStopped(ranks.pids[r]) ? "; its process is stopped" : "") + ") while its peers waited for it; " +
+           "stopping the run";
+  }
+  return "";
+}
+
 }  // namespace
 
 StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
   const sigset_t watched = WatchedSignals();
   SignalMaskGuard guard(watched);  // from here, these signals wait for sigtimedwait
   const pid_t launcher = ::getpid();
+  StatusOr<HeartbeatBoard> board = HeartbeatBoard::Create(o.ranks);
+  if (!board.ok()) return board.status();
   Ranks ranks;
   for (int rank = 0; rank < o.ranks; ++rank) {
-    RankExec exec = PrepareRank(o, rank);
+    RankExec exec = PrepareRank(o, board.value(), rank);
     std::fflush(nullptr);
     const pid_t pid = ::fork();
     if (pid < 0) {
@@ -171,14 +215,22 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
       if (code == 0 || outcome.exit_code != 0) return;
       outcome.exit_code = code;
       if (WIFSIGNALED(wstatus) && !stopping) {
-        outcome.failure = "rank " + std::to_string(o.first_rank + rank) +
-                          (o.nnodes > 1 ? " on node " + std::to_string(o.node_rank) : "") + " was killed by signal " +
-                          std::to_string(WTERMSIG(wstatus)) + " (" + ::strsignal(WTERMSIG(wstatus)) +
-                          "); stopping the other ranks";
+        outcome.failure = RankName(o, rank) + " was killed by signal " + std::to_string(WTERMSIG(wstatus)) + " (" +
+                          ::strsignal(WTERMSIG(wstatus)) + "); stopping the other ranks";
+      } else if (!stopping && o.timeout_s > 0) {
+        // It gave up (said why itself); was it waiting for a rank that hung?
+        outcome.failure = FindHungRank(o, board.value(), ranks, 0.9 * o.timeout_s, false);
       }
       stop_all();
     });
     if (ranks.running == 0) break;
+    if (!stopping && o.timeout_s > 0) {
+      outcome.failure = FindHungRank(o, board.value(), ranks, o.timeout_s + kHangSlack_s, true);
+      if (!outcome.failure.empty()) {
+        outcome.exit_code = 1;
+        stop_all();
+      }
+    }
     if (stopping && Clock::now() >= kill_at) ranks.SignalAll(SIGKILL);
     const timespec tick{0, 200 * 1000 * 1000};
     siginfo_t info;

@@ -17,9 +17,9 @@ StatusOr<int> PickFreePort();
 struct LaunchOptions {
   std::string program = "/proc/self/exe";
   std::vector<std::string> args;  // argv, args[0] included
-  int ranks = 1;       // on this node
-  int first_rank = 0;  // the global rank of this node's first (node_rank x ranks)
-  int node_rank = 0;   // named in failures of a many-node run
+  int ranks = 1;                  // on this node
+  int first_rank = 0;             // the global rank of this node's first (node_rank x ranks)
+  int node_rank = 0;              // named in failures of a many-node run
   int nnodes = 1;
   int port = 0;
   // Rank r runs on cpus[r] only, when given (one entry per rank).
@@ -29,6 +29,11 @@ struct LaunchOptions {
   // After a rank fails or the launcher is told to stop, the other ranks get
   // SIGTERM, and SIGKILL if they are still running this much later.
   int grace_s = 10;
+  // The run's --timeout, when it has more than one rank in all: a rank that
+  // shows no sign of life (heartbeat.h) for this long while the others wait
+  // for it is named when they give up, and one quiet for a little longer
+  // ends the run here even if its peers are on other machines.
+  int timeout_s = 0;
 };
 
 struct LaunchOutcome {
@@ -37,13 +42,15 @@ struct LaunchOutcome {
   // launcher.
   int exit_code = 0;
   // One line on the first failure, e.g. "rank 1 was killed by signal 9
-  // (Killed)", or "" (a rank that exits non-zero has said why itself).
+  // (Killed)" or "rank 1 made no progress for 61 s ...", or "" (a rank that
+  // exits non-zero has said why itself, and no other rank hung).
   std::string failure;
 };
 
 // Runs the ranks and waits for all of them. SIGINT and SIGTERM sent to the
 // launcher are forwarded to every rank; if a rank fails, the others are
-// stopped; every rank dies with the launcher (PR_SET_PDEATHSIG), even if the
+// stopped; a rank that hangs is named (and, a little past timeout_s,
+// stopped); every rank dies with the launcher (PR_SET_PDEATHSIG), even if the
 // launcher is killed outright. Returns an error only if a rank cannot start.
 StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& options);
 

@@ -9,6 +9,7 @@
 #include "store/db.h"
 #include "store/json_text.h"
 #include "trainer/checkpoint.h"
+#include "trainer/heartbeat.h"
 #include "trainer/launch.h"
 #include "trainer/layout.h"
 #include "trainer/precision.h"
@@ -46,6 +47,10 @@ int Launch(const TrainConfig& config, const Layout& layout, const std::vector<st
   launch.port = port.value();
   launch.cpus = layout.cpus;
   launch.env = layout.ThreadEnvironment();
+  launch.timeout_s = config.dist.timeout_s;
+  // c10d logs through glog to stderr what the rank's own line says again (a
+  // rendezvous that timed out, ...); a GLOG_minloglevel of the user's wins.
+  if (std::getenv("GLOG_minloglevel") == nullptr) launch.env.push_back("GLOG_minloglevel=3");
   StatusOr<LaunchOutcome> outcome = LaunchRanks(launch);
   if (!outcome.ok()) return Fail(outcome.status(), 0);
   if (!outcome->failure.empty()) std::fprintf(stderr, "train: %s\n", outcome->failure.c_str());
@@ -106,6 +111,9 @@ StatusOr<bool> FromTorchrun(TrainConfig* config, int* rank) {
 
 int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::string>& argv,
              const std::string& layout_json) {
+  if (rank >= 0) {  // started by our launcher: tell it how we fare (heartbeat.h)
+    if (Status attached = AttachHeartbeat(); !attached.ok()) return Fail(attached, rank);
+  }
   // The launcher plans the layout over the CPUs it may use; a rank, pinned to
   // its own, is told it (and checks the config against the launcher's cores).
   if (rank < 0) {
@@ -141,8 +149,9 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
     if (Status fits = CheckModelFits(config, workload.value(), manifest.num_classes); !fits.ok()) return Fail(fits, 0);
     if (Status writable = CheckOutputPaths(config.output); !writable.ok()) return Fail(writable, 0);
     if (config.model.precision == "bf16" && !CpuHasNativeBf16()) {
-      std::fprintf(stderr, "train: warning: this CPU has no native bf16 (AVX512-BF16 or AMX): bf16 runs emulated, "
-                           "likely slower than fp32\n");
+      std::fprintf(stderr,
+                   "train: warning: this CPU has no native bf16 (AVX512-BF16 or AMX): bf16 runs emulated, "
+                   "likely slower than fp32\n");
     }
     if (config.World() > 1) return Launch(config, layout.value(), argv);
     rank = 0;  // one rank: this process, pinned before its thread pools start

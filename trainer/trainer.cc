@@ -18,6 +18,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/comm.h"
 #include "trainer/evaluate.h"
+#include "trainer/heartbeat.h"
 #include "trainer/gradient_sync.h"
 #include "trainer/models/registry.h"
 #include "trainer/models/script.h"
@@ -388,6 +389,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
           for (torch::optim::OptimizerParamGroup& g : optimizer.param_groups()) g.options().set_lr(lr);
           optimizer.step();
         }));
+        HeartbeatStep(step);
         if (rank == 0) {
           StepReport s;
           s.epoch = epoch + 1;

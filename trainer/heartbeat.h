@@ -1,0 +1,61 @@
+// Heartbeats: what each rank process is doing, kept in memory it shares with
+// its launcher, so that the launcher can tell a rank that hangs (stopped,
+// stuck, starved) from the ranks that wait for it in a collective, name it,
+// and stop a many-node run whose ranks on other machines would otherwise wait
+// on it for ever. Started by torchrun or by hand, a rank has no board and
+// every call below does nothing.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "store/status.h"
+
+namespace granary {
+
+// A copy of one rank's slot, as the launcher reads it.
+struct RankPulse {
+  bool started = false;  // the rank has attached to the board
+  bool waiting = false;  // blocked in a collective or the rendezvous
+  int64_t step = 0;      // optimizer steps taken
+  double quiet_s = 0;    // seconds since it last showed a sign of life
+};
+
+// The launcher's side: one slot per local rank in an anonymous shared file
+// (memfd) the ranks inherit across exec. Movable, not copyable.
+class HeartbeatBoard {
+ public:
+  static StatusOr<HeartbeatBoard> Create(int ranks);
+  HeartbeatBoard(HeartbeatBoard&& other) noexcept;
+  HeartbeatBoard& operator=(HeartbeatBoard&&) = delete;
+  HeartbeatBoard(const HeartbeatBoard&) = delete;
+  ~HeartbeatBoard();
+
+  // "GRANARY_HEARTBEAT=<fd>:<slot>", for local rank `slot`'s environment.
+  std::string Environment(int slot) const;
+  RankPulse Read(int slot) const;
+
+ private:
+  HeartbeatBoard(int fd, void* map, int ranks) : fd_(fd), map_(map), ranks_(ranks) {}
+  int fd_ = -1;
+  void* map_ = nullptr;
+  int ranks_ = 0;
+};
+
+// The rank's side. AttachHeartbeat reads GRANARY_HEARTBEAT once, at start,
+// from the main thread; the others may be called from any thread.
+Status AttachHeartbeat();
+void HeartbeatBeat();              // a sign of life (an evaluation batch, ...)
+void HeartbeatStep(int64_t step);  // an optimizer step taken
+
+// Marks this rank as blocked on its peers for its lifetime (collectives nest:
+// the outermost one counts).
+class WaitingForPeers {
+ public:
+  WaitingForPeers();
+  ~WaitingForPeers();
+  WaitingForPeers(const WaitingForPeers&) = delete;
+  WaitingForPeers& operator=(const WaitingForPeers&) = delete;
+};
+
+}  // namespace granary
