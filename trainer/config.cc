@@ -20,7 +20,7 @@ namespace granary {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataConfig, db, train_split, eval_split, input_field, loader_threads,
                                                 prefetch, shuffle, drop_last, skip_corrupt, augment, mean, stddev,
-                                                synthetic)
+                                                synthetic, probe_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelConfig, name, width, dropout, precision, channels_last)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimConfig, optimizer, lr, momentum, nesterov, weight_decay, epochs,
                                                 batch_size, accum, seed, schedule, warmup_epochs, lr_scaling,
@@ -42,6 +42,7 @@ constexpr int64_t kMaxCheckpointEvery = int64_t{1} << 40;
 constexpr int kMaxKeep = 1000;
 constexpr int kMaxNodes = 4096;
 constexpr int kMaxTimeout = 24 * 3600;
+constexpr double kMaxTuneSeconds = 600;
 // With --oversubscribe, ranks x threads may reach this many times the cores.
 constexpr int kOversubscribeFactor = 8;
 // Loader threads mostly wait on reads, so a few per core can still help.
@@ -114,6 +115,9 @@ Status TrainConfig::Validate(int cores) const {
   if (!std::isfinite(d.mean)) return OutOfRange("--mean", Number(d.mean), "must be finite");
   if (!(std::isfinite(d.stddev) && d.stddev > 0)) {
     return OutOfRange("--std", Number(d.stddev), "must be finite and > 0");
+  }
+  if (!(d.probe_s >= 0 && d.probe_s <= kMaxTuneSeconds)) {
+    return OutOfRange("--tune-seconds", Number(d.probe_s), "must be in 0.." + Number(kMaxTuneSeconds));
   }
 
   if (model.name != "auto" && !IsKnownModel(model.name) && !IsModelFile(model.name)) {

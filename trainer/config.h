@@ -31,6 +31,9 @@ struct DataConfig {
   // instead of the loader, and no gradient sync (ranks train apart). What is
   // left is the step's compute, the bound a real run is measured against.
   bool synthetic = false;
+  // Measurement only (train --tune): after a few warm-up steps, train about
+  // this many seconds, then stop; the run's one report is of that window.
+  double probe_s = 0;
 };
 
 // Which network (trainer/models/registry.h), its knobs, and how it computes.

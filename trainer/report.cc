@@ -25,7 +25,8 @@ nlohmann::json EpochJson(const EpochReport& r) {
                       {"stall_fraction", r.stall_fraction},
                       {"comm_fraction", r.comm_fraction},
                       {"compute_fraction", r.compute_fraction},
-                      {"queue_depth", r.queue_depth}};
+                      {"queue_depth", r.queue_depth},
+                      {"peak_rss_mb", r.peak_rss_mb}};
   if (!r.weights_hash.empty()) j["weights_hash"] = r.weights_hash;
   if (r.evaluated) {
     j["test_loss"] = r.test_loss;
@@ -164,6 +165,7 @@ Status RunReport::Finish(const std::vector<EpochReport>& reports) {
                         {"config", ParseJson(config_.ToJson())},
                         {"epochs", nlohmann::json::array()}};
   for (const EpochReport& r : reports) out["epochs"].push_back(EpochJson(r));
+  if (!tune_table_.empty()) out["tune"] = ParseJson(tune_table_);
   std::cout << DumpJson(out) << std::endl;
   return Status::OK();
 }

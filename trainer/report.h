@@ -31,6 +31,8 @@ class RunReport : public RunObserver {
   void Epoch(const EpochReport& report) override;
   // The JSON object (json) and --report. IOError naming the file.
   Status Finish(const std::vector<EpochReport>& reports);
+  // The JSON output's "tune" member: the table --tune chose this run's layout by.
+  void SetTuneTable(std::string json) { tune_table_ = std::move(json); }
 
  private:
   bool text() const { return rank_ == 0 && !json_; }
@@ -38,6 +40,7 @@ class RunReport : public RunObserver {
 
   const TrainConfig& config_;
   const Layout& layout_;
+  std::string tune_table_;
   int rank_;
   bool json_;
   bool progress_;  // rank 0, text, stderr a terminal

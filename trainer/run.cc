@@ -1,6 +1,9 @@
 #include "trainer/run.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -15,10 +18,14 @@
 #include "trainer/precision.h"
 #include "trainer/report.h"
 #include "trainer/trainer.h"
+#include "trainer/tune.h"
 #include "trainer/workload.h"
 
 namespace granary {
 namespace {
+
+// --tune-seconds bounds: below, warm-up and noise swamp the figure.
+constexpr double kMinTuneSeconds = 0.5, kMaxTuneSeconds = 600;
 
 // One line on stderr; "rank R: " first for ranks above 0, and for rank 0
 // too once training runs on several ranks (`name_rank`), so a failure in a
@@ -107,10 +114,52 @@ StatusOr<bool> FromTorchrun(TrainConfig* config, int* rank) {
   return true;
 }
 
+// train --tune: measures the candidates (trainer/tune.h), prints the table,
+// then (unless --tune-only) becomes the run in the chosen layout.
+int Tune(const TrainConfig& config, const Workload& workload, const TuneRequest& request, bool json) {
+  if (!(request.seconds >= kMinTuneSeconds && request.seconds <= kMaxTuneSeconds)) {
+    char bound[128];
+    std::snprintf(bound, sizeof(bound), "--tune-seconds %g: must be in %g..%g", request.seconds, kMinTuneSeconds,
+                  kMaxTuneSeconds);
+    return Fail(Status::InvalidArgument(bound), 0);
+  }
+  if (config.dist.nnodes > 1) return Fail(Status::InvalidArgument("--tune runs on one node (not with --nnodes)"), 0);
+  TuneOptions options;
+  options.cores = static_cast<int>(UsableCpus().size());
+  options.numerics = request.numerics;
+  options.image_input = workload.kind == InputKind::kImage;
+  options.bf16_native = CpuHasNativeBf16();
+  options.seconds = request.seconds;
+  // Probes leave nothing behind: no checkpoint, model, metrics or report.
+  options.args = WithoutOptions(request.args,
+                                {"--save", "--metrics", "--report", "--log-every", "--checkpoint-dir",
+                                 "--checkpoint-every", "--keep", "--resume"},
+                                {"--json"});
+  std::fprintf(stderr, "train: --tune: measuring layouts on %d cores, about %g s each\n", options.cores,
+               request.seconds);
+  StatusOr<TuneTable> table = RunTune(config, options);
+  if (!table.ok()) return Fail(table.status(), 0);
+  const TuneCandidate& chosen = table->Chosen()->candidate;
+  std::fprintf(stderr, "%strain: tuned in %.1f s: %s\n", table->ToText().c_str(), table->seconds,
+               chosen.Describe().c_str());
+  if (request.only) {
+    if (json) std::printf("%s\n", DumpJson(nlohmann::json{{"tune", ParseJson(table->ToJson())}}).c_str());
+    return 0;
+  }
+  std::vector<std::string> args = ArgsFor(request.args, chosen);
+  args.insert(args.end(), {"--tune-table", table->ToJson()});
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+  ::execv("/proc/self/exe", argv.data());
+  return Fail(Status::IOError("/proc/self/exe", "run the tuned layout", errno), 0);
+}
+
 }  // namespace
 
 int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::string>& argv,
-             const std::string& layout_json) {
+             const std::string& layout_json, const TuneRequest& tune) {
   if (rank >= 0) {  // started by our launcher: tell it how we fare (heartbeat.h)
     if (Status attached = AttachHeartbeat(); !attached.ok()) return Fail(attached, rank);
   }
@@ -153,6 +202,7 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
                    "train: warning: this CPU has no native bf16 (AVX512-BF16 or AMX): bf16 runs emulated, "
                    "likely slower than fp32\n");
     }
+    if (tune.tune || tune.only) return Tune(config, workload.value(), tune, json);
     if (config.World() > 1) return Launch(config, layout.value(), argv);
     rank = 0;  // one rank: this process, pinned before its thread pools start
     if (!layout->cpus.empty()) {
@@ -160,6 +210,7 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
     }
   }
   RunReport report(config, layout.value(), rank, json);
+  report.SetTuneTable(tune.table_json);
   const bool many = config.World() > 1;
   if (Status started = report.Start(); !started.ok()) return Fail(started, rank, many);
   StatusOr<std::vector<EpochReport>> reports = RunRank(config, rank, report);

@@ -11,11 +11,22 @@
 
 namespace granary {
 
+// train --tune (trainer/tune.h), as train_main.cc parsed it.
+struct TuneRequest {
+  bool tune = false;      // --tune: measure the candidates, then train with the fastest
+  bool only = false;      // --tune-only: measure and print, do not train
+  bool numerics = false;  // --tune-numerics: bf16 and another batch may be chosen
+  double seconds = 2;     // --tune-seconds: per candidate
+  // The command line without the flags a candidate sets and --tune's own.
+  std::vector<std::string> args;
+  std::string table_json;  // internal --tune-table: the table a tuned run reports under "tune"
+};
+
 // `argv`: the command line the ranks are started with (plus "--rank R
 // --port P --layout JSON"). `json`: rank 0 prints one JSON object instead of
 // text. `layout_json`: a rank's layout, as the launcher planned it ("" in the
 // launcher, which plans it).
 int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::string>& argv,
-             const std::string& layout_json);
+             const std::string& layout_json, const TuneRequest& tune = {});
 
 }  // namespace granary

@@ -3,7 +3,6 @@
 // the launcher: it checks the config and the db, then runs --ranks copies of
 // itself and waits).
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 
 #include "store/file.h"
@@ -12,6 +11,7 @@
 #include "trainer/models/registry.h"
 #include "trainer/optimizer.h"
 #include "trainer/run.h"
+#include "trainer/tune.h"
 
 namespace {
 
@@ -25,8 +25,9 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c) {
   app.add_option("--input-field", d.input_field, "field to train on (default: image, else the only other field)");
   app.add_option("--loader-threads", d.loader_threads, "loader worker threads per rank")->capture_default_str();
   app.add_option("--prefetch", d.prefetch, "batches the loader prepares ahead")->capture_default_str();
-  app.add_option("--shuffle", d.shuffle, "training order: full, block (chunks of consecutive samples, for dbs "
-                                         "larger than RAM) or none")
+  app.add_option("--shuffle", d.shuffle,
+                 "training order: full, block (chunks of consecutive samples, for dbs "
+                 "larger than RAM) or none")
       ->capture_default_str();
   app.add_flag("--drop-last", d.drop_last, "drop the epoch's tail instead of padding ranks to equal counts");
   app.add_flag("--skip-corrupt", d.skip_corrupt, "skip and name corrupt records instead of stopping");
@@ -63,16 +64,14 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c) {
       ->capture_default_str();
   app.add_option("--warmup-epochs", c.optim.warmup_epochs, "linear warm-up to the peak rate over this many epochs")
       ->capture_default_str();
-  app.add_option("--lr-scaling", c.optim.lr_scaling,
-                 "none, or linear: peak rate = --lr x --batch-size / --base-batch")
+  app.add_option("--lr-scaling", c.optim.lr_scaling, "none, or linear: peak rate = --lr x --batch-size / --base-batch")
       ->capture_default_str();
   app.add_option("--base-batch", c.optim.base_batch, "the batch --lr is meant for (--lr-scaling linear)")
       ->capture_default_str();
   app.add_option("--label-smoothing", c.optim.label_smoothing, "label smoothing of the training loss")
       ->capture_default_str();
 
-  app.add_option("--sync", c.sync.method, "gradient sync: " + granary::KnownGradientSyncNames())
-      ->capture_default_str();
+  app.add_option("--sync", c.sync.method, "gradient sync: " + granary::KnownGradientSyncNames())->capture_default_str();
   app.add_option("--bucket-mb", c.sync.bucket_mb, "bucketed sync: MiB of gradients per bucket")->capture_default_str();
 
   app.add_option("--ranks", c.dist.ranks, "rank processes (on this node)")->capture_default_str();
@@ -120,6 +119,17 @@ int main(int argc, char** argv) {
   app.add_option("--port", config.dist.port, "internal: rank 0's TCPStore port")->group("");
   std::string layout;
   app.add_option("--layout", layout, "internal: the launcher's layout (JSON)")->group("");
+  granary::TuneRequest tune;
+  app.add_flag("--tune", tune.tune,
+               "measure layouts (ranks x threads, channels-last) on this db and model, then train with the fastest");
+  app.add_flag("--tune-only", tune.only, "measure and print the layouts (--json: as JSON), do not train");
+  app.add_option("--tune-seconds", tune.seconds, "--tune: seconds of measured training per candidate")
+      ->capture_default_str();
+  app.add_flag("--tune-numerics", tune.numerics,
+               "--tune may also choose what changes the numerics: bf16, a doubled global batch");
+  app.add_option("--tune-probe", config.data.probe_s, "internal: train this many seconds after warm-up, report, stop")
+      ->group("");
+  app.add_option("--tune-table", tune.table_json, "internal: the table --tune chose this run by (JSON)")->group("");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -128,5 +138,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "train: %s (see train --help)\n", e.what());
     return 2;
   }
-  return granary::RunTrain(config, rank, json, std::vector<std::string>(argv, argv + argc), layout);
+  const std::vector<std::string> args(argv, argv + argc);
+  // What --tune runs its candidates with: the command line less the flags a candidate sets and --tune's own.
+  tune.args = granary::WithoutOptions(
+      args, {"--ranks", "--threads", "--batch-size", "--precision", "--tune-seconds", "--tune-probe", "--tune-table"},
+      {"--channels-last", "--tune", "--tune-only", "--tune-numerics"});
+  return granary::RunTrain(config, rank, json, args, layout, tune);
 }

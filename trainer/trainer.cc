@@ -1,10 +1,12 @@
 #include "trainer/trainer.h"
 
 #include <malloc.h>
+#include <sys/resource.h>
 #include <xxhash.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -18,8 +20,8 @@
 #include "trainer/checkpoint.h"
 #include "trainer/comm.h"
 #include "trainer/evaluate.h"
-#include "trainer/heartbeat.h"
 #include "trainer/gradient_sync.h"
+#include "trainer/heartbeat.h"
 #include "trainer/models/registry.h"
 #include "trainer/models/script.h"
 #include "trainer/optimizer.h"
@@ -69,9 +71,8 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 void SizeThreadPools(int threads) {
   torch::set_num_threads(threads);
   static std::once_flag interop;
-  std::call_once(interop, [] {
-    CatchTorch("inter-op pool", [] { at::set_num_interop_threads(1); }).PermitUncheckedError();
-  });
+  std::call_once(interop,
+                 [] { CatchTorch("inter-op pool", [] { at::set_num_interop_threads(1); }).PermitUncheckedError(); });
 }
 
 // glibc's allocator, left to itself, hands the step's large tensors back to
@@ -120,14 +121,16 @@ void ReportResume(const Checkpoint& from, const TrainConfig& now) {
                Printable(from.path).c_str(), static_cast<unsigned long long>(at.epoch + 1),
                static_cast<long long>(at.global_step), static_cast<unsigned long long>(at.position));
   if (static_cast<int64_t>(at.epoch) >= now.optim.epochs) {
-    std::fprintf(stderr, "train: resume: the checkpoint is at the end of epoch %llu of %d: nothing left to train "
-                         "(raise --epochs to go on)\n",
+    std::fprintf(stderr,
+                 "train: resume: the checkpoint is at the end of epoch %llu of %d: nothing left to train "
+                 "(raise --epochs to go on)\n",
                  static_cast<unsigned long long>(at.epoch), now.optim.epochs);
   }
   if (at.world != now.World()) {
     const int64_t batch = now.optim.batch_size;
-    std::fprintf(stderr, "train: resume: %d ranks -> %d: per-rank batch %lld -> %lld; global batch %lld and the "
-                         "learning rate (%g) unchanged\n",
+    std::fprintf(stderr,
+                 "train: resume: %d ranks -> %d: per-rank batch %lld -> %lld; global batch %lld and the "
+                 "learning rate (%g) unchanged\n",
                  at.world, now.World(), static_cast<long long>(batch / at.world),
                  static_cast<long long>(batch / now.World()), static_cast<long long>(batch), then.optim.lr);
   }
@@ -152,6 +155,63 @@ torch::Tensor TrainingLoss(const torch::Tensor& logits, const torch::Tensor& tar
   if (smoothing == 0) return nll;
   return (1 - smoothing) * nll - smoothing * log_p.mean(1).mean();
 }
+
+// This process's peak resident memory, MiB.
+double PeakRssMb() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024;  // KiB on Linux
+}
+
+// train --tune's measurement window (data.probe_s > 0). The first
+// kWarmupSteps steps are not timed (first-touch allocation, oneDNN's kernel
+// choice); the next kCalibrationSteps are, and the ranks agree (their mean)
+// how many more steps fill probe_s; then the window closes, on every rank
+// at the same step, and Report() tells what it saw.
+class ProbeWindow {
+ public:
+  static constexpr int64_t kWarmupSteps = 5, kCalibrationSteps = 3;
+  explicit ProbeWindow(double seconds) : seconds_(seconds) {}
+
+  // After every optimizer step; true once the window is closed.
+  StatusOr<bool> AfterStep(double samples, const Loader& loader, const GradientSync& sync, Comm& comm) {
+    ++steps_;
+    if (steps_ == kWarmupSteps) {
+      start_ = std::chrono::steady_clock::now();
+      wait_at_start_ = loader.stats().wait_seconds;
+      sync_at_start_ = sync.blocked_seconds();
+      return false;
+    }
+    if (steps_ < kWarmupSteps) return false;
+    samples_ += samples;
+    if (steps_ == kWarmupSteps + kCalibrationSteps) {
+      torch::Tensor elapsed = torch::tensor({SecondsSince(start_)}, torch::kFloat64);
+      GRANARY_RETURN_IF_ERROR(comm.AllReduceSum(elapsed));
+      const double per_step = elapsed.item<double>() / comm.world() / kCalibrationSteps;
+      last_step_ = steps_ + static_cast<int64_t>(std::max(
+                                0.0, std::ceil((seconds_ - per_step * kCalibrationSteps) / std::max(per_step, 1e-6))));
+    }
+    if (last_step_ == 0 || steps_ < last_step_) return false;
+    report_.seconds = SecondsSince(start_);
+    report_.samples_per_s = samples_ * comm.world() / report_.seconds;
+    report_.stall_fraction = (loader.stats().wait_seconds - wait_at_start_) / report_.seconds;
+    report_.comm_fraction = (sync.blocked_seconds() - sync_at_start_) / report_.seconds;
+    report_.compute_fraction = std::max(0.0, 1 - report_.stall_fraction - report_.comm_fraction);
+    torch::Tensor rss = torch::tensor({PeakRssMb()}, torch::kFloat64);
+    GRANARY_RETURN_IF_ERROR(comm.AllReduceSum(rss));
+    report_.peak_rss_mb = rss.item<double>();
+    return true;
+  }
+  EpochReport Report() const { return report_; }
+
+ private:
+  double seconds_;
+  int64_t steps_ = 0, last_step_ = 0;  // last_step_: 0 until calibrated
+  double samples_ = 0;                 // this rank's, in the window
+  std::chrono::steady_clock::time_point start_;
+  double wait_at_start_ = 0, sync_at_start_ = 0;
+  EpochReport report_;
+};
 
 // --synthetic: the batch every step of a compute-bound run takes, random
 // inputs of the loader's shape and layout and random labels.
@@ -315,7 +375,10 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
     CheckpointHeader header{c, manifest.content_hash, at};
     return WriteCheckpoint(c.checkpoint.dir, header, net, optimizer, c.checkpoint.keep);
   };
-  for (int epoch = static_cast<int>(start_at.epoch); epoch < c.optim.epochs; ++epoch) {
+  std::optional<ProbeWindow> probe;  // train --tune's measurement: no evaluation, checkpoint or saved model
+  if (c.data.probe_s > 0) probe.emplace(c.data.probe_s);
+  bool probe_closed = false;
+  for (int epoch = static_cast<int>(start_at.epoch); epoch < c.optim.epochs || probe; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
     const LoaderStats before = train.stats();
     const double sync_before = sync.value()->blocked_seconds();
@@ -332,12 +395,12 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
       }
     }
     const double samples_before = local_samples;  // not trained in this run: not in samples/s
-    double step_loss_sum = 0, step_samples = 0;  // this optimizer step's micro-batches
+    double step_loss_sum = 0, step_samples = 0;   // this optimizer step's micro-batches
     // Gradients accumulate over `accum` micro-batches (fewer in the epoch's
     // last group); only the group's last backward is synchronised (DDP's
     // no_sync), and the optimizer steps once per group.
     const uint64_t batches = train.batches_per_epoch();
-    uint64_t group = 1;  // micro-batches in the current group
+    uint64_t group = 1;                       // micro-batches in the current group
     const bool sync_now = !c.data.synthetic;  // --synthetic: ranks train apart
     for (uint64_t b = 0;; ++b) {
       torch::Tensor input, target;
@@ -405,19 +468,30 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
         }
         const bool epoch_end = b + 1 == batches;
         if (!c.checkpoint.dir.empty() && c.checkpoint.every > 0 && step % c.checkpoint.every == 0 && !epoch_end &&
-            !c.data.synthetic) {
+            !c.data.synthetic && !probe) {
           RunPosition at;
           at.global_step = step;
           at.epoch = static_cast<uint64_t>(epoch);
           at.position = train.state().position;
           GRANARY_RETURN_IF_ERROR(checkpoint(at, local_loss_sum, local_samples));
         }
+        if (probe) {
+          StatusOr<bool> closed = probe->AfterStep(step_samples, train, *sync.value(), *comm.value());
+          if (!closed.ok()) return closed.status();
+          probe_closed = closed.value();
+          if (probe_closed) break;
+        }
       }
       // The step's own time, less what it waited for the sync.
       compute_seconds += SecondsSince(step_start) - (sync.value()->blocked_seconds() - sync_blocked);
     }
+    if (probe) {  // every rank ends its epochs alike, so skipping their collectives is safe
+      if (!probe_closed) continue;
+      reports.push_back(probe->Report());
+      break;
+    }
     const double seconds = SecondsSince(start);
-    torch::Tensor totals = torch::tensor({local_loss_sum, local_samples, samples_before}, torch::kFloat64);
+    torch::Tensor totals = torch::tensor({local_loss_sum, local_samples, samples_before, PeakRssMb()}, torch::kFloat64);
     GRANARY_RETURN_IF_ERROR(comm.value()->AllReduceSum(totals));
     const double samples = totals[1].item<double>();
     const double trained = samples - totals[2].item<double>();  // by this run
@@ -435,6 +509,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
                                                    : 0.0;
     r.comm_fraction = (sync.value()->blocked_seconds() - sync_before) / seconds;
     r.compute_fraction = compute_seconds / seconds;
+    r.peak_rss_mb = totals[3].item<double>();
     if (!c.data.eval_split.empty() && !c.data.synthetic) {  // every rank its share, then the sums
       LoaderOptions eval = BaseLoaderOptions(c.data, workload.value());
       eval.channels_last = c.model.channels_last;
@@ -442,9 +517,9 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
       eval.batch_size = 256;
       StatusOr<EvalResult> result = Evaluate(*db.value(), eval, net, precision.value(), rank, c.World());
       if (!result.ok()) return result.status();
-      torch::Tensor sums = torch::tensor(
-          {result->loss_sum, static_cast<double>(result->correct), static_cast<double>(result->samples)},
-          torch::kFloat64);
+      torch::Tensor sums =
+          torch::tensor({result->loss_sum, static_cast<double>(result->correct), static_cast<double>(result->samples)},
+                        torch::kFloat64);
       GRANARY_RETURN_IF_ERROR(comm.value()->AllReduceSum(sums));
       const double samples = sums[2].item<double>();
       r.evaluated = true;
@@ -463,7 +538,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
     reports.push_back(r);
     observer.Epoch(r);
   }
-  if (rank == 0 && !c.output.save.empty()) GRANARY_RETURN_IF_ERROR(SaveTorchScript(net, c.output.save));
+  if (rank == 0 && !c.output.save.empty() && !probe) GRANARY_RETURN_IF_ERROR(SaveTorchScript(net, c.output.save));
   return reports;
 }
 

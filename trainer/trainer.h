@@ -1,6 +1,8 @@
 // The step loop of one rank: a Loader feeds this rank's part of each epoch,
 // the model (trainer/models) makes a step, GradientSync averages gradients
-// over ranks, and the ranks evaluate a share each after each epoch. RunRank blocks for the
+// over ranks, and the ranks evaluate a share each after each epoch. With
+// data.probe_s (train --tune's measurement) it trains only long enough to
+// time the steady state and returns one report of that window. RunRank blocks for the
 // whole run; call it once per process (trainer/launch.h starts the processes).
 #pragma once
 
@@ -24,6 +26,7 @@ struct EpochReport {
   double comm_fraction = 0;     // rank 0's time blocked waiting for the gradient sync / epoch time
   double compute_fraction = 0;  // rank 0's forward, backward and optimizer step (sync wait excluded) / epoch time
   double queue_depth = 0;     // rank 0's mean number of ready batches at each step
+  double peak_rss_mb = 0;     // the ranks' peak resident memory so far, summed (MiB)
   bool evaluated = false;     // when the config names an eval split (every rank a share)
   double test_loss = 0;
   double test_accuracy = 0;

@@ -1,0 +1,279 @@
+#include "trainer/tune.h"
+
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "store/json_text.h"
+
+namespace granary {
+namespace {
+
+// What a probe leaves on stdout and stderr.
+struct ChildResult {
+  int status = -1;  // exit status, 128 + signal if killed
+  std::string out, err;
+};
+
+std::string ReadAll(int fd) {
+  std::string text;
+  ::lseek(fd, 0, SEEK_SET);
+  char buffer[1 << 16];
+  for (ssize_t n; (n = ::read(fd, buffer, sizeof(buffer))) > 0 || (n < 0 && errno == EINTR);) {
+    if (n > 0) text.append(buffer, static_cast<size_t>(n));
+  }
+  return text;
+}
+
+// Runs this executable with `args` (args[0] kept as its name) and waits. It
+// dies with this process (PR_SET_PDEATHSIG: its launcher then stops its ranks).
+StatusOr<ChildResult> RunSelf(const std::vector<std::string>& args) {
+  const int out = ::memfd_create("granary-tune-out", MFD_CLOEXEC);
+  const int err = ::memfd_create("granary-tune-err", MFD_CLOEXEC);
+  if (out < 0 || err < 0) {
+    const int e = errno;
+    if (out >= 0) ::close(out);
+    if (err >= 0) ::close(err);
+    return Status::IOError("memfd", "capture a tune probe's output", e);
+  }
+  std::vector<std::string> copy = args;
+  std::vector<char*> argv;
+  for (std::string& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(128 + SIGTERM);
+    ::dup2(out, STDOUT_FILENO);
+    ::dup2(err, STDERR_FILENO);
+    ::execv("/proc/self/exe", argv.data());
+    ::_exit(127);
+  }
+  ChildResult r;
+  if (pid > 0) {
+    int wstatus = 0;
+    while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+    }
+    r.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+    r.out = ReadAll(out);
+    r.err = ReadAll(err);
+  }
+  const int fork_error = errno;
+  ::close(out);
+  ::close(err);
+  if (pid < 0) return Status::IOError("fork", "start a tune probe", fork_error);
+  return r;
+}
+
+// One probe: the candidate's layout trained for about `seconds`.
+TuneRow Measure(const TuneCandidate& c, const TuneOptions& o) {
+  TuneRow row;
+  row.candidate = c;
+  std::vector<std::string> args = ArgsFor(o.args, c);
+  args.insert(args.end(), {"--tune-probe", std::to_string(o.seconds), "--json"});
+  StatusOr<ChildResult> run = RunSelf(args);
+  if (!run.ok()) {
+    row.error = run.status().message();
+    return row;
+  }
+  if (run->status != 0) {
+    std::string line = run->err.substr(0, run->err.find('\n'));
+    if (line.rfind("train: ", 0) == 0) line = line.substr(7);
+    row.error = line.empty() ? "exit status " + std::to_string(run->status) : line;
+    return row;
+  }
+  const nlohmann::json j = nlohmann::json::parse(run->out, nullptr, false);
+  if (j.is_discarded() || !j.contains("epochs") || j["epochs"].empty()) {
+    row.error = "no measurement in the probe's output";
+    return row;
+  }
+  const nlohmann::json& e = j["epochs"][0];
+  row.samples_per_s = e.value("samples_per_s", 0.0);
+  row.sync_fraction = e.value("comm_fraction", 0.0);
+  row.stall_fraction = e.value("stall_fraction", 0.0);
+  row.peak_rss_mb = e.value("peak_rss_mb", 0.0);
+  return row;
+}
+
+// Whether `c` is a run the config's bounds allow on these cores.
+bool Fits(const TrainConfig& config, const TuneCandidate& c, int cores) {
+  TrainConfig t = config;
+  t.dist.ranks = c.ranks;
+  t.dist.threads = c.threads;
+  t.optim.batch_size = c.batch_size;
+  t.model.precision = c.precision;
+  t.model.channels_last = c.channels_last;
+  return t.Validate(cores).ok();
+}
+
+std::string Percent(double fraction) { return std::to_string(static_cast<int>(fraction * 100 + 0.5)) + "%"; }
+
+}  // namespace
+
+std::string TuneCandidate::Describe() const {
+  return std::to_string(ranks) + " x " + std::to_string(threads) + ", batch " +
+         std::to_string(batch_size / std::max(1, ranks)) + "/rank, " + precision +
+         (channels_last ? ", channels-last" : "");
+}
+
+const TuneRow* TuneTable::Chosen() const {
+  for (const TuneRow& r : rows) {
+    if (r.chosen) return &r;
+  }
+  return nullptr;
+}
+
+std::string TuneTable::ToJson() const {
+  nlohmann::json j = {{"cores", cores}, {"probe_seconds", probe_seconds}, {"seconds", seconds}};
+  j["rows"] = nlohmann::json::array();
+  for (const TuneRow& r : rows) {
+    const TuneCandidate& c = r.candidate;
+    nlohmann::json row = {{"ranks", c.ranks},
+                          {"threads", c.threads},
+                          {"batch_size", c.batch_size},
+                          {"precision", c.precision},
+                          {"channels_last", c.channels_last},
+                          {"changes_numerics", c.changes_numerics},
+                          {"samples_per_s", r.samples_per_s},
+                          {"sync_fraction", r.sync_fraction},
+                          {"stall_fraction", r.stall_fraction},
+                          {"peak_rss_mb", r.peak_rss_mb},
+                          {"chosen", r.chosen}};
+    if (!r.error.empty()) row["error"] = r.error;
+    j["rows"].push_back(row);
+  }
+  return DumpJson(j);
+}
+
+std::string TuneTable::ToText() const {
+  std::string text =
+      "    layout                                                    samples/s   sync  stall  peak RSS\n";
+  for (const TuneRow& r : rows) {
+    char line[512];
+    const std::string what = r.candidate.Describe() + (r.candidate.changes_numerics ? " (numerics)" : "");
+    if (!r.error.empty()) {
+      std::snprintf(line, sizeof(line), "    %-56s  failed: %s\n", what.c_str(), Printable(r.error).c_str());
+    } else {
+      std::snprintf(line, sizeof(line), "  %c %-56s %10.0f %6s %6s %6.0f MiB\n", r.chosen ? '*' : ' ', what.c_str(),
+                    r.samples_per_s, Percent(r.sync_fraction).c_str(), Percent(r.stall_fraction).c_str(),
+                    r.peak_rss_mb);
+    }
+    text += line;
+  }
+  return text;
+}
+
+std::vector<std::string> ArgsFor(const std::vector<std::string>& args, const TuneCandidate& c) {
+  std::vector<std::string> out = args;
+  out.insert(out.end(), {"--ranks", std::to_string(c.ranks), "--threads", std::to_string(c.threads), "--batch-size",
+                         std::to_string(c.batch_size), "--precision", c.precision});
+  if (c.channels_last) out.push_back("--channels-last");
+  return out;
+}
+
+std::vector<std::string> WithoutOptions(const std::vector<std::string>& args, const std::vector<std::string>& valued,
+                                        const std::vector<std::string>& flags) {
+  auto named = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const size_t eq = a.find('=');
+    const std::string name = a.substr(0, eq);
+    if (i > 0 && named(flags, name)) continue;
+    if (i > 0 && named(valued, name)) {
+      // and its value (an option with an optional value, like --resume, may have none)
+      if (eq == std::string::npos && i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) ++i;
+      continue;
+    }
+    out.push_back(a);
+  }
+  return out;
+}
+
+StatusOr<TuneTable> RunTune(const TrainConfig& config, const TuneOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  TuneTable table;
+  table.cores = o.cores;
+  table.probe_seconds = o.seconds;
+  TuneCandidate user;  // the user's numerics, laid out as the search finds best
+  user.batch_size = config.optim.batch_size;
+  user.precision = config.model.precision;
+  user.channels_last = config.model.channels_last;
+
+  // The fastest row so far (nullptr if none ran).
+  auto best = [&]() -> TuneRow* {
+    TuneRow* b = nullptr;
+    for (TuneRow& r : table.rows) {
+      if (r.error.empty() && (b == nullptr || r.samples_per_s > b->samples_per_s)) b = &r;
+    }
+    return b;
+  };
+  // Measures each candidate that fits and was not measured before.
+  auto try_all = [&](const std::vector<TuneCandidate>& candidates) {
+    for (TuneCandidate c : candidates) {
+      c.changes_numerics = c.precision != config.model.precision || c.batch_size != config.optim.batch_size;
+      if (!Fits(config, c, o.cores)) continue;
+      const bool seen = std::any_of(table.rows.begin(), table.rows.end(),
+                                    [&](const TuneRow& r) { return r.candidate.Describe() == c.Describe(); });
+      if (!seen) table.rows.push_back(Measure(c, o));
+    }
+  };
+
+  // 1. With --tune-numerics, bf16 first: it changes what the other levers are worth.
+  TuneCandidate base = user;
+  base.ranks = 1;
+  base.threads = o.cores;
+  if (o.numerics && o.bf16_native && user.precision == "fp32") {
+    TuneCandidate bf16 = base;
+    bf16.precision = "bf16";
+    try_all({base, bf16});
+    if (best() != nullptr) base.precision = best()->candidate.precision;
+  }
+  // 2. Ranks x threads over all the cores, the global batch kept.
+  std::vector<TuneCandidate> layouts;
+  for (int ranks = 1; ranks <= o.cores; ++ranks) {
+    if (o.cores % ranks != 0 || config.optim.batch_size % ranks != 0) continue;
+    TuneCandidate c = base;
+    c.ranks = ranks;
+    c.threads = o.cores / ranks;
+    layouts.push_back(c);
+  }
+  try_all(layouts);
+  if (best() == nullptr) {
+    if (table.rows.empty()) {
+      return Status::InvalidArgument("--tune: no layout of " + std::to_string(o.cores) +
+                                     " cores fits the run (its batch or flags)");
+    }
+    return Status::FailedPrecondition("--tune: every candidate failed; the first: " + table.rows[0].error);
+  }
+  // 3. Channels-last on the best layout so far.
+  if (o.image_input) {
+    TuneCandidate c = best()->candidate;
+    c.channels_last = !c.channels_last;
+    try_all({c});
+  }
+  // 4. With --tune-numerics, a doubled global batch.
+  if (o.numerics) {
+    TuneCandidate c = best()->candidate;
+    c.batch_size *= 2;
+    try_all({c});
+  }
+  best()->chosen = true;
+  table.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return table;
+}
+
+}  // namespace granary
