@@ -108,6 +108,8 @@ RankExec PrepareRank(const LaunchOptions& o, const HeartbeatBoard& board, int ra
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != launcher) ::_exit(128 + SIGKILL);  // the launcher died before the prctl
   ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
+  if (o.stdout_fd >= 0) ::dup2(o.stdout_fd, STDOUT_FILENO);
+  if (o.stderr_fd >= 0) ::dup2(o.stderr_fd, STDERR_FILENO);
   if (e.pinned && ::sched_setaffinity(0, sizeof(e.cpus), &e.cpus) != 0) {
     std::fprintf(stderr, "train: rank %d: cannot pin to its CPUs: %s\n", rank, std::strerror(errno));
     ::_exit(127);

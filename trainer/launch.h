@@ -34,6 +34,9 @@ struct LaunchOptions {
   // for it is named when they give up, and one quiet for a little longer
   // ends the run here even if its peers are on other machines.
   int timeout_s = 0;
+  // When >= 0, every rank's stdout (stderr) goes here instead of the launcher's.
+  int stdout_fd = -1;
+  int stderr_fd = -1;
 };
 
 struct LaunchOutcome {

@@ -1,5 +1,6 @@
 #include "trainer/run.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,11 +40,13 @@ int Fail(const Status& s, int rank, bool name_rank = false) {
   return 1;
 }
 
-// The launcher's part: exit status of the run.
-int Launch(const TrainConfig& config, const Layout& layout, const std::vector<std::string>& argv) {
+// How the launcher starts the ranks of `config` laid out as `layout`, each
+// with `argv`.
+StatusOr<LaunchOptions> RankLaunch(const TrainConfig& config, const Layout& layout,
+                                   const std::vector<std::string>& argv) {
   StatusOr<int> port = config.dist.port;
   if (port.value() == 0) port = PickFreePort();
-  if (!port.ok()) return Fail(port.status(), 0);
+  if (!port.ok()) return port.status();
   LaunchOptions launch;
   launch.args = argv;
   launch.args.insert(launch.args.end(), {"--layout", layout.ToJson()});
@@ -58,7 +61,14 @@ int Launch(const TrainConfig& config, const Layout& layout, const std::vector<st
   // c10d logs through glog to stderr what the rank's own line says again (a
   // rendezvous that timed out, ...); a GLOG_minloglevel of the user's wins.
   if (std::getenv("GLOG_minloglevel") == nullptr) launch.env.push_back("GLOG_minloglevel=3");
-  StatusOr<LaunchOutcome> outcome = LaunchRanks(launch);
+  return launch;
+}
+
+// The launcher's part: exit status of the run.
+int Launch(const TrainConfig& config, const Layout& layout, const std::vector<std::string>& argv) {
+  StatusOr<LaunchOptions> launch = RankLaunch(config, layout, argv);
+  if (!launch.ok()) return Fail(launch.status(), 0);
+  StatusOr<LaunchOutcome> outcome = LaunchRanks(launch.value());
   if (!outcome.ok()) return Fail(outcome.status(), 0);
   if (!outcome->failure.empty()) std::fprintf(stderr, "train: %s\n", outcome->failure.c_str());
   return outcome->exit_code;
@@ -114,6 +124,51 @@ StatusOr<bool> FromTorchrun(TrainConfig* config, int* rank) {
   return true;
 }
 
+// A memfd holding what a probe's ranks print.
+class Capture {
+ public:
+  Capture() : fd_(::memfd_create("granary-probe", MFD_CLOEXEC)) {}
+  ~Capture() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Capture(const Capture&) = delete;
+  Capture& operator=(const Capture&) = delete;
+  int fd() const { return fd_; }
+  std::string Text() const {
+    std::string text;
+    char buffer[1 << 16];
+    for (off_t at = 0;;) {
+      const ssize_t n = ::pread(fd_, buffer, sizeof(buffer), at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return text;
+      text.append(buffer, static_cast<size_t>(n));
+      at += n;
+    }
+  }
+
+ private:
+  int fd_;
+};
+
+// One --tune probe: the ranks of `config` (started by this process, as a
+// run's launcher starts them), each with `args`; what rank 0 printed.
+StatusOr<ProbeOutput> RunProbe(const TrainConfig& config, const std::vector<std::string>& args) {
+  Capture out, err;
+  if (out.fd() < 0 || err.fd() < 0) return Status::IOError("memfd", "capture a probe's output", errno);
+  const Layout layout = PlanLayout(config, UsableCpus());
+  StatusOr<LaunchOptions> launch = RankLaunch(config, layout, args);
+  if (!launch.ok()) return launch.status();
+  launch->stdout_fd = out.fd();
+  launch->stderr_fd = err.fd();
+  StatusOr<LaunchOutcome> outcome = LaunchRanks(launch.value());
+  if (!outcome.ok()) return outcome.status();
+  ProbeOutput p;
+  p.exit_code = outcome->exit_code;
+  p.out = out.Text();
+  p.err = outcome->failure.empty() ? err.Text() : outcome->failure;
+  return p;
+}
+
 // train --tune: measures the candidates (trainer/tune.h), prints the table,
 // then (unless --tune-only) becomes the run in the chosen layout.
 int Tune(const TrainConfig& config, const Workload& workload, const TuneRequest& request, bool json) {
@@ -131,10 +186,16 @@ int Tune(const TrainConfig& config, const Workload& workload, const TuneRequest&
   options.bf16_native = CpuHasNativeBf16();
   options.seconds = request.seconds;
   // Probes leave nothing behind: no checkpoint, model, metrics or report.
-  options.args = WithoutOptions(request.args,
-                                {"--save", "--metrics", "--report", "--log-every", "--checkpoint-dir",
-                                 "--checkpoint-every", "--keep", "--resume"},
-                                {"--json"});
+  const std::vector<std::string> probe_args = WithoutOptions(
+      request.args,
+      {"--save", "--metrics", "--report", "--log-every", "--checkpoint-dir", "--checkpoint-every", "--keep",
+       "--resume"},
+      {"--json"});
+  options.run_probe = [&](const TrainConfig& probe, const TuneCandidate& candidate) {
+    std::vector<std::string> args = ArgsFor(probe_args, candidate);
+    args.insert(args.end(), {"--tune-probe", std::to_string(probe.data.probe_s), "--json"});
+    return RunProbe(probe, args);
+  };
   std::fprintf(stderr, "train: --tune: measuring layouts on %d cores, about %g s each\n", options.cores,
                request.seconds);
   StatusOr<TuneTable> table = RunTune(config, options);

@@ -16,7 +16,7 @@ struct TuneRequest {
   bool tune = false;      // --tune: measure the candidates, then train with the fastest
   bool only = false;      // --tune-only: measure and print, do not train
   bool numerics = false;  // --tune-numerics: bf16 and another batch may be chosen
-  double seconds = 2;     // --tune-seconds: per candidate
+  double seconds = 1.5;   // --tune-seconds: per candidate
   // The command line without the flags a candidate sets and --tune's own.
   std::vector<std::string> args;
   std::string table_json;  // internal --tune-table: the table a tuned run reports under "tune"

@@ -170,7 +170,7 @@ double PeakRssMb() {
 // at the same step, and Report() tells what it saw.
 class ProbeWindow {
  public:
-  static constexpr int64_t kWarmupSteps = 5, kCalibrationSteps = 3;
+  static constexpr int64_t kWarmupSteps = 3, kCalibrationSteps = 3;
   explicit ProbeWindow(double seconds) : seconds_(seconds) {}
 
   // After every optimizer step; true once the window is closed.

@@ -1,16 +1,8 @@
 #include "trainer/tune.h"
 
-#include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
-#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "store/json_text.h"
@@ -18,79 +10,21 @@
 namespace granary {
 namespace {
 
-// What a probe leaves on stdout and stderr.
-struct ChildResult {
-  int status = -1;  // exit status, 128 + signal if killed
-  std::string out, err;
-};
-
-std::string ReadAll(int fd) {
-  std::string text;
-  ::lseek(fd, 0, SEEK_SET);
-  char buffer[1 << 16];
-  for (ssize_t n; (n = ::read(fd, buffer, sizeof(buffer))) > 0 || (n < 0 && errno == EINTR);) {
-    if (n > 0) text.append(buffer, static_cast<size_t>(n));
-  }
-  return text;
-}
-
-// Runs this executable with `args` (args[0] kept as its name) and waits. It
-// dies with this process (PR_SET_PDEATHSIG: its launcher then stops its ranks).
-StatusOr<ChildResult> RunSelf(const std::vector<std::string>& args) {
-  const int out = ::memfd_create("granary-tune-out", MFD_CLOEXEC);
-  const int err = ::memfd_create("granary-tune-err", MFD_CLOEXEC);
-  if (out < 0 || err < 0) {
-    const int e = errno;
-    if (out >= 0) ::close(out);
-    if (err >= 0) ::close(err);
-    return Status::IOError("memfd", "capture a tune probe's output", e);
-  }
-  std::vector<std::string> copy = args;
-  std::vector<char*> argv;
-  for (std::string& a : copy) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::fflush(nullptr);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) ::_exit(128 + SIGTERM);
-    ::dup2(out, STDOUT_FILENO);
-    ::dup2(err, STDERR_FILENO);
-    ::execv("/proc/self/exe", argv.data());
-    ::_exit(127);
-  }
-  ChildResult r;
-  if (pid > 0) {
-    int wstatus = 0;
-    while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-    }
-    r.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
-    r.out = ReadAll(out);
-    r.err = ReadAll(err);
-  }
-  const int fork_error = errno;
-  ::close(out);
-  ::close(err);
-  if (pid < 0) return Status::IOError("fork", "start a tune probe", fork_error);
-  return r;
-}
-
 // One probe: the candidate's layout trained for about `seconds`.
-TuneRow Measure(const TuneCandidate& c, const TuneOptions& o) {
+TuneRow Measure(const TrainConfig& config, const TuneCandidate& c, const TuneOptions& o) {
   TuneRow row;
   row.candidate = c;
-  std::vector<std::string> args = ArgsFor(o.args, c);
-  args.insert(args.end(), {"--tune-probe", std::to_string(o.seconds), "--json"});
-  StatusOr<ChildResult> run = RunSelf(args);
+  TrainConfig probe = ConfigFor(config, c);
+  probe.data.probe_s = o.seconds;
+  StatusOr<ProbeOutput> run = o.run_probe(probe, c);
   if (!run.ok()) {
     row.error = run.status().message();
     return row;
   }
-  if (run->status != 0) {
+  if (run->exit_code != 0) {
     std::string line = run->err.substr(0, run->err.find('\n'));
     if (line.rfind("train: ", 0) == 0) line = line.substr(7);
-    row.error = line.empty() ? "exit status " + std::to_string(run->status) : line;
+    row.error = line.empty() ? "exit status " + std::to_string(run->exit_code) : line;
     return row;
   }
   const nlohmann::json j = nlohmann::json::parse(run->out, nullptr, false);
@@ -108,13 +42,7 @@ TuneRow Measure(const TuneCandidate& c, const TuneOptions& o) {
 
 // Whether `c` is a run the config's bounds allow on these cores.
 bool Fits(const TrainConfig& config, const TuneCandidate& c, int cores) {
-  TrainConfig t = config;
-  t.dist.ranks = c.ranks;
-  t.dist.threads = c.threads;
-  t.optim.batch_size = c.batch_size;
-  t.model.precision = c.precision;
-  t.model.channels_last = c.channels_last;
-  return t.Validate(cores).ok();
+  return ConfigFor(config, c).Validate(cores).ok();
 }
 
 std::string Percent(double fraction) { return std::to_string(static_cast<int>(fraction * 100 + 0.5)) + "%"; }
@@ -182,6 +110,16 @@ std::vector<std::string> ArgsFor(const std::vector<std::string>& args, const Tun
   return out;
 }
 
+TrainConfig ConfigFor(const TrainConfig& config, const TuneCandidate& c) {
+  TrainConfig t = config;
+  t.dist.ranks = c.ranks;
+  t.dist.threads = c.threads;
+  t.optim.batch_size = c.batch_size;
+  t.model.precision = c.precision;
+  t.model.channels_last = c.channels_last;
+  return t;
+}
+
 std::vector<std::string> WithoutOptions(const std::vector<std::string>& args, const std::vector<std::string>& valued,
                                         const std::vector<std::string>& flags) {
   auto named = [](const std::vector<std::string>& names, const std::string& name) {
@@ -228,7 +166,7 @@ StatusOr<TuneTable> RunTune(const TrainConfig& config, const TuneOptions& o) {
       if (!Fits(config, c, o.cores)) continue;
       const bool seen = std::any_of(table.rows.begin(), table.rows.end(),
                                     [&](const TuneRow& r) { return r.candidate.Describe() == c.Describe(); });
-      if (!seen) table.rows.push_back(Measure(c, o));
+      if (!seen) table.rows.push_back(Measure(config, c, o));
     }
   };
 

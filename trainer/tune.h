@@ -1,13 +1,15 @@
 // train --tune: which layout trains fastest on this machine, found by
 // measuring, not by rules of thumb. Each candidate (ranks x threads, and, on
 // the best of those, channels-last; with --tune-numerics also bf16 and a
-// doubled global batch) is this `train` run again with --tune-probe: real
-// steps on the user's db and model, loader and gradient sync included,
-// warm-up excluded, about --tune-seconds each. The search is greedy, one
+// doubled global batch) is a probe: the run's ranks in the candidate's
+// layout with data.probe_s set (trainer/trainer.h), real steps on the user's
+// db and model, loader and gradient sync included, warm-up excluded, about
+// --tune-seconds each. The search is greedy, one
 // lever at a time, so its cost grows with the levers, not their product.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -49,16 +51,22 @@ struct TuneTable {
   std::string ToText() const;  // the table for a terminal, the chosen row marked
 };
 
+// What a probe's rank 0 printed: `train --json` output, with one epoch
+// report of the measured window.
+struct ProbeOutput {
+  int exit_code = 0;
+  std::string out, err;
+};
+
 struct TuneOptions {
   int cores = 1;
   bool numerics = false;     // --tune-numerics: bf16 and the batch may change
   bool image_input = false;  // channels-last is a candidate
   bool bf16_native = false;  // bf16 is a candidate (with numerics)
-  double seconds = 2;        // --tune-seconds per candidate
-  // The command line the candidates are run with, without the flags a
-  // candidate sets (ranks, threads, batch, precision, channels-last) and
-  // without --tune's own; args[0] is ignored (this executable is run).
-  std::vector<std::string> args;
+  double seconds = 1.5;      // --tune-seconds per candidate
+  // Runs `candidate` as a probe; `config` is the user's in its layout,
+  // precision and batch, with data.probe_s = seconds.
+  std::function<StatusOr<ProbeOutput>(const TrainConfig& config, const TuneCandidate& candidate)> run_probe;
 };
 
 // Measures the candidates one lever at a time and marks the fastest.
@@ -68,6 +76,8 @@ StatusOr<TuneTable> RunTune(const TrainConfig& config, const TuneOptions& option
 
 // `args` with the candidate's flags added (the command line of a run in its layout).
 std::vector<std::string> ArgsFor(const std::vector<std::string>& args, const TuneCandidate& candidate);
+// `config` in the candidate's layout, precision and batch.
+TrainConfig ConfigFor(const TrainConfig& config, const TuneCandidate& candidate);
 
 // `args` without the named options: "--name value" (a value that does not
 // start with "--") or "--name=value" for `valued`, "--name" for `flags`.
