@@ -170,7 +170,7 @@ double PeakRssMb() {
 // at the same step, and Report() tells what it saw.
 class ProbeWindow {
  public:
-  static constexpr int64_t kWarmupSteps = 3, kCalibrationSteps = 3;
+  static constexpr int64_t kWarmupSteps = 2, kCalibrationSteps = 3;
   explicit ProbeWindow(double seconds) : seconds_(seconds) {}
 
   // After every optimizer step; true once the window is closed.
@@ -189,7 +189,7 @@ class ProbeWindow {
       GRANARY_RETURN_IF_ERROR(comm.AllReduceSum(elapsed));
       const double per_step = elapsed.item<double>() / comm.world() / kCalibrationSteps;
       last_step_ = steps_ + static_cast<int64_t>(std::max(
-                                0.0, std::ceil((seconds_ - per_step * kCalibrationSteps) / std::max(per_step, 1e-6))));
+                                0.0, std::round((seconds_ - per_step * kCalibrationSteps) / std::max(per_step, 1e-6))));
     }
     if (last_step_ == 0 || steps_ < last_step_) return false;
     report_.seconds = SecondsSince(start_);
