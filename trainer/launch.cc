@@ -239,6 +239,7 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
     const int sig = ::sigtimedwait(&watched, &info, &tick);
     if (sig == SIGINT || sig == SIGTERM) {
       if (outcome.exit_code == 0) outcome.exit_code = 128 + sig;
+      if (outcome.stopped_by == 0) outcome.stopped_by = sig;
       ranks.SignalAll(sig);  // as a terminal's Ctrl-C would reach them all
       stop_all();
     }

@@ -48,6 +48,8 @@ struct LaunchOutcome {
   // (Killed)" or "rank 1 made no progress for 61 s ...", or "" (a rank that
   // exits non-zero has said why itself, and no other rank hung).
   std::string failure;
+  // The signal (SIGINT, SIGTERM) that stopped the launcher, or 0.
+  int stopped_by = 0;
 };
 
 // Runs the ranks and waits for all of them. SIGINT and SIGTERM sent to the

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <utility>
 
@@ -57,7 +58,7 @@ StatusOr<LaunchOptions> RankLaunch(const TrainConfig& config, const Layout& layo
   launch.port = port.value();
   launch.cpus = layout.cpus;
   launch.env = layout.ThreadEnvironment();
-  launch.timeout_s = config.dist.timeout_s;
+  launch.timeout_s = config.World() > 1 ? config.dist.timeout_s : 0;  // one rank waits for nobody
   // c10d logs through glog to stderr what the rank's own line says again (a
   // rendezvous that timed out, ...); a GLOG_minloglevel of the user's wins.
   if (std::getenv("GLOG_minloglevel") == nullptr) launch.env.push_back("GLOG_minloglevel=3");
@@ -162,6 +163,9 @@ StatusOr<ProbeOutput> RunProbe(const TrainConfig& config, const std::vector<std:
   launch->stderr_fd = err.fd();
   StatusOr<LaunchOutcome> outcome = LaunchRanks(launch.value());
   if (!outcome.ok()) return outcome.status();
+  if (outcome->stopped_by != 0) {
+    return Status::FailedPrecondition(std::string("stopped by ") + ::strsignal(outcome->stopped_by));
+  }
   ProbeOutput p;
   p.exit_code = outcome->exit_code;
   p.out = out.Text();

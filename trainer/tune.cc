@@ -11,16 +11,15 @@ namespace granary {
 namespace {
 
 // One probe: the candidate's layout trained for about `seconds`.
-TuneRow Measure(const TrainConfig& config, const TuneCandidate& c, const TuneOptions& o) {
+// An error if the probe could not run or was stopped; a row (with its
+// error) if it ran.
+StatusOr<TuneRow> Measure(const TrainConfig& config, const TuneCandidate& c, const TuneOptions& o) {
   TuneRow row;
   row.candidate = c;
   TrainConfig probe = ConfigFor(config, c);
   probe.data.probe_s = o.seconds;
   StatusOr<ProbeOutput> run = o.run_probe(probe, c);
-  if (!run.ok()) {
-    row.error = run.status().message();
-    return row;
-  }
+  if (!run.ok()) return run.status().WithContext("--tune: " + c.Describe());
   if (run->exit_code != 0) {
     std::string line = run->err.substr(0, run->err.find('\n'));
     if (line.rfind("train: ", 0) == 0) line = line.substr(7);
@@ -160,14 +159,18 @@ StatusOr<TuneTable> RunTune(const TrainConfig& config, const TuneOptions& o) {
     return b;
   };
   // Measures each candidate that fits and was not measured before.
-  auto try_all = [&](const std::vector<TuneCandidate>& candidates) {
+  auto try_all = [&](const std::vector<TuneCandidate>& candidates) -> Status {
     for (TuneCandidate c : candidates) {
       c.changes_numerics = c.precision != config.model.precision || c.batch_size != config.optim.batch_size;
       if (!Fits(config, c, o.cores)) continue;
       const bool seen = std::any_of(table.rows.begin(), table.rows.end(),
                                     [&](const TuneRow& r) { return r.candidate.Describe() == c.Describe(); });
-      if (!seen) table.rows.push_back(Measure(config, c, o));
+      if (seen) continue;
+      StatusOr<TuneRow> row = Measure(config, c, o);
+      if (!row.ok()) return row.status();
+      table.rows.push_back(std::move(row).value());
     }
+    return Status::OK();
   };
 
   // 1. With --tune-numerics, bf16 first: it changes what the other levers are worth.
@@ -177,7 +180,7 @@ StatusOr<TuneTable> RunTune(const TrainConfig& config, const TuneOptions& o) {
   if (o.numerics && o.bf16_native && user.precision == "fp32") {
     TuneCandidate bf16 = base;
     bf16.precision = "bf16";
-    try_all({base, bf16});
+    GRANARY_RETURN_IF_ERROR(try_all({base, bf16}));
     if (best() != nullptr) base.precision = best()->candidate.precision;
   }
   // 2. Ranks x threads over all the cores, the global batch kept.
@@ -189,7 +192,7 @@ StatusOr<TuneTable> RunTune(const TrainConfig& config, const TuneOptions& o) {
     c.threads = o.cores / ranks;
     layouts.push_back(c);
   }
-  try_all(layouts);
+  GRANARY_RETURN_IF_ERROR(try_all(layouts));
   if (best() == nullptr) {
     if (table.rows.empty()) {
       return Status::InvalidArgument("--tune: no layout of " + std::to_string(o.cores) +
@@ -201,13 +204,13 @@ StatusOr<TuneTable> RunTune(const TrainConfig& config, const TuneOptions& o) {
   if (o.image_input) {
     TuneCandidate c = best()->candidate;
     c.channels_last = !c.channels_last;
-    try_all({c});
+    GRANARY_RETURN_IF_ERROR(try_all({c}));
   }
   // 4. With --tune-numerics, a doubled global batch.
   if (o.numerics) {
     TuneCandidate c = best()->candidate;
     c.batch_size *= 2;
-    try_all({c});
+    GRANARY_RETURN_IF_ERROR(try_all({c}));
   }
   best()->chosen = true;
   table.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -70,8 +70,9 @@ struct TuneOptions {
 };
 
 // Measures the candidates one lever at a time and marks the fastest.
-// InvalidArgument if no candidate fits the cores; a candidate that fails is a
-// row with its error, not an error of the search.
+// InvalidArgument if no candidate fits the cores; a probe that could not run
+// or was stopped (Ctrl-C) ends the search with its error; a candidate that
+// ran and failed is a row with its error.
 StatusOr<TuneTable> RunTune(const TrainConfig& config, const TuneOptions& options);
 
 // `args` with the candidate's flags added (the command line of a run in its layout).
