@@ -42,7 +42,8 @@ constexpr int64_t kMaxCheckpointEvery = int64_t{1} << 40;
 constexpr int kMaxKeep = 1000;
 constexpr int kMaxNodes = 4096;
 constexpr int kMaxTimeout = 24 * 3600;
-constexpr double kMaxTuneSeconds = 600;
+// --tune-seconds: below, warm-up and noise swamp the figure.
+constexpr double kMinTuneSeconds = 0.5, kMaxTuneSeconds = 600;
 // With --oversubscribe, ranks x threads may reach this many times the cores.
 constexpr int kOversubscribeFactor = 8;
 // Loader threads mostly wait on reads, so a few per core can still help.
@@ -116,8 +117,9 @@ Status TrainConfig::Validate(int cores) const {
   if (!(std::isfinite(d.stddev) && d.stddev > 0)) {
     return OutOfRange("--std", Number(d.stddev), "must be finite and > 0");
   }
-  if (!(d.probe_s >= 0 && d.probe_s <= kMaxTuneSeconds)) {
-    return OutOfRange("--tune-seconds", Number(d.probe_s), "must be in 0.." + Number(kMaxTuneSeconds));
+  if (d.probe_s != 0 && !(d.probe_s >= kMinTuneSeconds && d.probe_s <= kMaxTuneSeconds)) {
+    return OutOfRange("--tune-seconds", Number(d.probe_s),
+                      "must be in " + Number(kMinTuneSeconds) + ".." + Number(kMaxTuneSeconds));
   }
 
   if (model.name != "auto" && !IsKnownModel(model.name) && !IsModelFile(model.name)) {

@@ -26,9 +26,6 @@
 namespace granary {
 namespace {
 
-// --tune-seconds bounds: below, warm-up and noise swamp the figure.
-constexpr double kMinTuneSeconds = 0.5, kMaxTuneSeconds = 600;
-
 // One line on stderr; "rank R: " first for ranks above 0, and for rank 0
 // too once training runs on several ranks (`name_rank`), so a failure in a
 // collective says where it was seen.
@@ -176,15 +173,12 @@ StatusOr<ProbeOutput> RunProbe(const TrainConfig& config, const std::vector<std:
 // train --tune: measures the candidates (trainer/tune.h), prints the table,
 // then (unless --tune-only) becomes the run in the chosen layout.
 int Tune(const TrainConfig& config, const Workload& workload, const TuneRequest& request, bool json) {
-  if (!(request.seconds >= kMinTuneSeconds && request.seconds <= kMaxTuneSeconds)) {
-    char bound[128];
-    std::snprintf(bound, sizeof(bound), "--tune-seconds %g: must be in %g..%g", request.seconds, kMinTuneSeconds,
-                  kMaxTuneSeconds);
-    return Fail(Status::InvalidArgument(bound), 0);
-  }
-  if (config.dist.nnodes > 1) return Fail(Status::InvalidArgument("--tune runs on one node (not with --nnodes)"), 0);
   TuneOptions options;
   options.cores = static_cast<int>(UsableCpus().size());
+  TrainConfig probing = config;  // what every probe runs with, less its layout
+  probing.data.probe_s = request.seconds;
+  if (Status valid = probing.Validate(options.cores); !valid.ok()) return Fail(valid, 0);
+  if (config.dist.nnodes > 1) return Fail(Status::InvalidArgument("--tune runs on one node (not with --nnodes)"), 0);
   options.numerics = request.numerics;
   options.image_input = workload.kind == InputKind::kImage;
   options.bf16_native = CpuHasNativeBf16();
