@@ -145,10 +145,6 @@ StatusOr<TuneTable> RunTune(const TrainConfig& config, const TuneOptions& o) {
   TuneTable table;
   table.cores = o.cores;
   table.probe_seconds = o.seconds;
-  TuneCandidate user;  // the user's numerics, laid out as the search finds best
-  user.batch_size = config.optim.batch_size;
-  user.precision = config.model.precision;
-  user.channels_last = config.model.channels_last;
 
   // The fastest row so far (nullptr if none ran).
   auto best = [&]() -> TuneRow* {
@@ -173,11 +169,15 @@ StatusOr<TuneTable> RunTune(const TrainConfig& config, const TuneOptions& o) {
     return Status::OK();
   };
 
-  // 1. With --tune-numerics, bf16 first: it changes what the other levers are worth.
-  TuneCandidate base = user;
+  // The user's numerics on one rank with every core; the levers below change it.
+  TuneCandidate base;
   base.ranks = 1;
   base.threads = o.cores;
-  if (o.numerics && o.bf16_native && user.precision == "fp32") {
+  base.batch_size = config.optim.batch_size;
+  base.precision = config.model.precision;
+  base.channels_last = config.model.channels_last;
+  // 1. With --tune-numerics, bf16 first: it changes what the other levers are worth.
+  if (o.numerics && o.bf16_native && base.precision == "fp32") {
     TuneCandidate bf16 = base;
     bf16.precision = "bf16";
     GRANARY_RETURN_IF_ERROR(try_all({base, bf16}));
