@@ -160,22 +160,29 @@ bool IsStopped(pid_t pid) {
   return end != std::string::npos && end + 2 < line.size() && (line[end + 2] == 'T' || line[end + 2] == 't');
 }
 
-// A line naming the first running rank that has been quiet for at least
-// `quiet_s` (while not waiting for its peers, unless `waiting_too`), or "".
+// A line naming a running rank that has been quiet for at least `quiet_s`:
+// one that was not waiting for its peers (a stopped rank never is, even if it
+// was stopped inside a wait), else, if `waiting_too`, one that was; or "".
 std::string FindHungRank(const LaunchOptions& o, const HeartbeatBoard& board, const Ranks& ranks, double quiet_s,
                          bool waiting_too) {
+  std::string waiting_line;
   for (size_t r = 0; r < ranks.pids.size(); ++r) {
     if (ranks.pids[r] <= 0) continue;
     const RankPulse p = board.Read(static_cast<int>(r));
-    if (!p.started || p.quiet_s < quiet_s || (p.waiting && !waiting_too)) continue;
+    if (!p.started || p.quiet_s < quiet_s) continue;
+    const bool stopped = IsStopped(ranks.pids[r]);
     const std::string name = RankName(o, static_cast<int>(r));
     const std::string seconds = std::to_string(static_cast<long>(p.quiet_s)) + " s";
-    if (p.waiting) return name + " waited " + seconds + " for the other ranks, past --timeout; stopping the run";
+    if (p.waiting && !stopped) {
+      if (waiting_too && waiting_line.empty()) {
+        waiting_line = name + " waited " + seconds + " for the other ranks, past --timeout; stopping the run";
+      }
+      continue;
+    }
     return name + " made no progress for " + seconds + " (after " + std::to_string(p.step) + " steps" +
-           (IsStopped(ranks.pids[r]) ? "; its process is stopped" : "") + ") while its peers waited for it; " +
-           "stopping the run";
+           (stopped ? "; its process is stopped" : "") + ") while its peers waited for it; stopping the run";
   }
-  return "";
+  return waiting_line;
 }
 
 }  // namespace
