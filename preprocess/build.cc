@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <exception>
 #include <filesystem>
@@ -89,8 +90,8 @@ std::string NowUtc() {
   return buf;
 }
 
-void EncodeItem(const Schema& schema, const SplitSource& split, EncodeScratch& s, Encoded* out) {
-  Status status = split.Produce(out->index, &out->sample);
+// Encodes out->sample alone, or rejects it with `status` if that is an error.
+void EncodeProduced(const Schema& schema, Status status, EncodeScratch& s, Encoded* out) {
   s.inputs.resize(1);
   if (status.ok()) status = Inputs(schema, out->sample, &s.inputs[0]);
   if (status.ok()) {
@@ -102,6 +103,10 @@ void EncodeItem(const Schema& schema, const SplitSource& split, EncodeScratch& s
     out->sample = Sample();
     out->reject = status.message();
   }
+}
+
+void EncodeItem(const Schema& schema, const SplitSource& split, EncodeScratch& s, Encoded* out) {
+  EncodeProduced(schema, split.Produce(out->index, &out->sample), s, out);
 }
 
 // Encodes the accepted items of `block` as one record.
@@ -176,10 +181,55 @@ class Packer {
   uint64_t payload_bytes_ = 0;
 };
 
+// The bytes of the records `samples` become when packed into blocks as
+// BuildSplit packs them (rejected samples left out).
+uint64_t PackedBytes(const Schema& schema, const std::vector<Sample>& samples, int level,
+                     std::shared_ptr<const CompressionDictionary> dictionary, size_t block_bytes) {
+  EncodeScratch scratch(schema, level, std::move(dictionary));
+  Packer packer(schema, samples.size(), block_bytes);
+  uint64_t bytes = 0;
+  for (size_t k = 0; k < samples.size(); ++k) {
+    auto e = std::make_shared<Encoded>();
+    e->index = k;
+    e->sample = samples[k];
+    EncodeProduced(schema, Status::OK(), scratch, e.get());
+    for (const BlockPtr& block : packer.Add(e)) {
+      EncodeBlock(schema, scratch, block.get());
+      bytes += block->value.size();
+    }
+  }
+  return bytes;
+}
+
+// Items first + k * n / count of `split` for k < count (those that fail to
+// produce are left out).
+std::vector<Sample> SpacedSamples(const SplitSource& split, uint64_t count, double first) {
+  const uint64_t n = split.size();
+  std::vector<Sample> samples(count);
+  std::vector<char> ok(count, 0);
+  tbb::parallel_for(uint64_t{0}, count, [&](uint64_t k) {
+    const auto index = std::min<uint64_t>(n - 1, static_cast<uint64_t>(first + static_cast<double>(k) * n / count));
+    ok[k] = split.Produce(index, &samples[k]).ok();
+  });
+  std::vector<Sample> produced;
+  for (uint64_t k = 0; k < count; ++k) {
+    if (ok[k]) produced.push_back(std::move(samples[k]));
+  }
+  return produced;
+}
+
+std::string SizeText(double bytes) {
+  const bool small = bytes < 10 * 1024;
+  return std::to_string(std::llround(small ? bytes : bytes / 1024)) + (small ? " bytes" : " KiB");
+}
+
 // Trains a dictionary on evenly spaced items of `split` (rejected items are
-// left out). Returns "" with *note saying why when there is to be none.
-StatusOr<std::string> MaybeTrainDictionary(const SplitSource& split, const BuildOptions& options,
-                                           std::string* note) {
+// left out). Returns "" with *note saying why when there is to be none. In
+// auto mode the dictionary is kept only if a trial says the split's records
+// shrink by more than its own size: the trial packs held-out items (all items
+// when the split is no larger than the training sample) with and without it.
+StatusOr<std::string> MaybeTrainDictionary(const Schema& schema, const SplitSource& split, const BuildOptions& options,
+                                           size_t block_bytes, std::string* note) {
   if (options.dictionary == DictionaryMode::kOff || options.zstd_level == 0) {
     *note = "off";
     return std::string();
@@ -187,41 +237,60 @@ StatusOr<std::string> MaybeTrainDictionary(const SplitSource& split, const Build
   // Decide from a few evenly spaced items whether records are small, before
   // producing thousands (for photos, that would decode them all twice).
   const uint64_t n = split.size();
-  if (options.dictionary == DictionaryMode::kAuto) {
-    const uint64_t probes = std::min<uint64_t>(n, 16);
-    uint64_t bytes = 0, produced = 0;
-    for (uint64_t k = 0; k < probes; ++k) {
-      Sample sample;
-      if (!split.Produce(k * n / probes, &sample).ok()) continue;
+  const bool automatic = options.dictionary == DictionaryMode::kAuto;
+  if (automatic) {
+    uint64_t bytes = 0;
+    const std::vector<Sample> probes = SpacedSamples(split, std::min<uint64_t>(n, 16), 0);
+    for (const Sample& sample : probes) {
       for (const std::string& field : sample.fields) bytes += field.size();
-      ++produced;
     }
-    if (produced == 0 || bytes / produced > kSmallRecordBytes) {
+    if (probes.empty() || bytes / probes.size() > kSmallRecordBytes) {
       *note = "none (records are not small)";
       return std::string();
     }
   }
   const uint64_t count = std::min<uint64_t>(n, options.dictionary_samples);
-  std::vector<std::string> payloads(count);
-  tbb::parallel_for(uint64_t{0}, count, [&](uint64_t k) {
-    Sample sample;
-    if (!split.Produce(k * n / count, &sample).ok()) return;
-    for (const std::string& field : sample.fields) payloads[k] += field;
-  });
+  const std::vector<Sample> training = SpacedSamples(split, count, 0);
   std::string samples;
   std::vector<size_t> sizes;
-  for (const std::string& p : payloads) {
-    if (p.empty()) continue;
-    samples += p;
-    sizes.push_back(p.size());
+  for (const Sample& sample : training) {
+    const size_t before = samples.size();
+    for (const std::string& field : sample.fields) samples += field;
+    if (samples.size() > before) sizes.push_back(samples.size() - before);
   }
   StatusOr<std::string> dict = TrainDictionary(samples, sizes, options.dictionary_max_bytes);
   if (!dict.ok()) {
-    if (options.dictionary == DictionaryMode::kOn) return dict.status();
+    if (!automatic) return dict.status();
     *note = "none (" + dict.status().message() + ")";
     return std::string();
   }
-  *note = "trained on " + std::to_string(sizes.size()) + " samples of split '" + split.name() + "'";
+  const std::string trained = "trained on " + std::to_string(sizes.size()) + " samples of split '" + split.name() + "'";
+  if (!automatic) {
+    *note = trained + " (--dictionary on)";
+    return dict;
+  }
+  const std::vector<Sample> trial =
+      n <= count ? training : SpacedSamples(split, std::min(count, n - count), 0.5 * static_cast<double>(n) / count);
+  if (trial.empty()) {
+    *note = "none (no held-out sample to try it on)";
+    return std::string();
+  }
+  auto compression = CompressionDictionary::Create(dict.value(), options.zstd_level);
+  if (!compression.ok()) return compression.status();
+  const double scale = static_cast<double>(n) / static_cast<double>(trial.size());
+  const double without = scale * PackedBytes(schema, trial, options.zstd_level, nullptr, block_bytes);
+  const double with = scale * PackedBytes(schema, trial, options.zstd_level, compression.value(), block_bytes);
+  const double saved = without - with;
+  const std::string trial_text = std::string(n <= count ? "packing the split" : "a trial on " +
+                                                                                  std::to_string(trial.size()) +
+                                                                                  " held-out samples") +
+                                 ": records " + SizeText(with) + " with it, " + SizeText(without) + " without, the dictionary " +
+                                 SizeText(static_cast<double>(dict->size()));
+  if (saved <= static_cast<double>(dict->size())) {
+    *note = "none (it would not pay: " + trial_text + ")";
+    return std::string();
+  }
+  *note = trained + " (" + trial_text + ")";
   return dict;
 }
 
@@ -449,7 +518,8 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
     dict_bytes = resume.dictionary;
     summary.dictionary_note = "as in the interrupted build";
   } else if (!source.splits.empty()) {
-    StatusOr<std::string> trained = MaybeTrainDictionary(*source.splits[0], options, &summary.dictionary_note);
+    StatusOr<std::string> trained =
+        MaybeTrainDictionary(source.info.schema, *source.splits[0], options, block_bytes, &summary.dictionary_note);
     if (!trained.ok()) return trained.status();
     dict_bytes = std::move(trained).value();
     if (!dict_bytes.empty()) GRANARY_RETURN_IF_ERROR(writer.value()->SetDictionary(dict_bytes));
@@ -500,6 +570,7 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
   m.source_kind = source.info.kind;
   m.source_path = source.info.path;
   m.build_options = RecordedOptions(source, options);
+  m.build_options["dictionary_choice"] = summary.dictionary_note;
   m.rejected = summary.rejected;
   GRANARY_RETURN_IF_ERROR(writer.value()->Finish(m));
 

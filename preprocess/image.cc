@@ -1,5 +1,7 @@
 #include "preprocess/image.h"
 
+#include "preprocess/png_pixels.h"
+
 #include <jpeglib.h>
 #include <libexif/exif-data.h>
 #include <spng.h>
@@ -238,26 +240,39 @@ Status DecodePng(const uint8_t* data, size_t size, int channels, uint64_t max_by
     return Status::InvalidArgument("PNG of " + std::to_string(ihdr.width) + "x" + std::to_string(ihdr.height) +
                                    " pixels is too large");
   }
-  size_t bytes = 0;
-  rc = spng_decoded_image_size(ctx.get(), SPNG_FMT_RGBA8, &bytes);
-  if (rc != 0) return Status::InvalidArgument(std::string("corrupt PNG: ") + spng_strerror(rc));
-  if (bytes > max_bytes) {
+  // 8-bit gray or RGB without interlace, what photo folders hold, takes the
+  // fast path (png_pixels.h), the rest libspng to RGB8 (or, for gray, as
+  // stored); alpha is dropped either way. Should the fast path find fault,
+  // libspng decides.
+  const bool gray = ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE || ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE_ALPHA;
+  const bool plain = ihdr.bit_depth == 8 && ihdr.interlace_method == SPNG_INTERLACE_NONE &&
+                     (ihdr.color_type == SPNG_COLOR_TYPE_TRUECOLOR || ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE);
+  const int fmt = plain ? SPNG_FMT_PNG : SPNG_FMT_RGB8;
+  const int decoded_channels = plain && gray ? 1 : 3;
+  const size_t bytes = size_t{ihdr.width} * ihdr.height * decoded_channels;
+  const size_t need = plain ? 2 * bytes + ihdr.height : bytes;  // the fast path holds the filtered rows too
+  if (need > max_bytes) {
     return Status::InvalidArgument("PNG of " + std::to_string(ihdr.width) + "x" + std::to_string(ihdr.height) +
-                                   " pixels needs " + std::to_string(bytes >> 20) + " MiB to decode, more than the " +
+                                   " pixels needs " + std::to_string(need >> 20) + " MiB to decode, more than the " +
                                    std::to_string(max_bytes >> 20) + " MiB allowed (--max-image-mb)");
   }
-  std::vector<uint8_t> rgba(bytes);
-  rc = spng_decode_image(ctx.get(), rgba.data(), rgba.size(), SPNG_FMT_RGBA8, SPNG_DECODE_TRNS);
-  if (rc != 0) return Status::InvalidArgument(std::string("corrupt PNG: ") + spng_strerror(rc));
-  const bool gray = ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE || ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE_ALPHA;
   out->width = static_cast<int>(ihdr.width);
   out->height = static_cast<int>(ihdr.height);
   out->channels = channels;
-  out->pixels.resize(static_cast<size_t>(out->width) * out->height * channels);
-  // A gray PNG's RGBA expansion has R = G = B; take it as gray so luma is exact.
-  ConvertChannels(rgba.data(), 4, static_cast<size_t>(out->width) * out->height, channels, out->pixels.data());
-  if (gray && channels == 1) {
-    for (size_t i = 0; i < out->pixels.size(); ++i) out->pixels[i] = rgba[i * 4];
+  std::vector<uint8_t> decoded(bytes);
+  if (!plain || !DecodePlainPngPixels(data, size, ihdr.width, ihdr.height, decoded_channels, decoded.data())) {
+    rc = spng_decode_image(ctx.get(), decoded.data(), decoded.size(), fmt, 0);
+    if (rc != 0) return Status::InvalidArgument(std::string("corrupt PNG: ") + spng_strerror(rc));
+  }
+  const size_t pixels = static_cast<size_t>(out->width) * out->height;
+  if (decoded_channels == channels) {
+    out->pixels.swap(decoded);
+  } else if (gray && channels == 1) {  // RGB8 of a gray PNG has R = G = B: take it as gray so luma is exact
+    out->pixels.resize(pixels);
+    for (size_t i = 0; i < pixels; ++i) out->pixels[i] = decoded[i * 3];
+  } else {
+    out->pixels.resize(pixels * channels);
+    ConvertChannels(decoded.data(), decoded_channels, pixels, channels, out->pixels.data());
   }
   return Status::OK();
 }

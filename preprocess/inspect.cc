@@ -158,7 +158,11 @@ std::string DescribeDb(const DbReader& db) {
   row("total", total_count, total_shards, total_stored, total_payload);
   out << "content      " << m.content_hash << "\n";
   out << "options     ";
-  for (const auto& [k, v] : m.build_options) out << " " << k << "=" << v;
+  for (const auto& [k, v] : m.build_options) {
+    if (k != "dictionary_choice") out << " " << k << "=" << v;
+  }
+  const auto choice = m.build_options.find("dictionary_choice");
+  if (choice != m.build_options.end()) out << "\ndictionary   " << choice->second;
   out << "\nrejected     " << m.rejected.size() << "\n";
   for (const RejectedItem& r : m.rejected) out << "  " << r.split << ": " << r.item << ": " << r.reason << "\n";
   return out.str();

@@ -264,6 +264,67 @@ TEST(Build, DictionaryDbsReadBackAndGuardTheirDictionary) {
   EXPECT_NE(damaged.status().message().find("zstd.dict"), std::string::npos) << damaged.status().message();
 }
 
+// Issue 15: --dictionary auto keeps a dictionary only when it pays for itself.
+// Small tables of small records (a dictionary would outweigh them, or blocks
+// already share what it would hold) get none and a db no larger than with
+// --dictionary off; records that repeat a large pattern each (more than a
+// block's compression finds) get one, and a smaller db. The reason is recorded.
+TEST(Build, AutomaticDictionaryOnlyWhereItPays) {
+  struct Case {
+    const char* name;
+    std::string images;
+    uint32_t count;
+    bool pays;
+  };
+  // 2304-byte images: one random pattern shared by all, plus a few bytes of
+  // their own; a block of three holds the pattern once, a dictionary never.
+  std::string shared_pattern(48 * 48, '\0');
+  uint32_t state = 12345;
+  for (char& c : shared_pattern) c = static_cast<char>((state = state * 1103515245u + 12345u) >> 24);
+  std::string patterned = std::string("\0\0\x08\x03", 4) + BE32(2000) + BE32(48) + BE32(48);
+  for (uint32_t n = 0; n < 2000; ++n) {
+    std::string image = shared_pattern;
+    for (int k = 0; k < 8; ++k) image[(n * 37 + k * 301) % image.size()] = static_cast<char>(n + k);
+    patterned += image;
+  }
+  const Case cases[] = {{"150 tiny images", ImagesIdx(150, 2, 2), 150, false},
+                        {"3000 8x8 images", ImagesIdx(3000, 8, 8), 3000, false},
+                        {"2000 patterned 48x48 images", patterned, 2000, true}};
+  for (const Case& c : cases) {
+    TempDir dir;
+    testing::WriteFile(dir.Sub("train-images-idx3-ubyte"), c.images);
+    testing::WriteFile(dir.Sub("train-labels-idx1-ubyte"), LabelsIdx(c.count));
+    uint64_t stored[2] = {0, 0};  // shards and dictionary, by mode: off, auto
+    for (DictionaryMode mode : {DictionaryMode::kOff, DictionaryMode::kAuto}) {
+      auto source = OpenIdxSource(dir.path(), {});
+      ASSERT_TRUE(source.ok());
+      BuildOptions o;
+      o.db_path = dir.Sub(mode == DictionaryMode::kAuto ? "auto" : "off");
+      o.dictionary = mode;
+      auto summary = BuildDb(source.value(), o);
+      ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+      auto db = DbReader::Open(o.db_path);
+      ASSERT_TRUE(db.ok());
+      const Manifest& m = db.value()->manifest();
+      uint64_t bytes = m.dictionary_bytes;
+      for (const SplitInfo& split : m.splits) {
+        for (const ShardInfo& shard : split.shards) bytes += shard.bytes;
+      }
+      stored[mode == DictionaryMode::kAuto] = bytes;
+      if (mode != DictionaryMode::kAuto) continue;
+      EXPECT_EQ(summary->dictionary_bytes > 0, c.pays) << c.name << ": " << summary->dictionary_note;
+      EXPECT_EQ(m.build_options.at("dictionary_choice"), summary->dictionary_note);
+      EXPECT_NE(summary->dictionary_note.find(c.pays ? "records " : "it would not pay"), std::string::npos)
+          << c.name << ": " << summary->dictionary_note;
+    }
+    if (c.pays) {
+      EXPECT_LT(stored[1] * 2, stored[0]) << c.name;
+    } else {
+      EXPECT_LE(stored[1], stored[0]) << c.name;
+    }
+  }
+}
+
 TEST(Build, CancelledBuildLeavesNoDb) {
   TempDir dir;
   testing::WriteFile(dir.Sub("train-images-idx3-ubyte"), ImagesIdx(100, 2, 2));

@@ -50,7 +50,7 @@ class FormatTest(unittest.TestCase):
         # Real Fashion-MNIST images under each codec: 2 = zstd with the db's
         # dictionary (small packed records), 1 = plain zstd, 0 = none; and one
         # sample per record.
-        for name, options in {"dictionary": ["--shards", "2"], "zstd": ["--dictionary", "off"],
+        for name, options in {"dictionary": ["--shards", "2", "--dictionary", "on"], "zstd": ["--dictionary", "off"],
                               "none": ["--zstd-level", "0"], "unpacked": ["--block-bytes", "1"]}.items():
             db = os.path.join(cls.tmp, name)
             prep("build", FASHION_MNIST, db, "--limit", "1500", "--no-progress", *options)
