@@ -334,38 +334,33 @@ uint8_t ToByte(float v) { return static_cast<uint8_t>(std::clamp(v + 0.5f, 0.0f,
 
 // Resamples the w x h region at `src` (row stride `stride` bytes) to out_w x
 // out_h. C is the channel count, fixed at compile time so the tap loops unroll.
+// Vertical pass first: each output row sums a few whole source rows, a loop
+// the compiler vectorises; the horizontal pass then runs on out_h rows only.
 template <int C>
 void ResampleC(const uint8_t* src, int w, int h, size_t stride, int out_w, int out_h, uint8_t* dst) {
   const Taps tx = MakeTaps(w, out_w), ty = MakeTaps(h, out_h);
-  // Only the source rows some output row reads need the horizontal pass.
-  const int row_lo = ty.first.front();
-  const int row_hi = ty.first.back() + ty.count.back();
-  const size_t row_len = static_cast<size_t>(out_w) * C;
-  thread_local std::vector<float> rows, acc;
-  rows.resize((row_hi - row_lo) * row_len);
-  for (int y = row_lo; y < row_hi; ++y) {
-    const uint8_t* in = src + y * stride;
-    float* out = &rows[(y - row_lo) * row_len];
-    for (int x = 0; x < out_w; ++x) {
-      const float* wt = &tx.weight[static_cast<size_t>(x) * tx.max_taps];
-      const uint8_t* p = in + tx.first[x] * C;
-      float a[C] = {};
-      for (int k = 0; k < tx.count[x]; ++k, p += C) {
-        for (int c = 0; c < C; ++c) a[c] += wt[k] * p[c];
-      }
-      for (int c = 0; c < C; ++c) out[x * C + c] = a[c];
-    }
-  }
-  acc.resize(row_len);
+  const size_t in_len = static_cast<size_t>(w) * C;
+  thread_local std::vector<float> column;  // one output row before the horizontal pass, w * C
+  column.resize(in_len);
   for (int y = 0; y < out_h; ++y) {
-    std::fill(acc.begin(), acc.end(), 0.0f);
+    float* acc = column.data();
+    std::fill(acc, acc + in_len, 0.0f);
     const float* wt = &ty.weight[static_cast<size_t>(y) * ty.max_taps];
     for (int k = 0; k < ty.count[y]; ++k) {
-      const float* in = &rows[(ty.first[y] + k - row_lo) * row_len];
+      const uint8_t* in = src + (ty.first[y] + k) * stride;
       const float wk = wt[k];
-      for (size_t i = 0; i < row_len; ++i) acc[i] += wk * in[i];
+      for (size_t i = 0; i < in_len; ++i) acc[i] += wk * static_cast<float>(in[i]);
     }
-    for (size_t i = 0; i < row_len; ++i) dst[y * row_len + i] = ToByte(acc[i]);
+    uint8_t* out = dst + static_cast<size_t>(y) * out_w * C;
+    for (int x = 0; x < out_w; ++x) {
+      const float* wx = &tx.weight[static_cast<size_t>(x) * tx.max_taps];
+      const float* p = acc + static_cast<size_t>(tx.first[x]) * C;
+      float a[C] = {};
+      for (int k = 0; k < tx.count[x]; ++k, p += C) {
+        for (int c = 0; c < C; ++c) a[c] += wx[k] * p[c];
+      }
+      for (int c = 0; c < C; ++c) out[x * C + c] = ToByte(a[c]);
+    }
   }
 }
 
