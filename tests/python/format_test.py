@@ -143,7 +143,7 @@ class FormatTest(unittest.TestCase):
         manifest["format_version"] = granary_db.FORMAT_VERSION + 1
         with open(path, "w") as f:
             json.dump(manifest, f)
-        with self.assertRaises(granary_db.CorruptionError):
+        with self.assertRaises(granary_db.FormatError):
             granary_db.Db(db)
 
     def test_epoch_order_matches_loader_order(self):

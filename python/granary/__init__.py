@@ -1,0 +1,40 @@
+"""granary from Python: the dbs `prep build` writes, for a PyTorch training loop.
+
+    import granary
+    train = granary.Loader("photos.db", batch_size=64, threads=2, augment="crop,flip", normalize=True)
+    for epoch in range(10):
+        train.set_epoch(epoch)
+        for images, labels in train:      # float32 N x C x H x W and int64 N torch tensors
+            ...
+
+granary.Loader is granary's C++ prefetching loader (decompression, augmentation
+and batching on its own threads, the GIL released); granary.Dataset is a
+map-style torch Dataset for DataLoader and DistributedSampler. Both come from
+the C++ module granary._native when it is built (build/python/granary/), and
+Dataset falls back to the pure-Python reader (granary.reader) when it is not.
+Errors are granary.Error subclasses (granary.errors).
+"""
+import importlib
+
+from .errors import CorruptionError, Error, FormatError, InvalidArgumentError, NotFoundError, ReadError
+
+__all__ = ["Dataset", "Loader", "Error", "CorruptionError", "FormatError", "InvalidArgumentError", "NotFoundError",
+           "ReadError", "native_available"]
+
+
+def native_available():
+    """True if the C++ module is importable (Loader needs it; Dataset prefers it)."""
+    try:
+        from . import _native  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def __getattr__(name):
+    # Dataset and Loader import torch; `granary.reader` alone does not need it.
+    if name in ("Dataset", "Loader"):
+        return getattr(importlib.import_module(".data", __name__), name)
+    if name == "reader":
+        return importlib.import_module(".reader", __name__)
+    raise AttributeError(f"module 'granary' has no attribute '{name}'")

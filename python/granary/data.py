@@ -1,0 +1,206 @@
+"""granary.Dataset and granary.Loader: a db as torch data (see granary/__init__.py)."""
+import os
+
+import numpy as np
+import torch
+import torch.utils.data
+
+from . import errors
+
+try:
+    from . import _native
+except ImportError:  # the C++ module is not built: Dataset reads with granary.reader
+    _native = None
+
+# ImageNet's per-channel statistics, what normalize=True applies to RGB images
+# (gray images get 0.5 and 0.5).
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def _input_field(fields, label):
+    """The field a model reads, as `train` picks it: 'image', else the one other field."""
+    if "image" in fields:
+        return "image"
+    others = [f for f in fields if f != label]
+    if len(others) != 1:
+        raise errors.InvalidArgumentError(f"no 'image' field and {len(others)} other fields ({', '.join(others)}): "
+                                          "pick one with input_field=")
+    return others[0]
+
+
+class _PythonSplit:
+    """granary.reader's split with the C++ handle's interface."""
+
+    def __init__(self, path, split):
+        from . import reader
+        db = reader.Db(path)
+        if split not in db.splits:
+            raise errors.NotFoundError(f"{path}: no split '{split}'")
+        self._split = db[split]
+
+    def __len__(self):
+        return len(self._split)
+
+    def read(self, index):
+        if not 0 <= index < len(self._split):
+            raise IndexError(f"sample {index} of split '{self._split.name}' ({len(self._split)} samples)")
+        return {name: np.array(array) for name, array in self._split[index].items()}  # writable copies
+
+
+class Dataset(torch.utils.data.Dataset):
+    """One split of a db as a map-style torch Dataset.
+
+    dataset[i] is a dict {field: tensor} of sample i, each field as stored
+    (an image is uint8 H x W x C), or (input, target) with as_tuple=True, after
+    `transform` (applied to the dict, or to the input). Works with DataLoader
+    (workers open the db again after fork, as LMDB requires) and
+    DistributedSampler. backend: "native" (C++), "python" (granary.reader) or
+    "auto" (native if built).
+    """
+
+    def __init__(self, db, split="train", as_tuple=False, transform=None, input_field=None, target_field="label",
+                 backend="auto"):
+        if backend not in ("auto", "native", "python"):
+            raise errors.InvalidArgumentError(f"backend must be auto, native or python, not {backend!r}")
+        if backend == "native" and _native is None:
+            raise errors.InvalidArgumentError("backend='native': granary's C++ module is not built")
+        self.path = os.fspath(db)
+        self.split = split
+        self.as_tuple = as_tuple
+        self.transform = transform
+        self.backend = "python" if backend == "python" or _native is None else "native"
+        handle = self._open()  # fails here, in the caller's process, on a bad db or split
+        self._length = len(handle)
+        sample = handle.read(0) if self._length > 0 else {}
+        self.fields = list(sample)
+        self.target_field = target_field
+        self.input_field = input_field or (_input_field(self.fields, target_field) if as_tuple else None)
+        if as_tuple:
+            for role, name in (("input_field", self.input_field), ("target_field", target_field)):
+                if name not in self.fields:
+                    raise errors.NotFoundError(f"{self.path}: {role} '{name}': no such field "
+                                               f"(fields: {', '.join(self.fields)})")
+        self._handle, self._pid = handle, os.getpid()
+
+    def _open(self):
+        if self.backend == "native":
+            return _native.Split(self.path, self.split)
+        return _PythonSplit(self.path, self.split)
+
+    def _reader(self):
+        if self._handle is None or self._pid != os.getpid():  # a DataLoader worker after fork
+            self._handle, self._pid = self._open(), os.getpid()
+        return self._handle
+
+    def __len__(self):
+        return self._length
+
+    def __getitem__(self, index):
+        index = int(index)
+        if index < 0:
+            index += self._length
+        sample = {name: torch.from_numpy(array) for name, array in self._reader().read(index).items()}
+        if not self.as_tuple:
+            return self.transform(sample) if self.transform else sample
+        x = sample[self.input_field]
+        return (self.transform(x) if self.transform else x), sample[self.target_field]
+
+    def __getstate__(self):  # spawned workers and pickling: no open handle travels
+        state = dict(self.__dict__)
+        state["_handle"] = None
+        return state
+
+
+def _normalization(normalize):
+    if normalize is False or normalize is None:
+        return [0.0], [1.0]
+    if normalize is True:
+        return None, None  # per channel, once the channel count is known
+    mean, std = normalize
+    mean = [float(m) for m in (mean if hasattr(mean, "__len__") else [mean])]
+    std = [float(s) for s in (std if hasattr(std, "__len__") else [std])]
+    return mean, std
+
+
+class Loader:
+    """granary's C++ prefetching loader over one split, for one rank.
+
+    Iterating yields (input, target) torch tensors: float32 N x C x H x W
+    images (values / 255, then normalised; channels_last=True gives the same
+    shape in channels-last memory) or N x F features, and int64 N labels. The
+    tensors share the loader's batch buffers (no copy); each batch's buffers
+    return to the loader once both tensors are gone.
+
+    Rank r of `world` reads positions r, r + world, ... of the epoch's shuffled
+    order (the same order `train` and `loader order` use), padded by wrapping
+    around so every rank gets as many samples, unless drop_last. Set the epoch
+    with set_epoch(e) before iterating, as with DistributedSampler.
+    state_dict() after some batches and load_state_dict() on a new Loader (any
+    world size) continue the epoch where it stopped.
+
+    augment: comma list of "flip", "crop" (pad 4, random crop), "rrc" (random
+    resized crop). normalize: False (values / 255 only), True (ImageNet's mean
+    and std for RGB, 0.5 / 0.5 for gray), or (mean, std), each a number or one
+    per channel. shuffle: "full", "block" or "none".
+    """
+
+    def __init__(self, db, split="train", batch_size=64, rank=0, world=1, seed=0, threads=2, prefetch=4, augment="",
+                 normalize=False, channels_last=False, drop_last=False, shuffle="full"):
+        if _native is None:
+            raise errors.Error("granary.Loader needs granary's C++ module (build granary; see README)")
+        for name, value, low in (("batch_size", batch_size, 1), ("world", world, 1), ("threads", threads, 1),
+                                 ("prefetch", prefetch, 1), ("rank", rank, 0), ("seed", seed, 0)):
+            if not isinstance(value, int) or value < low:
+                raise errors.InvalidArgumentError(f"{name} must be an integer >= {low}, got {value!r}")
+        if rank >= world:
+            raise errors.InvalidArgumentError(f"rank {rank} is not below world {world}")
+        self.path = os.fspath(db)
+        self.channels_last = channels_last
+        self._batch = batch_size
+        mean, std = _normalization(normalize)
+        if mean is None:
+            channels = _native.Split(self.path, split).read(0)["image"].shape[-1] if normalize is True else 1
+            mean, std = (list(IMAGENET_MEAN), list(IMAGENET_STD)) if channels == 3 else ([0.5], [0.5])
+        self._native = _native.Loader(self.path, split, batch_size, rank, world, seed, threads, prefetch, augment,
+                                      shuffle, mean, std, channels_last, drop_last)
+        self._epoch = 0
+        self._position = 0  # where the next iteration starts (load_state_dict)
+
+    def set_epoch(self, epoch):
+        self._epoch = int(epoch)
+        self._position = 0
+
+    def __len__(self):
+        """Batches this rank gets in the coming iteration (the last may be smaller)."""
+        per_rank = self._native.plan(self._position)["samples_per_rank"]
+        return (per_rank + self._batch - 1) // self._batch
+
+    def plan(self):
+        """Samples in the split, per rank, and padded or dropped over all ranks, for the coming iteration."""
+        return self._native.plan(self._position)
+
+    def __iter__(self):
+        self._native.start(self._epoch, self._position)
+        self._position = 0
+        while True:
+            batch = self._native.next()
+            if batch is None:
+                return
+            x, y = batch
+            x, y = torch.from_numpy(x), torch.from_numpy(y)
+            if self.channels_last and x.dim() == 4:
+                x = x.permute(0, 3, 1, 2)  # N x C x H x W, channels-last in memory
+            yield x, y
+
+    def state_dict(self):
+        epoch, position = self._native.state()
+        return {"epoch": epoch, "position": position}
+
+    def load_state_dict(self, state):
+        self._epoch = int(state["epoch"])
+        self._position = int(state["position"])
+
+    def stats(self):
+        """Batches delivered, seconds the consumer waited, mean batches ready."""
+        return self._native.stats()

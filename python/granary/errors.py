@@ -1,0 +1,27 @@
+"""granary's exceptions. Every failure granary reports from Python is a
+granary.Error whose message is the one line granary's C++ tools print for it
+(naming the file, shard, key or option)."""
+
+
+class Error(Exception):
+    """Any granary failure."""
+
+
+class InvalidArgumentError(Error, ValueError):
+    """An option or argument is out of bounds or does not fit the db."""
+
+
+class NotFoundError(Error, LookupError):
+    """No such db, split or field."""
+
+
+class CorruptionError(Error):
+    """Bytes on disk fail a check: a checksum, a record header, the manifest."""
+
+
+class FormatError(Error):
+    """The db was written in a newer format version than this granary reads."""
+
+
+class ReadError(Error, OSError):
+    """The operating system refused a read; the message names path and errno."""

@@ -1,0 +1,298 @@
+// granary._native: the C++ reader and prefetching loader for Python
+// (python/granary/__init__.py wraps them). Arrays come back as numpy arrays;
+// the Python side makes torch tensors of them with torch.from_numpy, which
+// shares their memory. The GIL is released while granary reads or waits.
+//
+// A loader batch is handed over without copying: its arrays point into the
+// loader's Batch buffers, and the Batch goes back to a pool for the loader to
+// refill once Python has dropped both arrays.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "loader/augment.h"
+#include "loader/loader.h"
+#include "loader/sampler.h"
+#include "store/db.h"
+#include "store/schema.h"
+#include "store/status.h"
+
+namespace py = pybind11;
+
+namespace granary {
+namespace {
+
+// A failed Status on its way to Python, where it becomes the granary.errors
+// class for its code with the same one-line message the C++ tools print.
+struct StatusError {
+  Status status;
+};
+
+void ThrowIfError(const Status& s) {
+  if (!s.ok()) throw StatusError{s};
+}
+
+template <typename T>
+T ValueOrThrow(StatusOr<T> s) {
+  ThrowIfError(s.status());
+  return std::move(s).value();
+}
+
+const char* ErrorClassName(Status::Code code) {
+  switch (code) {
+    case Status::Code::kInvalidArgument: return "InvalidArgumentError";
+    case Status::Code::kNotFound: return "NotFoundError";
+    case Status::Code::kCorruption: return "CorruptionError";
+    case Status::Code::kIOError: return "ReadError";
+    case Status::Code::kFailedPrecondition: return "FormatError";
+    default: return "Error";
+  }
+}
+
+py::dtype NumpyDType(DType dtype) {
+  return VisitDType(dtype, [](auto tag) { return py::dtype::of<decltype(tag)>(); });
+}
+
+std::vector<py::ssize_t> ToDims(const Shape& shape) { return std::vector<py::ssize_t>(shape.begin(), shape.end()); }
+
+std::shared_ptr<DbReader> OpenDb(const std::string& path) {
+  StatusOr<std::unique_ptr<DbReader>> db = [&] {
+    py::gil_scoped_release unlocked;
+    return DbReader::Open(path);
+  }();
+  return std::shared_ptr<DbReader>(ValueOrThrow(std::move(db)));
+}
+
+// One split's samples by index, each field copied into its own array (the
+// reader's buffers are reused by the next read). One per process: LMDB
+// handles must not cross fork(), so Dataset opens one in each worker.
+class SplitHandle {
+ public:
+  SplitHandle(const std::string& path, const std::string& split)
+      : db_(OpenDb(path)), reader_(ValueOrThrow(SplitReader::Create(*db_, split))) {}
+
+  size_t size() const { return reader_->size(); }
+
+  py::dict Read(int64_t index) {
+    if (index < 0 || static_cast<uint64_t>(index) >= reader_->size()) {
+      throw py::index_error("sample " + std::to_string(index) + " of split '" + reader_->split() + "' (" +
+                            std::to_string(reader_->size()) + " samples)");
+    }
+    // Read and copy out with the GIL released; the lock orders threads that
+    // share this handle (the reader keeps one record's buffers).
+    std::vector<std::string> bytes;
+    std::vector<Shape> shapes;
+    Status read;
+    {
+      py::gil_scoped_release unlocked;
+      std::lock_guard<std::mutex> one_reader(mutex_);
+      const FieldView* fields = nullptr;
+      read = reader_->Read(static_cast<uint64_t>(index), &fields);
+      for (size_t f = 0; read.ok() && f < db_->schema().fields.size(); ++f) {
+        bytes.emplace_back(reinterpret_cast<const char*>(fields[f].data), fields[f].bytes);
+        shapes.push_back(fields[f].shape);
+      }
+    }
+    ThrowIfError(read);
+    py::dict sample;
+    const Schema& schema = db_->schema();
+    for (size_t f = 0; f < schema.fields.size(); ++f) {
+      py::array array(NumpyDType(schema.fields[f].dtype), ToDims(shapes[f]));
+      std::memcpy(array.mutable_data(), bytes[f].data(), bytes[f].size());
+      sample[py::str(schema.fields[f].name)] = std::move(array);
+    }
+    return sample;
+  }
+
+ private:
+  std::shared_ptr<DbReader> db_;
+  std::unique_ptr<SplitReader> reader_;
+  std::mutex mutex_;
+};
+
+// Batches whose arrays Python has dropped, for the loader to fill again.
+class BatchPool {
+ public:
+  std::unique_ptr<Batch> Take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (free_.empty()) return std::make_unique<Batch>();
+    std::unique_ptr<Batch> b = std::move(free_.back());
+    free_.pop_back();
+    return b;
+  }
+  void Give(Batch* b) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.emplace_back(b);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Batch>> free_;
+};
+
+// An array over `data` whose base keeps `owner` (and so the Batch) alive.
+py::array ArrayOver(const py::dtype& dtype, const std::vector<py::ssize_t>& dims, const void* data,
+                    const std::shared_ptr<Batch>& owner) {
+  auto* keep = new std::shared_ptr<Batch>(owner);
+  py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<Batch>*>(p); });
+  return py::array(dtype, dims, {}, data, base);
+}
+
+struct LoaderArgs {
+  std::string split;
+  size_t batch_size;
+  int rank, world;
+  uint64_t seed;
+  int threads, prefetch;
+  std::string augment, shuffle;
+  std::vector<float> mean, stddev;
+  bool channels_last, drop_last;
+};
+
+class LoaderHandle {
+ public:
+  LoaderHandle(const std::string& path, const LoaderArgs& a) : db_(OpenDb(path)) {
+    LoaderOptions o;
+    o.split = a.split;
+    o.batch_size = a.batch_size;
+    o.sampler.rank = a.rank;
+    o.sampler.world = a.world;
+    o.sampler.seed = a.seed;
+    o.sampler.drop_last = a.drop_last;
+    o.sampler.mode = ValueOrThrow(ParseShuffleMode(a.shuffle));
+    o.threads = a.threads;
+    o.prefetch = a.prefetch;
+    o.augment = ValueOrThrow(ParseAugment(a.augment));
+    o.channels_last = a.channels_last;
+    const Schema& schema = db_->schema();
+    o.input_field = schema.FieldIndex("image") >= 0 ? "image" : "features";
+    const int input = schema.FieldIndex(o.input_field);
+    if (input < 0) ThrowIfError(Status::InvalidArgument(path + ": no 'image' or 'features' field to batch"));
+    o.scale = schema.fields[input].dtype == DType::kUInt8 ? 1.0f / 255.0f : 1.0f;
+    if (a.mean.size() == 1 && a.stddev.size() == 1) {
+      o.mean = a.mean[0];
+      o.stddev = a.stddev[0];
+    } else {
+      o.channel_mean = a.mean;
+      o.channel_std = a.stddev;
+    }
+    StatusOr<std::unique_ptr<Loader>> loader = [&] {
+      py::gil_scoped_release unlocked;
+      return Loader::Create(*db_, o);
+    }();
+    loader_ = ValueOrThrow(std::move(loader));
+  }
+
+  void Start(uint64_t epoch, uint64_t position) {
+    const Sampler& sampler = loader_->sampler();
+    if (position > sampler.dataset_size()) {
+      ThrowIfError(Status::InvalidArgument("position " + std::to_string(position) + " is past the epoch's " +
+                                           std::to_string(sampler.dataset_size()) + " samples"));
+    }
+    py::gil_scoped_release unlocked;
+    loader_->StartEpoch(epoch, position);
+  }
+
+  // (input, target) arrays of the next batch, or None at the end of the epoch.
+  py::object Next() {
+    std::unique_ptr<Batch> batch = pool_->Take();
+    StatusOr<bool> more = [&] {
+      py::gil_scoped_release unlocked;
+      return loader_->Next(batch.get());
+    }();
+    if (!ValueOrThrow(std::move(more))) {
+      pool_->Give(batch.release());
+      return py::none();
+    }
+    std::weak_ptr<BatchPool> pool = pool_;
+    std::shared_ptr<Batch> owner(batch.release(), [pool](Batch* b) {
+      if (auto p = pool.lock()) {
+        p->Give(b);
+      } else {
+        delete b;
+      }
+    });
+    py::array input = ArrayOver(py::dtype::of<float>(), ToDims(owner->input_shape), owner->input.data(), owner);
+    py::array target = ArrayOver(py::dtype::of<int64_t>(), {static_cast<py::ssize_t>(owner->target.size())},
+                                 owner->target.data(), owner);
+    return py::make_tuple(std::move(input), std::move(target));
+  }
+
+  py::tuple State() const {
+    const LoaderState s = loader_->state();
+    return py::make_tuple(s.epoch, s.position);
+  }
+
+  py::dict Plan(uint64_t position) const {
+    const Sampler& s = loader_->sampler();
+    py::dict d;
+    d["samples"] = s.dataset_size();
+    d["samples_per_rank"] = s.samples_per_rank(position);
+    d["padded"] = s.padded(position);
+    d["dropped"] = s.dropped(position);
+    return d;
+  }
+
+  uint64_t BatchesPerEpoch() const { return loader_->batches_per_epoch(); }
+
+  py::dict Stats() const {
+    const LoaderStats s = loader_->stats();
+    py::dict d;
+    d["batches"] = s.batches;
+    d["wait_seconds"] = s.wait_seconds;
+    d["mean_queue_depth"] = s.mean_queue_depth();
+    return d;
+  }
+
+ private:
+  std::shared_ptr<DbReader> db_;
+  std::unique_ptr<Loader> loader_;
+  std::shared_ptr<BatchPool> pool_ = std::make_shared<BatchPool>();
+};
+
+}  // namespace
+}  // namespace granary
+
+PYBIND11_MODULE(_native, m) {
+  using namespace granary;
+  m.doc() = "granary's C++ reader and loader (use the granary package, not this module)";
+  py::module_::import("granary.errors");  // fail at import, not at the first error
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const StatusError& e) {
+      py::object cls = py::module_::import("granary.errors").attr(ErrorClassName(e.status.code()));
+      PyErr_SetString(cls.ptr(), e.status.message().c_str());
+    }
+  });
+
+  py::class_<SplitHandle>(m, "Split")
+      .def(py::init<const std::string&, const std::string&>(), py::arg("path"), py::arg("split"))
+      .def("__len__", &SplitHandle::size)
+      .def("read", &SplitHandle::Read, py::arg("index"));
+
+  py::class_<LoaderHandle>(m, "Loader")
+      .def(py::init([](const std::string& path, const std::string& split, size_t batch_size, int rank, int world,
+                       uint64_t seed, int threads, int prefetch, const std::string& augment, const std::string& shuffle,
+                       std::vector<float> mean, std::vector<float> stddev, bool channels_last, bool drop_last) {
+             return std::make_unique<LoaderHandle>(
+                 path, LoaderArgs{split, batch_size, rank, world, seed, threads, prefetch, augment, shuffle,
+                                  std::move(mean), std::move(stddev), channels_last, drop_last});
+           }),
+           py::arg("path"), py::arg("split"), py::arg("batch_size"), py::arg("rank"), py::arg("world"),
+           py::arg("seed"), py::arg("threads"), py::arg("prefetch"), py::arg("augment"), py::arg("shuffle"),
+           py::arg("mean"), py::arg("std"), py::arg("channels_last"), py::arg("drop_last"))
+      .def("start", &LoaderHandle::Start, py::arg("epoch"), py::arg("position"))
+      .def("next", &LoaderHandle::Next)
+      .def("state", &LoaderHandle::State)
+      .def("plan", &LoaderHandle::Plan, py::arg("position"))
+      .def("batches_per_epoch", &LoaderHandle::BatchesPerEpoch)
+      .def("stats", &LoaderHandle::Stats);
+}

@@ -1,0 +1,264 @@
+#!/usr/bin/python3
+"""The granary Python package (python/granary, built into build/python) against
+the C++ tools: its readers give what `prep cat` gives, DataLoader workers and
+Loader ranks cover a split exactly once, a Loader resumes mid-epoch on another
+world size, a 2-process DDP run trains, and bad dbs raise granary.Error
+subclasses with the C++ tools' message.
+
+    GRANARY_PYTHONPATH=build/python GRANARY_PREP=build/preprocess/prep /usr/bin/python3 tests/python/package_test.py
+"""
+import collections
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PYTHONPATH = os.environ.get("GRANARY_PYTHONPATH", os.path.join(ROOT, "build/python"))
+sys.path.insert(0, PYTHONPATH)
+import granary  # noqa: E402
+import torch  # noqa: E402
+import torch.utils.data  # noqa: E402
+
+PREP = os.environ.get("GRANARY_PREP", os.path.join(ROOT, "build/preprocess/prep"))
+FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
+
+
+def run(*args, check=True):
+    return subprocess.run(list(args), check=check, capture_output=True, text=True)
+
+
+def write_idx(path, array, type_code, big_endian):
+    with open(path, "wb") as f:
+        f.write(bytes([0, 0, type_code, array.ndim]) + b"".join(struct.pack(">I", d) for d in array.shape))
+        f.write(array.astype(big_endian).tobytes())
+
+
+def id_images(n):
+    """2 x 2 uint8 images that spell their index: pixels (i % 256, i // 256, 7, 9)."""
+    images = np.zeros((n, 2, 2), np.uint8)
+    images[:, 0, 0] = np.arange(n) % 256
+    images[:, 0, 1] = np.arange(n) // 256
+    images[:, 1, 0], images[:, 1, 1] = 7, 9
+    return images
+
+
+def stored_ids(images):
+    """Indices spelled by a batch of id_images as stored (uint8, N x 1 x 2 x 2)."""
+    pixels = images.reshape(len(images), 4).long()
+    return (pixels[:, 0] + 256 * pixels[:, 1]).tolist()
+
+
+def ids_of(batch_input):
+    """Indices spelled by a Loader batch of id_images (float values / 255, N x 1 x 2 x 2)."""
+    pixels = torch.round(batch_input * 255).to(torch.int64).reshape(len(batch_input), 4)
+    return (pixels[:, 0] + 256 * pixels[:, 1]).tolist()
+
+
+class PackageTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="granary-package-")
+        cls.dbs = {}
+        rng = np.random.default_rng(0)
+        raw = os.path.join(cls.tmp, "raw-idx")  # uint8 images (prep's IDX images are uint8)
+        os.makedirs(raw)
+        write_idx(os.path.join(raw, "train-images-idx3-ubyte"), rng.integers(0, 256, (40, 3, 5)), 0x08, ">u1")
+        write_idx(os.path.join(raw, "train-labels-idx1-ubyte"), np.arange(40) % 10, 0x08, ">u1")
+        cls.dbs["idx"] = os.path.join(cls.tmp, "idx")
+        run(PREP, "build", raw, cls.dbs["idx"], "--no-progress")
+        csv = os.path.join(cls.tmp, "t.csv")  # float32 features, int64 labels
+        with open(csv, "w") as f:
+            f.write("a,b,y\n" + "".join(f"{i * 0.5},{-i},{i % 3}\n" for i in range(50)))
+        cls.dbs["csv"] = os.path.join(cls.tmp, "csv")
+        run(PREP, "build", csv, cls.dbs["csv"], "--label", "y", "--no-progress")
+        ids = os.path.join(cls.tmp, "raw-ids")
+        os.makedirs(ids)
+        write_idx(os.path.join(ids, "train-images-idx3-ubyte"), id_images(1001), 0x08, ">u1")
+        write_idx(os.path.join(ids, "train-labels-idx1-ubyte"), np.arange(1001) % 10, 0x08, ">u1")
+        cls.dbs["ids"] = os.path.join(cls.tmp, "ids")
+        run(PREP, "build", ids, cls.dbs["ids"], "--no-progress", "--shards", "3")
+        cls.dbs["fashion"] = os.path.join(cls.tmp, "fashion")
+        run(PREP, "build", FASHION_MNIST, cls.dbs["fashion"], "--limit", "1200", "--no-progress")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_both_python_readers_equal_prep_cat_on_every_dtype(self):
+        # Every dtype prep writes: uint8 images, float32 features, int64 labels.
+        self.assertTrue(granary.native_available())
+        for name in ("idx", "csv", "fashion"):
+            db = self.dbs[name]
+            native = granary.Dataset(db, backend="native")
+            python = granary.Dataset(db, backend="python")
+            self.assertEqual(len(native), len(python))
+            for index in (0, 7, len(native) - 1):
+                with self.subTest(dtype=name, index=index):
+                    cat = json.loads(run(PREP, "cat", db, "--split", "train", "--index", str(index),
+                                         "--json").stdout)["fields"]
+                    for sample in (native[index], python[index]):
+                        self.assertEqual(set(sample), set(cat))
+                        for field, tensor in sample.items():
+                            self.assertEqual(str(tensor.dtype), "torch." + cat[field]["dtype"])
+                            self.assertEqual(list(tensor.shape), cat[field]["shape"])
+                            np.testing.assert_array_equal(tensor.reshape(-1).numpy(),
+                                                          np.array(cat[field]["values"], tensor.numpy().dtype))
+        x, y = granary.Dataset(self.dbs["csv"], as_tuple=True)[4]
+        self.assertEqual(x.tolist(), [2.0, -4.0])
+        self.assertEqual(int(y), 1)
+
+    def test_a_dataloader_with_two_workers_covers_the_split_once(self):
+        dataset = granary.Dataset(self.dbs["ids"], as_tuple=True)
+        loader = torch.utils.data.DataLoader(dataset, batch_size=32, shuffle=True, num_workers=2)
+        seen = []
+        for images, labels in loader:
+            self.assertEqual(images.dtype, torch.uint8)
+            seen += stored_ids(images)
+            self.assertEqual(labels.tolist(), [i % 10 for i in seen[-len(labels):]])
+        self.assertEqual(sorted(seen), list(range(1001)))
+        # DistributedSampler's ranks split it too (its own padding: 1001 over 2).
+        halves = []
+        for rank in range(2):
+            sampler = torch.utils.data.distributed.DistributedSampler(dataset, num_replicas=2, rank=rank)
+            loader = torch.utils.data.DataLoader(dataset, batch_size=50, sampler=sampler, num_workers=2)
+            halves.append([i for images, _ in loader for i in stored_ids(images)])
+        self.assertEqual(set(halves[0]) | set(halves[1]), set(range(1001)))
+        self.assertEqual(len(halves[0]) + len(halves[1]), 1002)
+
+    def test_loader_ranks_cover_an_epoch_once_plus_the_reported_padding(self):
+        for epoch in (0, 3):
+            counts = collections.Counter()
+            padded = None
+            for rank in range(2):
+                loader = granary.Loader(self.dbs["ids"], batch_size=64, rank=rank, world=2, seed=5, threads=2)
+                loader.set_epoch(epoch)
+                padded = loader.plan()["padded"]
+                batches = 0
+                for images, labels in loader:
+                    self.assertEqual(images.dtype, torch.float32)
+                    self.assertEqual(list(images.shape[1:]), [1, 2, 2])
+                    ids = ids_of(images)
+                    self.assertEqual(labels.tolist(), [i % 10 for i in ids])
+                    counts.update(ids)
+                    batches += 1
+                self.assertEqual(batches, len(loader))
+            self.assertEqual(padded, 1)
+            self.assertEqual(set(counts), set(range(1001)))
+            self.assertEqual(sum(counts.values()), 1001 + padded)
+        # Epochs are shuffled differently, and as `loader order` says.
+        first = [ids_of(x) for x, _ in granary.Loader(self.dbs["ids"], batch_size=1001, seed=5)][0]
+        order = json.loads(run(os.path.join(os.path.dirname(PREP), "../loader/loader"), "order", self.dbs["ids"],
+                               "--seed", "5", "--json").stdout)["indices"]
+        self.assertEqual(first, order)
+
+    def test_a_loader_resumes_mid_epoch_on_another_world_size(self):
+        consumed = []
+        loaders = [granary.Loader(self.dbs["ids"], batch_size=50, rank=r, world=2, seed=1) for r in range(2)]
+        iterators = [iter(loader) for loader in loaders]
+        for _ in range(4):  # ranks step in lockstep, as in training
+            for it in iterators:
+                consumed += ids_of(next(it)[0])
+        state = loaders[0].state_dict()
+        self.assertEqual(state, {"epoch": 0, "position": 400})
+        self.assertEqual(loaders[1].state_dict(), state)
+        resumed = granary.Loader(self.dbs["ids"], batch_size=64, seed=1)
+        resumed.load_state_dict(state)
+        self.assertEqual(len(resumed), (1001 - 400 + 63) // 64)
+        rest = [i for x, _ in resumed for i in ids_of(x)]
+        self.assertEqual(sorted(consumed + rest), list(range(1001)))
+
+    def test_batches_are_not_copied_and_channels_last_keeps_the_shape(self):
+        loader = granary.Loader(self.dbs["fashion"], batch_size=100, threads=2, channels_last=True,
+                                normalize=(0.5, 0.25))
+        x, y = next(iter(loader))
+        self.assertEqual(list(x.shape), [100, 1, 28, 28])
+        self.assertTrue(x.is_contiguous(memory_format=torch.channels_last))
+        reference = granary.Dataset(self.dbs["fashion"])
+        order = json.loads(run(os.path.join(os.path.dirname(PREP), "../loader/loader"), "order", self.dbs["fashion"],
+                               "--json").stdout)["indices"]
+        first = reference[order[0]]["image"].float() / 255
+        torch.testing.assert_close(x[0], (first - 0.5) / 0.25)
+        self.assertEqual(int(y[0]), int(reference[order[0]]["label"]))
+
+    def test_bad_dbs_raise_granary_errors_with_the_tools_message(self):
+        def prep_error(*args):
+            result = run(PREP, *args, check=False)
+            self.assertNotEqual(result.returncode, 0)
+            return result.stderr.strip().split("\n")[-1].removeprefix("prep: ")
+
+        not_a_db = os.path.join(self.tmp, "not-a-db")
+        os.makedirs(not_a_db, exist_ok=True)
+        for make in (lambda: granary.Dataset(not_a_db), lambda: granary.Loader(not_a_db)):
+            with self.assertRaises(granary.NotFoundError) as caught:
+                make()
+            self.assertEqual(str(caught.exception), prep_error("info", not_a_db))
+        with self.assertRaises(granary.NotFoundError):
+            granary.Dataset(self.dbs["csv"], split="test")
+
+        newer = os.path.join(self.tmp, "newer")
+        shutil.copytree(self.dbs["csv"], newer)
+        with open(os.path.join(newer, "manifest.json")) as f:
+            manifest = json.load(f)
+        manifest["format_version"] += 1
+        with open(os.path.join(newer, "manifest.json"), "w") as f:
+            json.dump(manifest, f)
+        for backend in ("native", "python"):
+            with self.assertRaises(granary.FormatError) as caught:
+                granary.Dataset(newer, backend=backend)
+            self.assertIn("is newer than this reader's", str(caught.exception))
+        with self.assertRaises(granary.FormatError) as caught:
+            granary.Loader(newer)
+        self.assertEqual(str(caught.exception), prep_error("info", newer))
+
+        for name, value in (("batch_size", 0), ("threads", 0), ("rank", 2), ("augment", "spin")):
+            with self.assertRaises(granary.InvalidArgumentError, msg=name):
+                granary.Loader(self.dbs["ids"], world=2, **{name: value})
+
+    def test_a_corrupt_record_is_a_corruption_error_naming_shard_and_key(self):
+        db = os.path.join(self.tmp, "corrupt")
+        shutil.copytree(self.dbs["fashion"], db)
+        shard = os.path.join(db, "train", "shard-00000.mdb")
+        import lmdb
+        with lmdb.open(shard, subdir=False, readonly=True, lock=False).begin() as txn:
+            key, value = list(txn.cursor())[2]  # the third record
+        index = int.from_bytes(key, "big")
+        with open(shard, "r+b") as f:  # flip a byte in the middle of its value
+            data = f.read()
+            at = data.find(value)
+            self.assertEqual(data.find(value, at + 1), -1)
+            f.seek(at + len(value) // 2)
+            f.write(bytes([data[at + len(value) // 2] ^ 0x10]))
+        result = run(PREP, "cat", db, "--split", "train", "--index", str(index), check=False)
+        self.assertNotEqual(result.returncode, 0)
+        message = result.stderr.strip().split("\n")[-1].removeprefix("prep: ")
+        self.assertIn(f"shard-00000.mdb, key {index}: checksum mismatch", message)
+        with self.assertRaises(granary.CorruptionError) as caught:
+            granary.Dataset(db, backend="native")[index]
+        self.assertEqual(str(caught.exception), message)
+        with self.assertRaises(granary.CorruptionError) as caught:
+            for _ in granary.Loader(db, batch_size=64, shuffle="none"):
+                pass
+        self.assertIn("shard-00000.mdb, key", str(caught.exception))
+
+    def test_a_two_process_ddp_run_trains(self):
+        env = dict(os.environ, PYTHONPATH=PYTHONPATH)
+        result = subprocess.run([sys.executable, os.path.join(ROOT, "examples/train_ddp.py"), self.dbs["fashion"],
+                                 "--world", "2", "--epochs", "2", "--batch-size", "32", "--threads", "1"],
+                                capture_output=True, text=True, env=env, timeout=240)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+        self.assertEqual([line["epoch"] for line in lines], [0, 1])
+        self.assertLess(lines[1]["loss"], lines[0]["loss"])
+        self.assertEqual(lines[-1]["samples"], 1200)
+        self.assertEqual(len(set(lines[-1]["parameter_checksums"])), 1)  # the ranks agree
+
+
+if __name__ == "__main__":
+    unittest.main()
