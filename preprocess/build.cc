@@ -181,8 +181,8 @@ class Packer {
   uint64_t payload_bytes_ = 0;
 };
 
-// The bytes of the records `samples` become when packed into blocks as
-// BuildSplit packs them (rejected samples left out).
+// The shard bytes of the records `samples` become when packed into blocks as
+// BuildSplit packs them (rejected samples left out), LMDB's pages counted.
 uint64_t PackedBytes(const Schema& schema, const std::vector<Sample>& samples, int level,
                      std::shared_ptr<const CompressionDictionary> dictionary, size_t block_bytes) {
   EncodeScratch scratch(schema, level, std::move(dictionary));
@@ -195,7 +195,7 @@ uint64_t PackedBytes(const Schema& schema, const std::vector<Sample>& samples, i
     EncodeProduced(schema, Status::OK(), scratch, e.get());
     for (const BlockPtr& block : packer.Add(e)) {
       EncodeBlock(schema, scratch, block.get());
-      bytes += block->value.size();
+      if (!block->value.empty()) bytes += StoredBytesOfValue(block->value.size());
     }
   }
   return bytes;
@@ -284,7 +284,7 @@ StatusOr<std::string> MaybeTrainDictionary(const Schema& schema, const SplitSour
   const std::string trial_text = std::string(n <= count ? "packing the split" : "a trial on " +
                                                                                   std::to_string(trial.size()) +
                                                                                   " held-out samples") +
-                                 ": records " + SizeText(with) + " with it, " + SizeText(without) + " without, the dictionary " +
+                                 ": records take " + SizeText(with) + " with it, " + SizeText(without) + " without, the dictionary " +
                                  SizeText(static_cast<double>(dict->size()));
   if (saved <= static_cast<double>(dict->size())) {
     *note = "none (it would not pay: " + trial_text + ")";

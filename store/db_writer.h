@@ -71,6 +71,11 @@ bool IsGranaryDb(const std::string& path);
 // overflow value (the page header takes the rest).
 size_t ValueBytesFillingPages(size_t pages);
 
+// Shard bytes a record value of `value_bytes` takes: LMDB gives a value over
+// about half a page whole overflow pages of its own; smaller ones share leaf
+// pages, with a node header each. What packing and a dictionary are judged by.
+uint64_t StoredBytesOfValue(size_t value_bytes);
+
 class DbWriter {
  public:
   // Creates and locks "<path>.partial" (replacing a stale one a killed build
