@@ -197,6 +197,7 @@ class LoaderHandle {
                                            std::to_string(sampler.dataset_size()) + " samples"));
     }
     py::gil_scoped_release unlocked;
+    std::lock_guard<std::mutex> one_consumer(consumer_);
     loader_->StartEpoch(epoch, position);
   }
 
@@ -205,6 +206,7 @@ class LoaderHandle {
     std::unique_ptr<Batch> batch = pool_->Take();
     StatusOr<bool> more = [&] {
       py::gil_scoped_release unlocked;
+      std::lock_guard<std::mutex> one_consumer(consumer_);
       return loader_->Next(batch.get());
     }();
     if (!ValueOrThrow(std::move(more))) {
@@ -225,8 +227,12 @@ class LoaderHandle {
     return py::make_tuple(std::move(input), std::move(target));
   }
 
-  py::tuple State() const {
-    const LoaderState s = loader_->state();
+  py::tuple State() {
+    const LoaderState s = [&] {
+      py::gil_scoped_release unlocked;
+      std::lock_guard<std::mutex> one_consumer(consumer_);
+      return loader_->state();
+    }();
     return py::make_tuple(s.epoch, s.position);
   }
 
@@ -255,6 +261,10 @@ class LoaderHandle {
   std::shared_ptr<DbReader> db_;
   std::unique_ptr<Loader> loader_;
   std::shared_ptr<BatchPool> pool_ = std::make_shared<BatchPool>();
+  // The C++ loader has one consumer; Python threads sharing a Loader take
+  // turns (each takes the lock with the GIL released, so neither waits on
+  // the other's GIL).
+  std::mutex consumer_;
 };
 
 }  // namespace
