@@ -105,6 +105,22 @@ void FixCrc(std::string* png, size_t at) {
 
 size_t FindChunk(const std::string& png, const char* type) { return png.find(type) - 4; }
 
+// `png` with its IDAT chunks replaced by one holding `raw` (filtered rows)
+// compressed, CRC and all.
+std::string WithImageData(const std::string& png, const std::vector<uint8_t>& raw) {
+  std::vector<uint8_t> z(compressBound(raw.size()));
+  uLongf zn = z.size();
+  EXPECT_EQ(compress(z.data(), &zn, raw.data(), raw.size()), Z_OK);
+  const size_t idat = FindChunk(png, "IDAT");
+  const auto n = static_cast<uint32_t>(zn);
+  std::string out = png.substr(0, idat) +
+                    std::string{static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8),
+                                static_cast<char>(n)} +
+                    "IDAT" + std::string(reinterpret_cast<char*>(z.data()), zn) + std::string(4, '\0');
+  FixCrc(&out, idat);
+  return out + png.substr(FindChunk(png, "IEND"));
+}
+
 TEST(PngPixels, AnythingOffIsLeftToLibspng) {
   const int w = 20, h = 10;
   const std::string good = WritePngBytes(Picture(w, h, 3, 7), w, h, 3, PNG_ALL_FILTERS);
@@ -122,31 +138,10 @@ TEST(PngPixels, AnythingOffIsLeftToLibspng) {
   // A filter byte past 4, with the zlib stream and CRC made valid again.
   std::vector<uint8_t> raw(static_cast<size_t>(h) * (w * 3 + 1), 0);
   raw[(w * 3 + 1) * 5] = 5;
-  std::vector<uint8_t> z(compressBound(raw.size()));
-  uLongf zn = z.size();
-  ASSERT_EQ(compress(z.data(), &zn, raw.data(), raw.size()), Z_OK);
-  const size_t idat = FindChunk(good, "IDAT");
-  const std::string ihdr_part = good.substr(0, idat);
-  std::string bad_filter = ihdr_part;
-  const uint32_t n = static_cast<uint32_t>(zn);
-  bad_filter += std::string{static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8),
-                            static_cast<char>(n)} +
-                "IDAT" + std::string(reinterpret_cast<char*>(z.data()), zn) + std::string(4, '\0');
-  FixCrc(&bad_filter, idat);
-  bad_filter += good.substr(FindChunk(good, "IEND"));
-  EXPECT_FALSE(Fast(bad_filter, w, h, 3, &out));
+  EXPECT_FALSE(Fast(WithImageData(good, raw), w, h, 3, &out));
   // The same stream with filter 0 decodes: the checks above are what failed.
   raw[(w * 3 + 1) * 5] = 0;
-  zn = z.size();
-  ASSERT_EQ(compress(z.data(), &zn, raw.data(), raw.size()), Z_OK);
-  std::string zero_filter = ihdr_part;
-  const uint32_t n0 = static_cast<uint32_t>(zn);
-  zero_filter += std::string{static_cast<char>(n0 >> 24), static_cast<char>(n0 >> 16), static_cast<char>(n0 >> 8),
-                             static_cast<char>(n0)} +
-                 "IDAT" + std::string(reinterpret_cast<char*>(z.data()), zn) + std::string(4, '\0');
-  FixCrc(&zero_filter, idat);
-  zero_filter += good.substr(FindChunk(good, "IEND"));
-  EXPECT_TRUE(Fast(zero_filter, w, h, 3, &out));
+  EXPECT_TRUE(Fast(WithImageData(good, raw), w, h, 3, &out));
   EXPECT_EQ(out, std::vector<uint8_t>(out.size(), 0));
 
   // The wrong size (the header says one row fewer): the stream holds more.
