@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 
@@ -444,6 +446,68 @@ TEST(Loader, Uint8AndChannelsLastBatchesHoldThePixelsInTheirLayout) {
   bad.uint8_batches = true;
   bad.augment.random_resized_crop = true;
   EXPECT_EQ(Loader::Create(*db.value(), bad).status().code(), Status::Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace granary
+
+namespace granary {
+namespace {
+
+size_t EntriesIn(const char* dir) {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir)) ++n;
+  return n;
+}
+
+// Issue 14, resources: 100 loader epochs (some abandoned half way) and 10 dbs
+// opened, read and closed leave this process with the file descriptors and
+// threads it had before; RSS stays within a small bound of the first round's.
+TEST(Loader, NoDescriptorsThreadsOrMemoryLeakAcrossEpochsAndDbs) {
+  TempDir dir;
+  WriteDb(dir.Sub("db"), 300);
+  const size_t fds_before = EntriesIn("/proc/self/fd"), threads_before = EntriesIn("/proc/self/task");
+  auto rss_kib = [] {
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+    }
+    return 0L;
+  };
+  long rss_after_first = 0;
+  for (int round = 0; round < 10; ++round) {
+    auto db = DbReader::Open(dir.Sub("db"));
+    ASSERT_TRUE(db.ok());
+    LoaderOptions o;
+    o.batch_size = 16;
+    o.threads = 3;
+    o.prefetch = 4;
+    o.sampler.seed = static_cast<uint64_t>(round);
+    auto loader = Loader::Create(*db.value(), o);
+    ASSERT_TRUE(loader.ok());
+    Batch b;
+    for (uint64_t epoch = 0; epoch < 10; ++epoch) {
+      loader.value()->StartEpoch(epoch);
+      const size_t stop_after = epoch % 3 == 2 ? 5 : SIZE_MAX;  // abandon some epochs half way
+      uint64_t samples = 0;
+      for (size_t k = 0; k < stop_after; ++k) {
+        auto more = loader.value()->Next(&b);
+        ASSERT_TRUE(more.ok()) << more.status().ToString();
+        if (!more.value()) break;
+        samples += b.size;
+      }
+      if (stop_after == SIZE_MAX) {
+        EXPECT_EQ(samples, 300u);
+      }
+    }
+    EXPECT_GT(EntriesIn("/proc/self/task"), threads_before);  // the workers run while it lives
+    loader.value().reset();
+    db.value().reset();
+    EXPECT_EQ(EntriesIn("/proc/self/fd"), fds_before) << "round " << round;
+    EXPECT_EQ(EntriesIn("/proc/self/task"), threads_before) << "round " << round;
+    if (round == 0) rss_after_first = rss_kib();
+  }
+  EXPECT_LT(rss_kib() - rss_after_first, 4 * 1024) << "RSS grew by more than 4 MiB over 9 more rounds";
 }
 
 }  // namespace
