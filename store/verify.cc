@@ -98,6 +98,10 @@ Status WalkShardInChild(const DbFacts& db, const SplitInfo& split, size_t shard,
   }
   if (pid == 0) {
     ::close(fds[0]);
+    // A crash on damaged pages must reach the parent as death by signal,
+    // whatever handler the process had (a sanitizer's, an embedding Python's).
+    ::signal(SIGSEGV, SIG_DFL);
+    ::signal(SIGBUS, SIG_DFL);
     ReportShardWalk(db, split, shard, ::fdopen(fds[1], "w"));
   }
   ::close(fds[1]);
