@@ -281,11 +281,10 @@ StatusOr<std::string> MaybeTrainDictionary(const Schema& schema, const SplitSour
   const double without = scale * PackedBytes(schema, trial, options.zstd_level, nullptr, block_bytes);
   const double with = scale * PackedBytes(schema, trial, options.zstd_level, compression.value(), block_bytes);
   const double saved = without - with;
-  const std::string trial_text = std::string(n <= count ? "packing the split" : "a trial on " +
-                                                                                  std::to_string(trial.size()) +
-                                                                                  " held-out samples") +
-                                 ": records take " + SizeText(with) + " with it, " + SizeText(without) + " without, the dictionary " +
-                                 SizeText(static_cast<double>(dict->size()));
+  const std::string how =
+      n <= count ? "packing the split" : "a trial on " + std::to_string(trial.size()) + " held-out samples";
+  const std::string trial_text = how + ": records take " + SizeText(with) + " with it, " + SizeText(without) +
+                                 " without, the dictionary " + SizeText(static_cast<double>(dict->size()));
   if (saved <= static_cast<double>(dict->size())) {
     *note = "none (it would not pay: " + trial_text + ")";
     return std::string();

@@ -78,7 +78,8 @@ bool Unfilter(int filter, const uint8_t* filtered, const uint8_t* prior, size_t 
       for (size_t i = 0; i < BPP; ++i) row[i] = static_cast<uint8_t>(filtered[i] + prior[i]);
       for (size_t i = BPP; i < length; i += BPP) {
         for (int c = 0; c < BPP; ++c) {
-          row[i + c] = static_cast<uint8_t>(filtered[i + c] + Paeth(row[i + c - BPP], prior[i + c], prior[i + c - BPP]));
+          row[i + c] =
+              static_cast<uint8_t>(filtered[i + c] + Paeth(row[i + c - BPP], prior[i + c], prior[i + c - BPP]));
         }
       }
       return true;

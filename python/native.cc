@@ -47,12 +47,18 @@ T ValueOrThrow(StatusOr<T> s) {
 
 const char* ErrorClassName(Status::Code code) {
   switch (code) {
-    case Status::Code::kInvalidArgument: return "InvalidArgumentError";
-    case Status::Code::kNotFound: return "NotFoundError";
-    case Status::Code::kCorruption: return "CorruptionError";
-    case Status::Code::kIOError: return "ReadError";
-    case Status::Code::kFailedPrecondition: return "FormatError";
-    default: return "Error";
+    case Status::Code::kInvalidArgument:
+      return "InvalidArgumentError";
+    case Status::Code::kNotFound:
+      return "NotFoundError";
+    case Status::Code::kCorruption:
+      return "CorruptionError";
+    case Status::Code::kIOError:
+      return "ReadError";
+    case Status::Code::kFailedPrecondition:
+      return "FormatError";
+    default:
+      return "Error";
   }
 }
 
@@ -296,9 +302,9 @@ PYBIND11_MODULE(_native, m) {
                  path, LoaderArgs{split, batch_size, rank, world, seed, threads, prefetch, augment, shuffle,
                                   std::move(mean), std::move(stddev), channels_last, drop_last});
            }),
-           py::arg("path"), py::arg("split"), py::arg("batch_size"), py::arg("rank"), py::arg("world"),
-           py::arg("seed"), py::arg("threads"), py::arg("prefetch"), py::arg("augment"), py::arg("shuffle"),
-           py::arg("mean"), py::arg("std"), py::arg("channels_last"), py::arg("drop_last"))
+           py::arg("path"), py::arg("split"), py::arg("batch_size"), py::arg("rank"), py::arg("world"), py::arg("seed"),
+           py::arg("threads"), py::arg("prefetch"), py::arg("augment"), py::arg("shuffle"), py::arg("mean"),
+           py::arg("std"), py::arg("channels_last"), py::arg("drop_last"))
       .def("start", &LoaderHandle::Start, py::arg("epoch"), py::arg("position"))
       .def("next", &LoaderHandle::Next)
       .def("state", &LoaderHandle::State)

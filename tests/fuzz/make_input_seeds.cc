@@ -7,6 +7,7 @@
 #include <cstdlib>
 // jpeglib.h needs size_t and FILE declared first.
 #include <jpeglib.h>
+
 #include <fstream>
 #include <string>
 #include <vector>
@@ -76,7 +77,8 @@ int main(int argc, char** argv) {
   // Images: the first byte picks size and channels.
   int n = 0;
   for (bool progressive : {false, true}) {
-    for (int c : {1, 3}) Write(image + "/jpeg" + std::to_string(n++), std::string("\x21", 1) + Jpeg(24, 16, c, progressive));
+    for (int c : {1, 3})
+      Write(image + "/jpeg" + std::to_string(n++), std::string("\x21", 1) + Jpeg(24, 16, c, progressive));
   }
   for (int c : {1, 2, 3, 4}) {
     const std::string tmp = image + "/tmp.png";

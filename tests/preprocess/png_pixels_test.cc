@@ -72,8 +72,8 @@ bool Fast(const std::string& png, int w, int h, int channels, std::vector<uint8_
 }
 
 TEST(PngPixels, EqualLibspngForEveryFilterSampleKindAndWidth) {
-  const int filters[] = {PNG_FILTER_NONE, PNG_FILTER_SUB, PNG_FILTER_UP, PNG_FILTER_AVG, PNG_FILTER_PAETH,
-                         PNG_ALL_FILTERS};
+  const int filters[] = {PNG_FILTER_NONE, PNG_FILTER_SUB,   PNG_FILTER_UP,
+                         PNG_FILTER_AVG,  PNG_FILTER_PAETH, PNG_ALL_FILTERS};
   int cases = 0;
   for (int channels : {1, 3}) {
     for (int w : {1, 2, 3, 17, 64}) {
