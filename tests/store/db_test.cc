@@ -207,6 +207,13 @@ TEST(Db, ATamperedManifestIsCorruptionNotACrash) {
   for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
            {"\"num_classes\": 10", "\"num_classes\": 1000000000000"},
            {"\"num_classes\": 10", "\"num_classes\": -3"},
+           // Found by the manifest fuzz target: a float out of int64's range
+           // was cast (undefined behaviour); floats are not integers here.
+           {"\"num_classes\": 10", "\"num_classes\": 1111111111111111111111111111111111111111111111112"},
+           {"\"num_classes\": 10", "\"num_classes\": 10.5"},
+           {"\"format_version\": 1", "\"format_version\": 18446744073709551615"},
+           {"\"count\": 10", "\"count\": 1e300"},
+           {"4,\n", "4.0e99,\n"},
            {"4,\n", "4000000000,\n"}}) {  // the image field's last dim
     TempDir dir;
     const std::string path = dir.Sub("db");
