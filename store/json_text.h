@@ -8,8 +8,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace granary {
 
@@ -27,6 +30,23 @@ std::string DumpJson(const nlohmann::json& j, int indent = -1);
 // Parses JSON text and DecodeName's every string; a discarded value (see
 // is_discarded()) if the text is not JSON.
 nlohmann::json ParseJson(std::string_view text);
+
+// True if `v` is a JSON integer that T holds. Check before get<T>():
+// nlohmann casts a float (1e105) or an integer out of T's range, wrapping or
+// worse (a float out of range is undefined behaviour; found by fuzzing).
+template <typename T>
+bool JsonIntegerFits(const nlohmann::json& v) {
+  static_assert(std::is_integral_v<T>);
+  if (!v.is_number_integer()) return false;
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  if constexpr (std::is_unsigned_v<T>) {
+    return false;  // a negative integer
+  } else {
+    const int64_t i = v.get<int64_t>();
+    return i >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+           i <= static_cast<int64_t>(std::numeric_limits<T>::max());
+  }
+}
 
 // `bytes` for a terminal: control characters, backslashes and bytes that are
 // not UTF-8 written as \xNN (a newline as \n), so a message stays one line.

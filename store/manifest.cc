@@ -4,7 +4,6 @@
 #include <xxhash.h>
 
 #include <cstdio>
-#include <limits>
 #include <type_traits>
 
 #include "store/format.h"
@@ -79,22 +78,6 @@ namespace {
 // More classes than this cannot be meant (a classifier's last layer).
 constexpr int64_t kMaxClasses = int64_t{1} << 24;
 
-// True if `v` is a JSON integer that T holds. nlohmann's get<T> would cast a
-// float (1e105) or an integer out of T's range, wrapping or worse (a float
-// out of range is undefined behaviour; the manifest fuzz target found it).
-template <typename T>
-bool IsIntegerOf(const json& v) {
-  if (!v.is_number_integer()) return false;
-  if (v.is_number_unsigned()) return v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
-  if constexpr (std::is_unsigned_v<T>) {
-    return false;  // a negative integer
-  } else {
-    const int64_t i = v.get<int64_t>();
-    return i >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
-           i <= static_cast<int64_t>(std::numeric_limits<T>::max());
-  }
-}
-
 // Reads doc[key] as T, naming the key when it is missing or of the wrong type.
 template <typename T>
 Status Get(const json& doc, const char* key, T* out, const std::string& where) {
@@ -105,11 +88,11 @@ Status Get(const json& doc, const char* key, T* out, const std::string& where) {
     return Status::Corruption(where + ": \"" + key + "\" is " + it->dump() + ", not " + kind + " in range");
   };
   if constexpr (std::is_integral_v<T>) {
-    if (!IsIntegerOf<T>(*it)) return not_integer();
+    if (!JsonIntegerFits<T>(*it)) return not_integer();
   } else if constexpr (std::is_same_v<T, Shape>) {
     if (!it->is_array()) return Status::Corruption(where + ": \"" + key + "\" has the wrong type");
     for (const json& dim : *it) {
-      if (!IsIntegerOf<int64_t>(dim)) return not_integer();
+      if (!JsonIntegerFits<int64_t>(dim)) return not_integer();
     }
   }
   try {

@@ -759,7 +759,9 @@ TEST_F(EndToEnd, TuneMeasuresLayoutsAndTrainsWithTheFastest) {
   }
   ASSERT_EQ(chosen, 1) << only;
   for (const auto& row : rows) {
-    if (row["chosen"].get<bool>()) EXPECT_EQ(row["samples_per_s"].get<double>(), fastest) << only;
+    if (row["chosen"].get<bool>()) {
+      EXPECT_EQ(row["samples_per_s"].get<double>(), fastest) << only;
+    }
   }
   auto numerics = TrainJson("--db " + db + " --tune-only --tune-seconds 0.5 --tune-numerics", dir_);
   bool doubled = false;

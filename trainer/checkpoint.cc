@@ -143,6 +143,17 @@ StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
   if (head.is_discarded() || !head.is_object()) return Damaged(path, "header is not JSON");
   try {
     if (head.at("format") != "granary-checkpoint") return Damaged(path, "format is not granary-checkpoint");
+    // Integers are checked to fit before they are read: nlohmann would cast
+    // a float or an out-of-range integer (see JsonIntegerFits).
+    const nlohmann::json& at = head.at("at");
+    const auto mistyped = [&](const char* key) { return Damaged(path, std::string("\"") + key + "\" is out of range"); };
+    if (!JsonIntegerFits<int32_t>(head.at("version"))) return mistyped("version");
+    if (!JsonIntegerFits<int32_t>(at.at("world"))) return mistyped("world");
+    if (!JsonIntegerFits<int64_t>(at.at("global_step"))) return mistyped("global_step");
+    for (const char* key : {"epoch", "position"}) {
+      if (!JsonIntegerFits<uint64_t>(at.at(key))) return mistyped(key);
+    }
+    if (!JsonIntegerFits<uint64_t>(head.at("payload_bytes"))) return mistyped("payload_bytes");
     const int version = head.at("version").get<int>();
     if (version > kVersion) {
       return Status::FailedPrecondition(path + ": checkpoint version " + std::to_string(version) +
@@ -152,7 +163,6 @@ StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
     if (!config.ok()) return Damaged(path, config.status().message());
     c.header.config = config.value();
     c.header.db_content_hash = head.at("db_content_hash").get<std::string>();
-    const nlohmann::json& at = head.at("at");
     RunPosition& p = c.header.at;
     p.global_step = at.at("global_step").get<int64_t>();
     p.epoch = at.at("epoch").get<uint64_t>();

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -77,6 +78,31 @@ void UnknownMembers(const nlohmann::json& j, const nlohmann::json& defaults, con
       UnknownMembers(value, defaults[key], prefix + key + ".", out);
     }
   }
+}
+
+// The first member of `j` whose number does not fit the C++ member it sets,
+// judged by the defaults' JSON: an integer member (a signed one is an int or
+// a bounded int64_t) takes only a JSON integer within int32 (any unsigned
+// one for an unsigned member), a floating-point member a number within
+// float's range. nlohmann would cast anything else, some of it undefined
+// behaviour. "" if none.
+std::string MistypedMember(const nlohmann::json& j, const nlohmann::json& defaults, const std::string& prefix) {
+  for (const auto& [key, value] : j.items()) {
+    if (!defaults.contains(key)) continue;
+    const nlohmann::json& d = defaults[key];
+    if (value.is_object() && d.is_object()) {
+      std::string inner = MistypedMember(value, d, prefix + key + ".");
+      if (!inner.empty()) return inner;
+      continue;
+    }
+    const bool fits = d.is_number_unsigned() ? JsonIntegerFits<uint64_t>(value)
+                      : d.is_number_integer() ? JsonIntegerFits<int32_t>(value)
+                      : d.is_number_float()
+                          ? value.is_number() && std::abs(value.get<double>()) <= std::numeric_limits<float>::max()
+                          : true;  // strings and booleans: nlohmann refuses a mismatch itself
+    if (!fits) return prefix + key + " = " + value.dump();
+  }
+  return "";
 }
 
 }  // namespace
@@ -264,6 +290,8 @@ StatusOr<TrainConfig> TrainConfig::FromJson(const std::string& json) {
   std::vector<std::string> unknown;
   UnknownMembers(j, ToJsonValue(TrainConfig{}), "", &unknown);
   if (!unknown.empty()) return Status::InvalidArgument("train config: unknown member " + unknown.front());
+  const std::string mistyped = MistypedMember(j, ToJsonValue(TrainConfig{}), "");
+  if (!mistyped.empty()) return Status::InvalidArgument("train config: " + mistyped + " is out of its member's range");
   TrainConfig c;
   try {
     if (j.contains("data")) c.data = j["data"].get<DataConfig>();

@@ -118,7 +118,20 @@ TEST(Checkpoint, DamagedFilesAreRefusedSayingWhy) {
   flipped[flipped.size() - 100] ^= 0x20;
   std::string header_flip = good;
   header_flip[14] ^= 0x01;
+  // The header's JSON with one value replaced, its length field updated.
+  auto with_header_value = [&](const std::string& from, const std::string& to) {
+    uint32_t length = 0;
+    for (int i = 0; i < 4; ++i) length |= static_cast<uint32_t>(static_cast<uint8_t>(good[8 + i])) << (8 * i);
+    std::string header = good.substr(12, length);
+    EXPECT_NE(header.find(from), std::string::npos) << header;
+    header.replace(header.find(from), from.size(), to);
+    std::string out = good.substr(0, 8);
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(header.size() >> (8 * i)));
+    return out + header + good.substr(12 + length);
+  };
   const Damage cases[] = {
+      {"a float world", with_header_value("\"world\":2", "\"world\":2e300"), "\"world\" is out of range"},
+      {"a negative epoch", with_header_value("\"epoch\":", "\"epoch\":-"), "\"epoch\" is out of range"},
       {"payload byte", flipped, "payload hash mismatch"},
       {"truncated", good.substr(0, good.size() - 10), "(truncated?)"},
       {"header byte", header_flip, "not a usable checkpoint"},

@@ -155,6 +155,18 @@ TEST(TrainConfig, FromJsonRefusesUnknownMembersAndWrongTypes) {
   EXPECT_EQ(TrainConfig::FromJson(R"({"optim": {"epochs": "many"}})").status().code(),
             Status::Code::kInvalidArgument);
   EXPECT_FALSE(TrainConfig::FromJson("[1, 2]").ok());
+  // Numbers that do not fit their member are refused, not cast (a float out
+  // of an int's range is undefined behaviour): found by fuzzing the manifest.
+  for (const char* bad : {R"({"optim": {"epochs": 1e300}})", R"({"optim": {"epochs": 5.5}})",
+                          R"({"dist": {"ranks": 4294967296}})", R"({"optim": {"seed": -1}})",
+                          R"({"data": {"mean": 1e300}})", R"({"checkpoint": {"every": -1e20}})"}) {
+    auto c = TrainConfig::FromJson(bad);
+    EXPECT_EQ(c.status().code(), Status::Code::kInvalidArgument) << bad;
+    EXPECT_NE(c.status().message().find("out of its member's range"), std::string::npos) << c.status().message();
+  }
+  auto big_seed = TrainConfig::FromJson(R"({"optim": {"seed": 18446744073709551615, "lr": 1}})");
+  ASSERT_TRUE(big_seed.ok()) << big_seed.status().ToString();
+  EXPECT_EQ(big_seed->optim.seed, 18446744073709551615u);
   auto partial = TrainConfig::FromJson(R"({"optim": {"lr": 0.5}})");
   ASSERT_TRUE(partial.ok());
   EXPECT_EQ(partial->optim.lr, 0.5);
