@@ -146,7 +146,9 @@ StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
     // Integers are checked to fit before they are read: nlohmann would cast
     // a float or an out-of-range integer (see JsonIntegerFits).
     const nlohmann::json& at = head.at("at");
-    const auto mistyped = [&](const char* key) { return Damaged(path, std::string("\"") + key + "\" is out of range"); };
+    const auto mistyped = [&](const char* key) {
+      return Damaged(path, std::string("\"") + key + "\" is out of range");
+    };
     if (!JsonIntegerFits<int32_t>(head.at("version"))) return mistyped("version");
     if (!JsonIntegerFits<int32_t>(at.at("world"))) return mistyped("world");
     if (!JsonIntegerFits<int64_t>(at.at("global_step"))) return mistyped("global_step");
