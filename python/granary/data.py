@@ -149,12 +149,13 @@ class Loader:
                  normalize=False, channels_last=False, drop_last=False, shuffle="full"):
         if _native is None:
             raise errors.Error("granary.Loader needs granary's C++ module (build granary; see README)")
-        for name, value, low in (("batch_size", batch_size, 1), ("world", world, 1), ("threads", threads, 1),
-                                 ("prefetch", prefetch, 1), ("rank", rank, 0), ("seed", seed, 0)):
-            if not isinstance(value, int) or value < low:
-                raise errors.InvalidArgumentError(f"{name} must be an integer >= {low}, got {value!r}")
-        if rank >= world:
-            raise errors.InvalidArgumentError(f"rank {rank} is not below world {world}")
+        # The bounds of `loader bench`'s flags, checked before anything is allocated.
+        cores = len(os.sched_getaffinity(0))
+        for name, value, low, high in (("batch_size", batch_size, 1, 1 << 20), ("world", world, 1, 1 << 20),
+                                       ("threads", threads, 1, 4 * cores), ("prefetch", prefetch, 1, 1024),
+                                       ("rank", rank, 0, world - 1), ("seed", seed, 0, (1 << 64) - 1)):
+            if not isinstance(value, int) or not low <= value <= high:
+                raise errors.InvalidArgumentError(f"{name} must be an integer in {low}..{high}, got {value!r}")
         self.path = os.fspath(db)
         self.channels_last = channels_last
         self._batch = batch_size
