@@ -111,6 +111,11 @@ class SplitHandle {
     const Schema& schema = db_->schema();
     for (size_t f = 0; f < schema.fields.size(); ++f) {
       py::array array(NumpyDType(schema.fields[f].dtype), ToDims(shapes[f]));
+      if (static_cast<size_t>(array.nbytes()) != bytes[f].size()) {  // the decoder checks this; never trust it blindly
+        ThrowIfError(Status::Corruption(db_->path() + ": split '" + reader_->split() + "', sample " +
+                                        std::to_string(index) + ": field '" + schema.fields[f].name +
+                                        "' holds " + std::to_string(bytes[f].size()) + " bytes, not its shape's"));
+      }
       std::memcpy(array.mutable_data(), bytes[f].data(), bytes[f].size());
       sample[py::str(schema.fields[f].name)] = std::move(array);
     }
