@@ -488,6 +488,7 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
   wopts.schema = source.info.schema;
   if (options.shards < 1) return Status::InvalidArgument("--shards must be at least 1, got " + std::to_string(options.shards));
   wopts.shards_per_split = options.shards;
+  wopts.max_shard_bytes = options.max_shard_mb << 20;
   wopts.overwrite = options.overwrite;
   wopts.inputs = {source.info.path};
   if (options.records_per_commit > 0) wopts.records_per_commit = options.records_per_commit;

@@ -28,6 +28,9 @@ struct BuildOptions {
   std::string db_path;
   int threads = 0;  // 0: all cores
   int shards = 1;
+  // The largest a shard file may grow (MiB); a split that needs more per shard
+  // fails, and --resume with a larger limit or none continues it. 0: no limit.
+  uint64_t max_shard_mb = 0;
   int zstd_level = 3;
   DictionaryMode dictionary = DictionaryMode::kAuto;
   size_t dictionary_max_bytes = 64 << 10;

@@ -215,6 +215,10 @@ int main(int argc, char** argv) {
       CLI::Range(0, 4 * cores));
   build->add_option("--shards", b.options.shards, "LMDB shards per split")->capture_default_str()->check(
       CLI::Range(1, 4096));
+  build->add_option("--max-shard-mb", b.options.max_shard_mb,
+                    "largest a shard file may grow, MiB (0: no limit); a split needing more fails, asking for --shards")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30));
   build->add_option("--zstd-level", b.options.zstd_level, "zstd level, 0 for none")->capture_default_str()->check(
       CLI::Range(0, 22));
   build->add_option("--dictionary", b.dictionary, "zstd dictionary: auto (for small records), on or off")

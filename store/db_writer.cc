@@ -27,6 +27,8 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kJournalFile[] = "journal.json";
+// Room a shard's map keeps beyond its estimate of what the next record needs.
+constexpr uint64_t kMapMarginBytes = uint64_t{1} << 20;
 // In "<db>.partial" while a build holds it: the builder's process id. It marks
 // the directory as a build's (so a stale one may be removed) and names the
 // builder to a second build that finds the directory locked.
@@ -104,6 +106,7 @@ struct ShardWriter {
   uint64_t count = 0;  // samples
   size_t pending = 0;        // records since the last commit
   size_t pending_bytes = 0;  // value bytes since the last commit
+  uint64_t pending_stored = 0;  // what they take in the file (StoredBytesOfValue)
   bool done = false;         // synced and closed for good
   uint64_t bytes = 0;        // the file's size, once done
 };
@@ -133,7 +136,10 @@ struct DbWriter::Impl {
 
   // Opens (creating if need be) the shard's file and its main database.
   Status OpenShard(ShardWriter& shard) {
-    GRANARY_RETURN_IF_ERROR(shard.env.Open(shard.abs_path, MDB_NOSYNC, options.map_bytes));
+    uint64_t map_bytes = options.initial_map_bytes;
+    if (options.max_shard_bytes > 0) map_bytes = std::min(map_bytes, options.max_shard_bytes);
+    // LMDB maps at least the file's committed pages (a resumed shard may be larger).
+    GRANARY_RETURN_IF_ERROR(shard.env.Open(shard.abs_path, MDB_NOSYNC, map_bytes));
     lmdb::Txn txn;
     GRANARY_RETURN_IF_ERROR(txn.Begin(shard.env.get(), 0, shard.abs_path));
     int rc = mdb_dbi_open(txn.get(), nullptr, MDB_CREATE, &shard.dbi);
@@ -161,8 +167,49 @@ struct DbWriter::Impl {
     if (shard.txn.get() == nullptr) return Status::OK();
     shard.pending = 0;
     shard.pending_bytes = 0;
+    shard.pending_stored = 0;
     GRANARY_RETURN_IF_ERROR(shard.txn.Commit(shard.abs_path));
     return WriteJournal();
+  }
+
+  // Makes sure the shard's map has room for a record of `value_bytes` after
+  // what is committed and pending: twice what they store (leaf and branch
+  // pages, copy-on-write) plus a margin. If not, commits and doubles the map
+  // (at least to what is needed), within max_shard_bytes.
+  Status EnsureMapRoom(ShardWriter& shard, size_t value_bytes) {
+    MDB_envinfo info;
+    MDB_stat stat;
+    mdb_env_info(shard.env.get(), &info);
+    mdb_env_stat(shard.env.get(), &stat);
+    const uint64_t committed = (static_cast<uint64_t>(info.me_last_pgno) + 1) * stat.ms_psize;
+    const uint64_t record = StoredBytesOfValue(value_bytes);
+    if (committed + 2 * (shard.pending_stored + record) + kMapMarginBytes <= info.me_mapsize) return Status::OK();
+    // The map changes only between transactions. No journal update here: the
+    // caller's checkpoint may already count the record being appended; the
+    // next commit's journal covers these records, and a resume before it drops them.
+    if (shard.txn.get() != nullptr) GRANARY_RETURN_IF_ERROR(shard.txn.Commit(shard.abs_path));
+    shard.pending_stored = 0;
+    mdb_env_info(shard.env.get(), &info);
+    const uint64_t needed =
+        (static_cast<uint64_t>(info.me_last_pgno) + 1) * stat.ms_psize + 2 * record + kMapMarginBytes;
+    if (needed <= info.me_mapsize) return Status::OK();
+    uint64_t grown = std::max<uint64_t>(needed, 2 * info.me_mapsize);
+    if (options.max_shard_bytes > 0) {
+      if (needed > options.max_shard_bytes) {
+        return Status::FailedPrecondition(shard.abs_path + ": the shard would outgrow --max-shard-mb " +
+                                          std::to_string(options.max_shard_bytes >> 20) +
+                                          " (use more --shards, or a larger --max-shard-mb)");
+      }
+      grown = std::min(grown, options.max_shard_bytes);
+    }
+    const int rc = mdb_env_set_mapsize(shard.env.get(), grown);
+    if (rc != 0) {
+      return Status::IOError(shard.abs_path,
+                             "map " + std::to_string(grown >> 20) + " MiB of address space (" + mdb_strerror(rc) +
+                                 ": raise the limit, ulimit -v, or use more --shards)",
+                             0);
+    }
+    return Status::OK();
   }
 
   // Renames the complete partial directory to the db path. An existing db
@@ -451,6 +498,7 @@ Status DbWriter::Append(std::string_view value, const std::vector<uint64_t>& pay
   }
   ShardWriter& shard = s.shards[s.current_shard];
   if (shard.env.get() == nullptr) GRANARY_RETURN_IF_ERROR(s.OpenShard(shard));
+  GRANARY_RETURN_IF_ERROR(s.EnsureMapRoom(shard, value.size()));
   if (shard.txn.get() == nullptr) GRANARY_RETURN_IF_ERROR(shard.txn.Begin(shard.env.get(), 0, shard.abs_path));
   std::string key = EncodeKey(first);
   MDB_val k{key.size(), key.data()};
@@ -461,6 +509,7 @@ Status DbWriter::Append(std::string_view value, const std::vector<uint64_t>& pay
   shard.count += payload_hashes.size();
   s.split_count += payload_hashes.size();
   shard.pending_bytes += value.size();
+  shard.pending_stored += StoredBytesOfValue(value.size());
   if (++shard.pending >= s.options.records_per_commit || shard.pending_bytes >= s.options.bytes_per_commit) {
     GRANARY_RETURN_IF_ERROR(s.CommitShard(shard));
   }

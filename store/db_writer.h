@@ -33,9 +33,15 @@ struct DbWriterOptions {
   std::string path;
   Schema schema;
   int shards_per_split = 1;
-  // Address space reserved per shard; a shard larger than this fails with
-  // FailedPrecondition ("map full"). The file only grows as records arrive.
-  uint64_t map_bytes = uint64_t{64} << 30;
+  // LMDB maps a shard's file into address space of a fixed size (its map).
+  // A shard starts with a map of `initial_map_bytes` and the writer doubles it
+  // (committing first) whenever the next record might not fit, so a shard
+  // grows as far as the disk and the address space allow. With
+  // `max_shard_bytes` > 0 the map never grows past it, and a shard that would
+  // need more fails the build (FailedPrecondition naming the shard). A map
+  // the system refuses (ulimit -v) is an IOError saying so.
+  uint64_t initial_map_bytes = uint64_t{256} << 20;
+  uint64_t max_shard_bytes = 0;
   // A write transaction commits after this many records or bytes, whichever
   // comes first: LMDB holds a transaction's dirty pages in memory, so this
   // bounds the writer's memory whatever the db size.

@@ -6,8 +6,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <vector>
 
 #include "store/file.h"
 #include "store/json_text.h"
@@ -381,6 +389,36 @@ TEST_F(EndToEnd, AFullDiskSaysSoAndResumeFinishesAfterFreeingSpace) {
   EXPECT_EQ(nlohmann::json::parse(r.out)["content_hash"], nlohmann::json::parse(reference.out)["content_hash"]);
 }
 
+// Issue 14: a shard that fills its map (--max-shard-mb) fails the build with
+// one line naming the shard and the flag, leaves no db, and --resume with a
+// larger limit finishes with the content of an uninterrupted build. Without a
+// limit the map grows from a small start, so a build also runs under an
+// address-space limit (it reserved 64 GiB per shard and failed there before).
+TEST_F(EndToEnd, AShardThatFillsItsMapFailsClearlyAndResumesWithRoom) {
+  const std::string opts = " --limit 20000 --no-progress --json";
+  auto reference = RunCommand(kPrep + " build " + kFashion + " " + dir_.Sub("reference") + opts, dir_);
+  ASSERT_EQ(reference.exit_code, 0) << reference.err;
+  const std::string hash = nlohmann::json::parse(reference.out)["content_hash"];
+
+  const std::string db = dir_.Sub("db");
+  auto full = RunCommand(kPrep + " build " + kFashion + " " + db + opts + " --max-shard-mb 4", dir_);
+  EXPECT_EQ(full.exit_code, 1);
+  EXPECT_NE(full.err.find("train/shard-00000.mdb: the shard would outgrow --max-shard-mb 4 (use more --shards"),
+            std::string::npos)
+      << full.err;
+  EXPECT_EQ(std::count(full.err.begin(), full.err.end(), '\n'), 1) << full.err;
+  EXPECT_FALSE(fs::exists(db));
+  auto resumed = RunCommand(kPrep + " build " + kFashion + " " + db + opts + " --resume --max-shard-mb 64", dir_);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(nlohmann::json::parse(resumed.out)["content_hash"], hash);
+
+  auto limited = RunCommand("ulimit -v 3000000 && " + kPrep + " build " + kFashion + " " + dir_.Sub("limited") + opts +
+                                " --threads 2",
+                            dir_);
+  ASSERT_EQ(limited.exit_code, 0) << limited.err;
+  EXPECT_EQ(nlohmann::json::parse(limited.out)["content_hash"], hash);
+}
+
 // Issue 9: bf16 (CPU autocast) and channels-last train: the loss falls, and
 // both sync methods give the same numbers under them.
 TEST_F(EndToEnd, Bf16AndChannelsLastLowerTheLoss) {
@@ -666,6 +704,59 @@ TEST_F(EndToEnd, TwoNodesAndTorchrunsEnvironmentTrainAsOneLauncher) {
 // Issue 11: a rank that hangs (SIGSTOP) ends the run within --timeout, with
 // a line naming it, non-zero, and no process left; a rendezvous port already
 // in use is one clear error at once.
+// Issue 14: on one machine the ranks meet through a FileStore on a memfd, so
+// no rendezvous port is opened at all; every TCP socket the ranks hold (Gloo's
+// connections) is on the loopback address. (LibTorch 1.13's TCPStore listened
+// on every interface.)
+TEST_F(EndToEnd, OnOneMachineTheRanksHoldOnlyLoopbackSockets) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(RunCommand(kPrep + " build " + kFashion + " " + db + " --limit 2000 --no-progress", dir_).exit_code, 0);
+  const std::string start = "{ " + kTrain + " --db " + db + " --ranks 2 --epochs 1000 & echo $! > " + dir_.Sub("pid");
+  ASSERT_EQ(RunCommand(start + "; }", dir_).exit_code, 0);
+  const int pid = std::stoi(testing::ReadFile(dir_.Sub("pid")));
+  // TCP sockets by inode: local address (hex, as /proc/net/tcp{,6} shows it).
+  auto tcp_sockets = [] {
+    std::map<std::string, std::string> local;
+    for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+      std::istringstream lines(testing::ReadFile(table));
+      std::string line;
+      std::getline(lines, line);  // the header
+      while (std::getline(lines, line)) {
+        std::istringstream f(line);
+        std::string slot, address, remote, state, queues, timer, retransmits, uid, timeout, inode;
+        f >> slot >> address >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+        local[inode] = address.substr(0, address.find(':'));
+      }
+    }
+    return local;
+  };
+  std::vector<std::string> addresses;  // of the ranks' TCP sockets
+  for (int tries = 0; tries < 600 && addresses.size() < 2; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    addresses.clear();
+    const auto local = tcp_sockets();
+    std::istringstream ranks(testing::ReadFile("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) +
+                                               "/children"));
+    for (std::string rank; ranks >> rank;) {
+      std::error_code ec;
+      for (const auto& fd : fs::directory_iterator("/proc/" + rank + "/fd", ec)) {
+        const std::string target = fs::read_symlink(fd.path(), ec).string();
+        if (target.rfind("socket:[", 0) != 0) continue;
+        const auto it = local.find(target.substr(8, target.size() - 9));
+        if (it != local.end()) addresses.push_back(it->second);
+      }
+    }
+  }
+  ::kill(pid, SIGTERM);
+  for (int tries = 0; tries < 200 && ::kill(pid, 0) == 0; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GE(addresses.size(), 2u) << "the ranks never connected";
+  const std::set<std::string> loopback = {"0100007F", "00000000000000000000000001000000",
+                                          "0000000000000000FFFF00000100007F"};
+  for (const std::string& a : addresses) EXPECT_EQ(loopback.count(a), 1u) << "a rank's socket on " << a;
+}
+
 TEST_F(EndToEnd, AHungRankEndsTheRunWithinTheTimeoutAndABusyPortIsNamed) {
   const std::string db = dir_.Sub("hang.db");
   ASSERT_EQ(RunCommand(kPrep + " build " + kFashion + " " + db + " --limit 2000 --no-progress", dir_).exit_code, 0);

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -12,7 +13,7 @@ namespace granary {
 
 struct Comm::Impl {
   CommOptions options;
-  c10::intrusive_ptr<c10d::TCPStore> store;
+  c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
   torch::Tensor flat;  // reused packing buffer
 };
@@ -30,27 +31,35 @@ StatusOr<std::unique_ptr<Comm>> Comm::Create(const CommOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   if (options.world == 1) return std::unique_ptr<Comm>(new Comm(std::move(impl)));
-  const std::string where = "rendezvous with " + options.host + ":" + std::to_string(options.port);
+  const bool file = !options.store_file.empty();
+  const std::string where = file ? "rendezvous through " + options.store_file
+                                 : "rendezvous with " + options.host + ":" + std::to_string(options.port);
   WaitingForPeers waiting;
   Status s = CatchTorch(where.c_str(), [&] {
-    c10d::TCPStoreOptions store_options;
-    store_options.port = static_cast<uint16_t>(options.port);
-    // Under torchrun the agent serves the store (TORCHELASTIC_USE_AGENT_STORE).
-    const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
-    store_options.isServer = options.rank == 0 && !(agent_store != nullptr && std::string(agent_store) == "True");
-    store_options.numWorkers = options.world;
-    store_options.waitWorkers = true;
-    store_options.timeout = std::chrono::seconds(options.timeout_s);
-    impl->store = c10::make_intrusive<c10d::TCPStore>(options.host, store_options);
+    if (file) {
+      impl->store = c10::make_intrusive<c10d::FileStore>(options.store_file, options.world);
+      impl->store->setTimeout(std::chrono::seconds(options.timeout_s));
+    } else {
+      c10d::TCPStoreOptions store_options;
+      store_options.port = static_cast<uint16_t>(options.port);
+      // Under torchrun the agent serves the store (TORCHELASTIC_USE_AGENT_STORE).
+      const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+      store_options.isServer = options.rank == 0 && !(agent_store != nullptr && std::string(agent_store) == "True");
+      store_options.numWorkers = options.world;
+      store_options.waitWorkers = true;
+      store_options.timeout = std::chrono::seconds(options.timeout_s);
+      impl->store = c10::make_intrusive<c10d::TCPStore>(options.host, store_options);
+    }
     auto pg_options = c10d::ProcessGroupGloo::Options::create();
     pg_options->timeout = std::chrono::seconds(options.timeout_s);
     // Gloo's device: the interface asked for; on one machine the loopback
     // address; else the address this machine's hostname resolves to.
     using c10d::ProcessGroupGloo;
-    const bool loopback = options.host == "127.0.0.1" || options.host == "localhost";
+    const bool loopback = file || options.host == "127.0.0.1" || options.host == "localhost";
     pg_options->devices.push_back(!options.iface.empty() ? ProcessGroupGloo::createDeviceForInterface(options.iface)
-                                  : loopback             ? ProcessGroupGloo::createDeviceForHostname(options.host)
-                                                         : ProcessGroupGloo::createDefaultDevice());
+                                  : loopback
+                                      ? ProcessGroupGloo::createDeviceForHostname(file ? "127.0.0.1" : options.host)
+                                      : ProcessGroupGloo::createDefaultDevice());
     impl->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, options.rank, options.world, pg_options);
   });
   if (!s.ok()) return s;

@@ -1,5 +1,6 @@
 // Comm: the collectives data-parallel training needs, over c10d's
-// ProcessGroupGloo with a TCPStore rendezvous. One per rank process; calls are
+// ProcessGroupGloo with a TCPStore rendezvous (several machines, or a port
+// named) or a FileStore one (one machine: no port opened). One per rank process; calls are
 // blocking and must be made in the same order on every rank. LibTorch and
 // Gloo exceptions are caught here and returned as Status.
 #pragma once
@@ -19,6 +20,11 @@ struct CommOptions {
   int world = 1;
   std::string host = "127.0.0.1";  // where rank 0 serves the TCPStore
   int port = 0;
+  // When set, the ranks (all on this machine) meet through a c10d FileStore
+  // at this path instead of a TCPStore, and Gloo uses the loopback device.
+  // LibTorch 1.13's TCPStore has no bind address: it would listen on every
+  // interface.
+  std::string store_file;
   std::string iface;  // Gloo's network interface; "": loopback if host is, else this machine's hostname
   int timeout_s = 300;
 };

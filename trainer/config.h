@@ -85,6 +85,9 @@ struct DistConfig {
   int timeout_s = 60;              // rendezvous and collectives: a lost rank ends the run this much later
   bool oversubscribe = false;      // allow ranks x threads above the cores
   bool pin = true;                 // pin each rank to its own CPUs (trainer/layout.h)
+  // A rank's only: the launcher's FileStore rendezvous on one machine
+  // (trainer/launch.h); not part of a run's config, never written.
+  std::string rendezvous_file;
 };
 
 // What the run leaves behind besides its report on stdout.

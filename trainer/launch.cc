@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -67,6 +68,17 @@ class SignalMaskGuard {
   sigset_t saved_;
 };
 
+// A file descriptor closed when it goes out of scope.
+struct OwnedFd {
+  int fd = -1;
+  OwnedFd() = default;
+  OwnedFd(const OwnedFd&) = delete;
+  OwnedFd& operator=(const OwnedFd&) = delete;
+  ~OwnedFd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
 // What rank `rank` is exec'd with, made before fork (the child of a
 // threaded process may only make async-signal-safe calls).
 struct RankExec {
@@ -76,10 +88,15 @@ struct RankExec {
   bool pinned = false;
 };
 
-RankExec PrepareRank(const LaunchOptions& o, const HeartbeatBoard& board, int rank) {
+RankExec PrepareRank(const LaunchOptions& o, const HeartbeatBoard& board, int rendezvous_fd, int rank) {
   RankExec e;
   e.args = o.args;
-  e.args.insert(e.args.end(), {"--rank", std::to_string(o.first_rank + rank), "--port", std::to_string(o.port)});
+  e.args.insert(e.args.end(), {"--rank", std::to_string(o.first_rank + rank)});
+  if (rendezvous_fd >= 0) {
+    e.args.insert(e.args.end(), {"--rendezvous-file", "/proc/self/fd/" + std::to_string(rendezvous_fd)});
+  } else {
+    e.args.insert(e.args.end(), {"--port", std::to_string(o.port)});
+  }
   for (char** v = environ; *v != nullptr; ++v) {
     const std::string var = *v;
     const std::string name = var.substr(0, var.find('=') + 1);
@@ -193,9 +210,14 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
   const pid_t launcher = ::getpid();
   StatusOr<HeartbeatBoard> board = HeartbeatBoard::Create(o.ranks);
   if (!board.ok()) return board.status();
+  OwnedFd rendezvous;  // inherited by the ranks (no CLOEXEC)
+  if (o.port == 0) {
+    rendezvous.fd = ::memfd_create("granary-rendezvous", 0);
+    if (rendezvous.fd < 0) return Status::IOError("memfd", "create the rendezvous file", errno);
+  }
   Ranks ranks;
   for (int rank = 0; rank < o.ranks; ++rank) {
-    RankExec exec = PrepareRank(o, board.value(), rank);
+    RankExec exec = PrepareRank(o, board.value(), rendezvous.fd, rank);
     std::fflush(nullptr);
     const pid_t pid = ::fork();
     if (pid < 0) {

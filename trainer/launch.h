@@ -21,6 +21,10 @@ struct LaunchOptions {
   int first_rank = 0;             // the global rank of this node's first (node_rank x ranks)
   int node_rank = 0;              // named in failures of a many-node run
   int nnodes = 1;
+  // The rendezvous: rank 0's TCPStore port, passed as "--port P"; or 0 (one
+  // machine) for a c10d FileStore on a memfd the ranks inherit, passed as
+  // "--rendezvous-file /proc/self/fd/N": no port is opened at all, and
+  // nothing is left on disk however the run ends.
   int port = 0;
   // Rank r runs on cpus[r] only, when given (one entry per rank).
   std::vector<std::vector<int>> cpus;

@@ -40,11 +40,7 @@ int Fail(const Status& s, int rank, bool name_rank = false) {
 
 // How the launcher starts the ranks of `config` laid out as `layout`, each
 // with `argv`.
-StatusOr<LaunchOptions> RankLaunch(const TrainConfig& config, const Layout& layout,
-                                   const std::vector<std::string>& argv) {
-  StatusOr<int> port = config.dist.port;
-  if (port.value() == 0) port = PickFreePort();
-  if (!port.ok()) return port.status();
+LaunchOptions RankLaunch(const TrainConfig& config, const Layout& layout, const std::vector<std::string>& argv) {
   LaunchOptions launch;
   launch.args = argv;
   launch.args.insert(launch.args.end(), {"--layout", layout.ToJson()});
@@ -52,7 +48,7 @@ StatusOr<LaunchOptions> RankLaunch(const TrainConfig& config, const Layout& layo
   launch.first_rank = config.dist.node_rank * config.dist.ranks;
   launch.node_rank = config.dist.node_rank;
   launch.nnodes = config.dist.nnodes;
-  launch.port = port.value();
+  launch.port = config.dist.port;  // 0 (one machine, no port named): a FileStore, no port opened
   launch.cpus = layout.cpus;
   launch.env = layout.ThreadEnvironment();
   launch.timeout_s = config.World() > 1 ? config.dist.timeout_s : 0;  // one rank waits for nobody
@@ -64,9 +60,7 @@ StatusOr<LaunchOptions> RankLaunch(const TrainConfig& config, const Layout& layo
 
 // The launcher's part: exit status of the run.
 int Launch(const TrainConfig& config, const Layout& layout, const std::vector<std::string>& argv) {
-  StatusOr<LaunchOptions> launch = RankLaunch(config, layout, argv);
-  if (!launch.ok()) return Fail(launch.status(), 0);
-  StatusOr<LaunchOutcome> outcome = LaunchRanks(launch.value());
+  StatusOr<LaunchOutcome> outcome = LaunchRanks(RankLaunch(config, layout, argv));
   if (!outcome.ok()) return Fail(outcome.status(), 0);
   if (!outcome->failure.empty()) std::fprintf(stderr, "train: %s\n", outcome->failure.c_str());
   return outcome->exit_code;
@@ -154,11 +148,10 @@ StatusOr<ProbeOutput> RunProbe(const TrainConfig& config, const std::vector<std:
   Capture out, err;
   if (out.fd() < 0 || err.fd() < 0) return Status::IOError("memfd", "capture a probe's output", errno);
   const Layout layout = PlanLayout(config, UsableCpus());
-  StatusOr<LaunchOptions> launch = RankLaunch(config, layout, args);
-  if (!launch.ok()) return launch.status();
-  launch->stdout_fd = out.fd();
-  launch->stderr_fd = err.fd();
-  StatusOr<LaunchOutcome> outcome = LaunchRanks(launch.value());
+  LaunchOptions launch = RankLaunch(config, layout, args);
+  launch.stdout_fd = out.fd();
+  launch.stderr_fd = err.fd();
+  StatusOr<LaunchOutcome> outcome = LaunchRanks(launch);
   if (!outcome.ok()) return outcome.status();
   if (outcome->stopped_by != 0) {
     return Status::FailedPrecondition(std::string("stopped by ") + ::strsignal(outcome->stopped_by));

@@ -117,6 +117,8 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "print one JSON object with the config and every epoch's figures on stdout");
   app.add_option("--rank", rank, "internal: run as this rank")->group("");
   app.add_option("--port", config.dist.port, "internal: rank 0's TCPStore port")->group("");
+  app.add_option("--rendezvous-file", config.dist.rendezvous_file, "internal: the launcher's FileStore (one machine)")
+      ->group("");
   std::string layout;
   app.add_option("--layout", layout, "internal: the launcher's layout (JSON)")->group("");
   granary::TuneRequest tune;

@@ -316,6 +316,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
   co.timeout_s = c.dist.timeout_s;
   co.host = c.dist.host;
   co.port = c.dist.port;
+  co.store_file = c.dist.rendezvous_file;
   StatusOr<std::unique_ptr<Comm>> comm = Comm::Create(co);
   if (!comm.ok()) return comm.status();
   std::vector<torch::Tensor> params = net.parameters();

@@ -130,6 +130,63 @@ TEST(Db, UnfinishedWriterLeavesNoDb) {
   EXPECT_EQ(db.status().code(), Status::Code::kNotFound);
 }
 
+// A shard's map starts small and grows as records arrive (so a build runs
+// under an address-space limit); with max_shard_bytes it stops there, failing
+// the build with a message naming the shard and the flag.
+TEST(Db, AShardsMapGrowsFromASmallStartAndStopsAtItsLimit) {
+  Schema schema;
+  schema.fields = {{"image", DType::kUInt8, {4000}}};
+  RecordEncoder enc(schema, /*zstd_level=*/0);
+  std::vector<std::string> images(3000, std::string(4000, '\0'));  // incompressible: one LMDB page each
+  std::vector<Encoded> records(images.size());
+  uint64_t state = 42;
+  for (size_t i = 0; i < images.size(); ++i) {
+    for (char& c : images[i]) {
+      c = static_cast<char>((state = state * 6364136223846793005u + 1442695040888963407u) >> 56);
+    }
+    ASSERT_TRUE(enc.EncodeOne({{images[i].data(), images[i].size(), {}}}, &records[i].value, &records[i].hash).ok());
+  }
+  TempDir dir;
+  for (uint64_t limit : {uint64_t{0}, uint64_t{4} << 20}) {
+    const std::string path = dir.Sub("db" + std::to_string(limit));
+    DbWriterOptions o;
+    o.path = path;
+    o.schema = schema;
+    o.initial_map_bytes = uint64_t{1} << 20;
+    o.max_shard_bytes = limit;
+    auto writer = DbWriter::Create(o);
+    ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+    ASSERT_TRUE(writer.value()->BeginSplit("train", records.size()).ok());
+    Status appended;
+    size_t written = 0;
+    for (; written < records.size() && appended.ok(); ++written) {
+      appended = writer.value()->Append(records[written].value, {records[written].hash});
+    }
+    if (limit > 0) {
+      EXPECT_EQ(appended.code(), Status::Code::kFailedPrecondition) << appended.ToString();
+      EXPECT_NE(appended.message().find("shard-00000.mdb: the shard would outgrow --max-shard-mb 4"), std::string::npos)
+          << appended.message();
+      EXPECT_LT(written, records.size());
+      EXPECT_GT(written, 500u);  // it got near the limit first
+      EXPECT_LE(fs::file_size(path + format::kPartialSuffix + "/train/shard-00000.mdb"), limit);
+      continue;
+    }
+    ASSERT_TRUE(appended.ok()) << appended.ToString();
+    ASSERT_TRUE(writer.value()->EndSplit().ok());
+    ASSERT_TRUE(writer.value()->Finish(Manifest()).ok());
+    EXPECT_GT(fs::file_size(path + "/train/shard-00000.mdb"), uint64_t{11} << 20);  // 11 times the first map
+    auto db = DbReader::Open(path);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    auto reader = SplitReader::Create(*db.value(), "train");
+    ASSERT_TRUE(reader.ok());
+    const FieldView* rec = nullptr;
+    for (uint64_t i : {uint64_t{0}, uint64_t{1777}, uint64_t{2999}}) {
+      ASSERT_TRUE(reader.value()->Read(i, &rec).ok());
+      EXPECT_EQ(std::string(reinterpret_cast<const char*>(rec[0].data), images[i].size()), images[i]) << i;
+    }
+  }
+}
+
 TEST(Db, ExistingDbIsNotReplacedWithoutOverwrite) {
   TempDir dir;
   WriteDb(dir.Sub("db"), 10, 1);

@@ -1,6 +1,11 @@
 #include "trainer/comm.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
 
 #include "trainer/after_backward_sync.h"
 #include "trainer/bucketed_sync.h"
@@ -131,6 +136,22 @@ TEST(BucketedSync, GivesExactlyTheFlatAllReducesMeans) {
   ASSERT_EQ(got[0].size(), got[1].size());
   ASSERT_FALSE(got[0].empty());
   for (size_t i = 0; i < got[0].size(); ++i) EXPECT_TRUE(torch::equal(got[0][i], got[1][i])) << i;
+}
+
+// One machine's rendezvous (trainer/launch.h): a FileStore on a memfd the
+// ranks reach as /proc/self/fd/N, no port.
+TEST(Comm, RanksMeetThroughAFileStoreOnAMemfd) {
+  const int fd = ::memfd_create("comm-test-rendezvous", 0);
+  ASSERT_GE(fd, 0);
+  OnTwoRanks(
+      [](Comm& comm) {
+        std::vector<torch::Tensor> t{torch::full({3}, static_cast<float>(comm.rank() + 1))};
+        GRANARY_RETURN_IF_ERROR(comm.AllReduceMean(t));
+        EXPECT_TRUE(torch::allclose(t[0], torch::full({3}, 1.5f))) << t[0];
+        return Status::OK();
+      },
+      "/proc/self/fd/" + std::to_string(fd));
+  ::close(fd);
 }
 
 TEST(Comm, RejectsBadRanks) {

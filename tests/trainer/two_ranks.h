@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -11,9 +12,11 @@
 
 namespace granary {
 
-// Runs `body(comm)` on two ranks (threads of this process) joined over Gloo.
+// Runs `body(comm)` on two ranks (threads of this process) joined over Gloo,
+// meeting through a TCPStore on a free port, or through a FileStore at
+// `store_file` if given.
 template <typename F>
-void OnTwoRanks(F body) {
+void OnTwoRanks(F body, const std::string& store_file = "") {
   auto port = PickFreePort();
   ASSERT_TRUE(port.ok());
   std::vector<std::thread> ranks;
@@ -24,6 +27,7 @@ void OnTwoRanks(F body) {
       o.rank = r;
       o.world = 2;
       o.port = port.value();
+      o.store_file = store_file;
       o.timeout_s = 30;
       auto comm = Comm::Create(o);
       if (!comm.ok()) {
