@@ -15,6 +15,7 @@ accuracy when the db has a test or val split, and a checksum of each rank's
 parameters (DDP keeps them equal).
 """
 import argparse
+import gc
 import json
 import os
 import socket
@@ -90,6 +91,13 @@ def worker(rank, args, port):
         report["parameter_checksums"] = checksums
         if rank == 0:
             print(json.dumps(report), flush=True)
+    # Teardown order matters in PyTorch 1.13: DDP's Reducer holds the process
+    # group and is destroyed with the GIL held. Had it the group's last
+    # reference, the group's destructor would wait, GIL held, for a Gloo thread
+    # that may need the GIL to free a tensor: a hang at exit. So the model goes
+    # first, and destroy_process_group (which releases the GIL) ends the group.
+    del model, optimizer
+    gc.collect()
     dist.destroy_process_group()
 
 

@@ -19,6 +19,11 @@
 
 namespace granary {
 
+// ImageNet's per-channel mean and std of RGB values scaled to [0, 1]: what
+// `loader bench --normalize` and Python's normalize=True apply to RGB images.
+inline const std::vector<float> kImageNetMean = {0.485f, 0.456f, 0.406f};
+inline const std::vector<float> kImageNetStd = {0.229f, 0.224f, 0.225f};
+
 struct LoaderOptions {
   std::string split = "train";
   size_t batch_size = 64;  // per rank; the last batch of an epoch may be smaller

@@ -68,8 +68,8 @@ int RunBench(BenchArgs& a) {
   if (!shuffle.ok()) return Fail(shuffle.status());
   a.loader.sampler.mode = shuffle.value();
   if (a.normalize) {
-    a.loader.channel_mean = {0.485f, 0.456f, 0.406f};
-    a.loader.channel_std = {0.229f, 0.224f, 0.225f};
+    a.loader.channel_mean = granary::kImageNetMean;
+    a.loader.channel_std = granary::kImageNetStd;
   }
   auto db = granary::DbReader::Open(a.db);
   if (!db.ok()) return Fail(db.status());

@@ -186,8 +186,15 @@ class LoaderHandle {
     o.input_field = schema.FieldIndex("image") >= 0 ? "image" : "features";
     const int input = schema.FieldIndex(o.input_field);
     if (input < 0) ThrowIfError(Status::InvalidArgument(path + ": no 'image' or 'features' field to batch"));
-    o.scale = schema.fields[input].dtype == DType::kUInt8 ? 1.0f / 255.0f : 1.0f;
-    if (a.mean.size() == 1 && a.stddev.size() == 1) {
+    const FieldSpec& field = schema.fields[input];
+    o.scale = field.dtype == DType::kUInt8 ? 1.0f / 255.0f : 1.0f;
+    if (a.mean.empty() && a.stddev.empty()) {  // normalize=True: ImageNet's for RGB images, else 0.5 / 0.5
+      const bool rgb = field.shape.size() == 3 && field.shape[field.layout == "HWC" ? 2 : 0] == 3;
+      o.channel_mean = rgb ? kImageNetMean : std::vector<float>{};
+      o.channel_std = rgb ? kImageNetStd : std::vector<float>{};
+      o.mean = rgb ? 0.0f : 0.5f;
+      o.stddev = rgb ? 1.0f : 0.5f;
+    } else if (a.mean.size() == 1 && a.stddev.size() == 1) {
       o.mean = a.mean[0];
       o.stddev = a.stddev[0];
     } else {

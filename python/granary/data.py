@@ -12,11 +12,6 @@ try:
 except ImportError:  # the C++ module is not built: Dataset reads with granary.reader
     _native = None
 
-# ImageNet's per-channel statistics, what normalize=True applies to RGB images
-# (gray images get 0.5 and 0.5).
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
-
 
 def _input_field(fields, label):
     """The field a model reads, as `train` picks it: 'image', else the one other field."""
@@ -116,7 +111,7 @@ def _normalization(normalize):
     if normalize is False or normalize is None:
         return [0.0], [1.0]
     if normalize is True:
-        return None, None  # per channel, once the channel count is known
+        return [], []  # the C++ side picks by the input's channels: ImageNet's for RGB, else 0.5 / 0.5
     mean, std = normalize
     mean = [float(m) for m in (mean if hasattr(mean, "__len__") else [mean])]
     std = [float(s) for s in (std if hasattr(std, "__len__") else [std])]
@@ -160,9 +155,6 @@ class Loader:
         self.channels_last = channels_last
         self._batch = batch_size
         mean, std = _normalization(normalize)
-        if mean is None:
-            channels = _native.Split(self.path, split).read(0)["image"].shape[-1] if normalize is True else 1
-            mean, std = (list(IMAGENET_MEAN), list(IMAGENET_STD)) if channels == 3 else ([0.5], [0.5])
         self._native = _native.Loader(self.path, split, batch_size, rank, world, seed, threads, prefetch, augment,
                                       shuffle, mean, std, channels_last, drop_last)
         self._epoch = 0

@@ -186,6 +186,12 @@ class PackageTest(unittest.TestCase):
         first = reference[order[0]]["image"].float() / 255
         torch.testing.assert_close(x[0], (first - 0.5) / 0.25)
         self.assertEqual(int(y[0]), int(reference[order[0]]["label"]))
+        # normalize=True: 0.5 / 0.5 for anything but RGB images (ImageNet's), gray images and features alike.
+        for db in ("fashion", "csv"):
+            x, _ = next(iter(granary.Loader(self.dbs[db], batch_size=3, shuffle="none", normalize=True)))
+            stored = granary.Dataset(self.dbs[db])[0]
+            first = stored["image"].float() / 255 if db == "fashion" else stored["features"]
+            torch.testing.assert_close(x[0], (first - 0.5) / 0.5)
 
     def test_bad_dbs_raise_granary_errors_with_the_tools_message(self):
         def prep_error(*args):
