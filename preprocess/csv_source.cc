@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -222,7 +223,10 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
   }
   if (header.size() < 2) return Status::InvalidArgument(files[0].path + ": no feature columns besides the label");
 
-  // Classes: non-negative integers as they are, else the sorted distinct strings.
+  // Classes: non-negative integers as they are, when dense (at most twice as
+  // many indices as values, plus a few: a class may be absent from a small
+  // table); sparse ones in numeric order, named by their values (a label of
+  // 594082 is one class, not 594083); else the sorted distinct strings.
   std::set<std::string> values;
   for (const CsvFile& f : files) {
     for (const CsvRow& r : f.rows) {
@@ -232,21 +236,30 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
     }
   }
   std::map<std::string, int64_t> classes;
+  std::set<int64_t> numbers;  // integer labels in numeric order ("7" and "07" are one)
   bool integers = !values.empty();
-  int64_t max_label = -1;
   for (const std::string& v : values) {
     char* end = nullptr;
+    errno = 0;
     long long x = std::strtoll(v.c_str(), &end, 10);
-    if (end != v.c_str() + v.size() || x < 0 || x > 1000000) {
+    if (end != v.c_str() + v.size() || x < 0 || errno == ERANGE) {
       integers = false;
       break;
     }
     classes[v] = x;
-    max_label = std::max<int64_t>(max_label, x);
+    numbers.insert(x);
   }
+  const bool dense = integers && *numbers.rbegin() < 2 * static_cast<int64_t>(numbers.size()) + 16;
   Source source;
-  if (integers) {
-    for (int64_t i = 0; i <= max_label; ++i) source.info.class_names.push_back(std::to_string(i));
+  if (dense) {
+    for (int64_t i = 0; i <= *numbers.rbegin(); ++i) source.info.class_names.push_back(std::to_string(i));
+  } else if (integers) {
+    std::map<int64_t, int64_t> index;  // label value -> class
+    for (int64_t number : numbers) {
+      index[number] = static_cast<int64_t>(source.info.class_names.size());
+      source.info.class_names.push_back(std::to_string(number));
+    }
+    for (auto& [v, x] : classes) x = index[x];
   } else {
     classes.clear();
     for (const std::string& v : values) {

@@ -50,6 +50,34 @@ TEST(Csv, StringLabelsBecomeSortedClassesAndQuotingWorks) {
   EXPECT_EQ(split.ItemName(1), dir.Sub("t.csv") + ":4");
 }
 
+// Integer labels are class indices when dense (a class may be absent);
+// sparse ones become classes in numeric order, named by their values, so a
+// label of 594082 does not make 594083 classes (a fuzz run's finding).
+TEST(Csv, DenseIntegerLabelsAreIndicesSparseOnesAreRenumbered) {
+  TempDir dir;
+  testing::WriteFile(dir.Sub("dense.csv"), "x,label\n1,0\n2,3\n3,3\n");
+  testing::WriteFile(dir.Sub("sparse.csv"), "x,label\n1,594082\n2,17\n3,017\n4,100\n");
+  CsvOptions o;
+  o.label = "label";
+  auto dense = OpenCsvSource(dir.Sub("dense.csv"), o);
+  ASSERT_TRUE(dense.ok()) << dense.status().ToString();
+  EXPECT_EQ(dense->info.class_names, (std::vector<std::string>{"0", "1", "2", "3"}));
+  int64_t label;
+  Features(*dense->splits[0], 1, &label);
+  EXPECT_EQ(label, 3);
+
+  auto sparse = OpenCsvSource(dir.Sub("sparse.csv"), o);
+  ASSERT_TRUE(sparse.ok()) << sparse.status().ToString();
+  EXPECT_EQ(sparse->info.class_names, (std::vector<std::string>{"17", "100", "594082"}));
+  EXPECT_EQ(sparse->info.num_classes, 3);
+  std::vector<int64_t> labels;
+  for (uint64_t i = 0; i < 4; ++i) {
+    Features(*sparse->splits[0], i, &label);
+    labels.push_back(label);
+  }
+  EXPECT_EQ(labels, (std::vector<int64_t>{2, 0, 0, 1}));
+}
+
 TEST(Csv, BadRowsAreRejectedWithFileLineAndReason) {
   TempDir dir;
   testing::WriteFile(dir.Sub("t.csv"), "x,y,label\n1,2,0\n1,abc,1\n1,2\n1,,1\n1,2,\n3,4,1\n");
