@@ -338,6 +338,14 @@ Status RecordDecoder::Decode(std::string_view value, DecodedRecord* out) {
     out->payload.resize(payload_bytes);
     if (payload_bytes > 0) std::memcpy(out->payload.data(), body, payload_bytes);
   } else {
+    // A zstd block takes at least 4 bytes and yields at most 128 KiB, so a
+    // frame can never hold more than 32768 times its size: a record claiming
+    // more is refused before its payload is allocated.
+    constexpr uint64_t kZstdMaxExpansion = (uint64_t{128} << 10) / 4;
+    if (payload_bytes / kZstdMaxExpansion > body_bytes) {
+      return Status::Corruption("a zstd frame of " + std::to_string(body_bytes) + " bytes cannot hold the " +
+                                std::to_string(payload_bytes) + " bytes the header says");
+    }
     const bool dict = codec == static_cast<uint8_t>(Codec::kZstdDict);
     ZSTD_frameHeader frame;
     size_t rc = ZSTD_getFrameHeader_advanced(&frame, body, body_bytes,

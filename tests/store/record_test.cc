@@ -2,8 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#define XXH_INLINE_ALL  // the test checksums crafted records itself
+#include <xxhash.h>
+
 #include <cstring>
 #include <numeric>
+#include <string>
+#include <tuple>
 
 #include "store/db.h"
 #include "store/shard_index.h"
@@ -173,6 +178,66 @@ std::shared_ptr<const CompressionDictionary> TrainedDictionary(const std::vector
   auto dict = CompressionDictionary::Create(bytes.value(), level);
   EXPECT_TRUE(dict.ok());
   return dict.value();
+}
+
+// A record of one variable-length uint8 field, crafted: its header says
+// `payload_bytes` (and the field's one dim the same), then `body`, under a
+// correct checksum, so only the decoder's limits stand in the way.
+std::string CraftedRecord(uint32_t payload_bytes, const std::string& body) {
+  std::string header(format::kFixedHeaderBytes + format::kDimBytes, '\0');
+  header[0] = static_cast<char>(format::kRecordVersion);
+  header[1] = static_cast<char>(format::Codec::kZstd);
+  header[2] = 1;  // fields
+  for (int i = 0; i < 4; ++i) {
+    header[4 + i] = static_cast<char>(payload_bytes >> (8 * i));
+    header[12 + i] = static_cast<char>(payload_bytes >> (8 * i));  // the dim
+  }
+  header[8] = 1;  // samples
+  XXH64_state_t* state = XXH64_createState();
+  XXH64_reset(state, format::kChecksumSeed);
+  XXH64_update(state, header.data(), header.size());
+  XXH64_update(state, body.data(), body.size());
+  const uint64_t checksum = XXH64_digest(state);
+  XXH64_freeState(state);
+  for (int i = 0; i < 8; ++i) header.push_back(static_cast<char>(checksum >> (8 * i)));
+  return header + body;
+}
+
+// A zstd frame (or a header) claiming gigabytes is refused before the payload
+// is allocated: by the 1 GiB record limit, by what a frame of that size can
+// hold at most (32768 times its bytes), or by the frame's own content size.
+// A legitimately extreme ratio (4 MiB of zeros) still reads.
+TEST(RecordDecoder, AFrameClaimingGigabytesIsRefusedBeforeAllocating) {
+  Schema schema;
+  schema.fields = {{"v", DType::kUInt8, {kVariableDim}}};
+  RecordEncoder encoder(schema, 3);
+  RecordDecoder decoder(schema);
+  DecodedRecord record;
+  for (size_t bytes : {size_t{100}, size_t{4} << 20}) {
+    const std::string zeros(bytes, '\0');
+    std::string value;
+    ASSERT_TRUE(encoder.EncodeOne({{zeros.data(), zeros.size(), {static_cast<int64_t>(bytes)}}}, &value).ok());
+    ASSERT_TRUE(decoder.Decode(value, &record).ok()) << bytes;
+    EXPECT_EQ(record.fields[0].bytes, bytes);
+  }
+  std::string value;
+  ASSERT_TRUE(encoder.EncodeOne({{"0123456789", 10, {10}}}, &value).ok());
+  const std::string frame = value.substr(format::kFixedHeaderBytes + format::kDimBytes + format::kChecksumBytes);
+  ASSERT_TRUE(decoder.Decode(CraftedRecord(10, frame), &record).ok());  // the crafting is right
+
+  // 13 bytes declaring 1 GiB of content: magic, a single-segment header with
+  // a 4-byte content size, one last RLE block of 128 KiB.
+  const std::string gigabyte_frame("\x28\xb5\x2f\xfd\xa0\x00\x00\x00\x40\x03\x00\x10\x00", 13);
+  const std::tuple<uint32_t, std::string, const char*> cases[] = {
+      {0xFFFFFFFFu, frame, "exceeds the 1 GiB limit"},
+      {uint32_t{1} << 30, gigabyte_frame, "a zstd frame of 13 bytes cannot hold the 1073741824 bytes"},
+      {100000, frame, "zstd frame header does not declare 100000 bytes"},
+  };
+  for (const auto& [claimed, body, message] : cases) {
+    Status s = decoder.Decode(CraftedRecord(claimed, body), &record);
+    EXPECT_EQ(s.code(), Status::Code::kCorruption) << claimed;
+    EXPECT_NE(s.message().find(message), std::string::npos) << s.message();
+  }
 }
 
 TEST(RecordDictionary, RoundTripsSmallerAndEveryFlipIsDetected) {
