@@ -30,6 +30,7 @@ FORMAT_VERSION = 1
 RECORD_VERSION = 1
 MAX_SAMPLES = 65536
 MAX_PAYLOAD = 1 << 30
+ZSTD_MAX_EXPANSION = (128 << 10) // 4  # a zstd block: at least 4 bytes, at most 128 KiB out
 HEADER = struct.Struct("<BBHII")  # version, codec, N fields, P payload bytes, M samples
 DTYPES = {"uint8": "<u1", "int8": "<i1", "int16": "<i2", "int32": "<i4", "int64": "<i8", "float32": "<f4",
           "float64": "<f8"}
@@ -144,6 +145,8 @@ class Db:
         elif codec in (1, 2):
             if codec == 2 and self._with_dictionary is None:
                 raise corrupt("codec 2 in a db without a dictionary")
+            if payload_bytes // ZSTD_MAX_EXPANSION > len(body):
+                raise corrupt(f"a zstd frame of {len(body)} bytes cannot hold the {payload_bytes} bytes the header says")
             decompressor = self._plain if codec == 1 else self._with_dictionary
             try:
                 # decompressobj, not decompress: the latter reads the content

@@ -9,10 +9,13 @@ import json
 import math
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
 import unittest
+
+import xxhash
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -133,6 +136,17 @@ class FormatTest(unittest.TestCase):
         report = subprocess.run([PREP, "verify", db, "--json"], capture_output=True, text=True)
         self.assertNotEqual(report.returncode, 0)
         self.assertIn(f"key {key}", report.stdout)
+
+    def test_a_frame_claiming_a_gigabyte_is_refused_before_decompressing(self):
+        # FORMAT.md: P <= 32768 * B. 13 bytes: a zstd frame declaring 1 GiB
+        # (one 128 KiB RLE block), under a correct checksum.
+        db = granary_db.Db(self.dbs["zstd"])
+        frame = bytes.fromhex("28b52ffda00000004003001000")
+        header = struct.pack("<BBHII", 1, 1, len(db.fields), 1 << 30, 1)
+        value = header + struct.pack("<Q", xxhash.xxh64_intdigest(header + frame)) + frame
+        with self.assertRaises(granary_db.CorruptionError) as caught:
+            db.decode(value, "crafted")
+        self.assertIn("crafted: a zstd frame of 13 bytes cannot hold the 1073741824 bytes", str(caught.exception))
 
     def test_a_newer_format_is_refused(self):
         db = os.path.join(self.tmp, "newer")
