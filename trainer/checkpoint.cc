@@ -76,8 +76,12 @@ Status Damaged(const std::string& path, const std::string& why) {
 
 }  // namespace
 
-Status WriteCheckpoint(const std::string& dir, const CheckpointHeader& header, const torch::nn::Module& model,
-                       const torch::optim::Optimizer& optimizer, int keep) {
+namespace {
+
+// The checkpoint file of `header`'s position: magic, header, the model's and
+// the optimizer's state as they are now (a copy: they may change after).
+StatusOr<std::string> CheckpointFile(const CheckpointHeader& header, const torch::nn::Module& model,
+                                     const torch::optim::Optimizer& optimizer) {
   std::ostringstream payload;
   GRANARY_RETURN_IF_ERROR(CatchTorch("checkpoint", [&] {
     torch::serialize::OutputArchive archive, model_archive, optimizer_archive;
@@ -101,11 +105,16 @@ Status WriteCheckpoint(const std::string& dir, const CheckpointHeader& header, c
   for (int i = 0; i < 4; ++i) file.push_back(static_cast<char>((length >> (8 * i)) & 0xff));
   file += text;
   file += bytes;
+  return file;
+}
 
+// Writes `file` as the checkpoint of `step` in `dir` (created if missing),
+// durably, then keeps only the newest `keep` checkpoints there.
+Status StoreCheckpointFile(const std::string& dir, int64_t step, const std::string& file, int keep) {
   std::error_code error;
   fs::create_directories(dir, error);
   if (error) return Status::IOError(dir, "--checkpoint-dir: creating", error.value());
-  const fs::path path = fs::path(dir) / NameOfStep(header.at.global_step);
+  const fs::path path = fs::path(dir) / NameOfStep(step);
   const std::string temporary = path.string() + ".tmp";
   GRANARY_RETURN_IF_ERROR(WriteFileSynced(temporary, file));
   if (::rename(temporary.c_str(), path.c_str()) != 0) return Status::IOError(path.string(), "rename", errno);
@@ -124,6 +133,35 @@ Status WriteCheckpoint(const std::string& dir, const CheckpointHeader& header, c
     }
   }
   return Status::OK();
+}
+
+}  // namespace
+
+Status WriteCheckpoint(const std::string& dir, const CheckpointHeader& header, const torch::nn::Module& model,
+                       const torch::optim::Optimizer& optimizer, int keep) {
+  StatusOr<std::string> file = CheckpointFile(header, model, optimizer);
+  if (!file.ok()) return file.status();
+  return StoreCheckpointFile(dir, header.at.global_step, file.value(), keep);
+}
+
+CheckpointWriter::~CheckpointWriter() { (void)Wait(); }
+
+Status CheckpointWriter::Write(const std::string& dir, const CheckpointHeader& header, const torch::nn::Module& model,
+                               const torch::optim::Optimizer& optimizer, int keep) {
+  GRANARY_RETURN_IF_ERROR(Wait());
+  StatusOr<std::string> file = CheckpointFile(header, model, optimizer);
+  if (!file.ok()) return file.status();
+  thread_ = std::thread([this, dir, step = header.at.global_step, file = std::move(file).value(), keep] {
+    stored_ = StoreCheckpointFile(dir, step, file, keep);
+  });
+  return Status::OK();
+}
+
+Status CheckpointWriter::Wait() {
+  if (thread_.joinable()) thread_.join();
+  Status stored = stored_;
+  stored_ = Status::OK();
+  return stored;
 }
 
 StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "store/status.h"
@@ -48,6 +49,30 @@ struct Checkpoint {
 // that start with the checkpoint magic are ever deleted.
 Status WriteCheckpoint(const std::string& dir, const CheckpointHeader& header, const torch::nn::Module& model,
                        const torch::optim::Optimizer& optimizer, int keep);
+
+// Rank 0's checkpoints, written in the background: Write() copies the
+// state into the file's bytes at once (training may change the model right
+// after) and returns; writing, syncing and renaming the file happen on a
+// thread of its own, so a slow disk does not hold the other ranks in their
+// next collective past --timeout. A Write first waits for the one before; if
+// that failed, it returns the error and writes nothing. Wait() waits for the
+// last and returns its status (a run calls it before it ends); destruction
+// waits too.
+class CheckpointWriter {
+ public:
+  CheckpointWriter() = default;
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+  ~CheckpointWriter();
+
+  Status Write(const std::string& dir, const CheckpointHeader& header, const torch::nn::Module& model,
+               const torch::optim::Optimizer& optimizer, int keep);
+  Status Wait();
+
+ private:
+  std::thread thread_;
+  Status stored_;  // the last write's outcome, set by thread_
+};
 
 // Reads and checks `path`: Corruption (damaged), FailedPrecondition (a newer
 // version), NotFound; each naming the file.

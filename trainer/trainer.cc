@@ -361,7 +361,9 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
   }
   if (resumed && rank == 0) ReportResume(*resumed, c);
   // At a checkpoint, every rank's epoch-so-far loss (gathered: a sum where
-  // only row `rank` is not zero is exact), then rank 0 writes.
+  // only row `rank` is not zero is exact), then rank 0 writes, in the
+  // background (its peers do not wait for its disk).
+  CheckpointWriter checkpoints;
   auto checkpoint = [&](RunPosition at, double loss_sum, double samples) -> Status {
     torch::Tensor rows = torch::zeros({c.World(), 2}, torch::kFloat64);
     rows[rank][0] = loss_sum;
@@ -374,7 +376,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
     }
     if (rank != 0) return Status::OK();
     CheckpointHeader header{c, manifest.content_hash, at};
-    return WriteCheckpoint(c.checkpoint.dir, header, net, optimizer, c.checkpoint.keep);
+    return checkpoints.Write(c.checkpoint.dir, header, net, optimizer, c.checkpoint.keep);
   };
   std::optional<ProbeWindow> probe;  // train --tune's measurement: no evaluation, checkpoint or saved model
   if (c.data.probe_s > 0) probe.emplace(c.data.probe_s);
@@ -540,6 +542,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
     observer.Epoch(r);
   }
   if (rank == 0 && !c.output.save.empty() && !probe) GRANARY_RETURN_IF_ERROR(SaveTorchScript(net, c.output.save));
+  GRANARY_RETURN_IF_ERROR(checkpoints.Wait());  // the last checkpoint is on disk before the run says it ended
   return reports;
 }
 

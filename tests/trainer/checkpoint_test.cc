@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "store/file.h"
 #include "tests/test_util.h"
@@ -102,6 +104,47 @@ TEST(Checkpoint, KeepsTheNewestAndDeletesOnlyItsOwnFiles) {
                                           "step-0000000004.ckpt"}));
   EXPECT_EQ(fs::path(LatestCheckpoint(ck).value()).filename(), "step-0000000004.ckpt");
   EXPECT_EQ(LatestCheckpoint(dir.Sub("empty")).status().code(), Status::Code::kNotFound);
+}
+
+// The background writer: each Write snapshots the state when called (a
+// step after it does not reach the file), writes one after another, and
+// reports a failed write at the next Write or Wait.
+TEST(CheckpointWriter, WritesTheStateAtTheCallInOrderAndReportsFailures) {
+  TempDir dir;
+  TrainedNet a = MakeRun(1);
+  const std::string ck = dir.Sub("ck");
+  std::vector<std::vector<torch::Tensor>> written;
+  {
+    CheckpointWriter writer;
+    for (int64_t step : {1, 2, 3}) {
+      Step(a);
+      std::vector<torch::Tensor> state;
+      for (const auto& p : a.net->parameters()) state.push_back(p.detach().clone());
+      written.push_back(state);
+      ASSERT_TRUE(writer.Write(ck, Header(step), *a.net, *a.optimizer, 2).ok());
+    }
+    Step(a);  // while the last write may still run: not in it
+    ASSERT_TRUE(writer.Wait().ok());
+  }
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(ck)) names.insert(e.path().filename().string());
+  EXPECT_EQ(names, (std::set<std::string>{"step-0000000002.ckpt", "step-0000000003.ckpt"}));
+  for (int64_t step : {2, 3}) {
+    auto c = ReadCheckpoint(ck + "/step-000000000" + std::to_string(step) + ".ckpt");
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    TrainedNet b = MakeRun(2);
+    ASSERT_TRUE(RestoreCheckpoint(c.value(), b.net.get(), b.optimizer.get()).ok());
+    const auto params = b.net->parameters();
+    for (size_t i = 0; i < params.size(); ++i) EXPECT_TRUE(torch::equal(params[i], written[step - 1][i])) << i;
+  }
+
+  ASSERT_TRUE(WriteFileSynced(dir.Sub("a-file"), "not a directory").ok());
+  CheckpointWriter failing;
+  ASSERT_TRUE(failing.Write(dir.Sub("a-file"), Header(1), *a.net, *a.optimizer, 2).ok());  // fails in the background
+  Status later = failing.Write(dir.Sub("a-file"), Header(2), *a.net, *a.optimizer, 2);
+  EXPECT_EQ(later.code(), Status::Code::kIOError) << later.ToString();
+  EXPECT_NE(later.message().find("a-file"), std::string::npos) << later.message();
+  EXPECT_TRUE(failing.Wait().ok());  // the failure was reported once, and nothing more was written
 }
 
 TEST(Checkpoint, DamagedFilesAreRefusedSayingWhy) {
