@@ -601,6 +601,33 @@ TEST_F(EndToEnd, MetricsReportAndProgressLine) {
   EXPECT_NE(tty.out.find("ETA"), std::string::npos) << tty.out;
 }
 
+// Issue 14: a slow disk (fsync sleeps 3 s, by a preloaded shim) under
+// --timeout 2. Rank 0 writes checkpoints in the background, so its peer never
+// waits for its disk in a collective; one due while another is being written
+// is skipped with a note; the run's last is written whole before it ends.
+TEST_F(EndToEnd, ASlowCheckpointDiskDoesNotEndTheRun) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(RunCommand(kPrep + " build " + kFashion + " " + db + " --limit 2000 --no-progress", dir_).exit_code, 0);
+  const std::string ck = dir_.Sub("ck");
+  auto r = RunCommand(std::string("LD_PRELOAD=") + GRANARY_SLOW_FSYNC_LIB + " GRANARY_TEST_FSYNC_DELAY_MS=3000 " +
+                          kTrain + " --db " + db + " --ranks 2 --epochs 2 --timeout 2 --eval-split '' " +
+                          "--checkpoint-dir " + ck + " --checkpoint-every 3 --json",
+                      dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("skipped: the one before is still being written"), std::string::npos) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["epochs"].size(), 2u);
+  // The newest checkpoint is the run's end (FORMAT.md: magic, u32 header length, JSON header).
+  auto latest = RunCommand("(ls " + ck + " | tail -1)", dir_);
+  ASSERT_EQ(latest.out.size(), 21u) << latest.out << latest.err;  // step-NNNNNNNNNN.ckpt
+  const std::string file = testing::ReadFile(ck + "/" + latest.out.substr(0, 20));
+  ASSERT_GT(file.size(), 12u);
+  const uint32_t length = static_cast<uint8_t>(file[8]) | static_cast<uint8_t>(file[9]) << 8 |
+                          static_cast<uint8_t>(file[10]) << 16 | static_cast<uint32_t>(static_cast<uint8_t>(file[11])) << 24;
+  const auto header = nlohmann::json::parse(file.substr(12, length));
+  EXPECT_EQ(header["at"]["epoch"], 2) << header["at"];
+  EXPECT_EQ(header["at"]["position"], 0) << header["at"];
+}
+
 // Issue 11: a run killed in the middle of an epoch (SIGKILL to the launcher,
 // so every rank dies at once) and resumed from its last checkpoint ends with
 // the epoch losses and the weights of a run that was never interrupted,

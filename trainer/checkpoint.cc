@@ -151,8 +151,10 @@ Status CheckpointWriter::Write(const std::string& dir, const CheckpointHeader& h
   GRANARY_RETURN_IF_ERROR(Wait());
   StatusOr<std::string> file = CheckpointFile(header, model, optimizer);
   if (!file.ok()) return file.status();
+  done_ = false;
   thread_ = std::thread([this, dir, step = header.at.global_step, file = std::move(file).value(), keep] {
     stored_ = StoreCheckpointFile(dir, step, file, keep);
+    done_ = true;
   });
   return Status::OK();
 }

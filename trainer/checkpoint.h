@@ -12,6 +12,7 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -55,9 +56,9 @@ Status WriteCheckpoint(const std::string& dir, const CheckpointHeader& header, c
 // after) and returns; writing, syncing and renaming the file happen on a
 // thread of its own, so a slow disk does not hold the other ranks in their
 // next collective past --timeout. A Write first waits for the one before; if
-// that failed, it returns the error and writes nothing. Wait() waits for the
-// last and returns its status (a run calls it before it ends); destruction
-// waits too.
+// that failed, it returns the error and writes nothing (Busy() tells a caller
+// that must not wait). Wait() waits for the last and returns its status (a
+// run calls it before it ends); destruction waits too.
 class CheckpointWriter {
  public:
   CheckpointWriter() = default;
@@ -68,10 +69,13 @@ class CheckpointWriter {
   Status Write(const std::string& dir, const CheckpointHeader& header, const torch::nn::Module& model,
                const torch::optim::Optimizer& optimizer, int keep);
   Status Wait();
+  // Whether a write is still in progress.
+  bool Busy() const { return thread_.joinable() && !done_.load(); }
 
  private:
   std::thread thread_;
-  Status stored_;  // the last write's outcome, set by thread_
+  Status stored_;                 // the last write's outcome, set by thread_
+  std::atomic<bool> done_{true};  // thread_ has set stored_
 };
 
 // Reads and checks `path`: Corruption (damaged), FailedPrecondition (a newer

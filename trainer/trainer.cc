@@ -12,6 +12,7 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <thread>
 
 #include "loader/loader.h"
 #include "store/db.h"
@@ -362,9 +363,12 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
   if (resumed && rank == 0) ReportResume(*resumed, c);
   // At a checkpoint, every rank's epoch-so-far loss (gathered: a sum where
   // only row `rank` is not zero is exact), then rank 0 writes, in the
-  // background (its peers do not wait for its disk).
+  // background: its peers never wait for its disk. A checkpoint due while
+  // the one before is still being written is skipped, with a note; the run's
+  // last is kept (`final`) and written after the last collective.
   CheckpointWriter checkpoints;
-  auto checkpoint = [&](RunPosition at, double loss_sum, double samples) -> Status {
+  std::optional<CheckpointHeader> final_checkpoint;
+  auto checkpoint = [&](RunPosition at, double loss_sum, double samples, bool final = false) -> Status {
     torch::Tensor rows = torch::zeros({c.World(), 2}, torch::kFloat64);
     rows[rank][0] = loss_sum;
     rows[rank][1] = samples;
@@ -376,6 +380,17 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
     }
     if (rank != 0) return Status::OK();
     CheckpointHeader header{c, manifest.content_hash, at};
+    if (final) {
+      final_checkpoint = header;
+      return Status::OK();
+    }
+    if (checkpoints.Busy()) {
+      std::fprintf(stderr,
+                   "train: checkpoint of step %lld skipped: the one before is still being written "
+                   "(a slow disk? a larger --checkpoint-every)\n",
+                   static_cast<long long>(at.global_step));
+      return Status::OK();
+    }
     return checkpoints.Write(c.checkpoint.dir, header, net, optimizer, c.checkpoint.keep);
   };
   std::optional<ProbeWindow> probe;  // train --tune's measurement: no evaluation, checkpoint or saved model
@@ -535,14 +550,28 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
       RunPosition at;
       at.global_step = step;
       at.epoch = static_cast<uint64_t>(epoch) + 1;
-      GRANARY_RETURN_IF_ERROR(checkpoint(at, 0, 0));
+      GRANARY_RETURN_IF_ERROR(checkpoint(at, 0, 0, /*final=*/epoch + 1 == c.optim.epochs));
     }
     GRANARY_RETURN_IF_ERROR(comm.value()->Barrier());
     reports.push_back(r);
     observer.Epoch(r);
   }
   if (rank == 0 && !c.output.save.empty() && !probe) GRANARY_RETURN_IF_ERROR(SaveTorchScript(net, c.output.save));
-  GRANARY_RETURN_IF_ERROR(checkpoints.Wait());  // the last checkpoint is on disk before the run says it ended
+  // No collective follows: rank 0 may wait for its disk (beating its heart,
+  // so the launcher does not take a slow disk for a hang). The last
+  // checkpoint is on disk before the run says it ended.
+  auto wait_for_disk = [&] {
+    while (checkpoints.Busy()) {
+      HeartbeatBeat();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return checkpoints.Wait();
+  };
+  if (final_checkpoint) {
+    GRANARY_RETURN_IF_ERROR(wait_for_disk());
+    GRANARY_RETURN_IF_ERROR(checkpoints.Write(c.checkpoint.dir, *final_checkpoint, net, optimizer, c.checkpoint.keep));
+  }
+  GRANARY_RETURN_IF_ERROR(wait_for_disk());
   return reports;
 }
 
