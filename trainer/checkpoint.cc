@@ -74,10 +74,6 @@ Status Damaged(const std::string& path, const std::string& why) {
   return Status::Corruption(path + ": not a usable checkpoint: " + why);
 }
 
-}  // namespace
-
-namespace {
-
 // The checkpoint file of `header`'s position: magic, header, the model's and
 // the optimizer's state as they are now (a copy: they may change after).
 StatusOr<std::string> CheckpointFile(const CheckpointHeader& header, const torch::nn::Module& model,
