@@ -621,8 +621,8 @@ TEST_F(EndToEnd, ASlowCheckpointDiskDoesNotEndTheRun) {
   ASSERT_EQ(latest.out.size(), 21u) << latest.out << latest.err;  // step-NNNNNNNNNN.ckpt
   const std::string file = testing::ReadFile(ck + "/" + latest.out.substr(0, 20));
   ASSERT_GT(file.size(), 12u);
-  const uint32_t length = static_cast<uint8_t>(file[8]) | static_cast<uint8_t>(file[9]) << 8 |
-                          static_cast<uint8_t>(file[10]) << 16 | static_cast<uint32_t>(static_cast<uint8_t>(file[11])) << 24;
+  uint32_t length = 0;
+  for (int i = 3; i >= 0; --i) length = length << 8 | static_cast<uint8_t>(file[8 + i]);
   const auto header = nlohmann::json::parse(file.substr(12, length));
   EXPECT_EQ(header["at"]["epoch"], 2) << header["at"];
   EXPECT_EQ(header["at"]["position"], 0) << header["at"];
@@ -728,9 +728,6 @@ TEST_F(EndToEnd, TwoNodesAndTorchrunsEnvironmentTrainAsOneLauncher) {
                      "--node-rank 2");
 }
 
-// Issue 11: a rank that hangs (SIGSTOP) ends the run within --timeout, with
-// a line naming it, non-zero, and no process left; a rendezvous port already
-// in use is one clear error at once.
 // Issue 14: on one machine the ranks meet through a FileStore on a memfd, so
 // no rendezvous port is opened at all; every TCP socket the ranks hold (Gloo's
 // connections) is on the loopback address. (LibTorch 1.13's TCPStore listened
@@ -784,6 +781,9 @@ TEST_F(EndToEnd, OnOneMachineTheRanksHoldOnlyLoopbackSockets) {
   for (const std::string& a : addresses) EXPECT_EQ(loopback.count(a), 1u) << "a rank's socket on " << a;
 }
 
+// Issue 11: a rank that hangs (SIGSTOP) ends the run within --timeout, with
+// a line naming it, non-zero, and no process left; a rendezvous port already
+// in use is one clear error at once.
 TEST_F(EndToEnd, AHungRankEndsTheRunWithinTheTimeoutAndABusyPortIsNamed) {
   const std::string db = dir_.Sub("hang.db");
   ASSERT_EQ(RunCommand(kPrep + " build " + kFashion + " " + db + " --limit 2000 --no-progress", dir_).exit_code, 0);
