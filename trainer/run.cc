@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "store/db.h"
@@ -241,10 +242,11 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
   }
   StatusOr<Workload> workload = ResolveWorkload(manifest, config.data.db, &config);
   if (!workload.ok()) return Fail(workload.status(), std::max(rank, 0));
+  std::optional<Checkpoint> resumed;  // read once per process
   if (!config.checkpoint.resume.empty()) {  // every process finds the same file: none is written before all start
-    if (StatusOr<Checkpoint> from = ResolveResume(manifest.content_hash, &config); !from.ok()) {
-      return Fail(from.status(), std::max(rank, 0));
-    }
+    StatusOr<Checkpoint> from = ResolveResume(manifest.content_hash, &config);
+    if (!from.ok()) return Fail(from.status(), std::max(rank, 0));
+    resumed = std::move(from).value();
   }
   if (rank < 0) {
     if (Status fits = CheckModelFits(config, workload.value(), manifest.num_classes); !fits.ok()) return Fail(fits, 0);
@@ -254,6 +256,7 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
                    "train: warning: this CPU has no native bf16 (AVX512-BF16 or AMX): bf16 runs emulated, "
                    "likely slower than fp32\n");
     }
+    if (tune.tune || tune.only || config.World() > 1) resumed.reset();  // not held by a launcher: its ranks read it
     if (tune.tune || tune.only) return Tune(config, workload.value(), tune, json);
     if (config.World() > 1) return Launch(config, layout.value(), argv);
     rank = 0;  // one rank: this process, pinned before its thread pools start
@@ -265,7 +268,7 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
   report.SetTuneTable(tune.table_json);
   const bool many = config.World() > 1;
   if (Status started = report.Start(); !started.ok()) return Fail(started, rank, many);
-  StatusOr<std::vector<EpochReport>> reports = RunRank(config, rank, report);
+  StatusOr<std::vector<EpochReport>> reports = RunRank(config, rank, report, std::move(resumed));
   if (!reports.ok()) return Fail(reports.status(), rank, many);
   if (Status finished = report.Finish(reports.value()); !finished.ok()) return Fail(finished, rank, many);
   return 0;

@@ -264,7 +264,8 @@ Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64
   return Status::OK();
 }
 
-StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, RunObserver& observer) {
+StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, RunObserver& observer,
+                                           std::optional<Checkpoint> resumed) {
   const int threads = config.ThreadsPerRank(CoreCount());  // resolved by the launcher
   SizeThreadPools(threads);
   KeepFreedMemory();
@@ -302,13 +303,12 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
   GRANARY_RETURN_IF_ERROR(CatchTorch("channels-last weights", [&] { precision->Prepare(net); }));
   // --resume (resolved to a file and checked by RunTrain): the weights now,
   // the optimizer's state once it exists, the position below.
-  std::optional<Checkpoint> resumed;
-  if (!c.checkpoint.resume.empty()) {
+  if (!c.checkpoint.resume.empty() && !resumed) {
     StatusOr<Checkpoint> read = ReadCheckpoint(c.checkpoint.resume);
     if (!read.ok()) return read.status().WithContext("--resume");
     resumed = std::move(read).value();
-    GRANARY_RETURN_IF_ERROR(RestoreCheckpoint(*resumed, &net, nullptr));
   }
+  if (resumed) GRANARY_RETURN_IF_ERROR(RestoreCheckpoint(*resumed, &net, nullptr));
 
   CommOptions co;
   co.rank = rank;

@@ -7,10 +7,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "store/status.h"
+#include "trainer/checkpoint.h"
 #include "trainer/config.h"
 #include "trainer/workload.h"
 
@@ -73,8 +75,11 @@ class RunObserver {
 // the shapes.
 Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64_t classes);
 
-// Runs rank `rank` of the run `config` (validated by the caller, with
-// config.dist.port set when ranks > 1), telling `observer` as it goes.
-StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, RunObserver& observer);
+// Runs rank `rank` of the run `config` (validated by the caller, with its
+// rendezvous set when ranks > 1), telling `observer` as it goes. `resumed`:
+// the checkpoint config.checkpoint.resume names, already read and checked
+// (ResolveResume); read here if not given.
+StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, RunObserver& observer,
+                                           std::optional<Checkpoint> resumed = std::nullopt);
 
 }  // namespace granary
