@@ -1,9 +1,6 @@
 // End to end: the prep and train executables on a slice of the real
 // Fashion-MNIST files that tools/setup installs, and their bad-input paths.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +22,7 @@ namespace granary {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::FreePort;
 using testing::RunCommand;
 using testing::TempDir;
 
@@ -48,19 +46,6 @@ class EndToEnd : public ::testing::Test {
   }
   TempDir dir_;
 };
-
-// A TCP port on 127.0.0.1 that was free a moment ago.
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 nlohmann::json TrainJson(const std::string& args, const TempDir& dir) {
   auto r = RunCommand(kTrain + " " + args + " --json", dir);

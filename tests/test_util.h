@@ -2,6 +2,9 @@
 // prep/train executables.
 #pragma once
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,6 +62,20 @@ inline CommandResult RunCommand(const std::string& command, const TempDir& scrat
   r.out = ReadFile(out);
   r.err = ReadFile(err);
   return r;
+}
+
+// A TCP port on 127.0.0.1 that was free a moment ago, or 0.
+inline int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                     ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  ::close(fd);
+  return bound ? ntohs(addr.sin_port) : 0;
 }
 
 }  // namespace granary::testing

@@ -1,11 +1,9 @@
 #include "trainer/launch.h"
 
-#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,24 +17,6 @@
 #include "trainer/heartbeat.h"
 
 namespace granary {
-
-StatusOr<int> PickFreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return Status::IOError("socket", "create", errno);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    int err = errno;
-    ::close(fd);
-    return Status::IOError("127.0.0.1", "bind a free port", err);
-  }
-  ::close(fd);
-  return static_cast<int>(ntohs(addr.sin_port));
-}
 
 namespace {
 

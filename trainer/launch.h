@@ -1,6 +1,7 @@
 // The launcher: starts rank processes on this machine and watches them, as
 // torchrun does; it knows nothing of models or data. Each rank is `program`
-// run with `args` plus "--rank R --port P". Call from the main thread before
+// run with `args` plus "--rank R" and its rendezvous
+// ("--port P" or "--rendezvous-file F", below). Call from the main thread before
 // any other thread, LMDB environment or thread pool exists in this process.
 #pragma once
 
@@ -10,9 +11,6 @@
 #include "store/status.h"
 
 namespace granary {
-
-// A TCP port on 127.0.0.1 that was free a moment ago.
-StatusOr<int> PickFreePort();
 
 struct LaunchOptions {
   std::string program = "/proc/self/exe";

@@ -106,7 +106,7 @@ Status TwoRanks(Comm& comm, Classifier& net, const Case& c, std::vector<torch::T
   return Status::OK();
 }
 
-class Equivalence : public testing::TestWithParam<Case> {};
+class Equivalence : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Equivalence, TwoRanksOfHalfBatchesMoveTheParametersAsOneRankOfWholeBatches) {
   const Case& c = GetParam();
@@ -133,11 +133,11 @@ TEST_P(Equivalence, TwoRanksOfHalfBatchesMoveTheParametersAsOneRankOfWholeBatche
 }
 
 INSTANTIATE_TEST_SUITE_P(SyncOptimizerAccumLayout, Equivalence,
-                         testing::Values(Case{"after-backward", "sgd"}, Case{"bucketed", "sgd"},
+                         ::testing::Values(Case{"after-backward", "sgd"}, Case{"bucketed", "sgd"},
                                          Case{"bucketed", "adam"}, Case{"after-backward", "adamw"},
                                          Case{"bucketed", "adamw", 2}, Case{"after-backward", "sgd", 2},
                                          Case{"bucketed", "sgd", 1, true}, Case{"bucketed", "adam", 2, true}),
-                         [](const testing::TestParamInfo<Case>& info) {
+                         [](const ::testing::TestParamInfo<Case>& info) {
                            std::string name = Name(info.param);
                            for (char& ch : name) {
                              if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';

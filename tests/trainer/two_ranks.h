@@ -7,8 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/test_util.h"
 #include "trainer/comm.h"
-#include "trainer/launch.h"
 
 namespace granary {
 
@@ -17,8 +17,8 @@ namespace granary {
 // `store_file` if given.
 template <typename F>
 void OnTwoRanks(F body, const std::string& store_file = "") {
-  auto port = PickFreePort();
-  ASSERT_TRUE(port.ok());
+  const int port = testing::FreePort();
+  ASSERT_NE(port, 0) << "no free port";
   std::vector<std::thread> ranks;
   std::vector<Status> results(2);
   for (int r = 0; r < 2; ++r) {
@@ -26,7 +26,7 @@ void OnTwoRanks(F body, const std::string& store_file = "") {
       CommOptions o;
       o.rank = r;
       o.world = 2;
-      o.port = port.value();
+      o.port = port;
       o.store_file = store_file;
       o.timeout_s = 30;
       auto comm = Comm::Create(o);
