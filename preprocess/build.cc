@@ -531,7 +531,11 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
     dictionary = dict.value();
   }
   Status journal = writer.value()->StartJournal(Fingerprint(source, options, block_bytes), checkpoint);
-  if (!journal.ok() && resume.resuming) return Status::FailedPrecondition(journal.message() + "; start again without --resume");
+  if (!journal.ok() && resume.resuming) {
+    return Status::FailedPrecondition(journal.message() +
+                                      "; it is kept: resume with the same inputs and options, or start again "
+                                      "without --resume (which replaces it)");
+  }
   GRANARY_RETURN_IF_ERROR(journal);
 
   for (const auto& split : source.splits) {

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "preprocess/build.h"
@@ -20,6 +21,7 @@
 #include "store/db_writer.h"
 #include "store/file.h"
 #include "store/json_text.h"
+#include "store/output_path.h"
 #include "store/verify.h"
 
 namespace {
@@ -178,6 +180,23 @@ int RunCat(const std::string& path, const granary::CatOptions& options, bool jso
   return 0;
 }
 
+// No output replaces what is not its own (store/output_path.h): a build's
+// db, cat's --png and stdout redirected to a file are not inside a db, and
+// --png is not the input; checked before any work starts.
+granary::Status CheckOutputs(bool building, const BuildArgs& b, const std::string& db_path,
+                             const granary::CatOptions& cat) {
+  std::vector<granary::OutputPath> outputs;
+  std::vector<granary::FlagPath> inputs;
+  if (building) {  // the builder keeps its db apart from RAW itself (DbWriterOptions::inputs)
+    outputs.push_back({"DB", b.db, granary::OutputKind::kDb});
+  } else {
+    outputs.push_back({"--png", cat.png_path, granary::OutputKind::kPng});
+    inputs.push_back({"DB", db_path});
+  }
+  if (std::optional<granary::OutputPath> out = granary::RedirectedStdout()) outputs.push_back(*out);
+  return granary::CheckOutputs(outputs, inputs);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -268,9 +287,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "prep: %s (see prep --help)\n", e.what());
     return 2;
   }
-  if (build->parsed()) return RunBuild(b);
-  if (info->parsed()) return RunInfo(db_path, json);
-  if (verify->parsed()) return RunVerify(db_path, json);
-  if (cat->parsed()) return RunCat(db_path, cat_options, json);
-  return 2;
+  if (granary::Status writable = CheckOutputs(build->parsed(), b, db_path, cat_options); !writable.ok()) {
+    return Fail(writable);
+  }
+  int code = 2;
+  if (build->parsed()) code = RunBuild(b);
+  if (info->parsed()) code = RunInfo(db_path, json);
+  if (verify->parsed()) code = RunVerify(db_path, json);
+  if (cat->parsed()) code = RunCat(db_path, cat_options, json);
+  if (granary::Status flushed = granary::FlushStdout(); !flushed.ok()) return Fail(flushed);
+  return code;
 }

@@ -97,7 +97,7 @@ StatusOr<std::unique_ptr<DbReader>> DbReader::Open(const std::string& path) {
   }
   const std::string manifest_path = path + "/" + format::kManifestFile;
   std::string text;
-  Status read = ReadFile(manifest_path, &text);
+  Status read = ReadBoundedFile(manifest_path, format::kMaxManifestBytes, &text);
   if (read.code() == Status::Code::kNotFound) {
     std::string hint = fs::exists(path + format::kPartialSuffix, ec) ? " (a build of it did not finish)" : "";
     return Status::NotFound(path + ": is not a granary db: " + format::kManifestFile + " not found" + hint);

@@ -29,10 +29,7 @@ namespace {
 constexpr char kJournalFile[] = "journal.json";
 // Room a shard's map keeps beyond its estimate of what the next record needs.
 constexpr uint64_t kMapMarginBytes = uint64_t{1} << 20;
-// In "<db>.partial" while a build holds it: the builder's process id. It marks
-// the directory as a build's (so a stale one may be removed) and names the
-// builder to a second build that finds the directory locked.
-constexpr char kBuilderFile[] = "builder.pid";
+using format::kBuilderFile;
 
 // `path` made absolute and normal, with symlinks resolved as far as it exists.
 fs::path Resolved(const std::string& path) {
@@ -263,7 +260,7 @@ bool IsGranaryDb(const std::string& path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec)) return false;
   std::string text;
-  if (!ReadFile(path + "/" + format::kManifestFile, &text).ok()) return false;
+  if (!ReadBoundedFile(path + "/" + format::kManifestFile, format::kMaxManifestBytes, &text).ok()) return false;
   const nlohmann::json j = ParseJson(text);
   return j.is_object() && j.contains("format") && j["format"] == format::kFormatName;
 }
@@ -293,7 +290,8 @@ DbWriter::~DbWriter() {
     shard.txn.Abort();
     shard.env.Close();
   }
-  if (impl_->journaling) return;  // resumable: keep it
+  // Resumable, or the interrupted build a --resume was refused on: its work is kept.
+  if (impl_->journaling || impl_->resume.resuming) return;
   std::error_code ec;
   fs::remove_all(impl_->partial, ec);
 }
@@ -344,7 +342,7 @@ StatusOr<std::unique_ptr<DbWriter>> DbWriter::Create(DbWriterOptions options, Re
     std::string text;
     GRANARY_RETURN_IF_ERROR(ReadFile(journal_path, &text));
     nlohmann::json j = ParseJson(text);
-    if (j.is_discarded() || !j.is_object()) return Status::Corruption(journal_path + ": not valid JSON");
+    if (j.is_discarded() || !j.is_object()) return Status::Corruption(journal_path + ": " + WhyNotJson(text));
     try {
       auto finished = ParseManifest(DumpJson(j.at("finished")), journal_path);
       if (!finished.ok()) return finished.status();
@@ -376,7 +374,8 @@ StatusOr<std::unique_ptr<DbWriter>> DbWriter::Create(DbWriterOptions options, Re
 Status DbWriter::StartJournal(const std::string& fingerprint, std::function<std::string()> checkpoint) {
   Impl& s = *impl_;
   if (s.resume.resuming && s.resume.fingerprint != fingerprint) {
-    return Status::FailedPrecondition(s.partial + ": the interrupted build used other inputs or options");
+    return Status::FailedPrecondition(s.partial + ": the interrupted build used other inputs or options (" +
+                                      JsonDifference(ParseJson(s.resume.fingerprint), ParseJson(fingerprint)) + ")");
   }
   s.fingerprint = fingerprint;
   s.checkpoint = std::move(checkpoint);

@@ -8,10 +8,22 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <utility>
 
 namespace granary {
+
+const char* FileTypeName(unsigned mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symlink";
+  return "not a regular file";
+}
 
 Status ReadFile(const std::string& path, std::string* out) {
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), std::fclose);
@@ -24,6 +36,20 @@ Status ReadFile(const std::string& path, std::string* out) {
   for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f.get())) > 0;) out->append(buf, n);
   if (std::ferror(f.get())) return Status::IOError(path, "read", errno);
   return Status::OK();
+}
+
+Status ReadBoundedFile(const std::string& path, uint64_t max_bytes, std::string* out) {
+  ReadOnlyFile file;
+  if (Status opened = file.Open(path); !opened.ok()) {
+    if (errno == ENOENT && opened.code() == Status::Code::kIOError) return Status::NotFound(path + ": no such file");
+    return opened;
+  }
+  if (file.size_bytes() > max_bytes) {
+    return Status::Corruption(path + ": is " + std::to_string(file.size_bytes()) + " bytes, more than the " +
+                              std::to_string(max_bytes) + " it may have");
+  }
+  out->resize(file.size_bytes());
+  return file.ReadAt(0, out->size(), out->data());
 }
 
 namespace {
@@ -54,9 +80,25 @@ Status WriteFileSynced(const std::string& path, const std::string& contents) {
 }
 
 Status WriteFileAtomically(const std::string& path, const std::string& contents) {
-  const std::string tmp = path + ".tmp";
-  GRANARY_RETURN_IF_ERROR(WriteWholeFile(tmp, contents, /*sync=*/false));
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::IOError(path, "rename from " + tmp, errno);
+  std::string target = path;  // a symlink is written through: the link stays, what it names is replaced
+  struct stat link;
+  if (::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
+    char* real = ::realpath(path.c_str(), nullptr);
+    if (real == nullptr) return Status::IOError(path, "resolve the symlink", errno);
+    target = real;
+    std::free(real);
+  }
+  const std::string tmp = target + ".tmp";
+  Status written = WriteWholeFile(tmp, contents, /*sync=*/false);
+  if (written.ok() && std::rename(tmp.c_str(), target.c_str()) != 0) {
+    written = Status::IOError(target, "rename from " + tmp, errno);
+  }
+  if (!written.ok()) ::unlink(tmp.c_str());  // no half-written file left behind
+  return written;
+}
+
+Status FlushStdout() {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) return Status::IOError("stdout", "write", errno);
   return Status::OK();
 }
 
@@ -114,23 +156,36 @@ ReadOnlyFile::~ReadOnlyFile() {
 }
 
 ReadOnlyFile::ReadOnlyFile(ReadOnlyFile&& other) noexcept
-    : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)) {}
+    : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)), size_bytes_(other.size_bytes_) {}
 
 ReadOnlyFile& ReadOnlyFile::operator=(ReadOnlyFile&& other) noexcept {
   if (this != &other) {
     if (fd_ >= 0) ::close(fd_);
     path_ = std::move(other.path_);
     fd_ = std::exchange(other.fd_, -1);
+    size_bytes_ = other.size_bytes_;
   }
   return *this;
 }
 
 Status ReadOnlyFile::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking: opening a FIFO would otherwise wait for a writer for ever.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return Status::IOError(path, "open", errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Status::IOError(path, "stat", err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::InvalidArgument(path + ": is " + FileTypeName(st.st_mode) + ", not a regular file");
+  }
   if (fd_ >= 0) ::close(fd_);
   fd_ = fd;
   path_ = path;
+  size_bytes_ = static_cast<uint64_t>(st.st_size);
   return Status::OK();
 }
 

@@ -10,17 +10,31 @@
 
 namespace granary {
 
+// "a regular file", "a directory", "a FIFO", ... for a stat(2) st_mode.
+const char* FileTypeName(unsigned mode);
+
 // Replaces *out with the contents of `path`. NotFound if it does not exist,
 // IOError (with errno) if it cannot be opened or read. Reuses *out's capacity.
 Status ReadFile(const std::string& path, std::string* out);
+
+// As ReadFile, for a regular file of at most `max_bytes`, checked before
+// anything is read: InvalidArgument naming the file if it is not a regular
+// file (a FIFO, a device), Corruption if it is larger.
+Status ReadBoundedFile(const std::string& path, uint64_t max_bytes, std::string* out);
 
 // Writes `contents` to `path` (created or truncated) and fsyncs it.
 Status WriteFileSynced(const std::string& path, const std::string& contents);
 
 // Writes `contents` to "<path>.tmp" and renames it over `path`, so a killed
-// process leaves the old or the new contents, never a mix. Not fsynced: it
-// survives the process, not the machine.
+// process leaves the old or the new contents, never a mix; a failed write
+// leaves no .tmp. A symlink at `path` is written through (the file it names
+// is replaced, the link kept). Not fsynced: it survives the process, not the
+// machine.
 Status WriteFileAtomically(const std::string& path, const std::string& contents);
+
+// Flushes stdout (and std::cout, which writes through it); IOError naming
+// "stdout" if anything written to it was lost (a full disk, /dev/full).
+Status FlushStdout();
 
 // fsync of a file or directory (a directory's, after a rename into it).
 Status FsyncPath(const std::string& path);
@@ -62,7 +76,8 @@ class ReadOnlyFile {
   ReadOnlyFile(const ReadOnlyFile&) = delete;
   ReadOnlyFile& operator=(const ReadOnlyFile&) = delete;
 
-  // IOError naming `path` (with errno) if it cannot be opened.
+  // IOError naming `path` (with errno) if it cannot be opened;
+  // InvalidArgument if it is not a regular file (a FIFO, a device).
   Status Open(const std::string& path);
   // Reads exactly `bytes` at `offset` into dst. IOError naming the file, or
   // Corruption if the file ends first.
@@ -70,10 +85,13 @@ class ReadOnlyFile {
   // Tells the kernel the range will be read soon; a hint, failures ignored.
   void WillNeed(uint64_t offset, size_t bytes) const;
   const std::string& path() const { return path_; }
+  // The file's size when it was opened.
+  uint64_t size_bytes() const { return size_bytes_; }
 
  private:
   std::string path_;
   int fd_ = -1;
+  uint64_t size_bytes_ = 0;
 };
 
 }  // namespace granary

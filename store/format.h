@@ -12,8 +12,15 @@ namespace granary::format {
 inline constexpr char kFormatName[] = "granary-db";
 inline constexpr int kFormatVersion = 1;
 inline constexpr char kManifestFile[] = "manifest.json";
+// Readers refuse a larger manifest before reading it (and, in any JSON
+// document, nesting deeper than 64 levels: store/json_text.h).
+inline constexpr uint64_t kMaxManifestBytes = uint64_t{64} << 20;
 // A db being built lives under "<db>" + kPartialSuffix until it is complete.
 inline constexpr char kPartialSuffix[] = ".partial";
+// In "<db>.partial" while a build holds it: the builder's process id. It marks
+// the directory as a build's (so a stale one may be removed) and names the
+// builder to a second build that finds the directory locked.
+inline constexpr char kBuilderFile[] = "builder.pid";
 
 // LMDB keys: the index (within its split) of the first sample a record holds,
 // unsigned 64-bit big-endian, so keys sort in index order and writes can use

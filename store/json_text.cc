@@ -1,5 +1,6 @@
 #include "store/json_text.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 
@@ -74,6 +75,25 @@ nlohmann::json MapStrings(const nlohmann::json& j, F f) {
   return j;
 }
 
+// JsonDifference below `path` ("" at the top), where `was` != `now`.
+std::string DifferenceAt(const nlohmann::json& was, const nlohmann::json& now, const std::string& path) {
+  const auto member = [&](const std::string& key) { return path.empty() ? key : path + "." + key; };
+  if (was.is_object() && now.is_object()) {
+    for (const auto& [key, value] : was.items()) {
+      if (!now.contains(key)) return member(key) + ": " + DumpJson(value) + " -> (none)";
+      if (value != now[key]) return DifferenceAt(value, now[key], member(key));
+    }
+    for (const auto& [key, value] : now.items()) {
+      if (!was.contains(key)) return member(key) + ": (none) -> " + DumpJson(value);
+    }
+  } else if (was.is_array() && now.is_array() && was.size() == now.size()) {
+    for (size_t i = 0; i < was.size(); ++i) {
+      if (was[i] != now[i]) return DifferenceAt(was[i], now[i], path + "[" + std::to_string(i) + "]");
+    }
+  }
+  return (path.empty() ? "" : path + ": ") + DumpJson(was) + " -> " + DumpJson(now);
+}
+
 }  // namespace
 
 std::string EncodeName(std::string_view bytes) {
@@ -118,7 +138,43 @@ std::string DumpJson(const nlohmann::json& j, int indent) {
   return MapStrings(j, [](const std::string& s) { return EncodeName(s); }).dump(indent);
 }
 
+int JsonDepth(std::string_view text, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size() && deepest <= limit; ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+std::string JsonDifference(const nlohmann::json& was, const nlohmann::json& now) {
+  return was == now ? "" : DifferenceAt(was, now, "");
+}
+
+std::string WhyNotJson(std::string_view text) {
+  if (JsonDepth(text, kMaxJsonDepth) > kMaxJsonDepth) {
+    return "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels";
+  }
+  return "not valid JSON";
+}
+
 nlohmann::json ParseJson(std::string_view text) {
+  // Bounded first: parsing and freeing recurse once per level (a 60 KB
+  // document 30,000 deep overflowed the stack).
+  if (JsonDepth(text, kMaxJsonDepth) > kMaxJsonDepth) return nlohmann::json(nlohmann::json::value_t::discarded);
   nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return j;
   return MapStrings(j, [](const std::string& s) { return DecodeName(s); });

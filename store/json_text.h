@@ -27,9 +27,18 @@ std::string DecodeName(std::string_view text);
 // `j` as JSON text with every string (member names too) EncodeName'd: never
 // throws on a name that is not UTF-8. indent < 0: one line.
 std::string DumpJson(const nlohmann::json& j, int indent = -1);
+// Deepest nesting of arrays and objects ParseJson accepts. granary's own
+// documents nest less than 8 deep.
+inline constexpr int kMaxJsonDepth = 64;
 // Parses JSON text and DecodeName's every string; a discarded value (see
-// is_discarded()) if the text is not JSON.
+// is_discarded()) if the text is not JSON or nests deeper than kMaxJsonDepth.
 nlohmann::json ParseJson(std::string_view text);
+// Why ParseJson discarded `text`, for a message: "not valid JSON", or that
+// it nests too deep.
+std::string WhyNotJson(std::string_view text);
+// The deepest nesting of arrays and objects in `text` (strings skipped),
+// counted until it passes `limit`.
+int JsonDepth(std::string_view text, int limit);
 
 // True if `v` is a JSON integer that T holds. Check before get<T>():
 // nlohmann casts a float (1e105) or an integer out of T's range, wrapping or
@@ -47,6 +56,10 @@ bool JsonIntegerFits(const nlohmann::json& v) {
            i <= static_cast<int64_t>(std::numeric_limits<T>::max());
   }
 }
+
+// The first place where `was` and `now` differ, for a message: its path
+// and both values, e.g. "options.size: \"64\" -> \"32\"" ("" if equal).
+std::string JsonDifference(const nlohmann::json& was, const nlohmann::json& now);
 
 // `bytes` for a terminal: control characters, backslashes and bytes that are
 // not UTF-8 written as \xNN (a newline as \n), so a message stays one line.

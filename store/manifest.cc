@@ -150,7 +150,7 @@ Status ParseSchema(const json& doc, Schema* schema, const std::string& origin) {
 
 StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& origin) {
   json doc = ParseJson(text);
-  if (doc.is_discarded()) return Status::Corruption(origin + ": not valid JSON");
+  if (doc.is_discarded()) return Status::Corruption(origin + ": " + WhyNotJson(text));
   if (!doc.is_object()) return Status::Corruption(origin + ": not a JSON object");
   std::string format_name;
   GRANARY_RETURN_IF_ERROR(Get(doc, "format", &format_name, origin));

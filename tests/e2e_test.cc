@@ -22,6 +22,7 @@ namespace granary {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::ExpectOneLineError;
 using testing::FreePort;
 using testing::RunCommand;
 using testing::TempDir;
@@ -31,13 +32,6 @@ const std::string kPrep = GRANARY_PREP_BIN;
 const std::string kTrain = GRANARY_TRAIN_BIN;
 const std::string kLoader = GRANARY_LOADER_BIN;
 
-// One line on stderr, naming `needle`.
-void ExpectOneLineError(const testing::CommandResult& r, const std::string& needle) {
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
-  ASSERT_FALSE(r.err.empty());
-  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "more than one line: " << r.err;
-}
 
 class EndToEnd : public ::testing::Test {
  protected:
@@ -887,7 +881,7 @@ TEST_F(EndToEnd, TuneMeasuresLayoutsAndTrainsWithTheFastest) {
   ASSERT_EQ(tuned["epochs"].size(), 1u);
   EXPECT_TRUE(tuned["epochs"][0].contains("test_accuracy")) << tuned;
   EXPECT_EQ(RunCommand("grep -c '\"type\": *\"epoch\"' " + metrics, dir_).out, "1\n");  // the run's, no probe's
-  EXPECT_EQ(RunCommand("ls " + dir_.Sub("ck"), dir_).out, "step-0000000047.ckpt\n");
+  EXPECT_EQ(RunCommand("ls " + dir_.Sub("ck"), dir_).out, "granary-run.json\nstep-0000000047.ckpt\n");
 
   ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --tune --tune-seconds 0.1", dir_), "--tune-seconds 0.1");
 }

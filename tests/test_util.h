@@ -3,6 +3,7 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -62,6 +63,15 @@ inline CommandResult RunCommand(const std::string& command, const TempDir& scrat
   r.out = ReadFile(out);
   r.err = ReadFile(err);
   return r;
+}
+
+// A failed command that said why in one line on stderr, naming `needle`.
+inline void ExpectOneLineError(const CommandResult& r, const std::string& needle) {
+  SCOPED_TRACE("expecting one line naming: " + needle);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  ASSERT_FALSE(r.err.empty());
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "more than one line: " << r.err;
 }
 
 // A TCP port on 127.0.0.1 that was free a moment ago, or 0.

@@ -1,12 +1,15 @@
 #include "trainer/checkpoint.h"
 
+#include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 
 #include "store/file.h"
@@ -24,6 +27,9 @@ constexpr int kVersion = 1;
 constexpr uint32_t kMaxHeaderBytes = 16 << 20;
 constexpr const char* kPrefix = "step-";
 constexpr const char* kSuffix = ".ckpt";
+// In a checkpoint directory: the run it belongs to (see ClaimCheckpointDir).
+constexpr const char* kRunFile = "granary-run.json";
+constexpr size_t kMaxRunFileBytes = 64 << 10;
 
 // "step-0000000120.ckpt" for step 120; -1 for any other name.
 int64_t StepOfName(const std::string& name) {
@@ -46,13 +52,7 @@ std::string NameOfStep(int64_t step) {
   return name;
 }
 
-bool StartsWithMagic(const fs::path& path) {
-  char head[sizeof(kMagic)];
-  std::ifstream in(path, std::ios::binary);
-  return in.read(head, sizeof(head)) && std::memcmp(head, kMagic, sizeof(kMagic)) == 0;
-}
-
-// Our checkpoints in `dir`, oldest first.
+// The checkpoints in `dir` (of any run), oldest first.
 std::vector<std::pair<int64_t, fs::path>> Checkpoints(const std::string& dir) {
   std::vector<std::pair<int64_t, fs::path>> out;
   std::error_code error;
@@ -74,6 +74,86 @@ Status Damaged(const std::string& path, const std::string& why) {
   return Status::Corruption(path + ": not a usable checkpoint: " + why);
 }
 
+// Reads the checkpoint at `path`: its header, and its payload if `payload`.
+// Only a regular file is opened (a FIFO would block, a device never end), and
+// every length is checked against the file's size before anything is read.
+StatusOr<Checkpoint> ReadCheckpointFile(const std::string& path, bool payload) {
+  Checkpoint c;
+  c.path = path;
+  ReadOnlyFile file;
+  if (Status opened = file.Open(path); !opened.ok()) {
+    if (opened.code() == Status::Code::kIOError && !fs::exists(path)) return Status::NotFound(path + ": no such file");
+    return opened;
+  }
+  const uint64_t size = file.size_bytes();
+  char head[sizeof(kMagic) + 4];
+  if (size < sizeof(head)) return Damaged(path, "no checkpoint magic at its start");
+  GRANARY_RETURN_IF_ERROR(file.ReadAt(0, sizeof(head), head));
+  if (std::memcmp(head, kMagic, sizeof(kMagic)) != 0) return Damaged(path, "no checkpoint magic at its start");
+  uint32_t length = 0;
+  for (int i = 0; i < 4; ++i) length |= static_cast<uint32_t>(static_cast<uint8_t>(head[8 + i])) << (8 * i);
+  if (length > kMaxHeaderBytes || sizeof(head) + static_cast<uint64_t>(length) > size) {
+    return Damaged(path, "header length " + std::to_string(length) + " runs past the file");
+  }
+  std::string text(length, '\0');
+  GRANARY_RETURN_IF_ERROR(file.ReadAt(sizeof(head), length, text.data()));
+  const nlohmann::json header = ParseJson(text);
+  if (header.is_discarded()) return Damaged(path, "header is " + WhyNotJson(text));
+  if (!header.is_object()) return Damaged(path, "header is not a JSON object");
+  const uint64_t payload_at = sizeof(head) + length;
+  try {
+    if (header.at("format") != "granary-checkpoint") return Damaged(path, "format is not granary-checkpoint");
+    // Integers are checked to fit before they are read: nlohmann would cast
+    // a float or an out-of-range integer (see JsonIntegerFits).
+    const nlohmann::json& at = header.at("at");
+    const auto mistyped = [&](const char* key) {
+      return Damaged(path, std::string("\"") + key + "\" is out of range");
+    };
+    if (!JsonIntegerFits<int32_t>(header.at("version"))) return mistyped("version");
+    if (!JsonIntegerFits<int32_t>(at.at("world"))) return mistyped("world");
+    if (!JsonIntegerFits<int64_t>(at.at("global_step"))) return mistyped("global_step");
+    for (const char* key : {"epoch", "position"}) {
+      if (!JsonIntegerFits<uint64_t>(at.at(key))) return mistyped(key);
+    }
+    if (!JsonIntegerFits<uint64_t>(header.at("payload_bytes"))) return mistyped("payload_bytes");
+    const int version = header.at("version").get<int>();
+    if (version > kVersion) {
+      return Status::FailedPrecondition(path + ": checkpoint version " + std::to_string(version) +
+                                        " is newer than this train's " + std::to_string(kVersion));
+    }
+    StatusOr<TrainConfig> config = TrainConfig::FromJson(DumpJson(header.at("config")));
+    if (!config.ok()) return Damaged(path, config.status().message());
+    c.header.config = config.value();
+    c.header.db_content_hash = header.at("db_content_hash").get<std::string>();
+    c.header.run = header.value("run", "");  // written since runs own their directory; absent before
+    RunPosition& p = c.header.at;
+    p.global_step = at.at("global_step").get<int64_t>();
+    p.epoch = at.at("epoch").get<uint64_t>();
+    p.position = at.at("position").get<uint64_t>();
+    p.world = at.at("world").get<int>();
+    p.loss_sums = at.at("loss_sums").get<std::vector<double>>();
+    p.sample_counts = at.at("sample_counts").get<std::vector<double>>();
+    if (p.world < 1 || p.global_step < 0 || p.loss_sums.size() != static_cast<size_t>(p.world) ||
+        p.sample_counts.size() != p.loss_sums.size()) {
+      return Damaged(path, "position fields disagree (world " + std::to_string(p.world) + ")");
+    }
+    const uint64_t bytes = header.at("payload_bytes").get<uint64_t>();
+    if (bytes != size - payload_at) {
+      return Damaged(path, "payload is " + std::to_string(size - payload_at) + " bytes, header says " +
+                               std::to_string(bytes) + " (truncated?)");
+    }
+    if (!payload) return c;
+    c.payload.resize(bytes);
+    GRANARY_RETURN_IF_ERROR(file.ReadAt(payload_at, bytes, c.payload.data()));
+    if (FormatHash(XXH64(c.payload.data(), c.payload.size(), 0)) != header.at("payload_hash").get<std::string>()) {
+      return Damaged(path, "payload hash mismatch");
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Damaged(path, std::string("header: ") + e.what());
+  }
+  return c;
+}
+
 // The checkpoint file of `header`'s position: magic, header, the model's and
 // the optimizer's state as they are now (a copy: they may change after).
 StatusOr<std::string> CheckpointFile(const CheckpointHeader& header, const torch::nn::Module& model,
@@ -90,6 +170,7 @@ StatusOr<std::string> CheckpointFile(const CheckpointHeader& header, const torch
   const std::string bytes = payload.str();
   const nlohmann::json head = {{"format", "granary-checkpoint"},
                                {"version", kVersion},
+                               {"run", header.run},
                                {"config", ParseJson(header.config.ToJson())},
                                {"db_content_hash", header.db_content_hash},
                                {"at", PositionJson(header.at)},
@@ -104,22 +185,39 @@ StatusOr<std::string> CheckpointFile(const CheckpointHeader& header, const torch
   return file;
 }
 
-// Writes `file` as the checkpoint of `step` in `dir` (created if missing),
-// durably, then keeps only the newest `keep` checkpoints there.
-Status StoreCheckpointFile(const std::string& dir, int64_t step, const std::string& file, int keep) {
+// Whether the checkpoint at `path` is one of `run`'s (its header says so).
+bool IsOfRun(const fs::path& path, const std::string& run) {
+  StatusOr<Checkpoint> c = ReadCheckpointFile(path.string(), /*payload=*/false);
+  return c.ok() && c->header.run == run;
+}
+
+// Writes `file` as `run`'s checkpoint of `step` in `dir` (created if
+// missing), durably, then keeps only the newest `keep` of `run`'s
+// checkpoints there. A file of another run is never replaced or deleted.
+Status StoreCheckpointFile(const std::string& dir, const std::string& run, int64_t step, const std::string& file,
+                           int keep) {
   std::error_code error;
   fs::create_directories(dir, error);
   if (error) return Status::IOError(dir, "--checkpoint-dir: creating", error.value());
   const fs::path path = fs::path(dir) / NameOfStep(step);
+  if (fs::exists(path, error) && !IsOfRun(path, run)) {
+    return Status::FailedPrecondition(path.string() + ": a checkpoint of another run is there; not replacing it");
+  }
   const std::string temporary = path.string() + ".tmp";
-  GRANARY_RETURN_IF_ERROR(WriteFileSynced(temporary, file));
-  if (::rename(temporary.c_str(), path.c_str()) != 0) return Status::IOError(path.string(), "rename", errno);
+  Status stored = WriteFileSynced(temporary, file);
+  if (stored.ok() && ::rename(temporary.c_str(), path.c_str()) != 0) {
+    stored = Status::IOError(path.string(), "rename", errno);
+  }
+  if (!stored.ok()) {
+    ::unlink(temporary.c_str());
+    return stored;
+  }
   GRANARY_RETURN_IF_ERROR(FsyncPath(dir));
 
-  std::vector<std::pair<int64_t, fs::path>> all = Checkpoints(dir);
-  for (size_t i = 0; i + static_cast<size_t>(keep) < all.size(); ++i) {
-    if (StartsWithMagic(all[i].second)) fs::remove(all[i].second, error);
-  }
+  std::vector<std::pair<int64_t, fs::path>> ours = Checkpoints(dir);
+  ours.erase(std::remove_if(ours.begin(), ours.end(), [&](const auto& c) { return !IsOfRun(c.second, run); }),
+             ours.end());
+  for (size_t i = 0; i + static_cast<size_t>(keep) < ours.size(); ++i) fs::remove(ours[i].second, error);
   // A write killed before its rename leaves step-*.ckpt.tmp: ours by name, never a checkpoint.
   for (const fs::directory_entry& e : fs::directory_iterator(dir, error)) {
     const std::string name = e.path().filename().string();
@@ -131,13 +229,65 @@ Status StoreCheckpointFile(const std::string& dir, int64_t step, const std::stri
   return Status::OK();
 }
 
+// A new run's identity: 16 hex digits, from the clock and the OS's entropy.
+std::string NewRunId() {
+  std::random_device entropy;
+  const uint64_t mixed =
+      (static_cast<uint64_t>(entropy()) << 32 | entropy()) ^
+      static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) ^
+      (static_cast<uint64_t>(::getpid()) << 16);
+  char id[17];
+  std::snprintf(id, sizeof(id), "%016llx", static_cast<unsigned long long>(mixed));
+  return id;
+}
+
+// DIR/granary-run.json, an object with a string "run"; null if missing or unusable.
+nlohmann::json ReadRunFile(const std::string& dir) {
+  std::string text;
+  if (!ReadBoundedFile(dir + "/" + kRunFile, kMaxRunFileBytes, &text).ok()) return nullptr;
+  nlohmann::json j = ParseJson(text);
+  if (!j.is_object() || !j.contains("run") || !j["run"].is_string()) return nullptr;
+  return j;
+}
+
+// "run 5c1d0e6a9b2f4c71 (started 2026-12-02T01:10:00Z by pid 4242 on host h)",
+// from `dir`'s run file where it names `run`; "an earlier run without an
+// identity" for checkpoints written before runs had one.
+std::string DescribeRun(const std::string& dir, const std::string& run) {
+  if (run.empty()) return "an earlier run without an identity";
+  const std::string text = "run " + run;
+  const nlohmann::json j = ReadRunFile(dir);
+  if (j.is_null() || j["run"] != run) return text;
+  try {
+    return text + " (started " + j.at("started_utc").get<std::string>() + " by pid " +
+           std::to_string(j.at("pid").get<int64_t>()) + " on " + j.at("host").get<std::string>() + ")";
+  } catch (const nlohmann::json::exception&) {
+    return text;
+  }
+}
+
+std::string Hostname() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "?";
+  return name;
+}
+
+std::string UtcNow() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  ::gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
 }  // namespace
 
 Status WriteCheckpoint(const std::string& dir, const CheckpointHeader& header, const torch::nn::Module& model,
                        const torch::optim::Optimizer& optimizer, int keep) {
   StatusOr<std::string> file = CheckpointFile(header, model, optimizer);
   if (!file.ok()) return file.status();
-  return StoreCheckpointFile(dir, header.at.global_step, file.value(), keep);
+  return StoreCheckpointFile(dir, header.run, header.at.global_step, file.value(), keep);
 }
 
 CheckpointWriter::~CheckpointWriter() { (void)Wait(); }
@@ -148,8 +298,9 @@ Status CheckpointWriter::Write(const std::string& dir, const CheckpointHeader& h
   StatusOr<std::string> file = CheckpointFile(header, model, optimizer);
   if (!file.ok()) return file.status();
   done_ = false;
-  thread_ = std::thread([this, dir, step = header.at.global_step, file = std::move(file).value(), keep] {
-    stored_ = StoreCheckpointFile(dir, step, file, keep);
+  thread_ = std::thread([this, dir, run = header.run, step = header.at.global_step, file = std::move(file).value(),
+                         keep] {
+    stored_ = StoreCheckpointFile(dir, run, step, file, keep);
     done_ = true;
   });
   return Status::OK();
@@ -162,70 +313,7 @@ Status CheckpointWriter::Wait() {
   return stored;
 }
 
-StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
-  Checkpoint c;
-  c.path = path;
-  std::string file;
-  GRANARY_RETURN_IF_ERROR(ReadFile(path, &file));
-  if (file.size() < sizeof(kMagic) + 4 || std::memcmp(file.data(), kMagic, sizeof(kMagic)) != 0) {
-    return Damaged(path, "no checkpoint magic at its start");
-  }
-  uint32_t length = 0;
-  for (int i = 0; i < 4; ++i) length |= static_cast<uint32_t>(static_cast<uint8_t>(file[8 + i])) << (8 * i);
-  if (length > kMaxHeaderBytes || 12 + static_cast<size_t>(length) > file.size()) {
-    return Damaged(path, "header length " + std::to_string(length) + " runs past the file");
-  }
-  const nlohmann::json head = ParseJson(std::string_view(file).substr(12, length));
-  if (head.is_discarded() || !head.is_object()) return Damaged(path, "header is not JSON");
-  try {
-    if (head.at("format") != "granary-checkpoint") return Damaged(path, "format is not granary-checkpoint");
-    // Integers are checked to fit before they are read: nlohmann would cast
-    // a float or an out-of-range integer (see JsonIntegerFits).
-    const nlohmann::json& at = head.at("at");
-    const auto mistyped = [&](const char* key) {
-      return Damaged(path, std::string("\"") + key + "\" is out of range");
-    };
-    if (!JsonIntegerFits<int32_t>(head.at("version"))) return mistyped("version");
-    if (!JsonIntegerFits<int32_t>(at.at("world"))) return mistyped("world");
-    if (!JsonIntegerFits<int64_t>(at.at("global_step"))) return mistyped("global_step");
-    for (const char* key : {"epoch", "position"}) {
-      if (!JsonIntegerFits<uint64_t>(at.at(key))) return mistyped(key);
-    }
-    if (!JsonIntegerFits<uint64_t>(head.at("payload_bytes"))) return mistyped("payload_bytes");
-    const int version = head.at("version").get<int>();
-    if (version > kVersion) {
-      return Status::FailedPrecondition(path + ": checkpoint version " + std::to_string(version) +
-                                        " is newer than this train's " + std::to_string(kVersion));
-    }
-    StatusOr<TrainConfig> config = TrainConfig::FromJson(DumpJson(head.at("config")));
-    if (!config.ok()) return Damaged(path, config.status().message());
-    c.header.config = config.value();
-    c.header.db_content_hash = head.at("db_content_hash").get<std::string>();
-    RunPosition& p = c.header.at;
-    p.global_step = at.at("global_step").get<int64_t>();
-    p.epoch = at.at("epoch").get<uint64_t>();
-    p.position = at.at("position").get<uint64_t>();
-    p.world = at.at("world").get<int>();
-    p.loss_sums = at.at("loss_sums").get<std::vector<double>>();
-    p.sample_counts = at.at("sample_counts").get<std::vector<double>>();
-    if (p.world < 1 || p.global_step < 0 || p.loss_sums.size() != static_cast<size_t>(p.world) ||
-        p.sample_counts.size() != p.loss_sums.size()) {
-      return Damaged(path, "position fields disagree (world " + std::to_string(p.world) + ")");
-    }
-    const uint64_t bytes = head.at("payload_bytes").get<uint64_t>();
-    if (bytes != file.size() - 12 - length) {
-      return Damaged(path, "payload is " + std::to_string(file.size() - 12 - length) + " bytes, header says " +
-                               std::to_string(bytes) + " (truncated?)");
-    }
-    c.payload = file.substr(12 + length);
-    if (FormatHash(XXH64(c.payload.data(), c.payload.size(), 0)) != head.at("payload_hash").get<std::string>()) {
-      return Damaged(path, "payload hash mismatch");
-    }
-  } catch (const nlohmann::json::exception& e) {
-    return Damaged(path, std::string("header: ") + e.what());
-  }
-  return c;
-}
+StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) { return ReadCheckpointFile(path, /*payload=*/true); }
 
 Status RestoreCheckpoint(const Checkpoint& checkpoint, torch::nn::Module* model, torch::optim::Optimizer* optimizer) {
   return CatchTorch(("restoring " + checkpoint.path).c_str(), [&] {
@@ -275,6 +363,46 @@ Status CheckResumable(const TrainConfig& saved, const TrainConfig& resumed) {
     if (!allowed) return Status::InvalidArgument("--resume: the checkpoint's run differs in " + d);
   }
   return Status::OK();
+}
+
+StatusOr<std::string> ClaimCheckpointDir(const std::string& dir, const Checkpoint* resumed, DirectoryLock* lock) {
+  const auto refused = [&](const std::string& why) {
+    return Status::FailedPrecondition("--checkpoint-dir " + dir + ": " + why);
+  };
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) return Status::IOError(dir, "--checkpoint-dir: creating", error.value());
+  if (Status locked = lock->TryLock(dir); !locked.ok()) {
+    if (locked.code() != Status::Code::kBusy) return locked;
+    const nlohmann::json owner = ReadRunFile(dir);
+    return refused("in use by " + (owner.is_null() ? "another run" : DescribeRun(dir, owner["run"])));
+  }
+  const std::string run = resumed != nullptr ? resumed->header.run : NewRunId();
+  for (const auto& [step, path] : Checkpoints(dir)) {
+    StatusOr<Checkpoint> c = ReadCheckpointFile(path.string(), /*payload=*/false);
+    if (!c.ok()) {
+      return refused("holds " + path.filename().string() + ", which is not a usable checkpoint (" +
+                     c.status().message() + "); move it away or choose another directory");
+    }
+    if (c->header.run != run) {
+      return refused("holds the checkpoints of " + DescribeRun(dir, c->header.run) + ", e.g. " +
+                     path.filename().string() + "; continue that run with --resume latest, or choose another directory");
+    }
+  }
+  const nlohmann::json record = {{"format", "granary-checkpoint-dir"},
+                                 {"run", run},
+                                 {"started_utc", UtcNow()},
+                                 {"pid", static_cast<int64_t>(::getpid())},
+                                 {"host", Hostname()}};
+  GRANARY_RETURN_IF_ERROR(WriteFileAtomically(dir + "/" + kRunFile, DumpJson(record) + "\n"));
+  GRANARY_RETURN_IF_ERROR(FsyncPath(dir));
+  return run;
+}
+
+StatusOr<std::string> CheckpointDirRun(const std::string& dir) {
+  const nlohmann::json owner = ReadRunFile(dir);
+  if (owner.is_null()) return Status::Corruption(dir + "/" + kRunFile + ": does not name the run that owns the directory");
+  return owner["run"].get<std::string>();
 }
 
 }  // namespace granary

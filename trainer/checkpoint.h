@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "store/file.h"
 #include "store/status.h"
 #include "trainer/config.h"
 
@@ -37,6 +38,7 @@ struct CheckpointHeader {
   TrainConfig config;
   std::string db_content_hash;  // the manifest's, "xxh64:..."
   RunPosition at;
+  std::string run;  // the run that wrote it (ClaimCheckpointDir); "" in files written before runs had one
 };
 
 struct Checkpoint {
@@ -46,8 +48,9 @@ struct Checkpoint {
 };
 
 // Writes the checkpoint of `at` into `dir` (created if missing), then deletes
-// all but the newest `keep` checkpoints there. Only files named step-*.ckpt
-// that start with the checkpoint magic are ever deleted.
+// all but the newest `keep` of the same run's checkpoints there. Only files
+// named step-*.ckpt whose header names header.run are ever deleted or
+// replaced; a file of another run where this one goes is FailedPrecondition.
 Status WriteCheckpoint(const std::string& dir, const CheckpointHeader& header, const torch::nn::Module& model,
                        const torch::optim::Optimizer& optimizer, int keep);
 
@@ -79,7 +82,9 @@ class CheckpointWriter {
 };
 
 // Reads and checks `path`: Corruption (damaged), FailedPrecondition (a newer
-// version), NotFound; each naming the file.
+// version), NotFound, InvalidArgument (not a regular file: a FIFO, a
+// device); each naming the file. The header is read and its lengths checked
+// against the file's size before the payload is read.
 StatusOr<Checkpoint> ReadCheckpoint(const std::string& path);
 
 // Loads the checkpoint's values into `model` (same structure) and/or
@@ -93,6 +98,20 @@ StatusOr<std::string> LatestCheckpoint(const std::string& dir);
 // file) to the checkpoint's path, reads it and checks that it belongs to this
 // db (content hash) and this run (CheckResumable). One line saying why not.
 StatusOr<Checkpoint> ResolveResume(const std::string& db_content_hash, TrainConfig* config);
+
+// A checkpoint directory belongs to one run. The process that starts a run
+// (the launcher; rank 0 under torchrun) claims `dir` before any rank starts:
+// it creates it if missing, takes `lock` (held while the run lives, released
+// by the kernel if the process dies), checks that every checkpoint there is
+// this run's, and records the run in DIR/granary-run.json (its id, start
+// time, pid and host). `resumed` is the checkpoint a resumed run continues
+// (its run is this run), or null for a new run, which gets a new id.
+// FailedPrecondition in one line naming the other run if another run holds
+// the lock or has checkpoints there. Returns the run's id.
+StatusOr<std::string> ClaimCheckpointDir(const std::string& dir, const Checkpoint* resumed, DirectoryLock* lock);
+
+// The id of the run that claimed `dir` (rank 0 names its checkpoints with it).
+StatusOr<std::string> CheckpointDirRun(const std::string& dir);
 
 // OK if a run configured as `resumed` may continue one configured as `saved`:
 // only the layout (ranks, threads, host, port, pinning), the epoch count,

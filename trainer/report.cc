@@ -64,7 +64,8 @@ RunReport::~RunReport() {
 
 Status RunReport::Start() {
   if (rank_ == 0 && !config_.output.metrics.empty()) {
-    metrics_ = std::fopen(config_.output.metrics.c_str(), "w");
+    // A resumed run continues the lines of the run it resumes.
+    metrics_ = std::fopen(config_.output.metrics.c_str(), config_.checkpoint.resume.empty() ? "w" : "a");
     if (metrics_ == nullptr) {
       return Status::IOError(config_.output.metrics, "--metrics: creating", errno);
     }
@@ -146,12 +147,19 @@ void RunReport::Epoch(const EpochReport& r) {
 }
 
 void RunReport::WriteMetrics(const std::string& line) {
-  std::fprintf(metrics_, "%s\n", line.c_str());
-  std::fflush(metrics_);
+  if (std::fprintf(metrics_, "%s\n", line.c_str()) < 0 || std::fflush(metrics_) != 0) {
+    if (metrics_error_.ok()) metrics_error_ = Status::IOError(config_.output.metrics, "--metrics: write", errno);
+  }
 }
 
 Status RunReport::Finish(const std::vector<EpochReport>& reports) {
   if (rank_ != 0) return Status::OK();
+  if (metrics_ != nullptr) {
+    const int closed = std::fclose(metrics_);
+    metrics_ = nullptr;
+    if (closed != 0 && metrics_error_.ok()) metrics_error_ = Status::IOError(config_.output.metrics, "--metrics: close", errno);
+  }
+  GRANARY_RETURN_IF_ERROR(metrics_error_);
   if (!config_.output.report.empty()) {
     const std::string page = RenderHtmlReport(config_, layout_, reports, logged_steps_);
     GRANARY_RETURN_IF_ERROR(WriteFileAtomically(config_.output.report, page).WithContext("--report"));

@@ -29,7 +29,8 @@ class RunReport : public RunObserver {
   void Plan(const EpochPlanReport& plan) override;
   void Step(const StepReport& step) override;
   void Epoch(const EpochReport& report) override;
-  // The JSON object (json) and --report. IOError naming the file.
+  // The JSON object (json) and --report; closes --metrics. IOError naming
+  // the file, also for a --metrics line that could not be written.
   Status Finish(const std::vector<EpochReport>& reports);
   // The JSON output's "tune" member: the table --tune chose this run's layout by.
   void SetTuneTable(std::string json) { tune_table_ = std::move(json); }
@@ -47,6 +48,7 @@ class RunReport : public RunObserver {
   std::chrono::steady_clock::time_point last_drawn_;
   bool line_open_ = false;  // a progress line waits to be cleared
   std::FILE* metrics_ = nullptr;
+  Status metrics_error_;  // the first failed --metrics write, returned by Finish
   std::vector<StepReport> logged_steps_;  // every --log-every steps, for --report
   double window_loss_ = 0;                // summed over the steps since the last logged one
   int window_steps_ = 0;

@@ -14,10 +14,12 @@
 
 #include "store/db.h"
 #include "store/json_text.h"
+#include "store/output_path.h"
 #include "trainer/checkpoint.h"
 #include "trainer/heartbeat.h"
 #include "trainer/launch.h"
 #include "trainer/layout.h"
+#include "trainer/models/registry.h"
 #include "trainer/precision.h"
 #include "trainer/report.h"
 #include "trainer/trainer.h"
@@ -67,22 +69,24 @@ int Launch(const TrainConfig& config, const Layout& layout, const std::vector<st
   return outcome->exit_code;
 }
 
-// Each output's directory exists, so a finished run is not lost to a typo.
-Status CheckOutputPaths(const OutputConfig& output) {
-  const std::pair<const char*, const std::string*> paths[] = {
-      {"--save", &output.save}, {"--metrics", &output.metrics}, {"--report", &output.report}};
-  for (const auto& [flag, path] : paths) {
-    if (path->empty()) continue;
-    const std::filesystem::path dir = std::filesystem::absolute(*path).parent_path();
-    std::error_code error;
-    if (!std::filesystem::is_directory(dir, error)) {
-      return Status::InvalidArgument(std::string(flag) + " " + *path + ": no directory " + dir.string());
-    }
-    if (std::filesystem::is_directory(*path, error)) {
-      return Status::InvalidArgument(std::string(flag) + " " + *path + ": is a directory");
-    }
-  }
-  return Status::OK();
+// Every output may be written where it goes, before any rank starts
+// (store/output_path.h): a finished run is not lost to a bad path, and no
+// output replaces a db's file, an input or another output.
+Status CheckOutputPaths(const TrainConfig& config) {
+  std::vector<OutputPath> outputs = {{"--save", config.output.save, OutputKind::kModel},
+                                     {"--metrics", config.output.metrics, OutputKind::kJsonLines},
+                                     {"--report", config.output.report, OutputKind::kHtml},
+                                     {"--checkpoint-dir", config.checkpoint.dir, OutputKind::kDirectory}};
+  if (std::optional<OutputPath> out = RedirectedStdout()) outputs.push_back(*out);
+  std::vector<FlagPath> inputs = {{"--db", config.data.db}, {"--resume", config.checkpoint.resume}};
+  if (IsModelFile(config.model.name)) inputs.push_back({"--model", config.model.name});
+  return CheckOutputs(outputs, inputs);
+}
+
+// Claims --checkpoint-dir for this run (trainer/checkpoint.h) while `lock` lives.
+Status ClaimCheckpoints(const TrainConfig& config, const std::optional<Checkpoint>& resumed, DirectoryLock* lock) {
+  if (config.checkpoint.dir.empty()) return Status::OK();
+  return ClaimCheckpointDir(config.checkpoint.dir, resumed ? &*resumed : nullptr, lock).status();
 }
 
 // Started by torchrun (RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and
@@ -218,9 +222,11 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
   }
   // The launcher plans the layout over the CPUs it may use; a rank, pinned to
   // its own, is told it (and checks the config against the launcher's cores).
+  bool under_torchrun = false;
   if (rank < 0) {
     StatusOr<bool> torchrun = FromTorchrun(&config, &rank);
     if (!torchrun.ok()) return Fail(torchrun.status(), 0);
+    under_torchrun = torchrun.value();
   }
   StatusOr<Layout> layout = Status::FailedPrecondition("no layout");
   if (rank >= 0 && !layout_json.empty()) {
@@ -248,21 +254,34 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
     if (!from.ok()) return Fail(from.status(), std::max(rank, 0));
     resumed = std::move(from).value();
   }
+  DirectoryLock checkpoint_lock;  // held while this process lives: the checkpoint directory is this run's
   if (rank < 0) {
     if (Status fits = CheckModelFits(config, workload.value(), manifest.num_classes); !fits.ok()) return Fail(fits, 0);
-    if (Status writable = CheckOutputPaths(config.output); !writable.ok()) return Fail(writable, 0);
+    if (Status writable = CheckOutputPaths(config); !writable.ok()) return Fail(writable, 0);
     if (config.model.precision == "bf16" && !CpuHasNativeBf16()) {
       std::fprintf(stderr,
                    "train: warning: this CPU has no native bf16 (AVX512-BF16 or AMX): bf16 runs emulated, "
                    "likely slower than fp32\n");
     }
-    if (tune.tune || tune.only || config.World() > 1) resumed.reset();  // not held by a launcher: its ranks read it
-    if (tune.tune || tune.only) return Tune(config, workload.value(), tune, json);
-    if (config.World() > 1) return Launch(config, layout.value(), argv);
+    if (tune.tune || tune.only) {
+      resumed.reset();  // not held by a launcher: the tuned run reads it
+      return Tune(config, workload.value(), tune, json);
+    }
+    if (config.dist.node_rank == 0) {  // rank 0's node keeps the checkpoints
+      if (Status claimed = ClaimCheckpoints(config, resumed, &checkpoint_lock); !claimed.ok()) return Fail(claimed, 0);
+    }
+    if (config.World() > 1) {
+      resumed.reset();  // not held by a launcher: its ranks read it
+      return Launch(config, layout.value(), argv);
+    }
     rank = 0;  // one rank: this process, pinned before its thread pools start
     if (!layout->cpus.empty()) {
       if (Status pinned = PinToCpus(layout->cpus[0]); !pinned.ok()) return Fail(pinned, 0);
     }
+  }
+  if (under_torchrun && rank == 0) {  // no launcher: rank 0 checks the run's outputs
+    if (Status writable = CheckOutputPaths(config); !writable.ok()) return Fail(writable, 0);
+    if (Status claimed = ClaimCheckpoints(config, resumed, &checkpoint_lock); !claimed.ok()) return Fail(claimed, 0);
   }
   RunReport report(config, layout.value(), rank, json);
   report.SetTuneTable(tune.table_json);

@@ -145,5 +145,10 @@ int main(int argc, char** argv) {
   tune.args = granary::WithoutOptions(
       args, {"--ranks", "--threads", "--batch-size", "--precision", "--tune-seconds", "--tune-probe", "--tune-table"},
       {"--channels-last", "--tune", "--tune-only", "--tune-numerics"});
-  return granary::RunTrain(config, rank, json, args, layout, tune);
+  const int code = granary::RunTrain(config, rank, json, args, layout, tune);
+  if (granary::Status flushed = granary::FlushStdout(); code == 0 && !flushed.ok()) {
+    std::fprintf(stderr, "train: %s\n", flushed.message().c_str());
+    return 1;
+  }
+  return code;
 }

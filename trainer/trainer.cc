@@ -309,6 +309,12 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
     resumed = std::move(read).value();
   }
   if (resumed) GRANARY_RETURN_IF_ERROR(RestoreCheckpoint(*resumed, &net, nullptr));
+  std::string run;  // rank 0's checkpoints name the run that claimed --checkpoint-dir before the ranks started
+  if (rank == 0 && !c.checkpoint.dir.empty()) {
+    StatusOr<std::string> owner = CheckpointDirRun(c.checkpoint.dir);
+    if (!owner.ok()) return owner.status().WithContext("--checkpoint-dir");
+    run = owner.value();
+  }
 
   CommOptions co;
   co.rank = rank;
@@ -379,7 +385,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
       at.sample_counts.push_back(rows[r][1].item<double>());
     }
     if (rank != 0) return Status::OK();
-    CheckpointHeader header{c, manifest.content_hash, at};
+    CheckpointHeader header{c, manifest.content_hash, at, run};
     if (final) {
       final_checkpoint = header;
       return Status::OK();

@@ -31,6 +31,8 @@ RECORD_VERSION = 1
 MAX_SAMPLES = 65536
 MAX_PAYLOAD = 1 << 30
 ZSTD_MAX_EXPANSION = (128 << 10) // 4  # a zstd block: at least 4 bytes, at most 128 KiB out
+MAX_MANIFEST_BYTES = 64 << 20  # FORMAT.md: a larger manifest is refused before it is read
+MAX_JSON_DEPTH = 64  # FORMAT.md: and one nested deeper
 HEADER = struct.Struct("<BBHII")  # version, codec, N fields, P payload bytes, M samples
 DTYPES = {"uint8": "<u1", "int8": "<i1", "int16": "<i2", "int32": "<i4", "int64": "<i8", "float32": "<f4",
           "float64": "<f8"}
@@ -54,6 +56,48 @@ def decode_name(text):
         else:
             out += ch.encode("utf-8")
     return bytes(out)
+
+
+def json_depth(text, limit):
+    """The deepest nesting of arrays and objects in `text`, strings skipped,
+    counted until it passes `limit`."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > limit:
+                break
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def read_manifest(path):
+    """The parsed manifest at `path`, its size and nesting bounded first."""
+    if not os.path.isfile(path):
+        raise CorruptionError(f"{path}: is not a regular file")
+    size = os.path.getsize(path)
+    if size > MAX_MANIFEST_BYTES:
+        raise CorruptionError(f"{path}: is {size} bytes, more than the {MAX_MANIFEST_BYTES} it may have")
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
+        text = f.read()
+    if json_depth(text, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+        raise CorruptionError(f"{path}: nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise CorruptionError(f"{path}: not valid JSON ({e})") from None
 
 
 def decode_names(value):
@@ -83,8 +127,7 @@ class Db:
             raise NotFoundError(f"{path}: no such db directory")
         if not os.path.exists(manifest_path):
             raise NotFoundError(f"{path}: is not a granary db: manifest.json not found")
-        with open(manifest_path, encoding="utf-8") as f:
-            self.manifest = decode_names(json.load(f))
+        self.manifest = decode_names(read_manifest(manifest_path))
         if self.manifest.get("format") != "granary-db":
             raise CorruptionError(f"{manifest_path}: format is not granary-db")
         if self.manifest["format_version"] > FORMAT_VERSION:

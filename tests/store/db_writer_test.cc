@@ -128,6 +128,30 @@ TEST(DbWriterOwnership, AStalePartialFolderOfAKilledBuildIsReplaced) {
 
 // flock locks belong to an open file description, so a second writer in the
 // same process contends exactly as a second `prep build` would.
+// A --resume refused because the inputs or options changed names what
+// changed and keeps the interrupted build's work for a resume that fits.
+TEST(DbWriterResume, ARefusedResumeNamesWhatChangedAndKeepsThePartialBuild) {
+  TempDir dir;
+  const DbWriterOptions o = Options(dir.Sub("db"));
+  {
+    auto writer = DbWriter::Create(o);
+    ASSERT_TRUE(writer.ok());
+    ASSERT_TRUE(writer.value()->StartJournal(R"({"options":{"size":"64"}})", [] { return ""; }).ok());
+  }  // interrupted: the journal stays
+  ASSERT_TRUE(HasResumableBuild(o.path));
+  {
+    ResumePoint resume;
+    auto writer = DbWriter::Create(o, &resume);
+    ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+    ASSERT_TRUE(resume.resuming);
+    Status refused = writer.value()->StartJournal(R"({"options":{"size":"32"}})", [] { return ""; });
+    EXPECT_EQ(refused.code(), Status::Code::kFailedPrecondition);
+    EXPECT_NE(refused.message().find("other inputs or options (options.size: \"64\" -> \"32\")"), std::string::npos)
+        << refused.message();
+  }
+  EXPECT_TRUE(HasResumableBuild(o.path)) << "the refused resume deleted the interrupted build";
+}
+
 TEST(DbWriterLock, ASecondBuildOfTheSamePathIsBusyAndTheFirstPublishesAGoodDb) {
   TempDir dir;
   DbWriterOptions o = Options(dir.Sub("db"));

@@ -37,6 +37,38 @@ TEST(JsonText, EveryByteStringRoundTripsThroughJson) {
   EXPECT_TRUE(ParseJson("{not json").is_discarded());
 }
 
+// A small document nested very deep overflowed the parser's stack: it is
+// refused before parsing, saying why; brackets inside strings do not count.
+TEST(JsonText, NestingIsBoundedBeforeParsing) {
+  const std::string deep = std::string(30000, '[') + std::string(30000, ']');
+  EXPECT_TRUE(ParseJson(deep).is_discarded());
+  EXPECT_EQ(WhyNotJson(deep), "nested deeper than 64 levels");
+  const std::string at_limit = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
+  EXPECT_FALSE(ParseJson(at_limit).is_discarded());
+  EXPECT_TRUE(ParseJson("[" + at_limit + "]").is_discarded());
+  const std::string in_strings = R"({"a": "[[[[{{{{\"[[[", "b": [1]})";
+  EXPECT_EQ(JsonDepth(in_strings, 64), 2);
+  EXPECT_FALSE(ParseJson(in_strings).is_discarded());
+  EXPECT_EQ(WhyNotJson("{not json"), "not valid JSON");
+}
+
+TEST(JsonText, JsonDifferenceNamesTheFirstMemberThatDiffers) {
+  const nlohmann::json was = {{"kind", "images"}, {"options", {{"size", "64"}, {"channels", "3"}}}, {"splits", {1, 2}}};
+  nlohmann::json now = was;
+  EXPECT_EQ(JsonDifference(was, now), "");
+  now["options"]["size"] = "32";
+  EXPECT_EQ(JsonDifference(was, now), "options.size: \"64\" -> \"32\"");
+  now = was;
+  now["splits"][1] = 3;
+  EXPECT_EQ(JsonDifference(was, now), "splits[1]: 2 -> 3");
+  now = was;
+  now["options"].erase("channels");
+  EXPECT_EQ(JsonDifference(was, now), "options.channels: \"3\" -> (none)");
+  now = was;
+  now["limit"] = 10;
+  EXPECT_EQ(JsonDifference(was, now), "limit: (none) -> 10");
+}
+
 TEST(JsonText, PrintableKeepsAMessageOnOneLine) {
   EXPECT_EQ(Printable("dogs/a.jpg"), "dogs/a.jpg");
   EXPECT_EQ(Printable("two\nlines"), "two\\nlines");

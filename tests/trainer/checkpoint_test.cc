@@ -1,6 +1,7 @@
 #include "trainer/checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <set>
@@ -189,6 +190,99 @@ TEST(Checkpoint, DamagedFilesAreRefusedSayingWhy) {
     EXPECT_NE(c.status().message().find(d.needle), std::string::npos) << d.name << ": " << c.status().message();
     EXPECT_NE(c.status().message().find(dir.Sub("bad.ckpt")), std::string::npos) << d.name;
   }
+}
+
+// A file that is not a checkpoint's kind is refused at once: a FIFO would
+// block a read for ever, /dev/zero never end (it was read until memory ran out).
+TEST(Checkpoint, AFifoOrADeviceIsRefusedWithoutReadingIt) {
+  TempDir dir;
+  const std::string fifo = dir.Sub("fifo.ckpt");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {fifo, std::string("/dev/zero")}) {
+    auto c = ReadCheckpoint(path);
+    ASSERT_FALSE(c.ok()) << path;
+    EXPECT_NE(c.status().message().find(path + ": is a"), std::string::npos) << c.status().message();
+    EXPECT_NE(c.status().message().find("not a regular file"), std::string::npos) << c.status().message();
+  }
+}
+
+// Two runs never share a directory: a second new run is refused naming the
+// first; the first's --resume is not; a run in progress holds the lock.
+TEST(CheckpointDir, BelongsToOneRunAndOnlyItsResumeMayContinueThere) {
+  TempDir dir;
+  TrainedNet a = MakeRun(1);
+  const std::string ck = dir.Sub("ck");
+  std::string run_a;
+  {
+    DirectoryLock lock;
+    auto claimed = ClaimCheckpointDir(ck, nullptr, &lock);
+    ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+    run_a = claimed.value();
+    EXPECT_EQ(run_a.size(), 16u);
+    EXPECT_EQ(CheckpointDirRun(ck).value(), run_a);
+
+    DirectoryLock other;  // a second run while the first runs
+    auto busy = ClaimCheckpointDir(ck, nullptr, &other);
+    ASSERT_FALSE(busy.ok());
+    EXPECT_NE(busy.status().message().find("--checkpoint-dir " + ck + ": in use by run " + run_a + " (started "),
+              std::string::npos)
+        << busy.status().message();
+
+    CheckpointHeader h = Header(4);
+    h.run = run_a;
+    ASSERT_TRUE(WriteCheckpoint(ck, h, *a.net, *a.optimizer, 3).ok());
+  }
+  DirectoryLock lock;  // the first run has ended: a new run is still refused, naming it
+  auto second = ClaimCheckpointDir(ck, nullptr, &lock);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().message().find("--checkpoint-dir " + ck + ": holds the checkpoints of run " + run_a),
+            0u)
+      << second.status().message();
+  EXPECT_NE(second.status().message().find("--resume latest"), std::string::npos);
+
+  auto resumed = ReadCheckpoint(LatestCheckpoint(ck).value());
+  ASSERT_TRUE(resumed.ok());
+  auto again = ClaimCheckpointDir(ck, &resumed.value(), &lock);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again.value(), run_a);
+
+  // A file there that is not a usable checkpoint is not silently shared either.
+  DirectoryLock fresh;
+  const std::string ck2 = dir.Sub("ck2");
+  fs::create_directories(ck2);
+  ASSERT_TRUE(WriteFileSynced(ck2 + "/step-0000000001.ckpt", "damaged").ok());
+  auto damaged = ClaimCheckpointDir(ck2, nullptr, &fresh);
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_NE(damaged.status().message().find("holds step-0000000001.ckpt, which is not a usable checkpoint"),
+            std::string::npos)
+      << damaged.status().message();
+}
+
+// --keep deletes only the run's own checkpoints, and a checkpoint of
+// another run is never replaced by one of the same step.
+TEST(CheckpointDir, KeepAndSameStepNamesNeverTouchAnotherRunsFiles) {
+  TempDir dir;
+  TrainedNet a = MakeRun(1);
+  const std::string ck = dir.Sub("ck");
+  CheckpointHeader other = Header(2);
+  other.run = "0000000000000bbb";
+  ASSERT_TRUE(WriteCheckpoint(ck, other, *a.net, *a.optimizer, 5).ok());
+  for (int64_t step : {3, 4, 5}) {
+    CheckpointHeader h = Header(step);
+    h.run = "0000000000000aaa";
+    ASSERT_TRUE(WriteCheckpoint(ck, h, *a.net, *a.optimizer, 1).ok());
+  }
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(ck)) names.insert(e.path().filename().string());
+  EXPECT_EQ(names, (std::set<std::string>{"step-0000000002.ckpt", "step-0000000005.ckpt"}));
+  CheckpointHeader same_step = Header(2);
+  same_step.run = "0000000000000aaa";
+  Status replaced = WriteCheckpoint(ck, same_step, *a.net, *a.optimizer, 1);
+  EXPECT_EQ(replaced.code(), Status::Code::kFailedPrecondition) << replaced.ToString();
+  EXPECT_NE(replaced.message().find("step-0000000002.ckpt: a checkpoint of another run is there"), std::string::npos)
+      << replaced.message();
+  EXPECT_EQ(ReadCheckpoint(ck + "/step-0000000002.ckpt").value().header.run, "0000000000000bbb");
+  EXPECT_FALSE(fs::exists(ck + "/step-0000000002.ckpt.tmp"));
 }
 
 TEST(Checkpoint, OnlyTheLayoutEpochsAndOutputsMayChangeOnResume) {
