@@ -533,8 +533,7 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
   Status journal = writer.value()->StartJournal(Fingerprint(source, options, block_bytes), checkpoint);
   if (!journal.ok() && resume.resuming) {
     return Status::FailedPrecondition(journal.message() +
-                                      "; it is kept: resume with the same inputs and options, or start again "
-                                      "without --resume (which replaces it)");
+                                      "; resume with the same ones, or build again without --resume to replace it");
   }
   GRANARY_RETURN_IF_ERROR(journal);
 

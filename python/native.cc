@@ -1,5 +1,5 @@
 // granary._native: the C++ reader and prefetching loader for Python
-// (python/granary/__init__.py wraps them). Arrays come back as numpy arrays;
+// (python/granary/data.py wraps them). Arrays come back as numpy arrays;
 // the Python side makes torch tensors of them with torch.from_numpy, which
 // shares their memory. The GIL is released while granary reads or waits.
 //
@@ -9,6 +9,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <memory>
@@ -167,8 +168,20 @@ struct LoaderArgs {
   bool channels_last, drop_last;
 };
 
+// A loader's threads do not survive fork(): a handle used in a forked child
+// refuses with one line, and one destroyed there is left alone (joining
+// threads that exist only in the parent would hang or abort); granary.Loader
+// opens a new one in the child.
 class LoaderHandle {
  public:
+  ~LoaderHandle() {
+    if (::getpid() == owner_) return;
+    (void)loader_.release();                                      // leaked in the child, on purpose
+    (void)new std::shared_ptr<DbReader>(std::move(db_));          // likewise: its LMDB handles are the parent's
+  }
+  LoaderHandle(const LoaderHandle&) = delete;
+  LoaderHandle& operator=(const LoaderHandle&) = delete;
+
   LoaderHandle(const std::string& path, const LoaderArgs& a) : db_(OpenDb(path)) {
     LoaderOptions o;
     o.split = a.split;
@@ -209,6 +222,7 @@ class LoaderHandle {
   }
 
   void Start(uint64_t epoch, uint64_t position) {
+    CheckSameProcess();
     const Sampler& sampler = loader_->sampler();
     if (position > sampler.dataset_size()) {
       ThrowIfError(Status::InvalidArgument("position " + std::to_string(position) + " is past the epoch's " +
@@ -221,6 +235,7 @@ class LoaderHandle {
 
   // (input, target) arrays of the next batch, or None at the end of the epoch.
   py::object Next() {
+    CheckSameProcess();
     std::unique_ptr<Batch> batch = pool_->Take();
     StatusOr<bool> more = [&] {
       py::gil_scoped_release unlocked;
@@ -246,6 +261,7 @@ class LoaderHandle {
   }
 
   py::tuple State() {
+    CheckSameProcess();
     const LoaderState s = [&] {
       py::gil_scoped_release unlocked;
       std::lock_guard<std::mutex> one_consumer(consumer_);
@@ -255,6 +271,7 @@ class LoaderHandle {
   }
 
   py::dict Plan(uint64_t position) const {
+    CheckSameProcess();
     const Sampler& s = loader_->sampler();
     py::dict d;
     d["samples"] = s.dataset_size();
@@ -264,9 +281,13 @@ class LoaderHandle {
     return d;
   }
 
-  uint64_t BatchesPerEpoch() const { return loader_->batches_per_epoch(); }
+  uint64_t BatchesPerEpoch() const {
+    CheckSameProcess();
+    return loader_->batches_per_epoch();
+  }
 
   py::dict Stats() const {
+    CheckSameProcess();
     const LoaderStats s = loader_->stats();
     py::dict d;
     d["batches"] = s.batches;
@@ -276,6 +297,14 @@ class LoaderHandle {
   }
 
  private:
+  void CheckSameProcess() const {
+    if (::getpid() == owner_) return;
+    ThrowIfError(Status::Busy("granary.Loader: made in process " + std::to_string(owner_) + ", used in process " +
+                              std::to_string(::getpid()) + " after fork(); its threads stayed in the parent: "
+                              "create the Loader in the process that iterates it"));
+  }
+
+  const pid_t owner_ = ::getpid();
   std::shared_ptr<DbReader> db_;
   std::unique_ptr<Loader> loader_;
   std::shared_ptr<BatchPool> pool_ = std::make_shared<BatchPool>();

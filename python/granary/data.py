@@ -155,10 +155,19 @@ class Loader:
         self.channels_last = channels_last
         self._batch = batch_size
         mean, std = _normalization(normalize)
-        self._native = _native.Loader(self.path, split, batch_size, rank, world, seed, threads, prefetch, augment,
-                                      shuffle, mean, std, channels_last, drop_last)
+        self._args = (self.path, split, batch_size, rank, world, seed, threads, prefetch, augment, shuffle, mean, std,
+                      channels_last, drop_last)
+        self._made = (os.getpid(), _native.Loader(*self._args))  # bad options fail here
         self._epoch = 0
         self._position = 0  # where the next iteration starts (load_state_dict)
+
+    @property
+    def _loader(self):
+        """The C++ loader of this process: its threads do not survive fork(), so a
+        forked child (a DataLoader worker) opens its own, as Dataset does."""
+        if self._made is None or self._made[0] != os.getpid():
+            self._made = (os.getpid(), _native.Loader(*self._args))
+        return self._made[1]
 
     def set_epoch(self, epoch):
         self._epoch = int(epoch)
@@ -166,18 +175,18 @@ class Loader:
 
     def __len__(self):
         """Batches this rank gets in the coming iteration (the last may be smaller)."""
-        per_rank = self._native.plan(self._position)["samples_per_rank"]
+        per_rank = self._loader.plan(self._position)["samples_per_rank"]
         return (per_rank + self._batch - 1) // self._batch
 
     def plan(self):
         """Samples in the split, per rank, and padded or dropped over all ranks, for the coming iteration."""
-        return self._native.plan(self._position)
+        return self._loader.plan(self._position)
 
     def __iter__(self):
-        self._native.start(self._epoch, self._position)
+        self._loader.start(self._epoch, self._position)
         self._position = 0
         while True:
-            batch = self._native.next()
+            batch = self._loader.next()
             if batch is None:
                 return
             x, y = batch
@@ -187,7 +196,7 @@ class Loader:
             yield x, y
 
     def state_dict(self):
-        epoch, position = self._native.state()
+        epoch, position = self._loader.state()
         return {"epoch": epoch, "position": position}
 
     def load_state_dict(self, state):
@@ -196,4 +205,4 @@ class Loader:
 
     def stats(self):
         """Batches delivered, seconds the consumer waited, mean batches ready."""
-        return self._native.stats()
+        return self._loader.stats()

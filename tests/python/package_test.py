@@ -61,6 +61,16 @@ def ids_of(batch_input):
     return (pixels[:, 0] + 256 * pixels[:, 1]).tolist()
 
 
+class _IterableLoader(torch.utils.data.IterableDataset):
+    """A granary.Loader handed to DataLoader workers (created in the parent)."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def __iter__(self):
+        return iter(self.loader)
+
+
 class PackageTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -173,6 +183,32 @@ class PackageTest(unittest.TestCase):
         self.assertEqual(len(resumed), (1001 - 400 + 63) // 64)
         rest = [i for x, _ in resumed for i in ids_of(x)]
         self.assertEqual(sorted(consumed + rest), list(range(1001)))
+
+    def test_a_loader_used_after_fork_opens_its_own_in_the_child(self):
+        # Its threads stay in the parent: iterated in a forked child it used to
+        # deadlock or crash; now the child opens its own and gets the same epoch.
+        loader = granary.Loader(self.dbs["ids"], batch_size=100, seed=2, threads=2)
+        expected = [i for x, _ in loader for i in ids_of(x)]
+        for attempt in range(4):
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: report what it read, then leave without cleanup
+                os.close(read)
+                try:
+                    got = [i for x, _ in loader for i in ids_of(x)]
+                    os.write(write, json.dumps(got).encode())
+                finally:
+                    os._exit(0)
+            os.close(write)
+            with os.fdopen(read) as f:
+                got = json.loads(f.read() or "null")
+            _, status = os.waitpid(pid, 0)
+            self.assertEqual(os.waitstatus_to_exitcode(status), 0, attempt)
+            self.assertEqual(got, expected, attempt)
+        # In DataLoader fork workers (each opens its own; each worker yields its loader's batches).
+        wrapped = torch.utils.data.DataLoader(_IterableLoader(loader), batch_size=None, num_workers=2)
+        self.assertEqual(sorted(i for x, _ in wrapped for i in ids_of(x)), sorted(expected * 2))
+        self.assertEqual([i for x, _ in loader for i in ids_of(x)], expected)  # the parent's still works
 
     def test_batches_are_not_copied_and_channels_last_keeps_the_shape(self):
         loader = granary.Loader(self.dbs["fashion"], batch_size=100, threads=2, channels_last=True,
