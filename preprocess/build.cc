@@ -260,7 +260,11 @@ StatusOr<std::string> MaybeTrainDictionary(const Schema& schema, const SplitSour
   }
   StatusOr<std::string> dict = TrainDictionary(samples, sizes, options.dictionary_max_bytes);
   if (!dict.ok()) {
-    if (!automatic) return dict.status();
+    if (!automatic) {
+      return Status::InvalidArgument("--dictionary on: zstd could not train a dictionary on " +
+                                     std::to_string(sizes.size()) + " samples of split '" + split.name() + "' (" +
+                                     dict.status().message() + "); use --dictionary auto or off");
+    }
     *note = "none (" + dict.status().message() + ")";
     return std::string();
   }
@@ -400,8 +404,14 @@ Status BuildSplit(const SourceInfo& info, const SplitSource& split, const BuildO
                                       std::to_string(n) + " items");
   }
   if (n > 0 && static_cast<double>(summary->rejected) > options.max_reject_fraction * static_cast<double>(n)) {
+    std::string first;  // the first reasons, so the line says why
+    int shown = 0;
+    for (const RejectedItem& r : total->rejected) {
+      if (r.split != split.name() || shown == 3) continue;
+      first += (shown++ == 0 ? "; first: " : ", ") + r.item + ": " + r.reason;
+    }
     return Status::InvalidArgument("split '" + split.name() + "': " + std::to_string(summary->rejected) + " of " +
-                                   std::to_string(n) + " items rejected, more than --max-rejects allows");
+                                   std::to_string(n) + " items rejected, more than --max-rejects allows" + first);
   }
   return writer->EndSplit();
 }
@@ -474,6 +484,9 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
   if (options.threads < 0) return Status::InvalidArgument("--threads must be >= 0");
   if (options.zstd_level < 0 || options.zstd_level > 22) {
     return Status::InvalidArgument("--zstd-level must be in 0..22, got " + std::to_string(options.zstd_level));
+  }
+  if (options.dictionary == DictionaryMode::kOn && options.zstd_level == 0) {
+    return Status::InvalidArgument("--dictionary on needs compression: --zstd-level 0 stores records as they are");
   }
   const int threads = options.threads > 0 ? options.threads : tbb::info::default_concurrency();
   tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(threads));

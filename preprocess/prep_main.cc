@@ -10,6 +10,7 @@
 #include <csignal>
 #include <filesystem>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -237,7 +238,13 @@ int main(int argc, char** argv) {
   build->add_option("--max-shard-mb", b.options.max_shard_mb,
                     "largest a shard file may grow, MiB (0: no limit); a split needing more fails, asking for --shards")
       ->capture_default_str()
-      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30));
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30))
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {  // a shard keeps 1 MiB of room beyond its records
+            return value == "0" || std::strtoull(value.c_str(), nullptr, 10) >= 2 ? ""
+                                                                                   : "must be 0 (no limit) or at least 2";
+          },
+          "0|>=2"));
   build->add_option("--zstd-level", b.options.zstd_level, "zstd level, 0 for none")->capture_default_str()->check(
       CLI::Range(0, 22));
   build->add_option("--dictionary", b.dictionary, "zstd dictionary: auto (for small records), on or off")

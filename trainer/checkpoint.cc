@@ -74,6 +74,15 @@ Status Damaged(const std::string& path, const std::string& why) {
   return Status::Corruption(path + ": not a usable checkpoint: " + why);
 }
 
+// XXH64 of the header's members other than "header_hash", as DumpJson
+// writes them (sorted, on one line): a step or a loss edited in the header is
+// found as a payload byte is.
+std::string HeaderHash(nlohmann::json header) {
+  header.erase("header_hash");
+  const std::string text = DumpJson(header);
+  return FormatHash(XXH64(text.data(), text.size(), 0));
+}
+
 // Reads the checkpoint at `path`: its header, and its payload if `payload`.
 // Only a regular file is opened (a FIFO would block, a device never end), and
 // every length is checked against the file's size before anything is read.
@@ -137,6 +146,10 @@ StatusOr<Checkpoint> ReadCheckpointFile(const std::string& path, bool payload) {
         p.sample_counts.size() != p.loss_sums.size()) {
       return Damaged(path, "position fields disagree (world " + std::to_string(p.world) + ")");
     }
+    // Written since headers have a hash; a file without one is from before.
+    if (header.contains("header_hash") && header["header_hash"] != HeaderHash(header)) {
+      return Damaged(path, "header hash mismatch (the header was changed)");
+    }
     const uint64_t bytes = header.at("payload_bytes").get<uint64_t>();
     if (bytes != size - payload_at) {
       return Damaged(path, "payload is " + std::to_string(size - payload_at) + " bytes, header says " +
@@ -168,7 +181,7 @@ StatusOr<std::string> CheckpointFile(const CheckpointHeader& header, const torch
     archive.save_to(payload);
   }));
   const std::string bytes = payload.str();
-  const nlohmann::json head = {{"format", "granary-checkpoint"},
+  nlohmann::json head = {{"format", "granary-checkpoint"},
                                {"version", kVersion},
                                {"run", header.run},
                                {"config", ParseJson(header.config.ToJson())},
@@ -176,6 +189,7 @@ StatusOr<std::string> CheckpointFile(const CheckpointHeader& header, const torch
                                {"at", PositionJson(header.at)},
                                {"payload_bytes", bytes.size()},
                                {"payload_hash", FormatHash(XXH64(bytes.data(), bytes.size(), 0))}};
+  head["header_hash"] = HeaderHash(head);
   const std::string text = DumpJson(head);
   std::string file(kMagic, sizeof(kMagic));
   const uint32_t length = static_cast<uint32_t>(text.size());
@@ -357,7 +371,11 @@ StatusOr<Checkpoint> ResolveResume(const std::string& db_content_hash, TrainConf
 Status CheckResumable(const TrainConfig& saved, const TrainConfig& resumed) {
   const char* const may_change[] = {"dist.",    "optim.epochs:",        "output.",       "checkpoint.",
                                     "data.db:", "data.loader_threads:", "data.prefetch:"};
-  for (const std::string& d : saved.Differences(resumed)) {
+  std::vector<std::string> differences = saved.Differences(resumed);
+  // Another optimizer changes its defaults too (lr, weight decay): name the cause first.
+  std::stable_partition(differences.begin(), differences.end(),
+                        [](const std::string& d) { return d.rfind("optim.optimizer:", 0) == 0; });
+  for (const std::string& d : differences) {
     const bool allowed = std::any_of(std::begin(may_change), std::end(may_change),
                                      [&](const char* prefix) { return d.rfind(prefix, 0) == 0; });
     if (!allowed) return Status::InvalidArgument("--resume: the checkpoint's run differs in " + d);

@@ -107,6 +107,12 @@ std::string MistypedMember(const nlohmann::json& j, const nlohmann::json& defaul
 
 }  // namespace
 
+Status CheckTuneSeconds(double seconds) {
+  if (seconds >= kMinTuneSeconds && seconds <= kMaxTuneSeconds) return Status::OK();
+  return OutOfRange("--tune-seconds", Number(seconds),
+                    "must be in " + Number(kMinTuneSeconds) + ".." + Number(kMaxTuneSeconds));
+}
+
 int CoreCount() {
   cpu_set_t set;
   if (::sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
@@ -143,10 +149,7 @@ Status TrainConfig::Validate(int cores) const {
   if (!(std::isfinite(d.stddev) && d.stddev > 0)) {
     return OutOfRange("--std", Number(d.stddev), "must be finite and > 0");
   }
-  if (d.probe_s != 0 && !(d.probe_s >= kMinTuneSeconds && d.probe_s <= kMaxTuneSeconds)) {
-    return OutOfRange("--tune-seconds", Number(d.probe_s),
-                      "must be in " + Number(kMinTuneSeconds) + ".." + Number(kMaxTuneSeconds));
-  }
+  if (d.probe_s != 0) GRANARY_RETURN_IF_ERROR(CheckTuneSeconds(d.probe_s));
 
   if (model.name != "auto" && !IsKnownModel(model.name) && !IsModelFile(model.name)) {
     return OutOfRange("--model", model.name,
@@ -277,8 +280,10 @@ Status TrainConfig::Validate(int cores) const {
   if (!output.save.empty() && !IsModelFile(output.save)) {
     return OutOfRange("--save", output.save, "must end in .pt or .pth (TorchScript)");
   }
-  if (dist.host.empty()) return Status::InvalidArgument("--host is empty");
-  if (dist.port < 0 || dist.port > 65535) return OutOfRange("--port", std::to_string(dist.port), Range(0, 65535));
+  if (dist.host.empty()) return Status::InvalidArgument("--master-addr is empty");
+  if (dist.port < 0 || dist.port > 65535) {
+    return OutOfRange("--master-port", std::to_string(dist.port), Range(0, 65535));
+  }
   return Status::OK();
 }
 

@@ -107,6 +107,10 @@ struct CheckpointConfig {
   std::string resume;  // "" none; "latest" (in dir) or a checkpoint file; the launcher resolves it to a file
 };
 
+// --tune-seconds within its bounds (0.5..600: below, warm-up and noise swamp
+// the figure); InvalidArgument naming the flag otherwise.
+Status CheckTuneSeconds(double seconds);
+
 struct TrainConfig {
   DataConfig data;
   ModelConfig model;

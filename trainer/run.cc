@@ -173,6 +173,7 @@ StatusOr<ProbeOutput> RunProbe(const TrainConfig& config, const std::vector<std:
 int Tune(const TrainConfig& config, const Workload& workload, const TuneRequest& request, bool json) {
   TuneOptions options;
   options.cores = static_cast<int>(UsableCpus().size());
+  if (Status bounded = CheckTuneSeconds(request.seconds); !bounded.ok()) return Fail(bounded, 0);
   TrainConfig probing = config;  // what every probe runs with, less its layout
   probing.data.probe_s = request.seconds;
   if (Status valid = probing.Validate(options.cores); !valid.ok()) return Fail(valid, 0);
@@ -256,7 +257,13 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
   }
   DirectoryLock checkpoint_lock;  // held while this process lives: the checkpoint directory is this run's
   if (rank < 0) {
-    if (Status fits = CheckModelFits(config, workload.value(), manifest.num_classes); !fits.ok()) return Fail(fits, 0);
+    if (Status fits = CheckModelFits(config, workload.value(), manifest.num_classes); !fits.ok()) {
+      // A model past --timeout still runs on a thread: exit without running
+      // LibTorch's static destructors under it (that crashed 1 exit in 3).
+      Fail(fits, 0);
+      std::fflush(nullptr);
+      std::_Exit(1);
+    }
     if (Status writable = CheckOutputPaths(config); !writable.ok()) return Fail(writable, 0);
     if (config.model.precision == "bf16" && !CpuHasNativeBf16()) {
       std::fprintf(stderr,

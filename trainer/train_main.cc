@@ -4,6 +4,7 @@
 // itself and waits).
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 
 #include "store/file.h"
 #include "trainer/config.h"
@@ -14,6 +15,20 @@
 #include "trainer/tune.h"
 
 namespace {
+
+// A number above 0 (`strictly`) or at least 0. CLI11's own ranges print
+// DBL_MAX; a value that is no number is left for CLI11's conversion to name.
+CLI::Validator NotNegative(bool strictly) {
+  return CLI::Validator(
+      [strictly](std::string& value) -> std::string {
+        char* end = nullptr;
+        const double x = std::strtod(value.c_str(), &end);
+        if (end == value.c_str() || *end != '\0') return "";
+        if (strictly ? x > 0 : x >= 0) return "";
+        return strictly ? "must be > 0" : "must be >= 0";
+      },
+      strictly ? "POSITIVE" : "NONNEGATIVE");
+}
 
 void AddFlags(CLI::App& app, granary::TrainConfig& c) {
   granary::DataConfig& d = c.data;
@@ -47,10 +62,14 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c) {
 
   app.add_option("--optimizer", c.optim.optimizer, "optimizer: " + granary::KnownOptimizerNames())
       ->capture_default_str();
-  app.add_option("--lr", c.optim.lr, "learning rate (default: sgd 0.01, adam and adamw 0.001)");
+  // lr and weight decay below 0 stand for "the optimizer's default" inside
+  // TrainConfig: a user's negative value is refused here, not taken for it.
+  app.add_option("--lr", c.optim.lr, "learning rate (default: sgd 0.01, adam and adamw 0.001)")
+      ->check(NotNegative(/*strictly=*/true));
   app.add_option("--momentum", c.optim.momentum, "sgd: momentum")->capture_default_str();
   app.add_flag("--nesterov", c.optim.nesterov, "sgd: Nesterov momentum");
-  app.add_option("--weight-decay", c.optim.weight_decay, "weight decay (default: 0, adamw 0.01)");
+  app.add_option("--weight-decay", c.optim.weight_decay, "weight decay (default: 0, adamw 0.01)")
+      ->check(NotNegative(/*strictly=*/false));
   app.add_option("--epochs", c.optim.epochs, "epochs")->capture_default_str();
   app.add_option("--batch-size", c.optim.batch_size, "global batch size, split evenly over ranks")
       ->capture_default_str();
@@ -58,7 +77,9 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c) {
                  "gradient accumulation: micro-batches per step (each rank's batch split this many ways; "
                  "only the last is synchronised)")
       ->capture_default_str();
-  app.add_option("--seed", c.optim.seed, "seed for weights, epoch order and dropout")->capture_default_str();
+  app.add_option("--seed", c.optim.seed, "seed for weights, epoch order and dropout")
+      ->capture_default_str()
+      ->check(NotNegative(/*strictly=*/false));
   app.add_option("--schedule", c.optim.schedule,
                  "learning rate over the run: constant, step (x0.1 at 1/2 and 3/4 of it) or cosine (to 0)")
       ->capture_default_str();

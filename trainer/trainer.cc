@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -235,6 +236,16 @@ SyntheticBatch MakeSyntheticBatch(const Loader& loader, int64_t size, int64_t cl
   return b;
 }
 
+// A loss that is no longer finite ends the run: nothing it trains after that means anything.
+Status DivergedAt(double loss, int64_t step, int epoch, double lr) {
+  char rate[32];
+  std::snprintf(rate, sizeof(rate), "%g", lr);
+  return Status::FailedPrecondition("the training loss became " + std::string(std::isnan(loss) ? "nan" : "infinite") +
+                                    " at step " + std::to_string(step + 1) + " (epoch " + std::to_string(epoch + 1) +
+                                    "): the run diverged; try a lower --lr (now " + rate +
+                                    "), --precision fp32 or a smaller --batch-size");
+}
+
 }  // namespace
 
 Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64_t classes) {
@@ -247,14 +258,35 @@ Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64
   // gives one logit per class.
   Shape batch = {2};
   batch.insert(batch.end(), spec.input.begin(), spec.input.end());
-  torch::Tensor logits;
-  Status ran = CatchTorch("dry forward", [&] {
-    torch::NoGradGuard no_grad;
-    model.value()->eval();
-    logits = model.value()->forward(torch::zeros(batch));
-  });
   const std::string shapes = "model " + spec.name + " on input " + ShapeToString(batch);
-  if (!ran.ok()) return ran.WithContext(context + ": " + shapes);
+  // On a thread of its own, bounded by --timeout: a model's forward may loop.
+  // Past it the thread is left running and the caller must end the process.
+  struct DryRun {
+    std::mutex mutex;
+    std::condition_variable done_cv;
+    bool done = false;
+    Status ran;
+    torch::Tensor logits;
+  };
+  auto dry = std::make_shared<DryRun>();
+  std::thread([dry, net = model.value(), batch] {
+    Status ran = CatchTorch("dry forward", [&] {
+      torch::NoGradGuard no_grad;
+      net->eval();
+      dry->logits = net->forward(torch::zeros(batch));
+    });
+    std::lock_guard<std::mutex> lock(dry->mutex);
+    dry->ran = ran;
+    dry->done = true;
+    dry->done_cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(dry->mutex);
+  if (!dry->done_cv.wait_for(lock, std::chrono::seconds(config.dist.timeout_s), [&] { return dry->done; })) {
+    return Status::FailedPrecondition(context + ": " + shapes + ": the forward did not return within --timeout " +
+                                      std::to_string(config.dist.timeout_s) + " s (does the model loop?)");
+  }
+  if (!dry->ran.ok()) return dry->ran.WithContext(context + ": " + shapes);
+  const torch::Tensor logits = dry->logits;
   const Shape want = {2, classes};
   if (logits.sizes().vec() != want) {
     return Status::InvalidArgument(context + ": " + shapes + " gives " + ShapeToString(logits.sizes().vec()) +
@@ -455,19 +487,21 @@ StatusOr<std::vector<EpochReport>> RunRank(const TrainConfig& config, int rank, 
         torch::NoGradGuard no_grad;
         GRANARY_RETURN_IF_ERROR(comm.value()->Broadcast(buffers));
       }
+      double batch_loss = 0;
       GRANARY_RETURN_IF_ERROR(CatchTorch("training step", [&] {
         if (group_start) optimizer.zero_grad();
         torch::Tensor logits = precision->Forward(net, input);
         torch::Tensor loss = TrainingLoss(logits, target, c.optim.label_smoothing);
         if (group_end && sync_now) sync.value()->BeginStep();
         (group > 1 ? loss / static_cast<double>(group) : loss).backward();
-        const double batch_loss = loss.item<double>() * static_cast<double>(input.size(0));
+        batch_loss = loss.item<double>() * static_cast<double>(input.size(0));
         if (group_start) step_loss_sum = step_samples = 0;
         step_loss_sum += batch_loss;
         step_samples += static_cast<double>(input.size(0));
         local_loss_sum += batch_loss;
         local_samples += static_cast<double>(input.size(0));
       }));
+      if (!std::isfinite(batch_loss)) return DivergedAt(batch_loss, step, epoch, c.optim.lr);
       const double sync_blocked = sync.value()->blocked_seconds();
       if (group_end) {
         if (sync_now) GRANARY_RETURN_IF_ERROR(sync.value()->FinishStep());

@@ -1,4 +1,6 @@
 """granary.Dataset and granary.Loader: a db as torch data (see granary/__init__.py)."""
+import math
+import operator
 import os
 
 import numpy as np
@@ -92,7 +94,7 @@ class Dataset(torch.utils.data.Dataset):
         return self._length
 
     def __getitem__(self, index):
-        index = int(index)
+        index = _integer("index", index, -self._length, self._length - 1, IndexError)
         if index < 0:
             index += self._length
         sample = {name: torch.from_numpy(array) for name, array in self._reader().read(index).items()}
@@ -107,6 +109,20 @@ class Dataset(torch.utils.data.Dataset):
         return state
 
 
+def _integer(name, value, low, high, error=errors.InvalidArgumentError):
+    """`value` as an int in low..high (anything with __index__: numpy and 0-d torch
+    integers too); a bool, a float (1.7) or anything else is refused, naming `name`."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = operator.index(value)
+    except TypeError:
+        number = None
+    if number is None or not low <= number <= high:
+        raise error(f"{name} must be an integer in {low}..{high}, got {value!r}")
+    return number
+
+
 def _normalization(normalize):
     if normalize is False or normalize is None:
         return [0.0], [1.0]
@@ -115,6 +131,8 @@ def _normalization(normalize):
     mean, std = normalize
     mean = [float(m) for m in (mean if hasattr(mean, "__len__") else [mean])]
     std = [float(s) for s in (std if hasattr(std, "__len__") else [std])]
+    if not all(math.isfinite(m) for m in mean) or not all(math.isfinite(s) and s > 0 for s in std):
+        raise errors.InvalidArgumentError(f"normalize: mean must be finite and std finite and > 0, got {normalize!r}")
     return mean, std
 
 
@@ -149,8 +167,7 @@ class Loader:
         for name, value, low, high in (("batch_size", batch_size, 1, 1 << 20), ("world", world, 1, 1 << 20),
                                        ("threads", threads, 1, 4 * cores), ("prefetch", prefetch, 1, 1024),
                                        ("rank", rank, 0, world - 1), ("seed", seed, 0, (1 << 64) - 1)):
-            if not isinstance(value, int) or not low <= value <= high:
-                raise errors.InvalidArgumentError(f"{name} must be an integer in {low}..{high}, got {value!r}")
+            _integer(name, value, low, high)
         self.path = os.fspath(db)
         self.channels_last = channels_last
         self._batch = batch_size
@@ -200,8 +217,8 @@ class Loader:
         return {"epoch": epoch, "position": position}
 
     def load_state_dict(self, state):
-        self._epoch = int(state["epoch"])
-        self._position = int(state["position"])
+        self._epoch = _integer("state['epoch']", state["epoch"], 0, (1 << 64) - 1)
+        self._position = _integer("state['position']", state["position"], 0, self._loader.plan(0)["samples"])
 
     def stats(self):
         """Batches delivered, seconds the consumer waited, mean batches ready."""

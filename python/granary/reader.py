@@ -232,15 +232,46 @@ class Split:
         self.shards = info["shards"]
         self._firsts = [s["first"] for s in self.shards]
         self._envs = {}
+        # The shards tile 0 .. count - 1 (a tampered count or range is refused here).
+        at = 0
+        for shard in self.shards:
+            if shard["first"] != at or shard["count"] < 0:
+                raise CorruptionError(f"split '{self.name}': shard {shard['path']} holds samples from "
+                                      f"{shard['first']}, expected {at}")
+            at += shard["count"]
+        if at != info["count"]:
+            raise CorruptionError(f"split '{self.name}': shards hold {at} samples, the manifest says {info['count']}")
 
     def __len__(self):
         return self.info["count"]
 
     def _env(self, k):
         if k not in self._envs:
-            path = os.path.join(self.db.path, self.shards[k]["path"])
-            self._envs[k] = lmdb.open(path, subdir=False, readonly=True, lock=False, readahead=False)
+            shard = self.shards[k]
+            path = os.path.join(self.db.path, shard["path"])
+            env = lmdb.open(path, subdir=False, readonly=True, lock=False, readahead=False)
+            self._check_range(env, shard)
+            self._envs[k] = env
         return self._envs[k]
+
+    @staticmethod
+    def _check_range(env, shard):
+        """The shard's records hold exactly the samples the manifest says (as the C++ reader checks)."""
+        end = shard["first"] + shard["count"]
+        with env.begin() as txn:
+            cursor = txn.cursor()
+            if not cursor.first():
+                if shard["count"] == 0:
+                    return
+                raise CorruptionError(f"{shard['path']}: no records, the manifest says {shard['count']} samples")
+            first = struct.unpack(">Q", cursor.key())[0]
+            cursor.last()
+            last = struct.unpack(">Q", cursor.key())[0]
+            value = bytes(cursor.value())
+            last_samples = HEADER.unpack_from(value)[4] if len(value) >= HEADER.size else 0
+        if first != shard["first"] or last >= end or end - last != last_samples:
+            raise CorruptionError(f"{shard['path']}: records hold samples {first}..{last + last_samples - 1}, "
+                                  f"the manifest says {shard['first']}..{end - 1}")
 
     def __getitem__(self, i):
         """Sample i as {field: numpy array}."""

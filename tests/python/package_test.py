@@ -259,9 +259,37 @@ class PackageTest(unittest.TestCase):
             granary.Loader(newer)
         self.assertEqual(str(caught.exception), prep_error("info", newer))
 
-        for name, value in (("batch_size", 0), ("threads", 0), ("rank", 2), ("augment", "spin")):
-            with self.assertRaises(granary.InvalidArgumentError, msg=name):
+        for name, value in (("batch_size", 0), ("threads", 0), ("rank", 2), ("augment", "spin"),
+                            ("batch_size", True), ("batch_size", 64.0), ("normalize", (float("nan"), 1)),
+                            ("normalize", (0.5, 0))):
+            with self.assertRaises(granary.InvalidArgumentError, msg=f"{name}={value!r}"):
                 granary.Loader(self.dbs["ids"], world=2, **{name: value})
+        loader = granary.Loader(self.dbs["ids"], batch_size=64)
+        for state in ({"epoch": -1, "position": 0}, {"epoch": 2 ** 64, "position": 0}, {"epoch": 0, "position": -1},
+                      {"epoch": 0, "position": 1002}, {"epoch": 1.5, "position": 0}):
+            with self.assertRaises(granary.InvalidArgumentError, msg=str(state)):
+                loader.load_state_dict(state)
+        loader.load_state_dict({"epoch": np.int64(3), "position": 1001})  # numpy integers are integers
+        dataset = granary.Dataset(self.dbs["ids"])
+        for index in (1.7, True, len(dataset), -len(dataset) - 1):
+            with self.assertRaises(IndexError, msg=repr(index)):
+                dataset[index]
+        self.assertEqual(ids_of(dataset[np.int64(-1)]["image"].float().unsqueeze(0) / 255), [1000])
+
+        # A manifest whose counts lie: both readers refuse, the pure-Python one too.
+        lying = os.path.join(self.tmp, "lying")
+        shutil.copytree(self.dbs["ids"], lying)
+        with open(os.path.join(lying, "manifest.json")) as f:
+            manifest = json.load(f)
+        manifest["splits"][0]["count"] += 500
+        manifest["splits"][0]["shards"][-1]["count"] += 500
+        with open(os.path.join(lying, "manifest.json"), "w") as f:
+            json.dump(manifest, f)
+        for backend in ("native", "python"):
+            with self.assertRaises(granary.CorruptionError, msg=backend) as caught:
+                dataset = granary.Dataset(lying, backend=backend)
+                dataset[len(dataset) - 1]
+            self.assertIn("the manifest says", str(caught.exception))
 
     def test_a_corrupt_record_is_a_corruption_error_naming_shard_and_key(self):
         db = os.path.join(self.tmp, "corrupt")

@@ -177,6 +177,7 @@ TEST(Checkpoint, DamagedFilesAreRefusedSayingWhy) {
       {"a float world", with_header_value("\"world\":2", "\"world\":2e300"), "\"world\" is out of range"},
       {"a negative epoch", with_header_value("\"epoch\":", "\"epoch\":-"), "\"epoch\" is out of range"},
       {"payload byte", flipped, "payload hash mismatch"},
+      {"an edited step", with_header_value("\"global_step\":9", "\"global_step\":96"), "header hash mismatch"},
       {"truncated", good.substr(0, good.size() - 10), "(truncated?)"},
       {"header byte", header_flip, "not a usable checkpoint"},
       {"no magic", "PK" + good.substr(2), "no checkpoint magic"},

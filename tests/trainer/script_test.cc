@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/test_util.h"
+#include "trainer/torch_guard.h"
 
 namespace granary {
 namespace {
@@ -128,6 +129,33 @@ TEST(TorchScript, APythonScriptedModuleTrainsThroughScriptModel) {
   sgd.step();
   net.eval();
   EXPECT_FALSE(torch::allclose(net.forward(x), before));
+}
+
+// An error a TorchScript model raises reaches the user as the model's own
+// message, not the interpreter's first line.
+TEST(TorchScript, AnErrorRaisedInsideAModelKeepsItsOwnMessage) {
+  TempDir dir;
+  const std::string path = dir.Sub("picky.pt");
+  testing::WriteFile(dir.Sub("make.py"),
+                     "import torch\n"
+                     "class Picky(torch.nn.Module):\n"
+                     "    def __init__(self):\n"
+                     "        super().__init__()\n"
+                     "        self.head = torch.nn.Linear(5, 3)\n"
+                     "    def forward(self, x):\n"
+                     "        if x.size(0) > 2:\n"
+                     "            raise RuntimeError('picky wants at most 2 samples')\n"
+                     "        return self.head(x)\n"
+                     "torch.jit.script(Picky()).save('" +
+                         path + "')\n");
+  auto made = RunCommand("/usr/bin/python3 " + dir.Sub("make.py"), dir);
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  StatusOr<std::shared_ptr<Classifier>> model = LoadScriptModel({path, {5}, 3, 0});
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  Status s = CatchTorch("training step", [&] { model.value()->forward(Batch({5})); });
+  EXPECT_NE(s.message().find("training step: "), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("picky wants at most 2 samples"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();
 }
 
 TEST(TorchScript, AFileThatIsNotAModuleIsRefusedNamingIt) {

@@ -1,0 +1,102 @@
+// End to end: flags, runs and models that used to mislead, each refused or
+// stopped with one line naming the flag, step or file.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "tests/test_util.h"
+
+namespace granary {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ExpectOneLineError;
+using testing::RunCommand;
+using testing::TempDir;
+
+const char kFashion[] = "/usr/share/datasets/fashion-mnist";
+const std::string kPrep = GRANARY_PREP_BIN;
+const std::string kTrain = GRANARY_TRAIN_BIN;
+
+class Refusals : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists(kFashion)) << kFashion << " is missing: run tools/setup";
+    db_ = dir_.Sub("s.db");
+    ASSERT_EQ(RunCommand(kPrep + " build " + kFashion + " " + db_ + " --limit 256 --no-progress", dir_).exit_code, 0);
+    train_ = kTrain + " --db " + db_ + " --batch-size 64 ";
+  }
+  TempDir dir_;
+  std::string db_, train_;
+};
+
+// A negative --lr or --weight-decay used to mean "the default", --seed -1
+// wrapped to 2^64 - 1, --tune-seconds 0 skipped its bound.
+TEST_F(Refusals, FlagsThatUsedToMeanSomethingElse) {
+  ExpectOneLineError(RunCommand(train_ + "--lr -1", dir_), "--lr: must be > 0");
+  ExpectOneLineError(RunCommand(train_ + "--weight-decay -1", dir_), "--weight-decay: must be >= 0");
+  ExpectOneLineError(RunCommand(train_ + "--seed -1", dir_), "--seed: must be >= 0");
+  ExpectOneLineError(RunCommand(train_ + "--tune --tune-seconds 0", dir_), "--tune-seconds 0: must be in 0.5..600");
+  ExpectOneLineError(RunCommand(train_ + "--master-port 70000", dir_), "--master-port 70000: must be in 0..65535");
+  EXPECT_EQ(RunCommand(train_ + "--epochs 1 --weight-decay 1e-4", dir_).exit_code, 0);
+  ExpectOneLineError(RunCommand(kPrep + " build " + kFashion + " " + dir_.Sub("m.db") + " --max-shard-mb 1", dir_),
+                     "--max-shard-mb: must be 0 (no limit) or at least 2");
+  ExpectOneLineError(
+      RunCommand(kPrep + " build " + kFashion + " " + dir_.Sub("d.db") + " --limit 2 --dictionary on --no-progress",
+                 dir_),
+      "--dictionary on: zstd could not train a dictionary on 2 samples");
+  ExpectOneLineError(RunCommand(kPrep + " build " + kFashion + " " + dir_.Sub("z.db") +
+                                    " --limit 20 --dictionary on --zstd-level 0 --no-progress",
+                                dir_),
+                     "--dictionary on needs compression");
+  fs::create_directories(dir_.Sub("junk/a"));
+  testing::WriteFile(dir_.Sub("junk/a/1.jpg"), "not a jpeg");
+  ExpectOneLineError(RunCommand(kPrep + " build " + dir_.Sub("junk") + " " + dir_.Sub("j.db") + " --no-progress", dir_),
+                     "more than --max-rejects allows; first: a/1.jpg: not a JPEG or PNG image");
+}
+
+// A run whose loss becomes NaN stops naming the step instead of exiting 0.
+TEST_F(Refusals, ADivergedRunStopsNamingTheStep) {
+  auto r = RunCommand(train_ + "--ranks 1 --epochs 2 --optimizer sgd --lr 1e6", dir_);
+  ExpectOneLineError(r, "the training loss became nan at step ");
+  EXPECT_NE(r.err.find("try a lower --lr (now 1e+06)"), std::string::npos) << r.err;
+}
+
+// A resume with another optimizer names the optimizer, not the lr that
+// follows from it; --metrics continues the earlier lines.
+TEST_F(Refusals, AResumeNamesTheOptimizerAndMetricsAppend) {
+  const std::string ck = " --checkpoint-dir " + dir_.Sub("ck") + " --metrics " + dir_.Sub("m.jsonl");
+  ASSERT_EQ(RunCommand(train_ + "--ranks 1 --epochs 1 --optimizer adam" + ck, dir_).exit_code, 0);
+  ExpectOneLineError(RunCommand(train_ + "--ranks 1 --epochs 2 --optimizer sgd --resume latest" + ck, dir_),
+                     "differs in optim.optimizer: \"adam\" -> \"sgd\"");
+  ASSERT_EQ(RunCommand(train_ + "--ranks 1 --epochs 2 --optimizer adam --resume latest" + ck, dir_).exit_code, 0);
+  EXPECT_EQ(RunCommand("grep -c '\"type\": *\"epoch\"' " + dir_.Sub("m.jsonl"), dir_).out, "2\n");
+}
+
+// A TorchScript model that loops for ever is stopped after --timeout in its
+// dry forward, before any rank starts, and the launcher exits cleanly.
+TEST_F(Refusals, ALoopingModelIsStoppedAfterTimeout) {
+  const std::string model = dir_.Sub("loop.pt");
+  testing::WriteFile(dir_.Sub("make.py"),
+                     "import torch\n"
+                     "class Loop(torch.nn.Module):\n"
+                     "    def __init__(self):\n"
+                     "        super().__init__()\n"
+                     "        self.head = torch.nn.Linear(784, 10)\n"
+                     "    def forward(self, x):\n"
+                     "        while bool(x.sum() > -1.0):\n"
+                     "            x = x + 1\n"
+                     "        return self.head(x.flatten(1))\n"
+                     "torch.jit.script(Loop()).save('" +
+                         model + "')\n");
+  ASSERT_EQ(RunCommand("/usr/bin/python3 " + dir_.Sub("make.py"), dir_).exit_code, 0);
+  for (const char* ranks : {"1", "2"}) {
+    auto r = RunCommand(train_ + "--model " + model + " --timeout 2 --ranks " + ranks, dir_);
+    ExpectOneLineError(r, "the forward did not return within --timeout 2 s");
+    EXPECT_EQ(r.exit_code, 1) << ranks;  // not a crash on the way out
+  }
+}
+
+}  // namespace
+}  // namespace granary
