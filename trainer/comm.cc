@@ -1,7 +1,9 @@
 #include "trainer/comm.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <map>
+#include <thread>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -17,6 +19,43 @@ struct Comm::Impl {
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
   torch::Tensor flat;  // reused packing buffer
 };
+
+namespace {
+
+std::vector<uint8_t> Bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::string Text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
+
+// Nodes started with different --ranks or --nnodes disagree on the world's
+// size, and Gloo's own rendezvous then only times out (or fails an enforce).
+// So each rank posts its world size first; a rank that differs from rank 0
+// says so in the store, and rank 0, which waits for every rank's post, fails
+// with that line too. FailedPrecondition naming both sizes.
+Status AgreeOnWorld(c10d::Store& store, const CommOptions& o) {
+  const std::string mine = std::to_string(o.world);
+  store.set("granary/world/" + std::to_string(o.rank), Bytes(mine));
+  if (o.rank != 0) {
+    const std::string first = Text(store.get("granary/world/0"));
+    if (first == mine) return Status::OK();
+    const std::string why = "rank " + std::to_string(o.rank) + " counts " + mine + " ranks in all, rank 0 counts " +
+                            first + ": start every node with the same --ranks and --nnodes";
+    store.set("granary/mismatch", Bytes(why));
+    return Status::FailedPrecondition(why);
+  }
+  std::vector<std::string> others;
+  for (int r = 1; r < o.world; ++r) others.push_back("granary/world/" + std::to_string(r));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s);
+  while (!store.check(others)) {
+    if (store.check({"granary/mismatch"})) return Status::FailedPrecondition(Text(store.get("granary/mismatch")));
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Status::FailedPrecondition("not every one of the " + mine + " ranks joined within --timeout " +
+                                        std::to_string(o.timeout_s) + " s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return Status::OK();
+}
+
+}  // namespace
 
 Comm::Comm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Comm::~Comm() = default;
@@ -35,6 +74,7 @@ StatusOr<std::unique_ptr<Comm>> Comm::Create(const CommOptions& options) {
   const std::string where = file ? "rendezvous through " + options.store_file
                                  : "rendezvous with " + options.host + ":" + std::to_string(options.port);
   WaitingForPeers waiting;
+  Status agreed;
   Status s = CatchTorch(where.c_str(), [&] {
     if (file) {
       impl->store = c10::make_intrusive<c10d::FileStore>(options.store_file, options.world);
@@ -50,6 +90,10 @@ StatusOr<std::unique_ptr<Comm>> Comm::Create(const CommOptions& options) {
       store_options.timeout = std::chrono::seconds(options.timeout_s);
       impl->store = c10::make_intrusive<c10d::TCPStore>(options.host, store_options);
     }
+    if (!file) {
+      agreed = AgreeOnWorld(*impl->store, options);
+      if (!agreed.ok()) return;
+    }
     auto pg_options = c10d::ProcessGroupGloo::Options::create();
     pg_options->timeout = std::chrono::seconds(options.timeout_s);
     // Gloo's device: the interface asked for; on one machine the loopback
@@ -63,6 +107,7 @@ StatusOr<std::unique_ptr<Comm>> Comm::Create(const CommOptions& options) {
     impl->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, options.rank, options.world, pg_options);
   });
   if (!s.ok()) return s;
+  if (!agreed.ok()) return agreed.WithContext(where);
   return std::unique_ptr<Comm>(new Comm(std::move(impl)));
 }
 

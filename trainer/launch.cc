@@ -148,6 +148,8 @@ std::string RankName(const LaunchOptions& o, int rank) {
          (o.nnodes > 1 ? " on node " + std::to_string(o.node_rank) : "");
 }
 
+double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
 // True if the kernel says the process is stopped (SIGSTOP, a debugger).
 bool IsStopped(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
@@ -157,19 +159,25 @@ bool IsStopped(pid_t pid) {
   return end != std::string::npos && end + 2 < line.size() && (line[end + 2] == 'T' || line[end + 2] == 't');
 }
 
-// A line naming a running rank that has been quiet for at least `quiet_s`:
+// A line naming a running rank that has been quiet for at least `quiet_s`
+// (one that never attached to the board: since the launch, `launched_s` ago):
 // one that was not waiting for its peers (a stopped rank never is, even if it
 // was stopped inside a wait), else, if `waiting_too`, one that was; or "".
 std::string FindHungRank(const LaunchOptions& o, const HeartbeatBoard& board, const Ranks& ranks, double quiet_s,
-                         bool waiting_too) {
+                         bool waiting_too, double launched_s) {
   std::string waiting_line;
   for (size_t r = 0; r < ranks.pids.size(); ++r) {
     if (ranks.pids[r] <= 0) continue;
     const RankPulse p = board.Read(static_cast<int>(r));
-    if (!p.started || p.quiet_s < quiet_s) continue;
+    const double quiet = p.started ? p.quiet_s : launched_s;
+    if (quiet < quiet_s) continue;
     const bool stopped = IsStopped(ranks.pids[r]);
     const std::string name = RankName(o, static_cast<int>(r));
-    const std::string seconds = std::to_string(static_cast<long>(p.quiet_s)) + " s";
+    const std::string seconds = std::to_string(static_cast<long>(quiet)) + " s";
+    if (!p.started) {
+      return name + " did not start in " + seconds + (stopped ? " (its process is stopped)" : "") +
+             " while its peers waited for it; stopping the run";
+    }
     if (p.waiting && !stopped) {
       if (waiting_too && waiting_line.empty()) {
         waiting_line = name + " waited " + seconds + " for the other ranks, past --timeout; stopping the run";
@@ -211,6 +219,7 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
     ++ranks.running;
   }
 
+  const Clock::time_point launched = Clock::now();
   LaunchOutcome outcome;
   bool stopping = false;      // the other ranks were told to stop
   Clock::time_point kill_at;  // when those still running get SIGKILL
@@ -230,13 +239,14 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
                           ::strsignal(WTERMSIG(wstatus)) + "); stopping the other ranks";
       } else if (!stopping && o.timeout_s > 0) {
         // It gave up (said why itself); was it waiting for a rank that hung?
-        outcome.failure = FindHungRank(o, board.value(), ranks, 0.9 * o.timeout_s, false);
+        outcome.failure = FindHungRank(o, board.value(), ranks, 0.9 * o.timeout_s, false, SecondsSince(launched));
       }
       stop_all();
     });
     if (ranks.running == 0) break;
     if (!stopping && o.timeout_s > 0) {
-      outcome.failure = FindHungRank(o, board.value(), ranks, o.timeout_s + kHangSlack_s, true);
+      outcome.failure =
+          FindHungRank(o, board.value(), ranks, o.timeout_s + kHangSlack_s, true, SecondsSince(launched));
       if (!outcome.failure.empty()) {
         outcome.exit_code = 1;
         stop_all();

@@ -74,6 +74,32 @@ TEST_F(Refusals, AResumeNamesTheOptimizerAndMetricsAppend) {
   EXPECT_EQ(RunCommand("grep -c '\"type\": *\"epoch\"' " + dir_.Sub("m.jsonl"), dir_).out, "2\n");
 }
 
+// Nodes started with different --ranks used to time out in Gloo's
+// rendezvous (or fail its enforce); now both say what differs.
+TEST_F(Refusals, NodesWithDifferentRanksSayWhatDiffers) {
+  const std::string node = train_ + "--epochs 1 --threads 1 --pin off --nnodes 2 --timeout 20 --master-addr 127.0.0.1 " +
+                           "--master-port " + std::to_string(testing::FreePort()) + " ";
+  auto r = RunCommand("(" + node + "--ranks 2 --node-rank 1 2> " + dir_.Sub("node1.err") + " & " + node +
+                          "--ranks 1 --node-rank 0; rc=$?; wait; exit $rc)",
+                      dir_);
+  ExpectOneLineError(r, "counts 4 ranks in all, rank 0 counts 2: start every node with the same --ranks and --nnodes");
+  EXPECT_NE(testing::ReadFile(dir_.Sub("node1.err")).find("start every node with the same --ranks"),
+            std::string::npos);
+}
+
+// A rank stopped before it even started (before main) is named, as a rank
+// that hangs later is.
+TEST_F(Refusals, ARankStoppedDuringStartUpIsNamed) {
+  auto r = RunCommand(std::string("LD_PRELOAD=") + GRANARY_STOP_AT_START_LIB + " GRANARY_TEST_STOP_RANK=1 " + train_ +
+                          "--epochs 1 --ranks 2 --timeout 2",
+                      dir_);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("rank 1 did not start in "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(its process is stopped)"), std::string::npos) << r.err;
+  // No rank left behind ("[l]": the pattern does not match pgrep's own shell).
+  EXPECT_EQ(RunCommand("pgrep -f -- '--ranks 2 --timeout 2 --[l]ayout'", dir_).out, "");
+}
+
 // A TorchScript model that loops for ever is stopped after --timeout in its
 // dry forward, before any rank starts, and the launcher exits cleanly.
 TEST_F(Refusals, ALoopingModelIsStoppedAfterTimeout) {
