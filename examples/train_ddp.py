@@ -38,8 +38,8 @@ def make_model(input_shape, classes):
                          nn.Linear(32, classes))
 
 
-def eval_split(db):
-    splits = {s["name"] for s in granary.reader.Db(db).manifest["splits"]}
+def eval_split(about):
+    splits = {s["name"] for s in about["splits"]}
     return next((s for s in ("test", "val") if s in splits), None)
 
 
@@ -52,13 +52,12 @@ def worker(rank, args, port):
     # granary: this rank's share of each shuffled epoch, prefetched by C++ threads.
     train = granary.Loader(args.db, batch_size=args.batch_size, rank=rank, world=args.world, seed=0,
                            threads=args.loader_threads, augment=args.augment, normalize=True)
-    held_out = eval_split(args.db)
+    about = granary.describe(args.db)  # splits, fields, classes, the input's shape
+    held_out = eval_split(about)
     test = granary.Loader(args.db, split=held_out, batch_size=256, rank=rank, world=args.world, shuffle="none",
                           threads=args.loader_threads, normalize=True) if held_out else None
 
-    manifest = granary.reader.Db(args.db).manifest
-    first_input, _ = next(iter(train))
-    model = nn.parallel.DistributedDataParallel(make_model(list(first_input.shape[1:]), manifest["num_classes"]))
+    model = nn.parallel.DistributedDataParallel(make_model(about["input_shape"], about["num_classes"]))
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     for epoch in range(args.epochs):

@@ -4,24 +4,20 @@
 #include <cmath>
 #include <cstring>
 
+#include "store/splitmix64.h"
+
 namespace granary {
 namespace {
-
-uint64_t Mix(uint64_t z) {  // SplitMix64's finaliser
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
 
 class Rng {
  public:
   explicit Rng(uint64_t key) : state_(key) {}
-  uint64_t Next() { return Mix(state_ += 0x9E3779B97F4A7C15ULL); }
+  uint64_t Next() { return state_.Next(); }
   double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }  // [0, 1)
   int Below(int bound) { return static_cast<int>(Uniform() * bound); }
 
  private:
-  uint64_t state_;
+  SplitMix64 state_;
 };
 
 // Bilinear sample of plane `p` (h x w) at (y, x), edges clamped.
@@ -60,7 +56,8 @@ StatusOr<AugmentOptions> ParseAugment(const std::string& comma_list) {
 }
 
 uint64_t AugmentKey(uint64_t seed, uint64_t epoch, uint64_t index) {
-  return Mix(Mix(seed ^ 0x6A09E667F3BCC909ULL) ^ Mix(epoch + 0x3C6EF372FE94F82BULL) ^ index);
+  return SplitMix64Mix(SplitMix64Mix(seed ^ 0x6A09E667F3BCC909ULL) ^ SplitMix64Mix(epoch + 0x3C6EF372FE94F82BULL) ^
+                       index);
 }
 
 AugmentPlan PlanAugment(const AugmentOptions& o, uint64_t key, int height, int width) {

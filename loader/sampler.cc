@@ -3,32 +3,20 @@
 #include <algorithm>
 #include <numeric>
 
+#include "store/splitmix64.h"
+
 namespace granary {
 namespace {
 
-// SplitMix64 (Steele, Lea, Flood 2014): small, fast, and easy to reimplement.
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, bound) by rejection, so the order has no modulo bias.
-  uint64_t Below(uint64_t bound) {
-    const uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
-    uint64_t x;
-    do {
-      x = Next();
-    } while (x >= limit);
-    return x % bound;
-  }
-
- private:
-  uint64_t state_;
-};
+// Uniform in [0, bound) from `rng` by rejection, so the order has no modulo bias.
+uint64_t Below(SplitMix64& rng, uint64_t bound) {
+  const uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
+  uint64_t x;
+  do {
+    x = rng.Next();
+  } while (x >= limit);
+  return x % bound;
+}
 
 }  // namespace
 
@@ -38,7 +26,7 @@ std::vector<uint64_t> EpochPermutation(uint64_t n, uint64_t seed, uint64_t epoch
   // Mixing the epoch through one SplitMix64 step keeps (seed, epoch) pairs apart.
   SplitMix64 rng(seed ^ SplitMix64(epoch).Next());
   for (uint64_t i = n; i > 1; --i) {
-    uint64_t j = rng.Below(i);
+    uint64_t j = Below(rng, i);
     std::swap(order[i - 1], order[j]);
   }
   return order;
@@ -50,7 +38,7 @@ std::vector<uint64_t> BlockPermutation(uint64_t n, uint64_t seed, uint64_t epoch
   std::vector<uint64_t> chunk_order(chunks);
   std::iota(chunk_order.begin(), chunk_order.end(), uint64_t{0});
   SplitMix64 rng(seed ^ SplitMix64(epoch).Next());
-  for (uint64_t i = chunks; i > 1; --i) std::swap(chunk_order[i - 1], chunk_order[rng.Below(i)]);
+  for (uint64_t i = chunks; i > 1; --i) std::swap(chunk_order[i - 1], chunk_order[Below(rng, i)]);
   std::vector<uint64_t> order;
   order.reserve(n);
   for (uint64_t g = 0; g < chunks; g += block_window) {
@@ -59,7 +47,7 @@ std::vector<uint64_t> BlockPermutation(uint64_t n, uint64_t seed, uint64_t epoch
       const uint64_t c = chunk_order[k];
       for (uint64_t i = c * block_samples; i < std::min(n, (c + 1) * block_samples); ++i) order.push_back(i);
     }
-    for (uint64_t i = order.size() - lo; i > 1; --i) std::swap(order[lo + i - 1], order[lo + rng.Below(i)]);
+    for (uint64_t i = order.size() - lo; i > 1; --i) std::swap(order[lo + i - 1], order[lo + Below(rng, i)]);
   }
   return order;
 }

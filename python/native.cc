@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "loader/augment.h"
+#include "loader/fields.h"
 #include "loader/loader.h"
 #include "loader/sampler.h"
 #include "store/db.h"
@@ -157,7 +158,54 @@ py::array ArrayOver(const py::dtype& dtype, const std::vector<py::ssize_t>& dims
   return py::array(dtype, dims, {}, data, base);
 }
 
+// What granary.describe tells of a db: its splits, fields, classes and
+// build, and the fields a model reads by the shared rule (loader/fields.h;
+// None where the rule needs a name).
+py::dict Describe(const std::string& path) {
+  const std::shared_ptr<DbReader> db = OpenDb(path);
+  const Manifest& m = db->manifest();
+  py::dict d;
+  d["path"] = path;
+  d["format_version"] = m.format_version;
+  d["builder"] = m.builder;
+  d["created_utc"] = m.created_utc;
+  d["content_hash"] = m.content_hash;
+  py::list splits, fields;
+  for (const SplitInfo& split : m.splits) {
+    py::dict s;
+    s["name"] = split.name;
+    s["samples"] = split.count;
+    s["shards"] = split.shards.size();
+    splits.append(s);
+  }
+  for (const FieldSpec& field : m.schema.fields) {
+    py::dict f;
+    f["name"] = field.name;
+    f["dtype"] = DTypeName(field.dtype);
+    f["shape"] = field.shape;
+    f["layout"] = field.layout;
+    fields.append(f);
+  }
+  d["splits"] = splits;
+  d["fields"] = fields;
+  d["label_field"] = m.label_field.empty() ? py::object(py::none()) : py::str(m.label_field);
+  d["num_classes"] = m.num_classes;
+  d["classes"] = m.class_names;
+  StatusOr<BatchFields> chosen = ChooseBatchFields(m, path);
+  d["input_field"] = chosen.ok() ? py::object(py::str(chosen->input)) : py::object(py::none());
+  d["target_field"] = chosen.ok() ? py::object(py::str(chosen->target)) : py::object(py::none());
+  d["input_shape"] = chosen.ok() ? py::object(py::cast(BatchedShape(m.schema.fields[m.schema.FieldIndex(chosen->input)])))
+                                 : py::object(py::none());
+  d["codec"] = m.codec;
+  d["zstd_level"] = m.zstd_level;
+  d["source"] = py::make_tuple(m.source_kind, m.source_path);
+  d["build_options"] = m.build_options;
+  d["rejected"] = m.rejected.size();
+  return d;
+}
+
 struct LoaderArgs {
+  std::string input_field, target_field;  // "" for the shared rule (loader/fields.h)
   std::string split;
   size_t batch_size;
   int rank, world;
@@ -196,10 +244,10 @@ class LoaderHandle {
     o.augment = ValueOrThrow(ParseAugment(a.augment));
     o.channels_last = a.channels_last;
     const Schema& schema = db_->schema();
-    o.input_field = schema.FieldIndex("image") >= 0 ? "image" : "features";
-    const int input = schema.FieldIndex(o.input_field);
-    if (input < 0) ThrowIfError(Status::InvalidArgument(path + ": no 'image' or 'features' field to batch"));
-    const FieldSpec& field = schema.fields[input];
+    const BatchFields fields = ValueOrThrow(ChooseBatchFields(db_->manifest(), path, a.input_field, a.target_field));
+    o.input_field = fields.input;
+    o.target_field = fields.target;
+    const FieldSpec& field = schema.fields[schema.FieldIndex(o.input_field)];
     o.scale = field.dtype == DType::kUInt8 ? 1.0f / 255.0f : 1.0f;
     if (a.mean.empty() && a.stddev.empty()) {  // normalize=True: ImageNet's for RGB images, else 0.5 / 0.5
       const bool rgb = field.shape.size() == 3 && field.shape[field.layout == "HWC" ? 2 : 0] == 3;
@@ -330,6 +378,12 @@ PYBIND11_MODULE(_native, m) {
     }
   });
 
+  m.def("describe", &Describe, py::arg("path"));
+  m.def("batch_fields", [](const std::string& path, const std::string& input_field, const std::string& target_field) {
+    const BatchFields f = ValueOrThrow(ChooseBatchFields(OpenDb(path)->manifest(), path, input_field, target_field));
+    return py::make_tuple(f.input, f.target);
+  }, py::arg("path"), py::arg("input_field") = "", py::arg("target_field") = "");
+
   py::class_<SplitHandle>(m, "Split")
       .def(py::init<const std::string&, const std::string&>(), py::arg("path"), py::arg("split"))
       .def("__len__", &SplitHandle::size)
@@ -338,14 +392,16 @@ PYBIND11_MODULE(_native, m) {
   py::class_<LoaderHandle>(m, "Loader")
       .def(py::init([](const std::string& path, const std::string& split, size_t batch_size, int rank, int world,
                        uint64_t seed, int threads, int prefetch, const std::string& augment, const std::string& shuffle,
-                       std::vector<float> mean, std::vector<float> stddev, bool channels_last, bool drop_last) {
+                       std::vector<float> mean, std::vector<float> stddev, bool channels_last, bool drop_last,
+                       const std::string& input_field, const std::string& target_field) {
              return std::make_unique<LoaderHandle>(
-                 path, LoaderArgs{split, batch_size, rank, world, seed, threads, prefetch, augment, shuffle,
-                                  std::move(mean), std::move(stddev), channels_last, drop_last});
+                 path, LoaderArgs{input_field, target_field, split, batch_size, rank, world, seed, threads, prefetch,
+                                  augment, shuffle, std::move(mean), std::move(stddev), channels_last, drop_last});
            }),
            py::arg("path"), py::arg("split"), py::arg("batch_size"), py::arg("rank"), py::arg("world"), py::arg("seed"),
            py::arg("threads"), py::arg("prefetch"), py::arg("augment"), py::arg("shuffle"), py::arg("mean"),
-           py::arg("std"), py::arg("channels_last"), py::arg("drop_last"))
+           py::arg("std"), py::arg("channels_last"), py::arg("drop_last"), py::arg("input_field") = "",
+           py::arg("target_field") = "")
       .def("start", &LoaderHandle::Start, py::arg("epoch"), py::arg("position"))
       .def("next", &LoaderHandle::Next)
       .def("state", &LoaderHandle::State)

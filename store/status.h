@@ -1,4 +1,5 @@
-// Status and StatusOr: how store, preprocess and loader report errors.
+// Status and StatusOr: how granary's libraries (store, preprocess, loader,
+// trainer) and the Python module report errors.
 // Values are immutable once made and safe to copy between threads.
 #pragma once
 

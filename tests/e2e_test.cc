@@ -186,7 +186,7 @@ TEST_F(EndToEnd, KilledBuildsLeaveNoDbAndResumeFinishesThem) {
   EXPECT_FALSE(fs::exists(db + ".partial"));
 }
 
-// Issue 17's two data-loss cases, as a user would type them.
+// Two data-loss cases, as a user would type them.
 TEST_F(EndToEnd, ForceNeverDeletesTheInputOrWhatIsNotADb) {
   const std::string raw = dir_.Sub("parent/raw");
   fs::create_directories(raw);
@@ -229,7 +229,7 @@ TEST_F(EndToEnd, TwoBuildsOfOnePathNeverPublishACorruptDb) {
   EXPECT_FALSE(fs::exists(db + ".partial"));
 }
 
-// Issue 17: the launcher never leaves a rank behind, however it ends.
+// The launcher never leaves a rank behind, however it ends.
 TEST_F(EndToEnd, StoppingOrKillingTheLauncherLeavesNoRankBehind) {
   const std::string db = dir_.Sub("sig.db");
   ASSERT_EQ(RunCommand(kPrep + " build " + kFashion + " " + db + " --limit 2000 --no-progress", dir_).exit_code, 0);
@@ -270,7 +270,7 @@ TEST_F(EndToEnd, FlagsOutOfBoundsStopBeforeAnyRankStarts) {
                      "--threads");
 }
 
-// Issue 17: the whole --shards range works, and verify stays cheap with many
+// The whole --shards range works, and verify stays cheap with many
 // shards (each shard's walk opens that shard only).
 TEST_F(EndToEnd, TheMostShardsBuildAndVerify) {
   const std::string db = dir_.Sub("many.db");
@@ -284,7 +284,7 @@ TEST_F(EndToEnd, TheMostShardsBuildAndVerify) {
   EXPECT_EQ(RunCommand(kPrep + " build " + kFashion + " " + dir_.Sub("x") + " --shards 4097", dir_).exit_code, 2);
 }
 
-// Issue 17: a db is untrusted input; a manifest that lies about its counts
+// A db is untrusted input; a manifest that lies about its counts
 // ends every tool with one line and exit status 1, never an abort.
 TEST_F(EndToEnd, ALyingManifestEndsEveryToolWithOneLine) {
   const std::string db = dir_.Sub("db");
@@ -307,7 +307,7 @@ TEST_F(EndToEnd, ALyingManifestEndsEveryToolWithOneLine) {
   }
 }
 
-// Issue 17: names are bytes. A RAW path, db path, class name or rejected
+// Names are bytes. A RAW path, db path, class name or rejected
 // file name that is not UTF-8 (or holds a newline) never aborts a tool; JSON
 // output stores it losslessly (store/json_text.h) and messages stay one line.
 TEST_F(EndToEnd, NamesThatAreNotUtf8NeverAbortAndComeBackExactly) {
@@ -347,7 +347,7 @@ TEST_F(EndToEnd, NamesThatAreNotUtf8NeverAbortAndComeBackExactly) {
   EXPECT_EQ(classes, nlohmann::json({"caf\xe9", "th\xe9"})) << csv_info.out;
 }
 
-// Issue 17: a full disk is named as such (LMDB reports its short write as
+// A full disk is named as such (LMDB reports its short write as
 // EIO), leaves no db, and --resume after freeing space finishes with the
 // content of an uninterrupted build. The disk is a 2 MiB tmpfs mounted in a
 // private mount namespace (unshare), grown to free space.
@@ -370,7 +370,7 @@ TEST_F(EndToEnd, AFullDiskSaysSoAndResumeFinishesAfterFreeingSpace) {
   EXPECT_EQ(nlohmann::json::parse(r.out)["content_hash"], nlohmann::json::parse(reference.out)["content_hash"]);
 }
 
-// Issue 14: a shard that fills its map (--max-shard-mb) fails the build with
+// A shard that fills its map (--max-shard-mb) fails the build with
 // one line naming the shard and the flag, leaves no db, and --resume with a
 // larger limit finishes with the content of an uninterrupted build. Without a
 // limit the map grows from a small start, so a build also runs under an
@@ -400,7 +400,7 @@ TEST_F(EndToEnd, AShardThatFillsItsMapFailsClearlyAndResumesWithRoom) {
   EXPECT_EQ(nlohmann::json::parse(limited.out)["content_hash"], hash);
 }
 
-// Issue 9: bf16 (CPU autocast) and channels-last train: the loss falls, and
+// Bf16 (CPU autocast) and channels-last train: the loss falls, and
 // both sync methods give the same numbers under them.
 TEST_F(EndToEnd, Bf16AndChannelsLastLowerTheLoss) {
   const std::string db = dir_.Sub("db");
@@ -424,7 +424,7 @@ TEST_F(EndToEnd, Bf16AndChannelsLastLowerTheLoss) {
   EXPECT_EQ(bucketed["epochs"][1]["train_loss"], j["epochs"][1]["train_loss"]);
 }
 
-// Issue 10: a CSV db trains. Two classes that a linear rule over features of
+// A CSV db trains. Two classes that a linear rule over features of
 // very different scales separates; the MLP standardises the features with the
 // training split's statistics and evaluates on the held-out split that
 // --val-fraction makes, found by --eval-split auto.
@@ -474,7 +474,7 @@ TEST_F(EndToEnd, ResNetAndMobileNetTrainOnTwoRanksWithARecipe) {
   }
 }
 
-// Issue 10: bring your own model. A module scripted in Python trains on a
+// Bring your own model. A module scripted in Python trains on a
 // Fashion-MNIST db with the same loop and sync; --save writes the trained
 // model, which Python loads and which classifies the test split as well as
 // train's own evaluation said. A module whose output does not match the
@@ -530,7 +530,7 @@ TEST_F(EndToEnd, APythonTorchScriptModelTrainsAndTheSavedModelRunsInPython) {
                      "--save " + dir_.Sub("no/such/dir/m.pt") + ": no directory");
 }
 
-// Issue 10: seeing the run. --metrics writes a JSON line every --log-every
+// Seeing the run. --metrics writes a JSON line every --log-every
 // steps and one per epoch; --report writes one HTML page whose charts a
 // headless Chromium (Debian's, installed by tools/setup) renders; a progress
 // line is drawn on a terminal (a pty from script(1)) and never otherwise.
@@ -582,7 +582,7 @@ TEST_F(EndToEnd, MetricsReportAndProgressLine) {
   EXPECT_NE(tty.out.find("ETA"), std::string::npos) << tty.out;
 }
 
-// Issue 14: a slow disk (fsync sleeps 3 s, by a preloaded shim) under
+// A slow disk (fsync sleeps 3 s, by a preloaded shim) under
 // --timeout 2. Rank 0 writes checkpoints in the background, so its peer never
 // waits for its disk in a collective; one due while another is being written
 // is skipped with a note; the run's last is written whole before it ends.
@@ -609,7 +609,7 @@ TEST_F(EndToEnd, ASlowCheckpointDiskDoesNotEndTheRun) {
   EXPECT_EQ(header["at"]["position"], 0) << header["at"];
 }
 
-// Issue 11: a run killed in the middle of an epoch (SIGKILL to the launcher,
+// A run killed in the middle of an epoch (SIGKILL to the launcher,
 // so every rank dies at once) and resumed from its last checkpoint ends with
 // the epoch losses and the weights of a run that was never interrupted,
 // exactly: dropout included. Resumed on one rank, it finishes and says what
@@ -674,7 +674,7 @@ TEST_F(EndToEnd, AKilledRunResumesExactlyAndOnAnotherWorldSize) {
                      "not a usable checkpoint");
 }
 
-// Issue 11: many machines, here two launchers on 127.0.0.1 (one rank each,
+// Many machines, here two launchers on 127.0.0.1 (one rank each,
 // --nnodes 2), train exactly as one launcher running both ranks; so do two
 // processes started with torchrun's environment (RANK, WORLD_SIZE, ...).
 TEST_F(EndToEnd, TwoNodesAndTorchrunsEnvironmentTrainAsOneLauncher) {
@@ -709,7 +709,7 @@ TEST_F(EndToEnd, TwoNodesAndTorchrunsEnvironmentTrainAsOneLauncher) {
                      "--node-rank 2");
 }
 
-// Issue 14: on one machine the ranks meet through a FileStore on a memfd, so
+// On one machine the ranks meet through a FileStore on a memfd, so
 // no rendezvous port is opened at all; every TCP socket the ranks hold (Gloo's
 // connections) is on the loopback address. (LibTorch 1.13's TCPStore listened
 // on every interface.)
@@ -762,7 +762,7 @@ TEST_F(EndToEnd, OnOneMachineTheRanksHoldOnlyLoopbackSockets) {
   for (const std::string& a : addresses) EXPECT_EQ(loopback.count(a), 1u) << "a rank's socket on " << a;
 }
 
-// Issue 11: a rank that hangs (SIGSTOP) ends the run within --timeout, with
+// A rank that hangs (SIGSTOP) ends the run within --timeout, with
 // a line naming it, non-zero, and no process left; a rendezvous port already
 // in use is one clear error at once.
 TEST_F(EndToEnd, AHungRankEndsTheRunWithinTheTimeoutAndABusyPortIsNamed) {
@@ -791,7 +791,7 @@ TEST_F(EndToEnd, AHungRankEndsTheRunWithinTheTimeoutAndABusyPortIsNamed) {
   EXPECT_NE(busy.err.find("Address already in use"), std::string::npos) << busy.err;
 }
 
-// Issue 11, across machines (two launchers on 127.0.0.1): a rank on node 1
+// Across machines (two launchers on 127.0.0.1): a rank on node 1
 // that hangs or is killed ends both launchers within --timeout (and a little),
 // node 1's naming it; a master that never answers is one line within --timeout.
 TEST_F(EndToEnd, ARankThatHangsOrDiesOnAnotherNodeEndsBothLaunchers) {
@@ -835,7 +835,7 @@ TEST_F(EndToEnd, ARankThatHangsOrDiesOnAnotherNodeEndsBothLaunchers) {
   ExpectOneLineError(testing::CommandResult{1, "", lonely.err}, "rendezvous with 127.0.0.1:" + std::to_string(port));
 }
 
-// Issue 12: --tune-only measures the layouts and marks the fastest, trying
+// --tune-only measures the layouts and marks the fastest, trying
 // what changes the numerics only when allowed; --tune then trains in the
 // chosen layout, and its probes leave no output file behind.
 TEST_F(EndToEnd, TuneMeasuresLayoutsAndTrainsWithTheFastest) {

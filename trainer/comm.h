@@ -1,7 +1,8 @@
 // Comm: the collectives data-parallel training needs, over c10d's
 // ProcessGroupGloo with a TCPStore rendezvous (several machines, or a port
-// named) or a FileStore one (one machine: no port opened). One per rank process; calls are
-// blocking and must be made in the same order on every rank. LibTorch and
+// named) or a FileStore one (one machine: no port opened). One per rank
+// process; calls block (but AllReduceSumAsync, waited for later) and must be
+// made in the same order on every rank. LibTorch and
 // Gloo exceptions are caught here and returned as Status.
 #pragma once
 

@@ -1,6 +1,7 @@
 // TrainConfig: everything a training run is configured with, in one value.
-// Built once (by train_main.cc from flags, or from JSON), validated once in
-// the launcher before any rank starts, printed at start, serialised to JSON
+// Built once (by train_main.cc from flags, or from JSON), validated before
+// any work starts (by the launcher, and again by every rank process, which
+// also covers a rank started by torchrun), printed at start, serialised to JSON
 // for reports (and checkpoints), and comparable (for resume). Plain data:
 // copy it freely; no method touches the filesystem or the network.
 #pragma once
@@ -80,7 +81,7 @@ struct DistConfig {
   int nnodes = 1;                  // nodes (machines), each running `ranks` ranks
   int node_rank = 0;               // this node's index; its ranks are node_rank x ranks + 0 .. ranks - 1
   std::string host = "127.0.0.1";  // --master-addr: where rank 0 serves the rendezvous (TCPStore)
-  int port = 0;                    // --master-port; 0 (one node only): the launcher picks one
+  int port = 0;                    // --master-port; 0 (one node only): no port, a FileStore on a memfd
   std::string iface;               // network interface for Gloo ("": loopback, or this machine's hostname)
   int timeout_s = 60;              // rendezvous and collectives: a lost rank ends the run this much later
   bool oversubscribe = false;      // allow ranks x threads above the cores

@@ -9,7 +9,7 @@
 
 #include "trainer/config.h"
 #include "trainer/layout.h"
-#include "trainer/trainer.h"
+#include "trainer/observer.h"
 
 namespace granary {
 

@@ -1,5 +1,6 @@
-// Where a run's threads go on this machine, decided once by the launcher
-// before any rank starts and printed: how many intra-op threads each rank
+// Where a run's threads go on this machine, decided by the launcher before
+// any rank starts (a rank is handed it; under torchrun each rank plans its
+// own) and printed: how many intra-op threads each rank
 // runs, the CPUs each rank is pinned to (its loader workers and Gloo threads
 // share them, so no rank takes another's cores), and the thread caps its
 // environment gets (OpenMP, OpenBLAS, MKL) so no library starts a pool wider
@@ -24,8 +25,8 @@ struct Layout {
 
   // "OMP_NUM_THREADS=T" and its kin, for each rank's environment.
   std::vector<std::string> ThreadEnvironment() const;
-  // One line, e.g. "2 ranks x 1 thread (+1 loader worker each), pinned: rank 0
-  // CPU 0, rank 1 CPU 1".
+  // One line, e.g. "2 ranks x 1 thread (+1 loader worker each) on 2 CPUs,
+  // pinned: rank 0 CPU 0, rank 1 CPU 1".
   std::string Describe() const;
   std::string ToJson() const;
   static StatusOr<Layout> FromJson(const std::string& json);

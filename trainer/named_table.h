@@ -1,6 +1,6 @@
 // Lookup in a constant table of entries that each have a `name` (the model
-// registry, the gradient-sync methods, the learning-rate schedules): find by
-// name, list the names.
+// registry, the gradient-sync methods, the optimizers, the learning-rate
+// schedules): find by name, list the names.
 #pragma once
 
 #include <cstddef>

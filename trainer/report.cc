@@ -146,6 +146,15 @@ void RunReport::Epoch(const EpochReport& r) {
   std::fflush(stdout);
 }
 
+void RunReport::Note(const std::string& line) {
+  if (line_open_) {
+    std::fprintf(stderr, "\r\033[K");
+    line_open_ = false;
+  }
+  std::fprintf(stderr, "train: %s\n", Printable(line).c_str());
+  std::fflush(stderr);
+}
+
 void RunReport::WriteMetrics(const std::string& line) {
   if (std::fprintf(metrics_, "%s\n", line.c_str()) < 0 || std::fflush(metrics_) != 0) {
     if (metrics_error_.ok()) metrics_error_ = Status::IOError(config_.output.metrics, "--metrics: write", errno);

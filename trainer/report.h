@@ -12,7 +12,7 @@
 #include "store/status.h"
 #include "trainer/config.h"
 #include "trainer/layout.h"
-#include "trainer/trainer.h"
+#include "trainer/observer.h"
 
 namespace granary {
 
@@ -29,6 +29,8 @@ class RunReport : public RunObserver {
   void Plan(const EpochPlanReport& plan) override;
   void Step(const StepReport& step) override;
   void Epoch(const EpochReport& report) override;
+  // "train: <line>" on stderr, clearing a progress line first.
+  void Note(const std::string& line) override;
   // The JSON object (json) and --report; closes --metrics. IOError naming
   // the file, also for a --metrics line that could not be written.
   Status Finish(const std::vector<EpochReport>& reports);

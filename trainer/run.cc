@@ -240,46 +240,44 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
   if (Status valid = config.Validate(layout->cores); !valid.ok()) return Fail(valid, rank);
   config.dist.threads = layout->threads;  // what runs is what is printed
   // The db decides the input, the evaluated split and `--model auto`, the
-  // same way in every process.
-  Manifest manifest;
-  if (StatusOr<std::unique_ptr<DbReader>> db = DbReader::Open(config.data.db); db.ok()) {
-    manifest = db.value()->manifest();
-  } else {
-    return Fail(db.status(), std::max(rank, 0));
-  }
-  StatusOr<Workload> workload = ResolveWorkload(manifest, config.data.db, &config);
-  if (!workload.ok()) return Fail(workload.status(), std::max(rank, 0));
+  // same way in every process; a rank trains on what its process resolved.
+  StatusOr<ResolvedRun> resolved = ResolveRun(std::move(config));
+  if (!resolved.ok()) return Fail(resolved.status(), std::max(rank, 0));
+  ResolvedRun run = std::move(resolved).value();
+  const Manifest& manifest = run.db->manifest();
   std::optional<Checkpoint> resumed;  // read once per process
-  if (!config.checkpoint.resume.empty()) {  // every process finds the same file: none is written before all start
-    StatusOr<Checkpoint> from = ResolveResume(manifest.content_hash, &config);
+  if (!run.config.checkpoint.resume.empty()) {  // every process finds the same file: none is written before all start
+    StatusOr<Checkpoint> from = ResolveResume(manifest.content_hash, &run.config);
     if (!from.ok()) return Fail(from.status(), std::max(rank, 0));
     resumed = std::move(from).value();
   }
   DirectoryLock checkpoint_lock;  // held while this process lives: the checkpoint directory is this run's
   if (rank < 0) {
-    if (Status fits = CheckModelFits(config, workload.value(), manifest.num_classes); !fits.ok()) {
+    if (Status fits = CheckModelFits(run.config, run.workload, manifest.num_classes); !fits.ok()) {
       // A model past --timeout still runs on a thread: exit without running
       // LibTorch's static destructors under it (that crashed 1 exit in 3).
       Fail(fits, 0);
       std::fflush(nullptr);
       std::_Exit(1);
     }
-    if (Status writable = CheckOutputPaths(config); !writable.ok()) return Fail(writable, 0);
-    if (config.model.precision == "bf16" && !CpuHasNativeBf16()) {
+    if (Status writable = CheckOutputPaths(run.config); !writable.ok()) return Fail(writable, 0);
+    if (run.config.model.precision == "bf16" && !CpuHasNativeBf16()) {
       std::fprintf(stderr,
                    "train: warning: this CPU has no native bf16 (AVX512-BF16 or AMX): bf16 runs emulated, "
                    "likely slower than fp32\n");
     }
     if (tune.tune || tune.only) {
       resumed.reset();  // not held by a launcher: the tuned run reads it
-      return Tune(config, workload.value(), tune, json);
+      return Tune(run.config, run.workload, tune, json);
     }
-    if (config.dist.node_rank == 0) {  // rank 0's node keeps the checkpoints
-      if (Status claimed = ClaimCheckpoints(config, resumed, &checkpoint_lock); !claimed.ok()) return Fail(claimed, 0);
+    if (run.config.dist.node_rank == 0) {  // rank 0's node keeps the checkpoints
+      Status claimed = ClaimCheckpoints(run.config, resumed, &checkpoint_lock);
+      if (!claimed.ok()) return Fail(claimed, 0);
     }
-    if (config.World() > 1) {
-      resumed.reset();  // not held by a launcher: its ranks read it
-      return Launch(config, layout.value(), argv);
+    if (run.config.World() > 1) {
+      resumed.reset();  // not held by a launcher: its ranks read it, and open the db
+      run.db.reset();
+      return Launch(run.config, layout.value(), argv);
     }
     rank = 0;  // one rank: this process, pinned before its thread pools start
     if (!layout->cpus.empty()) {
@@ -287,14 +285,15 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
     }
   }
   if (under_torchrun && rank == 0) {  // no launcher: rank 0 checks the run's outputs
-    if (Status writable = CheckOutputPaths(config); !writable.ok()) return Fail(writable, 0);
-    if (Status claimed = ClaimCheckpoints(config, resumed, &checkpoint_lock); !claimed.ok()) return Fail(claimed, 0);
+    if (Status writable = CheckOutputPaths(run.config); !writable.ok()) return Fail(writable, 0);
+    Status claimed = ClaimCheckpoints(run.config, resumed, &checkpoint_lock);
+    if (!claimed.ok()) return Fail(claimed, 0);
   }
-  RunReport report(config, layout.value(), rank, json);
+  RunReport report(run.config, layout.value(), rank, json);
   report.SetTuneTable(tune.table_json);
-  const bool many = config.World() > 1;
+  const bool many = run.config.World() > 1;
   if (Status started = report.Start(); !started.ok()) return Fail(started, rank, many);
-  StatusOr<std::vector<EpochReport>> reports = RunRank(config, rank, report, std::move(resumed));
+  StatusOr<std::vector<EpochReport>> reports = RunRank(run, rank, report, std::move(resumed));
   if (!reports.ok()) return Fail(reports.status(), rank, many);
   if (Status finished = report.Finish(reports.value()); !finished.ok()) return Fail(finished, rank, many);
   return 0;

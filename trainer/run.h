@@ -23,7 +23,7 @@ struct TuneRequest {
 };
 
 // `argv`: the command line the ranks are started with (plus "--rank R
-// --port P --layout JSON"). `json`: rank 0 prints one JSON object instead of
+// --layout JSON", and "--rendezvous-file F" on one machine). `json`: rank 0 prints one JSON object instead of
 // text. `layout_json`: a rank's layout, as the launcher planned it ("" in the
 // launcher, which plans it).
 int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::string>& argv,

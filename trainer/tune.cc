@@ -26,7 +26,7 @@ StatusOr<TuneRow> Measure(const TrainConfig& config, const TuneCandidate& c, con
     row.error = line.empty() ? "exit status " + std::to_string(run->exit_code) : line;
     return row;
   }
-  const nlohmann::json j = nlohmann::json::parse(run->out, nullptr, false);
+  const nlohmann::json j = ParseJson(run->out);
   if (j.is_discarded() || !j.contains("epochs") || j["epochs"].empty()) {
     row.error = "no measurement in the probe's output";
     return row;

@@ -1,5 +1,6 @@
 #include "trainer/workload.h"
 
+#include "loader/fields.h"
 #include "trainer/models/registry.h"
 
 namespace granary {
@@ -9,20 +10,6 @@ namespace {
 constexpr int64_t kSmallImage = 32;
 
 bool IsInteger(DType t) { return t != DType::kFloat32 && t != DType::kFloat64; }
-
-// The input field `--input-field ""` means: "image", else the only other field.
-StatusOr<std::string> ChooseInputField(const Schema& schema, const std::string& label, const std::string& db) {
-  if (schema.FieldIndex("image") >= 0) return std::string("image");
-  std::vector<std::string> others;
-  for (const FieldSpec& f : schema.fields) {
-    if (f.name != label) others.push_back(f.name);
-  }
-  if (others.size() == 1) return others.front();
-  std::string names;
-  for (const std::string& n : others) names += (names.empty() ? "" : ", ") + n;
-  return Status::InvalidArgument(db + ": no 'image' field and " + std::to_string(others.size()) + " other fields (" +
-                                 names + "): pick one with --input-field");
-}
 
 }  // namespace
 
@@ -34,10 +21,9 @@ std::string AutoModel(InputKind kind, const Shape& input_shape) {
 StatusOr<Workload> ResolveWorkload(const Manifest& manifest, const std::string& db, TrainConfig* config) {
   const Schema& schema = manifest.schema;
   Workload w;
-  w.target_field = manifest.label_field;
-  if (w.target_field.empty() || schema.FieldIndex(w.target_field) < 0) {
-    return Status::InvalidArgument(db + ": has no label field to train on (built without --label?)");
-  }
+  StatusOr<BatchFields> fields = ChooseBatchFields(manifest, db, config->data.input_field);
+  if (!fields.ok()) return fields.status();
+  w.target_field = fields->target;
   const FieldSpec& target = schema.fields[schema.FieldIndex(w.target_field)];
   if (!target.shape.empty() || !IsInteger(target.dtype)) {
     return Status::InvalidArgument(db + ": label field '" + target.name + "' is " + DTypeName(target.dtype) + " " +
@@ -49,16 +35,8 @@ StatusOr<Workload> ResolveWorkload(const Manifest& manifest, const std::string& 
   }
 
   DataConfig& d = config->data;
-  if (d.input_field.empty()) {
-    StatusOr<std::string> chosen = ChooseInputField(schema, w.target_field, db);
-    if (!chosen.ok()) return chosen.status();
-    d.input_field = chosen.value();
-  }
+  d.input_field = fields->input;
   const int index = schema.FieldIndex(d.input_field);
-  if (index < 0) return Status::InvalidArgument("--input-field " + d.input_field + ": " + db + " has no such field");
-  if (d.input_field == w.target_field) {
-    return Status::InvalidArgument("--input-field " + d.input_field + ": is the label field");
-  }
   const FieldSpec& input = schema.fields[index];
   w.input_field = input.name;
   if (input.HasVariableDims() || input.shape.empty()) {
@@ -66,8 +44,7 @@ StatusOr<Workload> ResolveWorkload(const Manifest& manifest, const std::string& 
                                    ": training needs a fixed shape of at least one dim");
   }
   w.input_uint8 = input.dtype == DType::kUInt8;
-  w.input_shape = input.shape;
-  if (input.layout == "HWC") w.input_shape = {input.shape[2], input.shape[0], input.shape[1]};
+  w.input_shape = BatchedShape(input);
   w.kind = w.input_shape.size() == 3 ? InputKind::kImage : InputKind::kFeatures;
   if (w.kind == InputKind::kFeatures && input.shape.size() != 1) {
     return Status::InvalidArgument(db + ": field '" + input.name + "' has shape " + ShapeToString(input.shape) +

@@ -34,7 +34,8 @@ struct Workload {
 //                           32 px, resnet above.
 // InvalidArgument naming the db, the field and its shape when the db cannot be
 // trained: no label field, a label that is not an integer scalar, an input
-// that is not numeric or not of a fixed shape, a model that does not fit it.
+// that is not numeric or not of a fixed shape. (Whether the model fits the
+// input is CheckModelFits's question, trainer/trainer.h.)
 StatusOr<Workload> ResolveWorkload(const Manifest& manifest, const std::string& db, TrainConfig* config);
 
 // The model `--model auto` picks for an input of this kind and shape.

@@ -18,8 +18,25 @@ import importlib
 
 from .errors import CorruptionError, Error, FormatError, InvalidArgumentError, NotFoundError, ReadError
 
-__all__ = ["Dataset", "Loader", "Error", "CorruptionError", "FormatError", "InvalidArgumentError", "NotFoundError",
-           "ReadError", "native_available"]
+__all__ = ["Dataset", "Loader", "describe", "Error", "CorruptionError", "FormatError", "InvalidArgumentError",
+           "NotFoundError", "ReadError", "native_available"]
+
+
+def describe(db):
+    """What a db holds, as a dict: "splits" (name, samples, shards), "fields"
+    (name, dtype, shape, layout), "label_field", "num_classes", "classes"
+    (names in label order), "input_field" and "target_field" (what `train`
+    and granary.Loader read by default; None if the db needs them named),
+    "input_shape" (one sample as granary.Loader batches it: C x H x W for an
+    image), "codec", "zstd_level", "source", "build_options", "rejected" (items the
+    build rejected), "content_hash", "builder", "created_utc". Read by the C++
+    module, with the same checks and errors as `prep info`."""
+    import os
+    try:
+        from . import _native
+    except ImportError:
+        raise Error("granary.describe needs granary's C++ module (build granary; see README)") from None
+    return _native.describe(os.fspath(db))
 
 
 def native_available():

@@ -15,15 +15,14 @@ except ImportError:  # the C++ module is not built: Dataset reads with granary.r
     _native = None
 
 
-def _input_field(fields, label):
-    """The field a model reads, as `train` picks it: 'image', else the one other field."""
-    if "image" in fields:
-        return "image"
-    others = [f for f in fields if f != label]
-    if len(others) != 1:
-        raise errors.InvalidArgumentError(f"no 'image' field and {len(others)} other fields ({', '.join(others)}): "
-                                          "pick one with input_field=")
-    return others[0]
+def _batch_fields(path, input_field, target_field):
+    """(input, target) as `train` picks them (the C++ rule, loader/fields.h): the
+    label field, and 'image' or else the one other field, unless named."""
+    if _native is not None:
+        return _native.batch_fields(path, input_field or "", target_field or "")
+    if input_field and target_field:
+        return input_field, target_field
+    raise errors.InvalidArgumentError("granary's C++ module is not built: name both input_field= and target_field=")
 
 
 class _PythonSplit:
@@ -56,7 +55,7 @@ class Dataset(torch.utils.data.Dataset):
     "auto" (native if built).
     """
 
-    def __init__(self, db, split="train", as_tuple=False, transform=None, input_field=None, target_field="label",
+    def __init__(self, db, split="train", as_tuple=False, transform=None, input_field=None, target_field=None,
                  backend="auto"):
         if backend not in ("auto", "native", "python"):
             raise errors.InvalidArgumentError(f"backend must be auto, native or python, not {backend!r}")
@@ -71,10 +70,10 @@ class Dataset(torch.utils.data.Dataset):
         self._length = len(handle)
         sample = handle.read(0) if self._length > 0 else {}
         self.fields = list(sample)
-        self.target_field = target_field
-        self.input_field = input_field or (_input_field(self.fields, target_field) if as_tuple else None)
+        self.input_field, self.target_field = input_field, target_field
         if as_tuple:
-            for role, name in (("input_field", self.input_field), ("target_field", target_field)):
+            self.input_field, self.target_field = _batch_fields(self.path, input_field, target_field)
+            for role, name in (("input_field", self.input_field), ("target_field", self.target_field)):
                 if name not in self.fields:
                     raise errors.NotFoundError(f"{self.path}: {role} '{name}': no such field "
                                                f"(fields: {', '.join(self.fields)})")
@@ -155,11 +154,14 @@ class Loader:
     augment: comma list of "flip", "crop" (pad 4, random crop), "rrc" (random
     resized crop). normalize: False (values / 255 only), True (ImageNet's mean
     and std for RGB, 0.5 / 0.5 for gray), or (mean, std), each a number or one
-    per channel. shuffle: "full", "block" or "none".
+    per channel. shuffle: "full", "block" or "none". input_field and
+    target_field: the fields batched (default: as `train` picks them, see
+    granary.describe).
     """
 
     def __init__(self, db, split="train", batch_size=64, rank=0, world=1, seed=0, threads=2, prefetch=4, augment="",
-                 normalize=False, channels_last=False, drop_last=False, shuffle="full"):
+                 normalize=False, channels_last=False, drop_last=False, shuffle="full", input_field=None,
+                 target_field=None):
         if _native is None:
             raise errors.Error("granary.Loader needs granary's C++ module (build granary; see README)")
         # The bounds of `loader bench`'s flags, checked before anything is allocated.
@@ -173,7 +175,7 @@ class Loader:
         self._batch = batch_size
         mean, std = _normalization(normalize)
         self._args = (self.path, split, batch_size, rank, world, seed, threads, prefetch, augment, shuffle, mean, std,
-                      channels_last, drop_last)
+                      channels_last, drop_last, input_field or "", target_field or "")
         self._made = (os.getpid(), _native.Loader(*self._args))  # bad options fail here
         self._epoch = 0
         self._position = 0  # where the next iteration starts (load_state_dict)

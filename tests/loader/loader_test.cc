@@ -105,7 +105,7 @@ TEST(Loader, RejectsBadOptionsUpFront) {
             std::string::npos);
 }
 
-// Issue 17: an empty split is named in the error.
+// An empty split is named in the error.
 TEST(Loader, AnEmptySplitIsNamed) {
   TempDir dir;
   WriteDb(dir.Sub("db"), 0);
@@ -460,7 +460,7 @@ size_t EntriesIn(const char* dir) {
   return n;
 }
 
-// Issue 14, resources: 100 loader epochs (some abandoned half way) and 10 dbs
+// Resources: 100 loader epochs (some abandoned half way) and 10 dbs
 // opened, read and closed leave this process with the file descriptors and
 // threads it had before; RSS stays within a small bound of the first round's.
 TEST(Loader, NoDescriptorsThreadsOrMemoryLeakAcrossEpochsAndDbs) {

@@ -102,7 +102,7 @@ TEST(Csv, BadRowsAreRejectedWithFileLineAndReason) {
   EXPECT_NE(summary->rejected[3].reason.find("label"), std::string::npos);
 }
 
-// Issue 17's CSV edge cases, each now consistent with the rest of prep.
+// CSV edge cases, each now consistent with the rest of prep.
 TEST(Csv, ByteOrderMarkEmptyTablesOutOfRangeNumbersAndDuplicateLabels) {
   TempDir dir;
   CsvOptions o;

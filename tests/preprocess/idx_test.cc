@@ -134,7 +134,7 @@ TEST(IdxSource, LabelCountMustMatchImageCount) {
   EXPECT_NE(source.status().message().find("3 labels for 4 images"), std::string::npos);
 }
 
-// Issue 17: an IDX file declaring 0 images (or 0-pixel images) divided by
+// An IDX file declaring 0 images (or 0-pixel images) divided by
 // zero (SIGFPE); it is an error naming the file, as an empty folder is.
 TEST(IdxSource, ZeroImagesOrEmptyImagesAreAnErrorNamingTheFile) {
   for (auto [count, rows] : {std::pair<uint32_t, uint32_t>{0, 2}, {3, 0}}) {
@@ -264,7 +264,7 @@ TEST(Build, DictionaryDbsReadBackAndGuardTheirDictionary) {
   EXPECT_NE(damaged.status().message().find("zstd.dict"), std::string::npos) << damaged.status().message();
 }
 
-// Issue 15: --dictionary auto keeps a dictionary only when it pays for itself.
+// --dictionary auto keeps a dictionary only when it pays for itself.
 // Small tables of small records (a dictionary would outweigh them, or blocks
 // already share what it would hold) get none and a db no larger than with
 // --dictionary off; records that repeat a large pattern each (more than a

@@ -225,7 +225,7 @@ std::string DeclareSize(std::string jpeg, int w, int h) {
   return jpeg;
 }
 
-// Issue 17: a ~600-byte progressive JPEG declaring 16384 x 16384 cost ~800 MB
+// A ~600-byte progressive JPEG declaring 16384 x 16384 cost ~800 MB
 // before its rejection. Its decode cost is computed from the header and
 // refused before any allocation.
 TEST(Image, DecodeMemoryIsBoundedByTheDeclaredSize) {
@@ -318,7 +318,7 @@ TEST_F(ImageFolder, BadFileIsSkippedCountedAndNamed) {
   EXPECT_EQ(label, 1);
 }
 
-// Issue 17: symlink cycles (a/x -> ., up -> .., links across classes) and
+// Symlink cycles (a/x -> ., up -> .., links across classes) and
 // hard links: each folder is walked once, each file taken once, and every
 // link skipped is counted and named.
 TEST_F(ImageFolder, SymlinkCyclesAndCrossLinksNeverTakeAFileTwice) {

@@ -184,6 +184,32 @@ class PackageTest(unittest.TestCase):
         rest = [i for x, _ in resumed for i in ids_of(x)]
         self.assertEqual(sorted(consumed + rest), list(range(1001)))
 
+    def test_describe_tells_what_a_db_holds_and_fields_can_be_named(self):
+        about = granary.describe(self.dbs["fashion"])
+        info = json.loads(run(PREP, "info", self.dbs["fashion"], "--json").stdout)
+        self.assertEqual(about["content_hash"], info["content_hash"])
+        self.assertEqual([(s["name"], s["samples"]) for s in about["splits"]], [("train", 1200), ("test", 1200)])
+        self.assertEqual({f["name"]: (f["dtype"], f["shape"]) for f in about["fields"]},
+                         {"image": ("uint8", [1, 28, 28]), "label": ("int64", [])})
+        self.assertEqual((about["input_field"], about["target_field"], about["input_shape"]), ("image", "label", [1, 28, 28]))
+        self.assertEqual((about["num_classes"], len(about["classes"])), (10, 10))
+        x, _ = next(iter(granary.Loader(self.dbs["fashion"], batch_size=4)))
+        self.assertEqual(list(x.shape[1:]), about["input_shape"])  # what the Loader batches
+        csv = granary.describe(self.dbs["csv"])
+        self.assertEqual((csv["input_field"], csv["input_shape"], csv["num_classes"]), ("features", [2], 3))
+        # The fields by name; a wrong name is refused, naming it.
+        x, y = next(iter(granary.Loader(self.dbs["csv"], batch_size=5, shuffle="none", input_field="features",
+                                        target_field="label")))
+        self.assertEqual(x[1].tolist(), [0.5, -1.0])
+        with self.assertRaises(granary.InvalidArgumentError) as caught:
+            granary.Loader(self.dbs["csv"], input_field="nope")
+        self.assertIn("--input-field nope", str(caught.exception))
+        with self.assertRaises(granary.InvalidArgumentError) as caught:
+            granary.Dataset(self.dbs["csv"], as_tuple=True, target_field="nope")
+        self.assertIn("target field nope", str(caught.exception))
+        with self.assertRaises(granary.NotFoundError):
+            granary.describe(os.path.join(self.tmp, "absent"))
+
     def test_a_loader_used_after_fork_opens_its_own_in_the_child(self):
         # Its threads stay in the parent: iterated in a forked child it used to
         # deadlock or crash; now the child opens its own and gets the same epoch.

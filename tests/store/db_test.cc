@@ -228,7 +228,7 @@ TEST(Db, MalformedOrNewerManifestIsRejected) {
   EXPECT_NE(too_new.status().message().find("newer"), std::string::npos);
 }
 
-// Issue 17: a manifest can lie. Counts of 2^40, 2^63 - 1 or -5 (with the
+// A manifest can lie. Counts of 2^40, 2^63 - 1 or -5 (with the
 // shard's count to match, so the sums agree), a huge shape or class count:
 // each is Corruption naming what is wrong, before anything is allocated by it.
 TEST(Db, ATamperedManifestIsCorruptionNotACrash) {

@@ -59,7 +59,7 @@ TEST(TrainConfig, EveryOutOfRangeFieldIsNamedByItsFlag) {
       {"--ranks 0", [](TrainConfig& c) { c.dist.ranks = 0; }},
       {"--threads 100000", [](TrainConfig& c) { c.dist.threads = 100000; }},
       {"--oversubscribe", [](TrainConfig& c) { c.dist.threads = 2; }},  // 2 ranks x 2 threads on 2 cores
-      {"--port 70000", [](TrainConfig& c) { c.dist.port = 70000; }},
+      {"--master-port 70000", [](TrainConfig& c) { c.dist.port = 70000; }},
   };
   for (const auto& [flag, spoil] : cases) {
     TrainConfig c = Good();

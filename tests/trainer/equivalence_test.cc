@@ -12,6 +12,7 @@
 #include "trainer/models/registry.h"
 #include "trainer/optimizer.h"
 #include "trainer/precision.h"
+#include "trainer/step.h"
 
 namespace granary {
 namespace {
@@ -78,7 +79,7 @@ std::vector<torch::Tensor> OneRank(const Case& c) {
 }
 
 // Rank `comm.rank()` of two: rows [rank * half, (rank + 1) * half) of each
-// batch, in `c.accum` micro-batches, as trainer.cc runs a step.
+// batch, in `c.accum` micro-batches, each step the rank loop's own Step.
 Status TwoRanks(Comm& comm, Classifier& net, const Case& c, std::vector<torch::Tensor>* out) {
   ModelConfig mc;
   mc.channels_last = c.channels_last;
@@ -87,20 +88,28 @@ Status TwoRanks(Comm& comm, Classifier& net, const Case& c, std::vector<torch::T
   auto sync = CreateGradientSync(c.sync, /*bucket_bytes=*/64 << 10, comm);
   GRANARY_RETURN_IF_ERROR(sync.status());
   GRANARY_RETURN_IF_ERROR(sync.value()->Attach(net.parameters()));
-  auto optimizer = CreateOptimizer(Optim(c.optimizer), net.parameters());
+  const OptimConfig optim = Optim(c.optimizer);
+  auto optimizer = CreateOptimizer(optim, net.parameters());
   GRANARY_RETURN_IF_ERROR(optimizer.status());
+  StepParts parts;
+  parts.net = &net;
+  parts.precision = &precision;
+  parts.optimizer = optimizer.value().get();
+  parts.sync = sync.value().get();
+  parts.comm = &comm;
+  parts.buffers = net.buffers();
+  parts.rank = comm.rank();
   const int64_t half = kBatch / 2, micro = half / c.accum;
   for (int step = 0; step < kSteps; ++step) {
-    optimizer.value()->zero_grad();
-    for (int m = 0; m < c.accum; ++m) {
-      const int64_t from = comm.rank() * half + m * micro;
-      torch::Tensor x = Inputs(step).narrow(0, from, micro);
-      if (c.channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
-      if (m + 1 == c.accum) sync.value()->BeginStep();
-      (Loss(net, x, Targets(step).narrow(0, from, micro)) / static_cast<double>(c.accum)).backward();
-    }
-    GRANARY_RETURN_IF_ERROR(sync.value()->FinishStep());
-    optimizer.value()->step();
+    int64_t m = 0;
+    const NextMicroBatch next = [&](MicroBatch* batch) -> StatusOr<bool> {
+      const int64_t from = comm.rank() * half + m++ * micro;
+      batch->input = Inputs(step).narrow(0, from, micro);
+      if (c.channels_last) batch->input = batch->input.contiguous(torch::MemoryFormat::ChannelsLast);
+      batch->target = Targets(step).narrow(0, from, micro);
+      return true;
+    };
+    GRANARY_RETURN_IF_ERROR(Step(parts, step, c.accum, optim.lr, next).status());
   }
   *out = Cloned(net.parameters());
   return Status::OK();

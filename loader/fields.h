@@ -1,0 +1,32 @@
+// Which fields of a db a model reads: the one rule `train`, `loader bench`
+// and Python (granary.Loader, granary.Dataset, granary.describe) share. The
+// target is the manifest's label field unless one is named; the input is the
+// field named, else "image" if the schema has it, else the only field
+// besides the target. Stateless.
+#pragma once
+
+#include <string>
+
+#include "store/manifest.h"
+#include "store/status.h"
+
+namespace granary {
+
+struct BatchFields {
+  std::string input;
+  std::string target;
+};
+
+// One sample of `field` as the loader batches it: an HWC image as C x H x W,
+// anything else as stored.
+Shape BatchedShape(const FieldSpec& field);
+
+// The fields of `manifest` (of the db at `db`, named in errors) for
+// `input_field` and `target_field`, each "" for the rule above.
+// InvalidArgument naming the flag and the db: a named field that does not
+// exist, no label field, input and target the same field, or no "image" and
+// more than one other field.
+StatusOr<BatchFields> ChooseBatchFields(const Manifest& manifest, const std::string& db,
+                                        const std::string& input_field = "", const std::string& target_field = "");
+
+}  // namespace granary

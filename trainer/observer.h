@@ -1,0 +1,65 @@
+// What a run tells as it goes: the reports of its plan, steps and epochs,
+// and the notes (a resume, a skipped checkpoint, a skipped record) a user
+// should see. Plain data and an interface; no torch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace granary {
+
+struct EpochReport {
+  int epoch = 0;  // 1-based
+  double train_loss = 0;      // mean over all ranks' samples
+  double lr = 0;              // the learning rate of the epoch's last step
+  double seconds = 0;         // training part of the epoch
+  double samples_per_s = 0;   // over all ranks
+  double stall_fraction = 0;  // rank 0's time waiting for data / epoch time
+  double comm_fraction = 0;     // rank 0's time blocked waiting for the gradient sync / epoch time
+  double compute_fraction = 0;  // rank 0's forward, backward and optimizer step (sync wait excluded) / epoch time
+  double queue_depth = 0;     // rank 0's mean number of ready batches at each step
+  double peak_rss_mb = 0;     // the ranks' peak resident memory so far, summed (MiB)
+  bool evaluated = false;     // when the config names an eval split (every rank a share)
+  double test_loss = 0;
+  double test_accuracy = 0;
+  uint64_t test_samples = 0;
+  std::string weights_hash;   // rank 0: XXH64 over every parameter's values, "xxh64:..."
+};
+
+// What every rank reads per epoch, known before training starts.
+struct EpochPlanReport {
+  uint64_t samples_per_rank = 0;
+  uint64_t padded = 0;   // samples read twice per epoch so ranks are equal
+  uint64_t dropped = 0;  // samples not read per epoch (drop_last)
+  int threads_per_rank = 0;
+  std::string model;        // resolved name
+  uint64_t parameters = 0;  // trainable values
+  double peak_lr = 0;       // after --lr-scaling
+};
+
+// Rank 0's view of the step just taken: for progress lines and metrics.
+struct StepReport {
+  int epoch = 0;               // 1-based
+  uint64_t step = 0;           // optimizer steps so far in the epoch
+  uint64_t steps = 0;          // optimizer steps in the epoch
+  int64_t global_step = 0;     // optimizer steps so far in the run
+  double loss = 0;             // rank 0's training loss of this step
+  double epoch_loss = 0;       // rank 0's training loss, mean over the epoch so far
+  double lr = 0;               // the rate of this step
+  double samples_per_s = 0;    // over all ranks, the epoch so far (rank 0's rate x ranks)
+  double seconds = 0;          // since the epoch started
+};
+
+// What a run tells as it goes. RunRank calls it on the training thread;
+// Step is called on rank 0 only, after every optimizer step.
+class RunObserver {
+ public:
+  virtual ~RunObserver() = default;
+  virtual void Plan(const EpochPlanReport& plan) = 0;  // once, before the first epoch
+  virtual void Step(const StepReport& step) = 0;
+  virtual void Epoch(const EpochReport& epoch) = 0;
+  // One line for the user (no "train: " prefix, no newline), on any rank.
+  virtual void Note(const std::string& line) = 0;
+};
+
+}  // namespace granary
