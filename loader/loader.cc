@@ -1,5 +1,6 @@
 #include "loader/loader.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,99 +12,141 @@
 #include <mutex>
 #include <thread>
 
+#include "loader/pixels.h"
+
 namespace granary {
+
+int UsableCpuCount() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
 namespace {
-
-// Converts `count` little-endian values of `dtype` at `src` to float.
-void ToFloat(DType dtype, const uint8_t* src, size_t count, float scale, float mean, float inv_std, float* dst) {
-  auto convert = [&](auto tag) {
-    using T = decltype(tag);
-    for (size_t i = 0; i < count; ++i) {
-      T v;
-      std::memcpy(&v, src + i * sizeof(T), sizeof(T));
-      dst[i] = (static_cast<float>(v) * scale - mean) * inv_std;
-    }
-  };
-  VisitDType(dtype, convert);
-}
-
-// uint8 H x W x C -> float C x H x W, normalised like ToFloat.
-void HwcToChw(const uint8_t* src, const Shape& hwc, float scale, float mean, float inv_std, float* dst) {
-  const size_t plane = static_cast<size_t>(hwc[0] * hwc[1]);
-  const size_t channels = static_cast<size_t>(hwc[2]);
-  for (size_t c = 0; c < channels; ++c) {
-    float* out = dst + c * plane;
-    for (size_t p = 0; p < plane; ++p) out[p] = (static_cast<float>(src[p * channels + c]) * scale - mean) * inv_std;
-  }
-}
-
-// uint8 H x W x C -> float C x H x W with a plan's shift (zero outside) and
-// flip applied, normalised per channel: ApplyAugment fused into the conversion.
-void HwcToChwShifted(const uint8_t* src, const Shape& hwc, const AugmentPlan& plan, float scale,
-                     const std::vector<float>& means, const std::vector<float>& inv_stds, float* dst) {
-  const int h = static_cast<int>(hwc[0]), w = static_cast<int>(hwc[1]), channels = static_cast<int>(hwc[2]);
-  for (int c = 0; c < channels; ++c) {
-    const float m = means[c], is = inv_stds[c], zero = -m * is;
-    float* out = dst + static_cast<size_t>(c) * h * w;
-    for (int y = 0; y < h; ++y) {
-      const int sy = SourceRow(plan, y);
-      float* row = out + static_cast<size_t>(y) * w;
-      if (sy < 0 || sy >= h) {
-        std::fill(row, row + w, zero);
-        continue;
-      }
-      const uint8_t* in = src + static_cast<size_t>(sy) * w * channels + c;
-      for (int x = 0; x < w; ++x) {
-        const int sx = SourceColumn(plan, w, x);
-        row[x] = (sx >= 0 && sx < w) ? (static_cast<float>(in[sx * channels]) * scale - m) * is : zero;
-      }
-    }
-  }
-}
-
-// A uint8 C x H x W image (or H x W x C when `hwc`) copied with a plan's shift
-// (zero outside) and flip into C x H x W, or H x W x C when `channels_last`.
-void CopyImage(const uint8_t* src, int channels, int h, int w, bool hwc, const AugmentPlan& plan, bool channels_last,
-               uint8_t* dst) {
-  for (int c = 0; c < channels; ++c) {
-    for (int y = 0; y < h; ++y) {
-      const int sy = SourceRow(plan, y);
-      for (int x = 0; x < w; ++x) {
-        const int sx = SourceColumn(plan, w, x);
-        uint8_t v = 0;
-        if (sy >= 0 && sy < h && sx >= 0 && sx < w) {
-          v = hwc ? src[(static_cast<size_t>(sy) * w + sx) * channels + c]
-                  : src[(static_cast<size_t>(c) * h + sy) * w + sx];
-        }
-        dst[channels_last ? (static_cast<size_t>(y) * w + x) * channels + c : (static_cast<size_t>(c) * h + y) * w + x] = v;
-      }
-    }
-  }
-}
-
-// C x H x W floats at `image` rearranged in place to H x W x C.
-void ChwToHwc(const Shape& chw, float* image, std::vector<float>* scratch) {
-  const size_t c = static_cast<size_t>(chw[0]), plane = static_cast<size_t>(chw[1] * chw[2]);
-  scratch->assign(image, image + c * plane);
-  for (size_t ch = 0; ch < c; ++ch) {
-    for (size_t p = 0; p < plane; ++p) image[p * c + ch] = (*scratch)[ch * plane + p];
-  }
-}
-
-// An integer scalar as int64 (Create rejects float targets).
-int64_t ToInt64(DType dtype, const uint8_t* src) {
-  return VisitDType(dtype, [&](auto tag) {
-    decltype(tag) v;
-    std::memcpy(&v, src, sizeof(v));
-    return static_cast<int64_t>(v);
-  });
-}
 
 struct Slot {
   bool ready = false;
   Status status;
   Batch batch;
 };
+
+// What a batch is made of: its two fields, their types, and the input's
+// shape as stored, as converted (CHW for an image stored HWC) and as batched
+// (HWC again with channels_last).
+struct BatchGeometry {
+  int input_index = 0, target_index = 0;
+  DType input_dtype = DType::kUInt8, target_dtype = DType::kInt64;
+  Shape field_shape, sample_shape, batch_shape;
+  bool hwc = false;
+  size_t sample_elements = 0;
+};
+
+// How values are normalised: fused into the conversion (one mean and std for
+// every value), or per channel (augmentation, per-channel statistics).
+struct Normalisation {
+  bool fused = true;
+  std::vector<float> means, inv_stds;  // per channel, when not fused
+};
+
+// The options' bounds (loader.h), before anything is opened.
+Status CheckBounds(const LoaderOptions& options) {
+  if (options.batch_size == 0 || options.batch_size > kMaxLoaderBatch) {
+    return Status::InvalidArgument("batch size " + std::to_string(options.batch_size) + ": must be in 1.." +
+                                   std::to_string(kMaxLoaderBatch));
+  }
+  const int max_threads = kLoaderThreadsPerCore * UsableCpuCount();
+  if (options.threads < 1 || options.threads > max_threads) {
+    return Status::InvalidArgument("loader threads " + std::to_string(options.threads) + ": must be in 1.." +
+                                   std::to_string(max_threads) + " (" + std::to_string(kLoaderThreadsPerCore) +
+                                   " x the CPUs this process may use)");
+  }
+  if (options.prefetch < 1 || options.prefetch > kMaxLoaderPrefetch) {
+    return Status::InvalidArgument("prefetch " + std::to_string(options.prefetch) + ": must be in 1.." +
+                                   std::to_string(kMaxLoaderPrefetch));
+  }
+  if (!(options.stddev > 0)) return Status::InvalidArgument("normalisation stddev must be > 0");
+  return Status::OK();
+}
+
+StatusOr<BatchGeometry> ResolveGeometry(const DbReader& db, const LoaderOptions& options) {
+  BatchGeometry g;
+  const Schema& schema = db.schema();
+  g.input_index = schema.FieldIndex(options.input_field);
+  g.target_index = schema.FieldIndex(options.target_field);
+  if (g.input_index < 0) return Status::InvalidArgument(db.path() + ": no field '" + options.input_field + "'");
+  if (g.target_index < 0) return Status::InvalidArgument(db.path() + ": no field '" + options.target_field + "'");
+  const FieldSpec& input = schema.fields[g.input_index];
+  const FieldSpec& target = schema.fields[g.target_index];
+  if (input.HasVariableDims()) {
+    return Status::InvalidArgument("field '" + input.name + "' has variable dims; batching needs a fixed shape");
+  }
+  if (!target.shape.empty() || target.dtype == DType::kFloat32 || target.dtype == DType::kFloat64) {
+    return Status::InvalidArgument("field '" + target.name + "' must be an integer scalar to serve as a target");
+  }
+  g.input_dtype = input.dtype;
+  g.target_dtype = target.dtype;
+  g.field_shape = input.shape;
+  g.sample_shape = input.shape;
+  if (input.layout == "HWC") {
+    if (input.dtype != DType::kUInt8) return Status::InvalidArgument("HWC field '" + input.name + "' must be uint8");
+    g.hwc = true;
+    g.sample_shape = {input.shape[2], input.shape[0], input.shape[1]};
+  }
+  g.sample_elements = static_cast<size_t>(input.FixedElements());
+  g.batch_shape = g.sample_shape;
+  if (options.channels_last) {
+    if (g.sample_shape.size() != 3) {
+      return Status::InvalidArgument("channels_last needs a C x H x W input, field '" + input.name + "' has shape " +
+                                     ShapeToString(input.shape));
+    }
+    g.batch_shape = {g.sample_shape[1], g.sample_shape[2], g.sample_shape[0]};
+  }
+  if (options.uint8_batches && (input.dtype != DType::kUInt8 || options.augment.random_resized_crop)) {
+    return Status::InvalidArgument("uint8 batches need a uint8 field and no random-resized crop");
+  }
+  return g;
+}
+
+// The prefetch slots hold `prefetch` batches at once: refuse what cannot fit.
+Status CheckPrefetchFits(const LoaderOptions& options, size_t sample_elements) {
+  const double batches_bytes = static_cast<double>(options.prefetch) * static_cast<double>(options.batch_size) *
+                               static_cast<double>(sample_elements) * sizeof(float);
+  const double memory_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
+  if (batches_bytes <= memory_bytes / 2) return Status::OK();
+  char text[160];
+  std::snprintf(text, sizeof(text), "prefetch %d x batch %zu: %.1f GiB of batches, more than half of this "
+                "machine's %.1f GiB", options.prefetch, options.batch_size, batches_bytes / (1 << 30),
+                memory_bytes / (1 << 30));
+  return Status::InvalidArgument(text);
+}
+
+StatusOr<Normalisation> ResolveNormalisation(const LoaderOptions& options, const BatchGeometry& g) {
+  Normalisation n;
+  const bool per_channel = !options.channel_mean.empty() || !options.channel_std.empty();
+  if (!options.augment.any() && !per_channel) return n;
+  if (g.sample_shape.size() != 3) {
+    return Status::InvalidArgument("augmentation and per-channel normalisation need a C x H x W input, field '" +
+                                   options.input_field + "' has shape " + ShapeToString(g.field_shape));
+  }
+  const size_t c = static_cast<size_t>(g.sample_shape[0]);
+  if ((!options.channel_mean.empty() && options.channel_mean.size() != c) ||
+      (!options.channel_std.empty() && options.channel_std.size() != c)) {
+    return Status::InvalidArgument("per-channel mean/std need " + std::to_string(c) + " values");
+  }
+  for (float v : options.channel_std) {
+    if (!(v > 0)) return Status::InvalidArgument("per-channel std must be > 0");
+  }
+  if (options.augment.crop_padding < 0 || !(options.augment.min_scale > 0 && options.augment.min_scale <= 1)) {
+    return Status::InvalidArgument("crop padding must be >= 0 and the random-resized-crop scale in (0, 1]");
+  }
+  n.fused = false;
+  for (size_t ch = 0; ch < c; ++ch) {
+    n.means.push_back(options.channel_mean.empty() ? options.mean : options.channel_mean[ch]);
+    n.inv_stds.push_back(1.0f / (options.channel_std.empty() ? options.stddev : options.channel_std[ch]));
+  }
+  return n;
+}
 
 }  // namespace
 
@@ -343,16 +386,9 @@ LoaderStats Loader::stats() const {
 }
 
 // More worker threads than this cannot be meant (each holds a reader).
-constexpr int kMaxThreads = 1024;
 
 StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const LoaderOptions& options) {
-  if (options.batch_size == 0) return Status::InvalidArgument("batch size must be >= 1");
-  if (options.threads < 1 || options.threads > kMaxThreads) {
-    return Status::InvalidArgument("loader threads " + std::to_string(options.threads) + ": must be in 1.." +
-                                   std::to_string(kMaxThreads));
-  }
-  if (options.prefetch < 1) return Status::InvalidArgument("prefetch must be >= 1");
-  if (!(options.stddev > 0)) return Status::InvalidArgument("normalisation stddev must be > 0");
+  GRANARY_RETURN_IF_ERROR(CheckBounds(options));
   const SplitInfo* split = db.manifest().FindSplit(options.split);
   if (split == nullptr) return Status::NotFound(db.path() + ": no split '" + options.split + "'");
   // The workers' readers first: the first builds the split's record index
@@ -368,77 +404,26 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const Loade
   }
   StatusOr<Sampler> sampler = Sampler::Create(split->count, options.sampler);
   if (!sampler.ok()) return sampler.status().WithContext(db.path() + ": split '" + options.split + "'");
+  StatusOr<BatchGeometry> geometry = ResolveGeometry(db, options);
+  if (!geometry.ok()) return geometry.status();
+  const BatchGeometry& g = geometry.value();
+  GRANARY_RETURN_IF_ERROR(CheckPrefetchFits(options, g.sample_elements));
+  StatusOr<Normalisation> normalisation = ResolveNormalisation(options, g);
+  if (!normalisation.ok()) return normalisation.status();
 
   auto impl = std::make_unique<Impl>(options, std::move(sampler).value());
-  const Schema& schema = db.schema();
-  impl->input_index = schema.FieldIndex(options.input_field);
-  impl->target_index = schema.FieldIndex(options.target_field);
-  if (impl->input_index < 0) return Status::InvalidArgument(db.path() + ": no field '" + options.input_field + "'");
-  if (impl->target_index < 0) return Status::InvalidArgument(db.path() + ": no field '" + options.target_field + "'");
-  const FieldSpec& input = schema.fields[impl->input_index];
-  const FieldSpec& target = schema.fields[impl->target_index];
-  if (input.HasVariableDims()) {
-    return Status::InvalidArgument("field '" + input.name + "' has variable dims; batching needs a fixed shape");
-  }
-  if (!target.shape.empty() || target.dtype == DType::kFloat32 || target.dtype == DType::kFloat64) {
-    return Status::InvalidArgument("field '" + target.name + "' must be an integer scalar to serve as a target");
-  }
-  impl->input_dtype = input.dtype;
-  impl->target_dtype = target.dtype;
-  impl->field_shape = input.shape;
-  impl->sample_shape = input.shape;
-  if (input.layout == "HWC") {
-    if (input.dtype != DType::kUInt8) return Status::InvalidArgument("HWC field '" + input.name + "' must be uint8");
-    impl->hwc = true;
-    impl->sample_shape = {input.shape[2], input.shape[0], input.shape[1]};
-  }
-  impl->sample_elements = static_cast<size_t>(input.FixedElements());
-  // The prefetch slots hold `prefetch` batches at once: refuse what cannot fit.
-  const double batches_bytes = static_cast<double>(options.prefetch) * static_cast<double>(options.batch_size) *
-                               static_cast<double>(impl->sample_elements) * sizeof(float);
-  const double memory_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
-  if (batches_bytes > memory_bytes / 2) {
-    char text[160];
-    std::snprintf(text, sizeof(text), "prefetch %d x batch %zu: %.1f GiB of batches, more than half of this "
-                  "machine's %.1f GiB", options.prefetch, options.batch_size, batches_bytes / (1 << 30),
-                  memory_bytes / (1 << 30));
-    return Status::InvalidArgument(text);
-  }
-  impl->batch_shape = impl->sample_shape;
-  if (options.channels_last) {
-    if (impl->sample_shape.size() != 3) {
-      return Status::InvalidArgument("channels_last needs a C x H x W input, field '" + input.name + "' has shape " +
-                                     ShapeToString(input.shape));
-    }
-    impl->batch_shape = {impl->sample_shape[1], impl->sample_shape[2], impl->sample_shape[0]};
-  }
-  if (options.uint8_batches &&
-      (input.dtype != DType::kUInt8 || options.augment.random_resized_crop)) {
-    return Status::InvalidArgument("uint8 batches need a uint8 field and no random-resized crop");
-  }
-  const bool per_channel = !options.channel_mean.empty() || !options.channel_std.empty();
-  if (options.augment.any() || per_channel) {
-    if (impl->sample_shape.size() != 3) {
-      return Status::InvalidArgument("augmentation and per-channel normalisation need a C x H x W input, field '" +
-                                     input.name + "' has shape " + ShapeToString(input.shape));
-    }
-    const size_t c = static_cast<size_t>(impl->sample_shape[0]);
-    if ((!options.channel_mean.empty() && options.channel_mean.size() != c) ||
-        (!options.channel_std.empty() && options.channel_std.size() != c)) {
-      return Status::InvalidArgument("per-channel mean/std need " + std::to_string(c) + " values");
-    }
-    for (float v : options.channel_std) {
-      if (!(v > 0)) return Status::InvalidArgument("per-channel std must be > 0");
-    }
-    if (options.augment.crop_padding < 0 || !(options.augment.min_scale > 0 && options.augment.min_scale <= 1)) {
-      return Status::InvalidArgument("crop padding must be >= 0 and the random-resized-crop scale in (0, 1]");
-    }
-    impl->fused_normalise = false;
-    for (size_t ch = 0; ch < c; ++ch) {
-      impl->means.push_back(options.channel_mean.empty() ? options.mean : options.channel_mean[ch]);
-      impl->inv_stds.push_back(1.0f / (options.channel_std.empty() ? options.stddev : options.channel_std[ch]));
-    }
-  }
+  impl->input_index = g.input_index;
+  impl->target_index = g.target_index;
+  impl->input_dtype = g.input_dtype;
+  impl->target_dtype = g.target_dtype;
+  impl->field_shape = g.field_shape;
+  impl->sample_shape = g.sample_shape;
+  impl->batch_shape = g.batch_shape;
+  impl->hwc = g.hwc;
+  impl->sample_elements = g.sample_elements;
+  impl->fused_normalise = normalisation->fused;
+  impl->means = normalisation->means;
+  impl->inv_stds = normalisation->inv_stds;
   impl->scratch.resize(options.threads);
   const uint64_t per_rank = impl->sampler.samples_per_rank();
   impl->epoch_batches = (per_rank + options.batch_size - 1) / options.batch_size;

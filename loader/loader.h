@@ -24,6 +24,17 @@ namespace granary {
 inline const std::vector<float> kImageNetMean = {0.485f, 0.456f, 0.406f};
 inline const std::vector<float> kImageNetStd = {0.229f, 0.224f, 0.225f};
 
+// The loader's bounds, in one place: Loader::Create refuses options outside
+// them, and every front end (train's flags, `loader bench`, granary.Loader)
+// checks its flags against them before any work starts. Loader threads
+// mostly wait on reads, so a few per core can still help.
+inline constexpr int kLoaderThreadsPerCore = 4;
+inline constexpr int kMaxLoaderPrefetch = 256;       // batches prepared ahead
+inline constexpr size_t kMaxLoaderBatch = 1 << 20;   // samples per batch
+
+// The CPUs this process may run on (sched_getaffinity), at least 1.
+int UsableCpuCount();
+
 struct LoaderOptions {
   std::string split = "train";
   size_t batch_size = 64;  // per rank; the last batch of an epoch may be smaller

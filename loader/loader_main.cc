@@ -153,7 +153,6 @@ int RunOrder(OrderArgs& a) {
 
 int main(int argc, char** argv) {
   granary::RaiseOpenFileLimit();
-  const int cores = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
   CLI::App app{"The granary loader alone: its rate, and the order it reads (see README.md)."};
   app.require_subcommand(1);
   BenchArgs bench_args;
@@ -161,11 +160,11 @@ int main(int argc, char** argv) {
   bench->add_option("db", bench_args.db, "db directory")->required();
   bench->add_option("--split", bench_args.loader.split, "split")->capture_default_str();
   bench->add_option("--threads", bench_args.loader.threads, "loader threads")->capture_default_str()->check(
-      CLI::Range(1, 4 * cores));
+      CLI::Range(1, granary::kLoaderThreadsPerCore * granary::UsableCpuCount()));
   bench->add_option("--batch", bench_args.loader.batch_size, "batch size")->capture_default_str()->check(
-      CLI::Range(1, 1 << 20));
+      CLI::Range(size_t{1}, granary::kMaxLoaderBatch));
   bench->add_option("--prefetch", bench_args.loader.prefetch, "batches ahead")->capture_default_str()->check(
-      CLI::Range(1, 1024));
+      CLI::Range(1, granary::kMaxLoaderPrefetch));
   bench->add_option("--epochs", bench_args.epochs, "epochs")->capture_default_str()->check(CLI::Range(1, 1000000));
   bench->add_option("--augment", bench_args.augment, "comma list of flip, crop (pad 4), rrc");
   bench->add_option("--step-ms", bench_args.step_ms, "busy-wait this long per batch, like a model step")

@@ -18,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "preprocess/dictionary_choice.h"
+#include "preprocess/packing.h"
 #include "preprocess/progress.h"
 #include "store/db.h"
 #include "store/db_writer.h"
@@ -26,60 +28,6 @@
 
 namespace granary {
 namespace {
-
-// An item after the parallel encode stage: its sample, and the sample
-// encoded alone (the record if its block holds only it; its size otherwise
-// estimates its share of a block).
-struct Encoded {
-  uint64_t index = 0;
-  Sample sample;
-  std::string value;   // empty if rejected
-  std::string reject;  // why the item was rejected
-  uint64_t payload_bytes = 0;
-  uint64_t payload_hash = 0;
-};
-using EncodedPtr = std::shared_ptr<Encoded>;
-
-// Consecutive items that become one record (rejected items ride along so the
-// writer can name them in order).
-struct Block {
-  uint64_t seq = 0;
-  std::vector<EncodedPtr> items;
-  std::string value;  // empty if every item was rejected
-  std::vector<uint64_t> payload_hashes;
-  std::string error;  // encoding the block failed
-};
-using BlockPtr = std::shared_ptr<Block>;
-
-// Records whose payload is at most this are "small": a dictionary pays off.
-constexpr uint64_t kSmallRecordBytes = 4 << 10;
-// A block never holds more than this many items or uncompressed bytes, so a
-// reader never decompresses much to get one sample, and the limiter (which
-// must admit more than one block) stays small.
-constexpr size_t kMaxBlockItems = 256;
-constexpr uint64_t kMaxBlockPayloadBytes = 64 << 10;
-
-// Per-thread state of the encode nodes.
-struct EncodeScratch {
-  EncodeScratch(const Schema& schema, int level, std::shared_ptr<const CompressionDictionary> dict)
-      : encoder(schema, level, std::move(dict)) {}
-  RecordEncoder encoder;
-  std::vector<SampleInput> inputs;
-};
-
-// Fills inputs[k] with FieldInputs pointing into `sample`.
-Status Inputs(const Schema& schema, const Sample& sample, SampleInput* inputs) {
-  if (sample.fields.size() != schema.fields.size()) {
-    return Status::InvalidArgument("source produced " + std::to_string(sample.fields.size()) + " fields");
-  }
-  inputs->resize(schema.fields.size());
-  for (size_t f = 0; f < schema.fields.size(); ++f) {
-    (*inputs)[f].data = sample.fields[f].data();
-    (*inputs)[f].bytes = sample.fields[f].size();
-    if (schema.fields[f].HasVariableDims()) (*inputs)[f].shape = sample.shapes.at(f);
-  }
-  return Status::OK();
-}
 
 std::string NowUtc() {
   std::time_t t = std::time(nullptr);
@@ -90,211 +38,26 @@ std::string NowUtc() {
   return buf;
 }
 
-// Encodes out->sample alone, or rejects it with `status` if that is an error.
-void EncodeProduced(const Schema& schema, Status status, EncodeScratch& s, Encoded* out) {
-  s.inputs.resize(1);
-  if (status.ok()) status = Inputs(schema, out->sample, &s.inputs[0]);
-  if (status.ok()) {
-    for (const std::string& f : out->sample.fields) out->payload_bytes += f.size();
-    status = s.encoder.EncodeOne(s.inputs[0], &out->value, &out->payload_hash);
-  }
-  if (!status.ok()) {
-    out->value.clear();
-    out->sample = Sample();
-    out->reject = status.message();
-  }
-}
-
-void EncodeItem(const Schema& schema, const SplitSource& split, EncodeScratch& s, Encoded* out) {
-  EncodeProduced(schema, split.Produce(out->index, &out->sample), s, out);
-}
-
-// Encodes the accepted items of `block` as one record.
-void EncodeBlock(const Schema& schema, EncodeScratch& s, Block* block) {
-  std::vector<Encoded*> accepted;
-  for (const EncodedPtr& e : block->items) {
-    if (e->reject.empty()) accepted.push_back(e.get());
-  }
-  if (accepted.size() == 1) {
-    block->value = std::move(accepted[0]->value);
-    block->payload_hashes = {accepted[0]->payload_hash};
-  } else if (accepted.size() > 1) {
-    s.inputs.resize(accepted.size());
-    for (size_t k = 0; k < accepted.size(); ++k) {
-      Status st = Inputs(schema, accepted[k]->sample, &s.inputs[k]);
-      if (!st.ok()) {
-        block->error = st.message();
-        return;
-      }
-    }
-    Status st = s.encoder.Encode(s.inputs, &block->value, &block->payload_hashes);
-    if (!st.ok()) block->error = st.message();
-  }
-  for (Encoded* e : accepted) e->sample = Sample();  // the record holds it now
-}
-
-// Groups consecutive items into blocks whose record should fit `block_bytes`,
-// estimating each sample's share by its size encoded alone. Serial.
-class Packer {
- public:
-  Packer(const Schema& schema, uint64_t items, size_t block_bytes)
-      : schema_(schema), items_(items), block_bytes_(block_bytes) {}
-
-  // Adds `e`; returns the blocks that are complete (at most two).
-  std::vector<BlockPtr> Add(const EncodedPtr& e) {
-    std::vector<BlockPtr> done;
-    if (e->reject.empty()) {
-      const size_t share = e->value.size() - RecordOverheadBytes(schema_, 1);
-      // Compressed together, samples take a little more than alone (~0.5% on
-      // Fashion-MNIST); 2% headroom keeps blocks from spilling into one more page.
-      const size_t expected = RecordOverheadBytes(schema_, accepted_ + 1) + (body_bytes_ + share) * 102 / 100;
-      const bool fits = accepted_ == 0 ||
-                        (expected <= block_bytes_ && payload_bytes_ + e->payload_bytes <= kMaxBlockPayloadBytes);
-      if (!fits) done.push_back(Take());
-      ++accepted_;
-      body_bytes_ += share;
-      payload_bytes_ += e->payload_bytes;
-    }
-    current_->items.push_back(e);
-    if (++seen_ == items_ || current_->items.size() >= kMaxBlockItems) done.push_back(Take());
-    return done;
-  }
-
- private:
-  BlockPtr Take() {
-    BlockPtr block = std::move(current_);
-    current_ = std::make_shared<Block>();
-    current_->seq = block->seq + 1;
-    accepted_ = 0;
-    body_bytes_ = 0;
-    payload_bytes_ = 0;
-    return block;
-  }
-
-  const Schema& schema_;
-  const uint64_t items_;
-  const size_t block_bytes_;
-  uint64_t seen_ = 0;
-  BlockPtr current_ = std::make_shared<Block>();
-  size_t accepted_ = 0;
-  size_t body_bytes_ = 0;
-  uint64_t payload_bytes_ = 0;
-};
-
-// The shard bytes of the records `samples` become when packed into blocks as
-// BuildSplit packs them (rejected samples left out), LMDB's pages counted.
-uint64_t PackedBytes(const Schema& schema, const std::vector<Sample>& samples, int level,
-                     std::shared_ptr<const CompressionDictionary> dictionary, size_t block_bytes) {
-  EncodeScratch scratch(schema, level, std::move(dictionary));
-  Packer packer(schema, samples.size(), block_bytes);
-  uint64_t bytes = 0;
-  for (size_t k = 0; k < samples.size(); ++k) {
-    auto e = std::make_shared<Encoded>();
-    e->index = k;
-    e->sample = samples[k];
-    EncodeProduced(schema, Status::OK(), scratch, e.get());
-    for (const BlockPtr& block : packer.Add(e)) {
-      EncodeBlock(schema, scratch, block.get());
-      if (!block->value.empty()) bytes += StoredBytesOfValue(block->value.size());
-    }
-  }
-  return bytes;
-}
-
-// Items first + k * n / count of `split` for k < count (those that fail to
-// produce are left out).
-std::vector<Sample> SpacedSamples(const SplitSource& split, uint64_t count, double first) {
+// After a split's graph: every item read, and no more rejected than
+// --max-rejects allows (naming the first rejects, so the line says why).
+Status CheckSplitRead(const SplitSource& split, const BuildOptions& options, const SplitSummary& summary,
+                      const std::vector<RejectedItem>& rejected) {
   const uint64_t n = split.size();
-  std::vector<Sample> samples(count);
-  std::vector<char> ok(count, 0);
-  tbb::parallel_for(uint64_t{0}, count, [&](uint64_t k) {
-    const auto index = std::min<uint64_t>(n - 1, static_cast<uint64_t>(first + static_cast<double>(k) * n / count));
-    ok[k] = split.Produce(index, &samples[k]).ok();
-  });
-  std::vector<Sample> produced;
-  for (uint64_t k = 0; k < count; ++k) {
-    if (ok[k]) produced.push_back(std::move(samples[k]));
+  if (summary.read != n) {
+    return Status::FailedPrecondition("split '" + split.name() + "': read " + std::to_string(summary.read) + " of " +
+                                      std::to_string(n) + " items");
   }
-  return produced;
-}
-
-std::string SizeText(double bytes) {
-  const bool small = bytes < 10 * 1024;
-  return std::to_string(std::llround(small ? bytes : bytes / 1024)) + (small ? " bytes" : " KiB");
-}
-
-// Trains a dictionary on evenly spaced items of `split` (rejected items are
-// left out). Returns "" with *note saying why when there is to be none. In
-// auto mode the dictionary is kept only if a trial says the split's records
-// shrink by more than its own size: the trial packs held-out items (all items
-// when the split is no larger than the training sample) with and without it.
-StatusOr<std::string> MaybeTrainDictionary(const Schema& schema, const SplitSource& split, const BuildOptions& options,
-                                           size_t block_bytes, std::string* note) {
-  if (options.dictionary == DictionaryMode::kOff || options.zstd_level == 0) {
-    *note = "off";
-    return std::string();
+  if (n == 0 || static_cast<double>(summary.rejected) <= options.max_reject_fraction * static_cast<double>(n)) {
+    return Status::OK();
   }
-  // Decide from a few evenly spaced items whether records are small, before
-  // producing thousands (for photos, that would decode them all twice).
-  const uint64_t n = split.size();
-  const bool automatic = options.dictionary == DictionaryMode::kAuto;
-  if (automatic) {
-    uint64_t bytes = 0;
-    const std::vector<Sample> probes = SpacedSamples(split, std::min<uint64_t>(n, 16), 0);
-    for (const Sample& sample : probes) {
-      for (const std::string& field : sample.fields) bytes += field.size();
-    }
-    if (probes.empty() || bytes / probes.size() > kSmallRecordBytes) {
-      *note = "none (records are not small)";
-      return std::string();
-    }
+  std::string first;
+  int shown = 0;
+  for (const RejectedItem& r : rejected) {
+    if (r.split != split.name() || shown == 3) continue;
+    first += (shown++ == 0 ? "; first: " : ", ") + r.item + ": " + r.reason;
   }
-  const uint64_t count = std::min<uint64_t>(n, options.dictionary_samples);
-  const std::vector<Sample> training = SpacedSamples(split, count, 0);
-  std::string samples;
-  std::vector<size_t> sizes;
-  for (const Sample& sample : training) {
-    const size_t before = samples.size();
-    for (const std::string& field : sample.fields) samples += field;
-    if (samples.size() > before) sizes.push_back(samples.size() - before);
-  }
-  StatusOr<std::string> dict = TrainDictionary(samples, sizes, options.dictionary_max_bytes);
-  if (!dict.ok()) {
-    if (!automatic) {
-      return Status::InvalidArgument("--dictionary on: zstd could not train a dictionary on " +
-                                     std::to_string(sizes.size()) + " samples of split '" + split.name() + "' (" +
-                                     dict.status().message() + "); use --dictionary auto or off");
-    }
-    *note = "none (" + dict.status().message() + ")";
-    return std::string();
-  }
-  const std::string trained = "trained on " + std::to_string(sizes.size()) + " samples of split '" + split.name() + "'";
-  if (!automatic) {
-    *note = trained + " (--dictionary on)";
-    return dict;
-  }
-  const std::vector<Sample> trial =
-      n <= count ? training : SpacedSamples(split, std::min(count, n - count), 0.5 * static_cast<double>(n) / count);
-  if (trial.empty()) {
-    *note = "none (no held-out sample to try it on)";
-    return std::string();
-  }
-  auto compression = CompressionDictionary::Create(dict.value(), options.zstd_level);
-  if (!compression.ok()) return compression.status();
-  const double scale = static_cast<double>(n) / static_cast<double>(trial.size());
-  const double without = scale * PackedBytes(schema, trial, options.zstd_level, nullptr, block_bytes);
-  const double with = scale * PackedBytes(schema, trial, options.zstd_level, compression.value(), block_bytes);
-  const double saved = without - with;
-  const std::string how =
-      n <= count ? "packing the split" : "a trial on " + std::to_string(trial.size()) + " held-out samples";
-  const std::string trial_text = how + ": records take " + SizeText(with) + " with it, " + SizeText(without) +
-                                 " without, the dictionary " + SizeText(static_cast<double>(dict->size()));
-  if (saved <= static_cast<double>(dict->size())) {
-    *note = "none (it would not pay: " + trial_text + ")";
-    return std::string();
-  }
-  *note = trained + " (" + trial_text + ")";
-  return dict;
+  return Status::InvalidArgument("split '" + split.name() + "': " + std::to_string(summary.rejected) + " of " +
+                                 std::to_string(n) + " items rejected, more than --max-rejects allows" + first);
 }
 
 // Writes one split through the graph
@@ -399,20 +162,7 @@ Status BuildSplit(const SourceInfo& info, const SplitSource& split, const BuildO
   GRANARY_RETURN_IF_ERROR(failure);
   if (options.cancel != nullptr && options.cancel->load()) return Status::FailedPrecondition("interrupted");
   *next_item = n;
-  if (summary->read != n) {
-    return Status::FailedPrecondition("split '" + split.name() + "': read " + std::to_string(summary->read) + " of " +
-                                      std::to_string(n) + " items");
-  }
-  if (n > 0 && static_cast<double>(summary->rejected) > options.max_reject_fraction * static_cast<double>(n)) {
-    std::string first;  // the first reasons, so the line says why
-    int shown = 0;
-    for (const RejectedItem& r : total->rejected) {
-      if (r.split != split.name() || shown == 3) continue;
-      first += (shown++ == 0 ? "; first: " : ", ") + r.item + ": " + r.reason;
-    }
-    return Status::InvalidArgument("split '" + split.name() + "': " + std::to_string(summary->rejected) + " of " +
-                                   std::to_string(n) + " items rejected, more than --max-rejects allows" + first);
-  }
+  GRANARY_RETURN_IF_ERROR(CheckSplitRead(split, options, *summary, total->rejected));
   return writer->EndSplit();
 }
 
@@ -467,6 +217,89 @@ std::string Fingerprint(const Source& source, const BuildOptions& o, size_t bloc
   return DumpJson(j);
 }
 
+// The options' bounds, before any work.
+Status CheckBuildOptions(const BuildOptions& options) {
+  if (options.threads < 0) return Status::InvalidArgument("--threads must be >= 0");
+  if (options.zstd_level < 0 || options.zstd_level > 22) {
+    return Status::InvalidArgument("--zstd-level must be in 0..22, got " + std::to_string(options.zstd_level));
+  }
+  if (options.dictionary == DictionaryMode::kOn && options.zstd_level == 0) {
+    return Status::InvalidArgument("--dictionary on needs compression: --zstd-level 0 stores records as they are");
+  }
+  if (options.shards < 1) {
+    return Status::InvalidArgument("--shards must be at least 1, got " + std::to_string(options.shards));
+  }
+  return Status::OK();
+}
+
+// The build's dictionary: the interrupted build's when resuming, else one
+// trained on the first split if it pays (MaybeTrainDictionary), stored in
+// the db; null for none.
+StatusOr<std::shared_ptr<const CompressionDictionary>> ChooseDictionary(const Source& source,
+                                                                         const BuildOptions& options,
+                                                                         size_t block_bytes, const ResumePoint& resume,
+                                                                         DbWriter* writer, BuildSummary* summary) {
+  std::string bytes;
+  if (resume.resuming) {
+    bytes = resume.dictionary;
+    summary->dictionary_note = "as in the interrupted build";
+  } else if (!source.splits.empty()) {
+    StatusOr<std::string> trained =
+        MaybeTrainDictionary(source.info.schema, *source.splits[0], options, block_bytes, &summary->dictionary_note);
+    if (!trained.ok()) return trained.status();
+    bytes = std::move(trained).value();
+    if (!bytes.empty()) GRANARY_RETURN_IF_ERROR(writer->SetDictionary(bytes));
+  }
+  if (bytes.empty()) return std::shared_ptr<const CompressionDictionary>();
+  summary->dictionary_bytes = bytes.size();
+  auto dict = CompressionDictionary::Create(bytes, options.zstd_level);
+  if (!dict.ok()) return dict.status();
+  return std::shared_ptr<const CompressionDictionary>(dict.value());
+}
+
+// Splits in source order, whichever run built them.
+void SortSplits(const Source& source, BuildSummary* summary) {
+  auto rank = [&](const std::string& name) {
+    for (size_t i = 0; i < source.splits.size(); ++i) {
+      if (source.splits[i]->name() == name) return i;
+    }
+    return source.splits.size();
+  };
+  std::sort(summary->splits.begin(), summary->splits.end(),
+            [&](const SplitSummary& a, const SplitSummary& b) { return rank(a.name) < rank(b.name); });
+}
+
+// The manifest of the finished build (the writer adds the splits, the
+// schema and the content hashes).
+Manifest MakeManifest(const Source& source, const BuildOptions& options, const BuildSummary& summary) {
+  Manifest m;
+  m.builder = std::string("granary prep ") + GRANARY_VERSION;
+  m.created_utc = NowUtc();
+  m.label_field = source.info.label_field;
+  m.num_classes = source.info.num_classes;
+  m.class_names = source.info.class_names;
+  m.codec = options.zstd_level > 0 ? "zstd" : "none";
+  m.zstd_level = options.zstd_level;
+  m.source_kind = source.info.kind;
+  m.source_path = source.info.path;
+  m.build_options = RecordedOptions(source, options);
+  m.build_options["dictionary_choice"] = summary.dictionary_note;
+  m.rejected = summary.rejected;
+  return m;
+}
+
+// The finished db's content hash (read back, as any reader would) and bytes on disk.
+Status MeasureDb(const std::string& path, BuildSummary* summary) {
+  StatusOr<std::unique_ptr<DbReader>> check = DbReader::Open(path);
+  if (!check.ok()) return check.status().WithContext("reopening the new db");
+  summary->content_hash = check.value()->manifest().content_hash;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(path, ec)) {
+    if (entry.is_regular_file(ec)) summary->stored_bytes += entry.file_size(ec);
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 std::map<std::string, std::string> RecordedOptions(const Source& source, const BuildOptions& o) {
@@ -481,13 +314,7 @@ std::map<std::string, std::string> RecordedOptions(const Source& source, const B
 
 StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  if (options.threads < 0) return Status::InvalidArgument("--threads must be >= 0");
-  if (options.zstd_level < 0 || options.zstd_level > 22) {
-    return Status::InvalidArgument("--zstd-level must be in 0..22, got " + std::to_string(options.zstd_level));
-  }
-  if (options.dictionary == DictionaryMode::kOn && options.zstd_level == 0) {
-    return Status::InvalidArgument("--dictionary on needs compression: --zstd-level 0 stores records as they are");
-  }
+  GRANARY_RETURN_IF_ERROR(CheckBuildOptions(options));
   const int threads = options.threads > 0 ? options.threads : tbb::info::default_concurrency();
   tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(threads));
   // Invariant: the limiter admits more items than one block can hold, so the
@@ -499,7 +326,6 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
   DbWriterOptions wopts;
   wopts.path = options.db_path;
   wopts.schema = source.info.schema;
-  if (options.shards < 1) return Status::InvalidArgument("--shards must be at least 1, got " + std::to_string(options.shards));
   wopts.shards_per_split = options.shards;
   wopts.max_shard_bytes = options.max_shard_mb << 20;
   wopts.overwrite = options.overwrite;
@@ -525,24 +351,9 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
   }
   auto checkpoint = [&] { return CheckpointJson(summary, current, next_item); };
 
-  std::shared_ptr<const CompressionDictionary> dictionary;
-  std::string dict_bytes;
-  if (resume.resuming) {
-    dict_bytes = resume.dictionary;
-    summary.dictionary_note = "as in the interrupted build";
-  } else if (!source.splits.empty()) {
-    StatusOr<std::string> trained =
-        MaybeTrainDictionary(source.info.schema, *source.splits[0], options, block_bytes, &summary.dictionary_note);
-    if (!trained.ok()) return trained.status();
-    dict_bytes = std::move(trained).value();
-    if (!dict_bytes.empty()) GRANARY_RETURN_IF_ERROR(writer.value()->SetDictionary(dict_bytes));
-  }
-  if (!dict_bytes.empty()) {
-    summary.dictionary_bytes = dict_bytes.size();
-    auto dict = CompressionDictionary::Create(dict_bytes, options.zstd_level);
-    if (!dict.ok()) return dict.status();
-    dictionary = dict.value();
-  }
+  StatusOr<std::shared_ptr<const CompressionDictionary>> dictionary =
+      ChooseDictionary(source, options, block_bytes, resume, writer->get(), &summary);
+  if (!dictionary.ok()) return dictionary.status();
   Status journal = writer.value()->StartJournal(Fingerprint(source, options, block_bytes), checkpoint);
   if (!journal.ok() && resume.resuming) {
     return Status::FailedPrecondition(journal.message() +
@@ -559,44 +370,15 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
       current = SplitSummary();
       next_item = 0;
     }
-    GRANARY_RETURN_IF_ERROR(BuildSplit(source.info, *split, options, max_in_flight, block_bytes, dictionary,
+    GRANARY_RETURN_IF_ERROR(BuildSplit(source.info, *split, options, max_in_flight, block_bytes, dictionary.value(),
                                        writer->get(), &next_item, &current, &summary));
     summary.splits.push_back(current);
     current = SplitSummary();
   }
-  // Splits in source order, whichever run built them.
-  std::sort(summary.splits.begin(), summary.splits.end(), [&](const SplitSummary& a, const SplitSummary& b) {
-    auto rank = [&](const std::string& name) {
-      for (size_t i = 0; i < source.splits.size(); ++i) {
-        if (source.splits[i]->name() == name) return i;
-      }
-      return source.splits.size();
-    };
-    return rank(a.name) < rank(b.name);
-  });
+  SortSplits(source, &summary);
+  GRANARY_RETURN_IF_ERROR(writer.value()->Finish(MakeManifest(source, options, summary)));
 
-  Manifest m;
-  m.builder = std::string("granary prep ") + GRANARY_VERSION;
-  m.created_utc = NowUtc();
-  m.label_field = source.info.label_field;
-  m.num_classes = source.info.num_classes;
-  m.class_names = source.info.class_names;
-  m.codec = options.zstd_level > 0 ? "zstd" : "none";
-  m.zstd_level = options.zstd_level;
-  m.source_kind = source.info.kind;
-  m.source_path = source.info.path;
-  m.build_options = RecordedOptions(source, options);
-  m.build_options["dictionary_choice"] = summary.dictionary_note;
-  m.rejected = summary.rejected;
-  GRANARY_RETURN_IF_ERROR(writer.value()->Finish(m));
-
-  StatusOr<std::unique_ptr<DbReader>> check = DbReader::Open(options.db_path);
-  if (!check.ok()) return check.status().WithContext("reopening the new db");
-  summary.content_hash = check.value()->manifest().content_hash;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(options.db_path, ec)) {
-    if (entry.is_regular_file(ec)) summary.stored_bytes += entry.file_size(ec);
-  }
+  GRANARY_RETURN_IF_ERROR(MeasureDb(options.db_path, &summary));
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;
 }

@@ -184,12 +184,10 @@ Status ReadCsv(const std::string& path, CsvFile* out) {
   return Status::OK();
 }
 
-}  // namespace
-
-StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options) {
+// The CSV table(s) at `raw`: a file (split train), or a folder's train.csv
+// with val.csv and test.csv if present.
+StatusOr<std::vector<CsvFile>> ReadCsvFiles(const std::string& raw) {
   std::error_code ec;
-  if (!fs::exists(raw, ec)) return Status::NotFound(raw + ": no such file or folder");
-  if (options.label.empty()) return Status::InvalidArgument("CSV input needs --label COLUMN");
   std::vector<CsvFile> files;
   if (fs::is_directory(raw, ec)) {
     for (const char* name : {"train", "val", "test"}) {
@@ -207,22 +205,13 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
     files.back().name = "train";
     GRANARY_RETURN_IF_ERROR(ReadCsv(raw, &files.back()));
   }
-  const std::vector<std::string>& header = files[0].header;
-  for (const CsvFile& f : files) {
-    if (f.header != header) return Status::InvalidArgument(f.path + ": header differs from " + files[0].path + "'s");
-  }
-  auto at = std::find(header.begin(), header.end(), options.label);
-  if (at == header.end()) {
-    return Status::InvalidArgument(files[0].path + ": no column '" + options.label + "' for --label");
-  }
-  const size_t label_column = static_cast<size_t>(at - header.begin());
-  if (auto again = std::find(at + 1, header.end(), options.label); again != header.end()) {
-    return Status::InvalidArgument(files[0].path + ": --label " + options.label + ": the header has the column twice (" +
-                                   std::to_string(label_column + 1) + " and " +
-                                   std::to_string(again - header.begin() + 1) + "); rename one");
-  }
-  if (header.size() < 2) return Status::InvalidArgument(files[0].path + ": no feature columns besides the label");
+  return files;
+}
 
+// The classes of the label column: each label value's class, and the
+// classes' names in order (*names).
+std::map<std::string, int64_t> ChooseClasses(const std::vector<CsvFile>& files, size_t columns, size_t label_column,
+                                             std::vector<std::string>* names) {
   // Classes: non-negative integers as they are, when dense (at most twice as
   // many indices as values, plus a few: a class may be absent from a small
   // table); sparse ones in numeric order, named by their values (a label of
@@ -230,7 +219,7 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
   std::set<std::string> values;
   for (const CsvFile& f : files) {
     for (const CsvRow& r : f.rows) {
-      if (r.fields.size() == header.size() && !IsMissing(Trim(r.fields[label_column]))) {
+      if (r.fields.size() == columns && !IsMissing(Trim(r.fields[label_column]))) {
         values.insert(Trim(r.fields[label_column]));
       }
     }
@@ -250,23 +239,53 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
     numbers.insert(x);
   }
   const bool dense = integers && *numbers.rbegin() < 2 * static_cast<int64_t>(numbers.size()) + 16;
-  Source source;
   if (dense) {
-    for (int64_t i = 0; i <= *numbers.rbegin(); ++i) source.info.class_names.push_back(std::to_string(i));
+    for (int64_t i = 0; i <= *numbers.rbegin(); ++i) names->push_back(std::to_string(i));
   } else if (integers) {
     std::map<int64_t, int64_t> index;  // label value -> class
     for (int64_t number : numbers) {
-      index[number] = static_cast<int64_t>(source.info.class_names.size());
-      source.info.class_names.push_back(std::to_string(number));
+      index[number] = static_cast<int64_t>(names->size());
+      names->push_back(std::to_string(number));
     }
     for (auto& [v, x] : classes) x = index[x];
   } else {
     classes.clear();
     for (const std::string& v : values) {
-      classes[v] = static_cast<int64_t>(source.info.class_names.size());
-      source.info.class_names.push_back(v);
+      classes[v] = static_cast<int64_t>(names->size());
+      names->push_back(v);
     }
   }
+  return classes;
+}
+
+}  // namespace
+
+StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options) {
+  std::error_code ec;
+  if (!fs::exists(raw, ec)) return Status::NotFound(raw + ": no such file or folder");
+  if (options.label.empty()) return Status::InvalidArgument("CSV input needs --label COLUMN");
+  StatusOr<std::vector<CsvFile>> read = ReadCsvFiles(raw);
+  if (!read.ok()) return read.status();
+  std::vector<CsvFile> files = std::move(read).value();
+  const std::vector<std::string>& header = files[0].header;
+  for (const CsvFile& f : files) {
+    if (f.header != header) return Status::InvalidArgument(f.path + ": header differs from " + files[0].path + "'s");
+  }
+  auto at = std::find(header.begin(), header.end(), options.label);
+  if (at == header.end()) {
+    return Status::InvalidArgument(files[0].path + ": no column '" + options.label + "' for --label");
+  }
+  const size_t label_column = static_cast<size_t>(at - header.begin());
+  if (auto again = std::find(at + 1, header.end(), options.label); again != header.end()) {
+    return Status::InvalidArgument(files[0].path + ": --label " + options.label + ": the header has the column twice (" +
+                                   std::to_string(label_column + 1) + " and " +
+                                   std::to_string(again - header.begin() + 1) + "); rename one");
+  }
+  if (header.size() < 2) return Status::InvalidArgument(files[0].path + ": no feature columns besides the label");
+
+  Source source;
+  const std::map<std::string, int64_t> classes =
+      ChooseClasses(files, header.size(), label_column, &source.info.class_names);
   source.info.kind = "csv";
   source.info.path = raw;
   source.info.label_field = "label";

@@ -109,6 +109,53 @@ void JpegMessage(j_common_ptr cinfo, int level) {
 
 // `min_width`/`min_height`: the decoded image may be DCT-downscaled while it
 // stays at least this large (0: full size).
+// The EXIF orientation (1..8) in a JPEG's saved APP1 markers; 1 if none.
+int JpegOrientation(const jpeg_decompress_struct& cinfo) {
+  int orientation = 1;
+  for (jpeg_saved_marker_ptr m = cinfo.marker_list; m != nullptr; m = m->next) {
+    if (m->marker == JPEG_APP0 + 1 && m->data_length > 6 && std::memcmp(m->data, "Exif\0\0", 6) == 0) {
+      orientation = ExifOrientation(m->data, m->data_length);
+    }
+  }
+  return orientation;
+}
+
+// The largest DCT-domain downscaling (1/8, 1/4, 1/2) that still gives at
+// least need_w x need_h stored pixels (0: decode at full size), and the IDCT
+// and upsampling that go with it. Header fields only: never longjmps.
+void ChooseJpegScale(int need_w, int need_h, jpeg_decompress_struct* cinfo) {
+  cinfo->scale_num = 1;
+  cinfo->scale_denom = 1;
+  for (unsigned denom : {8u, 4u, 2u}) {
+    if (need_w > 0 && cinfo->image_width / denom >= static_cast<unsigned>(need_w) &&
+        cinfo->image_height / denom >= static_cast<unsigned>(need_h)) {
+      cinfo->scale_denom = denom;
+      break;
+    }
+  }
+  // When shrinking anyway, the fast integer IDCT and plain chroma upsampling
+  // lose nothing visible after the resize (PIL's draft() makes the same choice).
+  const bool shrinking = cinfo->scale_denom > 1;
+  cinfo->dct_method = shrinking ? JDCT_IFAST : JDCT_ISLOW;
+  cinfo->do_fancy_upsampling = shrinking ? FALSE : TRUE;
+}
+
+// `pixels` CMYK pixels as `channels` channels. Adobe writes CMYK inverted
+// (0 = full ink); others plain. RGB = (1 - C)(1 - K) etc.
+void CmykToChannels(const std::vector<uint8_t>& cmyk, size_t pixels, bool adobe_inverted, int channels,
+                    uint8_t* out) {
+  std::vector<uint8_t> rgb(pixels * 3);
+  for (size_t i = 0; i < pixels; ++i) {
+    const uint8_t* p = &cmyk[i * 4];
+    const unsigned k = adobe_inverted ? p[3] : 255u - p[3];
+    for (int ch = 0; ch < 3; ++ch) {
+      const unsigned v = adobe_inverted ? p[ch] : 255u - p[ch];
+      rgb[i * 3 + ch] = static_cast<uint8_t>((v * k + 127) / 255);
+    }
+  }
+  ConvertChannels(rgb.data(), 3, pixels, channels, out);
+}
+
 Status DecodeJpeg(const uint8_t* data, size_t size, int channels, int min_width, int min_height,
                   uint64_t max_bytes, Image* out) {
   jpeg_decompress_struct cinfo;
@@ -125,12 +172,7 @@ Status DecodeJpeg(const uint8_t* data, size_t size, int channels, int min_width,
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
   jpeg_save_markers(&cinfo, JPEG_APP0 + 1, 0xFFFF);
   jpeg_read_header(&cinfo, TRUE);
-  int orientation = 1;
-  for (jpeg_saved_marker_ptr m = cinfo.marker_list; m != nullptr; m = m->next) {
-    if (m->marker == JPEG_APP0 + 1 && m->data_length > 6 && std::memcmp(m->data, "Exif\0\0", 6) == 0) {
-      orientation = ExifOrientation(m->data, m->data_length);
-    }
-  }
+  const int orientation = JpegOrientation(cinfo);
   if (cinfo.image_width > kMaxSide || cinfo.image_height > kMaxSide ||
       uint64_t{cinfo.image_width} * cinfo.image_height > kMaxPixels) {
     jpeg_destroy_decompress(&cinfo);
@@ -142,20 +184,7 @@ Status DecodeJpeg(const uint8_t* data, size_t size, int channels, int min_width,
   // Stored (pre-orientation) dims needed: a 90-degree orientation swaps them.
   const bool swap = orientation >= 5;
   const int need_w = swap ? min_height : min_width, need_h = swap ? min_width : min_height;
-  cinfo.scale_num = 1;
-  cinfo.scale_denom = 1;
-  for (unsigned denom : {8u, 4u, 2u}) {
-    if (need_w > 0 && cinfo.image_width / denom >= static_cast<unsigned>(need_w) &&
-        cinfo.image_height / denom >= static_cast<unsigned>(need_h)) {
-      cinfo.scale_denom = denom;
-      break;
-    }
-  }
-  // When shrinking anyway, the fast integer IDCT and plain chroma upsampling
-  // lose nothing visible after the resize (PIL's draft() makes the same choice).
-  const bool shrinking = cinfo.scale_denom > 1;
-  cinfo.dct_method = shrinking ? JDCT_IFAST : JDCT_ISLOW;
-  cinfo.do_fancy_upsampling = shrinking ? FALSE : TRUE;
+  ChooseJpegScale(need_w, need_h, &cinfo);
   // What the decode will hold, from the header alone: the output rows, and
   // for a progressive JPEG every component's coefficients at full size
   // (64 coefficients of 2 bytes a block), however small the output.
@@ -193,17 +222,7 @@ Status DecodeJpeg(const uint8_t* data, size_t size, int channels, int min_width,
   out->channels = channels;
   out->pixels.resize(static_cast<size_t>(w) * h * channels);
   if (cmyk) {
-    // Adobe writes CMYK inverted (0 = full ink); others plain. RGB = (1 - C)(1 - K) etc.
-    std::vector<uint8_t> rgb(static_cast<size_t>(w) * h * 3);
-    for (size_t i = 0; i < static_cast<size_t>(w) * h; ++i) {
-      const uint8_t* p = &rows[i * 4];
-      const unsigned k = saw_adobe_inverted ? p[3] : 255u - p[3];
-      for (int ch = 0; ch < 3; ++ch) {
-        const unsigned v = saw_adobe_inverted ? p[ch] : 255u - p[ch];
-        rgb[i * 3 + ch] = static_cast<uint8_t>((v * k + 127) / 255);
-      }
-    }
-    ConvertChannels(rgb.data(), 3, static_cast<size_t>(w) * h, channels, out->pixels.data());
+    CmykToChannels(rows, static_cast<size_t>(w) * h, saw_adobe_inverted, channels, out->pixels.data());
   } else {
     out->pixels.swap(rows);
   }

@@ -198,15 +198,9 @@ granary::Status CheckOutputs(bool building, const BuildArgs& b, const std::strin
   return granary::CheckOutputs(outputs, inputs);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  granary::RaiseOpenFileLimit();
-  const int cores = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
-  CLI::App app{"Builds granary dbs from raw datasets (see README.md and docs/FORMAT.md)."};
-  app.require_subcommand(1);
-  BuildArgs b;
-  CLI::App* build = app.add_subcommand("build", "build a db from a raw dataset folder");
+// `prep build`'s arguments and flags, each bounded before any work starts.
+void AddBuildFlags(CLI::App* build, int cores, BuildArgs* args) {
+  BuildArgs& b = *args;
   build->add_option("raw", b.raw.raw, "raw dataset: IDX folder (train-images-idx3-ubyte[.gz], ...), image folder "
                                       "(<class>/*.jpg|png, or train/<class>/... and val|test/<class>/...), or CSV "
                                       "(a .csv file, or a folder with train.csv [+ val.csv, test.csv])")
@@ -268,6 +262,18 @@ int main(int argc, char** argv) {
   build->add_flag("--resume", b.options.resume, "continue an interrupted build of DB (same RAW and options)");
   build->add_flag("--json", b.json, "print the summary as JSON on stdout");
   build->add_flag("--no-progress", b.no_progress, "no progress line even on a terminal");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  granary::RaiseOpenFileLimit();
+  const int cores = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
+  CLI::App app{"Builds granary dbs from raw datasets (see README.md and docs/FORMAT.md)."};
+  app.require_subcommand(1);
+  BuildArgs b;
+  CLI::App* build = app.add_subcommand("build", "build a db from a raw dataset folder");
+  AddBuildFlags(build, cores, &b);
   std::string db_path;
   bool json = false;
   CLI::App* info = app.add_subcommand("info", "describe a db: schema, splits, sizes, compression, build options");

@@ -379,6 +379,13 @@ PYBIND11_MODULE(_native, m) {
   });
 
   m.def("describe", &Describe, py::arg("path"));
+  m.def("loader_bounds", [] {  // loader/loader.h's, for granary.Loader's checks
+    py::dict d;
+    d["threads"] = kLoaderThreadsPerCore * UsableCpuCount();
+    d["prefetch"] = kMaxLoaderPrefetch;
+    d["batch_size"] = kMaxLoaderBatch;
+    return d;
+  });
   m.def("batch_fields", [](const std::string& path, const std::string& input_field, const std::string& target_field) {
     const BatchFields f = ValueOrThrow(ChooseBatchFields(OpenDb(path)->manifest(), path, input_field, target_field));
     return py::make_tuple(f.input, f.target);

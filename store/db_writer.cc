@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "store/content_hash.h"
+#include "store/db_directory.h"
 #include "store/file.h"
 #include "store/format.h"
 #include "store/json_text.h"
@@ -26,70 +27,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr char kJournalFile[] = "journal.json";
 // Room a shard's map keeps beyond its estimate of what the next record needs.
 constexpr uint64_t kMapMarginBytes = uint64_t{1} << 20;
 using format::kBuilderFile;
-
-// `path` made absolute and normal, with symlinks resolved as far as it exists.
-fs::path Resolved(const std::string& path) {
-  std::error_code ec;
-  fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
-  return ec ? fs::absolute(path, ec).lexically_normal() : p;
-}
-
-// Whether `inner` is `outer` or lies below it (both Resolved).
-bool IsWithin(const fs::path& inner, const fs::path& outer) {
-  auto o = outer.begin(), i = inner.begin();
-  for (; o != outer.end(); ++o, ++i) {
-    if (o->empty()) continue;  // a trailing separator
-    if (i == inner.end() || *i != *o) return false;
-  }
-  return true;
-}
-
-// InvalidArgument if `out` (the db or its partial directory) is an input or
-// contains one: replacing or clearing `out` would destroy the input. (A db
-// inside an input folder is allowed: sources list their files before the
-// build writes anything.)
-Status CheckApartFromInputs(const std::string& out, const std::vector<std::string>& inputs) {
-  const fs::path o = Resolved(out);
-  for (const std::string& input : inputs) {
-    const fs::path in = Resolved(input);
-    if (IsWithin(in, o)) {
-      return Status::InvalidArgument(out + ": is or contains the input " + input + "; refusing to write there");
-    }
-  }
-  return Status::OK();
-}
-
-// Whether a partial directory found at `dir` (not locked by anyone) is a
-// build's leftover, which may be emptied: it holds the builder mark or a
-// journal (builds before the mark), or nothing at all.
-bool IsBuildLeftover(const std::string& dir) {
-  std::error_code ec;
-  if (fs::exists(dir + "/" + kBuilderFile, ec) || fs::exists(dir + "/" + kJournalFile, ec)) return true;
-  return fs::is_empty(dir, ec) && !ec;
-}
-
-// The process id in a locked partial directory's builder mark, or "?".
-std::string BuilderOf(const std::string& dir) {
-  std::string text;
-  if (!ReadFile(dir + "/" + kBuilderFile, &text).ok()) return "?";
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  return text.empty() ? "?" : text;
-}
-
-// Removes what `dir` holds, keeping `dir` itself (and so its lock).
-Status EmptyDirectory(const std::string& dir) {
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    fs::remove_all(it->path(), ec);
-    if (ec) return Status::IOError(it->path().string(), "remove stale partial file", ec.value());
-  }
-  if (ec) return Status::IOError(dir, "list stale partial directory", ec.value());
-  return Status::OK();
-}
 
 // One shard file of the split being written. Shards are written in order and
 // only the current one is open, so a split of thousands of shards holds one
@@ -263,23 +203,6 @@ bool IsGranaryDb(const std::string& path) {
   if (!ReadBoundedFile(path + "/" + format::kManifestFile, format::kMaxManifestBytes, &text).ok()) return false;
   const nlohmann::json j = ParseJson(text);
   return j.is_object() && j.contains("format") && j["format"] == format::kFormatName;
-}
-
-size_t ValueBytesFillingPages(size_t pages) {
-  const size_t page_bytes = static_cast<size_t>(::sysconf(_SC_PAGESIZE));  // LMDB's page size
-  return pages * page_bytes - kLmdbPageHeaderBytes;
-}
-
-uint64_t StoredBytesOfValue(size_t value_bytes) {
-  const size_t page_bytes = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  // A leaf node: 8 bytes of header, the 8-byte key, the value or, for an
-  // overflow value, its page number; and a 2-byte slot in the page's index.
-  constexpr size_t kNodeBytes = 8 + 8 + 2;
-  // LMDB's largest in-page node (me_nodemax): half a page's payload, even.
-  const size_t node_max = (((page_bytes - kLmdbPageHeaderBytes) / 2) & ~size_t{1}) - 2;
-  if (kNodeBytes - 2 + value_bytes <= node_max) return kNodeBytes + value_bytes;
-  const size_t pages = (value_bytes + kLmdbPageHeaderBytes + page_bytes - 1) / page_bytes;
-  return kNodeBytes + 8 + pages * page_bytes;
 }
 
 DbWriter::DbWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -73,8 +73,9 @@ bool HasResumableBuild(const std::string& path);
 // (however damaged the rest): what `overwrite` may replace.
 bool IsGranaryDb(const std::string& path);
 
-// Bytes of a record value that exactly fills `pages` LMDB pages as an
-// overflow value (the page header takes the rest).
+// LMDB's page maths (store/lmdb_pages.cc). Bytes of a record value that
+// exactly fills `pages` LMDB pages as an overflow value (the page header
+// takes the rest).
 size_t ValueBytesFillingPages(size_t pages);
 
 // Shard bytes a record value of `value_bytes` takes: LMDB gives a value over

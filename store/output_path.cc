@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "store/db_directory.h"
 #include "store/file.h"
 #include "store/format.h"
 
@@ -163,11 +164,6 @@ fs::path EnclosingDb(fs::path dir) {
 
 bool SameFile(const Target& a, const struct stat& b) {
   return a.exists && a.st.st_dev == b.st_dev && a.st.st_ino == b.st_ino;
-}
-
-bool IsWithin(const fs::path& path, const fs::path& dir) {
-  const auto [d, p] = std::mismatch(dir.begin(), dir.end(), path.begin(), path.end());
-  return d == dir.end();
 }
 
 // A file can be created in `dir` (one is, then removed).

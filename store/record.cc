@@ -74,6 +74,136 @@ struct ZstdDDictDeleter {
   void operator()(ZSTD_DDict* d) const { ZSTD_freeDDict(d); }
 };
 
+// A record value's fixed header and dim table, checked (docs/FORMAT.md,
+// "Record values"): the version, sample count, checksum, codec and sizes.
+struct RecordHeader {
+  uint64_t num_samples = 0;
+  uint8_t codec = 0;
+  uint64_t payload_bytes = 0;
+  size_t header_bytes = 0;  // fixed header + dim table
+  size_t body_at = 0;       // after the checksum
+  uint64_t checksum = 0;
+};
+
+StatusOr<RecordHeader> ParseRecordHeader(std::string_view value, const Schema& schema, size_t dims_per_sample,
+                                         bool has_dictionary) {
+  const auto* p = reinterpret_cast<const uint8_t*>(value.data());
+  if (value.size() < format::kFixedHeaderBytes + format::kChecksumBytes) {
+    return Status::Corruption("record of " + std::to_string(value.size()) + " bytes is shorter than a header");
+  }
+  if (p[0] != format::kRecordVersion) {
+    return Status::Corruption("record version " + std::to_string(p[0]) + " is not " +
+                              std::to_string(format::kRecordVersion));
+  }
+  RecordHeader h;
+  h.num_samples = GetLE(p + 8, 4);
+  if (h.num_samples == 0 || h.num_samples > format::kMaxRecordSamples) {
+    return Status::Corruption("record holds " + std::to_string(h.num_samples) + " samples");
+  }
+  // Invariant: header_bytes <= value.size(), so no product below overflows.
+  if (dims_per_sample > 0 && h.num_samples > value.size() / dims_per_sample) {
+    return Status::Corruption("dim table of " + std::to_string(h.num_samples) + " samples exceeds the record");
+  }
+  h.header_bytes = format::kFixedHeaderBytes + h.num_samples * dims_per_sample;
+  h.body_at = h.header_bytes + format::kChecksumBytes;
+  if (value.size() < h.body_at) return Status::Corruption("record is shorter than its header");
+  h.checksum = GetLE(p + h.header_bytes, 8);
+#ifndef GRANARY_FUZZING_IGNORE_CHECKSUMS  // tools/fuzz: let mutated records reach the checks below
+  if (StoredChecksum(value.substr(0, h.header_bytes), value.substr(h.body_at)) != h.checksum) {
+    return Status::Corruption("checksum mismatch");
+  }
+#endif
+  h.codec = p[1];
+  if (h.codec > static_cast<uint8_t>(Codec::kZstdDict)) {
+    return Status::Corruption("unknown codec " + std::to_string(h.codec));
+  }
+  if (h.codec == static_cast<uint8_t>(Codec::kZstdDict) && !has_dictionary) {
+    return Status::Corruption("record needs the db's dictionary, and the db has none");
+  }
+  const uint64_t field_count = GetLE(p + 2, 2);
+  if (field_count != schema.fields.size()) {
+    return Status::Corruption("record has " + std::to_string(field_count) + " fields, schema has " +
+                              std::to_string(schema.fields.size()));
+  }
+  h.payload_bytes = GetLE(p + 4, 4);
+  if (h.payload_bytes > format::kMaxPayloadBytes) {
+    return Status::Corruption("payload of " + std::to_string(h.payload_bytes) + " bytes exceeds the 1 GiB limit");
+  }
+  return h;
+}
+
+// Each sample's fields' shapes (from the schema and the dim table after the
+// fixed header of `p`) and byte sizes into out->fields; their sizes must sum
+// to the header's payload.
+Status LayOutFields(const Schema& schema, const RecordHeader& h, const uint8_t* p, DecodedRecord* out) {
+  const size_t n = schema.fields.size();
+  out->num_samples = static_cast<uint32_t>(h.num_samples);
+  out->num_fields = n;
+  // Only grows: FieldViews past num_samples * n keep their shape buffers for
+  // the next record, so a run of decodes settles into allocating nothing.
+  if (out->fields.size() < h.num_samples * n) out->fields.resize(h.num_samples * n);
+  const uint8_t* table = p + format::kFixedHeaderBytes;
+  uint64_t total = 0;
+  for (uint64_t s = 0; s < h.num_samples && total <= h.payload_bytes; ++s) {
+    for (size_t i = 0; i < n; ++i) {
+      const FieldSpec& spec = schema.fields[i];
+      FieldView& view = out->fields[s * n + i];
+      view.shape.assign(spec.shape.begin(), spec.shape.end());
+      if (spec.HasVariableDims()) {
+        for (size_t d = 0; d < spec.shape.size(); ++d, table += format::kDimBytes) {
+          int64_t dim = static_cast<int64_t>(GetLE(table, 4));
+          if (spec.shape[d] != kVariableDim && dim != spec.shape[d]) {
+            return Status::Corruption("field '" + spec.name + "': dim " + std::to_string(d) + " is " +
+                                      std::to_string(dim) + ", schema says " + std::to_string(spec.shape[d]));
+          }
+          view.shape[d] = dim;
+        }
+      }
+      // Invariant: every product stays <= payload_bytes < 2^32, so nothing overflows.
+      uint64_t bytes = DTypeBytes(spec.dtype);
+      for (int64_t dim : view.shape) {
+        if (dim != 0 && bytes > h.payload_bytes / static_cast<uint64_t>(dim)) {
+          bytes = h.payload_bytes + 1;
+          break;
+        }
+        bytes *= static_cast<uint64_t>(dim);
+      }
+      view.bytes = static_cast<size_t>(bytes);
+      total += bytes;
+    }
+  }
+  if (total != h.payload_bytes) {
+    return Status::Corruption("field shapes need " + std::to_string(total) + " bytes, header says " +
+                              std::to_string(h.payload_bytes));
+  }
+  return Status::OK();
+}
+
+// One zstd frame (without magic when `magicless`: codec zstd-dict) holding
+// exactly `payload_bytes` decompressed into *payload.
+Status Decompress(std::string_view body, uint64_t payload_bytes, bool magicless, ZSTD_DCtx* dctx,
+                  std::vector<uint8_t>* payload) {
+  // A zstd block takes at least 4 bytes and yields at most 128 KiB, so a
+  // frame can never hold more than 32768 times its size: a record claiming
+  // more is refused before its payload is allocated.
+  constexpr uint64_t kZstdMaxExpansion = (uint64_t{128} << 10) / 4;
+  if (payload_bytes / kZstdMaxExpansion > body.size()) {
+    return Status::Corruption("a zstd frame of " + std::to_string(body.size()) + " bytes cannot hold the " +
+                              std::to_string(payload_bytes) + " bytes the header says");
+  }
+  ZSTD_frameHeader frame;
+  size_t rc = ZSTD_getFrameHeader_advanced(&frame, body.data(), body.size(),
+                                           magicless ? ZSTD_f_zstd1_magicless : ZSTD_f_zstd1);
+  if (rc != 0 || frame.frameContentSize != payload_bytes) {
+    return Status::Corruption("zstd frame header does not declare " + std::to_string(payload_bytes) + " bytes");
+  }
+  payload->resize(payload_bytes);
+  size_t got = ZSTD_decompressDCtx(dctx, payload->data(), payload_bytes, body.data(), body.size());
+  if (ZSTD_isError(got)) return Status::Corruption(std::string("zstd: ") + ZSTD_getErrorName(got));
+  if (got != payload_bytes) return Status::Corruption("zstd frame decompressed to " + std::to_string(got) + " bytes");
+  return Status::OK();
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -247,122 +377,27 @@ RecordDecoder::~RecordDecoder() = default;
 
 Status RecordDecoder::Decode(std::string_view value, DecodedRecord* out) {
   const Schema& schema = impl_->schema;
-  const auto* p = reinterpret_cast<const uint8_t*>(value.data());
-  if (value.size() < format::kFixedHeaderBytes + format::kChecksumBytes) {
-    return Status::Corruption("record of " + std::to_string(value.size()) + " bytes is shorter than a header");
-  }
-  if (p[0] != format::kRecordVersion) {
-    return Status::Corruption("record version " + std::to_string(p[0]) + " is not " +
-                              std::to_string(format::kRecordVersion));
-  }
-  const uint64_t num_samples = GetLE(p + 8, 4);
-  if (num_samples == 0 || num_samples > format::kMaxRecordSamples) {
-    return Status::Corruption("record holds " + std::to_string(num_samples) + " samples");
-  }
-  // Invariant: header_bytes <= value.size(), so no product below overflows.
-  if (impl_->dims_per_sample > 0 && num_samples > value.size() / impl_->dims_per_sample) {
-    return Status::Corruption("dim table of " + std::to_string(num_samples) + " samples exceeds the record");
-  }
-  const size_t header_bytes = format::kFixedHeaderBytes + num_samples * impl_->dims_per_sample;
-  const size_t body_at = header_bytes + format::kChecksumBytes;
-  if (value.size() < body_at) return Status::Corruption("record is shorter than its header");
-  const uint64_t stored_checksum = GetLE(p + header_bytes, 8);
-#ifndef GRANARY_FUZZING_IGNORE_CHECKSUMS  // tools/fuzz: let mutated records reach the checks below
-  if (StoredChecksum(value.substr(0, header_bytes), value.substr(body_at)) != stored_checksum) {
-    return Status::Corruption("checksum mismatch");
-  }
-#endif
-  const uint8_t codec = p[1];
-  if (codec > static_cast<uint8_t>(Codec::kZstdDict)) return Status::Corruption("unknown codec " + std::to_string(codec));
-  if (codec == static_cast<uint8_t>(Codec::kZstdDict) && impl_->dictionary == nullptr) {
-    return Status::Corruption("record needs the db's dictionary, and the db has none");
-  }
-  const uint64_t field_count = GetLE(p + 2, 2);
-  if (field_count != schema.fields.size()) {
-    return Status::Corruption("record has " + std::to_string(field_count) + " fields, schema has " +
-                              std::to_string(schema.fields.size()));
-  }
-  const uint64_t payload_bytes = GetLE(p + 4, 4);
-  if (payload_bytes > format::kMaxPayloadBytes) {
-    return Status::Corruption("payload of " + std::to_string(payload_bytes) + " bytes exceeds the 1 GiB limit");
-  }
-
-  const size_t n = schema.fields.size();
-  out->num_samples = static_cast<uint32_t>(num_samples);
-  out->num_fields = n;
-  // Only grows: FieldViews past num_samples * n keep their shape buffers for
-  // the next record, so a run of decodes settles into allocating nothing.
-  if (out->fields.size() < num_samples * n) out->fields.resize(num_samples * n);
-  const uint8_t* table = p + format::kFixedHeaderBytes;
-  uint64_t total = 0;
-  for (uint64_t s = 0; s < num_samples && total <= payload_bytes; ++s) {
-    for (size_t i = 0; i < n; ++i) {
-      const FieldSpec& spec = schema.fields[i];
-      FieldView& view = out->fields[s * n + i];
-      view.shape.assign(spec.shape.begin(), spec.shape.end());
-      if (spec.HasVariableDims()) {
-        for (size_t d = 0; d < spec.shape.size(); ++d, table += format::kDimBytes) {
-          int64_t dim = static_cast<int64_t>(GetLE(table, 4));
-          if (spec.shape[d] != kVariableDim && dim != spec.shape[d]) {
-            return Status::Corruption("field '" + spec.name + "': dim " + std::to_string(d) + " is " +
-                                      std::to_string(dim) + ", schema says " + std::to_string(spec.shape[d]));
-          }
-          view.shape[d] = dim;
-        }
-      }
-      // Invariant: every product stays <= payload_bytes < 2^32, so nothing overflows.
-      uint64_t bytes = DTypeBytes(spec.dtype);
-      for (int64_t dim : view.shape) {
-        if (dim != 0 && bytes > payload_bytes / static_cast<uint64_t>(dim)) {
-          bytes = payload_bytes + 1;
-          break;
-        }
-        bytes *= static_cast<uint64_t>(dim);
-      }
-      view.bytes = static_cast<size_t>(bytes);
-      total += bytes;
+  StatusOr<RecordHeader> header =
+      ParseRecordHeader(value, schema, impl_->dims_per_sample, impl_->dictionary != nullptr);
+  if (!header.ok()) return header.status();
+  const RecordHeader& h = header.value();
+  GRANARY_RETURN_IF_ERROR(LayOutFields(schema, h, reinterpret_cast<const uint8_t*>(value.data()), out));
+  const std::string_view body = value.substr(h.body_at);
+  if (h.codec == static_cast<uint8_t>(Codec::kNone)) {
+    if (body.size() != h.payload_bytes) {
+      return Status::Corruption("body of " + std::to_string(body.size()) + " bytes, header says " +
+                                std::to_string(h.payload_bytes));
     }
-  }
-  if (total != payload_bytes) {
-    return Status::Corruption("field shapes need " + std::to_string(total) + " bytes, header says " +
-                              std::to_string(payload_bytes));
-  }
-
-  const uint8_t* body = p + body_at;
-  const size_t body_bytes = value.size() - body_at;
-  if (codec == static_cast<uint8_t>(Codec::kNone)) {
-    if (body_bytes != payload_bytes) {
-      return Status::Corruption("body of " + std::to_string(body_bytes) + " bytes, header says " +
-                                std::to_string(payload_bytes));
-    }
-    out->payload.resize(payload_bytes);
-    if (payload_bytes > 0) std::memcpy(out->payload.data(), body, payload_bytes);
+    out->payload.resize(h.payload_bytes);
+    if (h.payload_bytes > 0) std::memcpy(out->payload.data(), body.data(), h.payload_bytes);
   } else {
-    // A zstd block takes at least 4 bytes and yields at most 128 KiB, so a
-    // frame can never hold more than 32768 times its size: a record claiming
-    // more is refused before its payload is allocated.
-    constexpr uint64_t kZstdMaxExpansion = (uint64_t{128} << 10) / 4;
-    if (payload_bytes / kZstdMaxExpansion > body_bytes) {
-      return Status::Corruption("a zstd frame of " + std::to_string(body_bytes) + " bytes cannot hold the " +
-                                std::to_string(payload_bytes) + " bytes the header says");
-    }
-    const bool dict = codec == static_cast<uint8_t>(Codec::kZstdDict);
-    ZSTD_frameHeader frame;
-    size_t rc = ZSTD_getFrameHeader_advanced(&frame, body, body_bytes,
-                                             dict ? ZSTD_f_zstd1_magicless : ZSTD_f_zstd1);
-    if (rc != 0 || frame.frameContentSize != payload_bytes) {
-      return Status::Corruption("zstd frame header does not declare " + std::to_string(payload_bytes) + " bytes");
-    }
-    out->payload.resize(payload_bytes);
-    ZSTD_DCtx* dctx = dict ? impl_->dict_dctx.get() : impl_->dctx.get();
-    size_t got = ZSTD_decompressDCtx(dctx, out->payload.data(), payload_bytes, body, body_bytes);
-    if (ZSTD_isError(got)) return Status::Corruption(std::string("zstd: ") + ZSTD_getErrorName(got));
-    if (got != payload_bytes) return Status::Corruption("zstd frame decompressed to " + std::to_string(got) + " bytes");
+    const bool dict = h.codec == static_cast<uint8_t>(Codec::kZstdDict);
+    GRANARY_RETURN_IF_ERROR(
+        Decompress(body, h.payload_bytes, dict, dict ? impl_->dict_dctx.get() : impl_->dctx.get(), &out->payload));
   }
-  out->checksum = stored_checksum;
-
+  out->checksum = h.checksum;
   uint8_t* cursor = out->payload.data();
-  for (size_t k = 0; k < num_samples * n; ++k) {
+  for (size_t k = 0; k < h.num_samples * schema.fields.size(); ++k) {
     out->fields[k].data = cursor;
     cursor += out->fields[k].bytes;
   }

@@ -1,5 +1,5 @@
 // The optimizer step alone, on the parameters of a model: LibTorch's C++
-// optimizers against granary's fused ones (trainer/fused_optimizer.h), each
+// optimizers against granary's fused ones (trainer/optim/fused_optimizer.h), each
 // the median of --steps timed steps after warm-up, with --threads intra-op
 // threads. Prints one JSON object; tools/bench_optimizer runs it beside
 // Python's torch.optim on the same shapes.
@@ -13,7 +13,7 @@
 #include <functional>
 #include <memory>
 
-#include "trainer/fused_optimizer.h"
+#include "trainer/optim/fused_optimizer.h"
 #include "trainer/models/registry.h"
 
 namespace {

@@ -15,16 +15,17 @@
 #include "store/db.h"
 #include "store/json_text.h"
 #include "store/output_path.h"
-#include "trainer/checkpoint.h"
-#include "trainer/heartbeat.h"
-#include "trainer/launch.h"
-#include "trainer/layout.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/launch/heartbeat.h"
+#include "trainer/launch/launch.h"
+#include "trainer/launch/layout.h"
 #include "trainer/models/registry.h"
-#include "trainer/precision.h"
-#include "trainer/report.h"
-#include "trainer/trainer.h"
-#include "trainer/tune.h"
-#include "trainer/workload.h"
+#include "trainer/models/precision.h"
+#include "trainer/report/report.h"
+#include "trainer/loop/rank.h"
+#include "trainer/loop/rank_model.h"
+#include "trainer/tune/tune.h"
+#include "trainer/config/workload.h"
 
 namespace granary {
 namespace {
@@ -83,7 +84,7 @@ Status CheckOutputPaths(const TrainConfig& config) {
   return CheckOutputs(outputs, inputs);
 }
 
-// Claims --checkpoint-dir for this run (trainer/checkpoint.h) while `lock` lives.
+// Claims --checkpoint-dir for this run (trainer/checkpoint/checkpoint.h) while `lock` lives.
 Status ClaimCheckpoints(const TrainConfig& config, const std::optional<Checkpoint>& resumed, DirectoryLock* lock) {
   if (config.checkpoint.dir.empty()) return Status::OK();
   return ClaimCheckpointDir(config.checkpoint.dir, resumed ? &*resumed : nullptr, lock).status();
@@ -168,7 +169,7 @@ StatusOr<ProbeOutput> RunProbe(const TrainConfig& config, const std::vector<std:
   return p;
 }
 
-// train --tune: measures the candidates (trainer/tune.h), prints the table,
+// train --tune: measures the candidates (trainer/tune/tune.h), prints the table,
 // then (unless --tune-only) becomes the run in the chosen layout.
 int Tune(const TrainConfig& config, const Workload& workload, const TuneRequest& request, bool json) {
   TuneOptions options;

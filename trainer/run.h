@@ -1,17 +1,17 @@
 // A whole `train` run from its TrainConfig: as the launcher (rank < 0) it
-// checks the config and the db, then runs the ranks (trainer/launch.h) and
-// waits; as a rank it trains (trainer/trainer.h) and reports
-// (trainer/report.h). Errors are printed as one line; returns the exit status.
+// checks the config and the db, then runs the ranks (trainer/launch/launch.h) and
+// waits; as a rank it trains (trainer/loop/rank.h) and reports
+// (trainer/report/report.h). Errors are printed as one line; returns the exit status.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "trainer/config.h"
+#include "trainer/config/config.h"
 
 namespace granary {
 
-// train --tune (trainer/tune.h), as train_main.cc parsed it.
+// train --tune (trainer/tune/tune.h), as train_main.cc parsed it.
 struct TuneRequest {
   bool tune = false;      // --tune: measure the candidates, then train with the fastest
   bool only = false;      // --tune-only: measure and print, do not train

@@ -7,12 +7,12 @@
 #include <cstdlib>
 
 #include "store/file.h"
-#include "trainer/config.h"
-#include "trainer/gradient_sync.h"
+#include "trainer/config/config.h"
+#include "trainer/dist/gradient_sync.h"
 #include "trainer/models/registry.h"
-#include "trainer/optimizer.h"
+#include "trainer/optim/optimizer.h"
 #include "trainer/run.h"
-#include "trainer/tune.h"
+#include "trainer/tune/tune.h"
 
 namespace {
 

@@ -164,10 +164,11 @@ class Loader:
                  target_field=None):
         if _native is None:
             raise errors.Error("granary.Loader needs granary's C++ module (build granary; see README)")
-        # The bounds of `loader bench`'s flags, checked before anything is allocated.
-        cores = len(os.sched_getaffinity(0))
-        for name, value, low, high in (("batch_size", batch_size, 1, 1 << 20), ("world", world, 1, 1 << 20),
-                                       ("threads", threads, 1, 4 * cores), ("prefetch", prefetch, 1, 1024),
+        # The loader's own bounds (loader/loader.h), checked before anything is allocated.
+        bounds = _native.loader_bounds()
+        for name, value, low, high in (("batch_size", batch_size, 1, bounds["batch_size"]),
+                                       ("world", world, 1, 1 << 20), ("threads", threads, 1, bounds["threads"]),
+                                       ("prefetch", prefetch, 1, bounds["prefetch"]),
                                        ("rank", rank, 0, world - 1), ("seed", seed, 0, (1 << 64) - 1)):
             _integer(name, value, low, high)
         self.path = os.fspath(db)

@@ -2,26 +2,10 @@
 // input, another output or a file of another kind; an unwritable output is
 // found before any work; a checkpoint directory belongs to one run; a lost
 // write is an error.
-#include <gtest/gtest.h>
-
-#include <filesystem>
-#include <map>
-#include <nlohmann/json.hpp>
-#include <string>
-
-#include "tests/test_util.h"
+#include "tests/e2e/e2e.h"
 
 namespace granary {
 namespace {
-
-namespace fs = std::filesystem;
-using testing::ExpectOneLineError;
-using testing::RunCommand;
-using testing::TempDir;
-
-const char kFashion[] = "/usr/share/datasets/fashion-mnist";
-const std::string kPrep = GRANARY_PREP_BIN;
-const std::string kTrain = GRANARY_TRAIN_BIN;
 
 // Every file under `dir` (relative path) with its bytes.
 std::map<std::string, std::string> Contents(const std::string& dir) {
@@ -32,15 +16,14 @@ std::map<std::string, std::string> Contents(const std::string& dir) {
   return files;
 }
 
-class Outputs : public ::testing::Test {
+class Outputs : public EndToEnd {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(fs::exists(kFashion)) << kFashion << " is missing: run tools/setup";
+    EndToEnd::SetUp();
     db_ = dir_.Sub("s.db");
-    ASSERT_EQ(RunCommand(kPrep + " build " + kFashion + " " + db_ + " --limit 256 --no-progress", dir_).exit_code, 0);
+    ASSERT_EQ(PrepFashion(db_, "--limit 256 --no-progress", dir_).exit_code, 0);
     train_ = kTrain + " --db " + db_ + " --batch-size 64 ";
   }
-  TempDir dir_;
   std::string db_, train_;
 };
 
@@ -54,7 +37,7 @@ TEST_F(Outputs, NoOutputFlagWritesIntoTheDb) {
   ExpectOneLineError(RunCommand(train_ + "--checkpoint-dir " + db_, dir_), "is the db");
   ExpectOneLineError(RunCommand(kPrep + " cat " + db_ + " --index 0 --png " + manifest, dir_),
                      "--png " + manifest + ": is inside the db");
-  ExpectOneLineError(RunCommand(kPrep + " build " + kFashion + " " + db_ + "/inner.db --limit 10", dir_),
+  ExpectOneLineError(PrepFashion(db_ + "/inner.db", "--limit 10", dir_),
                      "is inside the db");
   EXPECT_EQ(Contents(db_), before);
   // Stdout redirected into the db: the shell made the file, granary writes nothing to it.

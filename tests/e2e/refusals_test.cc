@@ -1,33 +1,18 @@
 // End to end: flags, runs and models that used to mislead, each refused or
 // stopped with one line naming the flag, step or file.
-#include <gtest/gtest.h>
-
-#include <filesystem>
-#include <string>
-
-#include "tests/test_util.h"
+#include "tests/e2e/e2e.h"
 
 namespace granary {
 namespace {
 
-namespace fs = std::filesystem;
-using testing::ExpectOneLineError;
-using testing::RunCommand;
-using testing::TempDir;
-
-const char kFashion[] = "/usr/share/datasets/fashion-mnist";
-const std::string kPrep = GRANARY_PREP_BIN;
-const std::string kTrain = GRANARY_TRAIN_BIN;
-
-class Refusals : public ::testing::Test {
+class Refusals : public EndToEnd {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(fs::exists(kFashion)) << kFashion << " is missing: run tools/setup";
+    EndToEnd::SetUp();
     db_ = dir_.Sub("s.db");
-    ASSERT_EQ(RunCommand(kPrep + " build " + kFashion + " " + db_ + " --limit 256 --no-progress", dir_).exit_code, 0);
+    ASSERT_EQ(PrepFashion(db_, "--limit 256 --no-progress", dir_).exit_code, 0);
     train_ = kTrain + " --db " + db_ + " --batch-size 64 ";
   }
-  TempDir dir_;
   std::string db_, train_;
 };
 
@@ -40,15 +25,12 @@ TEST_F(Refusals, FlagsThatUsedToMeanSomethingElse) {
   ExpectOneLineError(RunCommand(train_ + "--tune --tune-seconds 0", dir_), "--tune-seconds 0: must be in 0.5..600");
   ExpectOneLineError(RunCommand(train_ + "--master-port 70000", dir_), "--master-port 70000: must be in 0..65535");
   EXPECT_EQ(RunCommand(train_ + "--epochs 1 --weight-decay 1e-4", dir_).exit_code, 0);
-  ExpectOneLineError(RunCommand(kPrep + " build " + kFashion + " " + dir_.Sub("m.db") + " --max-shard-mb 1", dir_),
+  ExpectOneLineError(PrepFashion(dir_.Sub("m.db"), "--max-shard-mb 1", dir_),
                      "--max-shard-mb: must be 0 (no limit) or at least 2");
   ExpectOneLineError(
-      RunCommand(kPrep + " build " + kFashion + " " + dir_.Sub("d.db") + " --limit 2 --dictionary on --no-progress",
-                 dir_),
+      PrepFashion(dir_.Sub("d.db"), "--limit 2 --dictionary on --no-progress", dir_),
       "--dictionary on: zstd could not train a dictionary on 2 samples");
-  ExpectOneLineError(RunCommand(kPrep + " build " + kFashion + " " + dir_.Sub("z.db") +
-                                    " --limit 20 --dictionary on --zstd-level 0 --no-progress",
-                                dir_),
+  ExpectOneLineError(PrepFashion(dir_.Sub("z.db"), "--limit 20 --dictionary on --zstd-level 0 --no-progress", dir_),
                      "--dictionary on needs compression");
   fs::create_directories(dir_.Sub("junk/a"));
   testing::WriteFile(dir_.Sub("junk/a/1.jpg"), "not a jpeg");

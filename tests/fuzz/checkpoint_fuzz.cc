@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <string>
 
-#include "trainer/checkpoint.h"
+#include "trainer/checkpoint/checkpoint.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = "/dev/shm/granary-checkpoint-fuzz-" + std::to_string(::getpid()) + ".ckpt";

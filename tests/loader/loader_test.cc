@@ -94,14 +94,31 @@ TEST(Loader, RejectsBadOptionsUpFront) {
   o.input_field = "image";
   o.split = "val";
   EXPECT_EQ(Loader::Create(*db.value(), o).status().code(), Status::Code::kNotFound);
-  // Out of bounds for this machine: threads, and prefetch x batch against memory.
+  // Out of the loader's bounds (loader.h): threads for this machine, prefetch, batch.
   o.split = "train";
   o.threads = 100000;
   EXPECT_NE(Loader::Create(*db.value(), o).status().message().find("loader threads 100000"), std::string::npos);
   o.threads = 1;
   o.prefetch = 1000000000;
-  o.batch_size = 1000000;
-  EXPECT_NE(Loader::Create(*db.value(), o).status().message().find("more than half of this machine's"),
+  EXPECT_NE(Loader::Create(*db.value(), o).status().message().find("prefetch 1000000000: must be in 1..256"),
+            std::string::npos);
+  o.prefetch = 4;
+  o.batch_size = size_t{1} << 30;
+  EXPECT_NE(Loader::Create(*db.value(), o).status().message().find("must be in 1..1048576"), std::string::npos);
+  // Within them, prefetch x batch against memory: 256 batches of 2^20 images of 3 x 512 x 512.
+  testing::ImageDbSpec big;
+  big.image_shape = {3, 512, 512};
+  big.manifest.label_field = "label";
+  big.manifest.num_classes = 2;
+  testing::WriteImageDb(dir.Sub("big"), 2, big, [](uint64_t i, std::string* image, int64_t* label) {
+    image->assign(3 * 512 * 512, static_cast<char>(i));
+    *label = static_cast<int64_t>(i % 2);
+  });
+  auto big_db = DbReader::Open(dir.Sub("big"));
+  ASSERT_TRUE(big_db.ok()) << big_db.status().ToString();
+  o.prefetch = kMaxLoaderPrefetch;
+  o.batch_size = kMaxLoaderBatch;
+  EXPECT_NE(Loader::Create(*big_db.value(), o).status().message().find("more than half of this machine's"),
             std::string::npos);
 }
 

@@ -1,4 +1,4 @@
-#include "trainer/checkpoint.h"
+#include "trainer/checkpoint/checkpoint.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 #include "store/file.h"
 #include "tests/test_util.h"
 #include "trainer/models/registry.h"
-#include "trainer/optimizer.h"
+#include "trainer/optim/optimizer.h"
 
 namespace granary {
 namespace {

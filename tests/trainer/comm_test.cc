@@ -1,4 +1,4 @@
-#include "trainer/comm.h"
+#include "trainer/dist/comm.h"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "trainer/after_backward_sync.h"
-#include "trainer/bucketed_sync.h"
+#include "trainer/dist/after_backward_sync.h"
+#include "trainer/dist/bucketed_sync.h"
 #include "tests/trainer/two_ranks.h"
 
 namespace granary {
@@ -138,7 +138,7 @@ TEST(BucketedSync, GivesExactlyTheFlatAllReducesMeans) {
   for (size_t i = 0; i < got[0].size(); ++i) EXPECT_TRUE(torch::equal(got[0][i], got[1][i])) << i;
 }
 
-// One machine's rendezvous (trainer/launch.h): a FileStore on a memfd the
+// One machine's rendezvous (trainer/launch/launch.h): a FileStore on a memfd the
 // ranks reach as /proc/self/fd/N, no port.
 TEST(Comm, RanksMeetThroughAFileStoreOnAMemfd) {
   const int fd = ::memfd_create("comm-test-rendezvous", 0);

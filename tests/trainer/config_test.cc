@@ -1,4 +1,4 @@
-#include "trainer/config.h"
+#include "trainer/config/config.h"
 
 #include <gtest/gtest.h>
 

@@ -8,11 +8,11 @@
 #include <string>
 
 #include "tests/trainer/two_ranks.h"
-#include "trainer/gradient_sync.h"
+#include "trainer/dist/gradient_sync.h"
 #include "trainer/models/registry.h"
-#include "trainer/optimizer.h"
-#include "trainer/precision.h"
-#include "trainer/step.h"
+#include "trainer/optim/optimizer.h"
+#include "trainer/models/precision.h"
+#include "trainer/loop/step.h"
 
 namespace granary {
 namespace {

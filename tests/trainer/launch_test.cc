@@ -1,12 +1,12 @@
 // The launcher on stand-in ranks (/bin/sh scripts): what it reports and that
 // it never returns with a rank still running.
-#include "trainer/launch.h"
+#include "trainer/launch/launch.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "trainer/layout.h"
+#include "trainer/launch/layout.h"
 
 namespace granary {
 namespace {

@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "trainer/fused_optimizer.h"
+#include "trainer/optim/fused_optimizer.h"
 
 namespace granary {
 namespace {

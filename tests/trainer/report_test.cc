@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "trainer/html_report.h"
+#include "trainer/report/html_report.h"
 
 namespace granary {
 namespace {

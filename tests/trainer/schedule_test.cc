@@ -1,4 +1,4 @@
-#include "trainer/schedule.h"
+#include "trainer/optim/schedule.h"
 
 #include <gtest/gtest.h>
 

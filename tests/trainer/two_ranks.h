@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "tests/test_util.h"
-#include "trainer/comm.h"
+#include "trainer/dist/comm.h"
 
 namespace granary {
 

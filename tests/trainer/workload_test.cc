@@ -1,4 +1,4 @@
-#include "trainer/workload.h"
+#include "trainer/config/workload.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,89 @@
+// How a split's items become records (preprocess/build.cc's graph and the
+// dictionary trial share it): each item encoded alone in parallel, then
+// consecutive items packed (serially) into blocks of about `block_bytes`,
+// each block encoded as one record. Internal to preprocess.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "preprocess/source.h"
+#include "store/record.h"
+
+namespace granary {
+
+// An item after the parallel encode stage: its sample, and the sample
+// encoded alone (the record if its block holds only it; its size otherwise
+// estimates its share of a block).
+struct Encoded {
+  uint64_t index = 0;
+  Sample sample;
+  std::string value;   // empty if rejected
+  std::string reject;  // why the item was rejected
+  uint64_t payload_bytes = 0;
+  uint64_t payload_hash = 0;
+};
+using EncodedPtr = std::shared_ptr<Encoded>;
+
+// Consecutive items that become one record (rejected items ride along so the
+// writer can name them in order).
+struct Block {
+  uint64_t seq = 0;
+  std::vector<EncodedPtr> items;
+  std::string value;  // empty if every item was rejected
+  std::vector<uint64_t> payload_hashes;
+  std::string error;  // encoding the block failed
+};
+using BlockPtr = std::shared_ptr<Block>;
+
+// A block never holds more than this many items or uncompressed bytes, so a
+// reader never decompresses much to get one sample, and the limiter (which
+// must admit more than one block) stays small.
+inline constexpr size_t kMaxBlockItems = 256;
+inline constexpr uint64_t kMaxBlockPayloadBytes = 64 << 10;
+
+// Per-thread state of the encode nodes.
+struct EncodeScratch {
+  EncodeScratch(const Schema& schema, int level, std::shared_ptr<const CompressionDictionary> dict)
+      : encoder(schema, level, std::move(dict)) {}
+  RecordEncoder encoder;
+  std::vector<SampleInput> inputs;
+};
+
+// Encodes out->sample alone, or rejects it with `status` if that is an error.
+void EncodeProduced(const Schema& schema, Status status, EncodeScratch& s, Encoded* out);
+// Produces item out->index of `split` and encodes it alone.
+void EncodeItem(const Schema& schema, const SplitSource& split, EncodeScratch& s, Encoded* out);
+// Encodes the accepted items of `block` as one record.
+void EncodeBlock(const Schema& schema, EncodeScratch& s, Block* block);
+
+// Groups consecutive items into blocks whose record should fit `block_bytes`,
+// estimating each sample's share by its size encoded alone. Serial.
+class Packer {
+ public:
+  Packer(const Schema& schema, uint64_t items, size_t block_bytes)
+      : schema_(schema), items_(items), block_bytes_(block_bytes) {}
+
+  // Adds `e`; returns the blocks that are complete (at most two).
+  std::vector<BlockPtr> Add(const EncodedPtr& e);
+
+ private:
+  BlockPtr Take();
+
+  const Schema& schema_;
+  const uint64_t items_;
+  const size_t block_bytes_;
+  uint64_t seen_ = 0;
+  BlockPtr current_ = std::make_shared<Block>();
+  size_t accepted_ = 0;
+  size_t body_bytes_ = 0;
+  uint64_t payload_bytes_ = 0;
+};
+
+// The shard bytes of the records `samples` become when packed into blocks as
+// BuildSplit packs them (rejected samples left out), LMDB's pages counted.
+uint64_t PackedBytes(const Schema& schema, const std::vector<Sample>& samples, int level,
+                     std::shared_ptr<const CompressionDictionary> dictionary, size_t block_bytes);
+
+}  // namespace granary

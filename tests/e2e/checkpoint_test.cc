@@ -1,0 +1,100 @@
+// End to end, checkpoints: a slow disk, a killed run resumed exactly, on another world size.
+#include "tests/e2e/e2e.h"
+
+namespace granary {
+namespace {
+
+// A slow disk (fsync sleeps 3 s, by a preloaded shim) under
+// --timeout 2. Rank 0 writes checkpoints in the background, so its peer never
+// waits for its disk in a collective; one due while another is being written
+// is skipped with a note; the run's last is written whole before it ends.
+TEST_F(EndToEnd, ASlowCheckpointDiskDoesNotEndTheRun) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 2000 --no-progress", dir_).exit_code, 0);
+  const std::string ck = dir_.Sub("ck");
+  auto r = RunCommand(std::string("LD_PRELOAD=") + GRANARY_SLOW_FSYNC_LIB + " GRANARY_TEST_FSYNC_DELAY_MS=3000 " +
+                          kTrain + " --db " + db + " --ranks 2 --epochs 2 --timeout 2 --eval-split '' " +
+                          "--checkpoint-dir " + ck + " --checkpoint-every 3 --json",
+                      dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("skipped: the one before is still being written"), std::string::npos) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["epochs"].size(), 2u);
+  // The newest checkpoint is the run's end (FORMAT.md: magic, u32 header length, JSON header).
+  auto latest = RunCommand("(ls " + ck + " | tail -1)", dir_);
+  ASSERT_EQ(latest.out.size(), 21u) << latest.out << latest.err;  // step-NNNNNNNNNN.ckpt
+  const std::string file = testing::ReadFile(ck + "/" + latest.out.substr(0, 20));
+  ASSERT_GT(file.size(), 12u);
+  uint32_t length = 0;
+  for (int i = 3; i >= 0; --i) length = length << 8 | static_cast<uint8_t>(file[8 + i]);
+  const auto header = nlohmann::json::parse(file.substr(12, length));
+  EXPECT_EQ(header["at"]["epoch"], 2) << header["at"];
+  EXPECT_EQ(header["at"]["position"], 0) << header["at"];
+}
+
+// A run killed in the middle of an epoch (SIGKILL to the launcher,
+// so every rank dies at once) and resumed from its last checkpoint ends with
+// the epoch losses and the weights of a run that was never interrupted,
+// exactly: dropout included. Resumed on one rank, it finishes and says what
+// changed.
+TEST_F(EndToEnd, AKilledRunResumesExactlyAndOnAnotherWorldSize) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 3000 --no-progress", dir_).exit_code, 0);
+  // 3,000 samples / batch 64: 47 steps an epoch; checkpoints every 10 steps.
+  const std::string recipe = "--db " + db + " --epochs 3 --optimizer sgd --lr 0.02 --momentum 0.9 " +
+                             "--checkpoint-every 10 --json";
+  const std::string args = recipe + " --ranks 2";
+  auto whole = TrainJson(args + " --checkpoint-dir " + dir_.Sub("whole"), dir_);
+  ASSERT_EQ(whole["epochs"].size(), 3u);
+
+  // Killed once step 50 (epoch 2's 4th step) is checkpointed.
+  const std::string ck = dir_.Sub("killed");
+  auto killed = RunCommand("(" + kTrain + " " + args + " --checkpoint-dir " + ck + " > /dev/null 2>&1 & pid=$!; " +
+                               "for i in $(seq 3000); do ls " + ck + "/step-00000000[5-9][0-9].ckpt >/dev/null 2>&1 " +
+                               "&& break; sleep 0.01; done; kill -9 $pid; wait $pid; echo $?)",
+                           dir_);
+  ASSERT_EQ(killed.out, "137\n") << killed.err;
+  auto latest = RunCommand("(ls " + ck + " | tail -1)", dir_);  // (RunCommand's </dev/null is for the group)
+  const int step = std::stoi(latest.out.substr(5, 10));
+  ASSERT_GE(step, 50) << latest.out;
+  ASSERT_NE(step % 47, 0) << "not in the middle of an epoch: " << latest.out;
+  const std::string mid = dir_.Sub("mid.ckpt");  // kept: the resumed run replaces the dir's checkpoints
+  ASSERT_EQ(RunCommand("cp " + ck + "/" + latest.out.substr(0, 20) + " " + mid, dir_).exit_code, 0);
+
+  auto resumed = TrainJson(args + " --checkpoint-dir " + ck + " --resume", dir_);
+  ASSERT_FALSE(resumed["epochs"].empty());
+  const size_t first = 3 - resumed["epochs"].size();  // the epoch it resumed in, 0-based
+  EXPECT_EQ(first, static_cast<size_t>(step / 47));
+  for (size_t i = 0; i < resumed["epochs"].size(); ++i) {
+    const auto& a = whole["epochs"][first + i];
+    const auto& b = resumed["epochs"][i];
+    EXPECT_EQ(a["epoch"], b["epoch"]);
+    EXPECT_EQ(a["train_loss"], b["train_loss"]) << "epoch " << a["epoch"];
+    EXPECT_EQ(a["test_loss"], b["test_loss"]) << "epoch " << a["epoch"];
+    EXPECT_EQ(a["weights_hash"], b["weights_hash"]) << "epoch " << a["epoch"];
+  }
+
+  // The same checkpoint on one rank: the rest of the epoch, then the next.
+  auto one = RunCommand(kTrain + " " + recipe + " --ranks 1 --checkpoint-dir " + dir_.Sub("one") + " --resume " + mid,
+                        dir_);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.err.find("2 ranks -> 1: per-rank batch 32 -> 64; global batch 64"), std::string::npos) << one.err;
+  const auto j = nlohmann::json::parse(one.out);
+  EXPECT_EQ(j["epochs"].size(), resumed["epochs"].size());
+  EXPECT_NEAR(j["epochs"].back()["test_loss"].get<double>(), whole["epochs"][2]["test_loss"].get<double>(), 0.1);
+
+  // Refused with one line: another db, another recipe, a damaged file.
+  const std::string other = dir_.Sub("other");
+  ASSERT_EQ(PrepFashion(other, "--limit 500 --no-progress", dir_).exit_code, 0);
+  ExpectOneLineError(RunCommand(kTrain + " --db " + other + " --ranks 2 --checkpoint-dir " + ck + " --resume", dir_),
+                     "the checkpoint is of another db");
+  ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --optimizer sgd --lr 0.5 --momentum 0.9 --checkpoint-dir " +
+                                    ck + " --resume",
+                                dir_),
+                     "differs in optim.lr");
+  ASSERT_EQ(RunCommand("(printf x | dd of=" + mid + " bs=1 seek=100000 conv=notrunc)", dir_).exit_code, 0);
+  ExpectOneLineError(RunCommand(kTrain + " " + args + " --checkpoint-dir " + ck + " --resume " + mid, dir_),
+                     "not a usable checkpoint");
+}
+
+}  // namespace
+}  // namespace granary

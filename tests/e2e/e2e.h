@@ -1,0 +1,58 @@
+// What the end-to-end suites share: the prep, train and loader executables,
+// the real Fashion-MNIST files tools/setup installs, a fixture with a scratch
+// folder, and helpers for the commands every suite runs.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "store/file.h"
+#include "store/json_text.h"
+#include "tests/test_util.h"
+
+namespace granary {
+
+namespace fs = std::filesystem;
+using testing::ExpectOneLineError;
+using testing::FreePort;
+using testing::RunCommand;
+using testing::TempDir;
+
+inline const char kFashion[] = "/usr/share/datasets/fashion-mnist";
+inline const std::string kPrep = GRANARY_PREP_BIN;
+inline const std::string kTrain = GRANARY_TRAIN_BIN;
+inline const std::string kLoader = GRANARY_LOADER_BIN;
+
+class EndToEnd : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(fs::exists(kFashion)) << kFashion << " is missing: run tools/setup"; }
+  TempDir dir_;
+};
+
+// `prep build` of the Fashion-MNIST files into `db` with `options`.
+inline testing::CommandResult PrepFashion(const std::string& db, const std::string& options, const TempDir& dir) {
+  return RunCommand(kPrep + " build " + kFashion + " " + db + " " + options, dir);
+}
+
+// `train ARGS --json`, which must succeed, as JSON.
+inline nlohmann::json TrainJson(const std::string& args, const TempDir& dir) {
+  auto r = RunCommand(kTrain + " " + args + " --json", dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << r.out;
+  return j;
+}
+
+}  // namespace granary

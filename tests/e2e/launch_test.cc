@@ -1,0 +1,188 @@
+// End to end, the launcher and its ranks: on one machine, across machines, torchrun, hangs and deaths.
+#include "tests/e2e/e2e.h"
+
+namespace granary {
+namespace {
+
+// The launcher never leaves a rank behind, however it ends.
+TEST_F(EndToEnd, StoppingOrKillingTheLauncherLeavesNoRankBehind) {
+  const std::string db = dir_.Sub("sig.db");
+  ASSERT_EQ(PrepFashion(db, "--limit 2000 --no-progress", dir_).exit_code, 0);
+  // A regex that matches the ranks' command lines (the launcher's plus
+  // "--layout ... --rank R ...") but not the shell's own.
+  const std::string ranks = "'" + dir_.Sub("sig[.]db --ranks 2 --epochs 1000 --json --layout") + "'";
+  for (const char* sig : {"TERM", "KILL"}) {
+    auto r = RunCommand("{ " + kTrain + " --db " + db + " --ranks 2 --epochs 1000 --json & L=$!; sleep 3; " +
+                            "echo running $(pgrep -c -f " + ranks + "); kill -" + sig + " $L; wait $L; " +
+                            "echo status $?; sleep 1; echo left $(pgrep -c -f " + ranks + "); }",
+                        dir_);
+    EXPECT_NE(r.out.find("running 2"), std::string::npos) << sig << ": " << r.out;
+    EXPECT_NE(r.out.find(std::string("status ") + (sig[0] == 'T' ? "143" : "137")), std::string::npos)
+        << sig << ": " << r.out;
+    EXPECT_NE(r.out.find("left 0"), std::string::npos) << sig << ": " << r.out << r.err;
+  }
+}
+
+// Many machines, here two launchers on 127.0.0.1 (one rank each,
+// --nnodes 2), train exactly as one launcher running both ranks; so do two
+// processes started with torchrun's environment (RANK, WORLD_SIZE, ...).
+TEST_F(EndToEnd, TwoNodesAndTorchrunsEnvironmentTrainAsOneLauncher) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 1000 --no-progress", dir_).exit_code, 0);
+  const std::string args = "--db " + db + " --epochs 2 --threads 1 --pin off --json";
+  auto one = TrainJson(args + " --ranks 2", dir_);
+  ASSERT_EQ(one["epochs"].size(), 2u);
+
+  const std::string node = kTrain + " " + args + " --ranks 1 --nnodes 2 --master-addr 127.0.0.1 --master-port " +
+                           std::to_string(FreePort()) + " --node-rank ";
+  auto two = RunCommand("(" + node + "1 > " + dir_.Sub("node1.json") + " & " + node + "0; wait)", dir_);
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  auto j = nlohmann::json::parse(two.out);
+  EXPECT_EQ(j["ranks"], 2);
+  for (size_t e = 0; e < 2; ++e) {
+    EXPECT_EQ(j["epochs"][e]["train_loss"], one["epochs"][e]["train_loss"]) << e;
+    EXPECT_EQ(j["epochs"][e]["weights_hash"], one["epochs"][e]["weights_hash"]) << e;
+  }
+
+  const std::string env = "WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                          std::to_string(FreePort());
+  auto torchrun = RunCommand("(" + env + " RANK=1 LOCAL_RANK=1 " + kTrain + " " + args + " > /dev/null & " + env +
+                                 " RANK=0 LOCAL_RANK=0 " + kTrain + " " + args + "; wait)",
+                             dir_);
+  ASSERT_EQ(torchrun.exit_code, 0) << torchrun.err;
+  auto t = nlohmann::json::parse(torchrun.out);
+  EXPECT_EQ(t["epochs"][1]["weights_hash"], one["epochs"][1]["weights_hash"]);
+
+  ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --nnodes 2", dir_), "--nnodes 2 needs --master-port");
+  ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --nnodes 2 --node-rank 2 --master-port 1", dir_),
+                     "--node-rank 2");
+}
+
+// On one machine the ranks meet through a FileStore on a memfd, so
+// no rendezvous port is opened at all; every TCP socket the ranks hold (Gloo's
+// connections) is on the loopback address. (LibTorch 1.13's TCPStore listened
+// on every interface.)
+TEST_F(EndToEnd, OnOneMachineTheRanksHoldOnlyLoopbackSockets) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 2000 --no-progress", dir_).exit_code, 0);
+  const std::string start = "{ " + kTrain + " --db " + db + " --ranks 2 --epochs 1000 & echo $! > " + dir_.Sub("pid");
+  ASSERT_EQ(RunCommand(start + "; }", dir_).exit_code, 0);
+  const int pid = std::stoi(testing::ReadFile(dir_.Sub("pid")));
+  // TCP sockets by inode: local address (hex, as /proc/net/tcp{,6} shows it).
+  auto tcp_sockets = [] {
+    std::map<std::string, std::string> local;
+    for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+      std::istringstream lines(testing::ReadFile(table));
+      std::string line;
+      std::getline(lines, line);  // the header
+      while (std::getline(lines, line)) {
+        std::istringstream f(line);
+        std::string slot, address, remote, state, queues, timer, retransmits, uid, timeout, inode;
+        f >> slot >> address >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+        local[inode] = address.substr(0, address.find(':'));
+      }
+    }
+    return local;
+  };
+  std::vector<std::string> addresses;  // of the ranks' TCP sockets
+  for (int tries = 0; tries < 600 && addresses.size() < 2; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    addresses.clear();
+    const auto local = tcp_sockets();
+    std::istringstream ranks(testing::ReadFile("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) +
+                                               "/children"));
+    for (std::string rank; ranks >> rank;) {
+      std::error_code ec;
+      for (const auto& fd : fs::directory_iterator("/proc/" + rank + "/fd", ec)) {
+        const std::string target = fs::read_symlink(fd.path(), ec).string();
+        if (target.rfind("socket:[", 0) != 0) continue;
+        const auto it = local.find(target.substr(8, target.size() - 9));
+        if (it != local.end()) addresses.push_back(it->second);
+      }
+    }
+  }
+  ::kill(pid, SIGTERM);
+  for (int tries = 0; tries < 200 && ::kill(pid, 0) == 0; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GE(addresses.size(), 2u) << "the ranks never connected";
+  const std::set<std::string> loopback = {"0100007F", "00000000000000000000000001000000",
+                                          "0000000000000000FFFF00000100007F"};
+  for (const std::string& a : addresses) EXPECT_EQ(loopback.count(a), 1u) << "a rank's socket on " << a;
+}
+
+// A rank that hangs (SIGSTOP) ends the run within --timeout, with
+// a line naming it, non-zero, and no process left; a rendezvous port already
+// in use is one clear error at once.
+TEST_F(EndToEnd, AHungRankEndsTheRunWithinTheTimeoutAndABusyPortIsNamed) {
+  const std::string db = dir_.Sub("hang.db");
+  ASSERT_EQ(PrepFashion(db, "--limit 2000 --no-progress", dir_).exit_code, 0);
+  const std::string ranks = "'" + dir_.Sub("hang[.]db --ranks 2 --epochs 1000 --timeout 5 --layout") + "' ";
+  auto r = RunCommand("{ " + kTrain + " --db " + db + " --ranks 2 --epochs 1000 --timeout 5 > /dev/null & L=$!; " +
+                          "sleep 4; pkill -STOP -f " + ranks + "-n; start=$(date +%s); wait $L; echo status $?; " +
+                          "echo seconds $(( $(date +%s) - start )); sleep 1; echo left $(pgrep -c -f " + ranks + "); }",
+                      dir_);
+  EXPECT_NE(r.out.find("status 1"), std::string::npos) << r.out << r.err;
+  const size_t at = r.out.find("seconds ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_LE(std::stoi(r.out.substr(at + 8)), 5 + 5) << r.out;  // --timeout, slack
+  EXPECT_NE(r.out.find("left 0"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.err.find("train: rank 1 made no progress for "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("its process is stopped"), std::string::npos) << r.err;
+
+  const int port = FreePort();
+  auto busy = RunCommand("python3 -c 'import socket,subprocess,sys; s=socket.socket(); "
+                         "s.bind((\"127.0.0.1\", " + std::to_string(port) + ")); s.listen(); "
+                         "sys.exit(subprocess.call(sys.argv[1:]))' " +
+                             kTrain + " --db " + db + " --ranks 2 --master-port " + std::to_string(port),
+                         dir_);
+  EXPECT_NE(busy.exit_code, 0);
+  EXPECT_NE(busy.err.find("Address already in use"), std::string::npos) << busy.err;
+}
+
+// Across machines (two launchers on 127.0.0.1): a rank on node 1
+// that hangs or is killed ends both launchers within --timeout (and a little),
+// node 1's naming it; a master that never answers is one line within --timeout.
+TEST_F(EndToEnd, ARankThatHangsOrDiesOnAnotherNodeEndsBothLaunchers) {
+  const std::string db = dir_.Sub("nodes.db");
+  ASSERT_EQ(PrepFashion(db, "--limit 2000 --no-progress", dir_).exit_code, 0);
+  for (const std::string signal : {"STOP", "KILL"}) {
+    const std::string node = kTrain + " --db " + db + " --epochs 1000 --threads 1 --timeout 5 --ranks 1 --nnodes 2 " +
+                             "--master-addr 127.0.0.1 --master-port " + std::to_string(FreePort()) + " --node-rank ";
+    const std::string rank1 = "'" + dir_.Sub("nodes[.]db .*[-]-node-rank 1 [-]-layout") + "'";
+    auto r =
+        RunCommand("{ " + node + "1 > /dev/null 2> " + dir_.Sub("node1.err") + " & L1=$!; " + node +
+                       "0 > /dev/null 2> " + dir_.Sub("node0.err") + " & L0=$!; sleep 5; pkill -" + signal + " -f " +
+                       rank1 + "; start=$(date +%s); wait $L0; echo node0 $? $(( $(date +%s) - start ));" +
+                       " wait $L1; echo node1 $? $(( $(date +%s) - start )); sleep 1; " + "echo left $(pgrep -c -f '" +
+                       dir_.Sub("nodes[.]db .*[-]-layout") + "'); }",
+                   dir_);
+    int status0 = -1, seconds0 = 99, status1 = -1, seconds1 = 99, left = -1;
+    ASSERT_EQ(std::sscanf(r.out.c_str(), "node0 %d %d\nnode1 %d %d\nleft %d", &status0, &seconds0, &status1, &seconds1,
+                          &left),
+              5)
+        << r.out << r.err;
+    EXPECT_NE(status0, 0) << signal;
+    EXPECT_NE(status1, 0) << signal;
+    EXPECT_LE(seconds0, 5 + 5) << signal;  // --timeout, slack
+    EXPECT_LE(seconds1, 5 + 5) << signal;
+    EXPECT_EQ(left, 0) << signal;
+    const std::string err1 = testing::ReadFile(dir_.Sub("node1.err"));
+    EXPECT_NE(err1.find(signal == "STOP" ? "rank 1 on node 1 made no progress for"
+                                         : "rank 1 on node 1 was killed by signal 9"),
+              std::string::npos)
+        << err1;
+  }
+
+  const int port = FreePort();
+  auto lonely = RunCommand("{ start=$(date +%s); " + kTrain + " --db " + db + " --ranks 1 --nnodes 2 --node-rank 1 " +
+                               "--master-addr 127.0.0.1 --master-port " + std::to_string(port) +
+                               " --timeout 3; echo status $? seconds $(( $(date +%s) - start )); }",
+                           dir_);
+  EXPECT_NE(lonely.out.find("status 1 "), std::string::npos) << lonely.out;
+  EXPECT_LE(std::stoi(lonely.out.substr(lonely.out.find("seconds ") + 8)), 3 + 5) << lonely.out;
+  ExpectOneLineError(testing::CommandResult{1, "", lonely.err}, "rendezvous with 127.0.0.1:" + std::to_string(port));
+}
+
+}  // namespace
+}  // namespace granary

@@ -1,0 +1,236 @@
+// End to end, prep build and the tools over a db: crashes, misuse and hostile inputs lose nothing.
+#include "tests/e2e/e2e.h"
+
+namespace granary {
+namespace {
+
+TEST_F(EndToEnd, BadRawInputEndsWithOneLineAndNoDb) {
+  const std::string db = dir_.Sub("db");
+  ExpectOneLineError(RunCommand(kPrep + " build " + dir_.Sub("missing") + " " + db, dir_), "no such folder");
+  fs::create_directory(dir_.Sub("empty"));
+  ExpectOneLineError(RunCommand(kPrep + " build " + dir_.Sub("empty") + " " + db, dir_), "folder is empty");
+  fs::create_directory(dir_.Sub("junk"));
+  testing::WriteFile(dir_.Sub("junk/train-images-idx3-ubyte"), "this is not an IDX file");
+  testing::WriteFile(dir_.Sub("junk/train-labels-idx1-ubyte"), "nor this");
+  ExpectOneLineError(RunCommand(kPrep + " build " + dir_.Sub("junk") + " " + db, dir_), "not an IDX file");
+
+  // A truncated copy of the real (gzipped) train images.
+  fs::create_directory(dir_.Sub("cut"));
+  std::string images = testing::ReadFile(std::string(kFashion) + "/train-images-idx3-ubyte.gz");
+  testing::WriteFile(dir_.Sub("cut/train-images-idx3-ubyte.gz"), images.substr(0, images.size() / 3));
+  fs::copy_file(std::string(kFashion) + "/train-labels-idx1-ubyte.gz", dir_.Sub("cut/train-labels-idx1-ubyte.gz"));
+  ExpectOneLineError(RunCommand(kPrep + " build " + dir_.Sub("cut") + " " + db, dir_), "train-images-idx3-ubyte.gz");
+
+  ExpectOneLineError(PrepFashion(db, "--bogus", dir_), "--bogus");
+  EXPECT_FALSE(fs::exists(db));
+  EXPECT_FALSE(fs::exists(db + ".partial"));
+}
+
+// SIGKILL a build at several points: no db ever appears before the build is
+// complete, and --resume finishes it with the content of an uninterrupted one.
+TEST_F(EndToEnd, KilledBuildsLeaveNoDbAndResumeFinishesThem) {
+  const std::string args = std::string(" build ") + kFashion + " ";
+  const std::string opts = " --limit 20000 --zstd-level 19 --no-progress --json";
+  auto reference = RunCommand(kPrep + args + dir_.Sub("reference") + opts, dir_);
+  ASSERT_EQ(reference.exit_code, 0) << reference.err;
+  const std::string want = nlohmann::json::parse(reference.out)["content_hash"];
+
+  const std::string db = dir_.Sub("db");
+  int kills = 0;
+  for (const char* seconds : {"0.3", "0.8", "1.4", "2.0", "2.7"}) {
+    auto r = RunCommand(std::string("timeout -s KILL ") + seconds + " " + kPrep + args + db + opts + " --resume", dir_);
+    if (r.exit_code == 128 + 9) {  // timeout(1) reports its SIGKILL as 137
+      ++kills;
+      EXPECT_FALSE(fs::exists(db)) << "killed after " << seconds << "s, yet " << db << " exists";
+    } else {
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      break;  // finished before the kill
+    }
+  }
+  EXPECT_GT(kills, 0);
+  if (!fs::exists(db)) {
+    auto done = RunCommand(kPrep + args + db + opts + " --resume", dir_);
+    ASSERT_EQ(done.exit_code, 0) << done.err;
+  }
+  auto info = RunCommand(kPrep + " info " + db + " --json", dir_);
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_EQ(nlohmann::json::parse(info.out)["content_hash"], want);
+  EXPECT_EQ(RunCommand(kPrep + " verify " + db, dir_).exit_code, 0);
+  EXPECT_FALSE(fs::exists(db + ".partial"));
+}
+
+// Two data-loss cases, as a user would type them.
+TEST_F(EndToEnd, ForceNeverDeletesTheInputOrWhatIsNotADb) {
+  const std::string raw = dir_.Sub("parent/raw");
+  fs::create_directories(raw);
+  for (const char* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"}) {
+    fs::copy_file(std::string(kFashion) + "/" + name, raw + "/" + name);
+  }
+  fs::create_directory(dir_.Sub("notes"));
+  testing::WriteFile(dir_.Sub("notes/todo.txt"), "keep me");
+  const std::string opts = " --limit 100 --force --no-progress";
+  ExpectOneLineError(RunCommand(kPrep + " build " + raw + " " + raw + opts, dir_), "is or contains the input");
+  ExpectOneLineError(RunCommand(kPrep + " build " + raw + " " + dir_.Sub("parent") + opts, dir_),
+                     "is or contains the input");
+  ExpectOneLineError(RunCommand(kPrep + " build " + raw + " " + dir_.Sub("notes") + opts, dir_),
+                     "is not a granary db");
+  EXPECT_TRUE(fs::exists(raw + "/train-images-idx3-ubyte.gz"));
+  EXPECT_EQ(testing::ReadFile(dir_.Sub("notes/todo.txt")), "keep me");
+  // A db is what --force replaces; without it, prep says to pass it.
+  ASSERT_EQ(RunCommand(kPrep + " build " + raw + " " + dir_.Sub("db") + opts, dir_).exit_code, 0);
+  ExpectOneLineError(RunCommand(kPrep + " build " + raw + " " + dir_.Sub("db") + " --no-progress", dir_),
+                     "db: already exists (pass --force to replace it)");
+  ASSERT_EQ(RunCommand(kPrep + " build " + raw + " " + dir_.Sub("db") + opts, dir_).exit_code, 0);
+  EXPECT_EQ(RunCommand(kPrep + " verify " + dir_.Sub("db"), dir_).exit_code, 0);
+}
+
+TEST_F(EndToEnd, TwoBuildsOfOnePathNeverPublishACorruptDb) {
+  const std::string db = dir_.Sub("out.db");
+  const std::string build = kPrep + " build " + kFashion + " " + db + " --threads 1 --no-progress";
+  // The first in the background; the second 0.3 s later, while the first runs
+  // (a full Fashion-MNIST build takes over a second).
+  auto r = RunCommand("{ (" + build + " 2>" + dir_.Sub("first.err") + "; echo $? >" + dir_.Sub("first.rc") +
+                          ") & sleep 0.3; " + build + "; rc=$?; wait; exit $rc; }",
+                      dir_);
+  const int first = std::stoi(testing::ReadFile(dir_.Sub("first.rc")));
+  const std::string first_err = testing::ReadFile(dir_.Sub("first.err"));
+  // Exactly one of them builds; the other says who holds the path.
+  EXPECT_EQ((first == 0) + (r.exit_code == 0), 1) << first_err << r.err;
+  const std::string& loser = first == 0 ? r.err : first_err;
+  EXPECT_NE(loser.find("being built by process"), std::string::npos) << loser;
+  EXPECT_EQ(RunCommand(kPrep + " verify " + db, dir_).exit_code, 0);
+  EXPECT_FALSE(fs::exists(db + ".partial"));
+}
+
+// The whole --shards range works, and verify stays cheap with many
+// shards (each shard's walk opens that shard only).
+TEST_F(EndToEnd, TheMostShardsBuildAndVerify) {
+  const std::string db = dir_.Sub("many.db");
+  auto build = RunCommand("ulimit -S -n 1024; " + kPrep + " build " + kFashion + " " + db +
+                              " --limit 4096 --shards 4096 --no-progress",
+                          dir_);
+  ASSERT_EQ(build.exit_code, 0) << build.err;
+  auto verify = RunCommand("ulimit -S -n 1024; " + kPrep + " verify " + db, dir_);
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+  EXPECT_NE(verify.out.find("8192 of 8192 samples ok"), std::string::npos) << verify.out;
+  EXPECT_EQ(PrepFashion(dir_.Sub("x"), "--shards 4097", dir_).exit_code, 2);
+}
+
+// A db is untrusted input; a manifest that lies about its counts
+// ends every tool with one line and exit status 1, never an abort.
+TEST_F(EndToEnd, ALyingManifestEndsEveryToolWithOneLine) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 300 --no-progress", dir_).exit_code, 0);
+  const std::string manifest = db + "/manifest.json";
+  const std::string honest = testing::ReadFile(manifest);
+  for (const char* lie : {"1099511627776", "9223372036854775807", "-5"}) {
+    std::string text = honest;
+    for (size_t at = text.find("\"count\": 300"); at != std::string::npos; at = text.find("\"count\": 300", at)) {
+      text.replace(at, 12, std::string("\"count\": ") + lie);
+    }
+    testing::WriteFile(manifest, text);
+    for (const std::string& command : {kTrain + " --db " + db + " --ranks 1", kLoader + " bench " + db,
+                                       kPrep + " info " + db}) {
+      auto r = RunCommand(command, dir_);
+      EXPECT_EQ(r.exit_code, 1) << lie << ": " << command << ": " << r.err;
+      ExpectOneLineError(r, std::string(lie) == "-5" ? "not a non-negative integer" : "shard-00000.mdb");
+    }
+    EXPECT_EQ(RunCommand(kPrep + " verify " + db, dir_).exit_code, 1) << lie;
+  }
+}
+
+// Names are bytes. A RAW path, db path, class name or rejected
+// file name that is not UTF-8 (or holds a newline) never aborts a tool; JSON
+// output stores it losslessly (store/json_text.h) and messages stay one line.
+TEST_F(EndToEnd, NamesThatAreNotUtf8NeverAbortAndComeBackExactly) {
+  const std::string raw = dir_.Sub("raw\xff");
+  fs::create_directory(raw);
+  for (const char* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"}) {
+    fs::copy_file(std::string(kFashion) + "/" + name, raw + "/" + name);
+  }
+  const std::string db = dir_.Sub("db\xfe");
+  auto build = RunCommand(kPrep + " build '" + raw + "' '" + db + "' --limit 200 --json --no-progress", dir_);
+  ASSERT_EQ(build.exit_code, 0) << build.err;
+  const nlohmann::json summary = ParseJson(build.out);
+  ASSERT_FALSE(summary.is_discarded()) << build.out;
+  EXPECT_EQ(summary["db"].get<std::string>(), db);
+  auto info = RunCommand(kPrep + " info '" + db + "' --json", dir_);
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_EQ(ParseJson(info.out)["source"]["path"].get<std::string>(), raw);
+  EXPECT_EQ(RunCommand(kPrep + " verify '" + db + "'", dir_).exit_code, 0);
+  auto train = RunCommand(kTrain + " --db '" + db + "' --ranks 1 --epochs 1 --eval-split '' --json", dir_);
+  EXPECT_EQ(train.exit_code, 0) << train.err;
+  EXPECT_EQ(ParseJson(train.out)["config"]["data"]["db"].get<std::string>(), db);
+
+  // A CSV whose name holds a newline and a non-UTF-8 byte, with Latin-1
+  // labels and one bad row: the rejected row is named on one line.
+  const std::string csv = dir_.Sub("t\nx\xff.csv");
+  std::string rows = "a,kind\n";
+  for (int i = 0; i < 40; ++i) rows += std::to_string(i) + (i % 2 ? ",caf\xe9\n" : ",th\xe9\n");
+  rows += "oops,caf\xe9\n";
+  testing::WriteFile(csv, rows);
+  auto csv_build = RunCommand(kPrep + " build '" + csv + "' '" + dir_.Sub("csvdb") +
+                                  "' --label kind --max-rejects 0.5 --no-progress",
+                              dir_);
+  ASSERT_EQ(csv_build.exit_code, 0) << csv_build.err;
+  EXPECT_NE(csv_build.err.find("rejected " + dir_.Sub("t\\nx\\xff.csv") + ":42"), std::string::npos) << csv_build.err;
+  auto csv_info = RunCommand(kPrep + " info '" + dir_.Sub("csvdb") + "' --json", dir_);
+  const nlohmann::json classes = ParseJson(csv_info.out)["class_names"];
+  EXPECT_EQ(classes, nlohmann::json({"caf\xe9", "th\xe9"})) << csv_info.out;
+}
+
+// A full disk is named as such (LMDB reports its short write as
+// EIO), leaves no db, and --resume after freeing space finishes with the
+// content of an uninterrupted build. The disk is a 2 MiB tmpfs mounted in a
+// private mount namespace (unshare), grown to free space.
+TEST_F(EndToEnd, AFullDiskSaysSoAndResumeFinishesAfterFreeingSpace) {
+  if (RunCommand("unshare -rm true", dir_).exit_code != 0) GTEST_SKIP() << "no unshare: user namespaces are off";
+  const std::string opts = std::string(" --limit 20000 --no-progress --json");
+  auto reference = RunCommand(kPrep + " build " + kFashion + " " + dir_.Sub("reference") + opts, dir_);
+  ASSERT_EQ(reference.exit_code, 0) << reference.err;
+  const std::string disk = dir_.Sub("disk");
+  fs::create_directory(disk);
+  const std::string build = kPrep + " build " + kFashion + " " + disk + "/db" + opts;
+  auto r = RunCommand("unshare -rm sh -c 'mount -t tmpfs -o size=2m tmpfs " + disk + " && " + build +
+                          "; echo first $? >&2; test -e " + disk + "/db && echo db exists >&2; " +
+                          "mount -o remount,size=64m " + disk + " && " + build + " --resume'",
+                      dir_);
+  EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("first 1"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("db exists"), std::string::npos) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["content_hash"], nlohmann::json::parse(reference.out)["content_hash"]);
+}
+
+// A shard that fills its map (--max-shard-mb) fails the build with
+// one line naming the shard and the flag, leaves no db, and --resume with a
+// larger limit finishes with the content of an uninterrupted build. Without a
+// limit the map grows from a small start, so a build also runs under an
+// address-space limit (it reserved 64 GiB per shard and failed there before).
+TEST_F(EndToEnd, AShardThatFillsItsMapFailsClearlyAndResumesWithRoom) {
+  const std::string opts = " --limit 20000 --no-progress --json";
+  auto reference = RunCommand(kPrep + " build " + kFashion + " " + dir_.Sub("reference") + opts, dir_);
+  ASSERT_EQ(reference.exit_code, 0) << reference.err;
+  const std::string hash = nlohmann::json::parse(reference.out)["content_hash"];
+
+  const std::string db = dir_.Sub("db");
+  auto full = RunCommand(kPrep + " build " + kFashion + " " + db + opts + " --max-shard-mb 4", dir_);
+  EXPECT_EQ(full.exit_code, 1);
+  EXPECT_NE(full.err.find("train/shard-00000.mdb: the shard would outgrow --max-shard-mb 4 (use more --shards"),
+            std::string::npos)
+      << full.err;
+  EXPECT_EQ(std::count(full.err.begin(), full.err.end(), '\n'), 1) << full.err;
+  EXPECT_FALSE(fs::exists(db));
+  auto resumed = RunCommand(kPrep + " build " + kFashion + " " + db + opts + " --resume --max-shard-mb 64", dir_);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(nlohmann::json::parse(resumed.out)["content_hash"], hash);
+
+  auto limited = RunCommand("ulimit -v 3000000 && " + kPrep + " build " + kFashion + " " + dir_.Sub("limited") + opts +
+                                " --threads 2",
+                            dir_);
+  ASSERT_EQ(limited.exit_code, 0) << limited.err;
+  EXPECT_EQ(nlohmann::json::parse(limited.out)["content_hash"], hash);
+}
+
+}  // namespace
+}  // namespace granary

@@ -1,0 +1,251 @@
+// End to end, training: the loss falls, ranks agree, every db and model kind trains, bad flags and dbs are refused.
+#include "tests/e2e/e2e.h"
+
+namespace granary {
+namespace {
+
+TEST_F(EndToEnd, PrepThenTwoRankTrainingLowersTheLoss) {
+  const std::string db = dir_.Sub("db");
+  auto prep = PrepFashion(db, "--limit 3000 --json", dir_);
+  ASSERT_EQ(prep.exit_code, 0) << prep.err;
+  auto summary = nlohmann::json::parse(prep.out);
+  EXPECT_EQ(summary["written"], 6000);
+  EXPECT_EQ(summary["rejected"], 0);
+
+  auto j = TrainJson("--db " + db + " --ranks 2 --epochs 3 --seed 1", dir_);
+  ASSERT_EQ(j["ranks"], 2);
+  ASSERT_EQ(j["epochs"].size(), 3u);
+  const auto& e = j["epochs"];
+  EXPECT_LT(e[2]["train_loss"].get<double>(), e[0]["train_loss"].get<double>());
+  EXPECT_LT(e[2]["train_loss"].get<double>(), 0.9);
+  EXPECT_GT(e[2]["test_accuracy"].get<double>(), 0.70);  // 10 classes: chance is 0.10
+  EXPECT_EQ(e[2]["test_samples"], 3000);
+}
+
+// Without dropout, 1 rank with batch B and 2 ranks with B/2 each see the same
+// global batches and average the same gradients, so they train alike.
+TEST_F(EndToEnd, OneAndTwoRanksFollowTheSameTrajectory) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 1024", dir_).exit_code, 0);
+  const std::string args = "--db " + db + " --epochs 1 --seed 3 --dropout 0 --batch-size 32";
+  auto one = TrainJson(args + " --ranks 1", dir_);
+  auto two = TrainJson(args + " --ranks 2 --sync after-backward", dir_);
+  ASSERT_EQ(one["epochs"].size(), 1u);
+  ASSERT_EQ(two["epochs"].size(), 1u);
+  EXPECT_NEAR(one["epochs"][0]["train_loss"].get<double>(), two["epochs"][0]["train_loss"].get<double>(), 0.01);
+  EXPECT_NEAR(one["epochs"][0]["test_loss"].get<double>(), two["epochs"][0]["test_loss"].get<double>(), 0.02);
+  // Two ranks accumulating two micro-batches of 8 take the same steps (to float rounding).
+  for (const char* sync : {"after-backward", "bucketed"}) {
+    auto accum = TrainJson(args + " --ranks 2 --accum 2 --sync " + sync, dir_);
+    // (Stepping after every micro-batch instead would differ by about 0.1.)
+    // Rounding grows over the epoch's 32 steps with the CPU's kernels: on an
+    // AMX Xeon the test loss differed by 4.2e-4 (the train loss by 1.2e-5).
+    EXPECT_NEAR(one["epochs"][0]["train_loss"].get<double>(), accum["epochs"][0]["train_loss"].get<double>(), 1e-4)
+        << sync;
+    EXPECT_NEAR(one["epochs"][0]["test_loss"].get<double>(), accum["epochs"][0]["test_loss"].get<double>(), 1e-3)
+        << sync;
+  }
+  // The bucketed, overlapped sync averages the same values as the flat one:
+  // the same losses, exactly.
+  auto bucketed = TrainJson(args + " --ranks 2 --sync bucketed --bucket-mb 1", dir_);
+  EXPECT_EQ(bucketed["epochs"][0]["train_loss"], two["epochs"][0]["train_loss"]);
+  EXPECT_EQ(bucketed["epochs"][0]["test_loss"], two["epochs"][0]["test_loss"]);
+}
+
+// --synthetic times the step alone: no loader wait, no sync wait, no
+// evaluation; and the launcher's layout is reported with the run.
+TEST_F(EndToEnd, SyntheticRunsOnlyComputeAndTheLayoutIsReported) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 512", dir_).exit_code, 0);
+  auto j = TrainJson("--db " + db + " --ranks 2 --epochs 1 --batch-size 32 --synthetic --oversubscribe", dir_);
+  ASSERT_EQ(j["epochs"].size(), 1u);
+  const auto& e = j["epochs"][0];
+  EXPECT_EQ(e["stall_fraction"], 0.0);
+  EXPECT_EQ(e["comm_fraction"], 0.0);
+  EXPECT_EQ(e["queue_depth"], 0.0);
+  EXPECT_GT(e["samples_per_s"].get<double>(), 0);
+  EXPECT_FALSE(e.contains("test_accuracy"));
+  EXPECT_EQ(j["config"]["data"]["synthetic"], true);
+  EXPECT_EQ(j["layout"]["ranks"], 2);
+  EXPECT_EQ(j["layout"]["threads"], j["threads_per_rank"]);
+  EXPECT_EQ(j["config"]["dist"]["threads"], j["threads_per_rank"]);  // resolved, as run
+  EXPECT_NE(j["layout_text"].get<std::string>().find("2 ranks x"), std::string::npos) << j["layout_text"];
+}
+
+TEST_F(EndToEnd, TrainRejectsWhatIsNotAGranaryDb) {
+  ExpectOneLineError(RunCommand(kTrain + " --db " + dir_.Sub("nothing"), dir_), "no such db directory");
+  fs::create_directory(dir_.Sub("plain"));
+  ExpectOneLineError(RunCommand(kTrain + " --db " + dir_.Sub("plain"), dir_), "is not a granary db");
+  ExpectOneLineError(RunCommand(kTrain + " --db " + dir_.Sub("plain") + " --frobnicate 3", dir_), "--frobnicate");
+  ExpectOneLineError(RunCommand(kTrain, dir_), "--db");
+}
+
+TEST_F(EndToEnd, FlagsOutOfBoundsStopBeforeAnyRankStarts) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 100 --no-progress", dir_).exit_code, 0);
+  for (const char* flag : {"--ranks 1000", "--batch-size -1", "--prefetch 1000000000", "--threads 100000",
+                           "--epochs 0"}) {
+    ExpectOneLineError(RunCommand(kTrain + " --db " + db + " " + flag, dir_), flag);
+  }
+  for (const char* flag : {"--threads 100000", "--threads 0", "--epochs 0", "--epochs -1", "--batch -1",
+                           "--batch 0", "--prefetch 1000000000", "--prefetch 0"}) {
+    const std::string name = std::string(flag).substr(0, std::string(flag).find(' '));
+    ExpectOneLineError(RunCommand(kLoader + " bench " + db + " " + flag, dir_), name);
+  }
+  // Within its own bound, --prefetch is checked against the memory it would take.
+  ExpectOneLineError(RunCommand(kLoader + " bench " + db + " --prefetch 256 --batch 1048576", dir_),
+                     "more than half of this machine's");
+  ExpectOneLineError(RunCommand(kLoader + " order " + db + " --epoch -1", dir_), "--epoch: must be >= 0");
+  ExpectOneLineError(PrepFashion(dir_.Sub("x"), "--limit -1", dir_),
+                     "--limit: must be >= 0");
+  ExpectOneLineError(PrepFashion(dir_.Sub("x"), "--threads 100000", dir_),
+                     "--threads");
+}
+
+// Bf16 (CPU autocast) and channels-last train: the loss falls, and
+// both sync methods give the same numbers under them.
+TEST_F(EndToEnd, Bf16AndChannelsLastLowerTheLoss) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 2000 --no-progress", dir_).exit_code, 0);
+  const std::string args = "--db " + db + " --epochs 2 --eval-split '' --optimizer sgd --lr 0.02 --momentum 0.9 " +
+                           "--precision bf16 --channels-last --dropout 0 --ranks 2";
+  auto j = TrainJson(args, dir_);
+  ASSERT_EQ(j["epochs"].size(), 2u);
+  EXPECT_LT(j["epochs"][1]["train_loss"].get<double>(), j["epochs"][0]["train_loss"].get<double>());
+  EXPECT_LT(j["epochs"][1]["train_loss"].get<double>(), 1.0);
+  EXPECT_EQ(j["config"]["model"]["precision"], "bf16");
+  // The epoch's time splits into compute, sync wait and data stall (plus a little bookkeeping).
+  for (const auto& e : j["epochs"]) {
+    const double parts = e["compute_fraction"].get<double>() + e["comm_fraction"].get<double>() +
+                         e["stall_fraction"].get<double>();
+    EXPECT_GT(e["compute_fraction"].get<double>(), 0.3) << e;
+    EXPECT_GT(parts, 0.8) << e;
+    EXPECT_LE(parts, 1.0) << e;
+  }
+  auto bucketed = TrainJson(args + " --sync bucketed", dir_);
+  EXPECT_EQ(bucketed["epochs"][1]["train_loss"], j["epochs"][1]["train_loss"]);
+}
+
+// A CSV db trains. Two classes that a linear rule over features of
+// very different scales separates; the MLP standardises the features with the
+// training split's statistics and evaluates on the held-out split that
+// --val-fraction makes, found by --eval-split auto.
+TEST_F(EndToEnd, ACsvDbTrainsAnMlpAndEvaluatesOnItsValSplit) {
+  std::string rows = "a,b,c,y\n";
+  for (int i = 0; i < 600; ++i) {
+    const double a = (i * 37 % 101) / 101.0, b = (i * 53 % 97) / 97.0;
+    const int y = a + b > 1.0 ? 1 : 0;
+    rows += std::to_string(a * 1000) + "," + std::to_string(b * 0.01) + "," + std::to_string(i % 7) + "," +
+            std::to_string(y) + "\n";
+  }
+  testing::WriteFile(dir_.Sub("t.csv"), rows);
+  const std::string db = dir_.Sub("db");
+  auto prep = RunCommand(kPrep + " build " + dir_.Sub("t.csv") + " " + db + " --label y --val-fraction 0.2", dir_);
+  ASSERT_EQ(prep.exit_code, 0) << prep.err;
+  auto j = TrainJson("--db " + db + " --ranks 2 --epochs 30 --batch-size 32 --lr 0.01", dir_);
+  EXPECT_EQ(j["config"]["model"]["name"], "mlp");
+  EXPECT_EQ(j["config"]["data"]["input_field"], "features");
+  EXPECT_EQ(j["config"]["data"]["eval_split"], "val");
+  ASSERT_EQ(j["epochs"].size(), 30u);
+  const auto& last = j["epochs"][29];
+  EXPECT_GT(last["test_samples"].get<int>(), 60);
+  EXPECT_GT(last["test_accuracy"].get<double>(), 0.9) << last;
+  // The wrong model for the db: one line naming the db, the field and the shape, before any rank starts.
+  ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --model convnet", dir_), "field 'features'");
+  auto r = RunCommand(kTrain + " --db " + db + " --model resnet", dir_);
+  EXPECT_NE(r.err.find(db), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[3]"), std::string::npos) << r.err;
+}
+
+// The BatchNorm models train under data parallelism, with a schedule, warm-up,
+// linear scaling and label smoothing; what runs is printed.
+TEST_F(EndToEnd, ResNetAndMobileNetTrainOnTwoRanksWithARecipe) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 1000 --no-progress", dir_).exit_code, 0);
+  for (const char* model : {"resnet", "mobilenet"}) {
+    auto j = TrainJson(std::string("--db ") + db + " --model " + model + " --width 0.5 --ranks 2 --epochs 3 " +
+                           "--optimizer sgd --lr 0.05 --momentum 0.9 --schedule cosine --warmup-epochs 1 " +
+                           "--lr-scaling linear --base-batch 32 --label-smoothing 0.1 --eval-split ''",
+                       dir_);
+    ASSERT_EQ(j["epochs"].size(), 3u) << model;
+    EXPECT_EQ(j["config"]["model"]["name"], model);
+    EXPECT_LT(j["epochs"][2]["train_loss"].get<double>(), j["epochs"][0]["train_loss"].get<double>()) << model;
+    // Peak 0.05 x 64 / 32 after one epoch of warm-up, cosine to ~0 at the end.
+    EXPECT_NEAR(j["epochs"][0]["lr"].get<double>(), 0.1, 1e-9) << model;
+    EXPECT_LT(j["epochs"][2]["lr"].get<double>(), 0.01) << model;
+  }
+}
+
+// Bring your own model. A module scripted in Python trains on a
+// Fashion-MNIST db with the same loop and sync; --save writes the trained
+// model, which Python loads and which classifies the test split as well as
+// train's own evaluation said. A module whose output does not match the
+// db's classes, or a file that is not one, is refused before any rank starts.
+TEST_F(EndToEnd, APythonTorchScriptModelTrainsAndTheSavedModelRunsInPython) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 1000 --no-progress", dir_).exit_code, 0);
+  testing::WriteFile(dir_.Sub("make.py"),
+                     "import sys, torch\n"
+                     "torch.manual_seed(0)\n"
+                     "classes = int(sys.argv[2])\n"
+                     "net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 64), torch.nn.ReLU(),\n"
+                     "                          torch.nn.Linear(64, classes))\n"
+                     "torch.jit.script(net).save(sys.argv[1])\n");
+  const std::string make = "/usr/bin/python3 " + dir_.Sub("make.py") + " ";
+  ASSERT_EQ(RunCommand(make + dir_.Sub("net.pt") + " 10", dir_).exit_code, 0);
+  ASSERT_EQ(RunCommand(make + dir_.Sub("five.pt") + " 5", dir_).exit_code, 0);
+
+  auto j = TrainJson("--db " + db + " --model " + dir_.Sub("net.pt") + " --ranks 2 --epochs 4 --optimizer sgd " +
+                         "--lr 0.05 --momentum 0.9 --save " + dir_.Sub("trained.pt"),
+                     dir_);
+  ASSERT_EQ(j["epochs"].size(), 4u);
+  EXPECT_LT(j["epochs"][3]["train_loss"].get<double>(), j["epochs"][0]["train_loss"].get<double>());
+  const double accuracy = j["epochs"][3]["test_accuracy"].get<double>();
+  EXPECT_GT(accuracy, 0.6) << j["epochs"];  // 0.75 here; chance is 0.1
+  // Python: the saved model on the db's test split, read with tools/granary_db.py.
+  testing::WriteFile(dir_.Sub("check.py"),
+                     "import sys, torch\n"
+                     "sys.path.insert(0, '" GRANARY_SOURCE_DIR "/tools')\n"
+                     "import granary_db\n"
+                     "db = granary_db.Db(sys.argv[1])\n"
+                     "split = db['test']\n"
+                     "m = torch.jit.load(sys.argv[2])\n"
+                     "right = 0\n"
+                     "for i in range(len(split)):\n"
+                     "    s = split[i]\n"
+                     "    x = torch.tensor(s['image'], dtype=torch.float32).reshape(1, 1, 28, 28) / 255\n"
+                     "    right += int(m(x).argmax(1).item() == int(s['label']))\n"
+                     "print(right / len(split))\n");
+  auto check = RunCommand("/usr/bin/python3 " + dir_.Sub("check.py") + " " + db + " " + dir_.Sub("trained.pt"), dir_);
+  ASSERT_EQ(check.exit_code, 0) << check.err;
+  EXPECT_NEAR(std::stod(check.out), accuracy, 1e-6) << check.out;
+
+  const std::string outputs = " --save " + dir_.Sub("out.pt") + " --metrics " + dir_.Sub("out.jsonl") +
+                              " --report " + dir_.Sub("out.html");
+  ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --model " + dir_.Sub("five.pt") + outputs, dir_),
+                     "gives [2, 5], training needs [2, 10] (10 classes)");
+  for (const char* name : {"out.pt", "out.jsonl", "out.html"}) EXPECT_FALSE(fs::exists(dir_.Sub(name))) << name;
+  testing::WriteFile(dir_.Sub("junk.pt"), "junk");
+  ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --model " + dir_.Sub("junk.pt"), dir_),
+                     "not a TorchScript module");
+  ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --save " + dir_.Sub("no/such/dir/m.pt"), dir_),
+                     "--save " + dir_.Sub("no/such/dir/m.pt") + ": no directory");
+}
+
+// Evaluation is split over the ranks: every test sample counted once, also
+// when the split does not divide by the ranks (999 over 2 and over 4).
+TEST_F(EndToEnd, EvaluationSharesTheSplitOverRanksCountingEachSampleOnce) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 999 --no-progress", dir_).exit_code, 0);
+  const std::string args = "--db " + db + " --epochs 1 --dropout 0 --batch-size 36 --oversubscribe";
+  auto one = TrainJson(args + " --ranks 1", dir_);
+  for (const char* ranks : {"2", "4"}) {
+    auto j = TrainJson(args + " --ranks " + ranks, dir_);
+    EXPECT_EQ(j["epochs"][0]["test_samples"], 999) << ranks;
+    EXPECT_NEAR(j["epochs"][0]["test_accuracy"].get<double>(), one["epochs"][0]["test_accuracy"].get<double>(), 0.05)
+        << ranks;
+  }
+}
+
+}  // namespace
+}  // namespace granary

@@ -1,0 +1,123 @@
+// Checkpoints: everything a run needs to continue exactly where it was, in
+// one file per checkpoint, DIR/step-<global step, 10 digits>.ckpt, written
+// atomically and durably (temporary file, fsync, rename, fsync of DIR). The
+// layout is specified in docs/FORMAT.md ("Checkpoints"): a magic, a JSON
+// header (the run's config, the db's content hash, where the run is, every
+// rank's epoch-so-far loss, the payload's size and XXH64) and a LibTorch
+// archive of the model's parameters and buffers and the optimizer's state.
+// Every field is checked on load; a damaged or foreign file is refused with
+// one line saying why. Dropout's random stream needs no saving: each step
+// reseeds it from (seed, rank, global step).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "store/file.h"
+#include "store/status.h"
+#include "trainer/config/config.h"
+
+namespace granary {
+
+// Where a run is.
+struct RunPosition {
+  int64_t global_step = 0;  // optimizer steps taken
+  uint64_t epoch = 0;       // the epoch in progress (0-based); the next one at an epoch's end
+  uint64_t position = 0;    // samples of that epoch's global order consumed (LoaderState)
+  int world = 1;            // ranks of the run that wrote it
+  // Per rank, the epoch so far: summed training loss x samples, and samples.
+  std::vector<double> loss_sums, sample_counts;
+};
+
+struct CheckpointHeader {
+  TrainConfig config;
+  std::string db_content_hash;  // the manifest's, "xxh64:..."
+  RunPosition at;
+  std::string run;  // the run that wrote it (ClaimCheckpointDir); "" in files written before runs had one
+};
+
+struct Checkpoint {
+  std::string path;
+  CheckpointHeader header;
+  std::string payload;  // the LibTorch archive, checked against the header's hash
+};
+
+// Writes the checkpoint of `at` into `dir` (created if missing), then deletes
+// all but the newest `keep` of the same run's checkpoints there. Only files
+// named step-*.ckpt whose header names header.run are ever deleted or
+// replaced; a file of another run where this one goes is FailedPrecondition.
+Status WriteCheckpoint(const std::string& dir, const CheckpointHeader& header, const torch::nn::Module& model,
+                       const torch::optim::Optimizer& optimizer, int keep);
+
+// Rank 0's checkpoints, written in the background: Write() copies the
+// state into the file's bytes at once (training may change the model right
+// after) and returns; writing, syncing and renaming the file happen on a
+// thread of its own, so a slow disk does not hold the other ranks in their
+// next collective past --timeout. A Write first waits for the one before; if
+// that failed, it returns the error and writes nothing (Busy() tells a caller
+// that must not wait). Wait() waits for the last and returns its status (a
+// run calls it before it ends); destruction waits too.
+class CheckpointWriter {
+ public:
+  CheckpointWriter() = default;
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+  ~CheckpointWriter();
+
+  Status Write(const std::string& dir, const CheckpointHeader& header, const torch::nn::Module& model,
+               const torch::optim::Optimizer& optimizer, int keep);
+  Status Wait();
+  // Whether a write is still in progress.
+  bool Busy() const { return thread_.joinable() && !done_.load(); }
+
+ private:
+  std::thread thread_;
+  Status stored_;                 // the last write's outcome, set by thread_
+  std::atomic<bool> done_{true};  // thread_ has set stored_
+};
+
+// Reads and checks `path`: Corruption (damaged), FailedPrecondition (a newer
+// version), NotFound, InvalidArgument (not a regular file: a FIFO, a
+// device); each naming the file. The header is read and its lengths checked
+// against the file's size before the payload is read.
+StatusOr<Checkpoint> ReadCheckpoint(const std::string& path);
+
+// Loads the checkpoint's values into `model` (same structure) and/or
+// `optimizer` (over the same parameters); either may be null.
+Status RestoreCheckpoint(const Checkpoint& checkpoint, torch::nn::Module* model, torch::optim::Optimizer* optimizer);
+
+// The newest checkpoint in `dir`; NotFound naming `dir` if it has none.
+StatusOr<std::string> LatestCheckpoint(const std::string& dir);
+
+// Resolves config->checkpoint.resume ("latest" in the checkpoint dir, or a
+// file) to the checkpoint's path, reads it and checks that it belongs to this
+// db (content hash) and this run (CheckResumable). One line saying why not.
+StatusOr<Checkpoint> ResolveResume(const std::string& db_content_hash, TrainConfig* config);
+
+// A checkpoint directory belongs to one run. The process that starts a run
+// (the launcher; rank 0 under torchrun) claims `dir` before any rank starts:
+// it creates it if missing, takes `lock` (held while the run lives, released
+// by the kernel if the process dies), checks that every checkpoint there is
+// this run's, and records the run in DIR/granary-run.json (its id, start
+// time, pid and host). `resumed` is the checkpoint a resumed run continues
+// (its run is this run), or null for a new run, which gets a new id.
+// FailedPrecondition in one line naming the other run if another run holds
+// the lock or has checkpoints there. Returns the run's id.
+StatusOr<std::string> ClaimCheckpointDir(const std::string& dir, const Checkpoint* resumed, DirectoryLock* lock);
+
+// The id of the run that claimed `dir` (rank 0 names its checkpoints with it).
+StatusOr<std::string> CheckpointDirRun(const std::string& dir);
+
+// OK if a run configured as `resumed` may continue one configured as `saved`:
+// only the layout (ranks, threads, host, port, pinning), the epoch count,
+// the loader's threads and prefetch, the db's path (its content is checked
+// by hash), outputs and checkpointing may change. Else InvalidArgument
+// naming the first field that differs.
+Status CheckResumable(const TrainConfig& saved, const TrainConfig& resumed);
+
+}  // namespace granary

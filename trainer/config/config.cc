@@ -1,0 +1,359 @@
+#include "trainer/config/config.h"
+
+#include <sched.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "loader/augment.h"
+#include "loader/loader.h"
+#include "loader/sampler.h"
+#include "store/json_text.h"
+#include "trainer/dist/gradient_sync.h"
+#include "trainer/models/registry.h"
+#include "trainer/optim/optimizer.h"
+#include "trainer/optim/schedule.h"
+
+namespace granary {
+
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataConfig, db, train_split, eval_split, input_field, loader_threads,
+                                                prefetch, shuffle, drop_last, skip_corrupt, augment, mean, stddev,
+                                                synthetic, probe_s)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelConfig, name, width, dropout, precision, channels_last)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimConfig, optimizer, lr, momentum, nesterov, weight_decay, epochs,
+                                                batch_size, accum, seed, schedule, warmup_epochs, lr_scaling,
+                                                base_batch, label_smoothing)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SyncConfig, method, bucket_mb)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistConfig, ranks, threads, nnodes, node_rank, host, port, iface,
+                                                timeout_s, oversubscribe, pin)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OutputConfig, save, metrics, log_every, report)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CheckpointConfig, dir, every, keep, resume)
+
+namespace {
+
+// Hard limits, whatever the machine: beyond them a run cannot be meant.
+constexpr int64_t kMaxBatch = int64_t{1} << 20;
+constexpr int kMaxEpochs = 1000000;
+constexpr int kMaxAccum = 1024;
+constexpr int64_t kMaxCheckpointEvery = int64_t{1} << 40;
+constexpr int kMaxKeep = 1000;
+constexpr int kMaxNodes = 4096;
+constexpr int kMaxTimeout = 24 * 3600;
+// --tune-seconds: below, warm-up and noise swamp the figure.
+constexpr double kMinTuneSeconds = 0.5, kMaxTuneSeconds = 600;
+// With --oversubscribe, ranks x threads may reach this many times the cores.
+constexpr int kOversubscribeFactor = 8;
+
+nlohmann::json ToJsonValue(const TrainConfig& c) {
+  return {{"data", c.data}, {"model", c.model},           {"optim", c.optim},
+          {"sync", c.sync}, {"dist", c.dist}, {"checkpoint", c.checkpoint}, {"output", c.output}};
+}
+
+Status OutOfRange(const std::string& flag, const std::string& value, const std::string& bound) {
+  return Status::InvalidArgument(flag + " " + value + ": " + bound);
+}
+
+// A flag's floating-point value as the user would write it ("0.25", "1e-05").
+std::string Number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", v);
+  return text;
+}
+
+std::string Range(int64_t lo, int64_t hi) { return "must be in " + std::to_string(lo) + ".." + std::to_string(hi); }
+
+// Members of `j` (an object) that `defaults` does not have, recursively.
+void UnknownMembers(const nlohmann::json& j, const nlohmann::json& defaults, const std::string& prefix,
+                    std::vector<std::string>* out) {
+  for (const auto& [key, value] : j.items()) {
+    if (!defaults.contains(key)) {
+      out->push_back(prefix + key);
+    } else if (value.is_object() && defaults[key].is_object()) {
+      UnknownMembers(value, defaults[key], prefix + key + ".", out);
+    }
+  }
+}
+
+// The first member of `j` whose number does not fit the C++ member it sets,
+// judged by the defaults' JSON: an integer member (a signed one is an int or
+// a bounded int64_t) takes only a JSON integer within int32 (any unsigned
+// one for an unsigned member), a floating-point member a number within
+// float's range. nlohmann would cast anything else, some of it undefined
+// behaviour. "" if none.
+std::string MistypedMember(const nlohmann::json& j, const nlohmann::json& defaults, const std::string& prefix) {
+  for (const auto& [key, value] : j.items()) {
+    if (!defaults.contains(key)) continue;
+    const nlohmann::json& d = defaults[key];
+    if (value.is_object() && d.is_object()) {
+      std::string inner = MistypedMember(value, d, prefix + key + ".");
+      if (!inner.empty()) return inner;
+      continue;
+    }
+    const bool fits = d.is_number_unsigned() ? JsonIntegerFits<uint64_t>(value)
+                      : d.is_number_integer() ? JsonIntegerFits<int32_t>(value)
+                      : d.is_number_float()
+                          ? value.is_number() && std::abs(value.get<double>()) <= std::numeric_limits<float>::max()
+                          : true;  // strings and booleans: nlohmann refuses a mismatch itself
+    if (!fits) return prefix + key + " = " + value.dump();
+  }
+  return "";
+}
+
+// Validate's sections, each the bounds of its flags.
+Status ValidateData(const DataConfig& data, int cores) {
+  const DataConfig& d = data;
+  if (d.db.empty()) return Status::InvalidArgument("--db is empty");
+  if (d.train_split.empty()) return Status::InvalidArgument("--train-split is empty");
+  const int max_loader_threads = kLoaderThreadsPerCore * cores;
+  if (d.loader_threads < 1 || d.loader_threads > max_loader_threads) {
+    return OutOfRange("--loader-threads", std::to_string(d.loader_threads),
+                      Range(1, max_loader_threads) + " (" + std::to_string(kLoaderThreadsPerCore) + " x " +
+                          std::to_string(cores) + " cores)");
+  }
+  if (d.prefetch < 1 || d.prefetch > kMaxLoaderPrefetch) {
+    return OutOfRange("--prefetch", std::to_string(d.prefetch), Range(1, kMaxLoaderPrefetch));
+  }
+  GRANARY_RETURN_IF_ERROR(ParseShuffleMode(d.shuffle).status());
+  GRANARY_RETURN_IF_ERROR(ParseAugment(d.augment).status());
+  if (!std::isfinite(d.mean)) return OutOfRange("--mean", Number(d.mean), "must be finite");
+  if (!(std::isfinite(d.stddev) && d.stddev > 0)) {
+    return OutOfRange("--std", Number(d.stddev), "must be finite and > 0");
+  }
+  if (d.probe_s != 0) GRANARY_RETURN_IF_ERROR(CheckTuneSeconds(d.probe_s));
+  return Status::OK();
+}
+
+Status ValidateModel(const ModelConfig& model) {
+  if (model.name != "auto" && !IsKnownModel(model.name) && !IsModelFile(model.name)) {
+    return OutOfRange("--model", model.name,
+                      "unknown (known: auto, " + KnownModelNames() + ", or a TorchScript FILE.pt)");
+  }
+  if (!(model.width >= kMinModelWidth && model.width <= kMaxModelWidth)) {
+    return OutOfRange("--width", Number(model.width),
+                      "must be in " + Number(kMinModelWidth) + ".." + Number(kMaxModelWidth));
+  }
+  if (!(model.dropout >= 0 && model.dropout < 1)) {
+    return OutOfRange("--dropout", Number(model.dropout), "must be in [0, 1)");
+  }
+  if (model.precision != "fp32" && model.precision != "bf16") {
+    return OutOfRange("--precision", model.precision, "expected fp32 or bf16");
+  }
+  return Status::OK();
+}
+
+Status ValidateOptim(const OptimConfig& optim) {
+  if (!IsKnownOptimizer(optim.optimizer)) {
+    return OutOfRange("--optimizer", optim.optimizer, "unknown (known: " + KnownOptimizerNames() + ")");
+  }
+  if (!(std::isfinite(optim.lr) && optim.lr > 0)) {
+    return OutOfRange("--lr", Number(optim.lr), "must be finite and > 0");
+  }
+  if (!(optim.momentum >= 0 && optim.momentum < 1)) {
+    return OutOfRange("--momentum", Number(optim.momentum), "must be in [0, 1)");
+  }
+  if (optim.momentum > 0 && optim.optimizer != "sgd") {
+    return Status::InvalidArgument("--momentum is for --optimizer sgd (" + optim.optimizer + " has its own betas)");
+  }
+  if (optim.nesterov && !(optim.optimizer == "sgd" && optim.momentum > 0)) {
+    return Status::InvalidArgument("--nesterov needs --optimizer sgd with --momentum above 0");
+  }
+  if (!(std::isfinite(optim.weight_decay) && optim.weight_decay >= 0 && optim.weight_decay < 1)) {
+    return OutOfRange("--weight-decay", Number(optim.weight_decay), "must be in [0, 1)");
+  }
+  if (optim.epochs < 1 || optim.epochs > kMaxEpochs) {
+    return OutOfRange("--epochs", std::to_string(optim.epochs), Range(1, kMaxEpochs));
+  }
+  if (optim.batch_size < 1 || optim.batch_size > kMaxBatch) {
+    return OutOfRange("--batch-size", std::to_string(optim.batch_size), Range(1, kMaxBatch));
+  }
+  if (!IsKnownSchedule(optim.schedule)) {
+    return OutOfRange("--schedule", optim.schedule, "unknown (known: " + KnownScheduleNames() + ")");
+  }
+  if (!(optim.warmup_epochs >= 0 && optim.warmup_epochs <= optim.epochs)) {
+    return OutOfRange("--warmup-epochs", Number(optim.warmup_epochs),
+                      "must be in 0..--epochs (" + std::to_string(optim.epochs) + ")");
+  }
+  if (optim.lr_scaling != "none" && optim.lr_scaling != "linear") {
+    return OutOfRange("--lr-scaling", optim.lr_scaling, "expected none or linear");
+  }
+  if (optim.base_batch < 1 || optim.base_batch > kMaxBatch) {
+    return OutOfRange("--base-batch", std::to_string(optim.base_batch), Range(1, kMaxBatch));
+  }
+  if (!(optim.label_smoothing >= 0 && optim.label_smoothing < 1)) {
+    return OutOfRange("--label-smoothing", Number(optim.label_smoothing), "must be in [0, 1)");
+  }
+  return Status::OK();
+}
+
+Status ValidateSync(const SyncConfig& sync) {
+  if (!IsKnownGradientSync(sync.method)) {
+    return OutOfRange("--sync", sync.method, "unknown (known: " + KnownGradientSyncNames() + ")");
+  }
+  if (!(sync.bucket_mb >= 0.001 && sync.bucket_mb <= 1024)) {
+    return OutOfRange("--bucket-mb", Number(sync.bucket_mb), "must be in 0.001..1024");
+  }
+  return Status::OK();
+}
+
+// Ranks, threads and nodes on `cores` cores, and a batch that divides over them.
+Status ValidateLayout(const TrainConfig& c, int cores) {
+  const DistConfig& dist = c.dist;
+  const OptimConfig& optim = c.optim;
+  const int hard_cap = kOversubscribeFactor * cores;
+  const std::string cores_text = std::to_string(cores) + " cores";
+  if (dist.ranks < 1 || dist.ranks > hard_cap) {
+    return OutOfRange("--ranks", std::to_string(dist.ranks),
+                      Range(1, hard_cap) + " (" + std::to_string(kOversubscribeFactor) + " x " + cores_text + ")");
+  }
+  if (dist.threads < 0 || dist.threads > hard_cap) {
+    return OutOfRange("--threads", std::to_string(dist.threads), Range(0, hard_cap) + " (0: cores / ranks)");
+  }
+  const int64_t used = int64_t{dist.ranks} * c.ThreadsPerRank(cores);
+  if (used > cores && !dist.oversubscribe) {
+    return Status::InvalidArgument("--ranks " + std::to_string(dist.ranks) + " x --threads " +
+                                   std::to_string(c.ThreadsPerRank(cores)) + " = " + std::to_string(used) +
+                                   " threads on " + cores_text + ": pass --oversubscribe to run it anyway");
+  }
+  if (used > hard_cap) {
+    return Status::InvalidArgument("--ranks " + std::to_string(dist.ranks) + " x --threads " +
+                                   std::to_string(c.ThreadsPerRank(cores)) + " = " + std::to_string(used) +
+                                   " threads: more than " + std::to_string(kOversubscribeFactor) + " x " +
+                                   cores_text + " even with --oversubscribe");
+  }
+  if (optim.accum < 1 || optim.accum > kMaxAccum) {
+    return OutOfRange("--accum", std::to_string(optim.accum), Range(1, kMaxAccum));
+  }
+  if (dist.nnodes < 1 || dist.nnodes > kMaxNodes) {
+    return OutOfRange("--nnodes", std::to_string(dist.nnodes), Range(1, kMaxNodes));
+  }
+  if (dist.node_rank < 0 || dist.node_rank >= dist.nnodes) {
+    return OutOfRange("--node-rank", std::to_string(dist.node_rank), Range(0, dist.nnodes - 1) + " (--nnodes)");
+  }
+  if (dist.nnodes > 1 && dist.port == 0) {
+    return Status::InvalidArgument("--nnodes " + std::to_string(dist.nnodes) +
+                                   " needs --master-port (and --master-addr: node 0's address)");
+  }
+  if (dist.timeout_s < 1 || dist.timeout_s > kMaxTimeout) {
+    return OutOfRange("--timeout", std::to_string(dist.timeout_s), Range(1, kMaxTimeout));
+  }
+  const int64_t world = c.World();
+  const std::string ranks_text =
+      (dist.nnodes > 1 ? "--ranks x --nnodes " : "--ranks ") + std::to_string(world);
+  if (optim.batch_size % world != 0) {
+    return Status::InvalidArgument("--batch-size " + std::to_string(optim.batch_size) +
+                                   " must be a positive multiple of " + ranks_text);
+  }
+  if (optim.batch_size % (world * optim.accum) != 0) {
+    return Status::InvalidArgument("--batch-size " + std::to_string(optim.batch_size) + " must be a multiple of " +
+                                   ranks_text + " x --accum " + std::to_string(optim.accum));
+  }
+  return Status::OK();
+}
+
+Status ValidateOutputs(const CheckpointConfig& checkpoint, const OutputConfig& output) {
+  if (checkpoint.every < 0 || checkpoint.every > kMaxCheckpointEvery) {
+    return OutOfRange("--checkpoint-every", std::to_string(checkpoint.every), Range(0, kMaxCheckpointEvery));
+  }
+  if (checkpoint.keep < 1 || checkpoint.keep > kMaxKeep) {
+    return OutOfRange("--keep", std::to_string(checkpoint.keep), Range(1, kMaxKeep));
+  }
+  if (checkpoint.dir.empty() && checkpoint.every > 0) {
+    return Status::InvalidArgument("--checkpoint-every needs --checkpoint-dir");
+  }
+  if (checkpoint.resume == "latest" && checkpoint.dir.empty()) {
+    return Status::InvalidArgument("--resume without a file needs --checkpoint-dir to find the latest in");
+  }
+  if (output.log_every < 1 || output.log_every > kMaxEpochs) {
+    return OutOfRange("--log-every", std::to_string(output.log_every), Range(1, kMaxEpochs));
+  }
+  if (!output.save.empty() && !IsModelFile(output.save)) {
+    return OutOfRange("--save", output.save, "must end in .pt or .pth (TorchScript)");
+  }
+  return Status::OK();
+}
+
+Status ValidateRendezvous(const DistConfig& dist) {
+  if (dist.host.empty()) return Status::InvalidArgument("--master-addr is empty");
+  if (dist.port < 0 || dist.port > 65535) {
+    return OutOfRange("--master-port", std::to_string(dist.port), Range(0, 65535));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status CheckTuneSeconds(double seconds) {
+  if (seconds >= kMinTuneSeconds && seconds <= kMaxTuneSeconds) return Status::OK();
+  return OutOfRange("--tune-seconds", Number(seconds),
+                    "must be in " + Number(kMinTuneSeconds) + ".." + Number(kMaxTuneSeconds));
+}
+
+int CoreCount() {
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+void TrainConfig::ResolveDefaults() {
+  if (!IsKnownOptimizer(optim.optimizer)) return;
+  const OptimizerDefaults d = DefaultsOf(optim.optimizer);
+  if (optim.lr < 0) optim.lr = d.lr;
+  if (optim.weight_decay < 0) optim.weight_decay = d.weight_decay;
+}
+
+int TrainConfig::ThreadsPerRank(int cores) const {
+  return dist.threads > 0 ? dist.threads : std::max(1, cores / std::max(1, dist.ranks));
+}
+
+Status TrainConfig::Validate(int cores) const {
+  GRANARY_RETURN_IF_ERROR(ValidateData(data, cores));
+  GRANARY_RETURN_IF_ERROR(ValidateModel(model));
+  GRANARY_RETURN_IF_ERROR(ValidateOptim(optim));
+  GRANARY_RETURN_IF_ERROR(ValidateSync(sync));
+  GRANARY_RETURN_IF_ERROR(ValidateLayout(*this, cores));
+  GRANARY_RETURN_IF_ERROR(ValidateOutputs(checkpoint, output));
+  return ValidateRendezvous(dist);
+}
+
+std::string TrainConfig::ToJson() const { return DumpJson(ToJsonValue(*this)); }
+
+StatusOr<TrainConfig> TrainConfig::FromJson(const std::string& json) {
+  const nlohmann::json j = ParseJson(json);
+  if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument("train config: not a JSON object");
+  std::vector<std::string> unknown;
+  UnknownMembers(j, ToJsonValue(TrainConfig{}), "", &unknown);
+  if (!unknown.empty()) return Status::InvalidArgument("train config: unknown member " + unknown.front());
+  const std::string mistyped = MistypedMember(j, ToJsonValue(TrainConfig{}), "");
+  if (!mistyped.empty()) return Status::InvalidArgument("train config: " + mistyped + " is out of its member's range");
+  TrainConfig c;
+  try {
+    if (j.contains("data")) c.data = j["data"].get<DataConfig>();
+    if (j.contains("model")) c.model = j["model"].get<ModelConfig>();
+    if (j.contains("optim")) c.optim = j["optim"].get<OptimConfig>();
+    if (j.contains("sync")) c.sync = j["sync"].get<SyncConfig>();
+    if (j.contains("dist")) c.dist = j["dist"].get<DistConfig>();
+    if (j.contains("output")) c.output = j["output"].get<OutputConfig>();
+    if (j.contains("checkpoint")) c.checkpoint = j["checkpoint"].get<CheckpointConfig>();
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument(std::string("train config: ") + e.what());
+  }
+  return c;
+}
+
+std::vector<std::string> TrainConfig::Differences(const TrainConfig& other) const {
+  const nlohmann::json a = ToJsonValue(*this), b = ToJsonValue(other);
+  std::vector<std::string> out;
+  for (const auto& [section, fields] : a.items()) {
+    for (const auto& [field, value] : fields.items()) {
+      const nlohmann::json& theirs = b[section][field];
+      if (value != theirs) out.push_back(section + "." + field + ": " + DumpJson(value) + " -> " + DumpJson(theirs));
+    }
+  }
+  return out;
+}
+
+}  // namespace granary

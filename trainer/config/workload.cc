@@ -1,0 +1,65 @@
+#include "trainer/config/workload.h"
+
+#include "loader/fields.h"
+#include "trainer/models/registry.h"
+
+namespace granary {
+namespace {
+
+// Images up to this many pixels a side get the convnet; larger ones the resnet.
+constexpr int64_t kSmallImage = 32;
+
+bool IsInteger(DType t) { return t != DType::kFloat32 && t != DType::kFloat64; }
+
+}  // namespace
+
+std::string AutoModel(InputKind kind, const Shape& input_shape) {
+  if (kind == InputKind::kFeatures) return "mlp";
+  return input_shape[1] <= kSmallImage && input_shape[2] <= kSmallImage ? "convnet" : "resnet";
+}
+
+StatusOr<Workload> ResolveWorkload(const Manifest& manifest, const std::string& db, TrainConfig* config) {
+  const Schema& schema = manifest.schema;
+  Workload w;
+  StatusOr<BatchFields> fields = ChooseBatchFields(manifest, db, config->data.input_field);
+  if (!fields.ok()) return fields.status();
+  w.target_field = fields->target;
+  const FieldSpec& target = schema.fields[schema.FieldIndex(w.target_field)];
+  if (!target.shape.empty() || !IsInteger(target.dtype)) {
+    return Status::InvalidArgument(db + ": label field '" + target.name + "' is " + DTypeName(target.dtype) + " " +
+                                   ShapeToString(target.shape) + ": training needs an integer class per sample");
+  }
+  if (manifest.num_classes < 2) {
+    return Status::InvalidArgument(db + ": label field '" + target.name + "' has " +
+                                   std::to_string(manifest.num_classes) + " classes: training needs at least 2");
+  }
+
+  DataConfig& d = config->data;
+  d.input_field = fields->input;
+  const int index = schema.FieldIndex(d.input_field);
+  const FieldSpec& input = schema.fields[index];
+  w.input_field = input.name;
+  if (input.HasVariableDims() || input.shape.empty()) {
+    return Status::InvalidArgument(db + ": field '" + input.name + "' has shape " + ShapeToString(input.shape) +
+                                   ": training needs a fixed shape of at least one dim");
+  }
+  w.input_uint8 = input.dtype == DType::kUInt8;
+  w.input_shape = BatchedShape(input);
+  w.kind = w.input_shape.size() == 3 ? InputKind::kImage : InputKind::kFeatures;
+  if (w.kind == InputKind::kFeatures && input.shape.size() != 1) {
+    return Status::InvalidArgument(db + ": field '" + input.name + "' has shape " + ShapeToString(input.shape) +
+                                   ": training needs an image (C x H x W) or a feature vector");
+  }
+
+  if (d.eval_split == "auto") {
+    d.eval_split = manifest.FindSplit("test") != nullptr ? "test" : manifest.FindSplit("val") != nullptr ? "val" : "";
+  }
+  if (config->model.name == "auto") config->model.name = AutoModel(w.kind, w.input_shape);
+  if (config->model.channels_last && w.kind != InputKind::kImage) {
+    return Status::InvalidArgument("--channels-last: field '" + input.name + "' has shape " +
+                                   ShapeToString(input.shape) + ", not an image");
+  }
+  return w;
+}
+
+}  // namespace granary

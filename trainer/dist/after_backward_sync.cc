@@ -1,0 +1,23 @@
+#include "trainer/dist/after_backward_sync.h"
+
+#include <chrono>
+
+#include "trainer/dist/comm.h"
+
+namespace granary {
+
+Status AfterBackwardSync::Attach(const std::vector<torch::Tensor>& params) {
+  params_ = params;
+  return Status::OK();
+}
+
+Status AfterBackwardSync::FinishStep() {
+  grads_.clear();
+  for (const torch::Tensor& p : params_) grads_.push_back(p.grad());
+  const auto start = std::chrono::steady_clock::now();
+  Status s = comm_.AllReduceMean(grads_);
+  blocked_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return s;
+}
+
+}  // namespace granary

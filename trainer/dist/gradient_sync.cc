@@ -1,0 +1,45 @@
+#include "trainer/dist/gradient_sync.h"
+
+#include <algorithm>
+
+#include "trainer/dist/after_backward_sync.h"
+#include "trainer/dist/bucketed_sync.h"
+#include "trainer/named_table.h"
+
+namespace granary {
+namespace {
+
+struct Method {
+  const char* name;
+  std::unique_ptr<GradientSync> (*create)(Comm& comm, size_t bucket_bytes);
+};
+
+// DDP's small first bucket: the last layer's gradients go out at once.
+constexpr size_t kFirstBucketBytes = size_t{1} << 20;
+
+// Every method, in the order --help lists them.
+const Method kMethods[] = {
+    {"bucketed",
+     [](Comm& comm, size_t bucket_bytes) -> std::unique_ptr<GradientSync> {
+       return std::make_unique<BucketedSync>(comm, bucket_bytes, std::min(kFirstBucketBytes, bucket_bytes));
+     }},
+    {"after-backward",
+     [](Comm& comm, size_t) -> std::unique_ptr<GradientSync> { return std::make_unique<AfterBackwardSync>(comm); }},
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(const std::string& method, size_t bucket_bytes,
+                                                           Comm& comm) {
+  const Method* m = FindByName(kMethods, method);
+  if (m == nullptr) {
+    return Status::InvalidArgument("--sync " + method + ": unknown (known: " + KnownGradientSyncNames() + ")");
+  }
+  return m->create(comm, bucket_bytes);
+}
+
+bool IsKnownGradientSync(const std::string& method) { return FindByName(kMethods, method) != nullptr; }
+
+std::string KnownGradientSyncNames() { return JoinNames(kMethods); }
+
+}  // namespace granary

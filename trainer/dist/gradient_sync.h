@@ -1,0 +1,45 @@
+// GradientSync: how a rank's gradients become the mean over all ranks. The
+// rank loop (loop/rank.cc's DataParallel, loop/step.cc) decides *when*
+// (after backward, before the optimiser step); an implementation decides
+// *how* (buckets all-reduced while backward runs, or one flat all-reduce
+// after it), over Comm. One per rank, used from the training thread only.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "store/status.h"
+
+namespace granary {
+
+class Comm;
+
+class GradientSync {
+ public:
+  virtual ~GradientSync() = default;
+
+  // Called once, before the first step, with the parameters whose gradients
+  // are synchronised (an implementation may register autograd hooks on them).
+  virtual Status Attach(const std::vector<torch::Tensor>& params) = 0;
+  // Called before each backward pass.
+  virtual void BeginStep() {}
+  // Called after backward: returns when every attached parameter's .grad
+  // holds the mean over ranks.
+  virtual Status FinishStep() = 0;
+  // Seconds this rank spent blocked in synchronisation since Attach.
+  virtual double blocked_seconds() const = 0;
+};
+
+// The method named `method` (see KnownGradientSyncNames) over `comm`, which
+// must outlive it; `bucket_bytes` for the methods that bucket gradients.
+// InvalidArgument for an unknown name.
+StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(const std::string& method, size_t bucket_bytes,
+                                                           Comm& comm);
+bool IsKnownGradientSync(const std::string& method);
+std::string KnownGradientSyncNames();  // "bucketed, after-backward"
+
+}  // namespace granary

@@ -1,0 +1,269 @@
+#include "trainer/launch/launch.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "trainer/launch/heartbeat.h"
+
+namespace granary {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A rank quiet for --timeout plus this long is hung by the launcher's own
+// watch; the slack lets a peer on this machine, whose collective gives up
+// after --timeout, say so first.
+constexpr double kHangSlack_s = 2;
+
+// The signals the launcher handles synchronously (sigtimedwait) while it waits.
+sigset_t WatchedSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGCHLD);
+  return set;
+}
+
+// Restores the signal mask it found when it goes out of scope.
+class SignalMaskGuard {
+ public:
+  explicit SignalMaskGuard(const sigset_t& block) { ::pthread_sigmask(SIG_BLOCK, &block, &saved_); }
+  ~SignalMaskGuard() { ::pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+  const sigset_t& saved() const { return saved_; }
+
+ private:
+  sigset_t saved_;
+};
+
+// A file descriptor closed when it goes out of scope.
+struct OwnedFd {
+  int fd = -1;
+  OwnedFd() = default;
+  OwnedFd(const OwnedFd&) = delete;
+  OwnedFd& operator=(const OwnedFd&) = delete;
+  ~OwnedFd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// What rank `rank` is exec'd with, made before fork (the child of a
+// threaded process may only make async-signal-safe calls).
+struct RankExec {
+  std::vector<std::string> args, env;
+  std::vector<char*> argv, envp;
+  cpu_set_t cpus;
+  bool pinned = false;
+};
+
+RankExec PrepareRank(const LaunchOptions& o, const HeartbeatBoard& board, int rendezvous_fd, int rank) {
+  RankExec e;
+  e.args = o.args;
+  e.args.insert(e.args.end(), {"--rank", std::to_string(o.first_rank + rank)});
+  if (rendezvous_fd >= 0) {
+    e.args.insert(e.args.end(), {"--rendezvous-file", "/proc/self/fd/" + std::to_string(rendezvous_fd)});
+  } else {
+    e.args.insert(e.args.end(), {"--port", std::to_string(o.port)});
+  }
+  for (char** v = environ; *v != nullptr; ++v) {
+    const std::string var = *v;
+    const std::string name = var.substr(0, var.find('=') + 1);
+    const bool replaced = std::any_of(o.env.begin(), o.env.end(),
+                                      [&](const std::string& s) { return s.compare(0, name.size(), name) == 0; });
+    if (!replaced) e.env.push_back(var);
+  }
+  e.env.insert(e.env.end(), o.env.begin(), o.env.end());
+  e.env.push_back(board.Environment(rank));
+  for (std::string& a : e.args) e.argv.push_back(a.data());
+  e.argv.push_back(nullptr);
+  for (std::string& v : e.env) e.envp.push_back(v.data());
+  e.envp.push_back(nullptr);
+  CPU_ZERO(&e.cpus);
+  if (static_cast<size_t>(rank) < o.cpus.size() && !o.cpus[rank].empty()) {
+    for (int cpu : o.cpus[rank]) {
+      if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &e.cpus);
+    }
+    e.pinned = true;
+  }
+  return e;
+}
+
+// Child side of fork: dies with the launcher, then becomes rank `rank`.
+[[noreturn]] void ExecRank(const LaunchOptions& o, RankExec& e, int rank, pid_t launcher, const sigset_t& mask) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != launcher) ::_exit(128 + SIGKILL);  // the launcher died before the prctl
+  ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
+  if (o.stdout_fd >= 0) ::dup2(o.stdout_fd, STDOUT_FILENO);
+  if (o.stderr_fd >= 0) ::dup2(o.stderr_fd, STDERR_FILENO);
+  if (e.pinned && ::sched_setaffinity(0, sizeof(e.cpus), &e.cpus) != 0) {
+    std::fprintf(stderr, "train: rank %d: cannot pin to its CPUs: %s\n", rank, std::strerror(errno));
+    ::_exit(127);
+  }
+  ::execve(o.program.c_str(), e.argv.data(), e.envp.data());
+  std::fprintf(stderr, "train: rank %d: exec %s failed: %s\n", rank, o.program.c_str(), std::strerror(errno));
+  ::_exit(127);
+}
+
+struct Ranks {
+  std::vector<pid_t> pids;  // -1 once reaped
+  size_t running = 0;
+
+  // A stopped rank (SIGSTOP, a debugger) acts on `sig` once continued.
+  void SignalAll(int sig) const {
+    for (pid_t p : pids) {
+      if (p > 0 && ::kill(p, sig) == 0 && sig != SIGKILL) ::kill(p, SIGCONT);
+    }
+  }
+  // Reaps every rank that has exited; calls on_exit(rank, wait status).
+  template <typename F>
+  void Reap(F on_exit) {
+    for (size_t r = 0; r < pids.size(); ++r) {
+      if (pids[r] <= 0) continue;
+      int wstatus = 0;
+      const pid_t done = ::waitpid(pids[r], &wstatus, WNOHANG);
+      if (done == 0 || (done < 0 && errno == EINTR)) continue;  // still running
+      if (done < 0) wstatus = 255 << 8;  // not our child any more: its status is lost, count it as failed
+      pids[r] = -1;
+      --running;
+      on_exit(static_cast<int>(r), wstatus);
+    }
+  }
+};
+
+// The rank's name in a failure line: "rank 3", or "rank 3 on node 1".
+std::string RankName(const LaunchOptions& o, int rank) {
+  return "rank " + std::to_string(o.first_rank + rank) +
+         (o.nnodes > 1 ? " on node " + std::to_string(o.node_rank) : "");
+}
+
+double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// True if the kernel says the process is stopped (SIGSTOP, a debugger).
+bool IsStopped(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const size_t end = line.rfind(") ");  // the name in parentheses may hold anything
+  return end != std::string::npos && end + 2 < line.size() && (line[end + 2] == 'T' || line[end + 2] == 't');
+}
+
+// A line naming a running rank that has been quiet for at least `quiet_s`
+// (one that never attached to the board: since the launch, `launched_s` ago):
+// one that was not waiting for its peers (a stopped rank never is, even if it
+// was stopped inside a wait), else, if `waiting_too`, one that was; or "".
+std::string FindHungRank(const LaunchOptions& o, const HeartbeatBoard& board, const Ranks& ranks, double quiet_s,
+                         bool waiting_too, double launched_s) {
+  std::string waiting_line;
+  for (size_t r = 0; r < ranks.pids.size(); ++r) {
+    if (ranks.pids[r] <= 0) continue;
+    const RankPulse p = board.Read(static_cast<int>(r));
+    const double quiet = p.started ? p.quiet_s : launched_s;
+    if (quiet < quiet_s) continue;
+    const bool stopped = IsStopped(ranks.pids[r]);
+    const std::string name = RankName(o, static_cast<int>(r));
+    const std::string seconds = std::to_string(static_cast<long>(quiet)) + " s";
+    if (!p.started) {
+      return name + " did not start in " + seconds + (stopped ? " (its process is stopped)" : "") +
+             " while its peers waited for it; stopping the run";
+    }
+    if (p.waiting && !stopped) {
+      if (waiting_too && waiting_line.empty()) {
+        waiting_line = name + " waited " + seconds + " for the other ranks, past --timeout; stopping the run";
+      }
+      continue;
+    }
+    return name + " made no progress for " + seconds + " (after " + std::to_string(p.step) + " steps" +
+           (stopped ? "; its process is stopped" : "") + ") while its peers waited for it; stopping the run";
+  }
+  return waiting_line;
+}
+
+}  // namespace
+
+StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
+  const sigset_t watched = WatchedSignals();
+  SignalMaskGuard guard(watched);  // from here, these signals wait for sigtimedwait
+  const pid_t launcher = ::getpid();
+  StatusOr<HeartbeatBoard> board = HeartbeatBoard::Create(o.ranks);
+  if (!board.ok()) return board.status();
+  OwnedFd rendezvous;  // inherited by the ranks (no CLOEXEC)
+  if (o.port == 0) {
+    rendezvous.fd = ::memfd_create("granary-rendezvous", 0);
+    if (rendezvous.fd < 0) return Status::IOError("memfd", "create the rendezvous file", errno);
+  }
+  Ranks ranks;
+  for (int rank = 0; rank < o.ranks; ++rank) {
+    RankExec exec = PrepareRank(o, board.value(), rendezvous.fd, rank);
+    std::fflush(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      const int err = errno;
+      ranks.SignalAll(SIGKILL);
+      ranks.Reap([](int, int) {});
+      return Status::IOError("fork", "start rank " + std::to_string(rank), err);
+    }
+    if (pid == 0) ExecRank(o, exec, rank, launcher, guard.saved());
+    ranks.pids.push_back(pid);
+    ++ranks.running;
+  }
+
+  const Clock::time_point launched = Clock::now();
+  LaunchOutcome outcome;
+  bool stopping = false;      // the other ranks were told to stop
+  Clock::time_point kill_at;  // when those still running get SIGKILL
+  auto stop_all = [&] {
+    if (stopping) return;
+    stopping = true;
+    ranks.SignalAll(SIGTERM);
+    kill_at = Clock::now() + std::chrono::seconds(o.grace_s);
+  };
+  while (ranks.running > 0) {
+    ranks.Reap([&](int rank, int wstatus) {
+      const int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+      if (code == 0 || outcome.exit_code != 0) return;
+      outcome.exit_code = code;
+      if (WIFSIGNALED(wstatus) && !stopping) {
+        outcome.failure = RankName(o, rank) + " was killed by signal " + std::to_string(WTERMSIG(wstatus)) + " (" +
+                          ::strsignal(WTERMSIG(wstatus)) + "); stopping the other ranks";
+      } else if (!stopping && o.timeout_s > 0) {
+        // It gave up (said why itself); was it waiting for a rank that hung?
+        outcome.failure = FindHungRank(o, board.value(), ranks, 0.9 * o.timeout_s, false, SecondsSince(launched));
+      }
+      stop_all();
+    });
+    if (ranks.running == 0) break;
+    if (!stopping && o.timeout_s > 0) {
+      outcome.failure =
+          FindHungRank(o, board.value(), ranks, o.timeout_s + kHangSlack_s, true, SecondsSince(launched));
+      if (!outcome.failure.empty()) {
+        outcome.exit_code = 1;
+        stop_all();
+      }
+    }
+    if (stopping && Clock::now() >= kill_at) ranks.SignalAll(SIGKILL);
+    const timespec tick{0, 200 * 1000 * 1000};
+    siginfo_t info;
+    const int sig = ::sigtimedwait(&watched, &info, &tick);
+    if (sig == SIGINT || sig == SIGTERM) {
+      if (outcome.exit_code == 0) outcome.exit_code = 128 + sig;
+      if (outcome.stopped_by == 0) outcome.stopped_by = sig;
+      ranks.SignalAll(sig);  // as a terminal's Ctrl-C would reach them all
+      stop_all();
+    }
+  }
+  return outcome;
+}
+
+}  // namespace granary

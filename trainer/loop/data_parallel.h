@@ -1,0 +1,32 @@
+// Data parallelism, DDP's "when" (its "how" is dist/gradient_sync.h):
+// Join meets the other ranks, makes rank 0's parameters everyone's and
+// attaches the gradient sync; Parts says what each step synchronises: rank
+// 0's buffers (BatchNorm statistics) before it, the gradients after its
+// last backward; nothing with --synthetic, where the ranks train apart.
+// Training thread only.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <vector>
+
+#include "store/status.h"
+#include "trainer/config/config.h"
+#include "trainer/dist/comm.h"
+#include "trainer/dist/gradient_sync.h"
+#include "trainer/loop/step.h"
+#include "trainer/models/registry.h"
+
+namespace granary {
+
+struct DataParallel {
+  std::unique_ptr<Comm> comm;
+  std::unique_ptr<GradientSync> sync;
+  std::vector<torch::Tensor> buffers;
+
+  static StatusOr<DataParallel> Join(const TrainConfig& c, int rank, Classifier& net);
+  void Parts(bool apart, StepParts* parts) const;
+};
+
+}  // namespace granary

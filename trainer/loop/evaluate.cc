@@ -1,0 +1,100 @@
+#include "trainer/loop/evaluate.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "store/json_text.h"
+#include "trainer/launch/heartbeat.h"
+#include "trainer/torch_guard.h"
+
+namespace granary {
+
+torch::Tensor InputTensor(Batch& b, bool channels_last) {
+  torch::Tensor t = torch::from_blob(b.input.data(), b.input_shape, torch::kFloat32);
+  return channels_last ? t.permute({0, 3, 1, 2}) : t;
+}
+
+torch::Tensor TargetTensor(Batch& b) {
+  return torch::from_blob(b.target.data(), {static_cast<int64_t>(b.size)}, torch::kInt64);
+}
+
+namespace {
+
+// `options` made to read its split once, in order, unaugmented.
+LoaderOptions WholeSplit(LoaderOptions options) {
+  options.sampler = SamplerOptions{};
+  options.sampler.mode = ShuffleMode::kNone;
+  options.augment = AugmentOptions{};
+  return options;
+}
+
+}  // namespace
+
+StatusOr<InputStatistics> ComputeInputStatistics(const DbReader& db, LoaderOptions options) {
+  options = WholeSplit(options);
+  options.channels_last = false;
+  StatusOr<std::unique_ptr<Loader>> loader = Loader::Create(db, options);
+  if (!loader.ok()) return loader.status().WithContext("input statistics");
+  loader.value()->StartEpoch(0);
+  torch::Tensor sum, sum_sq;
+  double count = 0;
+  Batch batch;
+  for (;;) {
+    StatusOr<bool> more = loader.value()->Next(&batch);
+    if (!more.ok()) return more.status();
+    if (!more.value()) break;
+    GRANARY_RETURN_IF_ERROR(CatchTorch("input statistics", [&] {
+      torch::Tensor x = InputTensor(batch).to(torch::kFloat64).flatten(1);
+      if (!sum.defined()) {
+        sum = torch::zeros({x.size(1)}, torch::kFloat64);
+        sum_sq = torch::zeros({x.size(1)}, torch::kFloat64);
+      }
+      sum += x.sum(0);
+      sum_sq += (x * x).sum(0);
+    }));
+    count += static_cast<double>(batch.size);
+  }
+  if (count == 0) return Status::InvalidArgument(db.path() + ": split '" + options.split + "' is empty");
+  InputStatistics s;
+  s.mean = sum / count;
+  torch::Tensor variance = (sum_sq / count - s.mean * s.mean).clamp_min(0);
+  s.stddev = torch::where(variance > 1e-12, variance.sqrt(), torch::ones_like(variance));
+  return s;
+}
+
+StatusOr<EvalResult> Evaluate(const DbReader& db, LoaderOptions options, Classifier& model, const Precision& precision,
+                              int rank, int world) {
+  options = WholeSplit(options);
+  options.sampler.rank = rank;
+  options.sampler.world = world;
+  StatusOr<std::unique_ptr<Loader>> loader = Loader::Create(db, options);
+  if (!loader.ok()) return loader.status().WithContext("evaluation loader");
+  loader.value()->StartEpoch(0);
+  const uint64_t mine = loader.value()->sampler().unpadded_samples();  // padding is not counted
+  torch::NoGradGuard no_grad;
+  model.eval();
+  EvalResult out;
+  Batch batch;
+  for (;;) {
+    StatusOr<bool> more = loader.value()->Next(&batch);
+    if (!more.ok()) return more.status();
+    if (!more.value()) break;
+    for (const std::string& reason : batch.skipped_reasons) {
+      std::fprintf(stderr, "train: evaluation: skipped corrupt %s\n", Printable(reason).c_str());
+    }
+    const int64_t keep = static_cast<int64_t>(std::min<uint64_t>(batch.size, mine - std::min(mine, out.samples)));
+    if (keep == 0) continue;
+    GRANARY_RETURN_IF_ERROR(CatchTorch("evaluation", [&] {
+      torch::Tensor logits = precision.Forward(model, InputTensor(batch, options.channels_last)).narrow(0, 0, keep);
+      torch::Tensor target = TargetTensor(batch).narrow(0, 0, keep);
+      out.loss_sum += torch::nll_loss(torch::log_softmax(logits, 1), target, {}, at::Reduction::Sum).item<double>();
+      out.correct += static_cast<uint64_t>(logits.argmax(1).eq(target).sum().item<int64_t>());
+    }));
+    out.samples += static_cast<uint64_t>(keep);
+    HeartbeatBeat();  // a long evaluation is not a hang
+  }
+  model.train();
+  return out;
+}
+
+}  // namespace granary

@@ -1,0 +1,57 @@
+#include "trainer/loop/probe_window.h"
+
+#include <sys/resource.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "loader/loader.h"
+#include "trainer/dist/comm.h"
+#include "trainer/dist/gradient_sync.h"
+
+namespace granary {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+double PeakRssMb() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024;  // KiB on Linux
+}
+
+StatusOr<bool> ProbeWindow::AfterStep(double samples) {
+  ++steps_;
+  if (steps_ == kWarmupSteps) {
+    start_ = std::chrono::steady_clock::now();
+    wait_at_start_ = loader_.stats().wait_seconds;
+    sync_at_start_ = sync_.blocked_seconds();
+    return false;
+  }
+  if (steps_ < kWarmupSteps) return false;
+  samples_ += samples;
+  if (steps_ == kWarmupSteps + kCalibrationSteps) {
+    torch::Tensor elapsed = torch::tensor({SecondsSince(start_)}, torch::kFloat64);
+    GRANARY_RETURN_IF_ERROR(comm_.AllReduceSum(elapsed));
+    const double per_step = elapsed.item<double>() / comm_.world() / kCalibrationSteps;
+    last_step_ = steps_ + static_cast<int64_t>(std::max(
+                              0.0, std::round((seconds_ - per_step * kCalibrationSteps) / std::max(per_step, 1e-6))));
+  }
+  if (last_step_ == 0 || steps_ < last_step_) return false;
+  report_.seconds = SecondsSince(start_);
+  report_.samples_per_s = samples_ * comm_.world() / report_.seconds;
+  report_.stall_fraction = (loader_.stats().wait_seconds - wait_at_start_) / report_.seconds;
+  report_.comm_fraction = (sync_.blocked_seconds() - sync_at_start_) / report_.seconds;
+  report_.compute_fraction = std::max(0.0, 1 - report_.stall_fraction - report_.comm_fraction);
+  torch::Tensor rss = torch::tensor({PeakRssMb()}, torch::kFloat64);
+  GRANARY_RETURN_IF_ERROR(comm_.AllReduceSum(rss));
+  report_.peak_rss_mb = rss.item<double>();
+  return true;
+}
+
+}  // namespace granary

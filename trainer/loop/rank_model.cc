@@ -1,0 +1,86 @@
+#include "trainer/loop/rank_model.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "trainer/torch_guard.h"
+
+namespace granary {
+
+ModelSpec SpecFor(const ModelConfig& m, const Workload& workload, int64_t classes) {
+  ModelSpec spec;
+  spec.name = m.name;
+  spec.input = workload.input_shape;
+  spec.classes = classes;
+  spec.dropout = m.dropout;
+  spec.width = m.width;
+  return spec;
+}
+
+Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64_t classes) {
+  const std::string context = config.data.db + ": field '" + workload.input_field + "'";
+  ModelSpec spec = SpecFor(config.model, workload, classes);
+  StatusOr<std::shared_ptr<Classifier>> model = Status::FailedPrecondition("no model");
+  GRANARY_RETURN_IF_ERROR(CatchTorch("building the model", [&] { model = CreateModel(spec); }));
+  if (!model.ok()) return model.status().WithContext(context);
+  // A dry forward of a batch of two: the model takes the db's input and
+  // gives one logit per class.
+  Shape batch = {2};
+  batch.insert(batch.end(), spec.input.begin(), spec.input.end());
+  const std::string shapes = "model " + spec.name + " on input " + ShapeToString(batch);
+  // On a thread of its own, bounded by --timeout: a model's forward may loop.
+  // Past it the thread is left running and the caller must end the process.
+  struct DryRun {
+    std::mutex mutex;
+    std::condition_variable done_cv;
+    bool done = false;
+    Status ran;
+    torch::Tensor logits;
+  };
+  auto dry = std::make_shared<DryRun>();
+  std::thread([dry, net = model.value(), batch] {
+    Status ran = CatchTorch("dry forward", [&] {
+      torch::NoGradGuard no_grad;
+      net->eval();
+      dry->logits = net->forward(torch::zeros(batch));
+    });
+    std::lock_guard<std::mutex> lock(dry->mutex);
+    dry->ran = ran;
+    dry->done = true;
+    dry->done_cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(dry->mutex);
+  if (!dry->done_cv.wait_for(lock, std::chrono::seconds(config.dist.timeout_s), [&] { return dry->done; })) {
+    return Status::FailedPrecondition(context + ": " + shapes + ": the forward did not return within --timeout " +
+                                      std::to_string(config.dist.timeout_s) + " s (does the model loop?)");
+  }
+  if (!dry->ran.ok()) return dry->ran.WithContext(context + ": " + shapes);
+  const torch::Tensor logits = dry->logits;
+  const Shape want = {2, classes};
+  if (logits.sizes().vec() != want) {
+    return Status::InvalidArgument(context + ": " + shapes + " gives " + ShapeToString(logits.sizes().vec()) +
+                                   ", training needs " + ShapeToString(want) + " (" + std::to_string(classes) +
+                                   " classes)");
+  }
+  return Status::OK();
+}
+
+StatusOr<RankModel> BuildRankModel(const TrainConfig& c, const ModelSpec& spec, const Checkpoint* resumed) {
+  torch::manual_seed(c.optim.seed);
+  RankModel m;
+  StatusOr<std::shared_ptr<Classifier>> model = Status::FailedPrecondition("no model");
+  GRANARY_RETURN_IF_ERROR(CatchTorch("building the model", [&] { model = CreateModel(spec); }));
+  if (!model.ok()) return model.status().WithContext(c.data.db);
+  m.net = model.value();
+  StatusOr<Precision> precision = Precision::Create(c.model);
+  if (!precision.ok()) return precision.status();
+  m.precision = precision.value();
+  GRANARY_RETURN_IF_ERROR(CatchTorch("channels-last weights", [&] { m.precision.Prepare(*m.net); }));
+  if (resumed != nullptr) GRANARY_RETURN_IF_ERROR(RestoreCheckpoint(*resumed, m.net.get(), nullptr));
+  return m;
+}
+
+
+}  // namespace granary

@@ -1,0 +1,38 @@
+// The model of a run: what --model builds for the db's input, checked by
+// the launcher before any rank starts (CheckModelFits) and built by every
+// rank (BuildRankModel). Training thread only.
+#pragma once
+
+#include <memory>
+
+#include "store/status.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/config/config.h"
+#include "trainer/config/workload.h"
+#include "trainer/models/precision.h"
+#include "trainer/models/registry.h"
+
+namespace granary {
+
+// The model to build for `workload` with `classes` classes.
+ModelSpec SpecFor(const ModelConfig& m, const Workload& workload, int64_t classes);
+
+// OK if `config.model` can be built for `workload` and a dry forward of two
+// samples gives one logit per class (bounded by --timeout: a model that
+// loops is named; its forward then still runs on a thread, so the caller
+// must end the process without static destructors). Else InvalidArgument or
+// FailedPrecondition naming the db, the model and the shapes.
+Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64_t classes);
+
+// A rank's model, in its precision.
+struct RankModel {
+  std::shared_ptr<Classifier> net;
+  Precision precision;
+};
+
+// `spec` built with the same initial weights on every rank (seeded from
+// config.optim.seed; rank 0's broadcast follows when the ranks join), in
+// config.model's precision, with the checkpoint's weights if `resumed`.
+StatusOr<RankModel> BuildRankModel(const TrainConfig& config, const ModelSpec& spec, const Checkpoint* resumed);
+
+}  // namespace granary

@@ -1,0 +1,60 @@
+// A rank's part in the run's checkpoints (the files: trainer/checkpoint/checkpoint.h).
+// At a checkpoint every rank's epoch-so-far loss is gathered (a collective:
+// every rank calls Save at the same step), then rank 0 writes in the
+// background, so its peers never wait for its disk. One due while the one
+// before is still being written is skipped, with a note; the run's last is
+// kept and written by Finish, after the run's last collective. Training
+// thread only.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <optional>
+#include <string>
+
+#include "store/status.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/config/config.h"
+#include "trainer/report/observer.h"
+
+namespace granary {
+
+class Comm;
+
+class RunCheckpointer {
+ public:
+  // Everything passed must outlive the checkpointer. `run`: the id of the run
+  // that owns config.checkpoint.dir (rank 0 names its files with it).
+  RunCheckpointer(const TrainConfig& config, std::string db_content_hash, std::string run, int rank, Comm& comm,
+                  const torch::nn::Module& net, const torch::optim::Optimizer& optimizer, RunObserver& observer);
+  RunCheckpointer(const RunCheckpointer&) = delete;
+  RunCheckpointer& operator=(const RunCheckpointer&) = delete;
+
+  // Whether the run has a --checkpoint-dir.
+  bool enabled() const { return !config_.checkpoint.dir.empty(); }
+  // The checkpoint of position `at` (its world and losses filled in here):
+  // this rank's epoch-so-far `loss_sum` and `samples`. `final`: the run's
+  // last, written by Finish.
+  Status Save(RunPosition at, double loss_sum, double samples, bool final = false);
+  // The error of a background write that has finished, so a failed
+  // checkpoint is reported at the next step, not the next checkpoint; OK
+  // while a write runs (and on ranks other than 0).
+  Status Failed();
+  // Rank 0: waits for its disk (beating its heart, so the launcher does not
+  // take a slow disk for a hang) and writes the run's last checkpoint. No
+  // collective may follow. The error of any background write.
+  Status Finish();
+
+ private:
+  const TrainConfig& config_;
+  const std::string db_content_hash_, run_;
+  const int rank_;
+  Comm& comm_;
+  const torch::nn::Module& net_;
+  const torch::optim::Optimizer& optimizer_;
+  RunObserver& observer_;
+  CheckpointWriter writer_;
+  std::optional<CheckpointHeader> final_;
+};
+
+}  // namespace granary

@@ -1,0 +1,53 @@
+#include "trainer/optim/optimizer.h"
+
+#include "trainer/optim/fused_optimizer.h"
+#include "trainer/named_table.h"
+
+namespace granary {
+namespace {
+
+struct Entry {
+  const char* name;
+  OptimizerDefaults defaults;
+  std::unique_ptr<torch::optim::Optimizer> (*create)(const OptimConfig& c, const std::vector<torch::Tensor>& params);
+};
+
+// Every optimizer, in the order --help lists them, with PyTorch's defaults
+// (SGD's lr, which PyTorch leaves to the user, is the usual 0.01).
+const Entry kOptimizers[] = {
+    {"sgd", {0.01, 0.0},
+     [](const OptimConfig& c, const std::vector<torch::Tensor>& params) -> std::unique_ptr<torch::optim::Optimizer> {
+       return std::make_unique<FusedSGD>(params, torch::optim::SGDOptions(c.lr)
+                                                              .momentum(c.momentum)
+                                                              .nesterov(c.nesterov)
+                                                              .weight_decay(c.weight_decay));
+     }},
+    {"adam", {1e-3, 0.0},
+     [](const OptimConfig& c, const std::vector<torch::Tensor>& params) -> std::unique_ptr<torch::optim::Optimizer> {
+       return std::make_unique<FusedAdam>(params, torch::optim::AdamOptions(c.lr).weight_decay(c.weight_decay));
+     }},
+    {"adamw", {1e-3, 1e-2},
+     [](const OptimConfig& c, const std::vector<torch::Tensor>& params) -> std::unique_ptr<torch::optim::Optimizer> {
+       return std::make_unique<FusedAdamW>(params, torch::optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
+     }},
+};
+
+}  // namespace
+
+bool IsKnownOptimizer(const std::string& name) { return FindByName(kOptimizers, name) != nullptr; }
+
+std::string KnownOptimizerNames() { return JoinNames(kOptimizers); }
+
+OptimizerDefaults DefaultsOf(const std::string& name) { return FindByName(kOptimizers, name)->defaults; }
+
+StatusOr<std::unique_ptr<torch::optim::Optimizer>> CreateOptimizer(const OptimConfig& config,
+                                                                   const std::vector<torch::Tensor>& params) {
+  const Entry* e = FindByName(kOptimizers, config.optimizer);
+  if (e == nullptr) {
+    return Status::InvalidArgument("--optimizer " + config.optimizer + ": unknown (known: " + KnownOptimizerNames() +
+                                   ")");
+  }
+  return e->create(config, params);
+}
+
+}  // namespace granary

@@ -1,0 +1,31 @@
+// The optimizers `train --optimizer` offers, built from an OptimConfig over a
+// model's parameters: LibTorch's SGD (momentum, Nesterov), Adam and AdamW,
+// with one-pass steps (trainer/optim/fused_optimizer.h).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "store/status.h"
+#include "trainer/config/config.h"
+
+namespace granary {
+
+struct OptimizerDefaults {
+  double lr;
+  double weight_decay;
+};
+
+bool IsKnownOptimizer(const std::string& name);
+std::string KnownOptimizerNames();  // "sgd, adam, adamw"
+// Precondition: IsKnownOptimizer(name).
+OptimizerDefaults DefaultsOf(const std::string& name);
+
+// InvalidArgument for an unknown name; `config` resolved (no defaults left).
+StatusOr<std::unique_ptr<torch::optim::Optimizer>> CreateOptimizer(const OptimConfig& config,
+                                                                   const std::vector<torch::Tensor>& params);
+
+}  // namespace granary
