@@ -13,8 +13,8 @@
 #include <functional>
 #include <memory>
 
-#include "trainer/optim/fused_optimizer.h"
 #include "trainer/models/registry.h"
+#include "trainer/optim/fused_optimizer.h"
 
 namespace {
 

@@ -16,16 +16,16 @@
 #include "store/json_text.h"
 #include "store/output_path.h"
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/config/workload.h"
 #include "trainer/launch/heartbeat.h"
 #include "trainer/launch/launch.h"
 #include "trainer/launch/layout.h"
-#include "trainer/models/registry.h"
-#include "trainer/models/precision.h"
-#include "trainer/report/report.h"
 #include "trainer/loop/rank.h"
 #include "trainer/loop/rank_model.h"
+#include "trainer/models/precision.h"
+#include "trainer/models/registry.h"
+#include "trainer/report/report.h"
 #include "trainer/tune/tune.h"
-#include "trainer/config/workload.h"
 
 namespace granary {
 namespace {

@@ -55,4 +55,17 @@ inline nlohmann::json TrainJson(const std::string& args, const TempDir& dir) {
   return j;
 }
 
+// A fixture with a small db (256 samples of each split) and the start of a
+// `train` command on it, for suites of quick refusals.
+class SmallDbRun : public EndToEnd {
+ protected:
+  void SetUp() override {
+    EndToEnd::SetUp();
+    db_ = dir_.Sub("s.db");
+    ASSERT_EQ(PrepFashion(db_, "--limit 256 --no-progress", dir_).exit_code, 0);
+    train_ = kTrain + " --db " + db_ + " --batch-size 64 ";
+  }
+  std::string db_, train_;
+};
+
 }  // namespace granary

@@ -16,16 +16,7 @@ std::map<std::string, std::string> Contents(const std::string& dir) {
   return files;
 }
 
-class Outputs : public EndToEnd {
- protected:
-  void SetUp() override {
-    EndToEnd::SetUp();
-    db_ = dir_.Sub("s.db");
-    ASSERT_EQ(PrepFashion(db_, "--limit 256 --no-progress", dir_).exit_code, 0);
-    train_ = kTrain + " --db " + db_ + " --batch-size 64 ";
-  }
-  std::string db_, train_;
-};
+class Outputs : public SmallDbRun {};
 
 TEST_F(Outputs, NoOutputFlagWritesIntoTheDb) {
   const auto before = Contents(db_);

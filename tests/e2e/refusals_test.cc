@@ -5,16 +5,7 @@
 namespace granary {
 namespace {
 
-class Refusals : public EndToEnd {
- protected:
-  void SetUp() override {
-    EndToEnd::SetUp();
-    db_ = dir_.Sub("s.db");
-    ASSERT_EQ(PrepFashion(db_, "--limit 256 --no-progress", dir_).exit_code, 0);
-    train_ = kTrain + " --db " + db_ + " --batch-size 64 ";
-  }
-  std::string db_, train_;
-};
+class Refusals : public SmallDbRun {};
 
 // A negative --lr or --weight-decay used to mean "the default", --seed -1
 // wrapped to 2^64 - 1, --tune-seconds 0 skipped its bound.

@@ -11,8 +11,8 @@
 #include <tuple>
 
 #include "store/db.h"
-#include "store/shard_index.h"
 #include "store/format.h"
+#include "store/shard_index.h"
 
 namespace granary {
 namespace {

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "tests/trainer/two_ranks.h"
 #include "trainer/dist/after_backward_sync.h"
 #include "trainer/dist/bucketed_sync.h"
-#include "tests/trainer/two_ranks.h"
 
 namespace granary {
 namespace {

@@ -9,10 +9,10 @@
 
 #include "tests/trainer/two_ranks.h"
 #include "trainer/dist/gradient_sync.h"
+#include "trainer/loop/step.h"
+#include "trainer/models/precision.h"
 #include "trainer/models/registry.h"
 #include "trainer/optim/optimizer.h"
-#include "trainer/models/precision.h"
-#include "trainer/loop/step.h"
 
 namespace granary {
 namespace {

@@ -6,8 +6,8 @@
 #include <cstdint>
 
 #include "loader/loader.h"
-#include "trainer/models/registry.h"
 #include "trainer/models/precision.h"
+#include "trainer/models/registry.h"
 
 namespace granary {
 

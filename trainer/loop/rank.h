@@ -17,8 +17,8 @@
 #include "store/status.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/config.h"
-#include "trainer/report/observer.h"
 #include "trainer/config/workload.h"
+#include "trainer/report/observer.h"
 
 namespace granary {
 

@@ -8,8 +8,8 @@
 #include "store/splitmix64.h"
 #include "trainer/dist/comm.h"
 #include "trainer/dist/gradient_sync.h"
-#include "trainer/models/registry.h"
 #include "trainer/models/precision.h"
+#include "trainer/models/registry.h"
 #include "trainer/torch_guard.h"
 
 namespace granary {

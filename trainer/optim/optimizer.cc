@@ -1,7 +1,7 @@
 #include "trainer/optim/optimizer.h"
 
-#include "trainer/optim/fused_optimizer.h"
 #include "trainer/named_table.h"
+#include "trainer/optim/fused_optimizer.h"
 
 namespace granary {
 namespace {
