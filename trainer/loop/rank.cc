@@ -35,7 +35,6 @@
 namespace granary {
 namespace {
 
-
 // What the training and the evaluation loaders share.
 LoaderOptions BaseLoaderOptions(const DataConfig& d, const Workload& w) {
   LoaderOptions lo;
@@ -184,7 +183,7 @@ class RankTrainer {
         train_(train),
         schedule_(c_.optim, static_cast<int64_t>((train.batches_per_epoch() + c_.optim.accum - 1) / c_.optim.accum)),
         start_at_(resumed != nullptr ? resumed->header.at : RunPosition{}),
-        resuming_(resumed != nullptr),
+        resumed_(resumed),
         step_(start_at_.global_step),
         checkpointer_(c_, run.db->manifest().content_hash, std::move(checkpoint_run), rank, *dp.comm, *model.net,
                       optimizer, observer) {
@@ -198,9 +197,9 @@ class RankTrainer {
     if (c_.data.probe_s > 0) probe_.emplace(c_.data.probe_s, train, *dp.sync, *dp.comm);
   }
 
-  StatusOr<std::vector<EpochReport>> Run(const Checkpoint* resumed) {
+  StatusOr<std::vector<EpochReport>> Run() {
     GRANARY_RETURN_IF_ERROR(Plan());
-    if (resumed != nullptr && rank_ == 0) ReportResume(*resumed, c_, observer_);
+    if (resumed_ != nullptr && rank_ == 0) ReportResume(*resumed_, c_, observer_);
     std::vector<EpochReport> reports;
     for (int epoch = static_cast<int>(start_at_.epoch); epoch < c_.optim.epochs || probe_; ++epoch) {
       EpochTally tally;
@@ -279,7 +278,7 @@ class RankTrainer {
   // The epoch's optimizer steps, each an accumulation group, and after each:
   // the heartbeat, rank 0's step report, a checkpoint when due, the probe.
   Status TrainEpoch(int epoch, EpochTally* t) {
-    const bool resuming = resuming_ && static_cast<uint64_t>(epoch) == start_at_.epoch;
+    const bool resuming = resumed_ != nullptr && static_cast<uint64_t>(epoch) == start_at_.epoch;
     if (!c_.data.synthetic) train_.StartEpoch(static_cast<uint64_t>(epoch), resuming ? start_at_.position : 0);
     if (resuming) {  // the epoch's loss so far: each rank its own, or all of it on rank 0 in another world
       const bool same_world = start_at_.world == c_.World();
@@ -392,7 +391,7 @@ class RankTrainer {
   Loader& train_;
   const LrSchedule schedule_;
   const RunPosition start_at_;
-  const bool resuming_;
+  const Checkpoint* const resumed_;  // null unless the run resumes
   int64_t step_;  // optimizer steps so far
   StepParts parts_;
   RunCheckpointer checkpointer_;
@@ -455,7 +454,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const ResolvedRun& run, int rank, Run
   if (from != nullptr) GRANARY_RETURN_IF_ERROR(RestoreCheckpoint(*from, nullptr, optimizer.value().get()));
   RankTrainer trainer(run, rank, observer, model.value(), dp.value(), *optimizer.value(), *train.value(), from,
                       std::move(checkpoint_run));
-  return trainer.Run(from);
+  return trainer.Run();
 }
 
 }  // namespace granary
