@@ -74,6 +74,17 @@ inline void ExpectOneLineError(const CommandResult& r, const std::string& needle
   EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "more than one line: " << r.err;
 }
 
+// Scripts the Python module class `Net` that `class_source` defines (torch
+// imported) with Debian's python3-torch and saves it at `path`; what python3
+// said if it failed, else "". (TorchScript reads the class's source, so it
+// goes through a file.)
+inline std::string SaveScriptedNet(const std::string& class_source, const std::string& path, const TempDir& dir) {
+  WriteFile(dir.Sub("make_net.py"),
+            "import torch\n" + class_source + "torch.jit.script(Net()).save('" + path + "')\n");
+  CommandResult made = RunCommand("/usr/bin/python3 " + dir.Sub("make_net.py"), dir);
+  return made.exit_code == 0 ? "" : made.err + " (exit " + std::to_string(made.exit_code) + ")";
+}
+
 // A TCP port on 127.0.0.1 that was free a moment ago, or 0.
 inline int FreePort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);

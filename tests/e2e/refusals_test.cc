@@ -77,19 +77,16 @@ TEST_F(Refusals, ARankStoppedDuringStartUpIsNamed) {
 // dry forward, before any rank starts, and the launcher exits cleanly.
 TEST_F(Refusals, ALoopingModelIsStoppedAfterTimeout) {
   const std::string model = dir_.Sub("loop.pt");
-  testing::WriteFile(dir_.Sub("make.py"),
-                     "import torch\n"
-                     "class Loop(torch.nn.Module):\n"
-                     "    def __init__(self):\n"
-                     "        super().__init__()\n"
-                     "        self.head = torch.nn.Linear(784, 10)\n"
-                     "    def forward(self, x):\n"
-                     "        while bool(x.sum() > -1.0):\n"
-                     "            x = x + 1\n"
-                     "        return self.head(x.flatten(1))\n"
-                     "torch.jit.script(Loop()).save('" +
-                         model + "')\n");
-  ASSERT_EQ(RunCommand("/usr/bin/python3 " + dir_.Sub("make.py"), dir_).exit_code, 0);
+  ASSERT_EQ(testing::SaveScriptedNet("class Net(torch.nn.Module):\n"
+                                     "    def __init__(self):\n"
+                                     "        super().__init__()\n"
+                                     "        self.head = torch.nn.Linear(784, 10)\n"
+                                     "    def forward(self, x):\n"
+                                     "        while bool(x.sum() > -1.0):\n"
+                                     "            x = x + 1\n"
+                                     "        return self.head(x.flatten(1))\n",
+                                     model, dir_),
+            "");
   for (const char* ranks : {"1", "2"}) {
     auto r = RunCommand(train_ + "--model " + model + " --timeout 2 --ranks " + ranks, dir_);
     ExpectOneLineError(r, "the forward did not return within --timeout 2 s");

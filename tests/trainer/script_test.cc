@@ -101,20 +101,16 @@ TEST(TorchScript, EveryBuiltInModelSavedRunsInPythonWithTheSameLogits) {
 TEST(TorchScript, APythonScriptedModuleTrainsThroughScriptModel) {
   TempDir dir;
   const std::string path = dir.Sub("net.pt");
-  testing::WriteFile(
-      dir.Sub("make.py"),
-      "import torch\n"
-      "class Net(torch.nn.Module):\n"
-      "    def __init__(self):\n"
-      "        super().__init__()\n"
-      "        self.body = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.ReLU(), torch.nn.Dropout(0.5))\n"
-      "        self.head = torch.nn.Linear(8, 3)\n"
-      "    def forward(self, x):\n"
-      "        return self.head(self.body(x))\n"
-      "torch.jit.script(Net()).save('" +
-          path + "')\n");
-  auto made = RunCommand("/usr/bin/python3 " + dir.Sub("make.py"), dir);
-  ASSERT_EQ(made.exit_code, 0) << made.err;
+  ASSERT_EQ(testing::SaveScriptedNet(
+                "class Net(torch.nn.Module):\n"
+                "    def __init__(self):\n"
+                "        super().__init__()\n"
+                "        self.body = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.ReLU(), torch.nn.Dropout(0.5))\n"
+                "        self.head = torch.nn.Linear(8, 3)\n"
+                "    def forward(self, x):\n"
+                "        return self.head(self.body(x))\n",
+                path, dir),
+            "");
   StatusOr<std::shared_ptr<Classifier>> model = LoadScriptModel({path, {5}, 3, 0});
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   Classifier& net = *model.value();
@@ -136,20 +132,16 @@ TEST(TorchScript, APythonScriptedModuleTrainsThroughScriptModel) {
 TEST(TorchScript, AnErrorRaisedInsideAModelKeepsItsOwnMessage) {
   TempDir dir;
   const std::string path = dir.Sub("picky.pt");
-  testing::WriteFile(dir.Sub("make.py"),
-                     "import torch\n"
-                     "class Picky(torch.nn.Module):\n"
-                     "    def __init__(self):\n"
-                     "        super().__init__()\n"
-                     "        self.head = torch.nn.Linear(5, 3)\n"
-                     "    def forward(self, x):\n"
-                     "        if x.size(0) > 2:\n"
-                     "            raise RuntimeError('picky wants at most 2 samples')\n"
-                     "        return self.head(x)\n"
-                     "torch.jit.script(Picky()).save('" +
-                         path + "')\n");
-  auto made = RunCommand("/usr/bin/python3 " + dir.Sub("make.py"), dir);
-  ASSERT_EQ(made.exit_code, 0) << made.err;
+  ASSERT_EQ(testing::SaveScriptedNet("class Net(torch.nn.Module):\n"
+                                     "    def __init__(self):\n"
+                                     "        super().__init__()\n"
+                                     "        self.head = torch.nn.Linear(5, 3)\n"
+                                     "    def forward(self, x):\n"
+                                     "        if x.size(0) > 2:\n"
+                                     "            raise RuntimeError('picky wants at most 2 samples')\n"
+                                     "        return self.head(x)\n",
+                                     path, dir),
+            "");
   StatusOr<std::shared_ptr<Classifier>> model = LoadScriptModel({path, {5}, 3, 0});
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   Status s = CatchTorch("training step", [&] { model.value()->forward(Batch({5})); });
