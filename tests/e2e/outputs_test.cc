@@ -21,7 +21,8 @@ class Outputs : public SmallDbRun {};
 TEST_F(Outputs, NoOutputFlagWritesIntoTheDb) {
   const auto before = Contents(db_);
   const std::string manifest = db_ + "/manifest.json";
-  ExpectOneLineError(RunCommand(train_ + "--metrics " + manifest, dir_), "--metrics " + manifest + ": is inside the db");
+  ExpectOneLineError(RunCommand(train_ + "--metrics " + manifest, dir_),
+                     "--metrics " + manifest + ": is inside the db");
   ExpectOneLineError(RunCommand(train_ + "--report " + manifest, dir_), "--report " + manifest + ": is inside the db");
   ExpectOneLineError(RunCommand(train_ + "--save " + db_ + "/m.pt", dir_), "--save " + db_ + "/m.pt: is inside the db");
   ExpectOneLineError(RunCommand(train_ + "--checkpoint-dir " + db_ + "/train", dir_), "is inside the db");
@@ -107,7 +108,8 @@ TEST_F(Outputs, ACheckpointDirectoryBelongsToOneRun) {
   // Two at once: the second is refused while the first holds the directory.
   const std::string kd2 = dir_.Sub("kd2");
   auto both = RunCommand("(" + train_ + "--epochs 200 --checkpoint-dir " + kd2 + " >/dev/null 2>&1 & pid=$!; " +
-                             "for i in $(seq 1000); do test -f " + kd2 + "/granary-run.json && break; sleep 0.01; done; " +
+                             "for i in $(seq 1000); do test -f " + kd2 +
+                             "/granary-run.json && break; sleep 0.01; done; " +
                              train_ + "--checkpoint-dir " + kd2 + "; kill $pid; wait $pid)",
                          dir_);
   EXPECT_NE(both.err.find("--checkpoint-dir " + kd2 + ": in use by run "), std::string::npos) << both.err;

@@ -50,7 +50,8 @@ TEST_F(Refusals, AResumeNamesTheOptimizerAndMetricsAppend) {
 // Nodes started with different --ranks used to time out in Gloo's
 // rendezvous (or fail its enforce); now both say what differs.
 TEST_F(Refusals, NodesWithDifferentRanksSayWhatDiffers) {
-  const std::string node = train_ + "--epochs 1 --threads 1 --pin off --nnodes 2 --timeout 20 --master-addr 127.0.0.1 " +
+  const std::string node = train_ + "--epochs 1 --threads 1 --pin off --nnodes 2 --timeout 20 " +
+                           "--master-addr 127.0.0.1 " +
                            "--master-port " + std::to_string(testing::FreePort()) + " ";
   auto r = RunCommand("(" + node + "--ranks 2 --node-rank 1 2> " + dir_.Sub("node1.err") + " & " + node +
                           "--ranks 1 --node-rank 0; rc=$?; wait; exit $rc)",

@@ -105,7 +105,8 @@ TEST(TorchScript, APythonScriptedModuleTrainsThroughScriptModel) {
                 "class Net(torch.nn.Module):\n"
                 "    def __init__(self):\n"
                 "        super().__init__()\n"
-                "        self.body = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.ReLU(), torch.nn.Dropout(0.5))\n"
+                "        self.body = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.ReLU(),\n"
+                "                                        torch.nn.Dropout(0.5))\n"
                 "        self.head = torch.nn.Linear(8, 3)\n"
                 "    def forward(self, x):\n"
                 "        return self.head(self.body(x))\n",
