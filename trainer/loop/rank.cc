@@ -10,7 +10,6 @@
 #include <limits>
 #include <mutex>
 #include <optional>
-#include <thread>
 
 #include "loader/loader.h"
 #include "store/db.h"
