@@ -34,15 +34,15 @@ std::string Real(double v) {
 // computing what LibTorch's C++ modules compute; "" for other modules.
 std::string LayerForward(const nn::Module& m) {
   if (const auto* linear = dynamic_cast<const nn::LinearImpl*>(&m)) {
-    return linear->options.bias() ? "def forward(self, x):\n    return torch.addmm(self.bias, x, self.weight.t())\n"
-                                  : "def forward(self, x):\n    return torch.mm(x, self.weight.t())\n";
+    // aten::linear, as Python's nn.Linear calls it: the op the INT8 passes match.
+    return "def forward(self, x):\n    return torch.linear(x, self.weight, self.bias)\n";
   }
   if (const auto* conv = dynamic_cast<const nn::Conv2dImpl*>(&m)) {
     const auto& o = conv->options;
     const auto* padding = c10::get_if<torch::ExpandingArray<2>>(&o.padding());
     if (padding == nullptr || o.padding_mode().index() != 0) return "";  // only explicit zero padding
-    return "def forward(self, x):\n    return torch.conv2d(x, self.weight, " +
-           std::string(o.bias() ? "self.bias" : "None") + ", " + IntList(*o.stride()) + ", " + IntList(**padding) +
+    return "def forward(self, x):\n    return torch.conv2d(x, self.weight, self.bias, " + IntList(*o.stride()) + ", " +
+           IntList(**padding) +
            ", " + IntList(*o.dilation()) + ", " + std::to_string(o.groups()) + ")\n";
   }
   if (const auto* bn = dynamic_cast<const nn::BatchNorm2dImpl*>(&m)) {
@@ -58,14 +58,23 @@ std::string LayerForward(const nn::Module& m) {
   return "";
 }
 
-// "granary::BasicBlock" -> "BasicBlock_3": unique class names in one unit.
+// "torch::nn::Conv2dImpl" -> "__torch__.granary.m3.Conv2d": a class name
+// unique in the unit that ends as Python's does (".Conv2d", ".BatchNorm2d"),
+// which is what LibTorch's conv-BatchNorm folding matches.
 std::string ClassName(const nn::Module& m, int* counter) {
   std::string name = m.name();
   if (auto colon = name.rfind(':'); colon != std::string::npos) name = name.substr(colon + 1);
+  if (name.size() > 4 && name.compare(name.size() - 4, 4, "Impl") == 0) name.resize(name.size() - 4);
   for (char& c : name) {
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   }
-  return name + "_" + std::to_string((*counter)++);
+  return "__torch__.granary.m" + std::to_string((*counter)++) + "." + name;
+}
+
+// Layers whose forward reads self.bias get one even without a bias: None,
+// typed Optional[Tensor] and marked a parameter, as in a scripted nn.Conv2d.
+bool ReadsBias(const nn::Module& m) {
+  return dynamic_cast<const nn::LinearImpl*>(&m) != nullptr || dynamic_cast<const nn::Conv2dImpl*>(&m) != nullptr;
 }
 
 StatusOr<torch::jit::Module> Export(const nn::Module& m, const std::shared_ptr<torch::jit::CompilationUnit>& unit,
@@ -75,10 +84,13 @@ StatusOr<torch::jit::Module> Export(const nn::Module& m, const std::shared_ptr<t
   if (source.empty()) {
     return Status::InvalidArgument("--save: module " + path + " (" + m.name() + ") cannot be written as TorchScript");
   }
-  torch::jit::Module out(c10::QualifiedName("__torch__.granary." + ClassName(m, counter)), unit);
+  torch::jit::Module out(c10::QualifiedName(ClassName(m, counter)), unit);
   out.register_attribute("training", c10::BoolType::get(), false);
   for (const auto& p : m.named_parameters(/*recurse=*/false)) {
     out.register_parameter(p.key(), p.value().detach().contiguous().clone(), /*is_buffer=*/false);
+  }
+  if (ReadsBias(m) && !out.hasattr("bias")) {
+    out.register_attribute("bias", c10::OptionalType::create(c10::TensorType::get()), c10::IValue(), /*is_param=*/true);
   }
   for (const auto& b : m.named_buffers(/*recurse=*/false)) {
     out.register_buffer(b.key(), b.value().detach().contiguous().clone());
