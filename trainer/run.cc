@@ -20,6 +20,7 @@
 #include "trainer/launch/heartbeat.h"
 #include "trainer/launch/launch.h"
 #include "trainer/launch/layout.h"
+#include "trainer/loop/int8_report.h"
 #include "trainer/loop/rank.h"
 #include "trainer/loop/rank_model.h"
 #include "trainer/models/precision.h"
@@ -75,6 +76,9 @@ int Launch(const TrainConfig& config, const Layout& layout, const std::vector<st
 // output replaces a db's file, an input or another output.
 Status CheckOutputPaths(const TrainConfig& config) {
   std::vector<OutputPath> outputs = {{"--save", config.output.save, OutputKind::kModel},
+                                     {"--quantize int8",
+                                      config.compress.quantize == "int8" ? Int8Path(config.output.save) : "",
+                                      OutputKind::kModel},
                                      {"--metrics", config.output.metrics, OutputKind::kJsonLines},
                                      {"--report", config.output.report, OutputKind::kHtml},
                                      {"--checkpoint-dir", config.checkpoint.dir, OutputKind::kDirectory}};
@@ -260,6 +264,9 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
       Fail(fits, 0);
       std::fflush(nullptr);
       std::_Exit(1);
+    }
+    if (Status quantizable = CheckQuantizable(run.config, run.workload, manifest.num_classes); !quantizable.ok()) {
+      return Fail(quantizable, 0);
     }
     if (Status writable = CheckOutputPaths(run.config); !writable.ok()) return Fail(writable, 0);
     if (run.config.model.precision == "bf16" && !CpuHasNativeBf16()) {

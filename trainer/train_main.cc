@@ -121,6 +121,13 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c) {
   app.add_option("--metrics", c.output.metrics, "write JSON lines here: every --log-every steps and per epoch");
   app.add_option("--log-every", c.output.log_every, "optimizer steps between --metrics lines")->capture_default_str();
   app.add_option("--report", c.output.report, "write the run's curves here as one self-contained HTML page");
+  app.add_option("--quantize", c.compress.quantize,
+                 "after training: none, or int8 (post-training quantization, calibrated on training batches; "
+                 "measured against the fp32 model; with --save FILE.pt also writes FILE.int8.pt)")
+      ->capture_default_str();
+  app.add_option("--calibration-batches", c.compress.calibration_batches,
+                 "--quantize: training batches (of a rank) the activation ranges are observed on")
+      ->capture_default_str();
   app.add_flag("--synthetic", c.data.synthetic,
                "measure the compute bound: random in-memory batches of the db's shape, no loader, no gradient sync "
                "(the model learns nothing)");

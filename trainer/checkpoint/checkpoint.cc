@@ -369,8 +369,9 @@ StatusOr<Checkpoint> ResolveResume(const std::string& db_content_hash, TrainConf
 }
 
 Status CheckResumable(const TrainConfig& saved, const TrainConfig& resumed) {
-  const char* const may_change[] = {"dist.",    "optim.epochs:",        "output.",       "checkpoint.",
-                                    "data.db:", "data.loader_threads:", "data.prefetch:"};
+  const char* const may_change[] = {"dist.",          "optim.epochs:",        "output.",
+                                    "checkpoint.",    "data.db:",             "data.loader_threads:",
+                                    "data.prefetch:", "compress.quantize:",   "compress.calibration_batches:"};
   std::vector<std::string> differences = saved.Differences(resumed);
   // Another optimizer changes its defaults too (lr, weight decay): name the cause first.
   std::stable_partition(differences.begin(), differences.end(),

@@ -32,6 +32,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistConfig, ranks, threads, nnod
                                                 timeout_s, oversubscribe, pin)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OutputConfig, save, metrics, log_every, report)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CheckpointConfig, dir, every, keep, resume)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CompressConfig, quantize, calibration_batches)
 
 namespace {
 
@@ -47,10 +48,12 @@ constexpr int kMaxTimeout = 24 * 3600;
 constexpr double kMinTuneSeconds = 0.5, kMaxTuneSeconds = 600;
 // With --oversubscribe, ranks x threads may reach this many times the cores.
 constexpr int kOversubscribeFactor = 8;
+constexpr int kMaxCalibrationBatches = 100000;
 
 nlohmann::json ToJsonValue(const TrainConfig& c) {
-  return {{"data", c.data}, {"model", c.model},           {"optim", c.optim},
-          {"sync", c.sync}, {"dist", c.dist}, {"checkpoint", c.checkpoint}, {"output", c.output}};
+  return {{"data", c.data},           {"model", c.model},   {"optim", c.optim},
+          {"sync", c.sync},           {"dist", c.dist},     {"checkpoint", c.checkpoint},
+          {"output", c.output},       {"compress", c.compress}};
 }
 
 Status OutOfRange(const std::string& flag, const std::string& value, const std::string& bound) {
@@ -276,6 +279,17 @@ Status ValidateOutputs(const CheckpointConfig& checkpoint, const OutputConfig& o
   return Status::OK();
 }
 
+Status ValidateCompress(const CompressConfig& compress) {
+  if (compress.quantize != "none" && compress.quantize != "int8") {
+    return OutOfRange("--quantize", compress.quantize, "expected none or int8");
+  }
+  if (compress.calibration_batches < 1 || compress.calibration_batches > kMaxCalibrationBatches) {
+    return OutOfRange("--calibration-batches", std::to_string(compress.calibration_batches),
+                      Range(1, kMaxCalibrationBatches));
+  }
+  return Status::OK();
+}
+
 Status ValidateRendezvous(const DistConfig& dist) {
   if (dist.host.empty()) return Status::InvalidArgument("--master-addr is empty");
   if (dist.port < 0 || dist.port > 65535) {
@@ -316,6 +330,7 @@ Status TrainConfig::Validate(int cores) const {
   GRANARY_RETURN_IF_ERROR(ValidateSync(sync));
   GRANARY_RETURN_IF_ERROR(ValidateLayout(*this, cores));
   GRANARY_RETURN_IF_ERROR(ValidateOutputs(checkpoint, output));
+  GRANARY_RETURN_IF_ERROR(ValidateCompress(compress));
   return ValidateRendezvous(dist);
 }
 
@@ -338,6 +353,7 @@ StatusOr<TrainConfig> TrainConfig::FromJson(const std::string& json) {
     if (j.contains("dist")) c.dist = j["dist"].get<DistConfig>();
     if (j.contains("output")) c.output = j["output"].get<OutputConfig>();
     if (j.contains("checkpoint")) c.checkpoint = j["checkpoint"].get<CheckpointConfig>();
+    if (j.contains("compress")) c.compress = j["compress"].get<CompressConfig>();
   } catch (const nlohmann::json::exception& e) {
     return Status::InvalidArgument(std::string("train config: ") + e.what());
   }

@@ -91,6 +91,13 @@ struct DistConfig {
   std::string rendezvous_file;
 };
 
+// Lighter models (docs/CPU_TRAINING.md): INT8 quantization after training
+// (trainer/loop/int8_report.h) and structured pruning during it.
+struct CompressConfig {
+  std::string quantize = "none";  // or "int8": post-training, writes FILE.int8.pt beside --save FILE.pt
+  int calibration_batches = 32;   // training batches (a rank's) the activation ranges are observed on
+};
+
 // What the run leaves behind besides its report on stdout.
 struct OutputConfig {
   std::string save;     // the trained model as TorchScript ("" none)
@@ -120,6 +127,7 @@ struct TrainConfig {
   DistConfig dist;
   CheckpointConfig checkpoint;
   OutputConfig output;
+  CompressConfig compress;
 
   // Replaces "the optimizer's default" (lr, weight_decay < 0) by its value,
   // so what is printed and compared is what runs. Unknown optimizers are

@@ -1,6 +1,7 @@
 #include "trainer/loop/evaluate.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include "store/json_text.h"
@@ -8,6 +9,19 @@
 #include "trainer/torch_guard.h"
 
 namespace granary {
+
+LoaderOptions BaseLoaderOptions(const DataConfig& d, const Workload& w) {
+  LoaderOptions lo;
+  lo.input_field = w.input_field;
+  lo.target_field = w.target_field;
+  lo.scale = w.input_uint8 ? 1.0f / 255.0f : 1.0f;
+  lo.threads = d.loader_threads;
+  lo.prefetch = d.prefetch;
+  lo.mean = d.mean;
+  lo.stddev = d.stddev;
+  lo.skip_corrupt = d.skip_corrupt;
+  return lo;
+}
 
 torch::Tensor InputTensor(Batch& b, bool channels_last) {
   torch::Tensor t = torch::from_blob(b.input.data(), b.input_shape, torch::kFloat32);
@@ -62,8 +76,8 @@ StatusOr<InputStatistics> ComputeInputStatistics(const DbReader& db, LoaderOptio
   return s;
 }
 
-StatusOr<EvalResult> Evaluate(const DbReader& db, LoaderOptions options, Classifier& model, const Precision& precision,
-                              int rank, int world) {
+StatusOr<EvalResult> EvaluateForward(const DbReader& db, LoaderOptions options, const ForwardFn& forward, int rank,
+                                     int world) {
   options = WholeSplit(options);
   options.sampler.rank = rank;
   options.sampler.world = world;
@@ -71,8 +85,6 @@ StatusOr<EvalResult> Evaluate(const DbReader& db, LoaderOptions options, Classif
   if (!loader.ok()) return loader.status().WithContext("evaluation loader");
   loader.value()->StartEpoch(0);
   const uint64_t mine = loader.value()->sampler().unpadded_samples();  // padding is not counted
-  torch::NoGradGuard no_grad;
-  model.eval();
   EvalResult out;
   Batch batch;
   for (;;) {
@@ -85,7 +97,9 @@ StatusOr<EvalResult> Evaluate(const DbReader& db, LoaderOptions options, Classif
     const int64_t keep = static_cast<int64_t>(std::min<uint64_t>(batch.size, mine - std::min(mine, out.samples)));
     if (keep == 0) continue;
     GRANARY_RETURN_IF_ERROR(CatchTorch("evaluation", [&] {
-      torch::Tensor logits = precision.Forward(model, InputTensor(batch, options.channels_last)).narrow(0, 0, keep);
+      const auto start = std::chrono::steady_clock::now();
+      torch::Tensor logits = forward(InputTensor(batch, options.channels_last)).narrow(0, 0, keep);
+      out.forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       torch::Tensor target = TargetTensor(batch).narrow(0, 0, keep);
       out.loss_sum += torch::nll_loss(torch::log_softmax(logits, 1), target, {}, at::Reduction::Sum).item<double>();
       out.correct += static_cast<uint64_t>(logits.argmax(1).eq(target).sum().item<int64_t>());
@@ -93,6 +107,15 @@ StatusOr<EvalResult> Evaluate(const DbReader& db, LoaderOptions options, Classif
     out.samples += static_cast<uint64_t>(keep);
     HeartbeatBeat();  // a long evaluation is not a hang
   }
+  return out;
+}
+
+StatusOr<EvalResult> Evaluate(const DbReader& db, LoaderOptions options, Classifier& model, const Precision& precision,
+                              int rank, int world) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  StatusOr<EvalResult> out = EvaluateForward(
+      db, options, [&](const torch::Tensor& input) { return precision.Forward(model, input); }, rank, world);
   model.train();
   return out;
 }

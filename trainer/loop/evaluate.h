@@ -4,8 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "loader/loader.h"
+#include "trainer/config/config.h"
+#include "trainer/config/workload.h"
 #include "trainer/models/precision.h"
 #include "trainer/models/registry.h"
 
@@ -15,7 +18,20 @@ struct EvalResult {
   double loss_sum = 0;  // summed over the samples
   uint64_t correct = 0;
   uint64_t samples = 0;
+  double forward_seconds = 0;  // in the model's forward: the loader's time left out
 };
+
+// What every loader of a run shares: the fields, scaling and normalisation of
+// `workload`, the loader threads and prefetch, corrupt-record handling.
+LoaderOptions BaseLoaderOptions(const DataConfig& data, const Workload& workload);
+
+// Logits (N x classes) of an input batch.
+using ForwardFn = std::function<torch::Tensor(const torch::Tensor& input)>;
+
+// Evaluate, of any forward: a TorchScript module, an INT8 one. The caller
+// holds the grad mode and the model's eval mode.
+StatusOr<EvalResult> EvaluateForward(const DbReader& db, LoaderOptions options, const ForwardFn& forward, int rank = 0,
+                                     int world = 1);
 
 // Evaluates rank `rank`'s share of `options.split` (of `world` ranks: every
 // sample is evaluated by exactly one rank, in order, unaugmented; options'

@@ -22,6 +22,7 @@
 #include "trainer/loop/evaluate.h"
 #include "trainer/loop/probe_window.h"
 #include "trainer/loop/rank_model.h"
+#include "trainer/loop/int8_report.h"
 #include "trainer/loop/run_checkpointer.h"
 #include "trainer/loop/step.h"
 #include "trainer/models/precision.h"
@@ -33,20 +34,6 @@
 
 namespace granary {
 namespace {
-
-// What the training and the evaluation loaders share.
-LoaderOptions BaseLoaderOptions(const DataConfig& d, const Workload& w) {
-  LoaderOptions lo;
-  lo.input_field = w.input_field;
-  lo.target_field = w.target_field;
-  lo.scale = w.input_uint8 ? 1.0f / 255.0f : 1.0f;
-  lo.threads = d.loader_threads;
-  lo.prefetch = d.prefetch;
-  lo.mean = d.mean;
-  lo.stddev = d.stddev;
-  lo.skip_corrupt = d.skip_corrupt;
-  return lo;
-}
 
 // The training loader of rank `rank`.
 StatusOr<std::unique_ptr<Loader>> TrainLoader(const DbReader& db, const TrainConfig& c, const Workload& w, int rank) {
@@ -227,6 +214,11 @@ class RankTrainer {
     }
     if (rank_ == 0 && !c_.output.save.empty() && !probe_) {
       GRANARY_RETURN_IF_ERROR(SaveTorchScript(*model_.net, c_.output.save));
+    }
+    if (rank_ == 0 && c_.compress.quantize == "int8" && !probe_ && !c_.data.synthetic) {
+      StatusOr<QuantizedReport> quantized = QuantizeTrained(c_, *run_.db, run_.workload, *model_.net);
+      if (!quantized.ok()) return quantized.status();
+      observer_.Quantized(quantized.value());
     }
     // No collective follows: rank 0 may wait for its disk. The last
     // checkpoint is on disk before the run says it ended.

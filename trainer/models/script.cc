@@ -33,7 +33,7 @@ std::string Real(double v) {
 // The forward of the library layers the built-in models use, in TorchScript,
 // computing what LibTorch's C++ modules compute; "" for other modules.
 std::string LayerForward(const nn::Module& m) {
-  if (const auto* linear = dynamic_cast<const nn::LinearImpl*>(&m)) {
+  if (dynamic_cast<const nn::LinearImpl*>(&m) != nullptr) {
     // aten::linear, as Python's nn.Linear calls it: the op the INT8 passes match.
     return "def forward(self, x):\n    return torch.linear(x, self.weight, self.bias)\n";
   }

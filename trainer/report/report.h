@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <vector>
 
 #include "store/status.h"
@@ -29,6 +30,9 @@ class RunReport : public RunObserver {
   void Plan(const EpochPlanReport& plan) override;
   void Step(const StepReport& step) override;
   void Epoch(const EpochReport& report) override;
+  // Text: a line of the figures and one per layer left in fp32 (stderr);
+  // json: the "quantized" member; --metrics: a "quantized" line.
+  void Quantized(const QuantizedReport& report) override;
   // "train: <line>" on stderr, clearing a progress line first.
   void Note(const std::string& line) override;
   // The JSON object (json) and --report; closes --metrics. IOError naming
@@ -44,6 +48,7 @@ class RunReport : public RunObserver {
   const TrainConfig& config_;
   const Layout& layout_;
   std::string tune_table_;
+  std::optional<QuantizedReport> quantized_;
   int rank_;
   bool json_;
   bool progress_;  // rank 0, text, stderr a terminal

@@ -1,0 +1,155 @@
+#include "trainer/loop/int8_report.h"
+
+#include <algorithm>
+
+#include "store/file.h"
+#include "trainer/launch/heartbeat.h"
+#include "trainer/loop/evaluate.h"
+#include "trainer/loop/rank_model.h"
+#include "trainer/models/quantize.h"
+#include "trainer/models/script.h"
+#include "trainer/torch_guard.h"
+
+namespace granary {
+namespace {
+
+// The eval split's batch, as training's evaluation reads it.
+constexpr size_t kEvalBatch = 256;
+
+// Calibration batches of the training split: a rank's batch size, the run's
+// shuffled order of epoch 0 (so a class-sorted db is sampled across classes),
+// unaugmented.
+class Calibration {
+ public:
+  static StatusOr<Calibration> Open(const TrainConfig& c, const DbReader& db, const Workload& w) {
+    LoaderOptions options = BaseLoaderOptions(c.data, w);
+    options.split = c.data.train_split;
+    options.batch_size = static_cast<size_t>(std::max<int64_t>(1, c.optim.batch_size / c.World()));
+    options.sampler.seed = c.optim.seed;
+    StatusOr<std::unique_ptr<Loader>> loader = Loader::Create(db, options);
+    if (!loader.ok()) return loader.status().WithContext("--quantize int8: calibration loader");
+    loader.value()->StartEpoch(0);
+    return Calibration(std::move(loader).value(), c.compress.calibration_batches);
+  }
+
+  StatusOr<bool> Next(torch::Tensor* input) {
+    if (left_ == 0) return false;
+    StatusOr<bool> more = loader_->Next(&batch_);
+    if (!more.ok() || !more.value()) return more;
+    --left_;
+    samples_ += batch_.size;
+    *input = InputTensor(batch_);  // valid until the next call
+    HeartbeatBeat();
+    return true;
+  }
+
+  uint64_t samples() const { return samples_; }
+
+ private:
+  Calibration(std::unique_ptr<Loader> loader, int batches) : loader_(std::move(loader)), left_(batches) {}
+
+  std::unique_ptr<Loader> loader_;
+  int left_;
+  uint64_t samples_ = 0;
+  Batch batch_;
+};
+
+// `module` on the eval split, after one untimed forward (oneDNN builds its
+// kernels on the first call).
+StatusOr<EvalResult> EvaluateModule(const TrainConfig& c, const DbReader& db, const Workload& w,
+                                    torch::jit::Module& module) {
+  LoaderOptions options = BaseLoaderOptions(c.data, w);
+  options.split = c.data.eval_split;
+  options.batch_size = kEvalBatch;
+  Shape warm = {static_cast<int64_t>(kEvalBatch)};
+  warm.insert(warm.end(), w.input_shape.begin(), w.input_shape.end());
+  GRANARY_RETURN_IF_ERROR(CatchTorch("warm-up forward", [&] { module.forward({torch::zeros(warm)}); }));
+  return EvaluateForward(db, options, [&](const torch::Tensor& x) { return module.forward({x}).toTensor(); });
+}
+
+}  // namespace
+
+std::string Int8Path(const std::string& save) {
+  if (save.empty()) return "";
+  const size_t dot = save.rfind('.');
+  if (dot == std::string::npos || save.find('/', dot) != std::string::npos) return save + ".int8";
+  return save.substr(0, dot) + ".int8" + save.substr(dot);
+}
+
+Status CheckQuantizable(const TrainConfig& c, const Workload& workload, int64_t classes) {
+  if (c.compress.quantize != "int8") return Status::OK();
+  if (c.data.eval_split.empty()) {
+    return Status::InvalidArgument(
+        "--quantize int8: the INT8 model is measured against the trained one on the eval split, and this run has "
+        "none (the db has no test or val split, or --eval-split \"\")");
+  }
+  const std::string what = "model " + c.model.name;
+  StatusOr<torch::jit::Module> fp32 = Status::FailedPrecondition("no model");
+  GRANARY_RETURN_IF_ERROR(CatchTorch("--quantize int8: building the model", [&] {
+    StatusOr<std::shared_ptr<Classifier>> model = CreateModel(SpecFor(c.model, workload, classes));
+    fp32 = model.ok() ? ToTorchScript(*model.value()) : StatusOr<torch::jit::Module>(model.status());
+  }));
+  if (!fp32.ok()) return fp32.status().WithContext("--quantize int8");
+  Shape batch = {2};
+  batch.insert(batch.end(), workload.input_shape.begin(), workload.input_shape.end());
+  bool given = false;
+  StatusOr<Int8Model> int8 = QuantizeInt8(
+      fp32.value(),
+      [&](torch::Tensor* input) -> StatusOr<bool> {
+        if (given) return false;
+        *input = torch::zeros(batch);
+        return given = true;
+      },
+      what);
+  return int8.status();
+}
+
+StatusOr<QuantizedReport> QuantizeTrained(const TrainConfig& c, const DbReader& db, const Workload& w,
+                                          const Classifier& net) {
+  StatusOr<torch::jit::Module> fp32 = ToTorchScript(net);
+  if (!fp32.ok()) return fp32.status().WithContext("--quantize int8");
+  StatusOr<std::string> fp32_bytes = TorchScriptBytes(fp32.value(), "--quantize int8: the fp32 model");
+  if (!fp32_bytes.ok()) return fp32_bytes.status();
+
+  StatusOr<Calibration> calibration = Calibration::Open(c, db, w);
+  if (!calibration.ok()) return calibration.status();
+  StatusOr<Int8Model> int8 =
+      QuantizeInt8(fp32.value(), [&](torch::Tensor* input) { return calibration->Next(input); },
+                   "model " + c.model.name);
+  if (!int8.ok()) return int8.status();
+  StatusOr<std::string> int8_bytes = TorchScriptBytes(int8->module, "--quantize int8: the INT8 model");
+  if (!int8_bytes.ok()) return int8_bytes.status();
+
+  QuantizedReport r;
+  r.engine = UseInt8Engine().value();  // QuantizeInt8 chose it
+  r.threads = at::get_num_threads();
+  r.calibration_samples = calibration->samples();
+  r.int8_layers = int8->int8_layers;
+  r.fp32_layers = int8->fp32_layers;
+  r.fp32_bytes = fp32_bytes->size();
+  r.int8_bytes = int8_bytes->size();
+  // The fp32 side at its fastest in TorchScript too: frozen, BatchNorm folded.
+  torch::jit::Module frozen;
+  GRANARY_RETURN_IF_ERROR(CatchTorch("--quantize int8: freezing the fp32 model",
+                                     [&] { frozen = torch::jit::freeze(fp32.value()); }));
+  torch::NoGradGuard no_grad;
+  StatusOr<EvalResult> a = EvaluateModule(c, db, w, frozen);
+  if (!a.ok()) return a.status().WithContext("--quantize int8: evaluating the fp32 model");
+  StatusOr<EvalResult> b = EvaluateModule(c, db, w, int8->module);
+  if (!b.ok()) return b.status().WithContext("--quantize int8: evaluating the INT8 model");
+  const double n = static_cast<double>(std::max<uint64_t>(a->samples, 1));
+  r.eval_samples = a->samples;
+  r.fp32_accuracy = static_cast<double>(a->correct) / n;
+  r.int8_accuracy = static_cast<double>(b->correct) / n;
+  r.fp32_loss = a->loss_sum / n;
+  r.int8_loss = b->loss_sum / n;
+  r.fp32_samples_per_s = n / std::max(a->forward_seconds, 1e-9);
+  r.int8_samples_per_s = n / std::max(b->forward_seconds, 1e-9);
+  if (!c.output.save.empty()) {
+    r.path = Int8Path(c.output.save);
+    GRANARY_RETURN_IF_ERROR(WriteFileAtomically(r.path, int8_bytes.value()).WithContext("--quantize int8"));
+  }
+  return r;
+}
+
+}  // namespace granary
