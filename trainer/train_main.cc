@@ -9,6 +9,7 @@
 #include "store/file.h"
 #include "trainer/config/config.h"
 #include "trainer/dist/gradient_sync.h"
+#include "trainer/eval_only.h"
 #include "trainer/models/registry.h"
 #include "trainer/optim/optimizer.h"
 #include "trainer/run.h"
@@ -142,6 +143,10 @@ int main(int argc, char** argv) {
   bool json = false;
   CLI::App app{"Data-parallel training on CPU from a granary db (see README.md)."};
   AddFlags(app, config);
+  bool eval_only = false;
+  app.add_flag("--eval-only", eval_only,
+               "evaluate --model FILE.pt (fp32 or INT8) on the db's eval split: accuracy, loss, inference samples/s; "
+               "no training");
   app.add_flag("--json", json, "print one JSON object with the config and every epoch's figures on stdout");
   app.add_option("--rank", rank, "internal: run as this rank")->group("");
   app.add_option("--port", config.dist.port, "internal: rank 0's TCPStore port")->group("");
@@ -173,7 +178,8 @@ int main(int argc, char** argv) {
   tune.args = granary::WithoutOptions(
       args, {"--ranks", "--threads", "--batch-size", "--precision", "--tune-seconds", "--tune-probe", "--tune-table"},
       {"--channels-last", "--tune", "--tune-only", "--tune-numerics"});
-  const int code = granary::RunTrain(config, rank, json, args, layout, tune);
+  const int code =
+      eval_only ? granary::RunEvalOnly(config, json) : granary::RunTrain(config, rank, json, args, layout, tune);
   if (granary::Status flushed = granary::FlushStdout(); code == 0 && !flushed.ok()) {
     std::fprintf(stderr, "train: %s\n", flushed.message().c_str());
     return 1;

@@ -5,6 +5,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
+
+#include <torch/script.h>
 
 #include "loader/loader.h"
 #include "trainer/config/config.h"
@@ -39,6 +42,15 @@ StatusOr<EvalResult> EvaluateForward(const DbReader& db, LoaderOptions options, 
 // split's. Errors from the loader or LibTorch come back as Status.
 StatusOr<EvalResult> Evaluate(const DbReader& db, LoaderOptions options, Classifier& model, const Precision& precision,
                               int rank = 0, int world = 1);
+
+// A TorchScript classifier's forward; `module` must outlive it.
+ForwardFn ModuleForward(torch::jit::Module& module);
+
+// Inference samples/s of each of `models` on `batch`: one warm-up forward
+// each (oneDNN builds its kernels on the first call), then five forwards
+// each, the models alternated (a noisy machine slows them alike), the
+// median of each. Exceptions from the models propagate.
+std::vector<double> InferenceRates(const std::vector<ForwardFn>& models, const torch::Tensor& batch);
 
 struct InputStatistics {
   torch::Tensor mean, stddev;  // float64, one value per input element

@@ -1,6 +1,9 @@
 #include "trainer/loop/int8_report.h"
 
 #include <algorithm>
+#include <chrono>
+#include <utility>
+#include <vector>
 
 #include "store/file.h"
 #include "trainer/launch/heartbeat.h"
@@ -54,17 +57,17 @@ class Calibration {
   Batch batch_;
 };
 
-// `module` on the eval split, after one untimed forward (oneDNN builds its
-// kernels on the first call).
+// `module` on the eval split; `*first` (if not null and undefined) becomes
+// a copy of its first input batch.
 StatusOr<EvalResult> EvaluateModule(const TrainConfig& c, const DbReader& db, const Workload& w,
-                                    torch::jit::Module& module) {
+                                    torch::jit::Module& module, torch::Tensor* first = nullptr) {
   LoaderOptions options = BaseLoaderOptions(c.data, w);
   options.split = c.data.eval_split;
   options.batch_size = kEvalBatch;
-  Shape warm = {static_cast<int64_t>(kEvalBatch)};
-  warm.insert(warm.end(), w.input_shape.begin(), w.input_shape.end());
-  GRANARY_RETURN_IF_ERROR(CatchTorch("warm-up forward", [&] { module.forward({torch::zeros(warm)}); }));
-  return EvaluateForward(db, options, [&](const torch::Tensor& x) { return module.forward({x}).toTensor(); });
+  return EvaluateForward(db, options, [&](const torch::Tensor& x) {
+    if (first != nullptr && !first->defined()) *first = x.clone();
+    return ModuleForward(module)(x);
+  });
 }
 
 }  // namespace
@@ -128,12 +131,9 @@ StatusOr<QuantizedReport> QuantizeTrained(const TrainConfig& c, const DbReader& 
   r.fp32_layers = int8->fp32_layers;
   r.fp32_bytes = fp32_bytes->size();
   r.int8_bytes = int8_bytes->size();
-  // The fp32 side at its fastest in TorchScript too: frozen, BatchNorm folded.
-  torch::jit::Module frozen;
-  GRANARY_RETURN_IF_ERROR(CatchTorch("--quantize int8: freezing the fp32 model",
-                                     [&] { frozen = torch::jit::freeze(fp32.value()); }));
   torch::NoGradGuard no_grad;
-  StatusOr<EvalResult> a = EvaluateModule(c, db, w, frozen);
+  torch::Tensor batch;
+  StatusOr<EvalResult> a = EvaluateModule(c, db, w, fp32.value(), &batch);
   if (!a.ok()) return a.status().WithContext("--quantize int8: evaluating the fp32 model");
   StatusOr<EvalResult> b = EvaluateModule(c, db, w, int8->module);
   if (!b.ok()) return b.status().WithContext("--quantize int8: evaluating the INT8 model");
@@ -143,8 +143,13 @@ StatusOr<QuantizedReport> QuantizeTrained(const TrainConfig& c, const DbReader& 
   r.int8_accuracy = static_cast<double>(b->correct) / n;
   r.fp32_loss = a->loss_sum / n;
   r.int8_loss = b->loss_sum / n;
-  r.fp32_samples_per_s = n / std::max(a->forward_seconds, 1e-9);
-  r.int8_samples_per_s = n / std::max(b->forward_seconds, 1e-9);
+  // Speed against fp32 at its fastest in TorchScript too: frozen, BatchNorm folded.
+  GRANARY_RETURN_IF_ERROR(CatchTorch("--quantize int8: timing inference", [&] {
+    torch::jit::Module frozen = torch::jit::freeze(fp32.value());
+    const std::vector<double> rates = InferenceRates({ModuleForward(frozen), ModuleForward(int8->module)}, batch);
+    r.fp32_samples_per_s = rates[0];
+    r.int8_samples_per_s = rates[1];
+  }));
   if (!c.output.save.empty()) {
     r.path = Int8Path(c.output.save);
     GRANARY_RETURN_IF_ERROR(WriteFileAtomically(r.path, int8_bytes.value()).WithContext("--quantize int8"));

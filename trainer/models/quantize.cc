@@ -189,6 +189,12 @@ StatusOr<Int8Model> QuantizeInt8(const torch::jit::Module& fp32, const Calibrati
   return out;
 }
 
+int CountInt8Layers(const torch::jit::Module& module) {
+  Int8Model counted;
+  CountLayers(module.get_method("forward").graph()->block(), &counted);
+  return counted.int8_layers;
+}
+
 StatusOr<std::string> TorchScriptBytes(const torch::jit::Module& module, const std::string& what) {
   std::ostringstream bytes;
   GRANARY_RETURN_IF_ERROR(CatchTorch(what.c_str(), [&] { module.save(bytes); }));

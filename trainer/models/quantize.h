@@ -42,6 +42,9 @@ using CalibrationBatches = std::function<StatusOr<bool>(torch::Tensor* batch)>;
 StatusOr<Int8Model> QuantizeInt8(const torch::jit::Module& fp32, const CalibrationBatches& next,
                                  const std::string& what);
 
+// The quantized:: conv and linear ops of `module`'s forward (0 for an fp32 model).
+int CountInt8Layers(const torch::jit::Module& module);
+
 // The bytes `module` takes saved as TorchScript (what torch.jit.save writes).
 StatusOr<std::string> TorchScriptBytes(const torch::jit::Module& module, const std::string& what);
 

@@ -1,0 +1,113 @@
+#include "trainer/eval_only.h"
+
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "store/json_text.h"
+#include "trainer/launch/layout.h"
+#include "trainer/loop/evaluate.h"
+#include "trainer/loop/rank.h"
+#include "trainer/loop/rank_model.h"
+#include "trainer/models/quantize.h"
+#include "trainer/models/registry.h"
+#include "trainer/torch_guard.h"
+
+namespace granary {
+namespace {
+
+constexpr size_t kEvalBatch = 256;
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "train: %s\n", Printable(s.message()).c_str());
+  return 1;
+}
+
+struct Evaluation {
+  EvalResult result;
+  double samples_per_s = 0;
+  int int8_layers = 0;
+  int threads = 0;
+};
+
+StatusOr<Evaluation> EvaluateSaved(const ResolvedRun& run) {
+  const TrainConfig& c = run.config;
+  Evaluation out;
+  out.threads = c.dist.threads > 0 ? c.dist.threads : static_cast<int>(UsableCpus().size());
+  at::set_num_threads(std::max(1, out.threads));
+  (void)UseInt8Engine();  // an INT8 model's kernels; an fp32 model needs none
+  torch::jit::Module module;
+  GRANARY_RETURN_IF_ERROR(CatchTorch(("--model " + c.model.name).c_str(), [&] {
+    module = torch::jit::load(c.model.name);
+    module.eval();
+  }));
+  out.int8_layers = CountInt8Layers(module);
+  LoaderOptions options = BaseLoaderOptions(c.data, run.workload);
+  options.split = c.data.eval_split;
+  options.batch_size = kEvalBatch;
+  torch::NoGradGuard no_grad;
+  torch::Tensor first;
+  const ForwardFn forward = ModuleForward(module);
+  StatusOr<EvalResult> result = EvaluateForward(*run.db, options, [&](const torch::Tensor& x) {
+    if (!first.defined()) first = x.clone();
+    return forward(x);
+  });
+  if (!result.ok()) return result.status().WithContext("--eval-only");
+  out.result = result.value();
+  if (first.defined()) {
+    GRANARY_RETURN_IF_ERROR(
+        CatchTorch("--eval-only: timing inference", [&] { out.samples_per_s = InferenceRates({forward}, first)[0]; }));
+  }
+  return out;
+}
+
+}  // namespace
+
+int RunEvalOnly(TrainConfig config, bool json) {
+  if (!IsModelFile(config.model.name)) {
+    return Fail(Status::InvalidArgument("--eval-only evaluates a saved model: give --model FILE.pt (not '" +
+                                        config.model.name + "')"));
+  }
+  config.ResolveDefaults();
+  if (Status valid = config.Validate(CoreCount()); !valid.ok()) return Fail(valid);
+  StatusOr<ResolvedRun> resolved = ResolveRun(std::move(config));
+  if (!resolved.ok()) return Fail(resolved.status());
+  const ResolvedRun& run = resolved.value();
+  const TrainConfig& c = run.config;
+  if (c.data.eval_split.empty()) {
+    return Fail(Status::InvalidArgument("--eval-only: " + c.data.db +
+                                        " has no test or val split to evaluate on; name one with --eval-split"));
+  }
+  // The model takes the db's input and gives a logit per class (bounded by --timeout).
+  if (Status fits = CheckModelFits(c, run.workload, run.db->manifest().num_classes); !fits.ok()) {
+    Fail(fits.WithContext("--eval-only"));
+    std::fflush(nullptr);
+    std::_Exit(1);  // a model past --timeout still runs on a thread (rank_model.h)
+  }
+  StatusOr<Evaluation> e = EvaluateSaved(run);
+  if (!e.ok()) return Fail(e.status());
+  const EvalResult& r = e->result;
+  const double n = static_cast<double>(std::max<uint64_t>(r.samples, 1));
+  if (json) {
+    const nlohmann::json out = {{"model", c.model.name},
+                                {"db", c.data.db},
+                                {"split", c.data.eval_split},
+                                {"samples", r.samples},
+                                {"accuracy", static_cast<double>(r.correct) / n},
+                                {"loss", r.loss_sum / n},
+                                {"samples_per_s", e->samples_per_s},
+                                {"threads", e->threads},
+                                {"batch_size", kEvalBatch},
+                                {"int8_layers", e->int8_layers}};
+    std::cout << DumpJson(out) << std::endl;
+  } else {
+    std::printf("eval %s on %s split %s: %llu samples  acc %.4f  loss %.4f  samples/s %.0f  (%s, %d thread%s)\n",
+                c.model.name.c_str(), c.data.db.c_str(), c.data.eval_split.c_str(),
+                static_cast<unsigned long long>(r.samples), static_cast<double>(r.correct) / n, r.loss_sum / n,
+                e->samples_per_s, e->int8_layers > 0 ? "int8" : "fp32", e->threads, e->threads == 1 ? "" : "s");
+  }
+  return 0;
+}
+
+}  // namespace granary
