@@ -133,7 +133,9 @@ void CountLayers(torch::jit::Block* block, Int8Model* out) {
     if (IsQuantizedLayer(node)) {
       ++out->int8_layers;
     } else if (const torch::jit::Value* weight = FloatWeight(node); weight != nullptr) {
-      out->fp32_layers.push_back(weight->debugName() + " (" + node->kind().toQualString() + WhereInCode(node) +
+      std::string name = weight->debugName();
+      if (name.rfind("self.", 0) == 0) name.erase(0, 5);
+      out->fp32_layers.push_back(name + " (" + node->kind().toQualString() + WhereInCode(node) +
                                  "): " + WhyFp32(node));
     }
   }
