@@ -129,6 +129,11 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c) {
   app.add_option("--calibration-batches", c.compress.calibration_batches,
                  "--quantize: training batches (of a rank) the activation ranges are observed on")
       ->capture_default_str();
+  app.add_option("--prune", c.compress.prune,
+                 "structured pruning: remove this fraction of each layer's channels (conv filters, hidden units), "
+                 "gradually over --prune-epochs, shrinking the layers");
+  app.add_option("--prune-epochs", c.compress.prune_epochs,
+                 "A-B: prune at the ends of epochs A to B, 1-based (default: the first half of the run)");
   app.add_flag("--synthetic", c.data.synthetic,
                "measure the compute bound: random in-memory batches of the db's shape, no loader, no gradient sync "
                "(the model learns nothing)");

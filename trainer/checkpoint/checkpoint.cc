@@ -369,9 +369,11 @@ StatusOr<Checkpoint> ResolveResume(const std::string& db_content_hash, TrainConf
 }
 
 Status CheckResumable(const TrainConfig& saved, const TrainConfig& resumed) {
+  // compress.*: quantizing follows training; a pruned model's shapes come
+  // from the checkpoint itself, so a new pruning schedule starts from them.
   const char* const may_change[] = {"dist.",          "optim.epochs:",        "output.",
                                     "checkpoint.",    "data.db:",             "data.loader_threads:",
-                                    "data.prefetch:", "compress.quantize:",   "compress.calibration_batches:"};
+                                    "data.prefetch:", "compress."};
   std::vector<std::string> differences = saved.Differences(resumed);
   // Another optimizer changes its defaults too (lr, weight decay): name the cause first.
   std::stable_partition(differences.begin(), differences.end(),

@@ -32,7 +32,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistConfig, ranks, threads, nnod
                                                 timeout_s, oversubscribe, pin)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OutputConfig, save, metrics, log_every, report)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CheckpointConfig, dir, every, keep, resume)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CompressConfig, quantize, calibration_batches)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CompressConfig, quantize, calibration_batches, prune, prune_epochs)
 
 namespace {
 
@@ -279,13 +279,37 @@ Status ValidateOutputs(const CheckpointConfig& checkpoint, const OutputConfig& o
   return Status::OK();
 }
 
-Status ValidateCompress(const CompressConfig& compress) {
+// "A-B" as (A, B); (0, 0) if it does not read so.
+std::pair<int, int> ParseEpochRange(const std::string& text) {
+  int first = 0, last = 0;
+  char dash = 0, extra = 0;
+  if (std::sscanf(text.c_str(), "%d %c %d %c", &first, &dash, &last, &extra) != 3 || dash != '-') return {0, 0};
+  return {first, last};
+}
+
+Status ValidateCompress(const CompressConfig& compress, const std::string& model, int epochs) {
   if (compress.quantize != "none" && compress.quantize != "int8") {
     return OutOfRange("--quantize", compress.quantize, "expected none or int8");
   }
   if (compress.calibration_batches < 1 || compress.calibration_batches > kMaxCalibrationBatches) {
     return OutOfRange("--calibration-batches", std::to_string(compress.calibration_batches),
                       Range(1, kMaxCalibrationBatches));
+  }
+  if (compress.prune != 0 && !(compress.prune > 0 && compress.prune < 1)) {
+    return OutOfRange("--prune", Number(compress.prune), "the fraction of channels removed, must be in (0, 1)");
+  }
+  if (compress.prune != 0 && IsModelFile(model)) {
+    return Status::InvalidArgument("--prune: --model " + model +
+                                   " cannot be pruned: granary prunes its built-in models (mlp, convnet, resnet, "
+                                   "mobilenet), whose channels and residual joins it knows");
+  }
+  if (!compress.prune_epochs.empty()) {
+    if (compress.prune == 0) return Status::InvalidArgument("--prune-epochs needs --prune");
+    const auto [first, last] = ParseEpochRange(compress.prune_epochs);
+    if (first < 1 || last < first || last > epochs) {
+      return OutOfRange("--prune-epochs", compress.prune_epochs,
+                        "must be A-B with 1 <= A <= B <= --epochs " + std::to_string(epochs));
+    }
   }
   return Status::OK();
 }
@@ -304,6 +328,11 @@ Status CheckTuneSeconds(double seconds) {
   if (seconds >= kMinTuneSeconds && seconds <= kMaxTuneSeconds) return Status::OK();
   return OutOfRange("--tune-seconds", Number(seconds),
                     "must be in " + Number(kMinTuneSeconds) + ".." + Number(kMaxTuneSeconds));
+}
+
+std::pair<int, int> PruneEpochs(const CompressConfig& compress, int epochs) {
+  if (compress.prune_epochs.empty()) return {1, std::max(1, epochs / 2)};
+  return ParseEpochRange(compress.prune_epochs);
 }
 
 int CoreCount() {
@@ -330,7 +359,7 @@ Status TrainConfig::Validate(int cores) const {
   GRANARY_RETURN_IF_ERROR(ValidateSync(sync));
   GRANARY_RETURN_IF_ERROR(ValidateLayout(*this, cores));
   GRANARY_RETURN_IF_ERROR(ValidateOutputs(checkpoint, output));
-  GRANARY_RETURN_IF_ERROR(ValidateCompress(compress));
+  GRANARY_RETURN_IF_ERROR(ValidateCompress(compress, model.name, optim.epochs));
   return ValidateRendezvous(dist);
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "store/status.h"
@@ -96,7 +97,16 @@ struct DistConfig {
 struct CompressConfig {
   std::string quantize = "none";  // or "int8": post-training, writes FILE.int8.pt beside --save FILE.pt
   int calibration_batches = 32;   // training batches (a rank's) the activation ranges are observed on
+  // Structured pruning (trainer/loop/pruner.h): this fraction of each
+  // prunable layer's channels removed by the end of epoch B of prune_epochs
+  // "A-B" (1-based; "" for the first half of the run); 0: none.
+  double prune = 0;
+  std::string prune_epochs;
 };
+
+// --prune-epochs as (first, last), 1-based; the first half of the run if unset.
+// Validate has checked it.
+std::pair<int, int> PruneEpochs(const CompressConfig& compress, int epochs);
 
 // What the run leaves behind besides its report on stdout.
 struct OutputConfig {

@@ -17,18 +17,24 @@ StatusOr<DataParallel> DataParallel::Join(const TrainConfig& c, int rank, Classi
   StatusOr<std::unique_ptr<Comm>> comm = Comm::Create(co);
   if (!comm.ok()) return comm.status();
   dp.comm = std::move(comm).value();
-  const std::vector<torch::Tensor> params = net.parameters();
-  dp.buffers = net.buffers();
   {
     torch::NoGradGuard no_grad;
-    GRANARY_RETURN_IF_ERROR(dp.comm->Broadcast(params));
+    GRANARY_RETURN_IF_ERROR(dp.comm->Broadcast(net.parameters()));
   }
-  StatusOr<std::unique_ptr<GradientSync>> sync =
-      CreateGradientSync(c.sync.method, static_cast<size_t>(c.sync.bucket_mb * (1 << 20)), *dp.comm);
-  if (!sync.ok()) return sync.status();
-  dp.sync = std::move(sync).value();
-  GRANARY_RETURN_IF_ERROR(dp.sync->Attach(params));
+  GRANARY_RETURN_IF_ERROR(dp.Reattach(c, net));
   return dp;
+}
+
+Status DataParallel::Reattach(const TrainConfig& c, Classifier& net) {
+  sync.reset();  // first: its hooks hold the parameters' old gradient accumulators
+  const std::vector<torch::Tensor> params = net.parameters();
+  for (const torch::Tensor& p : params) p.mutable_grad() = torch::Tensor();
+  buffers = net.buffers();
+  StatusOr<std::unique_ptr<GradientSync>> made =
+      CreateGradientSync(c.sync.method, static_cast<size_t>(c.sync.bucket_mb * (1 << 20)), *comm);
+  if (!made.ok()) return made.status();
+  sync = std::move(made).value();
+  return sync->Attach(params);
 }
 
 void DataParallel::Parts(bool apart, StepParts* parts) const {

@@ -1,6 +1,6 @@
 // Data parallelism, DDP's "when" (its "how" is dist/gradient_sync.h):
 // Join meets the other ranks, makes rank 0's parameters everyone's and
-// attaches the gradient sync; Parts says what each step synchronises: rank
+// attaches the gradient sync (again after a prune: Reattach); Parts says what each step synchronises: rank
 // 0's buffers (BatchNorm statistics) before it, the gradients after its
 // last backward; nothing with --synthetic, where the ranks train apart.
 // Training thread only.
@@ -26,6 +26,9 @@ struct DataParallel {
   std::vector<torch::Tensor> buffers;
 
   static StatusOr<DataParallel> Join(const TrainConfig& c, int rank, Classifier& net);
+  // After the model's parameters changed shape (a prune): a new gradient
+  // sync attached to them, their gradients cleared. Parts again after it.
+  Status Reattach(const TrainConfig& c, Classifier& net);
   void Parts(bool apart, StepParts* parts) const;
 };
 

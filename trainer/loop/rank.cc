@@ -23,6 +23,7 @@
 #include "trainer/loop/probe_window.h"
 #include "trainer/loop/rank_model.h"
 #include "trainer/loop/int8_report.h"
+#include "trainer/loop/pruner.h"
 #include "trainer/loop/run_checkpointer.h"
 #include "trainer/loop/step.h"
 #include "trainer/models/precision.h"
@@ -151,6 +152,7 @@ struct EpochTally {
   double samples = 0;
   double samples_before = 0;     // of those, trained before this run (not in samples/s)
   double compute_seconds = 0;
+  uint64_t parameters = 0;       // the model's, as the epoch trained it
   bool stopped = false;          // the tune probe's window closed: training ends
 };
 
@@ -159,7 +161,8 @@ struct EpochTally {
 class RankTrainer {
  public:
   RankTrainer(const ResolvedRun& run, int rank, RunObserver& observer, RankModel& model, DataParallel& dp,
-              torch::optim::Optimizer& optimizer, Loader& train, const Checkpoint* resumed, std::string checkpoint_run)
+              torch::optim::Optimizer& optimizer, Loader& train, const Checkpoint* resumed, std::string checkpoint_run,
+              Pruner* pruner)
       : c_(run.config),
         run_(run),
         rank_(rank),
@@ -171,6 +174,7 @@ class RankTrainer {
         start_at_(resumed != nullptr ? resumed->header.at : RunPosition{}),
         resumed_(resumed),
         step_(start_at_.global_step),
+        pruner_(pruner),
         checkpointer_(c_, run.db->manifest().content_hash, std::move(checkpoint_run), rank, *dp.comm, *model.net,
                       optimizer, observer) {
     parts_.net = model.net.get();
@@ -192,6 +196,7 @@ class RankTrainer {
       tally.start = std::chrono::steady_clock::now();
       tally.loader_before = train_.stats();
       tally.sync_before = dp_.sync->blocked_seconds();
+      tally.parameters = ParameterCount();
       GRANARY_RETURN_IF_ERROR(TrainEpoch(epoch, &tally));
       if (probe_) {  // every rank ends its epochs alike, so skipping their collectives is safe
         if (!tally.stopped) continue;
@@ -201,6 +206,8 @@ class RankTrainer {
       StatusOr<EpochReport> report = CloseEpoch(epoch, tally);
       if (!report.ok()) return report.status();
       GRANARY_RETURN_IF_ERROR(EvaluateShare(&report.value()));
+      report->parameters = tally.parameters;
+      GRANARY_RETURN_IF_ERROR(PruneAfter(epoch + 1));
       if (rank_ == 0) report->weights_hash = WeightsHash(model_.net->parameters());
       if (checkpointer_.enabled() && !c_.data.synthetic) {
         RunPosition at;
@@ -327,6 +334,28 @@ class RankTrainer {
     return Status::OK();
   }
 
+  uint64_t ParameterCount() const {
+    uint64_t n = 0;
+    for (const torch::Tensor& p : model_.net->parameters()) n += static_cast<uint64_t>(p.numel());
+    return n;
+  }
+
+  // --prune: what the schedule removes after epoch `epoch` (1-based), before
+  // the epoch's checkpoint; the gradient sync follows the new shapes.
+  Status PruneAfter(int epoch) {
+    if (pruner_ == nullptr) return Status::OK();
+    StatusOr<bool> changed = pruner_->AfterEpoch(epoch, dp_.comm.get(), *parts_.optimizer);
+    if (!changed.ok()) return changed.status();
+    if (!changed.value()) return Status::OK();
+    GRANARY_RETURN_IF_ERROR(dp_.Reattach(c_, *model_.net));
+    dp_.Parts(/*apart=*/c_.data.synthetic, &parts_);
+    if (rank_ == 0) {
+      observer_.Note("--prune: after epoch " + std::to_string(epoch) + ": " + pruner_->last_change() + "; " +
+                     std::to_string(ParameterCount()) + " parameters");
+    }
+    return Status::OK();
+  }
+
   // The epoch's report: the ranks' sums of loss, samples and memory.
   StatusOr<EpochReport> CloseEpoch(int epoch, const EpochTally& t) {
     const double seconds = SecondsSince(t.start);
@@ -384,6 +413,7 @@ class RankTrainer {
   const RunPosition start_at_;
   const Checkpoint* const resumed_;  // null unless the run resumes
   int64_t step_;  // optimizer steps so far
+  Pruner* const pruner_;  // null without --prune
   StepParts parts_;
   RunCheckpointer checkpointer_;
   std::optional<ProbeWindow> probe_;  // train --tune's measurement: no evaluation, checkpoint or saved model
@@ -443,8 +473,10 @@ StatusOr<std::vector<EpochReport>> RunRank(const ResolvedRun& run, int rank, Run
   StatusOr<std::unique_ptr<torch::optim::Optimizer>> optimizer = CreateOptimizer(c.optim, model->net->parameters());
   if (!optimizer.ok()) return optimizer.status();
   if (from != nullptr) GRANARY_RETURN_IF_ERROR(RestoreCheckpoint(*from, nullptr, optimizer.value().get()));
+  StatusOr<std::unique_ptr<Pruner>> pruner = Pruner::Create(c, *model->net, model->channels_at_build);
+  if (!pruner.ok()) return pruner.status();
   RankTrainer trainer(run, rank, observer, model.value(), dp.value(), *optimizer.value(), *train.value(), from,
-                      std::move(checkpoint_run));
+                      std::move(checkpoint_run), pruner.value().get());
   return trainer.Run();
 }
 

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <thread>
 
+#include "trainer/loop/pruner.h"
 #include "trainer/torch_guard.h"
 
 namespace granary {
@@ -77,8 +78,13 @@ StatusOr<RankModel> BuildRankModel(const TrainConfig& c, const ModelSpec& spec, 
   StatusOr<Precision> precision = Precision::Create(c.model);
   if (!precision.ok()) return precision.status();
   m.precision = precision.value();
+  m.channels_at_build = ChannelCounts(*m.net);
+  if (resumed != nullptr) {
+    GRANARY_RETURN_IF_ERROR(RestoreCheckpoint(*resumed, m.net.get(), nullptr));
+    MatchLayersToCheckpoint(*m.net);  // a pruned checkpoint's tensors are smaller
+  }
+  // After the restore, which takes the saved tensors' layout.
   GRANARY_RETURN_IF_ERROR(CatchTorch("channels-last weights", [&] { m.precision.Prepare(*m.net); }));
-  if (resumed != nullptr) GRANARY_RETURN_IF_ERROR(RestoreCheckpoint(*resumed, m.net.get(), nullptr));
   return m;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "store/status.h"
 #include "trainer/checkpoint/checkpoint.h"
@@ -28,11 +29,13 @@ Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64
 struct RankModel {
   std::shared_ptr<Classifier> net;
   Precision precision;
+  std::vector<int64_t> channels_at_build;  // each channel group's, before a resumed pruning (loop/pruner.h)
 };
 
 // `spec` built with the same initial weights on every rank (seeded from
 // config.optim.seed; rank 0's broadcast follows when the ranks join), in
-// config.model's precision, with the checkpoint's weights if `resumed`.
+// config.model's precision, with the checkpoint's weights if `resumed` (a
+// pruned model's shapes too).
 StatusOr<RankModel> BuildRankModel(const TrainConfig& config, const ModelSpec& spec, const Checkpoint* resumed);
 
 }  // namespace granary

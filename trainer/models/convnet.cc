@@ -28,6 +28,18 @@ std::string ConvNet::TorchScriptForward() const {
          "    return self.fc2.forward(self.drop.forward(x))\n";
 }
 
+std::vector<ChannelGroup> ConvNet::ChannelGroups() {
+  ChannelGroup c1{"conv1"}, c2{"conv2"}, f1{"fc1"};
+  c1.conv_producers = {conv1_};
+  c1.conv_consumers = {conv2_};
+  c2.conv_producers = {conv2_};
+  // fc1 reads conv2's pooled maps flattened: H/4 x W/4 columns per channel.
+  c2.linear_consumers = {{fc1_, fc1_->weight.size(1) / conv2_->weight.size(0)}};
+  f1.linear_producers = {fc1_};
+  f1.linear_consumers = {{fc2_, 1}};
+  return {c1, c2, f1};
+}
+
 StatusOr<std::shared_ptr<Classifier>> CreateConvNet(const ModelSpec& spec) {
   GRANARY_RETURN_IF_ERROR(CheckImageInput(spec, 4));
   return std::shared_ptr<Classifier>(std::make_shared<ConvNet>(spec));

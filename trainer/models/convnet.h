@@ -3,16 +3,18 @@
 // scaled by --width). Input N x C x H x W.
 #pragma once
 
+#include "trainer/models/prune.h"
 #include "trainer/models/registry.h"
 #include "trainer/models/script.h"
 
 namespace granary {
 
-class ConvNet : public Classifier, public Scriptable {
+class ConvNet : public Classifier, public Scriptable, public Prunable {
  public:
   explicit ConvNet(const ModelSpec& spec);
   torch::Tensor forward(torch::Tensor x) override;
   std::string TorchScriptForward() const override;
+  std::vector<ChannelGroup> ChannelGroups() override;  // conv1 and conv2 filters, fc1 units
 
  private:
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr};

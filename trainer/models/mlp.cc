@@ -31,6 +31,15 @@ std::string Mlp::TorchScriptForward() const {
          "    return self.fc3.forward(self.drop.forward(x))\n";
 }
 
+std::vector<ChannelGroup> Mlp::ChannelGroups() {
+  ChannelGroup first{"fc1"}, second{"fc2"};
+  first.linear_producers = {fc1_};
+  first.linear_consumers = {{fc2_, 1}};
+  second.linear_producers = {fc2_};
+  second.linear_consumers = {{fc3_, 1}};
+  return {first, second};
+}
+
 StatusOr<std::shared_ptr<Classifier>> CreateMlp(const ModelSpec& spec) {
   if (spec.input.empty() || NumElements(spec.input) < 1) {
     return Status::InvalidArgument("model mlp: needs an input of at least one element, got " +

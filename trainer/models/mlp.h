@@ -4,16 +4,18 @@
 // per-feature mean and std (ModelSpec), held as buffers.
 #pragma once
 
+#include "trainer/models/prune.h"
 #include "trainer/models/registry.h"
 #include "trainer/models/script.h"
 
 namespace granary {
 
-class Mlp : public Classifier, public Scriptable {
+class Mlp : public Classifier, public Scriptable, public Prunable {
  public:
   explicit Mlp(const ModelSpec& spec);
   torch::Tensor forward(torch::Tensor x) override;
   std::string TorchScriptForward() const override;
+  std::vector<ChannelGroup> ChannelGroups() override;  // the hidden units of fc1 and fc2
 
  private:
   torch::Tensor mean_, inv_std_;  // undefined: no standardisation

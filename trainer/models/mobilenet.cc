@@ -23,6 +23,17 @@ std::string SeparableBlock::TorchScriptForward() const {
          "    return torch.relu(self.bn2.forward(self.pointwise.forward(x)))\n";
 }
 
+void SeparableBlock::AddInputReaders(ChannelGroup* input) {
+  input->depthwise.push_back(depthwise_);
+  input->norms.push_back(bn1_);
+  input->conv_consumers.push_back(pointwise_);
+}
+
+void SeparableBlock::AddOutputMakers(ChannelGroup* output) {
+  output->conv_producers.push_back(pointwise_);
+  output->norms.push_back(bn2_);
+}
+
 StatusOr<std::shared_ptr<Classifier>> CreateMobileNet(const ModelSpec& spec) {
   GRANARY_RETURN_IF_ERROR(CheckImageInput(spec, 8));
   return std::shared_ptr<Classifier>(std::make_shared<MobileNet>(

@@ -12,11 +12,17 @@
 
 namespace granary {
 
-class SeparableBlock : public torch::nn::Module, public Scriptable {
+class SeparableBlock : public torch::nn::Module, public Scriptable, public PrunableBlock {
  public:
   SeparableBlock(int64_t in, int64_t out, int64_t stride);
   torch::Tensor forward(torch::Tensor x);
   std::string TorchScriptForward() const override;
+  // Pruned: the input's channels run through the depthwise conv (and bn1)
+  // into the pointwise one; the output's are the pointwise conv's.
+  void AddInputReaders(ChannelGroup* input) override;
+  std::vector<ChannelGroup> InnerGroups(const std::string&) override { return {}; }
+  bool KeepsInputChannels() const override { return false; }
+  void AddOutputMakers(ChannelGroup* output) override;
 
  private:
   torch::nn::Conv2d depthwise_{nullptr}, pointwise_{nullptr};

@@ -36,6 +36,28 @@ std::string BasicBlock::TorchScriptForward() const {
                     : "    return torch.relu(y + x)\n");
 }
 
+void BasicBlock::AddInputReaders(ChannelGroup* input) {
+  input->conv_consumers.push_back(conv1_);
+  if (shortcut_) input->conv_consumers.push_back(shortcut_);
+}
+
+std::vector<ChannelGroup> BasicBlock::InnerGroups(const std::string& path) {
+  ChannelGroup inner{path + ".conv1"};
+  inner.conv_producers = {conv1_};
+  inner.norms = {bn1_};
+  inner.conv_consumers = {conv2_};
+  return {inner};
+}
+
+void BasicBlock::AddOutputMakers(ChannelGroup* output) {
+  output->conv_producers.push_back(conv2_);
+  output->norms.push_back(bn2_);
+  if (shortcut_) {
+    output->conv_producers.push_back(shortcut_);
+    output->norms.push_back(shortcut_bn_);
+  }
+}
+
 StatusOr<std::shared_ptr<Classifier>> CreateResNet(const ModelSpec& spec) {
   GRANARY_RETURN_IF_ERROR(CheckImageInput(spec, 8));
   return std::shared_ptr<Classifier>(

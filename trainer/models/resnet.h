@@ -11,11 +11,17 @@
 
 namespace granary {
 
-class BasicBlock : public torch::nn::Module, public Scriptable {
+class BasicBlock : public torch::nn::Module, public Scriptable, public PrunableBlock {
  public:
   BasicBlock(int64_t in, int64_t out, int64_t stride);
   torch::Tensor forward(torch::Tensor x);
   std::string TorchScriptForward() const override;
+  // Pruned: the channels between conv1 and conv2 inside; the output's with
+  // the residual join's (shortcut or identity).
+  void AddInputReaders(ChannelGroup* input) override;
+  std::vector<ChannelGroup> InnerGroups(const std::string& path) override;
+  bool KeepsInputChannels() const override { return !shortcut_; }
+  void AddOutputMakers(ChannelGroup* output) override;
 
  private:
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, shortcut_{nullptr};

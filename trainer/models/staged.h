@@ -2,7 +2,7 @@
 // 64 px, so 65-128 px inputs cost about what 64 px ones do), a chain of
 // blocks, global average pooling, dropout and a linear classifier: resnet
 // (BasicBlock) and mobilenet (SeparableBlock). Block(in, out, stride) is a
-// Scriptable module.
+// Scriptable and PrunableBlock module.
 #pragma once
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/models/prune.h"
 #include "trainer/models/registry.h"
 #include "trainer/models/script.h"
 
@@ -21,7 +22,7 @@ struct Stage {
 };
 
 template <typename Block>
-class StagedNet : public Classifier, public Scriptable {
+class StagedNet : public Classifier, public Scriptable, public Prunable {
  public:
   StagedNet(const ModelSpec& spec, int64_t stem_width, const std::vector<Stage>& stages) {
     namespace nn = torch::nn;
@@ -51,6 +52,28 @@ class StagedNet : public Classifier, public Scriptable {
     std::string source = "def forward(self, x):\n    x = torch.relu(self.stem_bn.forward(self.stem.forward(x)))\n";
     for (size_t i = 1; i <= blocks_.size(); ++i) source += "    x = self.block" + std::to_string(i) + ".forward(x)\n";
     return source + "    return self.fc.forward(self.drop.forward(torch.mean(x, [2, 3])))\n";
+  }
+
+  // The trunk's channels (the stem's, then each block's output, joined by
+  // identity residuals), each block's inner ones; fc reads the last trunk.
+  std::vector<ChannelGroup> ChannelGroups() override {
+    std::vector<ChannelGroup> groups;
+    ChannelGroup trunk{"stem"};
+    trunk.conv_producers = {stem_};
+    trunk.norms = {stem_bn_};
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+      const std::string path = "block" + std::to_string(i + 1);
+      blocks_[i]->AddInputReaders(&trunk);
+      if (!blocks_[i]->KeepsInputChannels()) {
+        groups.push_back(std::move(trunk));
+        trunk = ChannelGroup{path};
+      }
+      blocks_[i]->AddOutputMakers(&trunk);
+      for (ChannelGroup& inner : blocks_[i]->InnerGroups(path)) groups.push_back(std::move(inner));
+    }
+    trunk.linear_consumers = {{fc_, 1}};
+    groups.push_back(std::move(trunk));
+    return groups;
   }
 
  private:

@@ -25,6 +25,7 @@ struct EpochReport {
   double test_accuracy = 0;
   uint64_t test_samples = 0;
   std::string weights_hash;   // rank 0: XXH64 over every parameter's values, "xxh64:..."
+  uint64_t parameters = 0;    // the model's trainable values during the epoch (before the prune after it)
 };
 
 // What every rank reads per epoch, known before training starts.

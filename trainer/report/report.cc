@@ -27,7 +27,8 @@ nlohmann::json EpochJson(const EpochReport& r) {
                       {"comm_fraction", r.comm_fraction},
                       {"compute_fraction", r.compute_fraction},
                       {"queue_depth", r.queue_depth},
-                      {"peak_rss_mb", r.peak_rss_mb}};
+                      {"peak_rss_mb", r.peak_rss_mb},
+                      {"parameters", r.parameters}};
   if (!r.weights_hash.empty()) j["weights_hash"] = r.weights_hash;
   if (r.evaluated) {
     j["test_loss"] = r.test_loss;

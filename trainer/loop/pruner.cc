@@ -1,0 +1,113 @@
+#include "trainer/loop/pruner.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "trainer/models/prune.h"
+#include "trainer/torch_guard.h"
+
+namespace granary {
+namespace {
+
+// The optimizer's per-parameter state (momentum, Adam's moments) of `p`,
+// each tensor reduced to `keep` along `dim` as `p` is about to be.
+void ShrinkOptimizerState(torch::optim::Optimizer& optimizer, const torch::Tensor& p, int64_t dim,
+                          const torch::Tensor& keep) {
+  auto it = optimizer.state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+  if (it == optimizer.state().end()) return;
+  const auto select = [&](const torch::Tensor& t) {
+    if (!t.defined() || t.dim() <= dim) return t;
+    return t.index_select(dim, keep).contiguous(t.dim() == 4 ? t.suggest_memory_format() : at::MemoryFormat::Contiguous);
+  };
+  torch::optim::OptimizerParamState* state = it->second.get();
+  if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(state)) {
+    adam->exp_avg(select(adam->exp_avg()));
+    adam->exp_avg_sq(select(adam->exp_avg_sq()));
+    adam->max_exp_avg_sq(select(adam->max_exp_avg_sq()));
+  } else if (auto* adamw = dynamic_cast<torch::optim::AdamWParamState*>(state)) {
+    adamw->exp_avg(select(adamw->exp_avg()));
+    adamw->exp_avg_sq(select(adamw->exp_avg_sq()));
+    adamw->max_exp_avg_sq(select(adamw->max_exp_avg_sq()));
+  } else if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(state)) {
+    sgd->momentum_buffer(select(sgd->momentum_buffer()));
+  }
+}
+
+// The `count` most important channels, in index order (ties: the lower index).
+torch::Tensor MostImportant(const torch::Tensor& importance, int64_t count) {
+  const torch::Tensor order = std::get<1>(torch::sort(importance, /*stable=*/true, /*dim=*/0, /*descending=*/true));
+  return std::get<0>(torch::sort(order.narrow(0, 0, count)));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Pruner>> Pruner::Create(const TrainConfig& c, Classifier& net,
+                                                 std::vector<int64_t> channels_at_build) {
+  if (c.compress.prune == 0) return std::unique_ptr<Pruner>();
+  GRANARY_RETURN_IF_ERROR(CheckPrunable(c, net));
+  return std::unique_ptr<Pruner>(new Pruner(net, std::move(channels_at_build), c.compress.prune,
+                                            PruneEpochs(c.compress, c.optim.epochs)));
+}
+
+std::vector<int64_t> Pruner::TargetAfter(int epoch) const {
+  const auto [first, last] = epochs_;
+  const double progress = std::clamp(static_cast<double>(epoch - first + 1) / (last - first + 1), 0.0, 1.0);
+  std::vector<int64_t> out;
+  for (int64_t n : at_build_) {
+    out.push_back(std::max<int64_t>(1, std::llround(static_cast<double>(n) * (1 - fraction_ * progress))));
+  }
+  return out;
+}
+
+StatusOr<bool> Pruner::AfterEpoch(int epoch, Comm* comm, torch::optim::Optimizer& optimizer) {
+  last_change_.clear();
+  if (epoch < epochs_.first || epoch > epochs_.second) return false;
+  std::vector<ChannelGroup> groups = dynamic_cast<Prunable&>(net_).ChannelGroups();
+  const std::vector<int64_t> target = TargetAfter(epoch);
+  // Rank 0's importance, so that float differences between ranks cannot
+  // make them remove different channels.
+  std::vector<torch::Tensor> importance;
+  GRANARY_RETURN_IF_ERROR(CatchTorch("--prune: channel importance", [&] {
+    for (const ChannelGroup& g : groups) importance.push_back(ChannelImportance(g));
+  }));
+  if (comm != nullptr) GRANARY_RETURN_IF_ERROR(comm->Broadcast(importance));
+  const ShrinkHook follow = [&](const torch::Tensor& p, int64_t dim, const torch::Tensor& keep) {
+    ShrinkOptimizerState(optimizer, p, dim, keep);
+    p.mutable_grad() = torch::Tensor();  // the sync gives it a new home
+  };
+  bool changed = false;
+  GRANARY_RETURN_IF_ERROR(CatchTorch("--prune", [&] {
+    for (size_t i = 0; i < groups.size(); ++i) {
+      const int64_t now = groups[i].channels();
+      if (target[i] >= now) continue;
+      KeepChannels(groups[i], MostImportant(importance[i], target[i]), follow);
+      last_change_ += (changed ? ", " : "") + groups[i].name + " " + std::to_string(now) + "->" +
+                      std::to_string(target[i]);
+      changed = true;
+    }
+  }));
+  return changed;
+}
+
+Status CheckPrunable(const TrainConfig& c, const Classifier& net) {
+  if (c.compress.prune == 0 || dynamic_cast<const Prunable*>(&net) != nullptr) return Status::OK();
+  return Status::InvalidArgument("--prune: model " + c.model.name +
+                                 " cannot be pruned (granary prunes its built-in mlp, convnet, resnet and mobilenet; "
+                                 "a TorchScript model's channels and joins are not known to it)");
+}
+
+std::vector<int64_t> ChannelCounts(Classifier& net) {
+  std::vector<int64_t> out;
+  if (auto* prunable = dynamic_cast<Prunable*>(&net)) {
+    for (const ChannelGroup& g : prunable->ChannelGroups()) out.push_back(g.channels());
+  }
+  return out;
+}
+
+void MatchLayersToCheckpoint(Classifier& net) {
+  if (auto* prunable = dynamic_cast<Prunable*>(&net)) {
+    for (ChannelGroup& g : prunable->ChannelGroups()) MatchOptionsToTensors(g);
+  }
+}
+
+}  // namespace granary

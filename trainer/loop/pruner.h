@@ -1,0 +1,61 @@
+// train --prune F --prune-epochs A-B: at the end of each epoch e of A..B,
+// every channel group of the model (trainer/models/prune.h) shrinks to
+// round(n x (1 - F x (e - A + 1) / (B - A + 1))) of its n channels at build
+// (at least 1), the least important going (ChannelImportance of rank 0's
+// model, broadcast: every rank removes the same channels). The optimizer's
+// state shrinks with its parameters; the caller re-attaches the gradient
+// sync (DataParallel::Reattach). Training thread only.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "store/status.h"
+#include "trainer/config/config.h"
+#include "trainer/dist/comm.h"
+#include "trainer/models/registry.h"
+
+namespace granary {
+
+class Pruner {
+ public:
+  // Null without --prune. `channels_at_build`: each group's channels before
+  // any pruning (a resumed model may already be smaller).
+  static StatusOr<std::unique_ptr<Pruner>> Create(const TrainConfig& config, Classifier& net,
+                                                  std::vector<int64_t> channels_at_build);
+
+  // Channels each group keeps after epoch `epoch` (1-based) by the schedule.
+  std::vector<int64_t> TargetAfter(int epoch) const;
+
+  // The end of epoch `epoch`: prunes what the schedule asks for. True if the
+  // model changed (the sync must be re-attached). `comm` null: one rank.
+  StatusOr<bool> AfterEpoch(int epoch, Comm* comm, torch::optim::Optimizer& optimizer);
+
+  // "conv1 32->16, conv2 64->32": what the last AfterEpoch removed.
+  const std::string& last_change() const { return last_change_; }
+
+ private:
+  Pruner(Classifier& net, std::vector<int64_t> at_build, double fraction, std::pair<int, int> epochs)
+      : net_(net), at_build_(std::move(at_build)), fraction_(fraction), epochs_(epochs) {}
+
+  Classifier& net_;
+  std::vector<int64_t> at_build_;
+  double fraction_;
+  std::pair<int, int> epochs_;
+  std::string last_change_;
+};
+
+// OK if `config` prunes nothing or its model can be pruned; InvalidArgument
+// naming the model otherwise (a TorchScript model: its layers' channels are
+// not known to granary). Checked before any rank starts.
+Status CheckPrunable(const TrainConfig& config, const Classifier& net);
+
+// Each group's channels of `net` now; empty if it cannot be pruned.
+std::vector<int64_t> ChannelCounts(Classifier& net);
+
+// After a checkpoint of a pruned model was loaded (which takes the saved
+// shapes): the layers' options follow their tensors.
+void MatchLayersToCheckpoint(Classifier& net);
+
+}  // namespace granary
