@@ -1,7 +1,8 @@
 // Lighter models end to end: train --quantize int8 writes FILE.int8.pt
 // beside --save FILE.pt and reports both models on the eval split; Python
 // loads the INT8 file and gets train's accuracy; --eval-only measures any
-// saved model; what cannot be done is refused before any rank starts.
+// saved model; --prune shrinks the model and resumes exactly; what cannot be
+// done is refused before any rank starts.
 #include "tests/e2e/e2e.h"
 
 namespace granary {
@@ -75,7 +76,44 @@ TEST_F(EndToEnd, Int8ModelIsWrittenMeasuredAndGivesTrainsAccuracyInPython) {
   EXPECT_NE(text.out.find("(int8, "), std::string::npos) << text.out;
 }
 
-TEST_F(SmallDbRun, WhatCannotBeQuantizedOrEvaluatedIsRefusedBeforeAnyRankStarts) {
+// --prune shrinks the model at the ends of epochs 1 and 2; a run resumed from
+// a checkpoint before the first prune, or between the two, ends with the
+// uninterrupted run's losses and weights exactly; the saved pruned model
+// evaluates as the last epoch did.
+TEST_F(EndToEnd, PruningShrinksTheModelAndResumesExactlyAcrossAPrune) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 3000 --no-progress", dir_).exit_code, 0);
+  // 3,000 samples / batch 64: 47 steps an epoch; checkpoints every 10 steps, all kept.
+  const std::string args = "--db " + db + " --model convnet --width 0.5 --epochs 3 --optimizer adam " +
+                           "--prune 0.5 --prune-epochs 1-2 --checkpoint-every 10 --keep 100 --ranks 2";
+  auto whole = TrainJson(args + " --checkpoint-dir " + dir_.Sub("whole") + " --save " + dir_.Sub("pruned.pt"), dir_);
+  ASSERT_EQ(whole["epochs"].size(), 3u);
+  const auto parameters = [&](int i) { return whole["epochs"][i]["parameters"].get<double>(); };
+  EXPECT_LT(parameters(1), 0.7 * parameters(0));  // 3/4 of the channels after epoch 1
+  EXPECT_LT(parameters(2), 0.4 * parameters(0));  // half of them after epoch 2: about a quarter of the weights
+  EXPECT_EQ(parameters(2), whole["epochs"][2]["parameters"].get<double>());
+  EXPECT_GT(whole["epochs"][2]["test_accuracy"].get<double>(), 0.6);
+
+  for (const char* step : {"0000000040", "0000000050"}) {  // epoch 1 before its prune; epoch 2, after it
+    SCOPED_TRACE(step);
+    const std::string from = dir_.Sub("whole/step-") + step + ".ckpt";
+    ASSERT_TRUE(fs::exists(from));
+    auto resumed = TrainJson(args + " --checkpoint-dir " + dir_.Sub(std::string("from-") + step) + " --resume " + from,
+                             dir_);
+    ASSERT_EQ(resumed["epochs"].size(), 3u - std::stoi(step) / 47);
+    for (size_t i = 0; i < resumed["epochs"].size(); ++i) {
+      const auto& a = whole["epochs"][3 - resumed["epochs"].size() + i];
+      const auto& b = resumed["epochs"][i];
+      EXPECT_EQ(a["train_loss"], b["train_loss"]) << "epoch " << a["epoch"];
+      EXPECT_EQ(a["parameters"], b["parameters"]) << "epoch " << a["epoch"];
+      EXPECT_EQ(a["weights_hash"], b["weights_hash"]) << "epoch " << a["epoch"];
+    }
+  }
+  auto e = TrainJson("--db " + db + " --model " + dir_.Sub("pruned.pt") + " --eval-only", dir_);
+  EXPECT_NEAR(e["accuracy"].get<double>(), whole["epochs"][2]["test_accuracy"].get<double>(), 2e-3);
+}
+
+TEST_F(SmallDbRun, WhatCannotBeQuantizedPrunedOrEvaluatedIsRefusedBeforeAnyRankStarts) {
   const std::string save = " --save " + dir_.Sub("out.pt");
   ExpectOneLineError(RunCommand(train_ + "--quantize int4" + save, dir_), "--quantize int4: expected none or int8");
   ExpectOneLineError(RunCommand(train_ + "--quantize int8 --calibration-batches 0" + save, dir_),
@@ -116,6 +154,18 @@ TEST_F(SmallDbRun, WhatCannotBeQuantizedOrEvaluatedIsRefusedBeforeAnyRankStarts)
                      "gives [2, 5], training needs [2, 10] (10 classes)");
   ExpectOneLineError(RunCommand(train_ + "--model " + matmul + " --eval-only --eval-split ''", dir_),
                      "has no test or val split to evaluate on");
+
+  // --prune: a fraction in (0, 1), epochs within the run, a built-in model.
+  ExpectOneLineError(RunCommand(train_ + "--prune 1" + save, dir_), "--prune 1: the fraction of channels removed");
+  ExpectOneLineError(RunCommand(train_ + "--prune -0.5" + save, dir_), "--prune -0.5: ");
+  ExpectOneLineError(RunCommand(train_ + "--epochs 4 --prune 0.5 --prune-epochs 3-5" + save, dir_),
+                     "--prune-epochs 3-5: must be A-B with 1 <= A <= B <= --epochs 4");
+  ExpectOneLineError(RunCommand(train_ + "--epochs 4 --prune 0.5 --prune-epochs two" + save, dir_),
+                     "--prune-epochs two: must be A-B");
+  ExpectOneLineError(RunCommand(train_ + "--prune-epochs 1-2" + save, dir_), "--prune-epochs needs --prune");
+  ExpectOneLineError(RunCommand(train_ + "--model " + five + " --prune 0.5" + save, dir_),
+                     "--prune: --model " + five + " cannot be pruned");
+  EXPECT_FALSE(fs::exists(dir_.Sub("out.pt")));
 }
 
 }  // namespace
