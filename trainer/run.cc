@@ -292,8 +292,11 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
       if (Status pinned = PinToCpus(layout->cpus[0]); !pinned.ok()) return Fail(pinned, 0);
     }
   }
-  if (under_torchrun && rank == 0) {  // no launcher: rank 0 checks the run's outputs
+  if (under_torchrun && rank == 0) {  // no launcher: rank 0 checks the run's outputs and the quantization
     if (Status writable = CheckOutputPaths(run.config); !writable.ok()) return Fail(writable, 0);
+    if (Status quantizable = CheckQuantizable(run.config, run.workload, manifest.num_classes); !quantizable.ok()) {
+      return Fail(quantizable, 0);
+    }
     Status claimed = ClaimCheckpoints(run.config, resumed, &checkpoint_lock);
     if (!claimed.ok()) return Fail(claimed, 0);
   }

@@ -89,7 +89,7 @@ TEST_F(EndToEnd, PruningShrinksTheModelAndResumesExactlyAcrossAPrune) {
   auto whole = TrainJson(args + " --checkpoint-dir " + dir_.Sub("whole") + " --save " + dir_.Sub("pruned.pt"), dir_);
   ASSERT_EQ(whole["epochs"].size(), 3u);
   const auto parameters = [&](int i) { return whole["epochs"][i]["parameters"].get<double>(); };
-  EXPECT_LT(parameters(1), 0.7 * parameters(0));  // 3/4 of the channels after epoch 1
+  EXPECT_LT(parameters(1), 0.8 * parameters(0));  // 3/4 of the channels after epoch 1 (multiples of 16)
   EXPECT_LT(parameters(2), 0.4 * parameters(0));  // half of them after epoch 2: about a quarter of the weights
   EXPECT_EQ(parameters(2), whole["epochs"][2]["parameters"].get<double>());
   EXPECT_GT(whole["epochs"][2]["test_accuracy"].get<double>(), 0.6);

@@ -104,7 +104,8 @@ TEST(Prune, TheScheduleRemovesTheFractionGraduallyAndTheOptimizerFollows) {
   StatusOr<std::unique_ptr<Pruner>> pruner = Pruner::Create(c, *net, full);
   ASSERT_TRUE(pruner.ok() && pruner.value());
   EXPECT_EQ(pruner.value()->TargetAfter(1), full);
-  EXPECT_EQ(pruner.value()->TargetAfter(2), (std::vector<int64_t>{24, 48, 768}));
+  // Multiples of 16 (kChannelMultiple): 24 rounds to 32.
+  EXPECT_EQ(pruner.value()->TargetAfter(2), (std::vector<int64_t>{32, 48, 768}));
   EXPECT_EQ(pruner.value()->TargetAfter(3), (std::vector<int64_t>{16, 32, 512}));
   EXPECT_EQ(pruner.value()->TargetAfter(6), (std::vector<int64_t>{16, 32, 512}));
 
@@ -120,6 +121,9 @@ TEST(Prune, TheScheduleRemovesTheFractionGraduallyAndTheOptimizerFollows) {
     StatusOr<bool> changed = pruner.value()->AfterEpoch(epoch, nullptr, adam);
     ASSERT_TRUE(changed.ok()) << changed.status().ToString();
     EXPECT_EQ(changed.value(), epoch == 2 || epoch == 3) << epoch;
+    EXPECT_EQ(pruner.value()->last_change(), epoch == 2   ? "conv2 64->48, fc1 1024->768"
+                                             : epoch == 3 ? "conv1 32->16, conv2 48->32, fc1 768->512"
+                                                          : "");
     EXPECT_EQ(ChannelCounts(*net), pruner.value()->TargetAfter(epoch));
     for (const auto& p : net->parameters()) {  // the state has the parameters' shapes; a step runs
       const auto& s = static_cast<torch::optim::AdamParamState&>(

@@ -54,7 +54,8 @@ std::vector<int64_t> Pruner::TargetAfter(int epoch) const {
   const double progress = std::clamp(static_cast<double>(epoch - first + 1) / (last - first + 1), 0.0, 1.0);
   std::vector<int64_t> out;
   for (int64_t n : at_build_) {
-    out.push_back(std::max<int64_t>(1, std::llround(static_cast<double>(n) * (1 - fraction_ * progress))));
+    const double kept = static_cast<double>(n) * (1 - fraction_ * progress) / kChannelMultiple;
+    out.push_back(std::min(n, std::max<int64_t>(1, std::llround(kept)) * kChannelMultiple));
   }
   return out;
 }

@@ -1,7 +1,8 @@
 // train --prune F --prune-epochs A-B: at the end of each epoch e of A..B,
 // every channel group of the model (trainer/models/prune.h) shrinks to
-// round(n x (1 - F x (e - A + 1) / (B - A + 1))) of its n channels at build
-// (at least 1), the least important going (ChannelImportance of rank 0's
+// n x (1 - F x (e - A + 1) / (B - A + 1)) of its n channels at build, rounded
+// to a multiple of kChannelMultiple (16; a group of fewer is left whole),
+// the least important going (ChannelImportance of rank 0's
 // model, broadcast: every rank removes the same channels). The optimizer's
 // state shrinks with its parameters; the caller re-attaches the gradient
 // sync (DataParallel::Reattach). Training thread only.
@@ -17,6 +18,14 @@
 #include "trainer/models/registry.h"
 
 namespace granary {
+
+// oneDNN's convolution kernels on this project's CPUs run 8- and 12-channel
+// layers slower than 16-channel ones (bf16 and channels-last most: the
+// ResNet at --width 0.5 trains at 0.75x the samples/s of --width 1), and
+// Debian's oneDNN 2.6 crashes in the backward of a stride-2 1x1 conv in
+// channels-last fp32 that reads fewer than 12 channels of 64 x 64 maps
+// (docs/CPU_TRAINING.md, section 8): pruned layers keep multiples of 16.
+inline constexpr int64_t kChannelMultiple = 16;
 
 class Pruner {
  public:

@@ -6,6 +6,7 @@
 #include <torch/csrc/jit/passes/quantization/insert_quant_dequant.h>
 
 #include <algorithm>
+#include <limits>
 #include <sstream>
 
 #include "trainer/torch_guard.h"
