@@ -88,6 +88,18 @@ Status CheckOutputPaths(const TrainConfig& config) {
   return CheckOutputs(outputs, inputs);
 }
 
+// --quantize int8 is checked before any rank starts (CheckQuantizable); the
+// layers that will stay fp32 are named then, one line each.
+Status AnnounceQuantization(const ResolvedRun& run) {
+  StatusOr<std::vector<std::string>> fp32 =
+      CheckQuantizable(run.config, run.workload, run.db->manifest().num_classes);
+  if (!fp32.ok()) return fp32.status();
+  for (const std::string& layer : fp32.value()) {
+    std::fprintf(stderr, "train: --quantize int8: will stay fp32: %s\n", Printable(layer).c_str());
+  }
+  return Status::OK();
+}
+
 // Claims --checkpoint-dir for this run (trainer/checkpoint/checkpoint.h) while `lock` lives.
 Status ClaimCheckpoints(const TrainConfig& config, const std::optional<Checkpoint>& resumed, DirectoryLock* lock) {
   if (config.checkpoint.dir.empty()) return Status::OK();
@@ -265,9 +277,7 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
       std::fflush(nullptr);
       std::_Exit(1);
     }
-    if (Status quantizable = CheckQuantizable(run.config, run.workload, manifest.num_classes); !quantizable.ok()) {
-      return Fail(quantizable, 0);
-    }
+    if (Status quantizable = AnnounceQuantization(run); !quantizable.ok()) return Fail(quantizable, 0);
     if (Status writable = CheckOutputPaths(run.config); !writable.ok()) return Fail(writable, 0);
     if (run.config.model.precision == "bf16" && !CpuHasNativeBf16()) {
       std::fprintf(stderr,
@@ -294,9 +304,7 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
   }
   if (under_torchrun && rank == 0) {  // no launcher: rank 0 checks the run's outputs and the quantization
     if (Status writable = CheckOutputPaths(run.config); !writable.ok()) return Fail(writable, 0);
-    if (Status quantizable = CheckQuantizable(run.config, run.workload, manifest.num_classes); !quantizable.ok()) {
-      return Fail(quantizable, 0);
-    }
+    if (Status quantizable = AnnounceQuantization(run); !quantizable.ok()) return Fail(quantizable, 0);
     Status claimed = ClaimCheckpoints(run.config, resumed, &checkpoint_lock);
     if (!claimed.ok()) return Fail(claimed, 0);
   }

@@ -113,6 +113,30 @@ TEST_F(EndToEnd, PruningShrinksTheModelAndResumesExactlyAcrossAPrune) {
   EXPECT_NEAR(e["accuracy"].get<double>(), whole["epochs"][2]["test_accuracy"].get<double>(), 2e-3);
 }
 
+// A TorchScript model: its linear layer is quantized, its matmul stays fp32,
+// named before the ranks start and in the report.
+TEST_F(SmallDbRun, AUserModelIsQuantizedWhereThePassesCanAndTheRestIsNamed) {
+  const std::string net = dir_.Sub("net.pt");
+  ASSERT_EQ(testing::SaveScriptedNet("class Net(torch.nn.Module):\n"
+                                     "    def __init__(self):\n"
+                                     "        super().__init__()\n"
+                                     "        self.fc = torch.nn.Linear(784, 32)\n"
+                                     "        self.mix = torch.nn.Parameter(torch.randn(32, 10) * 0.1)\n"
+                                     "    def forward(self, x):\n"
+                                     "        return torch.matmul(torch.relu(self.fc(torch.flatten(x, 1))), self.mix)\n",
+                                     net, dir_),
+            "");
+  auto r = RunCommand(train_ + "--model " + net + " --epochs 1 --quantize int8 --save " + dir_.Sub("q.pt") + " --json",
+                      dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("train: --quantize int8: will stay fp32: mix (aten::matmul"), std::string::npos) << r.err;
+  const auto q = nlohmann::json::parse(r.out)["quantized"];
+  EXPECT_EQ(q["int8_layers"], 1);
+  ASSERT_EQ(q["fp32_layers"].size(), 1u);
+  EXPECT_NE(q["fp32_layers"][0].get<std::string>().find("no INT8 pattern for aten::matmul"), std::string::npos);
+  EXPECT_TRUE(fs::exists(dir_.Sub("q.int8.pt")));
+}
+
 TEST_F(SmallDbRun, WhatCannotBeQuantizedPrunedOrEvaluatedIsRefusedBeforeAnyRankStarts) {
   const std::string save = " --save " + dir_.Sub("out.pt");
   ExpectOneLineError(RunCommand(train_ + "--quantize int4" + save, dir_), "--quantize int4: expected none or int8");

@@ -76,7 +76,8 @@ TEST(Prune, RemovingSilencedChannelsLeavesEveryModelsLogitsUnchanged) {
       for (int64_t c = 0; c < g.channels(); ++c) {
         if (c != 0 && c != 2) keep.push_back(c);
       }
-      KeepChannels(g, torch::tensor(keep), [&](const torch::Tensor&, int64_t, const torch::Tensor&) { ++shrunk_tensors; });
+      KeepChannels(g, torch::tensor(keep),
+                   [&](const torch::Tensor&, int64_t, const torch::Tensor&) { ++shrunk_tensors; });
     }
     EXPECT_GT(shrunk_tensors, 0);
     EXPECT_LT(Parameters(*net), before);

@@ -122,7 +122,8 @@ std::vector<double> InferenceRates(const std::vector<ForwardFn>& models, const t
     for (size_t m = 0; m < models.size(); ++m) {
       const auto start = std::chrono::steady_clock::now();
       models[m](batch);
-      if (round >= 0) seconds[m].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (round >= 0) seconds[m].push_back(took);
     }
     HeartbeatBeat();
   }

@@ -79,8 +79,9 @@ std::string Int8Path(const std::string& save) {
   return save.substr(0, dot) + ".int8" + save.substr(dot);
 }
 
-Status CheckQuantizable(const TrainConfig& c, const Workload& workload, int64_t classes) {
-  if (c.compress.quantize != "int8") return Status::OK();
+StatusOr<std::vector<std::string>> CheckQuantizable(const TrainConfig& c, const Workload& workload,
+                                                    int64_t classes) {
+  if (c.compress.quantize != "int8") return std::vector<std::string>{};
   if (c.data.eval_split.empty()) {
     return Status::InvalidArgument(
         "--quantize int8: the INT8 model is measured against the trained one on the eval split, and this run has "
@@ -104,7 +105,8 @@ Status CheckQuantizable(const TrainConfig& c, const Workload& workload, int64_t 
         return given = true;
       },
       what);
-  return int8.status();
+  if (!int8.ok()) return int8.status();
+  return int8->fp32_layers;
 }
 
 StatusOr<QuantizedReport> QuantizeTrained(const TrainConfig& c, const DbReader& db, const Workload& w,

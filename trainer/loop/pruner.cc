@@ -17,7 +17,8 @@ void ShrinkOptimizerState(torch::optim::Optimizer& optimizer, const torch::Tenso
   if (it == optimizer.state().end()) return;
   const auto select = [&](const torch::Tensor& t) {
     if (!t.defined() || t.dim() <= dim) return t;
-    return t.index_select(dim, keep).contiguous(t.dim() == 4 ? t.suggest_memory_format() : at::MemoryFormat::Contiguous);
+    const auto format = t.dim() == 4 ? t.suggest_memory_format() : at::MemoryFormat::Contiguous;
+    return t.index_select(dim, keep).contiguous(format);
   };
   torch::optim::OptimizerParamState* state = it->second.get();
   if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(state)) {

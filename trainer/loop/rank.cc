@@ -20,10 +20,10 @@
 #include "trainer/launch/heartbeat.h"
 #include "trainer/loop/data_parallel.h"
 #include "trainer/loop/evaluate.h"
-#include "trainer/loop/probe_window.h"
-#include "trainer/loop/rank_model.h"
 #include "trainer/loop/int8_report.h"
+#include "trainer/loop/probe_window.h"
 #include "trainer/loop/pruner.h"
+#include "trainer/loop/rank_model.h"
 #include "trainer/loop/run_checkpointer.h"
 #include "trainer/loop/step.h"
 #include "trainer/models/precision.h"
@@ -243,7 +243,7 @@ class RankTrainer {
     plan.dropped = train_.sampler().dropped();
     plan.threads_per_rank = c_.ThreadsPerRank(CoreCount());
     plan.model = c_.model.name;
-    for (const torch::Tensor& p : model_.net->parameters()) plan.parameters += static_cast<uint64_t>(p.numel());
+    plan.parameters = ParameterCount();
     plan.peak_lr = schedule_.peak();
     observer_.Plan(plan);
     if (!c_.data.synthetic) return Status::OK();

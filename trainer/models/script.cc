@@ -42,8 +42,7 @@ std::string LayerForward(const nn::Module& m) {
     const auto* padding = c10::get_if<torch::ExpandingArray<2>>(&o.padding());
     if (padding == nullptr || o.padding_mode().index() != 0) return "";  // only explicit zero padding
     return "def forward(self, x):\n    return torch.conv2d(x, self.weight, self.bias, " + IntList(*o.stride()) + ", " +
-           IntList(**padding) +
-           ", " + IntList(*o.dilation()) + ", " + std::to_string(o.groups()) + ")\n";
+           IntList(**padding) + ", " + IntList(*o.dilation()) + ", " + std::to_string(o.groups()) + ")\n";
   }
   if (const auto* bn = dynamic_cast<const nn::BatchNorm2dImpl*>(&m)) {
     const auto& o = bn->options;
