@@ -1,0 +1,78 @@
+// Two simulated nodes (tools/netsim: network namespaces joined by a bridge,
+// links shaped with tc's tbf): training across them follows the loopback
+// run's trajectory exactly, and a link that drops ends both nodes within
+// --timeout; netsim leaves no namespace behind. Skipped, with one line, where
+// this process may not create network namespaces.
+#include "tests/e2e/e2e.h"
+
+namespace granary {
+namespace {
+
+const std::string kNetsim = GRANARY_SOURCE_DIR "/tools/netsim";
+
+class Netsim : public EndToEnd {
+ protected:
+  void SetUp() override {
+    EndToEnd::SetUp();
+    auto probe = RunCommand(kNetsim + " --nodes 1 --rate 1gbit -- true", dir_);
+    if (probe.exit_code != 0) GTEST_SKIP() << "tools/netsim cannot run here: " << probe.err;
+    db_ = dir_.Sub("db");
+    ASSERT_EQ(PrepFashion(db_, "--limit 1000 --no-progress", dir_).exit_code, 0);
+  }
+
+  // `train` on every simulated node: one rank each, the rendezvous on node 0.
+  std::string OnEachNode(const std::string& args) const {
+    return "'" + kTrain + " --db " + db_ + " --ranks 1 --threads 1 " + args +
+           " --nnodes $NNODES --node-rank $NODE_RANK --master-addr $MASTER_ADDR --master-port $MASTER_PORT" +
+           " --iface $GLOO_SOCKET_IFNAME > " + dir_.Sub("node$NODE_RANK.out") + " 2> " +
+           dir_.Sub("node$NODE_RANK.err") + "'";
+  }
+
+  std::string db_;
+};
+
+int Namespaces(const TempDir& dir) { return std::stoi(RunCommand("ip netns list | wc -l", dir).out); }
+
+TEST_F(Netsim, TwoShapedNodesTrainAsTwoNodesOnLoopbackDo) {
+  const int before = Namespaces(dir_);
+  const std::string recipe = "--epochs 2 --batch-size 64 --optimizer sgd --lr 0.05 --momentum 0.9 --seed 3 --json";
+  auto shaped = RunCommand(kNetsim + " --nodes 2 --rate 1gbit -- " + OnEachNode(recipe), dir_);
+  ASSERT_EQ(shaped.exit_code, 0) << shaped.err << testing::ReadFile(dir_.Sub("node0.err"));
+  EXPECT_EQ(Namespaces(dir_), before);
+  const auto simulated = nlohmann::json::parse(testing::ReadFile(dir_.Sub("node0.out")));
+  EXPECT_EQ(simulated["ranks"], 2);
+  // The same two nodes on loopback.
+  const std::string node = kTrain + " --db " + db_ + " --ranks 1 --threads 1 " + recipe +
+                           " --nnodes 2 --master-addr 127.0.0.1 --master-port " + std::to_string(FreePort()) +
+                           " --node-rank ";
+  auto loopback = RunCommand("{ " + node + "1 > /dev/null & " + node + "0 > " + dir_.Sub("loop.out") + "; wait; }",
+                             dir_);
+  ASSERT_EQ(loopback.exit_code, 0) << loopback.err;
+  const auto looped = nlohmann::json::parse(testing::ReadFile(dir_.Sub("loop.out")));
+  ASSERT_EQ(simulated["epochs"].size(), 2u);
+  for (size_t e = 0; e < 2; ++e) {
+    EXPECT_EQ(simulated["epochs"][e]["weights_hash"], looped["epochs"][e]["weights_hash"]) << "epoch " << e + 1;
+    EXPECT_EQ(simulated["epochs"][e]["test_loss"], looped["epochs"][e]["test_loss"]) << "epoch " << e + 1;
+  }
+}
+
+TEST_F(Netsim, ALinkThatDropsEndsBothNodesWithinTheTimeout) {
+  const int before = Namespaces(dir_);
+  auto r = RunCommand("{ start=$(date +%s); " + kNetsim + " --nodes 2 --rate 1gbit --cut 1@5 -- " +
+                          OnEachNode("--epochs 1000 --timeout 5 --eval-split \"\"") +
+                          "; echo status $? seconds $(( $(date +%s) - start )); }",
+                      dir_);
+  int status = -1, seconds = 99;
+  ASSERT_EQ(std::sscanf(r.out.c_str(), "status %d seconds %d", &status, &seconds), 2) << r.out << r.err;
+  EXPECT_NE(status, 0);
+  EXPECT_LE(seconds, 5 + 5 + 5);  // the cut, --timeout, slack
+  EXPECT_NE(r.err.find("netsim: node 1's link is down"), std::string::npos) << r.err;
+  for (const char* err : {"node0.err", "node1.err"}) {  // each node: one line saying what timed out
+    const std::string text = testing::ReadFile(dir_.Sub(err));
+    EXPECT_NE(text.find("Timed out"), std::string::npos) << err << ": " << text;
+  }
+  EXPECT_EQ(Namespaces(dir_), before);
+}
+
+}  // namespace
+}  // namespace granary
