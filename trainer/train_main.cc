@@ -95,6 +95,13 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c) {
 
   app.add_option("--sync", c.sync.method, "gradient sync: " + granary::KnownGradientSyncNames())->capture_default_str();
   app.add_option("--bucket-mb", c.sync.bucket_mb, "bucketed sync: MiB of gradients per bucket")->capture_default_str();
+  app.add_option("--sync-compress", c.sync.compress,
+                 "bucketed sync: gradients sent as none (float32), fp16, bf16 or powersgd (low-rank, error feedback)")
+      ->capture_default_str();
+  app.add_option("--powersgd-rank", c.sync.powersgd_rank, "powersgd: rank of the gradient approximation")
+      ->capture_default_str();
+  app.add_option("--powersgd-warmup", c.sync.powersgd_warmup, "powersgd: uncompressed steps before compressing")
+      ->capture_default_str();
 
   app.add_option("--ranks", c.dist.ranks, "rank processes (on this node)")->capture_default_str();
   app.add_option("--nnodes", c.dist.nnodes, "nodes (machines) of the run, each running --ranks ranks")

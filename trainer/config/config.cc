@@ -27,7 +27,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelConfig, name, width, dropou
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimConfig, optimizer, lr, momentum, nesterov, weight_decay, epochs,
                                                 batch_size, accum, seed, schedule, warmup_epochs, lr_scaling,
                                                 base_batch, label_smoothing)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SyncConfig, method, bucket_mb)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SyncConfig, method, bucket_mb, compress, powersgd_rank,
+                                                powersgd_warmup)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistConfig, ranks, threads, nnodes, node_rank, host, port, iface,
                                                 timeout_s, oversubscribe, pin)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OutputConfig, save, metrics, log_every, report)
@@ -198,6 +199,18 @@ Status ValidateSync(const SyncConfig& sync) {
   }
   if (!(sync.bucket_mb >= 0.001 && sync.bucket_mb <= 1024)) {
     return OutOfRange("--bucket-mb", Number(sync.bucket_mb), "must be in 0.001..1024");
+  }
+  if (!IsKnownCompression(sync.compress)) {
+    return OutOfRange("--sync-compress", sync.compress, "expected " + KnownCompressionNames());
+  }
+  if (sync.compress != "none" && sync.method != "bucketed") {
+    return Status::InvalidArgument("--sync-compress " + sync.compress + " needs --sync bucketed");
+  }
+  if (sync.powersgd_rank < 1 || sync.powersgd_rank > 256) {
+    return OutOfRange("--powersgd-rank", std::to_string(sync.powersgd_rank), Range(1, 256));
+  }
+  if (sync.powersgd_warmup < 0 || sync.powersgd_warmup > kMaxEpochs) {
+    return OutOfRange("--powersgd-warmup", std::to_string(sync.powersgd_warmup), Range(0, kMaxEpochs));
   }
   return Status::OK();
 }

@@ -73,6 +73,9 @@ struct OptimConfig {
 struct SyncConfig {
   std::string method = "bucketed";  // DDP's overlapped buckets, or "after-backward" (one all-reduce)
   double bucket_mb = 25;                  // bucketed: MiB of gradients per bucket
+  std::string compress = "none";          // bucketed: none, fp16, bf16, powersgd (trainer/dist/compress.h)
+  int powersgd_rank = 4;                  // powersgd: columns of its factors
+  int powersgd_warmup = 10;               // powersgd: uncompressed steps first
 };
 
 // How the run is laid out over processes and cores.

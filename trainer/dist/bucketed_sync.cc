@@ -45,8 +45,12 @@ torch::Tensor BucketSlice(const torch::Tensor& flat, int64_t offset, const torch
 
 }  // namespace
 
-BucketedSync::BucketedSync(Comm& comm, size_t bucket_bytes, size_t first_bucket_bytes)
-    : comm_(comm), bucket_bytes_(bucket_bytes), first_bucket_bytes_(first_bucket_bytes) {}
+BucketedSync::BucketedSync(Comm& comm, size_t bucket_bytes, size_t first_bucket_bytes,
+                           std::unique_ptr<BucketCompression> compression)
+    : comm_(comm),
+      compression_(compression ? std::move(compression) : CreateBucketCompression({}, comm).value()),
+      bucket_bytes_(bucket_bytes),
+      first_bucket_bytes_(first_bucket_bytes) {}
 
 BucketedSync::~BucketedSync() {
   for (auto& [acc, key] : hooks_) acc->del_post_hook(key);
@@ -145,8 +149,11 @@ void BucketedSync::GradientReady(size_t k) {
 void BucketedSync::LaunchReadyBuckets() {
   // Invariant: buckets are launched in index order, the same on every rank.
   while (next_launch_ < buckets_.size() && buckets_[next_launch_]->pending == 0) {
-    Bucket& b = *buckets_[next_launch_++];
-    StatusOr<std::unique_ptr<PendingReduce>> reduce = comm_.AllReduceSumAsync(b.flat);
+    const size_t index = next_launch_++;
+    Bucket& b = *buckets_[index];
+    std::vector<std::vector<int64_t>> shapes;
+    for (size_t k : b.params) shapes.push_back(params_[k].sizes().vec());
+    StatusOr<std::unique_ptr<PendingReduce>> reduce = compression_->Start(index, b.flat, shapes);
     if (!reduce.ok()) {
       if (hook_status_.ok()) hook_status_ = reduce.status();
       continue;

@@ -8,7 +8,7 @@
 // copied; FinishStep waits for the buckets and divides them into means.
 // Buckets are launched in bucket order on every rank, so the collectives
 // match. Results equal AfterBackwardSync's exactly (the same sums of the same
-// values).
+// values), and without compression.
 #pragma once
 
 #include <cstddef>
@@ -23,7 +23,10 @@ namespace granary {
 
 class BucketedSync : public GradientSync {
  public:
-  BucketedSync(Comm& comm, size_t bucket_bytes, size_t first_bucket_bytes);
+  // `compression` (null: plain float32 all-reduces) says how a bucket
+  // crosses the network (trainer/dist/compress.h).
+  BucketedSync(Comm& comm, size_t bucket_bytes, size_t first_bucket_bytes,
+               std::unique_ptr<BucketCompression> compression = nullptr);
   ~BucketedSync() override;
   Status Attach(const std::vector<torch::Tensor>& params) override;
   void BeginStep() override;
@@ -40,6 +43,7 @@ class BucketedSync : public GradientSync {
   void LaunchReadyBuckets();
 
   Comm& comm_;
+  std::unique_ptr<BucketCompression> compression_;
   size_t bucket_bytes_;
   size_t first_bucket_bytes_;
   std::vector<torch::Tensor> params_;

@@ -163,6 +163,23 @@ StatusOr<std::unique_ptr<PendingReduce>> Comm::AllReduceSumAsync(const torch::Te
   return std::unique_ptr<PendingReduce>(new GlooPendingReduce(std::move(work)));
 }
 
+StatusOr<std::unique_ptr<PendingReduce>> Comm::AllGatherAsync(const torch::Tensor& input,
+                                                              std::vector<torch::Tensor>* outputs) {
+  outputs->clear();
+  if (impl_->options.world == 1) {
+    outputs->push_back(input.clone());
+    return std::unique_ptr<PendingReduce>(new GlooPendingReduce({}));
+  }
+  c10::intrusive_ptr<c10d::Work> work;
+  GRANARY_RETURN_IF_ERROR(CatchTorch("all-gather", [&] {
+    for (int r = 0; r < impl_->options.world; ++r) outputs->push_back(torch::empty_like(input));
+    std::vector<std::vector<at::Tensor>> out{*outputs};
+    std::vector<at::Tensor> in{input};
+    work = impl_->group->allgather(out, in);
+  }));
+  return std::unique_ptr<PendingReduce>(new GlooPendingReduce(std::move(work)));
+}
+
 Status Comm::AllReduceSum(torch::Tensor& tensor) {
   if (impl_->options.world == 1) return Status::OK();
   WaitingForPeers waiting;

@@ -11,7 +11,8 @@ namespace {
 
 struct Method {
   const char* name;
-  std::unique_ptr<GradientSync> (*create)(Comm& comm, size_t bucket_bytes);
+  std::unique_ptr<GradientSync> (*create)(Comm& comm, size_t bucket_bytes,
+                                          std::unique_ptr<BucketCompression> compression);
 };
 
 // DDP's small first bucket: the last layer's gradients go out at once.
@@ -20,22 +21,31 @@ constexpr size_t kFirstBucketBytes = size_t{1} << 20;
 // Every method, in the order --help lists them.
 const Method kMethods[] = {
     {"bucketed",
-     [](Comm& comm, size_t bucket_bytes) -> std::unique_ptr<GradientSync> {
-       return std::make_unique<BucketedSync>(comm, bucket_bytes, std::min(kFirstBucketBytes, bucket_bytes));
+     [](Comm& comm, size_t bucket_bytes, std::unique_ptr<BucketCompression> compression)
+         -> std::unique_ptr<GradientSync> {
+       return std::make_unique<BucketedSync>(comm, bucket_bytes, std::min(kFirstBucketBytes, bucket_bytes),
+                                             std::move(compression));
      }},
     {"after-backward",
-     [](Comm& comm, size_t) -> std::unique_ptr<GradientSync> { return std::make_unique<AfterBackwardSync>(comm); }},
+     [](Comm& comm, size_t, std::unique_ptr<BucketCompression>) -> std::unique_ptr<GradientSync> {
+       return std::make_unique<AfterBackwardSync>(comm);
+     }},
 };
 
 }  // namespace
 
 StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(const std::string& method, size_t bucket_bytes,
-                                                           Comm& comm) {
+                                                           Comm& comm, const CompressOptions& compress) {
   const Method* m = FindByName(kMethods, method);
   if (m == nullptr) {
     return Status::InvalidArgument("--sync " + method + ": unknown (known: " + KnownGradientSyncNames() + ")");
   }
-  return m->create(comm, bucket_bytes);
+  if (compress.method != "none" && method != "bucketed") {
+    return Status::InvalidArgument("--sync-compress " + compress.method + " needs --sync bucketed");
+  }
+  StatusOr<std::unique_ptr<BucketCompression>> compression = CreateBucketCompression(compress, comm);
+  if (!compression.ok()) return compression.status();
+  return m->create(comm, bucket_bytes, std::move(compression).value());
 }
 
 bool IsKnownGradientSync(const std::string& method) { return FindByName(kMethods, method) != nullptr; }

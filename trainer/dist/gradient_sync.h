@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "store/status.h"
+#include "trainer/dist/compress.h"
 
 namespace granary {
 
@@ -35,10 +36,12 @@ class GradientSync {
 };
 
 // The method named `method` (see KnownGradientSyncNames) over `comm`, which
-// must outlive it; `bucket_bytes` for the methods that bucket gradients.
-// InvalidArgument for an unknown name.
+// must outlive it; `bucket_bytes` for the methods that bucket gradients, and
+// how each bucket is compressed (trainer/dist/compress.h; bucketed only).
+// InvalidArgument for an unknown name, or compression without buckets.
 StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(const std::string& method, size_t bucket_bytes,
-                                                           Comm& comm);
+                                                           Comm& comm,
+                                                           const CompressOptions& compress = CompressOptions{});
 bool IsKnownGradientSync(const std::string& method);
 std::string KnownGradientSyncNames();  // "bucketed, after-backward"
 

@@ -30,8 +30,13 @@ Status DataParallel::Reattach(const TrainConfig& c, Classifier& net) {
   const std::vector<torch::Tensor> params = net.parameters();
   for (const torch::Tensor& p : params) p.mutable_grad() = torch::Tensor();
   buffers = net.buffers();
+  CompressOptions compress;
+  compress.method = c.sync.compress;
+  compress.rank = c.sync.powersgd_rank;
+  compress.warmup_steps = c.sync.powersgd_warmup;
+  compress.seed = c.optim.seed;
   StatusOr<std::unique_ptr<GradientSync>> made =
-      CreateGradientSync(c.sync.method, static_cast<size_t>(c.sync.bucket_mb * (1 << 20)), *comm);
+      CreateGradientSync(c.sync.method, static_cast<size_t>(c.sync.bucket_mb * (1 << 20)), *comm, compress);
   if (!made.ok()) return made.status();
   sync = std::move(made).value();
   return sync->Attach(params);

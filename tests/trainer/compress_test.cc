@@ -1,0 +1,110 @@
+// Gradient compression on two ranks: fp16 and bf16 give the sum to their
+// rounding, powersgd sends a low-rank matrix exactly and, through error
+// feedback, what it misses in one step arrives in later ones; the vectors of
+// a bucket go uncompressed.
+#include "trainer/dist/compress.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+
+#include <mutex>
+
+#include "tests/test_util.h"
+#include "tests/trainer/two_ranks.h"
+
+namespace granary {
+namespace {
+
+// Rank r's bucket: a 16 x 12 matrix and a vector of 5, end to end.
+const std::vector<std::vector<int64_t>> kShapes = {{16, 12}, {5}};
+
+torch::Tensor Bucket(int rank, int step, bool low_rank) {
+  // A generator of its own: the two ranks are threads of this process.
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(100 * step + rank);
+  torch::Tensor m = low_rank ? torch::outer(torch::randn({16}, gen), torch::randn({12}, gen))
+                             : torch::randn({16, 12}, gen);
+  return torch::cat({m.flatten(), torch::randn({5}, gen)});
+}
+
+// The bucket's sum over the two ranks, at `step`.
+torch::Tensor Sum(int step, bool low_rank) { return Bucket(0, step, low_rank) + Bucket(1, step, low_rank); }
+
+// Runs `steps` steps of `method` on two ranks; rank 0's results.
+std::vector<torch::Tensor> RunSteps(const CompressOptions& options, int steps, bool low_rank) {
+  std::vector<torch::Tensor> out;
+  std::mutex mutex;
+  OnTwoRanks([&](Comm& comm) -> Status {
+    StatusOr<std::unique_ptr<BucketCompression>> c = CreateBucketCompression(options, comm);
+    if (!c.ok()) return c.status();
+    for (int step = 0; step < steps; ++step) {
+      torch::Tensor flat = Bucket(comm.rank(), step, low_rank);
+      StatusOr<std::unique_ptr<PendingReduce>> reduce = c.value()->Start(0, flat, kShapes);
+      if (!reduce.ok()) return reduce.status();
+      GRANARY_RETURN_IF_ERROR(reduce.value()->Wait());
+      if (comm.rank() == 0) {
+        std::lock_guard<std::mutex> lock(mutex);
+        out.push_back(flat);
+      }
+    }
+    return Status::OK();
+  });
+  return out;
+}
+
+double RelativeError(const torch::Tensor& got, const torch::Tensor& want) {
+  return ((got - want).norm() / want.norm()).item<double>();
+}
+
+TEST(Compression, NoneIsExactAndFp16AndBf16SumToTheirRounding) {
+  CompressOptions o;
+  const torch::Tensor want = Sum(0, false);
+  for (const auto& [method, bound] : {std::pair{"none", 1e-7}, std::pair{"fp16", 2e-3}, std::pair{"bf16", 1e-2}}) {
+    o.method = method;
+    std::vector<torch::Tensor> got = RunSteps(o, 1, false);
+    ASSERT_EQ(got.size(), 1u) << method;
+    EXPECT_LT(RelativeError(got[0], want), bound) << method;
+    if (std::string(method) != "none") EXPECT_GT(RelativeError(got[0], want), 0) << method << " rounds";
+  }
+}
+
+TEST(Compression, PowerSgdSendsALowRankMatrixAndTheVectorsExactly) {
+  CompressOptions o;
+  o.method = "powersgd";
+  o.rank = 2;
+  o.warmup_steps = 0;
+  // The sum of two rank-1 matrices has rank 2: rank-2 factors carry it (to float rounding).
+  std::vector<torch::Tensor> got = RunSteps(o, 1, true);
+  ASSERT_EQ(got.size(), 1u);
+  const torch::Tensor want = Sum(0, true);
+  EXPECT_LT(RelativeError(got[0].narrow(0, 0, 192), want.narrow(0, 0, 192)), 1e-4);
+  EXPECT_TRUE(torch::allclose(got[0].narrow(0, 192, 5), want.narrow(0, 192, 5), 1e-6, 1e-6));
+}
+
+TEST(Compression, PowerSgdWarmsUpUncompressedThenErrorFeedbackCatchesUp) {
+  CompressOptions o;
+  o.method = "powersgd";
+  o.rank = 1;
+  o.warmup_steps = 2;
+  const int steps = 40;
+  std::vector<torch::Tensor> got = RunSteps(o, steps, false);
+  ASSERT_EQ(got.size(), static_cast<size_t>(steps));
+  for (int s = 0; s < 2; ++s) EXPECT_LT(RelativeError(got[s], Sum(s, false)), 1e-6) << "warm-up step " << s;
+  // A full-rank 16 x 12 matrix in rank 1: one step is far off...
+  EXPECT_GT(RelativeError(got[2].narrow(0, 0, 192), Sum(2, false).narrow(0, 0, 192)), 0.3);
+  // ...but what is missed is sent later: over the run the applied sum tracks the true one.
+  torch::Tensor applied = torch::zeros({197}), truth = torch::zeros({197});
+  for (int s = 0; s < steps; ++s) {
+    applied += got[s];
+    truth += Sum(s, false);
+  }
+  EXPECT_LT(RelativeError(applied, truth), 0.5 * RelativeError(got[2], Sum(2, false)));
+}
+
+TEST(Compression, UnknownMethodsAreRefused) {
+  EXPECT_FALSE(IsKnownCompression("int8"));
+  EXPECT_TRUE(IsKnownCompression("powersgd"));
+  EXPECT_EQ(KnownCompressionNames(), "none, fp16, bf16, powersgd");
+}
+
+}  // namespace
+}  // namespace granary

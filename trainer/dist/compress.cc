@@ -1,0 +1,249 @@
+#include "trainer/dist/compress.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <map>
+#include <utility>
+
+#include "trainer/torch_guard.h"
+
+namespace granary {
+namespace {
+
+const char* const kMethods[] = {"none", "fp16", "bf16", "powersgd"};
+
+// Runs `finish` once the reduces it follows are waited for.
+class ThenReduce : public PendingReduce {
+ public:
+  ThenReduce(std::vector<std::unique_ptr<PendingReduce>> first, std::function<Status()> finish)
+      : first_(std::move(first)), finish_(std::move(finish)) {}
+  Status Wait() override {
+    Status status;
+    for (auto& r : first_) {
+      Status waited = r->Wait();
+      if (status.ok()) status = waited;
+    }
+    first_.clear();
+    if (!status.ok() || !finish_) return status;
+    auto finish = std::move(finish_);
+    finish_ = nullptr;
+    return finish();
+  }
+
+ private:
+  std::vector<std::unique_ptr<PendingReduce>> first_;
+  std::function<Status()> finish_;
+};
+
+std::unique_ptr<PendingReduce> Then(std::unique_ptr<PendingReduce> first, std::function<Status()> finish) {
+  std::vector<std::unique_ptr<PendingReduce>> v;
+  v.push_back(std::move(first));
+  return std::make_unique<ThenReduce>(std::move(v), std::move(finish));
+}
+
+class Plain : public BucketCompression {
+ public:
+  explicit Plain(Comm& comm) : comm_(comm) {}
+  StatusOr<std::unique_ptr<PendingReduce>> Start(size_t, const torch::Tensor& flat,
+                                                 const std::vector<std::vector<int64_t>>&) override {
+    return comm_.AllReduceSumAsync(flat);
+  }
+
+ private:
+  Comm& comm_;
+};
+
+class Fp16 : public BucketCompression {
+ public:
+  explicit Fp16(Comm& comm) : comm_(comm) {}
+  StatusOr<std::unique_ptr<PendingReduce>> Start(size_t, const torch::Tensor& flat,
+                                                 const std::vector<std::vector<int64_t>>&) override {
+    torch::Tensor half;
+    GRANARY_RETURN_IF_ERROR(CatchTorch("--sync-compress fp16", [&] { half = flat.to(torch::kHalf); }));
+    StatusOr<std::unique_ptr<PendingReduce>> reduce = comm_.AllReduceSumAsync(half);
+    if (!reduce.ok()) return reduce.status();
+    return Then(std::move(reduce).value(),
+                [flat, half] { return CatchTorch("--sync-compress fp16", [&] { flat.copy_(half); }); });
+  }
+
+ private:
+  Comm& comm_;
+};
+
+class Bf16 : public BucketCompression {
+ public:
+  explicit Bf16(Comm& comm) : comm_(comm) {}
+  StatusOr<std::unique_ptr<PendingReduce>> Start(size_t, const torch::Tensor& flat,
+                                                 const std::vector<std::vector<int64_t>>&) override {
+    torch::Tensor bits;  // bfloat16 values viewed as float16 (also 2 bytes): Gloo 1.13 gathers those
+    GRANARY_RETURN_IF_ERROR(
+        CatchTorch("--sync-compress bf16", [&] { bits = flat.to(torch::kBFloat16).view(torch::kHalf); }));
+    auto gathered = std::make_shared<std::vector<torch::Tensor>>();
+    StatusOr<std::unique_ptr<PendingReduce>> reduce = comm_.AllGatherAsync(bits, gathered.get());
+    if (!reduce.ok()) return reduce.status();
+    return Then(std::move(reduce).value(), [flat, bits, gathered] {
+      return CatchTorch("--sync-compress bf16", [&] {
+        flat.zero_();
+        for (const torch::Tensor& g : *gathered) flat.add_(g.view(torch::kBFloat16).to(torch::kFloat));
+      });
+    });
+  }
+
+ private:
+  Comm& comm_;
+};
+
+// Gram-Schmidt on the columns of `m` (n x r), in place; epsilon keeps a
+// vanishing column finite.
+void Orthogonalize(torch::Tensor& m) {
+  for (int64_t i = 0; i < m.size(1); ++i) {
+    torch::Tensor col = m.narrow(1, i, 1);
+    col.div_(col.norm() + 1e-8);
+    if (i + 1 < m.size(1)) {
+      torch::Tensor rest = m.narrow(1, i + 1, m.size(1) - i - 1);
+      rest.sub_((col * rest).sum(0, /*keepdim=*/true) * col);
+    }
+  }
+}
+
+class PowerSgd : public BucketCompression {
+ public:
+  PowerSgd(Comm& comm, const CompressOptions& o) : comm_(comm), options_(o) {}
+
+  StatusOr<std::unique_ptr<PendingReduce>> Start(size_t bucket, const torch::Tensor& flat,
+                                                 const std::vector<std::vector<int64_t>>& shapes) override {
+    State& s = states_[bucket];
+    if (s.steps++ < options_.warmup_steps) return comm_.AllReduceSumAsync(flat);
+    torch::NoGradGuard no_grad;
+    auto step = std::make_shared<Step>();
+    GRANARY_RETURN_IF_ERROR(CatchTorch("--sync-compress powersgd", [&] { Compress(bucket, s, flat, shapes, *step); }));
+    std::vector<std::unique_ptr<PendingReduce>> first;
+    for (torch::Tensor* t : {&step->vectors, &step->p}) {
+      if (t->numel() == 0) continue;
+      StatusOr<std::unique_ptr<PendingReduce>> reduce = comm_.AllReduceSumAsync(*t);
+      if (!reduce.ok()) return reduce.status();
+      first.push_back(std::move(reduce).value());
+    }
+    return std::unique_ptr<PendingReduce>(
+        new ThenReduce(std::move(first), [this, &s, flat, step] { return Finish(s, flat, *step); }));
+  }
+
+ private:
+  struct Matrix {
+    int64_t offset, rows, cols;
+    size_t q;  // its Q in State::q
+  };
+  struct State {
+    int steps = 0;
+    torch::Tensor error;             // what the approximations missed, per element of the bucket
+    std::vector<torch::Tensor> q;    // per compressed matrix, cols x rank, warm-started
+    std::vector<Matrix> matrices;
+    std::vector<std::pair<int64_t, int64_t>> vectors;  // (offset, numel) sent uncompressed
+  };
+  struct Step {
+    torch::Tensor local;    // the bucket plus the error fed back: this rank's M
+    torch::Tensor vectors;  // the uncompressed parts, packed
+    torch::Tensor p;        // every matrix's P, packed
+  };
+
+  void Layout(size_t bucket, State& s, const std::vector<std::vector<int64_t>>& shapes) {
+    int64_t offset = 0;
+    for (size_t j = 0; j < shapes.size(); ++j) {
+      int64_t numel = 1;
+      for (int64_t d : shapes[j]) numel *= d;
+      const int64_t rows = shapes[j].empty() ? 1 : shapes[j][0], cols = rows > 0 ? numel / rows : 0;
+      const int64_t r = std::min<int64_t>(options_.rank, std::min(rows, cols));
+      if (shapes[j].size() >= 2 && r * (rows + cols) < numel) {
+        auto gen = at::make_generator<at::CPUGeneratorImpl>(options_.seed * 1000003 + bucket * 1009 + j);
+        s.q.push_back(torch::randn({cols, r}, gen));
+        s.matrices.push_back({offset, rows, cols, s.q.size() - 1});
+      } else {
+        s.vectors.emplace_back(offset, numel);
+      }
+      offset += numel;
+    }
+  }
+
+  void Compress(size_t bucket, State& s, const torch::Tensor& flat, const std::vector<std::vector<int64_t>>& shapes,
+                Step& step) {
+    if (!s.error.defined()) {
+      Layout(bucket, s, shapes);
+      s.error = torch::zeros_like(flat);
+    }
+    flat.add_(s.error);
+    step.local = flat.clone();
+    std::vector<torch::Tensor> vectors, ps;
+    for (const auto& [offset, numel] : s.vectors) vectors.push_back(flat.narrow(0, offset, numel));
+    for (const Matrix& m : s.matrices) {
+      ps.push_back(torch::mm(step.local.narrow(0, m.offset, m.rows * m.cols).view({m.rows, m.cols}), s.q[m.q])
+                       .flatten());
+    }
+    step.vectors = vectors.empty() ? torch::empty({0}) : torch::cat(vectors);
+    step.p = ps.empty() ? torch::empty({0}) : torch::cat(ps);
+  }
+
+  Status Finish(State& s, const torch::Tensor& flat, Step& step) {
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> p, qs;
+    GRANARY_RETURN_IF_ERROR(CatchTorch("--sync-compress powersgd", [&] {
+      int64_t at = 0;
+      for (const auto& [offset, numel] : s.vectors) {
+        flat.narrow(0, offset, numel).copy_(step.vectors.narrow(0, at, numel));
+        at += numel;
+      }
+      at = 0;
+      for (const Matrix& m : s.matrices) {
+        const int64_t r = s.q[m.q].size(1);
+        torch::Tensor pm = step.p.narrow(0, at, m.rows * r).view({m.rows, r}).clone();
+        at += m.rows * r;
+        Orthogonalize(pm);
+        p.push_back(pm);
+        qs.push_back(torch::mm(step.local.narrow(0, m.offset, m.rows * m.cols).view({m.rows, m.cols}).t(), pm)
+                         .flatten());
+      }
+    }));
+    if (s.matrices.empty()) return Status::OK();
+    torch::Tensor q = torch::cat(qs);
+    GRANARY_RETURN_IF_ERROR(comm_.AllReduceSum(q));
+    return CatchTorch("--sync-compress powersgd", [&] {
+      const double world = static_cast<double>(comm_.world());
+      int64_t at = 0;
+      for (size_t i = 0; i < s.matrices.size(); ++i) {
+        const Matrix& m = s.matrices[i];
+        const int64_t r = s.q[m.q].size(1);
+        s.q[m.q] = q.narrow(0, at, m.cols * r).view({m.cols, r}).clone();  // the next step's warm start
+        at += m.cols * r;
+        torch::Tensor sum = flat.narrow(0, m.offset, m.rows * m.cols).view({m.rows, m.cols});
+        torch::mm_out(sum, p[i], s.q[m.q].t());
+        // Error feedback: this rank's M against the mean it will apply.
+        s.error.narrow(0, m.offset, m.rows * m.cols)
+            .copy_(step.local.narrow(0, m.offset, m.rows * m.cols) - sum.flatten() / world);
+      }
+    });
+  }
+
+  Comm& comm_;
+  CompressOptions options_;
+  std::map<size_t, State> states_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<BucketCompression>> CreateBucketCompression(const CompressOptions& o, Comm& comm) {
+  if (o.method == "none") return std::unique_ptr<BucketCompression>(new Plain(comm));
+  if (o.method == "fp16") return std::unique_ptr<BucketCompression>(new Fp16(comm));
+  if (o.method == "bf16") return std::unique_ptr<BucketCompression>(new Bf16(comm));
+  if (o.method == "powersgd") return std::unique_ptr<BucketCompression>(new PowerSgd(comm, o));
+  return Status::InvalidArgument("--sync-compress " + o.method + ": expected " + KnownCompressionNames());
+}
+
+bool IsKnownCompression(const std::string& method) {
+  for (const char* m : kMethods) {
+    if (method == m) return true;
+  }
+  return false;
+}
+
+std::string KnownCompressionNames() { return "none, fp16, bf16, powersgd"; }
+
+}  // namespace granary

@@ -1,0 +1,57 @@
+// How a bucket of gradients crosses the network, as DDP's communication hooks
+// decide it (trainer/dist/bucketed_sync.h starts one per bucket while
+// backward goes on, and waits for them all after it):
+//   none      the bucket all-reduced in float32;
+//   fp16      cast to float16, all-reduced (Gloo sums float16), cast back;
+//   bf16      cast to bfloat16 and all-gathered (Gloo 1.13 has no bfloat16
+//             sum), the ranks' copies summed in float32 on each rank;
+//   powersgd  Vogels et al. 2019, as PyTorch's powerSGD_hook: after
+//             `warmup_steps` plain all-reduces, each matrix M (a parameter
+//             of 2 or more dimensions, n x m, where rank x (n + m) < n x m)
+//             is sent as two thin factors, P = M Q (all-reduced, then
+//             orthogonalised) and Q = M^T P (all-reduced): rank x (n + m)
+//             floats instead of n x m. Q is kept for the next step (warm
+//             start); what the approximation missed is added to the next
+//             step's gradient (error feedback). Vectors go uncompressed.
+// The result is the sum over ranks (exact for none, rounded for fp16 and
+// bf16, approximated for powersgd); the caller divides by the world.
+// Every rank must start the same buckets in the same order. Training
+// thread only. The compression state (powersgd's Q and error buffers) lives
+// only in memory: a resumed run starts it afresh.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "store/status.h"
+#include "trainer/dist/comm.h"
+
+namespace granary {
+
+struct CompressOptions {
+  std::string method = "none";  // none, fp16, bf16, powersgd
+  int rank = 4;                 // powersgd: columns of P and Q
+  int warmup_steps = 10;        // powersgd: plain all-reduces first
+  uint64_t seed = 0;            // powersgd: Q's initial values (the same on every rank)
+};
+
+class BucketCompression {
+ public:
+  virtual ~BucketCompression() = default;
+  // Starts summing `flat` (bucket `bucket`: the gradients of parameters of
+  // `shapes`, end to end) over the ranks; `flat` holds the sum once the
+  // returned reduce's Wait() has returned, and must not be touched before.
+  virtual StatusOr<std::unique_ptr<PendingReduce>> Start(size_t bucket, const torch::Tensor& flat,
+                                                         const std::vector<std::vector<int64_t>>& shapes) = 0;
+};
+
+// InvalidArgument naming --sync-compress for an unknown method.
+StatusOr<std::unique_ptr<BucketCompression>> CreateBucketCompression(const CompressOptions& options, Comm& comm);
+bool IsKnownCompression(const std::string& method);
+std::string KnownCompressionNames();  // "none, fp16, bf16, powersgd"
+
+}  // namespace granary
