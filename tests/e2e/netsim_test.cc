@@ -1,8 +1,9 @@
-// Two simulated nodes (tools/netsim: network namespaces joined by a bridge,
-// links shaped with tc's tbf): training across them follows the loopback
-// run's trajectory exactly, and a link that drops ends both nodes within
-// --timeout; netsim leaves no namespace behind. Skipped, with one line, where
-// this process may not create network namespaces.
+// Scale-out. Two simulated nodes (tools/netsim: network namespaces joined by
+// a bridge, links shaped with tc's tbf): training across them follows the
+// loopback run's trajectory exactly, and a link that drops ends both nodes
+// within --timeout; netsim leaves no namespace behind (skipped, with one
+// line, where this process may not create network namespaces). Compressed
+// gradient syncs train to the uncompressed run's accuracy.
 #include "tests/e2e/e2e.h"
 
 namespace granary {
@@ -72,6 +73,30 @@ TEST_F(Netsim, ALinkThatDropsEndsBothNodesWithinTheTimeout) {
     EXPECT_NE(text.find("Timed out"), std::string::npos) << err << ": " << text;
   }
   EXPECT_EQ(Namespaces(dir_), before);
+}
+
+TEST_F(EndToEnd, CompressedSyncsTrainToTheUncompressedAccuracyAndBadFlagsAreRefused) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 2000 --no-progress", dir_).exit_code, 0);
+  const std::string train = kTrain + " --db " + db + " ";
+  const std::string recipe = "--db " + db + " --epochs 2 --ranks 2 --optimizer sgd --lr 0.05 --momentum 0.9 ";
+  std::map<std::string, double> accuracy;
+  for (const char* method : {"none", "fp16", "bf16", "powersgd"}) {
+    auto j = TrainJson(recipe + "--sync-compress " + method + " --powersgd-warmup 4", dir_);
+    ASSERT_EQ(j["epochs"].size(), 2u) << method;
+    accuracy[method] = j["epochs"][1]["test_accuracy"].get<double>();
+    EXPECT_EQ(j["config"]["sync"]["compress"], method);
+  }
+  EXPECT_GT(accuracy["none"], 0.65);  // chance is 0.1
+  for (const char* method : {"fp16", "bf16", "powersgd"}) {
+    EXPECT_NEAR(accuracy[method], accuracy["none"], 0.03) << method;  // 2,000 test samples
+  }
+  ExpectOneLineError(RunCommand(train + "--sync-compress int8", dir_),
+                     "--sync-compress int8: expected none, fp16, bf16, powersgd");
+  ExpectOneLineError(RunCommand(train + "--sync after-backward --sync-compress fp16", dir_),
+                     "--sync-compress fp16 needs --sync bucketed");
+  ExpectOneLineError(RunCommand(train + "--sync-compress powersgd --powersgd-rank 0", dir_),
+                     "--powersgd-rank 0: must be in 1..256");
 }
 
 }  // namespace
