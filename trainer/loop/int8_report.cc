@@ -145,6 +145,7 @@ StatusOr<QuantizedReport> QuantizeTrained(const TrainConfig& c, const DbReader& 
   r.int8_accuracy = static_cast<double>(b->correct) / n;
   r.fp32_loss = a->loss_sum / n;
   r.int8_loss = b->loss_sum / n;
+  if (!batch.defined()) return Status::InvalidArgument("--quantize int8: the eval split is empty");
   // Speed against fp32 at its fastest in TorchScript too: frozen, BatchNorm folded.
   GRANARY_RETURN_IF_ERROR(CatchTorch("--quantize int8: timing inference", [&] {
     torch::jit::Module frozen = torch::jit::freeze(fp32.value());
