@@ -31,6 +31,62 @@ CLI::Validator NotNegative(bool strictly) {
       strictly ? "POSITIVE" : "NONNEGATIVE");
 }
 
+// How the run syncs, is laid out, checkpointed and made lighter, and what it
+// leaves behind.
+void AddRunFlags(CLI::App& app, granary::TrainConfig& c) {
+  app.add_option("--sync", c.sync.method, "gradient sync: " + granary::KnownGradientSyncNames())->capture_default_str();
+  app.add_option("--bucket-mb", c.sync.bucket_mb, "bucketed sync: MiB of gradients per bucket")->capture_default_str();
+  app.add_option("--sync-compress", c.sync.compress,
+                 "bucketed sync: gradients sent as none (float32), fp16, bf16 or powersgd (low-rank, error feedback)")
+      ->capture_default_str();
+  app.add_option("--powersgd-rank", c.sync.powersgd_rank, "powersgd: rank of the gradient approximation")
+      ->capture_default_str();
+  app.add_option("--powersgd-warmup", c.sync.powersgd_warmup, "powersgd: uncompressed steps before compressing")
+      ->capture_default_str();
+
+  app.add_option("--ranks", c.dist.ranks, "rank processes (on this node)")->capture_default_str();
+  app.add_option("--nnodes", c.dist.nnodes, "nodes (machines) of the run, each running --ranks ranks")
+      ->capture_default_str();
+  app.add_option("--node-rank", c.dist.node_rank, "this node's index, 0 .. --nnodes - 1")->capture_default_str();
+  app.add_option("--master-addr", c.dist.host, "node 0's address: rank 0 serves the rendezvous there")
+      ->capture_default_str();
+  app.add_option("--master-port", c.dist.port, "the rendezvous port on node 0 (needed with --nnodes above 1)");
+  app.add_option("--iface", c.dist.iface, "network interface for Gloo (e.g. eth0)");
+  app.add_option("--timeout", c.dist.timeout_s, "seconds before a lost or hung rank ends the run (rendezvous too)")
+      ->capture_default_str();
+  app.add_option("--threads", c.dist.threads, "intra-op threads per rank (0: cores / ranks)")->capture_default_str();
+  app.add_flag("--oversubscribe", c.dist.oversubscribe, "allow ranks x threads above this machine's cores");
+  app.add_option("--pin", c.dist.pin, "pin each rank to its own CPUs (on or off)")->capture_default_str();
+  app.add_option("--checkpoint-dir", c.checkpoint.dir,
+                 "write checkpoints here: at the end of each epoch and every --checkpoint-every steps");
+  app.add_option("--checkpoint-every", c.checkpoint.every, "optimizer steps between checkpoints (0: epoch ends only)")
+      ->capture_default_str();
+  app.add_option("--keep", c.checkpoint.keep, "newest checkpoints kept")->capture_default_str();
+  app.add_option("--resume", c.checkpoint.resume,
+                 "continue a run: from the latest checkpoint in --checkpoint-dir (no value) or from FILE")
+      ->expected(0, 1)
+      ->default_str("latest");
+  app.add_option("--save", c.output.save, "write the trained model here as TorchScript (FILE.pt)");
+  app.add_option("--metrics", c.output.metrics, "write JSON lines here: every --log-every steps and per epoch");
+  app.add_option("--log-every", c.output.log_every, "optimizer steps between --metrics lines")->capture_default_str();
+  app.add_option("--report", c.output.report, "write the run's curves here as one self-contained HTML page");
+  app.add_option("--quantize", c.compress.quantize,
+                 "after training: none, or int8 (post-training quantization, calibrated on training batches; "
+                 "measured against the fp32 model; with --save FILE.pt also writes FILE.int8.pt)")
+      ->capture_default_str();
+  app.add_option("--calibration-batches", c.compress.calibration_batches,
+                 "--quantize: training batches (of a rank) the activation ranges are observed on")
+      ->capture_default_str();
+  app.add_option("--prune", c.compress.prune,
+                 "structured pruning: remove this fraction of each layer's channels (conv filters, hidden units), "
+                 "gradually over --prune-epochs, shrinking the layers");
+  app.add_option("--prune-epochs", c.compress.prune_epochs,
+                 "A-B: prune at the ends of epochs A to B, 1-based (default: the first half of the run)");
+  app.add_flag("--synthetic", c.data.synthetic,
+               "measure the compute bound: random in-memory batches of the db's shape, no loader, no gradient sync "
+               "(the model learns nothing)");
+}
+
 void AddFlags(CLI::App& app, granary::TrainConfig& c) {
   granary::DataConfig& d = c.data;
   app.add_option("--db", d.db, "granary db directory (made by `prep build`)")->required();
@@ -92,58 +148,7 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c) {
       ->capture_default_str();
   app.add_option("--label-smoothing", c.optim.label_smoothing, "label smoothing of the training loss")
       ->capture_default_str();
-
-  app.add_option("--sync", c.sync.method, "gradient sync: " + granary::KnownGradientSyncNames())->capture_default_str();
-  app.add_option("--bucket-mb", c.sync.bucket_mb, "bucketed sync: MiB of gradients per bucket")->capture_default_str();
-  app.add_option("--sync-compress", c.sync.compress,
-                 "bucketed sync: gradients sent as none (float32), fp16, bf16 or powersgd (low-rank, error feedback)")
-      ->capture_default_str();
-  app.add_option("--powersgd-rank", c.sync.powersgd_rank, "powersgd: rank of the gradient approximation")
-      ->capture_default_str();
-  app.add_option("--powersgd-warmup", c.sync.powersgd_warmup, "powersgd: uncompressed steps before compressing")
-      ->capture_default_str();
-
-  app.add_option("--ranks", c.dist.ranks, "rank processes (on this node)")->capture_default_str();
-  app.add_option("--nnodes", c.dist.nnodes, "nodes (machines) of the run, each running --ranks ranks")
-      ->capture_default_str();
-  app.add_option("--node-rank", c.dist.node_rank, "this node's index, 0 .. --nnodes - 1")->capture_default_str();
-  app.add_option("--master-addr", c.dist.host, "node 0's address: rank 0 serves the rendezvous there")
-      ->capture_default_str();
-  app.add_option("--master-port", c.dist.port, "the rendezvous port on node 0 (needed with --nnodes above 1)");
-  app.add_option("--iface", c.dist.iface, "network interface for Gloo (e.g. eth0)");
-  app.add_option("--timeout", c.dist.timeout_s, "seconds before a lost or hung rank ends the run (rendezvous too)")
-      ->capture_default_str();
-  app.add_option("--threads", c.dist.threads, "intra-op threads per rank (0: cores / ranks)")->capture_default_str();
-  app.add_flag("--oversubscribe", c.dist.oversubscribe, "allow ranks x threads above this machine's cores");
-  app.add_option("--pin", c.dist.pin, "pin each rank to its own CPUs (on or off)")->capture_default_str();
-  app.add_option("--checkpoint-dir", c.checkpoint.dir,
-                 "write checkpoints here: at the end of each epoch and every --checkpoint-every steps");
-  app.add_option("--checkpoint-every", c.checkpoint.every, "optimizer steps between checkpoints (0: epoch ends only)")
-      ->capture_default_str();
-  app.add_option("--keep", c.checkpoint.keep, "newest checkpoints kept")->capture_default_str();
-  app.add_option("--resume", c.checkpoint.resume,
-                 "continue a run: from the latest checkpoint in --checkpoint-dir (no value) or from FILE")
-      ->expected(0, 1)
-      ->default_str("latest");
-  app.add_option("--save", c.output.save, "write the trained model here as TorchScript (FILE.pt)");
-  app.add_option("--metrics", c.output.metrics, "write JSON lines here: every --log-every steps and per epoch");
-  app.add_option("--log-every", c.output.log_every, "optimizer steps between --metrics lines")->capture_default_str();
-  app.add_option("--report", c.output.report, "write the run's curves here as one self-contained HTML page");
-  app.add_option("--quantize", c.compress.quantize,
-                 "after training: none, or int8 (post-training quantization, calibrated on training batches; "
-                 "measured against the fp32 model; with --save FILE.pt also writes FILE.int8.pt)")
-      ->capture_default_str();
-  app.add_option("--calibration-batches", c.compress.calibration_batches,
-                 "--quantize: training batches (of a rank) the activation ranges are observed on")
-      ->capture_default_str();
-  app.add_option("--prune", c.compress.prune,
-                 "structured pruning: remove this fraction of each layer's channels (conv filters, hidden units), "
-                 "gradually over --prune-epochs, shrinking the layers");
-  app.add_option("--prune-epochs", c.compress.prune_epochs,
-                 "A-B: prune at the ends of epochs A to B, 1-based (default: the first half of the run)");
-  app.add_flag("--synthetic", c.data.synthetic,
-               "measure the compute bound: random in-memory batches of the db's shape, no loader, no gradient sync "
-               "(the model learns nothing)");
+  AddRunFlags(app, c);
 }
 
 }  // namespace
