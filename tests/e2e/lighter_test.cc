@@ -123,7 +123,8 @@ TEST_F(SmallDbRun, AUserModelIsQuantizedWhereThePassesCanAndTheRestIsNamed) {
                                      "        self.fc = torch.nn.Linear(784, 32)\n"
                                      "        self.mix = torch.nn.Parameter(torch.randn(32, 10) * 0.1)\n"
                                      "    def forward(self, x):\n"
-                                     "        return torch.matmul(torch.relu(self.fc(torch.flatten(x, 1))), self.mix)\n",
+                                     "        x = torch.relu(self.fc(torch.flatten(x, 1)))\n"
+                                     "        return torch.matmul(x, self.mix)\n",
                                      net, dir_),
             "");
   auto r = RunCommand(train_ + "--model " + net + " --epochs 1 --quantize int8 --save " + dir_.Sub("q.pt") + " --json",
