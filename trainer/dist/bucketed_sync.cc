@@ -12,6 +12,7 @@ namespace granary {
 
 struct BucketedSync::Bucket {
   std::vector<size_t> params;  // in the order they sit in `flat`
+  std::vector<std::vector<int64_t>> shapes;  // theirs, in that order (for the compression)
   torch::Tensor flat;          // float32, every gradient of the bucket end to end
   size_t pending = 0;          // gradients not yet accumulated this step
   std::unique_ptr<PendingReduce> reduce;
@@ -94,6 +95,7 @@ Status BucketedSync::Attach(const std::vector<torch::Tensor>& params) {
         bucket_of_[k] = buckets_.size();
         offset_of_[k] = numel;
         numel += params[k].numel();
+        bucket->shapes.push_back(params[k].sizes().vec());
       }
       bucket->flat = torch::zeros({numel}, torch::kFloat32);
       for (size_t k : group) {
@@ -151,9 +153,7 @@ void BucketedSync::LaunchReadyBuckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_]->pending == 0) {
     const size_t index = next_launch_++;
     Bucket& b = *buckets_[index];
-    std::vector<std::vector<int64_t>> shapes;
-    for (size_t k : b.params) shapes.push_back(params_[k].sizes().vec());
-    StatusOr<std::unique_ptr<PendingReduce>> reduce = compression_->Start(index, b.flat, shapes);
+    StatusOr<std::unique_ptr<PendingReduce>> reduce = compression_->Start(index, b.flat, b.shapes);
     if (!reduce.ok()) {
       if (hook_status_.ok()) hook_status_ = reduce.status();
       continue;

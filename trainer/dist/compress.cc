@@ -5,12 +5,11 @@
 #include <map>
 #include <utility>
 
+#include "trainer/named_table.h"
 #include "trainer/torch_guard.h"
 
 namespace granary {
 namespace {
-
-const char* const kMethods[] = {"none", "fp16", "bf16", "powersgd"};
 
 // Runs `finish` once the reduces it follows are waited for.
 class ThenReduce : public PendingReduce {
@@ -116,7 +115,8 @@ class PowerSgd : public BucketCompression {
     if (s.steps++ < options_.warmup_steps) return comm_.AllReduceSumAsync(flat);
     torch::NoGradGuard no_grad;
     auto step = std::make_shared<Step>();
-    GRANARY_RETURN_IF_ERROR(CatchTorch("--sync-compress powersgd", [&] { Compress(bucket, s, flat, shapes, *step); }));
+    GRANARY_RETURN_IF_ERROR(
+        CatchTorch("--sync-compress powersgd", [&] { Compress(bucket, s, flat, shapes, *step); }));
     std::vector<std::unique_ptr<PendingReduce>> first;
     for (torch::Tensor* t : {&step->vectors, &step->p}) {
       if (t->numel() == 0) continue;
@@ -227,23 +227,39 @@ class PowerSgd : public BucketCompression {
   std::map<size_t, State> states_;
 };
 
+struct Method {
+  const char* name;
+  std::unique_ptr<BucketCompression> (*create)(Comm& comm, const CompressOptions& options);
+};
+
+// Every method, in the order --help lists them.
+const Method kMethods[] = {
+    {"none", [](Comm& comm, const CompressOptions&) -> std::unique_ptr<BucketCompression> {
+       return std::make_unique<Plain>(comm);
+     }},
+    {"fp16", [](Comm& comm, const CompressOptions&) -> std::unique_ptr<BucketCompression> {
+       return std::make_unique<Fp16>(comm);
+     }},
+    {"bf16", [](Comm& comm, const CompressOptions&) -> std::unique_ptr<BucketCompression> {
+       return std::make_unique<Bf16>(comm);
+     }},
+    {"powersgd", [](Comm& comm, const CompressOptions& o) -> std::unique_ptr<BucketCompression> {
+       return std::make_unique<PowerSgd>(comm, o);
+     }},
+};
+
 }  // namespace
 
 StatusOr<std::unique_ptr<BucketCompression>> CreateBucketCompression(const CompressOptions& o, Comm& comm) {
-  if (o.method == "none") return std::unique_ptr<BucketCompression>(new Plain(comm));
-  if (o.method == "fp16") return std::unique_ptr<BucketCompression>(new Fp16(comm));
-  if (o.method == "bf16") return std::unique_ptr<BucketCompression>(new Bf16(comm));
-  if (o.method == "powersgd") return std::unique_ptr<BucketCompression>(new PowerSgd(comm, o));
-  return Status::InvalidArgument("--sync-compress " + o.method + ": expected " + KnownCompressionNames());
-}
-
-bool IsKnownCompression(const std::string& method) {
-  for (const char* m : kMethods) {
-    if (method == m) return true;
+  const Method* m = FindByName(kMethods, o.method);
+  if (m == nullptr) {
+    return Status::InvalidArgument("--sync-compress " + o.method + ": expected " + KnownCompressionNames());
   }
-  return false;
+  return m->create(comm, o);
 }
 
-std::string KnownCompressionNames() { return "none, fp16, bf16, powersgd"; }
+bool IsKnownCompression(const std::string& method) { return FindByName(kMethods, method) != nullptr; }
+
+std::string KnownCompressionNames() { return JoinNames(kMethods); }
 
 }  // namespace granary
