@@ -17,8 +17,6 @@
 namespace granary {
 namespace {
 
-constexpr size_t kEvalBatch = 256;
-
 int Fail(const Status& s) {
   std::fprintf(stderr, "train: %s\n", Printable(s.message()).c_str());
   return 1;
@@ -43,21 +41,15 @@ StatusOr<Evaluation> EvaluateSaved(const ResolvedRun& run) {
     module.eval();
   }));
   out.int8_layers = CountInt8Layers(module);
-  LoaderOptions options = BaseLoaderOptions(c.data, run.workload);
-  options.split = c.data.eval_split;
-  options.batch_size = kEvalBatch;
   torch::NoGradGuard no_grad;
   torch::Tensor first;
-  const ForwardFn forward = ModuleForward(module);
-  StatusOr<EvalResult> result = EvaluateForward(*run.db, options, [&](const torch::Tensor& x) {
-    if (!first.defined()) first = x.clone();
-    return forward(x);
-  });
+  StatusOr<EvalResult> result = EvaluateModule(*run.db, c.data, run.workload, module, &first);
   if (!result.ok()) return result.status().WithContext("--eval-only");
   out.result = result.value();
   if (first.defined()) {
-    GRANARY_RETURN_IF_ERROR(
-        CatchTorch("--eval-only: timing inference", [&] { out.samples_per_s = InferenceRates({forward}, first)[0]; }));
+    GRANARY_RETURN_IF_ERROR(CatchTorch("--eval-only: timing inference", [&] {
+      out.samples_per_s = InferenceRates({ModuleForward(module)}, first)[0];
+    }));
   }
   return out;
 }
@@ -98,7 +90,7 @@ int RunEvalOnly(TrainConfig config, bool json) {
                                 {"loss", r.loss_sum / n},
                                 {"samples_per_s", e->samples_per_s},
                                 {"threads", e->threads},
-                                {"batch_size", kEvalBatch},
+                                {"batch_size", kEvalBatchSize},
                                 {"int8_layers", e->int8_layers}};
     std::cout << DumpJson(out) << std::endl;
   } else {

@@ -97,9 +97,7 @@ StatusOr<EvalResult> EvaluateForward(const DbReader& db, LoaderOptions options, 
     const int64_t keep = static_cast<int64_t>(std::min<uint64_t>(batch.size, mine - std::min(mine, out.samples)));
     if (keep == 0) continue;
     GRANARY_RETURN_IF_ERROR(CatchTorch("evaluation", [&] {
-      const auto start = std::chrono::steady_clock::now();
       torch::Tensor logits = forward(InputTensor(batch, options.channels_last)).narrow(0, 0, keep);
-      out.forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       torch::Tensor target = TargetTensor(batch).narrow(0, 0, keep);
       out.loss_sum += torch::nll_loss(torch::log_softmax(logits, 1), target, {}, at::Reduction::Sum).item<double>();
       out.correct += static_cast<uint64_t>(logits.argmax(1).eq(target).sum().item<int64_t>());
@@ -112,6 +110,18 @@ StatusOr<EvalResult> EvaluateForward(const DbReader& db, LoaderOptions options, 
 
 ForwardFn ModuleForward(torch::jit::Module& module) {
   return [&module](const torch::Tensor& x) { return module.forward({x}).toTensor(); };
+}
+
+StatusOr<EvalResult> EvaluateModule(const DbReader& db, const DataConfig& data, const Workload& workload,
+                                    torch::jit::Module& module, torch::Tensor* first) {
+  LoaderOptions options = BaseLoaderOptions(data, workload);
+  options.split = data.eval_split;
+  options.batch_size = kEvalBatchSize;
+  const ForwardFn forward = ModuleForward(module);
+  return EvaluateForward(db, options, [&](const torch::Tensor& x) {
+    if (first != nullptr && !first->defined()) *first = x.clone();
+    return forward(x);
+  });
 }
 
 std::vector<double> InferenceRates(const std::vector<ForwardFn>& models, const torch::Tensor& batch) {

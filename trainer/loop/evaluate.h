@@ -21,8 +21,10 @@ struct EvalResult {
   double loss_sum = 0;  // summed over the samples
   uint64_t correct = 0;
   uint64_t samples = 0;
-  double forward_seconds = 0;  // in the model's forward: the loader's time left out
 };
+
+// The eval split's batch: training's evaluation, --quantize's, --eval-only's.
+inline constexpr size_t kEvalBatchSize = 256;
 
 // What every loader of a run shares: the fields, scaling and normalisation of
 // `workload`, the loader threads and prefetch, corrupt-record handling.
@@ -45,6 +47,12 @@ StatusOr<EvalResult> Evaluate(const DbReader& db, LoaderOptions options, Classif
 
 // A TorchScript classifier's forward; `module` must outlive it.
 ForwardFn ModuleForward(torch::jit::Module& module);
+
+// `module` on all of `data.eval_split`, in batches of kEvalBatchSize, the
+// caller holding the grad mode; `*first` (if not null and undefined) becomes
+// a copy of the first input batch (what InferenceRates times).
+StatusOr<EvalResult> EvaluateModule(const DbReader& db, const DataConfig& data, const Workload& workload,
+                                    torch::jit::Module& module, torch::Tensor* first = nullptr);
 
 // Inference samples/s of each of `models` on `batch`: one warm-up forward
 // each (oneDNN builds its kernels on the first call), then five forwards

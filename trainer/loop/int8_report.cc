@@ -1,7 +1,6 @@
 #include "trainer/loop/int8_report.h"
 
 #include <algorithm>
-#include <chrono>
 #include <utility>
 #include <vector>
 
@@ -15,9 +14,6 @@
 
 namespace granary {
 namespace {
-
-// The eval split's batch, as training's evaluation reads it.
-constexpr size_t kEvalBatch = 256;
 
 // Calibration batches of the training split: a rank's batch size, the run's
 // shuffled order of epoch 0 (so a class-sorted db is sampled across classes),
@@ -56,19 +52,6 @@ class Calibration {
   uint64_t samples_ = 0;
   Batch batch_;
 };
-
-// `module` on the eval split; `*first` (if not null and undefined) becomes
-// a copy of its first input batch.
-StatusOr<EvalResult> EvaluateModule(const TrainConfig& c, const DbReader& db, const Workload& w,
-                                    torch::jit::Module& module, torch::Tensor* first = nullptr) {
-  LoaderOptions options = BaseLoaderOptions(c.data, w);
-  options.split = c.data.eval_split;
-  options.batch_size = kEvalBatch;
-  return EvaluateForward(db, options, [&](const torch::Tensor& x) {
-    if (first != nullptr && !first->defined()) *first = x.clone();
-    return ModuleForward(module)(x);
-  });
-}
 
 }  // namespace
 
@@ -135,9 +118,9 @@ StatusOr<QuantizedReport> QuantizeTrained(const TrainConfig& c, const DbReader& 
   r.int8_bytes = int8_bytes->size();
   torch::NoGradGuard no_grad;
   torch::Tensor batch;
-  StatusOr<EvalResult> a = EvaluateModule(c, db, w, fp32.value(), &batch);
+  StatusOr<EvalResult> a = EvaluateModule(db, c.data, w, fp32.value(), &batch);
   if (!a.ok()) return a.status().WithContext("--quantize int8: evaluating the fp32 model");
-  StatusOr<EvalResult> b = EvaluateModule(c, db, w, int8->module);
+  StatusOr<EvalResult> b = EvaluateModule(db, c.data, w, int8->module);
   if (!b.ok()) return b.status().WithContext("--quantize int8: evaluating the INT8 model");
   const double n = static_cast<double>(std::max<uint64_t>(a->samples, 1));
   r.eval_samples = a->samples;

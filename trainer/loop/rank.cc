@@ -387,7 +387,7 @@ class RankTrainer {
     LoaderOptions eval = BaseLoaderOptions(c_.data, run_.workload);
     eval.channels_last = c_.model.channels_last;
     eval.split = c_.data.eval_split;
-    eval.batch_size = 256;
+    eval.batch_size = kEvalBatchSize;
     StatusOr<EvalResult> result = Evaluate(*run_.db, eval, *model_.net, model_.precision, rank_, c_.World());
     if (!result.ok()) return result.status();
     torch::Tensor sums =
