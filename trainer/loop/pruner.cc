@@ -15,11 +15,7 @@ void ShrinkOptimizerState(torch::optim::Optimizer& optimizer, const torch::Tenso
                           const torch::Tensor& keep) {
   auto it = optimizer.state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
   if (it == optimizer.state().end()) return;
-  const auto select = [&](const torch::Tensor& t) {
-    if (!t.defined() || t.dim() <= dim) return t;
-    const auto format = t.dim() == 4 ? t.suggest_memory_format() : at::MemoryFormat::Contiguous;
-    return t.index_select(dim, keep).contiguous(format);
-  };
+  const auto select = [&](const torch::Tensor& t) { return KeptEntries(t, dim, keep); };
   torch::optim::OptimizerParamState* state = it->second.get();
   if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(state)) {
     adam->exp_avg(select(adam->exp_avg()));

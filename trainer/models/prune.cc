@@ -3,13 +3,9 @@
 namespace granary {
 namespace {
 
-// `t` replaced by its entries `keep` along `dim`, in its memory format
-// (channels-last weights stay channels-last).
+// `t` replaced, in place, by its entries `keep` along `dim`.
 void Shrink(const torch::Tensor& t, int64_t dim, const torch::Tensor& keep) {
-  if (!t.defined()) return;
-  const auto format = t.dim() == 4 ? t.suggest_memory_format() : at::MemoryFormat::Contiguous;
-  torch::Tensor smaller = t.index_select(dim, keep).contiguous(format);
-  t.set_data(smaller);
+  if (t.defined()) t.set_data(KeptEntries(t, dim, keep));
 }
 
 void ShrinkParameter(const torch::Tensor& p, int64_t dim, const torch::Tensor& keep, const ShrinkHook& hook) {
@@ -25,6 +21,12 @@ torch::Tensor Columns(const torch::Tensor& keep, int64_t span) {
 }
 
 }  // namespace
+
+torch::Tensor KeptEntries(const torch::Tensor& t, int64_t dim, const torch::Tensor& keep) {
+  if (!t.defined() || t.dim() <= dim) return t;
+  const auto format = t.dim() == 4 ? t.suggest_memory_format() : at::MemoryFormat::Contiguous;
+  return t.index_select(dim, keep).contiguous(format);
+}
 
 int64_t ChannelGroup::channels() const {
   if (!conv_producers.empty()) return conv_producers.front()->weight.size(0);

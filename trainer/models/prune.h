@@ -62,6 +62,10 @@ class PrunableBlock {
 // filter or unit weights, summed.
 torch::Tensor ChannelImportance(const ChannelGroup& g);
 
+// `t`'s entries `keep` along `dim`, in `t`'s memory format (channels-last
+// weights stay channels-last); `t` itself if undefined or without `dim`.
+torch::Tensor KeptEntries(const torch::Tensor& t, int64_t dim, const torch::Tensor& keep);
+
 // Called for each tensor a pruning shrinks, with the indices kept along
 // `dim`, before it is replaced (the optimizer's state follows it there).
 using ShrinkHook = std::function<void(const torch::Tensor& param, int64_t dim, const torch::Tensor& keep)>;
