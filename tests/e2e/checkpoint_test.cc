@@ -1,4 +1,5 @@
-// End to end, checkpoints: a slow disk, a killed run resumed exactly, on another world size.
+// End to end, checkpoints: a slow disk, a killed run resumed exactly, on
+// another world size, and with gradient compression.
 #include "tests/e2e/e2e.h"
 
 namespace granary {
@@ -22,11 +23,8 @@ TEST_F(EndToEnd, ASlowCheckpointDiskDoesNotEndTheRun) {
   // The newest checkpoint is the run's end (FORMAT.md: magic, u32 header length, JSON header).
   auto latest = RunCommand("(ls " + ck + " | tail -1)", dir_);
   ASSERT_EQ(latest.out.size(), 21u) << latest.out << latest.err;  // step-NNNNNNNNNN.ckpt
-  const std::string file = testing::ReadFile(ck + "/" + latest.out.substr(0, 20));
-  ASSERT_GT(file.size(), 12u);
-  uint32_t length = 0;
-  for (int i = 3; i >= 0; --i) length = length << 8 | static_cast<uint8_t>(file[8 + i]);
-  const auto header = nlohmann::json::parse(file.substr(12, length));
+  const auto header = CheckpointHeaderOf(ck + "/" + latest.out.substr(0, 20));
+  ASSERT_TRUE(header.is_object());
   EXPECT_EQ(header["at"]["epoch"], 2) << header["at"];
   EXPECT_EQ(header["at"]["position"], 0) << header["at"];
 }
@@ -94,6 +92,35 @@ TEST_F(EndToEnd, AKilledRunResumesExactlyAndOnAnotherWorldSize) {
   ASSERT_EQ(RunCommand("(printf x | dd of=" + mid + " bs=1 seek=100000 conv=notrunc)", dir_).exit_code, 0);
   ExpectOneLineError(RunCommand(kTrain + " " + args + " --checkpoint-dir " + ck + " --resume " + mid, dir_),
                      "not a usable checkpoint");
+}
+
+// PowerSGD's state (every rank's error feedback, the Q factors, the step
+// counts) is in the checkpoints: resumed from the middle of an epoch, a
+// compressed run ends with the losses and weights of the run that went on.
+// On one rank the two ranks' error feedback is averaged, and said.
+TEST_F(EndToEnd, ACompressedRunResumesExactly) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 2000 --no-progress", dir_).exit_code, 0);
+  const std::string recipe = "--db " + db + " --epochs 2 --optimizer sgd --lr 0.02 --momentum 0.9 " +
+                             "--sync-compress powersgd --powersgd-warmup 4 --checkpoint-every 10 --keep 10";
+  auto whole = TrainJson(recipe + " --ranks 2 --checkpoint-dir " + dir_.Sub("whole"), dir_);
+  ASSERT_EQ(whole["epochs"].size(), 2u);
+  const std::string mid = dir_.Sub("whole") + "/step-0000000040.ckpt";  // 32 steps an epoch
+  const auto header = CheckpointHeaderOf(mid);
+  ASSERT_TRUE(header.is_object()) << mid;
+  ASSERT_EQ(header["at"]["epoch"], 1) << header["at"];
+  ASSERT_GT(header["at"]["position"], 0) << header["at"];
+
+  auto resumed = TrainJson(recipe + " --ranks 2 --checkpoint-dir " + dir_.Sub("resumed") + " --resume " + mid, dir_);
+  ASSERT_EQ(resumed["epochs"].size(), 1u);
+  for (const char* field : {"train_loss", "test_loss", "weights_hash"}) {
+    EXPECT_EQ(resumed["epochs"][0][field], whole["epochs"][1][field]) << field;
+  }
+
+  auto one = RunCommand(kTrain + " " + recipe + " --ranks 1 --checkpoint-dir " + dir_.Sub("one") + " --resume " + mid,
+                        dir_);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.err.find("powersgd's error feedback of 2 ranks averaged for 1"), std::string::npos) << one.err;
 }
 
 }  // namespace

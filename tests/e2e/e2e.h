@@ -55,6 +55,16 @@ inline nlohmann::json TrainJson(const std::string& args, const TempDir& dir) {
   return j;
 }
 
+// The JSON header of the checkpoint file at `path` (docs/FORMAT.md: magic,
+// u32 header length, header); null if it is not one.
+inline nlohmann::json CheckpointHeaderOf(const std::string& path) {
+  const std::string file = testing::ReadFile(path);
+  if (file.size() < 12) return nullptr;
+  uint32_t length = 0;
+  for (int i = 3; i >= 0; --i) length = length << 8 | static_cast<uint8_t>(file[8 + i]);
+  return nlohmann::json::parse(file.substr(12, length), nullptr, false);
+}
+
 // A fixture with a small db (256 samples of each split) and the start of a
 // `train` command on it, for suites of quick refusals.
 class SmallDbRun : public EndToEnd {

@@ -170,7 +170,7 @@ StatusOr<Checkpoint> ReadCheckpointFile(const std::string& path, bool payload) {
 // The checkpoint file of `header`'s position: magic, header, the model's and
 // the optimizer's state as they are now (a copy: they may change after).
 StatusOr<std::string> CheckpointFile(const CheckpointHeader& header, const torch::nn::Module& model,
-                                     const torch::optim::Optimizer& optimizer) {
+                                     const torch::optim::Optimizer& optimizer, const SavedCompression& compression) {
   std::ostringstream payload;
   GRANARY_RETURN_IF_ERROR(CatchTorch("checkpoint", [&] {
     torch::serialize::OutputArchive archive, model_archive, optimizer_archive;
@@ -178,6 +178,14 @@ StatusOr<std::string> CheckpointFile(const CheckpointHeader& header, const torch
     optimizer.save(optimizer_archive);
     archive.write("model", model_archive);
     archive.write("optimizer", optimizer_archive);
+    if (!compression.empty()) {
+      torch::serialize::OutputArchive compression_archive, shared, ranks;
+      for (const auto& [name, tensor] : compression.shared) shared.write(name, tensor);
+      for (const auto& [name, tensor] : compression.ranks) ranks.write(name, tensor);
+      compression_archive.write("shared", shared);
+      compression_archive.write("ranks", ranks);
+      archive.write("compression", compression_archive);
+    }
     archive.save_to(payload);
   }));
   const std::string bytes = payload.str();
@@ -298,8 +306,8 @@ std::string UtcNow() {
 }  // namespace
 
 Status WriteCheckpoint(const std::string& dir, const CheckpointHeader& header, const torch::nn::Module& model,
-                       const torch::optim::Optimizer& optimizer, int keep) {
-  StatusOr<std::string> file = CheckpointFile(header, model, optimizer);
+                       const torch::optim::Optimizer& optimizer, int keep, const SavedCompression& compression) {
+  StatusOr<std::string> file = CheckpointFile(header, model, optimizer, compression);
   if (!file.ok()) return file.status();
   return StoreCheckpointFile(dir, header.run, header.at.global_step, file.value(), keep);
 }
@@ -307,9 +315,10 @@ Status WriteCheckpoint(const std::string& dir, const CheckpointHeader& header, c
 CheckpointWriter::~CheckpointWriter() { (void)Wait(); }
 
 Status CheckpointWriter::Write(const std::string& dir, const CheckpointHeader& header, const torch::nn::Module& model,
-                               const torch::optim::Optimizer& optimizer, int keep) {
+                               const torch::optim::Optimizer& optimizer, int keep,
+                               const SavedCompression& compression) {
   GRANARY_RETURN_IF_ERROR(Wait());
-  StatusOr<std::string> file = CheckpointFile(header, model, optimizer);
+  StatusOr<std::string> file = CheckpointFile(header, model, optimizer, compression);
   if (!file.ok()) return file.status();
   done_ = false;
   thread_ = std::thread([this, dir, run = header.run, step = header.at.global_step, file = std::move(file).value(),
@@ -342,6 +351,25 @@ Status RestoreCheckpoint(const Checkpoint& checkpoint, torch::nn::Module* model,
       optimizer->load(optimizer_archive);
     }
   });
+}
+
+StatusOr<SavedCompression> ReadCompression(const Checkpoint& checkpoint) {
+  SavedCompression saved;
+  Status read = CatchTorch(("reading the gradient compression state of " + checkpoint.path).c_str(), [&] {
+    torch::serialize::InputArchive archive, compression;
+    archive.load_from(checkpoint.payload.data(), checkpoint.payload.size());
+    if (!archive.try_read("compression", compression)) return;
+    for (auto [part, into] : {std::pair{"shared", &saved.shared}, std::pair{"ranks", &saved.ranks}}) {
+      torch::serialize::InputArchive tensors;
+      compression.read(part, tensors);
+      for (const std::string& name : tensors.keys()) {  // (the keys include the module's "training" flag)
+        torch::Tensor t;
+        if (tensors.try_read(name, t)) (*into)[name] = t;
+      }
+    }
+  });
+  if (!read.ok()) return read;
+  return saved;
 }
 
 StatusOr<std::string> LatestCheckpoint(const std::string& dir) {

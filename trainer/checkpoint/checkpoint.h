@@ -4,7 +4,8 @@
 // layout is specified in docs/FORMAT.md ("Checkpoints"): a magic, a JSON
 // header (the run's config, the db's content hash, where the run is, every
 // rank's epoch-so-far loss, the payload's size and XXH64) and a LibTorch
-// archive of the model's parameters and buffers and the optimizer's state.
+// archive of the model's parameters and buffers, the optimizer's state and
+// the gradient compression's (every rank's).
 // Every field is checked on load; a damaged or foreign file is refused with
 // one line saying why. Dropout's random stream needs no saving: each step
 // reseeds it from (seed, rank, global step).
@@ -14,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,12 +49,21 @@ struct Checkpoint {
   std::string payload;  // the LibTorch archive, checked against the header's hash
 };
 
+// The gradient compression's state in a checkpoint (trainer/dist/compress.h's
+// CompressionState, gathered to rank 0): `shared` as every rank has it;
+// `ranks` with each rank's own tensors stacked, row r rank r's.
+struct SavedCompression {
+  std::map<std::string, torch::Tensor> shared, ranks;
+  bool empty() const { return shared.empty() && ranks.empty(); }
+};
+
 // Writes the checkpoint of `at` into `dir` (created if missing), then deletes
 // all but the newest `keep` of the same run's checkpoints there. Only files
 // named step-*.ckpt whose header names header.run are ever deleted or
 // replaced; a file of another run where this one goes is FailedPrecondition.
 Status WriteCheckpoint(const std::string& dir, const CheckpointHeader& header, const torch::nn::Module& model,
-                       const torch::optim::Optimizer& optimizer, int keep);
+                       const torch::optim::Optimizer& optimizer, int keep,
+                       const SavedCompression& compression = SavedCompression{});
 
 // Rank 0's checkpoints, written in the background: Write() copies the
 // state into the file's bytes at once (training may change the model right
@@ -70,7 +81,8 @@ class CheckpointWriter {
   ~CheckpointWriter();
 
   Status Write(const std::string& dir, const CheckpointHeader& header, const torch::nn::Module& model,
-               const torch::optim::Optimizer& optimizer, int keep);
+               const torch::optim::Optimizer& optimizer, int keep,
+               const SavedCompression& compression = SavedCompression{});
   Status Wait();
   // Whether a write is still in progress.
   bool Busy() const { return thread_.joinable() && !done_.load(); }
@@ -90,6 +102,9 @@ StatusOr<Checkpoint> ReadCheckpoint(const std::string& path);
 // Loads the checkpoint's values into `model` (same structure) and/or
 // `optimizer` (over the same parameters); either may be null.
 Status RestoreCheckpoint(const Checkpoint& checkpoint, torch::nn::Module* model, torch::optim::Optimizer* optimizer);
+
+// The checkpoint's gradient compression state; empty if it has none.
+StatusOr<SavedCompression> ReadCompression(const Checkpoint& checkpoint);
 
 // The newest checkpoint in `dir`; NotFound naming `dir` if it has none.
 StatusOr<std::string> LatestCheckpoint(const std::string& dir);

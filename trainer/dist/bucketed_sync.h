@@ -32,6 +32,8 @@ class BucketedSync : public GradientSync {
   void BeginStep() override;
   Status FinishStep() override;
   double blocked_seconds() const override { return blocked_seconds_; }
+  CompressionState SaveState() const override { return compression_->SaveState(); }
+  Status LoadState(const CompressionState& state) override { return compression_->LoadState(state); }
 
   // Parameters of each bucket (indices into Attach's list), in launch order.
   std::vector<std::vector<size_t>> bucket_params() const;

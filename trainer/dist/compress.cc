@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <map>
+#include <stdexcept>
 #include <utility>
 
 #include "trainer/named_table.h"
@@ -111,12 +112,13 @@ class PowerSgd : public BucketCompression {
 
   StatusOr<std::unique_ptr<PendingReduce>> Start(size_t bucket, const torch::Tensor& flat,
                                                  const std::vector<std::vector<int64_t>>& shapes) override {
-    State& s = states_[bucket];
+    State& s = StateOf(bucket);
     if (s.steps++ < options_.warmup_steps) return comm_.AllReduceSumAsync(flat);
     torch::NoGradGuard no_grad;
+    if (!s.error.defined()) GRANARY_RETURN_IF_ERROR(Begin(bucket, s, flat, shapes));
     auto step = std::make_shared<Step>();
     GRANARY_RETURN_IF_ERROR(
-        CatchTorch("--sync-compress powersgd", [&] { Compress(bucket, s, flat, shapes, *step); }));
+        CatchTorch("--sync-compress powersgd", [&] { Compress(s, flat, *step); }));
     std::vector<std::unique_ptr<PendingReduce>> first;
     for (torch::Tensor* t : {&step->vectors, &step->p}) {
       if (t->numel() == 0) continue;
@@ -126,6 +128,23 @@ class PowerSgd : public BucketCompression {
     }
     return std::unique_ptr<PendingReduce>(
         new ThenReduce(std::move(first), [this, &s, flat, step] { return Finish(s, flat, *step); }));
+  }
+
+  CompressionState SaveState() const override {
+    CompressionState state;
+    for (const auto& [bucket, s] : states_) {
+      const std::string name = "bucket" + std::to_string(bucket);
+      state.shared[name + "_steps"] = torch::tensor(static_cast<int64_t>(s.steps));
+      if (!s.error.defined()) continue;
+      for (size_t i = 0; i < s.q.size(); ++i) state.shared[name + "_q" + std::to_string(i)] = s.q[i].clone();
+      state.own[name + "_error"] = s.error.clone();
+    }
+    return state;
+  }
+
+  Status LoadState(const CompressionState& state) override {
+    restored_ = state;
+    return Status::OK();
   }
 
  private:
@@ -164,12 +183,37 @@ class PowerSgd : public BucketCompression {
     }
   }
 
-  void Compress(size_t bucket, State& s, const torch::Tensor& flat, const std::vector<std::vector<int64_t>>& shapes,
-                Step& step) {
-    if (!s.error.defined()) {
+  // The bucket's state: new, or its step count from a checkpoint (LoadState).
+  State& StateOf(size_t bucket) {
+    auto [it, added] = states_.try_emplace(bucket);
+    const auto steps = restored_.shared.find("bucket" + std::to_string(bucket) + "_steps");
+    if (added && steps != restored_.shared.end()) it->second.steps = static_cast<int>(steps->second.item<int64_t>());
+    return it->second;
+  }
+
+  // The bucket's first compressed step: its matrices, a zero error and a
+  // random Q, or the error and Q of a checkpoint (LoadState).
+  Status Begin(size_t bucket, State& s, const torch::Tensor& flat, const std::vector<std::vector<int64_t>>& shapes) {
+    const std::string name = "bucket" + std::to_string(bucket);
+    return CatchTorch("--sync-compress powersgd", [&] {
       Layout(bucket, s, shapes);
       s.error = torch::zeros_like(flat);
-    }
+      const auto error = restored_.own.find(name + "_error");
+      if (error == restored_.own.end()) return;
+      auto misfit = [&](const std::string& what) {
+        throw std::runtime_error("the checkpoint's state of " + name + " does not fit this run's (" + what + ")");
+      };
+      if (error->second.sizes() != s.error.sizes()) misfit("error buffer");
+      s.error.copy_(error->second);
+      for (size_t i = 0; i < s.q.size(); ++i) {
+        const auto q = restored_.shared.find(name + "_q" + std::to_string(i));
+        if (q == restored_.shared.end() || q->second.sizes() != s.q[i].sizes()) misfit("Q " + std::to_string(i));
+        s.q[i].copy_(q->second);
+      }
+    });
+  }
+
+  void Compress(State& s, const torch::Tensor& flat, Step& step) {
     flat.add_(s.error);
     step.local = flat.clone();
     std::vector<torch::Tensor> vectors, ps;
@@ -225,6 +269,7 @@ class PowerSgd : public BucketCompression {
   Comm& comm_;
   CompressOptions options_;
   std::map<size_t, State> states_;
+  CompressionState restored_;  // LoadState's, taken up as each bucket first needs it
 };
 
 struct Method {
@@ -249,6 +294,11 @@ const Method kMethods[] = {
 };
 
 }  // namespace
+
+Status BucketCompression::LoadState(const CompressionState& state) {
+  if (state.empty()) return Status::OK();
+  return Status::InvalidArgument("the checkpoint has gradient compression state; this method keeps none");
+}
 
 StatusOr<std::unique_ptr<BucketCompression>> CreateBucketCompression(const CompressOptions& o, Comm& comm) {
   const Method* m = FindByName(kMethods, o.method);

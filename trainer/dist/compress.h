@@ -16,13 +16,15 @@
 // The result is the sum over ranks (exact for none, rounded for fp16 and
 // bf16, approximated for powersgd); the caller divides by the world.
 // Every rank must start the same buckets in the same order. Training
-// thread only. The compression state (powersgd's Q and error buffers) lives
-// only in memory: a resumed run starts it afresh.
+// thread only. What a method carries from step to step (powersgd's step
+// counts, Q and error buffers) goes into checkpoints (SaveState, LoadState),
+// so a resumed run continues it exactly.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +41,14 @@ struct CompressOptions {
   uint64_t seed = 0;            // powersgd: Q's initial values (the same on every rank)
 };
 
+// A method's state between steps, as tensors by name: `shared` is the same
+// on every rank (powersgd's step counts and Q), `own` is this rank's alone
+// (powersgd's error feedback). Empty for the stateless methods.
+struct CompressionState {
+  std::map<std::string, torch::Tensor> shared, own;
+  bool empty() const { return shared.empty() && own.empty(); }
+};
+
 class BucketCompression {
  public:
   virtual ~BucketCompression() = default;
@@ -47,6 +57,12 @@ class BucketCompression {
   // returned reduce's Wait() has returned, and must not be touched before.
   virtual StatusOr<std::unique_ptr<PendingReduce>> Start(size_t bucket, const torch::Tensor& flat,
                                                          const std::vector<std::vector<int64_t>>& shapes) = 0;
+  // The state after the last Wait(), copied.
+  virtual CompressionState SaveState() const { return {}; }
+  // Before the first Start: continue from `state`, SaveState's of a run with
+  // the same method, options and buckets. InvalidArgument if it does not fit
+  // (checked as each bucket first needs it).
+  virtual Status LoadState(const CompressionState& state);
 };
 
 // InvalidArgument naming --sync-compress for an unknown method.

@@ -33,6 +33,13 @@ class GradientSync {
   virtual Status FinishStep() = 0;
   // Seconds this rank spent blocked in synchronisation since Attach.
   virtual double blocked_seconds() const = 0;
+  // The gradient compression's state between steps (trainer/dist/compress.h),
+  // for checkpoints; LoadState before the first step.
+  virtual CompressionState SaveState() const { return {}; }
+  virtual Status LoadState(const CompressionState& state) {
+    if (state.empty()) return Status::OK();
+    return Status::InvalidArgument("the checkpoint has gradient compression state; this sync keeps none");
+  }
 };
 
 // The method named `method` (see KnownGradientSyncNames) over `comm`, which

@@ -213,7 +213,8 @@ class RankTrainer {
         RunPosition at;
         at.global_step = step_;
         at.epoch = static_cast<uint64_t>(epoch) + 1;
-        GRANARY_RETURN_IF_ERROR(checkpointer_.Save(at, 0, 0, /*final=*/epoch + 1 == c_.optim.epochs));
+        const bool last = epoch + 1 == c_.optim.epochs;
+        GRANARY_RETURN_IF_ERROR(checkpointer_.Save(at, 0, 0, dp_.sync->SaveState(), /*final=*/last));
       }
       GRANARY_RETURN_IF_ERROR(dp_.comm->Barrier());
       reports.push_back(report.value());
@@ -321,7 +322,7 @@ class RankTrainer {
         at.global_step = step_;
         at.epoch = static_cast<uint64_t>(epoch);
         at.position = train_.state().position;
-        GRANARY_RETURN_IF_ERROR(checkpointer_.Save(at, t->loss_sum, t->samples));
+        GRANARY_RETURN_IF_ERROR(checkpointer_.Save(at, t->loss_sum, t->samples, dp_.sync->SaveState()));
       }
       GRANARY_RETURN_IF_ERROR(checkpointer_.Failed());
       if (probe_) {
@@ -472,7 +473,10 @@ StatusOr<std::vector<EpochReport>> RunRank(const ResolvedRun& run, int rank, Run
   if (!dp.ok()) return dp.status();
   StatusOr<std::unique_ptr<torch::optim::Optimizer>> optimizer = CreateOptimizer(c.optim, model->net->parameters());
   if (!optimizer.ok()) return optimizer.status();
-  if (from != nullptr) GRANARY_RETURN_IF_ERROR(RestoreCheckpoint(*from, nullptr, optimizer.value().get()));
+  if (from != nullptr) {
+    GRANARY_RETURN_IF_ERROR(RestoreCheckpoint(*from, nullptr, optimizer.value().get()));
+    GRANARY_RETURN_IF_ERROR(ResumeCompression(*from, rank, c.World(), *dp->sync, observer));
+  }
   StatusOr<std::unique_ptr<Pruner>> pruner = Pruner::Create(c, *model->net, model->channels_at_build);
   if (!pruner.ok()) return pruner.status();
   RankTrainer trainer(run, rank, observer, model.value(), dp.value(), *optimizer.value(), *train.value(), from,

@@ -21,7 +21,28 @@ RunCheckpointer::RunCheckpointer(const TrainConfig& config, std::string db_conte
       optimizer_(optimizer),
       observer_(observer) {}
 
-Status RunCheckpointer::Save(RunPosition at, double loss_sum, double samples, bool final) {
+namespace {
+
+// Every rank's `state` on rank 0: the shared tensors as they are, each
+// rank's own stacked (a collective: the ranks' states have the same names and
+// shapes, as their buckets are the same).
+StatusOr<SavedCompression> GatherCompression(const CompressionState& state, Comm& comm) {
+  SavedCompression saved;
+  saved.shared = state.shared;
+  for (const auto& [name, tensor] : state.own) {
+    std::vector<torch::Tensor> all;
+    StatusOr<std::unique_ptr<PendingReduce>> gather = comm.AllGatherAsync(tensor, &all);
+    if (!gather.ok()) return gather.status();
+    GRANARY_RETURN_IF_ERROR(gather.value()->Wait());
+    saved.ranks[name] = torch::stack(all);
+  }
+  return saved;
+}
+
+}  // namespace
+
+Status RunCheckpointer::Save(RunPosition at, double loss_sum, double samples, const CompressionState& compression,
+                             bool final) {
   // Every rank's row: a sum where only row `rank` is not zero is exact.
   const int world = config_.World();
   torch::Tensor rows = torch::zeros({world, 2}, torch::kFloat64);
@@ -33,10 +54,13 @@ Status RunCheckpointer::Save(RunPosition at, double loss_sum, double samples, bo
     at.loss_sums.push_back(rows[r][0].item<double>());
     at.sample_counts.push_back(rows[r][1].item<double>());
   }
+  StatusOr<SavedCompression> gathered = GatherCompression(compression, comm_);
+  if (!gathered.ok()) return gathered.status();
   if (rank_ != 0) return Status::OK();
   CheckpointHeader header{config_, db_content_hash_, at, run_};
   if (final) {
     final_ = header;
+    final_compression_ = std::move(gathered).value();
     return Status::OK();
   }
   if (writer_.Busy()) {
@@ -44,7 +68,7 @@ Status RunCheckpointer::Save(RunPosition at, double loss_sum, double samples, bo
                    " skipped: the one before is still being written (a slow disk? a larger --checkpoint-every)");
     return Status::OK();
   }
-  return writer_.Write(config_.checkpoint.dir, header, net_, optimizer_, config_.checkpoint.keep);
+  return writer_.Write(config_.checkpoint.dir, header, net_, optimizer_, config_.checkpoint.keep, gathered.value());
 }
 
 Status RunCheckpointer::Failed() {
@@ -62,9 +86,31 @@ Status RunCheckpointer::Finish() {
   };
   if (final_) {
     GRANARY_RETURN_IF_ERROR(wait_for_disk());
-    GRANARY_RETURN_IF_ERROR(writer_.Write(config_.checkpoint.dir, *final_, net_, optimizer_, config_.checkpoint.keep));
+    GRANARY_RETURN_IF_ERROR(
+        writer_.Write(config_.checkpoint.dir, *final_, net_, optimizer_, config_.checkpoint.keep, final_compression_));
   }
   return wait_for_disk();
+}
+
+Status ResumeCompression(const Checkpoint& from, int rank, int world, GradientSync& sync, RunObserver& observer) {
+  StatusOr<SavedCompression> saved = ReadCompression(from);
+  if (!saved.ok()) return saved.status();
+  CompressionState state;
+  state.shared = saved->shared;
+  const bool same_world = from.header.at.world == world;
+  for (const auto& [name, ranks] : saved->ranks) {
+    if (ranks.dim() == 0 || ranks.size(0) != from.header.at.world) {
+      return Status::Corruption(from.path + ": gradient compression state " + name + " has " +
+                                std::to_string(ranks.dim() == 0 ? 0 : ranks.size(0)) + " rows, not one per rank (" +
+                                std::to_string(from.header.at.world) + ")");
+    }
+    state.own[name] = same_world ? ranks[rank].clone() : ranks.mean(0);
+  }
+  if (!same_world && !state.own.empty() && rank == 0) {
+    observer.Note("resume: " + from.header.config.sync.compress + "'s error feedback of " +
+                  std::to_string(from.header.at.world) + " ranks averaged for " + std::to_string(world));
+  }
+  return sync.LoadState(state).WithContext("--resume " + from.path);
 }
 
 }  // namespace granary

@@ -15,6 +15,8 @@
 #include "store/status.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/config.h"
+#include "trainer/dist/compress.h"
+#include "trainer/dist/gradient_sync.h"
 #include "trainer/report/observer.h"
 
 namespace granary {
@@ -33,9 +35,11 @@ class RunCheckpointer {
   // Whether the run has a --checkpoint-dir.
   bool enabled() const { return !config_.checkpoint.dir.empty(); }
   // The checkpoint of position `at` (its world and losses filled in here):
-  // this rank's epoch-so-far `loss_sum` and `samples`. `final`: the run's
+  // this rank's epoch-so-far `loss_sum` and `samples`, and its gradient
+  // compression's state (every rank's goes to rank 0). `final`: the run's
   // last, written by Finish.
-  Status Save(RunPosition at, double loss_sum, double samples, bool final = false);
+  Status Save(RunPosition at, double loss_sum, double samples, const CompressionState& compression,
+              bool final = false);
   // The error of a background write that has finished, so a failed
   // checkpoint is reported at the next step, not the next checkpoint; OK
   // while a write runs (and on ranks other than 0).
@@ -55,6 +59,13 @@ class RunCheckpointer {
   RunObserver& observer_;
   CheckpointWriter writer_;
   std::optional<CheckpointHeader> final_;
+  SavedCompression final_compression_;
 };
+
+// A resumed run's gradient compression continues from `from`'s: this rank's
+// own state, or on another world size the mean of the saved ranks' (the
+// error the ranks still owe the mean gradient is then the same); rank 0
+// notes that. Before the first step, on every rank.
+Status ResumeCompression(const Checkpoint& from, int rank, int world, GradientSync& sync, RunObserver& observer);
 
 }  // namespace granary
