@@ -142,7 +142,8 @@ TEST_F(EndToEnd, AHungRankEndsTheRunWithinTheTimeoutAndABusyPortIsNamed) {
 
 // Across machines (two launchers on 127.0.0.1): a rank on node 1
 // that hangs or is killed ends both launchers within --timeout (and a little),
-// node 1's naming it; a master that never answers is one line within --timeout.
+// node 1's naming it, and rank 0 naming it too (it stopped beating in the
+// store); a master that never answers is one line within --timeout.
 TEST_F(EndToEnd, ARankThatHangsOrDiesOnAnotherNodeEndsBothLaunchers) {
   const std::string db = dir_.Sub("nodes.db");
   ASSERT_EQ(PrepFashion(db, "--limit 2000 --no-progress", dir_).exit_code, 0);
@@ -172,6 +173,8 @@ TEST_F(EndToEnd, ARankThatHangsOrDiesOnAnotherNodeEndsBothLaunchers) {
                                          : "rank 1 on node 1 was killed by signal 9"),
               std::string::npos)
         << err1;
+    const std::string err0 = testing::ReadFile(dir_.Sub("node0.err"));
+    EXPECT_NE(err0.find("train: rank 0: lost rank 1 (node 1): no sign of life"), std::string::npos) << err0;
   }
 
   const int port = FreePort();

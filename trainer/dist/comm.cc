@@ -1,8 +1,11 @@
 #include "trainer/dist/comm.h"
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <future>
 #include <map>
+#include <mutex>
 #include <thread>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -13,11 +16,124 @@
 
 namespace granary {
 
+namespace {
+
+// The ranks' beats in the TCPStore (see comm.h): a thread adds 1 to
+// granary/alive/RANK every kBeat over a client connection of its own; Explain
+// reads every rank's count twice, kLostAfter apart. LibTorch 1.13's TCPStore
+// client can block for ever in a recv once a link is down, so neither waits
+// for the store past a deadline: the store is used from detached threads that
+// own what they touch, and one still blocked at the end is left behind.
+class Liveness {
+ public:
+  static constexpr std::chrono::milliseconds kBeat{500}, kLostAfter{1500}, kStoreTimeout{1000};
+
+  Liveness(const CommOptions& o, uint16_t port) : where_(std::make_shared<Where>(Where{o, port})) {
+    std::thread([where = where_, beats = beats_] { Beat(*where, *beats); }).detach();
+  }
+  ~Liveness() {
+    std::unique_lock<std::mutex> lock(beats_->mutex);
+    beats_->stop = true;
+    beats_->wake.notify_all();
+    beats_->wake.wait_for(lock, std::chrono::milliseconds(200), [&] { return beats_->ended; });
+  }
+
+  // `failed` (a collective's error) prefixed with the ranks that have stopped
+  // beating, or with this rank's own loss of the store; as it is if every
+  // rank still beats.
+  Status Explain(const Status& failed) const {
+    HeartbeatBeat();  // looking is a sign of life: the launcher must not take it for a hang
+    const CommOptions& o = where_->options;
+    std::packaged_task<std::vector<int>()> find([where = where_] { return Lost(*where); });
+    std::future<std::vector<int>> found = find.get_future();
+    std::thread(std::move(find)).detach();
+    std::vector<int> lost;
+    try {
+      if (found.wait_for(kLostAfter + kStoreTimeout) != std::future_status::ready) throw std::runtime_error("");
+      lost = found.get();
+    } catch (const std::exception&) {
+      return failed.WithContext("cannot reach the rendezvous store on node 0 (" + o.host + ":" +
+                                std::to_string(where_->port) + ") either: this node's link, or node 0, is down");
+    }
+    if (lost.empty()) return failed;
+    std::string names;
+    for (int r : lost) {
+      names += (names.empty() ? "" : ", ") + std::to_string(r);
+      if (o.ranks_per_node > 0) names += " (node " + std::to_string(r / o.ranks_per_node) + ")";
+    }
+    return failed.WithContext((lost.size() == 1 ? "lost rank " : "lost ranks ") + names + ": no sign of life for " +
+                              std::to_string(kLostAfter.count()) + " ms (a process, machine or link is down)");
+  }
+
+ private:
+  struct Where {
+    CommOptions options;
+    uint16_t port;
+  };
+  struct Beats {
+    std::mutex mutex;
+    std::condition_variable wake;
+    bool stop = false, ended = false;
+  };
+
+  static std::string Key(int rank) { return "granary/alive/" + std::to_string(rank); }
+  static std::unique_ptr<c10d::TCPStore> Connect(const Where& where) {
+    c10d::TCPStoreOptions o;
+    o.port = where.port;
+    o.isServer = false;
+    o.waitWorkers = false;
+    o.timeout = kStoreTimeout;
+    return std::make_unique<c10d::TCPStore>(where.options.host, o);
+  }
+
+  static void Beat(const Where& where, Beats& beats) {
+    std::unique_ptr<c10d::TCPStore> store;
+    std::unique_lock<std::mutex> lock(beats.mutex);
+    while (!beats.stop) {
+      lock.unlock();
+      try {
+        if (!store) store = Connect(where);
+        store->add(Key(where.options.rank), 1);
+      } catch (const std::exception&) {
+        store.reset();  // reconnect at the next beat (the store's end, or a link down)
+      }
+      lock.lock();
+      beats.wake.wait_for(lock, kBeat, [&] { return beats.stop; });
+    }
+    beats.ended = true;
+    beats.wake.notify_all();
+  }
+
+  // The other ranks whose counts did not move in kLostAfter; throws if the
+  // store cannot be reached.
+  static std::vector<int> Lost(const Where& where) {
+    const int world = where.options.world;
+    std::unique_ptr<c10d::TCPStore> store = Connect(where);
+    std::vector<int64_t> before(world);
+    for (int r = 0; r < world; ++r) before[r] = store->add(Key(r), 0);
+    std::this_thread::sleep_for(kLostAfter);
+    std::vector<int> lost;
+    for (int r = 0; r < world; ++r) {
+      if (r != where.options.rank && store->add(Key(r), 0) == before[r]) lost.push_back(r);
+    }
+    return lost;
+  }
+
+  std::shared_ptr<const Where> where_;
+  std::shared_ptr<Beats> beats_ = std::make_shared<Beats>();
+};
+
+}  // namespace
+
 struct Comm::Impl {
   CommOptions options;
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  std::unique_ptr<Liveness> liveness;  // over a TCPStore only
   torch::Tensor flat;  // reused packing buffer
+
+  // A collective's outcome: a failure says which ranks are lost, if known.
+  Status Checked(Status s) const { return s.ok() || !liveness ? s : liveness->Explain(s); }
 };
 
 namespace {
@@ -105,6 +221,10 @@ StatusOr<std::unique_ptr<Comm>> Comm::Create(const CommOptions& options) {
                                       ? ProcessGroupGloo::createDeviceForHostname(file ? "127.0.0.1" : options.host)
                                       : ProcessGroupGloo::createDefaultDevice());
     impl->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, options.rank, options.world, pg_options);
+    if (!file) {
+      impl->liveness =
+          std::make_unique<Liveness>(options, static_cast<c10d::TCPStore&>(*impl->store).getPort());
+    }
   });
   if (!s.ok()) return s;
   if (!agreed.ok()) return agreed.WithContext(where);
@@ -114,7 +234,7 @@ StatusOr<std::unique_ptr<Comm>> Comm::Create(const CommOptions& options) {
 Status Comm::AllReduceMean(const std::vector<torch::Tensor>& tensors) {
   if (impl_->options.world == 1) return Status::OK();
   WaitingForPeers waiting;
-  return CatchTorch("all-reduce", [&] {
+  return impl_->Checked(CatchTorch("all-reduce", [&] {
     int64_t total = 0;
     for (const auto& t : tensors) total += t.numel();
     if (!impl_->flat.defined() || impl_->flat.numel() != total) impl_->flat = torch::empty({total}, torch::kFloat32);
@@ -131,36 +251,40 @@ Status Comm::AllReduceMean(const std::vector<torch::Tensor>& tensors) {
       t.copy_(impl_->flat.narrow(0, at, t.numel()).view(t.sizes()));  // t may be channels-last
       at += t.numel();
     }
-  });
+  }));
 }
 
 namespace {
 
 class GlooPendingReduce : public PendingReduce {
  public:
-  explicit GlooPendingReduce(c10::intrusive_ptr<c10d::Work> work) : work_(std::move(work)) {}
+  // `liveness` (may be null) must outlive the reduce.
+  GlooPendingReduce(c10::intrusive_ptr<c10d::Work> work, const Liveness* liveness, const char* what)
+      : work_(std::move(work)), liveness_(liveness), what_(what) {}
   Status Wait() override {
     if (!work_) return Status::OK();
     WaitingForPeers waiting;
-    Status s = CatchTorch("all-reduce", [&] { work_->wait(); });
+    Status s = CatchTorch(what_, [&] { work_->wait(); });
     work_.reset();
-    return s;
+    return s.ok() || liveness_ == nullptr ? s : liveness_->Explain(s);
   }
 
  private:
   c10::intrusive_ptr<c10d::Work> work_;  // null: nothing to wait for (one rank)
+  const Liveness* liveness_;
+  const char* what_;
 };
 
 }  // namespace
 
 StatusOr<std::unique_ptr<PendingReduce>> Comm::AllReduceSumAsync(const torch::Tensor& tensor) {
-  if (impl_->options.world == 1) return std::unique_ptr<PendingReduce>(new GlooPendingReduce({}));
+  if (impl_->options.world == 1) return std::unique_ptr<PendingReduce>(new GlooPendingReduce({}, nullptr, ""));
   c10::intrusive_ptr<c10d::Work> work;
-  GRANARY_RETURN_IF_ERROR(CatchTorch("all-reduce", [&] {
+  GRANARY_RETURN_IF_ERROR(impl_->Checked(CatchTorch("all-reduce", [&] {
     std::vector<at::Tensor> bufs{tensor};
     work = impl_->group->allreduce(bufs);
-  }));
-  return std::unique_ptr<PendingReduce>(new GlooPendingReduce(std::move(work)));
+  })));
+  return std::unique_ptr<PendingReduce>(new GlooPendingReduce(std::move(work), impl_->liveness.get(), "all-reduce"));
 }
 
 StatusOr<std::unique_ptr<PendingReduce>> Comm::AllGatherAsync(const torch::Tensor& input,
@@ -168,31 +292,31 @@ StatusOr<std::unique_ptr<PendingReduce>> Comm::AllGatherAsync(const torch::Tenso
   outputs->clear();
   if (impl_->options.world == 1) {
     outputs->push_back(input.clone());
-    return std::unique_ptr<PendingReduce>(new GlooPendingReduce({}));
+    return std::unique_ptr<PendingReduce>(new GlooPendingReduce({}, nullptr, ""));
   }
   c10::intrusive_ptr<c10d::Work> work;
-  GRANARY_RETURN_IF_ERROR(CatchTorch("all-gather", [&] {
+  GRANARY_RETURN_IF_ERROR(impl_->Checked(CatchTorch("all-gather", [&] {
     for (int r = 0; r < impl_->options.world; ++r) outputs->push_back(torch::empty_like(input));
     std::vector<std::vector<at::Tensor>> out{*outputs};
     std::vector<at::Tensor> in{input};
     work = impl_->group->allgather(out, in);
-  }));
-  return std::unique_ptr<PendingReduce>(new GlooPendingReduce(std::move(work)));
+  })));
+  return std::unique_ptr<PendingReduce>(new GlooPendingReduce(std::move(work), impl_->liveness.get(), "all-gather"));
 }
 
 Status Comm::AllReduceSum(torch::Tensor& tensor) {
   if (impl_->options.world == 1) return Status::OK();
   WaitingForPeers waiting;
-  return CatchTorch("all-reduce", [&] {
+  return impl_->Checked(CatchTorch("all-reduce", [&] {
     std::vector<at::Tensor> bufs{tensor};
     impl_->group->allreduce(bufs)->wait();
-  });
+  }));
 }
 
 Status Comm::Broadcast(const std::vector<torch::Tensor>& tensors) {
   if (impl_->options.world == 1) return Status::OK();
   WaitingForPeers waiting;
-  return CatchTorch("broadcast", [&] {
+  return impl_->Checked(CatchTorch("broadcast", [&] {
     // One broadcast per dtype (BatchNorm has float statistics and an int64
     // batch count), of the tensors packed into one buffer.
     std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
@@ -208,13 +332,13 @@ Status Comm::Broadcast(const std::vector<torch::Tensor>& tensors) {
         offset += t.numel();
       }
     }
-  });
+  }));
 }
 
 Status Comm::Barrier() {
   if (impl_->options.world == 1) return Status::OK();
   WaitingForPeers waiting;
-  return CatchTorch("barrier", [&] { impl_->group->barrier()->wait(); });
+  return impl_->Checked(CatchTorch("barrier", [&] { impl_->group->barrier()->wait(); }));
 }
 
 }  // namespace granary

@@ -4,6 +4,13 @@
 // process; calls block (but AllReduceSumAsync, waited for later) and must be
 // made in the same order on every rank. LibTorch and
 // Gloo exceptions are caught here and returned as Status.
+//
+// Over a TCPStore, each rank also beats in the store (a counter, twice a
+// second, from a thread of its own), so that when a collective fails (a
+// peer's recv timed out, its connection closed) the error can name the ranks
+// that have stopped beating, and their nodes: a killed process, a dead
+// machine or a dropped link, told apart from a slow peer. A rank that cannot
+// reach the store itself says so (its own link, or node 0, is down).
 #pragma once
 
 #include <torch/torch.h>
@@ -28,6 +35,7 @@ struct CommOptions {
   std::string store_file;
   std::string iface;  // Gloo's network interface; "": loopback if host is, else this machine's hostname
   int timeout_s = 300;
+  int ranks_per_node = 0;  // to name a lost rank's node (ranks are numbered node by node); 0: not named
 };
 
 // An all-reduce started and not yet waited for (Comm::AllReduceSumAsync).

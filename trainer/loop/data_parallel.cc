@@ -13,6 +13,7 @@ StatusOr<DataParallel> DataParallel::Join(const TrainConfig& c, int rank, Classi
   co.host = c.dist.host;
   co.port = c.dist.port;
   co.store_file = c.dist.rendezvous_file;
+  co.ranks_per_node = c.dist.ranks;
   DataParallel dp;
   StatusOr<std::unique_ptr<Comm>> comm = Comm::Create(co);
   if (!comm.ok()) return comm.status();
