@@ -160,7 +160,6 @@ class PowerSgd : public BucketCompression {
     std::vector<std::pair<int64_t, int64_t>> vectors;  // (offset, numel) sent uncompressed
   };
   struct Step {
-    torch::Tensor local;    // the bucket plus the error fed back: this rank's M
     torch::Tensor vectors;  // the uncompressed parts, packed
     torch::Tensor p;        // every matrix's P, packed
   };
@@ -213,14 +212,22 @@ class PowerSgd : public BucketCompression {
     });
   }
 
+  // Matrix `m`'s part of a bucket-long tensor, as rows x cols.
+  static torch::Tensor MatrixOf(const torch::Tensor& t, const Matrix& m) {
+    return t.narrow(0, m.offset, m.rows * m.cols).view({m.rows, m.cols});
+  }
+
+  // Between Compress and Finish each matrix's part of s.error holds this
+  // rank's M (its gradient plus the error fed back), so that M is built,
+  // read and turned into the next error in place: the passes over the
+  // bucket's memory are what PowerSGD costs on a CPU.
   void Compress(State& s, const torch::Tensor& flat, Step& step) {
-    flat.add_(s.error);
-    step.local = flat.clone();
     std::vector<torch::Tensor> vectors, ps;
     for (const auto& [offset, numel] : s.vectors) vectors.push_back(flat.narrow(0, offset, numel));
     for (const Matrix& m : s.matrices) {
-      ps.push_back(torch::mm(step.local.narrow(0, m.offset, m.rows * m.cols).view({m.rows, m.cols}), s.q[m.q])
-                       .flatten());
+      torch::Tensor local = MatrixOf(s.error, m);
+      local.add_(MatrixOf(flat, m));
+      ps.push_back(torch::mm(local, s.q[m.q]).flatten());
     }
     step.vectors = vectors.empty() ? torch::empty({0}) : torch::cat(vectors);
     step.p = ps.empty() ? torch::empty({0}) : torch::cat(ps);
@@ -242,8 +249,7 @@ class PowerSgd : public BucketCompression {
         at += m.rows * r;
         Orthogonalize(pm);
         p.push_back(pm);
-        qs.push_back(torch::mm(step.local.narrow(0, m.offset, m.rows * m.cols).view({m.rows, m.cols}).t(), pm)
-                         .flatten());
+        qs.push_back(torch::mm(MatrixOf(s.error, m).t(), pm).flatten());
       }
     }));
     if (s.matrices.empty()) return Status::OK();
@@ -257,11 +263,10 @@ class PowerSgd : public BucketCompression {
         const int64_t r = s.q[m.q].size(1);
         s.q[m.q] = q.narrow(0, at, m.cols * r).view({m.cols, r}).clone();  // the next step's warm start
         at += m.cols * r;
-        torch::Tensor sum = flat.narrow(0, m.offset, m.rows * m.cols).view({m.rows, m.cols});
+        torch::Tensor sum = MatrixOf(flat, m);
         torch::mm_out(sum, p[i], s.q[m.q].t());
         // Error feedback: this rank's M against the mean it will apply.
-        s.error.narrow(0, m.offset, m.rows * m.cols)
-            .copy_(step.local.narrow(0, m.offset, m.rows * m.cols) - sum.flatten() / world);
+        MatrixOf(s.error, m).sub_(sum, 1.0 / world);
       }
     });
   }
