@@ -1,4 +1,4 @@
-// Gradient compression on two ranks: fp16 and bf16 give the sum to their
+// Gradient compression on two ranks: fp16 and bf16 give the mean to their
 // rounding, powersgd sends a low-rank matrix exactly and, through error
 // feedback, what it misses in one step arrives in later ones; the vectors of
 // a bucket go uncompressed.
@@ -26,8 +26,8 @@ torch::Tensor Bucket(int rank, int step, bool low_rank) {
   return torch::cat({m.flatten(), torch::randn({5}, gen)});
 }
 
-// The bucket's sum over the two ranks, at `step`.
-torch::Tensor Sum(int step, bool low_rank) { return Bucket(0, step, low_rank) + Bucket(1, step, low_rank); }
+// The bucket's mean over the two ranks, at `step`.
+torch::Tensor Mean(int step, bool low_rank) { return (Bucket(0, step, low_rank) + Bucket(1, step, low_rank)) / 2; }
 
 // Runs `steps` steps of `method` on two ranks; rank 0's results. With
 // `restart_at` > 0, the compression is made anew before that step and, if
@@ -66,7 +66,7 @@ double RelativeError(const torch::Tensor& got, const torch::Tensor& want) {
 
 TEST(Compression, NoneIsExactAndFp16AndBf16SumToTheirRounding) {
   CompressOptions o;
-  const torch::Tensor want = Sum(0, false);
+  const torch::Tensor want = Mean(0, false);
   for (const auto& [method, bound] : {std::pair{"none", 1e-7}, std::pair{"fp16", 2e-3}, std::pair{"bf16", 1e-2}}) {
     o.method = method;
     std::vector<torch::Tensor> got = RunSteps(o, 1, false);
@@ -83,10 +83,10 @@ TEST(Compression, PowerSgdSendsALowRankMatrixAndTheVectorsExactly) {
   o.method = "powersgd";
   o.rank = 2;
   o.warmup_steps = 0;
-  // The sum of two rank-1 matrices has rank 2: rank-2 factors carry it (to float rounding).
+  // The mean of two rank-1 matrices has rank 2: rank-2 factors carry it (to float rounding).
   std::vector<torch::Tensor> got = RunSteps(o, 1, true);
   ASSERT_EQ(got.size(), 1u);
-  const torch::Tensor want = Sum(0, true);
+  const torch::Tensor want = Mean(0, true);
   EXPECT_LT(RelativeError(got[0].narrow(0, 0, 192), want.narrow(0, 0, 192)), 1e-4);
   EXPECT_TRUE(torch::allclose(got[0].narrow(0, 192, 5), want.narrow(0, 192, 5), 1e-6, 1e-6));
 }
@@ -99,16 +99,16 @@ TEST(Compression, PowerSgdWarmsUpUncompressedThenErrorFeedbackCatchesUp) {
   const int steps = 40;
   std::vector<torch::Tensor> got = RunSteps(o, steps, false);
   ASSERT_EQ(got.size(), static_cast<size_t>(steps));
-  for (int s = 0; s < 2; ++s) EXPECT_LT(RelativeError(got[s], Sum(s, false)), 1e-6) << "warm-up step " << s;
+  for (int s = 0; s < 2; ++s) EXPECT_LT(RelativeError(got[s], Mean(s, false)), 1e-6) << "warm-up step " << s;
   // A full-rank 16 x 12 matrix in rank 1: one step is far off...
-  EXPECT_GT(RelativeError(got[2].narrow(0, 0, 192), Sum(2, false).narrow(0, 0, 192)), 0.3);
-  // ...but what is missed is sent later: over the run the applied sum tracks the true one.
+  EXPECT_GT(RelativeError(got[2].narrow(0, 0, 192), Mean(2, false).narrow(0, 0, 192)), 0.3);
+  // ...but what is missed is sent later: over the run the applied mean tracks the true one.
   torch::Tensor applied = torch::zeros({197}), truth = torch::zeros({197});
   for (int s = 0; s < steps; ++s) {
     applied += got[s];
-    truth += Sum(s, false);
+    truth += Mean(s, false);
   }
-  EXPECT_LT(RelativeError(applied, truth), 0.5 * RelativeError(got[2], Sum(2, false)));
+  EXPECT_LT(RelativeError(applied, truth), 0.5 * RelativeError(got[2], Mean(2, false)));
 }
 
 // What a checkpoint carries (SaveState, LoadState) lets a new PowerSGD go on

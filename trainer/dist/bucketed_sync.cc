@@ -190,12 +190,8 @@ Status BucketedSync::FinishStep() {
   }
   blocked_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   GRANARY_RETURN_IF_ERROR(status);
-  return CatchTorch("bucketed sync: means", [&] {
+  return CatchTorch("bucketed sync: gradients", [&] {
     torch::NoGradGuard no_grad;
-    const double world = static_cast<double>(comm_.world());
-    for (auto& b : buckets_) {
-      if (world > 1) b->flat.div_(world);
-    }
     for (size_t k = 0; k < params_.size(); ++k) {
       if (!InBucket(k)) params_[k].mutable_grad() = views_[k];
     }

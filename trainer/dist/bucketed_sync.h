@@ -5,7 +5,8 @@
 // post hook on each parameter's gradient accumulator), the bucket's
 // all-reduce starts on Gloo's threads while backward goes on. Gradients live
 // in the buckets (Attach points each .grad at its slice), so nothing is
-// copied; FinishStep waits for the buckets and divides them into means.
+// copied; FinishStep waits for the buckets, which the compression leaves
+// holding the means (trainer/dist/compress.h).
 // Buckets are launched in bucket order on every rank, so the collectives
 // match. Results equal AfterBackwardSync's exactly (the same sums of the same
 // values), and without compression.

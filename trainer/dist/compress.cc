@@ -41,12 +41,20 @@ std::unique_ptr<PendingReduce> Then(std::unique_ptr<PendingReduce> first, std::f
   return std::make_unique<ThenReduce>(std::move(v), std::move(finish));
 }
 
+// Starts summing `flat` over the ranks; `flat` holds the mean once waited for.
+StatusOr<std::unique_ptr<PendingReduce>> AllReduceMeanAsync(Comm& comm, const torch::Tensor& flat) {
+  StatusOr<std::unique_ptr<PendingReduce>> reduce = comm.AllReduceSumAsync(flat);
+  if (!reduce.ok() || comm.world() == 1) return reduce;
+  const double world = comm.world();
+  return Then(std::move(reduce).value(), [flat, world] { return CatchTorch("mean", [&] { flat.div_(world); }); });
+}
+
 class Plain : public BucketCompression {
  public:
   explicit Plain(Comm& comm) : comm_(comm) {}
   StatusOr<std::unique_ptr<PendingReduce>> Start(size_t, const torch::Tensor& flat,
                                                  const std::vector<std::vector<int64_t>>&) override {
-    return comm_.AllReduceSumAsync(flat);
+    return AllReduceMeanAsync(comm_, flat);
   }
 
  private:
@@ -62,8 +70,13 @@ class Fp16 : public BucketCompression {
     GRANARY_RETURN_IF_ERROR(CatchTorch("--sync-compress fp16", [&] { half = flat.to(torch::kHalf); }));
     StatusOr<std::unique_ptr<PendingReduce>> reduce = comm_.AllReduceSumAsync(half);
     if (!reduce.ok()) return reduce.status();
-    return Then(std::move(reduce).value(),
-                [flat, half] { return CatchTorch("--sync-compress fp16", [&] { flat.copy_(half); }); });
+    const double world = comm_.world();
+    return Then(std::move(reduce).value(), [flat, half, world] {
+      return CatchTorch("--sync-compress fp16", [&] {
+        torch::Tensor mean = flat;  // written in float32 as it is divided: one pass
+        torch::div_out(mean, half, torch::scalar_tensor(world));
+      });
+    });
   }
 
  private:
@@ -85,6 +98,7 @@ class Bf16 : public BucketCompression {
       return CatchTorch("--sync-compress bf16", [&] {
         flat.zero_();
         for (const torch::Tensor& g : *gathered) flat.add_(g.view(torch::kBFloat16).to(torch::kFloat));
+        flat.div_(static_cast<double>(gathered->size()));
       });
     });
   }
@@ -113,21 +127,15 @@ class PowerSgd : public BucketCompression {
   StatusOr<std::unique_ptr<PendingReduce>> Start(size_t bucket, const torch::Tensor& flat,
                                                  const std::vector<std::vector<int64_t>>& shapes) override {
     State& s = StateOf(bucket);
-    if (s.steps++ < options_.warmup_steps) return comm_.AllReduceSumAsync(flat);
+    if (s.steps++ < options_.warmup_steps) return AllReduceMeanAsync(comm_, flat);
     torch::NoGradGuard no_grad;
     if (!s.error.defined()) GRANARY_RETURN_IF_ERROR(Begin(bucket, s, flat, shapes));
     auto step = std::make_shared<Step>();
     GRANARY_RETURN_IF_ERROR(
         CatchTorch("--sync-compress powersgd", [&] { Compress(s, flat, *step); }));
-    std::vector<std::unique_ptr<PendingReduce>> first;
-    for (torch::Tensor* t : {&step->vectors, &step->p}) {
-      if (t->numel() == 0) continue;
-      StatusOr<std::unique_ptr<PendingReduce>> reduce = comm_.AllReduceSumAsync(*t);
-      if (!reduce.ok()) return reduce.status();
-      first.push_back(std::move(reduce).value());
-    }
-    return std::unique_ptr<PendingReduce>(
-        new ThenReduce(std::move(first), [this, &s, flat, step] { return Finish(s, flat, *step); }));
+    StatusOr<std::unique_ptr<PendingReduce>> reduce = comm_.AllReduceSumAsync(step->first);
+    if (!reduce.ok()) return reduce.status();
+    return Then(std::move(reduce).value(), [this, &s, flat, step] { return Finish(s, flat, *step); });
   }
 
   CompressionState SaveState() const override {
@@ -160,8 +168,8 @@ class PowerSgd : public BucketCompression {
     std::vector<std::pair<int64_t, int64_t>> vectors;  // (offset, numel) sent uncompressed
   };
   struct Step {
-    torch::Tensor vectors;  // the uncompressed parts, packed
-    torch::Tensor p;        // every matrix's P, packed
+    torch::Tensor first;  // what is all-reduced first: the uncompressed parts, then every matrix's P, packed
+    int64_t vectors = 0;  // elements of `first` that are the uncompressed parts
   };
 
   void Layout(size_t bucket, State& s, const std::vector<std::vector<int64_t>>& shapes) {
@@ -222,30 +230,33 @@ class PowerSgd : public BucketCompression {
   // read and turned into the next error in place: the passes over the
   // bucket's memory are what PowerSGD costs on a CPU.
   void Compress(State& s, const torch::Tensor& flat, Step& step) {
-    std::vector<torch::Tensor> vectors, ps;
-    for (const auto& [offset, numel] : s.vectors) vectors.push_back(flat.narrow(0, offset, numel));
+    std::vector<torch::Tensor> parts;  // one all-reduce, not two: at many nodes a ring's latency counts
+    for (const auto& [offset, numel] : s.vectors) {
+      parts.push_back(flat.narrow(0, offset, numel));
+      step.vectors += numel;
+    }
     for (const Matrix& m : s.matrices) {
       torch::Tensor local = MatrixOf(s.error, m);
       local.add_(MatrixOf(flat, m));
-      ps.push_back(torch::mm(local, s.q[m.q]).flatten());
+      parts.push_back(torch::mm(local, s.q[m.q]).flatten());
     }
-    step.vectors = vectors.empty() ? torch::empty({0}) : torch::cat(vectors);
-    step.p = ps.empty() ? torch::empty({0}) : torch::cat(ps);
+    step.first = torch::cat(parts);
   }
 
   Status Finish(State& s, const torch::Tensor& flat, Step& step) {
     torch::NoGradGuard no_grad;
     std::vector<torch::Tensor> p, qs;
+    const double world = static_cast<double>(comm_.world());
     GRANARY_RETURN_IF_ERROR(CatchTorch("--sync-compress powersgd", [&] {
       int64_t at = 0;
       for (const auto& [offset, numel] : s.vectors) {
-        flat.narrow(0, offset, numel).copy_(step.vectors.narrow(0, at, numel));
+        torch::Tensor mean = flat.narrow(0, offset, numel);
+        torch::div_out(mean, step.first.narrow(0, at, numel), torch::scalar_tensor(world));
         at += numel;
       }
-      at = 0;
       for (const Matrix& m : s.matrices) {
         const int64_t r = s.q[m.q].size(1);
-        torch::Tensor pm = step.p.narrow(0, at, m.rows * r).view({m.rows, r}).clone();
+        torch::Tensor pm = step.first.narrow(0, at, m.rows * r).view({m.rows, r}).clone();
         at += m.rows * r;
         Orthogonalize(pm);
         p.push_back(pm);
@@ -256,17 +267,17 @@ class PowerSgd : public BucketCompression {
     torch::Tensor q = torch::cat(qs);
     GRANARY_RETURN_IF_ERROR(comm_.AllReduceSum(q));
     return CatchTorch("--sync-compress powersgd", [&] {
-      const double world = static_cast<double>(comm_.world());
       int64_t at = 0;
       for (size_t i = 0; i < s.matrices.size(); ++i) {
         const Matrix& m = s.matrices[i];
         const int64_t r = s.q[m.q].size(1);
         s.q[m.q] = q.narrow(0, at, m.cols * r).view({m.cols, r}).clone();  // the next step's warm start
         at += m.cols * r;
-        torch::Tensor sum = MatrixOf(flat, m);
-        torch::mm_out(sum, p[i], s.q[m.q].t());
-        // Error feedback: this rank's M against the mean it will apply.
-        MatrixOf(s.error, m).sub_(sum, 1.0 / world);
+        // The mean P Q^T / world, written once; error feedback: this rank's M
+        // less the mean it will apply, in place.
+        torch::Tensor mean = MatrixOf(flat, m);
+        torch::addmm_out(mean, mean, p[i], s.q[m.q].t(), /*beta=*/0, /*alpha=*/1.0 / world);
+        MatrixOf(s.error, m).sub_(mean);
       }
     });
   }

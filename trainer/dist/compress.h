@@ -8,13 +8,14 @@
 //   powersgd  Vogels et al. 2019, as PyTorch's powerSGD_hook: after
 //             `warmup_steps` plain all-reduces, each matrix M (a parameter
 //             of 2 or more dimensions, n x m, where rank x (n + m) < n x m)
-//             is sent as two thin factors, P = M Q (all-reduced, then
-//             orthogonalised) and Q = M^T P (all-reduced): rank x (n + m)
-//             floats instead of n x m. Q is kept for the next step (warm
+//             is sent as two thin factors, P = M Q (all-reduced with the
+//             bucket's vectors, then orthogonalised) and Q = M^T P
+//             (all-reduced): rank x (n + m) floats instead of n x m. Q is kept for the next step (warm
 //             start); what the approximation missed is added to the next
 //             step's gradient (error feedback). Vectors go uncompressed.
-// The result is the sum over ranks (exact for none, rounded for fp16 and
-// bf16, approximated for powersgd); the caller divides by the world.
+// The result is the mean over ranks (exact for none, rounded for fp16 and
+// bf16, approximated for powersgd), divided out where a method writes the
+// result anyway (one pass less over the bucket).
 // Every rank must start the same buckets in the same order. Training
 // thread only. What a method carries from step to step (powersgd's step
 // counts, Q and error buffers) goes into checkpoints (SaveState, LoadState),
@@ -52,8 +53,8 @@ struct CompressionState {
 class BucketCompression {
  public:
   virtual ~BucketCompression() = default;
-  // Starts summing `flat` (bucket `bucket`: the gradients of parameters of
-  // `shapes`, end to end) over the ranks; `flat` holds the sum once the
+  // Starts averaging `flat` (bucket `bucket`: the gradients of parameters of
+  // `shapes`, end to end) over the ranks; `flat` holds the mean once the
   // returned reduce's Wait() has returned, and must not be touched before.
   virtual StatusOr<std::unique_ptr<PendingReduce>> Start(size_t bucket, const torch::Tensor& flat,
                                                          const std::vector<std::vector<int64_t>>& shapes) = 0;
