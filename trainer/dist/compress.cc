@@ -288,13 +288,13 @@ class PowerSgd : public BucketCompression {
   CompressionState restored_;  // LoadState's, taken up as each bucket first needs it
 };
 
-struct Method {
+struct CompressMethod {
   const char* name;
   std::unique_ptr<BucketCompression> (*create)(Comm& comm, const CompressOptions& options);
 };
 
 // Every method, in the order --help lists them.
-const Method kMethods[] = {
+const CompressMethod kCompressMethods[] = {
     {"none", [](Comm& comm, const CompressOptions&) -> std::unique_ptr<BucketCompression> {
        return std::make_unique<Plain>(comm);
      }},
@@ -317,15 +317,15 @@ Status BucketCompression::LoadState(const CompressionState& state) {
 }
 
 StatusOr<std::unique_ptr<BucketCompression>> CreateBucketCompression(const CompressOptions& o, Comm& comm) {
-  const Method* m = FindByName(kMethods, o.method);
+  const CompressMethod* m = FindByName(kCompressMethods, o.method);
   if (m == nullptr) {
     return Status::InvalidArgument("--sync-compress " + o.method + ": expected " + KnownCompressionNames());
   }
   return m->create(comm, o);
 }
 
-bool IsKnownCompression(const std::string& method) { return FindByName(kMethods, method) != nullptr; }
+bool IsKnownCompression(const std::string& method) { return FindByName(kCompressMethods, method) != nullptr; }
 
-std::string KnownCompressionNames() { return JoinNames(kMethods); }
+std::string KnownCompressionNames() { return JoinNames(kCompressMethods); }
 
 }  // namespace granary

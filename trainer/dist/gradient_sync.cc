@@ -9,7 +9,7 @@
 namespace granary {
 namespace {
 
-struct Method {
+struct SyncMethod {
   const char* name;
   std::unique_ptr<GradientSync> (*create)(Comm& comm, size_t bucket_bytes,
                                           std::unique_ptr<BucketCompression> compression);
@@ -19,7 +19,7 @@ struct Method {
 constexpr size_t kFirstBucketBytes = size_t{1} << 20;
 
 // Every method, in the order --help lists them.
-const Method kMethods[] = {
+const SyncMethod kSyncMethods[] = {
     {"bucketed",
      [](Comm& comm, size_t bucket_bytes, std::unique_ptr<BucketCompression> compression)
          -> std::unique_ptr<GradientSync> {
@@ -36,7 +36,7 @@ const Method kMethods[] = {
 
 StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(const std::string& method, size_t bucket_bytes,
                                                            Comm& comm, const CompressOptions& compress) {
-  const Method* m = FindByName(kMethods, method);
+  const SyncMethod* m = FindByName(kSyncMethods, method);
   if (m == nullptr) {
     return Status::InvalidArgument("--sync " + method + ": unknown (known: " + KnownGradientSyncNames() + ")");
   }
@@ -48,8 +48,8 @@ StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(const std::string& me
   return m->create(comm, bucket_bytes, std::move(compression).value());
 }
 
-bool IsKnownGradientSync(const std::string& method) { return FindByName(kMethods, method) != nullptr; }
+bool IsKnownGradientSync(const std::string& method) { return FindByName(kSyncMethods, method) != nullptr; }
 
-std::string KnownGradientSyncNames() { return JoinNames(kMethods); }
+std::string KnownGradientSyncNames() { return JoinNames(kSyncMethods); }
 
 }  // namespace granary

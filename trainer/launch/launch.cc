@@ -1,3 +1,4 @@
+#include "trainer/clock.h"
 #include "trainer/launch/launch.h"
 
 #include <sched.h>
@@ -147,8 +148,6 @@ std::string RankName(const LaunchOptions& o, int rank) {
   return "rank " + std::to_string(o.first_rank + rank) +
          (o.nnodes > 1 ? " on node " + std::to_string(o.node_rank) : "");
 }
-
-double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // True if the kernel says the process is stopped (SIGSTOP, a debugger).
 bool IsStopped(pid_t pid) {

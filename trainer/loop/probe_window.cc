@@ -1,3 +1,4 @@
+#include "trainer/clock.h"
 #include "trainer/loop/probe_window.h"
 
 #include <sys/resource.h>
@@ -12,10 +13,6 @@
 
 namespace granary {
 namespace {
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 }  // namespace
 

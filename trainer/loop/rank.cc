@@ -1,3 +1,4 @@
+#include "trainer/clock.h"
 #include "trainer/loop/rank.h"
 
 #include <malloc.h>
@@ -49,10 +50,6 @@ StatusOr<std::unique_ptr<Loader>> TrainLoader(const DbReader& db, const TrainCon
   lo.sampler.drop_last = c.data.drop_last;
   lo.augment = ParseAugment(c.data.augment).value();  // validated
   return Loader::Create(db, lo);
-}
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 // This process's thread pools: `threads` intra-op threads; the inter-op pool

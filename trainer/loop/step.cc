@@ -1,3 +1,4 @@
+#include "trainer/clock.h"
 #include "trainer/loop/step.h"
 
 #include <chrono>
@@ -16,8 +17,6 @@ namespace granary {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // A loss that is no longer finite ends the run: nothing trained after it means anything.
 Status DivergedAt(double loss, int64_t step, double lr) {

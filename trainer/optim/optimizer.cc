@@ -6,7 +6,7 @@
 namespace granary {
 namespace {
 
-struct Entry {
+struct OptimizerEntry {
   const char* name;
   OptimizerDefaults defaults;
   std::unique_ptr<torch::optim::Optimizer> (*create)(const OptimConfig& c, const std::vector<torch::Tensor>& params);
@@ -14,7 +14,7 @@ struct Entry {
 
 // Every optimizer, in the order --help lists them, with PyTorch's defaults
 // (SGD's lr, which PyTorch leaves to the user, is the usual 0.01).
-const Entry kOptimizers[] = {
+const OptimizerEntry kOptimizers[] = {
     {"sgd", {0.01, 0.0},
      [](const OptimConfig& c, const std::vector<torch::Tensor>& params) -> std::unique_ptr<torch::optim::Optimizer> {
        return std::make_unique<FusedSGD>(params, torch::optim::SGDOptions(c.lr)
@@ -42,7 +42,7 @@ OptimizerDefaults DefaultsOf(const std::string& name) { return FindByName(kOptim
 
 StatusOr<std::unique_ptr<torch::optim::Optimizer>> CreateOptimizer(const OptimConfig& config,
                                                                    const std::vector<torch::Tensor>& params) {
-  const Entry* e = FindByName(kOptimizers, config.optimizer);
+  const OptimizerEntry* e = FindByName(kOptimizers, config.optimizer);
   if (e == nullptr) {
     return Status::InvalidArgument("--optimizer " + config.optimizer + ": unknown (known: " + KnownOptimizerNames() +
                                    ")");
