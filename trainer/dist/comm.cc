@@ -16,14 +16,13 @@
 
 namespace granary {
 
-namespace {
-
 // The ranks' beats in the TCPStore (see comm.h): a thread adds 1 to
 // granary/alive/RANK every kBeat over a client connection of its own; Explain
 // reads every rank's count twice, kLostAfter apart. LibTorch 1.13's TCPStore
 // client can block for ever in a recv once a link is down, so neither waits
 // for the store past a deadline: the store is used from detached threads that
 // own what they touch, and one still blocked at the end is left behind.
+// (Outside the anonymous namespace: Comm::Impl holds one.)
 class Liveness {
  public:
   static constexpr std::chrono::milliseconds kBeat{500}, kLostAfter{1500}, kStoreTimeout{1000};
@@ -122,8 +121,6 @@ class Liveness {
   std::shared_ptr<const Where> where_;
   std::shared_ptr<Beats> beats_ = std::make_shared<Beats>();
 };
-
-}  // namespace
 
 struct Comm::Impl {
   CommOptions options;
