@@ -141,7 +141,7 @@ class PowerSgd : public BucketCompression {
   CompressionState SaveState() const override {
     CompressionState state;
     for (const auto& [bucket, s] : states_) {
-      const std::string name = "bucket" + std::to_string(bucket);
+      const std::string name = BucketName(bucket);
       state.shared[name + "_steps"] = torch::tensor(static_cast<int64_t>(s.steps));
       if (!s.error.defined()) continue;
       for (size_t i = 0; i < s.q.size(); ++i) state.shared[name + "_q" + std::to_string(i)] = s.q[i].clone();
@@ -169,7 +169,6 @@ class PowerSgd : public BucketCompression {
   };
   struct Step {
     torch::Tensor first;  // what is all-reduced first: the uncompressed parts, then every matrix's P, packed
-    int64_t vectors = 0;  // elements of `first` that are the uncompressed parts
   };
 
   void Layout(size_t bucket, State& s, const std::vector<std::vector<int64_t>>& shapes) {
@@ -190,10 +189,13 @@ class PowerSgd : public BucketCompression {
     }
   }
 
+  // The prefix of a bucket's tensors in a CompressionState (docs/FORMAT.md).
+  static std::string BucketName(size_t bucket) { return "bucket" + std::to_string(bucket); }
+
   // The bucket's state: new, or its step count from a checkpoint (LoadState).
   State& StateOf(size_t bucket) {
     auto [it, added] = states_.try_emplace(bucket);
-    const auto steps = restored_.shared.find("bucket" + std::to_string(bucket) + "_steps");
+    const auto steps = restored_.shared.find(BucketName(bucket) + "_steps");
     if (added && steps != restored_.shared.end()) it->second.steps = static_cast<int>(steps->second.item<int64_t>());
     return it->second;
   }
@@ -201,7 +203,7 @@ class PowerSgd : public BucketCompression {
   // The bucket's first compressed step: its matrices, a zero error and a
   // random Q, or the error and Q of a checkpoint (LoadState).
   Status Begin(size_t bucket, State& s, const torch::Tensor& flat, const std::vector<std::vector<int64_t>>& shapes) {
-    const std::string name = "bucket" + std::to_string(bucket);
+    const std::string name = BucketName(bucket);
     return CatchTorch("--sync-compress powersgd", [&] {
       Layout(bucket, s, shapes);
       s.error = torch::zeros_like(flat);
@@ -231,10 +233,7 @@ class PowerSgd : public BucketCompression {
   // bucket's memory are what PowerSGD costs on a CPU.
   void Compress(State& s, const torch::Tensor& flat, Step& step) {
     std::vector<torch::Tensor> parts;  // one all-reduce, not two: at many nodes a ring's latency counts
-    for (const auto& [offset, numel] : s.vectors) {
-      parts.push_back(flat.narrow(0, offset, numel));
-      step.vectors += numel;
-    }
+    for (const auto& [offset, numel] : s.vectors) parts.push_back(flat.narrow(0, offset, numel));
     for (const Matrix& m : s.matrices) {
       torch::Tensor local = MatrixOf(s.error, m);
       local.add_(MatrixOf(flat, m));
