@@ -70,8 +70,10 @@ TEST_F(Netsim, ALinkThatDropsEndsBothNodesWithinTheTimeout) {
   EXPECT_NE(r.err.find("netsim: node 1's link is down"), std::string::npos) << r.err;
   // Each node: one line saying what timed out and who is lost: node 0 names
   // rank 1, whose beats in the store stopped; node 1 cannot reach the store.
-  for (const auto& [err, who] : {std::pair{"node0.err", "train: rank 0: lost rank 1 (node 1): no sign of life"},
-                                 std::pair{"node1.err", "train: rank 1: cannot reach the rendezvous store on node 0"}}) {
+  const std::pair<const char*, const char*> says[] = {
+      {"node0.err", "train: rank 0: lost rank 1 (node 1): no sign of life"},
+      {"node1.err", "train: rank 1: cannot reach the rendezvous store on node 0"}};
+  for (const auto& [err, who] : says) {
     const std::string text = testing::ReadFile(dir_.Sub(err));
     EXPECT_NE(text.find("Timed out"), std::string::npos) << err << ": " << text;
     EXPECT_NE(text.find(who), std::string::npos) << err << ": " << text;
