@@ -338,9 +338,10 @@ Status CheckpointWriter::Wait() {
 
 StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) { return ReadCheckpointFile(path, /*payload=*/true); }
 
-Status RestoreCheckpoint(const Checkpoint& checkpoint, torch::nn::Module* model, torch::optim::Optimizer* optimizer) {
+Status RestoreCheckpoint(const Checkpoint& checkpoint, torch::nn::Module* model, torch::optim::Optimizer* optimizer,
+                         SavedCompression* compression) {
   return CatchTorch(("restoring " + checkpoint.path).c_str(), [&] {
-    torch::serialize::InputArchive archive, model_archive, optimizer_archive;
+    torch::serialize::InputArchive archive, model_archive, optimizer_archive, compression_archive;
     archive.load_from(checkpoint.payload.data(), checkpoint.payload.size());
     if (model != nullptr) {
       archive.read("model", model_archive);
@@ -350,26 +351,16 @@ Status RestoreCheckpoint(const Checkpoint& checkpoint, torch::nn::Module* model,
       archive.read("optimizer", optimizer_archive);
       optimizer->load(optimizer_archive);
     }
-  });
-}
-
-StatusOr<SavedCompression> ReadCompression(const Checkpoint& checkpoint) {
-  SavedCompression saved;
-  Status read = CatchTorch(("reading the gradient compression state of " + checkpoint.path).c_str(), [&] {
-    torch::serialize::InputArchive archive, compression;
-    archive.load_from(checkpoint.payload.data(), checkpoint.payload.size());
-    if (!archive.try_read("compression", compression)) return;
-    for (auto [part, into] : {std::pair{"shared", &saved.shared}, std::pair{"ranks", &saved.ranks}}) {
+    if (compression == nullptr || !archive.try_read("compression", compression_archive)) return;
+    for (auto [part, into] : {std::pair{"shared", &compression->shared}, std::pair{"ranks", &compression->ranks}}) {
       torch::serialize::InputArchive tensors;
-      compression.read(part, tensors);
+      compression_archive.read(part, tensors);
       for (const std::string& name : tensors.keys()) {  // (the keys include the module's "training" flag)
         torch::Tensor t;
         if (tensors.try_read(name, t)) (*into)[name] = t;
       }
     }
   });
-  if (!read.ok()) return read;
-  return saved;
 }
 
 StatusOr<std::string> LatestCheckpoint(const std::string& dir) {

@@ -100,11 +100,11 @@ class CheckpointWriter {
 StatusOr<Checkpoint> ReadCheckpoint(const std::string& path);
 
 // Loads the checkpoint's values into `model` (same structure) and/or
-// `optimizer` (over the same parameters); either may be null.
-Status RestoreCheckpoint(const Checkpoint& checkpoint, torch::nn::Module* model, torch::optim::Optimizer* optimizer);
-
-// The checkpoint's gradient compression state; empty if it has none.
-StatusOr<SavedCompression> ReadCompression(const Checkpoint& checkpoint);
+// `optimizer` (over the same parameters), and its gradient compression state
+// into `compression` (left empty if it has none), from one reading of the
+// payload; any may be null.
+Status RestoreCheckpoint(const Checkpoint& checkpoint, torch::nn::Module* model, torch::optim::Optimizer* optimizer,
+                         SavedCompression* compression = nullptr);
 
 // The newest checkpoint in `dir`; NotFound naming `dir` if it has none.
 StatusOr<std::string> LatestCheckpoint(const std::string& dir);

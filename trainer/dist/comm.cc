@@ -122,6 +122,14 @@ class Liveness {
   std::shared_ptr<Beats> beats_ = std::make_shared<Beats>();
 };
 
+namespace {
+
+// A collective's outcome: a failure says which ranks are lost, where
+// `liveness` (may be null) can tell.
+Status Explained(Status s, const Liveness* liveness) { return s.ok() || !liveness ? s : liveness->Explain(s); }
+
+}  // namespace
+
 struct Comm::Impl {
   CommOptions options;
   c10::intrusive_ptr<c10d::Store> store;
@@ -129,8 +137,7 @@ struct Comm::Impl {
   std::unique_ptr<Liveness> liveness;  // over a TCPStore only
   torch::Tensor flat;  // reused packing buffer
 
-  // A collective's outcome: a failure says which ranks are lost, if known.
-  Status Checked(Status s) const { return s.ok() || !liveness ? s : liveness->Explain(s); }
+  Status Checked(Status s) const { return Explained(std::move(s), liveness.get()); }
 };
 
 namespace {
@@ -263,7 +270,7 @@ class GlooPendingReduce : public PendingReduce {
     WaitingForPeers waiting;
     Status s = CatchTorch(what_, [&] { work_->wait(); });
     work_.reset();
-    return s.ok() || liveness_ == nullptr ? s : liveness_->Explain(s);
+    return Explained(std::move(s), liveness_);
   }
 
  private:

@@ -471,8 +471,9 @@ StatusOr<std::vector<EpochReport>> RunRank(const ResolvedRun& run, int rank, Run
   StatusOr<std::unique_ptr<torch::optim::Optimizer>> optimizer = CreateOptimizer(c.optim, model->net->parameters());
   if (!optimizer.ok()) return optimizer.status();
   if (from != nullptr) {
-    GRANARY_RETURN_IF_ERROR(RestoreCheckpoint(*from, nullptr, optimizer.value().get()));
-    GRANARY_RETURN_IF_ERROR(ResumeCompression(*from, rank, c.World(), *dp->sync, observer));
+    SavedCompression compression;
+    GRANARY_RETURN_IF_ERROR(RestoreCheckpoint(*from, nullptr, optimizer.value().get(), &compression));
+    GRANARY_RETURN_IF_ERROR(ResumeCompression(*from, compression, rank, c.World(), *dp->sync, observer));
   }
   StatusOr<std::unique_ptr<Pruner>> pruner = Pruner::Create(c, *model->net, model->channels_at_build);
   if (!pruner.ok()) return pruner.status();

@@ -92,13 +92,12 @@ Status RunCheckpointer::Finish() {
   return wait_for_disk();
 }
 
-Status ResumeCompression(const Checkpoint& from, int rank, int world, GradientSync& sync, RunObserver& observer) {
-  StatusOr<SavedCompression> saved = ReadCompression(from);
-  if (!saved.ok()) return saved.status();
+Status ResumeCompression(const Checkpoint& from, const SavedCompression& saved, int rank, int world,
+                         GradientSync& sync, RunObserver& observer) {
   CompressionState state;
-  state.shared = saved->shared;
+  state.shared = saved.shared;
   const bool same_world = from.header.at.world == world;
-  for (const auto& [name, ranks] : saved->ranks) {
+  for (const auto& [name, ranks] : saved.ranks) {
     if (ranks.dim() == 0 || ranks.size(0) != from.header.at.world) {
       return Status::Corruption(from.path + ": gradient compression state " + name + " has " +
                                 std::to_string(ranks.dim() == 0 ? 0 : ranks.size(0)) + " rows, not one per rank (" +

@@ -62,10 +62,12 @@ class RunCheckpointer {
   SavedCompression final_compression_;
 };
 
-// A resumed run's gradient compression continues from `from`'s: this rank's
-// own state, or on another world size the mean of the saved ranks' (the
-// error the ranks still owe the mean gradient is then the same); rank 0
-// notes that. Before the first step, on every rank.
-Status ResumeCompression(const Checkpoint& from, int rank, int world, GradientSync& sync, RunObserver& observer);
+// A resumed run's gradient compression continues from `saved`, the state
+// RestoreCheckpoint read from `from`: this rank's own state, or on another
+// world size the mean of the saved ranks' (the error the ranks still owe the
+// mean gradient is then the same); rank 0 notes that. Before the first step,
+// on every rank.
+Status ResumeCompression(const Checkpoint& from, const SavedCompression& saved, int rank, int world,
+                         GradientSync& sync, RunObserver& observer);
 
 }  // namespace granary
