@@ -36,6 +36,7 @@ Status DataParallel::Reattach(const TrainConfig& c, Classifier& net) {
   compress.rank = c.sync.powersgd_rank;
   compress.warmup_steps = c.sync.powersgd_warmup;
   compress.seed = c.optim.seed;
+  compressed = compress.method != "none";
   StatusOr<std::unique_ptr<GradientSync>> made =
       CreateGradientSync(c.sync.method, static_cast<size_t>(c.sync.bucket_mb * (1 << 20)), *comm, compress);
   if (!made.ok()) return made.status();
@@ -44,8 +45,12 @@ Status DataParallel::Reattach(const TrainConfig& c, Classifier& net) {
 }
 
 void DataParallel::Parts(bool apart, StepParts* parts) const {
-  parts->sync = apart ? nullptr : sync.get();
-  parts->comm = apart ? nullptr : comm.get();
+  // One rank's gradients are already the mean, its buffers already rank 0's:
+  // nothing to send. A compression still runs (what it costs in accuracy is
+  // what a one-rank run with it measures).
+  const bool alone = comm->world() == 1 && !compressed;
+  parts->sync = apart || alone ? nullptr : sync.get();
+  parts->comm = apart || alone ? nullptr : comm.get();
   parts->buffers = buffers;
 }
 

@@ -2,7 +2,8 @@
 // Join meets the other ranks, makes rank 0's parameters everyone's and
 // attaches the gradient sync (again after a prune: Reattach); Parts says what each step synchronises: rank
 // 0's buffers (BatchNorm statistics) before it, the gradients after its
-// last backward; nothing with --synthetic, where the ranks train apart.
+// last backward; nothing with --synthetic, where the ranks train apart, or
+// for one rank alone (unless its gradients are compressed).
 // Training thread only.
 #pragma once
 
@@ -24,6 +25,7 @@ struct DataParallel {
   std::unique_ptr<Comm> comm;
   std::unique_ptr<GradientSync> sync;
   std::vector<torch::Tensor> buffers;
+  bool compressed = false;  // --sync-compress other than none
 
   static StatusOr<DataParallel> Join(const TrainConfig& c, int rank, Classifier& net);
   // After the model's parameters changed shape (a prune): a new gradient
