@@ -7,11 +7,9 @@
 #include <cstdlib>
 
 #include "store/file.h"
+#include "trainer/config/choices.h"
 #include "trainer/config/config.h"
-#include "trainer/dist/gradient_sync.h"
 #include "trainer/eval_only.h"
-#include "trainer/models/registry.h"
-#include "trainer/optim/optimizer.h"
 #include "trainer/run.h"
 #include "trainer/tune/tune.h"
 

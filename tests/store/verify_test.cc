@@ -29,7 +29,7 @@ std::string RecordValue(RecordEncoder& enc, uint64_t i, uint64_t* hash) {
 }
 
 // A db with one split of n records over `shards` shards; returns the values.
-std::vector<std::string> WriteDb(const std::string& path, uint64_t n, int shards) {
+std::vector<std::string> WriteOneSplitDb(const std::string& path, uint64_t n, int shards) {
   DbWriterOptions o;
   o.path = path;
   o.schema = TinySchema();
@@ -57,7 +57,7 @@ std::string Joined(const std::vector<std::string>& lines) {
 
 TEST(Verify, AGoodDbVerifies) {
   TempDir dir;
-  WriteDb(dir.Sub("db"), 50, 3);
+  WriteOneSplitDb(dir.Sub("db"), 50, 3);
   auto report = VerifyDb(dir.Sub("db"));
   ASSERT_TRUE(report.ok());
   EXPECT_TRUE(report->ok()) << Joined(report->problems);
@@ -71,7 +71,7 @@ TEST(Verify, AGoodDbVerifies) {
 TEST(Verify, CatchesEveryFlippedByteInsideARecordValue) {
   TempDir dir;
   const std::string db_path = dir.Sub("db");
-  const std::vector<std::string> values = WriteDb(db_path, 8, 1);
+  const std::vector<std::string> values = WriteOneSplitDb(db_path, 8, 1);
   const std::string shard_path = db_path + "/train/shard-00000.mdb";
   const std::string original = testing::ReadFile(shard_path);
   const size_t at = original.find(values[4]);
@@ -96,7 +96,7 @@ TEST(Verify, CatchesEveryFlippedByteInsideARecordValue) {
 TEST(Verify, ReportsDamagedLmdbPagesWithoutCrashing) {
   TempDir dir;
   const std::string db_path = dir.Sub("db");
-  WriteDb(db_path, 2000, 2);
+  WriteOneSplitDb(db_path, 2000, 2);
   const std::string shard_path = db_path + "/train/shard-00001.mdb";
   std::string bytes = testing::ReadFile(shard_path);
   ASSERT_GT(bytes.size(), 8u * 4096);
@@ -122,7 +122,7 @@ TEST(Verify, ReportsDamagedLmdbPagesWithoutCrashing) {
 TEST(Verify, ACrashWhileWalkingIsReportedAsStructuralCorruption) {
   TempDir dir;
   const std::string db_path = dir.Sub("db");
-  WriteDb(db_path, 100, 1);
+  WriteOneSplitDb(db_path, 100, 1);
   const std::string shard_path = db_path + "/train/shard-00000.mdb";
   std::string bytes = testing::ReadFile(shard_path);
   for (size_t meta : {size_t{0}, size_t{4096}}) {
@@ -140,7 +140,7 @@ TEST(Verify, ACrashWhileWalkingIsReportedAsStructuralCorruption) {
 
 TEST(Verify, MissingShardFileIsAProblemNotACrash) {
   TempDir dir;
-  WriteDb(dir.Sub("db"), 10, 2);
+  WriteOneSplitDb(dir.Sub("db"), 10, 2);
   std::filesystem::remove(dir.Sub("db/train/shard-00000.mdb"));
   auto report = VerifyDb(dir.Sub("db"));
   ASSERT_TRUE(report.ok());

@@ -144,7 +144,7 @@ TEST(TrainConfig, JsonRoundTripsEveryFieldAndDifferencesNameThem) {
   EXPECT_EQ(back->ToJson(), c.ToJson());
   // Every field above differs from the default, and each difference is named.
   const std::vector<std::string> diff = TrainConfig{}.Differences(c);
-  EXPECT_EQ(diff.size(), 32u) << testing::PrintToString(diff);
+  EXPECT_EQ(diff.size(), 32u) << ::testing::PrintToString(diff);
   EXPECT_NE(std::find(diff.begin(), diff.end(), "optim.seed: 0 -> 42"), diff.end());
   EXPECT_NE(TrainConfig{}, c);
 }

@@ -20,18 +20,18 @@ namespace {
 constexpr int kSteps = 4;
 constexpr int64_t kBatch = 8;  // global, per step
 
-struct Case {
+struct SyncCase {
   std::string sync;
   std::string optimizer;
   int accum = 1;
   bool channels_last = false;
 };
 
-std::string Name(const Case& c) {
+std::string Name(const SyncCase& c) {
   return c.sync + " " + c.optimizer + " accum " + std::to_string(c.accum) + (c.channels_last ? " channels-last" : "");
 }
 
-void PrintTo(const Case& c, std::ostream* os) { *os << Name(c); }
+void PrintTo(const SyncCase& c, std::ostream* os) { *os << Name(c); }
 
 OptimConfig Optim(const std::string& name) {
   TrainConfig t;
@@ -67,7 +67,7 @@ std::vector<torch::Tensor> Cloned(const std::vector<torch::Tensor>& params) {
 }
 
 // One rank, the whole batch, plain LibTorch.
-std::vector<torch::Tensor> OneRank(const Case& c) {
+std::vector<torch::Tensor> OneRank(const SyncCase& c) {
   std::shared_ptr<Classifier> net = Net();
   auto optimizer = CreateOptimizer(Optim(c.optimizer), net->parameters()).value();
   for (int step = 0; step < kSteps; ++step) {
@@ -80,7 +80,7 @@ std::vector<torch::Tensor> OneRank(const Case& c) {
 
 // Rank `comm.rank()` of two: rows [rank * half, (rank + 1) * half) of each
 // batch, in `c.accum` micro-batches, each step the rank loop's own Step.
-Status TwoRanks(Comm& comm, Classifier& net, const Case& c, std::vector<torch::Tensor>* out) {
+Status TwoRanks(Comm& comm, Classifier& net, const SyncCase& c, std::vector<torch::Tensor>* out) {
   ModelConfig mc;
   mc.channels_last = c.channels_last;
   Precision precision = Precision::Create(mc).value();
@@ -115,10 +115,10 @@ Status TwoRanks(Comm& comm, Classifier& net, const Case& c, std::vector<torch::T
   return Status::OK();
 }
 
-class Equivalence : public ::testing::TestWithParam<Case> {};
+class Equivalence : public ::testing::TestWithParam<SyncCase> {};
 
 TEST_P(Equivalence, TwoRanksOfHalfBatchesMoveTheParametersAsOneRankOfWholeBatches) {
-  const Case& c = GetParam();
+  const SyncCase& c = GetParam();
   const std::vector<torch::Tensor> want = OneRank(c);
   std::vector<std::shared_ptr<Classifier>> nets = {Net(), Net()};  // made here: the RNG is not shared in flight
   const std::vector<torch::Tensor> initial = Cloned(Net()->parameters());
@@ -142,11 +142,11 @@ TEST_P(Equivalence, TwoRanksOfHalfBatchesMoveTheParametersAsOneRankOfWholeBatche
 }
 
 INSTANTIATE_TEST_SUITE_P(SyncOptimizerAccumLayout, Equivalence,
-                         ::testing::Values(Case{"after-backward", "sgd"}, Case{"bucketed", "sgd"},
-                                         Case{"bucketed", "adam"}, Case{"after-backward", "adamw"},
-                                         Case{"bucketed", "adamw", 2}, Case{"after-backward", "sgd", 2},
-                                         Case{"bucketed", "sgd", 1, true}, Case{"bucketed", "adam", 2, true}),
-                         [](const ::testing::TestParamInfo<Case>& info) {
+                         ::testing::Values(SyncCase{"after-backward", "sgd"}, SyncCase{"bucketed", "sgd"},
+                                         SyncCase{"bucketed", "adam"}, SyncCase{"after-backward", "adamw"},
+                                         SyncCase{"bucketed", "adamw", 2}, SyncCase{"after-backward", "sgd", 2},
+                                         SyncCase{"bucketed", "sgd", 1, true}, SyncCase{"bucketed", "adam", 2, true}),
+                         [](const ::testing::TestParamInfo<SyncCase>& info) {
                            std::string name = Name(info.param);
                            for (char& ch : name) {
                              if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';

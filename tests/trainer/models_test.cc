@@ -1,28 +1,21 @@
 #include <gtest/gtest.h>
 
+#include "tests/trainer/models_util.h"
 #include "trainer/models/registry.h"
 
 namespace granary {
 namespace {
 
-int64_t Parameters(Classifier& model) {
-  int64_t n = 0;
-  for (const torch::Tensor& p : model.parameters()) n += p.numel();
-  return n;
-}
-
-struct Case {
-  std::string model;
-  Shape input;
-};
+using testing::ModelCase;
+using testing::ParameterCount;
 
 // Every model maps a batch of its input to one logit per class, and every
 // parameter gets a gradient from the loss.
 TEST(Models, EveryModelMapsItsInputToLogitsAndTrainsEveryParameter) {
-  const Case cases[] = {
+  const ModelCase cases[] = {
       {"mlp", {30}},           {"mlp", {1, 28, 28}},    {"convnet", {1, 28, 28}},   {"resnet", {3, 64, 64}},
       {"resnet", {1, 28, 28}}, {"resnet", {3, 96, 80}}, {"mobilenet", {3, 64, 64}}, {"mobilenet", {3, 128, 128}}};
-  for (const Case& c : cases) {
+  for (const ModelCase& c : cases) {
     SCOPED_TRACE(c.model + " " + ShapeToString(c.input));
     auto model = CreateModel({c.model, c.input, 7, 0.1});
     ASSERT_TRUE(model.ok()) << model.status().ToString();
@@ -44,7 +37,7 @@ TEST(Models, WidthScalesTheChannels) {
     ModelSpec narrow{name, in, 10, 0}, wide{name, in, 10, 0};
     narrow.width = 0.5;
     wide.width = 2;
-    const int64_t n = Parameters(*CreateModel(narrow).value()), w = Parameters(*CreateModel(wide).value());
+    const int64_t n = ParameterCount(*CreateModel(narrow).value()), w = ParameterCount(*CreateModel(wide).value());
     EXPECT_GT(w, 3 * n) << name;  // most layers scale both ways: ~16x for convs
   }
 }

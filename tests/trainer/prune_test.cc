@@ -7,23 +7,15 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/trainer/models_util.h"
 #include "trainer/loop/pruner.h"
 #include "trainer/models/script.h"
 
 namespace granary {
 namespace {
 
-Shape Batched(int64_t n, const Shape& input) {
-  Shape shape = {n};
-  shape.insert(shape.end(), input.begin(), input.end());
-  return shape;
-}
-
-uint64_t Parameters(Classifier& net) {
-  uint64_t n = 0;
-  for (const auto& p : net.parameters()) n += static_cast<uint64_t>(p.numel());
-  return n;
-}
+using testing::Batched;
+using testing::ParameterCount;
 
 // Makes channel `c` of `g` output exactly zero: its BatchNorms' scale and
 // shift (a channel then is zero after them, whatever the filters), or else
@@ -69,7 +61,7 @@ TEST(Prune, RemovingSilencedChannelsLeavesEveryModelsLogitsUnchanged) {
     const torch::Tensor x = torch::randn(Batched(4, input));
     torch::NoGradGuard no_grad;
     const torch::Tensor want = net->forward(x);
-    const uint64_t before = Parameters(*net);
+    const int64_t before = ParameterCount(*net);
     int shrunk_tensors = 0;
     for (ChannelGroup& g : groups) {
       std::vector<int64_t> keep;
@@ -80,7 +72,7 @@ TEST(Prune, RemovingSilencedChannelsLeavesEveryModelsLogitsUnchanged) {
                    [&](const torch::Tensor&, int64_t, const torch::Tensor&) { ++shrunk_tensors; });
     }
     EXPECT_GT(shrunk_tensors, 0);
-    EXPECT_LT(Parameters(*net), before);
+    EXPECT_LT(ParameterCount(*net), before);
     // Every group is 2 channels smaller, as the model now lists them.
     std::vector<ChannelGroup> after = prunable.ChannelGroups();
     ASSERT_EQ(after.size(), groups.size());

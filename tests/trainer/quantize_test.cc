@@ -10,19 +10,15 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/test_util.h"
+#include "tests/trainer/models_util.h"
 #include "trainer/models/script.h"
 
 namespace granary {
 namespace {
 
+using testing::Batched;
 using testing::RunCommand;
 using testing::TempDir;
-
-Shape Batched(int64_t n, const Shape& input) {
-  Shape shape = {n};
-  shape.insert(shape.end(), input.begin(), input.end());
-  return shape;
-}
 
 // The same deterministic batch in C++ and in Python; `phase` gives others
 // like it.

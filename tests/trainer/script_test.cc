@@ -8,11 +8,13 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/test_util.h"
+#include "tests/trainer/models_util.h"
 #include "trainer/torch_guard.h"
 
 namespace granary {
 namespace {
 
+using testing::ModelCase;
 using testing::RunCommand;
 using testing::TempDir;
 
@@ -53,15 +55,10 @@ torch::Tensor PythonLogits(const std::string& path, const Shape& input, const Te
   return torch::tensor(values).view({3, -1});
 }
 
-struct Case {
-  std::string model;
-  Shape input;
-};
-
 TEST(TorchScript, EveryBuiltInModelSavedRunsInPythonWithTheSameLogits) {
   TempDir dir;
-  const Case cases[] = {{"mlp", {5}}, {"convnet", {1, 12, 12}}, {"resnet", {3, 16, 16}}, {"mobilenet", {3, 16, 16}}};
-  for (const Case& c : cases) {
+  const ModelCase cases[] = {{"mlp", {5}}, {"convnet", {1, 12, 12}}, {"resnet", {3, 16, 16}}, {"mobilenet", {3, 16, 16}}};
+  for (const ModelCase& c : cases) {
     SCOPED_TRACE(c.model);
     ModelSpec spec{c.model, c.input, 4, 0.3};
     spec.width = 0.5;

@@ -13,10 +13,7 @@
 #include "loader/loader.h"
 #include "loader/sampler.h"
 #include "store/json_text.h"
-#include "trainer/dist/gradient_sync.h"
-#include "trainer/models/registry.h"
-#include "trainer/optim/optimizer.h"
-#include "trainer/optim/schedule.h"
+#include "trainer/config/choices.h"
 
 namespace granary {
 

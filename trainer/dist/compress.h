@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "store/status.h"
+#include "trainer/config/choices.h"
 #include "trainer/dist/comm.h"
 
 namespace granary {
@@ -68,7 +69,5 @@ class BucketCompression {
 
 // InvalidArgument naming --sync-compress for an unknown method.
 StatusOr<std::unique_ptr<BucketCompression>> CreateBucketCompression(const CompressOptions& options, Comm& comm);
-bool IsKnownCompression(const std::string& method);
-std::string KnownCompressionNames();  // "none, fp16, bf16, powersgd"
 
 }  // namespace granary

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "store/status.h"
+#include "trainer/config/choices.h"
 #include "trainer/dist/compress.h"
 
 namespace granary {
@@ -49,7 +50,5 @@ class GradientSync {
 StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(const std::string& method, size_t bucket_bytes,
                                                            Comm& comm,
                                                            const CompressOptions& compress = CompressOptions{});
-bool IsKnownGradientSync(const std::string& method);
-std::string KnownGradientSyncNames();  // "bucketed, after-backward"
 
 }  // namespace granary

@@ -11,6 +11,7 @@
 
 #include "store/schema.h"
 #include "store/status.h"
+#include "trainer/config/choices.h"
 
 namespace granary {
 
@@ -33,9 +34,6 @@ struct ModelSpec {
   torch::Tensor input_mean, input_std;
 };
 
-// ModelSpec::width's bounds (--width): beyond them a width is a typo.
-inline constexpr double kMinModelWidth = 0.0625, kMaxModelWidth = 16;
-
 // `channels` scaled by the spec's width, at least 1.
 int64_t Scaled(const ModelSpec& spec, int64_t channels);
 // OK if spec.input is C x H x W with H and W at least `min_side`, else
@@ -45,10 +43,5 @@ Status CheckImageInput(const ModelSpec& spec, int64_t min_side);
 // InvalidArgument naming the model and the reason if `spec.input` or
 // `spec.classes` does not suit it, or if the name is unknown.
 StatusOr<std::shared_ptr<Classifier>> CreateModel(const ModelSpec& spec);
-bool IsKnownModel(const std::string& name);
-// True for the names --model takes as a TorchScript file (models/script.h):
-// ending ".pt" or ".pth".
-bool IsModelFile(const std::string& name);
-std::string KnownModelNames();  // "mlp, convnet, resnet, mobilenet"
 
 }  // namespace granary

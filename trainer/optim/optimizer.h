@@ -10,19 +10,10 @@
 #include <vector>
 
 #include "store/status.h"
+#include "trainer/config/choices.h"
 #include "trainer/config/config.h"
 
 namespace granary {
-
-struct OptimizerDefaults {
-  double lr;
-  double weight_decay;
-};
-
-bool IsKnownOptimizer(const std::string& name);
-std::string KnownOptimizerNames();  // "sgd, adam, adamw"
-// Precondition: IsKnownOptimizer(name).
-OptimizerDefaults DefaultsOf(const std::string& name);
 
 // InvalidArgument for an unknown name; `config` resolved (no defaults left).
 StatusOr<std::unique_ptr<torch::optim::Optimizer>> CreateOptimizer(const OptimConfig& config,

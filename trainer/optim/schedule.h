@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "trainer/config/choices.h"
 #include "trainer/config/config.h"
 
 namespace granary {
@@ -26,8 +27,5 @@ class LrSchedule {
   int64_t warmup_steps_;
   int64_t total_steps_;
 };
-
-bool IsKnownSchedule(const std::string& name);
-std::string KnownScheduleNames();  // "constant, step, cosine"
 
 }  // namespace granary
