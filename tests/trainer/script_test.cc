@@ -57,7 +57,8 @@ torch::Tensor PythonLogits(const std::string& path, const Shape& input, const Te
 
 TEST(TorchScript, EveryBuiltInModelSavedRunsInPythonWithTheSameLogits) {
   TempDir dir;
-  const ModelCase cases[] = {{"mlp", {5}}, {"convnet", {1, 12, 12}}, {"resnet", {3, 16, 16}}, {"mobilenet", {3, 16, 16}}};
+  const ModelCase cases[] = {
+      {"mlp", {5}}, {"convnet", {1, 12, 12}}, {"resnet", {3, 16, 16}}, {"mobilenet", {3, 16, 16}}};
   for (const ModelCase& c : cases) {
     SCOPED_TRACE(c.model);
     ModelSpec spec{c.model, c.input, 4, 0.3};
