@@ -31,6 +31,13 @@ namespace {
 constexpr uint64_t kMapMarginBytes = uint64_t{1} << 20;
 using format::kBuilderFile;
 
+// The build's own files in its partial directory: never written through a link.
+AtomicWriteOptions InPartial() {
+  AtomicWriteOptions o;
+  o.through_links = false;
+  return o;
+}
+
 // One shard file of the split being written. Shards are written in order and
 // only the current one is open, so a split of thousands of shards holds one
 // file descriptor and one map at a time.
@@ -186,7 +193,7 @@ struct DbWriter::Impl {
                         {"checkpoint", checkpoint ? checkpoint() : ""},
                         {"dictionary", !dictionary.empty()}};
     const std::string path = partial + "/" + kJournalFile;
-    GRANARY_RETURN_IF_ERROR(WriteFileAtomically(path, DumpJson(j)));
+    GRANARY_RETURN_IF_ERROR(WriteFileAtomically(path, DumpJson(j), InPartial()));
     return Status::OK();
   }
 };
@@ -290,7 +297,8 @@ StatusOr<std::unique_ptr<DbWriter>> DbWriter::Create(DbWriterOptions options, Re
     }
     GRANARY_RETURN_IF_ERROR(EmptyDirectory(partial));
   }
-  GRANARY_RETURN_IF_ERROR(WriteFileAtomically(partial + "/" + kBuilderFile, std::to_string(::getpid()) + "\n"));
+  GRANARY_RETURN_IF_ERROR(
+      WriteFileAtomically(partial + "/" + kBuilderFile, std::to_string(::getpid()) + "\n", InPartial()));
   return std::unique_ptr<DbWriter>(new DbWriter(std::move(impl)));
 }
 

@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <random>
 #include <utility>
 
 namespace granary {
@@ -54,47 +56,99 @@ Status ReadBoundedFile(const std::string& path, uint64_t max_bytes, std::string*
 
 namespace {
 
-// Writes `contents` to `path`, fsynced when `sync`.
-Status WriteWholeFile(const std::string& path, const std::string& contents, bool sync) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return Status::IOError(path, "create", errno);
-  size_t n = std::fwrite(contents.data(), 1, contents.size(), f);
-  int err = errno;
-  if (n != contents.size()) {
-    std::fclose(f);
-    return Status::IOError(path, "write", err);
+// The suffix of a temporary file's name: ".tmp-" and kTemporaryChars characters.
+constexpr char kTemporaryMark[] = ".tmp-";
+constexpr size_t kTemporaryChars = 6;
+
+// Writes all of `contents` to `fd` and closes it (fsynced first when
+// `sync`); IOError naming `path` otherwise (the descriptor closed too).
+Status WriteAndClose(int fd, const std::string& path, const std::string& contents, bool sync) {
+  for (size_t done = 0; done < contents.size();) {
+    const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      return Status::IOError(path, "write", err);
+    }
+    done += static_cast<size_t>(n);
   }
-  if (std::fflush(f) != 0 || (sync && ::fsync(fileno(f)) != 0)) {
-    err = errno;
-    std::fclose(f);
-    return Status::IOError(path, "flush", err);
+  if (sync && ::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Status::IOError(path, "fsync", err);
   }
-  if (std::fclose(f) != 0) return Status::IOError(path, "close", errno);
+  if (::close(fd) != 0) return Status::IOError(path, "close", errno);
   return Status::OK();
+}
+
+// Creates a file of a new name "<path>.tmp-XXXXXX" for writing, as mkstemp
+// does (O_EXCL: nothing already there, a link included, is opened) but with
+// mode 0666 less the umask, as the file it becomes would have.
+StatusOr<std::pair<int, std::string>> CreateTemporary(const std::string& path) {
+  static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  thread_local std::mt19937_64 random(std::random_device{}() ^
+                                      static_cast<uint64_t>(::getpid()) << 32 ^
+                                      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  int err = EEXIST;
+  for (int attempt = 0; attempt < 100 && err == EEXIST; ++attempt) {
+    std::string name = path + kTemporaryMark;
+    for (size_t i = 0; i < kTemporaryChars; ++i) name += kChars[random() % (sizeof(kChars) - 1)];
+    const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd >= 0) return std::make_pair(fd, std::move(name));
+    err = errno;
+  }
+  return Status::IOError(path, "create a temporary file beside", err);
+}
+
+std::string DirectoryOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
 }
 
 }  // namespace
 
 Status WriteFileSynced(const std::string& path, const std::string& contents) {
-  return WriteWholeFile(path, contents, /*sync=*/true);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+  if (fd < 0) return Status::IOError(path, "create", errno);
+  return WriteAndClose(fd, path, contents, /*sync=*/true);
 }
 
-Status WriteFileAtomically(const std::string& path, const std::string& contents) {
-  std::string target = path;  // a symlink is written through: the link stays, what it names is replaced
+Status WriteFileAtomically(const std::string& path, const std::string& contents, const AtomicWriteOptions& options) {
+  std::string target = path;
   struct stat link;
   if (::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
-    char* real = ::realpath(path.c_str(), nullptr);
+    if (!options.through_links) {
+      return Status::InvalidArgument(path + ": is a symlink; granary writes this file itself and never through a link");
+    }
+    char* real = ::realpath(path.c_str(), nullptr);  // the link stays, what it names is replaced
     if (real == nullptr) return Status::IOError(path, "resolve the symlink", errno);
     target = real;
     std::free(real);
   }
-  const std::string tmp = target + ".tmp";
-  Status written = WriteWholeFile(tmp, contents, /*sync=*/false);
+  StatusOr<std::pair<int, std::string>> created = CreateTemporary(target);
+  if (!created.ok()) return created.status();
+  const auto& [fd, tmp] = created.value();
+  Status written = WriteAndClose(fd, tmp, contents, options.sync);
   if (written.ok() && std::rename(tmp.c_str(), target.c_str()) != 0) {
     written = Status::IOError(target, "rename from " + tmp, errno);
   }
-  if (!written.ok()) ::unlink(tmp.c_str());  // no half-written file left behind
-  return written;
+  if (!written.ok()) {
+    ::unlink(tmp.c_str());  // no half-written file left behind
+    return written;
+  }
+  return options.sync ? FsyncPath(DirectoryOf(target)) : Status::OK();
+}
+
+std::string TemporaryNameBase(const std::string& name) {
+  const size_t mark = sizeof(kTemporaryMark) - 1;
+  if (name.size() > mark + kTemporaryChars &&
+      name.compare(name.size() - kTemporaryChars - mark, mark, kTemporaryMark) == 0) {
+    return name.substr(0, name.size() - kTemporaryChars - mark);
+  }
+  if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) return name.substr(0, name.size() - 4);
+  return "";
 }
 
 Status FlushStdout() {

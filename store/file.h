@@ -22,15 +22,35 @@ Status ReadFile(const std::string& path, std::string* out);
 // file (a FIFO, a device), Corruption if it is larger.
 Status ReadBoundedFile(const std::string& path, uint64_t max_bytes, std::string* out);
 
-// Writes `contents` to `path` (created or truncated) and fsyncs it.
+// Writes `contents` to `path` (created or truncated) and fsyncs it. A
+// symlink at `path` is refused (ELOOP), never written through.
 Status WriteFileSynced(const std::string& path, const std::string& contents);
 
-// Writes `contents` to "<path>.tmp" and renames it over `path`, so a killed
-// process leaves the old or the new contents, never a mix; a failed write
-// leaves no .tmp. A symlink at `path` is written through (the file it names
-// is replaced, the link kept). Not fsynced: it survives the process, not the
-// machine.
-Status WriteFileAtomically(const std::string& path, const std::string& contents);
+// How WriteFileAtomically treats a symlink at its path, and how durable the
+// new contents are.
+struct AtomicWriteOptions {
+  // True: the file the link names is replaced and the link kept (a path a
+  // user gave, such as --save). False: refused with InvalidArgument naming
+  // the path (a file in a directory granary owns: a checkpoint, a run record).
+  bool through_links = true;
+  // Also fsync the file before its rename and its directory after: it
+  // survives the machine, not only the process.
+  bool sync = false;
+};
+
+// Writes `contents` to a temporary file of a new, unique name beside `path`
+// (created with O_EXCL | O_NOFOLLOW, so no link or file already there is
+// ever written through; see TemporaryNameBase) and renames it over `path`, so
+// a killed process leaves the old or the new contents, never a mix; a failed
+// write leaves no temporary file. The file's mode is 0666 less the umask.
+Status WriteFileAtomically(const std::string& path, const std::string& contents,
+                           const AtomicWriteOptions& options = {});
+
+// The name of the file whose temporary file WriteFileAtomically would name
+// `name` (a file name, no directory): BASE for "BASE.tmp-XXXXXX", or for
+// "BASE.tmp" as earlier versions named it; "" if `name` is neither. A write
+// killed before its rename leaves one.
+std::string TemporaryNameBase(const std::string& name);
 
 // Flushes stdout (and std::cout, which writes through it); IOError naming
 // "stdout" if anything written to it was lost (a full disk, /dev/full).

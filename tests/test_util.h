@@ -13,10 +13,18 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 
 namespace granary::testing {
+
+// The names of the entries of directory `dir` (no path).
+inline std::set<std::string> FileNames(const std::string& dir) {
+  std::set<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) names.insert(e.path().filename().string());
+  return names;
+}
 
 // A fresh directory removed (with its contents) when the object dies.
 class TempDir {

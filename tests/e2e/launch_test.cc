@@ -58,6 +58,36 @@ TEST_F(EndToEnd, TwoNodesAndTorchrunsEnvironmentTrainAsOneLauncher) {
                      "--node-rank 2");
 }
 
+// Two launchers of one run that disagree on its recipe (the gradient
+// compression, the learning rate) both end at the rendezvous, before any
+// step, naming the member and its value on either node.
+TEST_F(EndToEnd, NodesThatDisagreeOnTheRecipeAreToldSoBeforeTraining) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 256 --no-progress", dir_).exit_code, 0);
+  struct Disagreement {
+    std::string node0, node1, line;
+  };
+  for (const Disagreement& d :
+       {Disagreement{"--sync-compress fp16", "--sync-compress bf16",
+                     "sync.compress is \"bf16\" on rank 1 (node 1) and \"fp16\" on rank 0 (node 0)"},
+        Disagreement{"--lr 0.01", "--lr 0.02", "optim.lr is 0.02 on rank 1 (node 1) and 0.01 on rank 0 (node 0)"}}) {
+    SCOPED_TRACE(d.line);
+    const std::string node = kTrain + " --db " + db + " --epochs 1 --threads 1 --pin off --timeout 30 --ranks 1 " +
+                             "--nnodes 2 --master-addr 127.0.0.1 --master-port " + std::to_string(FreePort()) +
+                             " --metrics " + dir_.Sub("m.jsonl") + " --node-rank ";
+    auto r = RunCommand("{ " + node + "1 " + d.node1 + " > /dev/null 2> " + dir_.Sub("node1.err") + " & L1=$!; " +
+                            node + "0 " + d.node0 + " > /dev/null 2> " + dir_.Sub("node0.err") +
+                            "; echo node0 $?; wait $L1; echo node1 $?; }",
+                        dir_);
+    EXPECT_EQ(r.out, "node0 1\nnode1 1\n") << r.err;
+    for (const char* err : {"node0.err", "node1.err"}) {
+      const std::string text = testing::ReadFile(dir_.Sub(err));
+      EXPECT_NE(text.find("the nodes disagree on the run: " + d.line), std::string::npos) << err << ": " << text;
+    }
+    EXPECT_EQ(testing::ReadFile(dir_.Sub("m.jsonl")).find("\"step\""), std::string::npos);  // no step was taken
+  }
+}
+
 // On one machine the ranks meet through a FileStore on a memfd, so
 // no rendezvous port is opened at all; every TCP socket the ranks hold (Gloo's
 // connections) is on the loopback address. (LibTorch 1.13's TCPStore listened

@@ -113,6 +113,30 @@ TEST_F(EndToEnd, PruningShrinksTheModelAndResumesExactlyAcrossAPrune) {
   EXPECT_NEAR(e["accuracy"].get<double>(), whole["epochs"][2]["test_accuracy"].get<double>(), 2e-3);
 }
 
+// A prune after the last epoch: the run's last test_acc, its INT8 line's
+// fp32 figure and --eval-only of the saved file are all the pruned model's,
+// and the run says the model had no epoch to recover in.
+TEST_F(EndToEnd, AfterAPruneInTheLastEpochEveryFigureIsTheSavedModels) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 1500 --no-progress", dir_).exit_code, 0);
+  const std::string save = dir_.Sub("p.pt");
+  auto r = RunCommand(kTrain + " --db " + db + " --model convnet --width 0.5 --epochs 2 --ranks 1 --prune 0.9 " +
+                          "--prune-epochs 2-2 --quantize int8 --calibration-batches 4 --save " + save + " --json",
+                      dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("the saved model has no epoch to recover its accuracy in"), std::string::npos) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const nlohmann::json& last = j["epochs"][1];
+  EXPECT_FALSE(j["epochs"][0].contains("pruned"));
+  ASSERT_TRUE(last.contains("pruned")) << last;
+  EXPECT_NE(last["pruned"].get<std::string>().find("->"), std::string::npos) << last;
+  EXPECT_LT(last["parameters_after"].get<double>(), 0.5 * last["parameters"].get<double>());
+  const double accuracy = last["test_accuracy"];
+  EXPECT_NEAR(j["quantized"]["fp32_accuracy"].get<double>(), accuracy, 2e-3);
+  auto e = TrainJson("--db " + db + " --model " + save + " --eval-only", dir_);
+  EXPECT_NEAR(e["accuracy"].get<double>(), accuracy, 2e-3);
+}
+
 // A TorchScript model: its linear layer is quantized, its matmul stays fp32,
 // named before the ranks start and in the report.
 TEST_F(SmallDbRun, AUserModelIsQuantizedWhereThePassesCanAndTheRestIsNamed) {

@@ -87,6 +87,34 @@ TEST_F(Outputs, ALostWriteIsAnError) {
   ExpectOneLineError(RunCommand("(" + kPrep + " verify " + db_ + " > /dev/full)", dir_), "stdout: write failed");
 }
 
+// Nothing is written through a link where a temporary file would go, nor
+// through a link at a file granary owns (the checkpoint directory's run
+// record): the files the links name are untouched, and the refusal comes
+// before training.
+TEST_F(Outputs, NoTemporaryOrOwnFileIsWrittenThroughALink) {
+  testing::WriteFile(dir_.Sub("outside"), "the user's");
+  fs::create_directories(dir_.Sub("t"));
+  fs::create_symlink(dir_.Sub("outside"), dir_.Sub("t/m.pt.tmp"));
+  fs::create_directories(dir_.Sub("ck/step-0000000004.ckpt.tmp"));  // a directory where a temporary went
+  auto saved = RunCommand(train_ + "--epochs 1 --save " + dir_.Sub("t/m.pt") + " --checkpoint-dir " + dir_.Sub("ck"),
+                          dir_);
+  ASSERT_EQ(saved.exit_code, 0) << saved.err;
+  EXPECT_FALSE(fs::is_symlink(dir_.Sub("t/m.pt")));
+  EXPECT_GT(fs::file_size(dir_.Sub("t/m.pt")), 1000u);
+  EXPECT_TRUE(fs::exists(dir_.Sub("ck/step-0000000004.ckpt")));
+  EXPECT_TRUE(fs::is_directory(dir_.Sub("ck/step-0000000004.ckpt.tmp")));  // not granary's to remove
+  EXPECT_EQ(testing::ReadFile(dir_.Sub("outside")), "the user's");
+
+  const std::string ck = dir_.Sub("ck2");
+  fs::create_directories(ck);
+  fs::create_symlink(dir_.Sub("outside"), ck + "/granary-run.json");
+  auto r = RunCommand(train_ + "--epochs 1 --checkpoint-dir " + ck, dir_);
+  ExpectOneLineError(r, ck + "/granary-run.json: is a symlink");
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(testing::ReadFile(dir_.Sub("outside")), "the user's");
+  EXPECT_TRUE(fs::is_symlink(ck + "/granary-run.json"));
+}
+
 // Run A's checkpoints are never deleted, replaced or resumed by run B: B is
 // refused naming A, before it trains; A's --resume continues there.
 TEST_F(Outputs, ACheckpointDirectoryBelongsToOneRun) {

@@ -55,7 +55,7 @@ TEST(ReadOnlyFile, AFifoOrADeviceIsRefusedWithoutBlocking) {
 }
 
 // A symlink is written through: the file it names is replaced, the link
-// stays; a write that fails leaves no .tmp behind.
+// stays; a write that fails leaves no temporary file behind.
 TEST(WriteFileAtomically, WritesThroughASymlinkAndLeavesNoTemporaryOnFailure) {
   testing::TempDir dir;
   testing::WriteFile(dir.Sub("target"), "old");
@@ -63,12 +63,62 @@ TEST(WriteFileAtomically, WritesThroughASymlinkAndLeavesNoTemporaryOnFailure) {
   ASSERT_TRUE(WriteFileAtomically(dir.Sub("link"), "new").ok());
   EXPECT_TRUE(std::filesystem::is_symlink(dir.Sub("link")));
   EXPECT_EQ(testing::ReadFile(dir.Sub("target")), "new");
-  EXPECT_FALSE(std::filesystem::exists(dir.Sub("target.tmp")));
+  EXPECT_EQ(testing::FileNames(dir.path()), (std::set<std::string>{"target", "link"}));
 
   std::filesystem::create_directory(dir.Sub("a-directory"));  // rename of a file over it fails
   Status s = WriteFileAtomically(dir.Sub("a-directory"), "x");
   EXPECT_EQ(s.code(), Status::Code::kIOError);
-  EXPECT_FALSE(std::filesystem::exists(dir.Sub("a-directory.tmp")));
+  EXPECT_EQ(testing::FileNames(dir.path()), (std::set<std::string>{"target", "link", "a-directory"}));
+}
+
+// What sits where a temporary file used to go (a link to the user's file,
+// a directory) is neither written through nor in the way; the temporary
+// file has a name of its own and the mode a new file would have.
+TEST(WriteFileAtomically, NeverWritesThroughWhatIsAtATemporaryName) {
+  testing::TempDir dir;
+  testing::WriteFile(dir.Sub("users-file"), "the user's");
+  std::filesystem::create_symlink(dir.Sub("users-file"), dir.Sub("m.pt.tmp"));
+  ASSERT_TRUE(WriteFileAtomically(dir.Sub("m.pt"), "model").ok());
+  EXPECT_EQ(testing::ReadFile(dir.Sub("users-file")), "the user's");
+  EXPECT_FALSE(std::filesystem::is_symlink(dir.Sub("m.pt")));
+  EXPECT_EQ(testing::ReadFile(dir.Sub("m.pt")), "model");
+  struct stat st;
+  ASSERT_EQ(::stat(dir.Sub("m.pt").c_str(), &st), 0);
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  EXPECT_EQ(st.st_mode & 0777, 0666 & ~mask);
+
+  std::filesystem::create_directory(dir.Sub("c.ckpt.tmp"));
+  AtomicWriteOptions durable;
+  durable.sync = true;
+  ASSERT_TRUE(WriteFileAtomically(dir.Sub("c.ckpt"), "checkpoint", durable).ok());
+  EXPECT_EQ(testing::ReadFile(dir.Sub("c.ckpt")), "checkpoint");
+  EXPECT_EQ(testing::FileNames(dir.path()), (std::set<std::string>{"users-file", "m.pt.tmp", "m.pt", "c.ckpt.tmp", "c.ckpt"}));
+}
+
+// A file granary owns is never written through a link: refused, naming it,
+// and the file the link names is untouched.
+TEST(WriteFileAtomically, RefusesALinkWhereItWritesItsOwnFile) {
+  testing::TempDir dir;
+  testing::WriteFile(dir.Sub("outside"), "not granary's");
+  std::filesystem::create_symlink(dir.Sub("outside"), dir.Sub("granary-run.json"));
+  AtomicWriteOptions own;
+  own.through_links = false;
+  Status s = WriteFileAtomically(dir.Sub("granary-run.json"), "{}", own);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find(dir.Sub("granary-run.json") + ": is a symlink"), std::string::npos) << s.message();
+  EXPECT_EQ(testing::ReadFile(dir.Sub("outside")), "not granary's");
+  s = WriteFileSynced(dir.Sub("granary-run.json"), "{}");
+  EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+  EXPECT_EQ(testing::ReadFile(dir.Sub("outside")), "not granary's");
+}
+
+TEST(TemporaryNameBase, NamesTheFileATemporaryFileWasFor) {
+  EXPECT_EQ(TemporaryNameBase("step-0000000002.ckpt.tmp-Ab12Cd"), "step-0000000002.ckpt");
+  EXPECT_EQ(TemporaryNameBase("step-0000000002.ckpt.tmp"), "step-0000000002.ckpt");
+  EXPECT_EQ(TemporaryNameBase("step-0000000002.ckpt"), "");
+  EXPECT_EQ(TemporaryNameBase("a.tmp-toolong"), "");
+  EXPECT_EQ(TemporaryNameBase(".tmp"), "");
 }
 
 }  // namespace

@@ -34,16 +34,10 @@ void ExpectRefused(const Status& s, const OutputPath& o, const std::string& why)
 
 Status Check(const OutputPath& o, const std::vector<FlagPath>& inputs = {}) { return CheckOutputs({o}, inputs); }
 
-std::vector<std::string> Names(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
-  return names;
-}
-
 TEST(CheckOutputs, NothingIsWrittenInsideADbOrABuildInProgress) {
   TempDir dir;
   const std::string db = MakeDb(dir, "s.db");
-  const auto before = Names(db);
+  const auto before = testing::FileNames(db);
   for (const OutputPath& o : {OutputPath{"--metrics", db + "/manifest.json", OutputKind::kJsonLines},
                               OutputPath{"--report", db + "/new.html", OutputKind::kHtml},
                               OutputPath{"--save", db + "/train/model.pt", OutputKind::kModel},
@@ -53,7 +47,7 @@ TEST(CheckOutputs, NothingIsWrittenInsideADbOrABuildInProgress) {
   }
   const OutputPath itself{"--checkpoint-dir", db, OutputKind::kDirectory};
   ExpectRefused(Check(itself), itself, "is the db " + db);
-  EXPECT_EQ(Names(db), before);  // no probe file either
+  EXPECT_EQ(testing::FileNames(db), before);  // no probe file either
 
   // A manifest emptied by accident still sits beside the shards: a db.
   WriteFile(db + "/manifest.json", "");
@@ -152,7 +146,7 @@ TEST(CheckOutputs, AnUnwritablePlaceIsFoundBeforeAnyWorkAndNothingIsLeft) {
   EXPECT_TRUE(Check({"--checkpoint-dir", dir.Sub("a/b/c"), OutputKind::kDirectory}).ok());
   const OutputPath under_proc{"--checkpoint-dir", "/proc/self/a/b", OutputKind::kDirectory};
   EXPECT_FALSE(Check(under_proc).ok());
-  EXPECT_TRUE(Names(dir.path()).empty());  // the probes left nothing, created no directory
+  EXPECT_TRUE(testing::FileNames(dir.path()).empty());  // the probes left nothing, created no directory
 }
 
 TEST(RedirectedStdout, NamesTheFileStdoutWasRedirectedTo) {

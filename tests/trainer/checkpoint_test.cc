@@ -97,12 +97,20 @@ TEST(Checkpoint, KeepsTheNewestAndDeletesOnlyItsOwnFiles) {
   fs::create_directories(ck);
   ASSERT_TRUE(WriteFileSynced(ck + "/step-0000000000.ckpt", "not ours: no magic").ok());
   ASSERT_TRUE(WriteFileSynced(ck + "/notes.txt", "the user's").ok());
+  // Writes killed before their renames (as earlier versions and this one name
+  // them), and what is only named so: a directory, a link to the user's file.
   ASSERT_TRUE(WriteFileSynced(ck + "/step-0000000002.ckpt.tmp", "a write killed before its rename").ok());
+  ASSERT_TRUE(WriteFileSynced(ck + "/step-0000000002.ckpt.tmp-Ab12Cd", "another").ok());
+  fs::create_directory(ck + "/step-0000000003.ckpt.tmp");
+  testing::WriteFile(dir.Sub("users-file"), "the user's");
+  fs::create_symlink(dir.Sub("users-file"), ck + "/step-0000000004.ckpt.tmp-zzzzzz");
   for (int64_t step : {1, 2, 3, 4}) ASSERT_TRUE(WriteCheckpoint(ck, Header(step), *a.net, *a.optimizer, 2).ok());
   std::set<std::string> names;
   for (const auto& e : fs::directory_iterator(ck)) names.insert(e.path().filename().string());
   EXPECT_EQ(names, (std::set<std::string>{"step-0000000000.ckpt", "notes.txt", "step-0000000003.ckpt",
-                                          "step-0000000004.ckpt"}));
+                                          "step-0000000004.ckpt", "step-0000000003.ckpt.tmp",
+                                          "step-0000000004.ckpt.tmp-zzzzzz"}));
+  EXPECT_EQ(testing::ReadFile(dir.Sub("users-file")), "the user's");
   EXPECT_EQ(fs::path(LatestCheckpoint(ck).value()).filename(), "step-0000000004.ckpt");
   EXPECT_EQ(LatestCheckpoint(dir.Sub("empty")).status().code(), Status::Code::kNotFound);
 }

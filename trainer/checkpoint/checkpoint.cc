@@ -46,6 +46,15 @@ int64_t StepOfName(const std::string& name) {
   return step;
 }
 
+// How every file in a checkpoint directory is written: never through a
+// link, and durably.
+AtomicWriteOptions OwnFile() {
+  AtomicWriteOptions o;
+  o.through_links = false;
+  o.sync = true;
+  return o;
+}
+
 std::string NameOfStep(int64_t step) {
   char name[32];
   std::snprintf(name, sizeof(name), "%s%010lld%s", kPrefix, static_cast<long long>(step), kSuffix);
@@ -225,26 +234,18 @@ Status StoreCheckpointFile(const std::string& dir, const std::string& run, int64
   if (fs::exists(path, error) && !IsOfRun(path, run)) {
     return Status::FailedPrecondition(path.string() + ": a checkpoint of another run is there; not replacing it");
   }
-  const std::string temporary = path.string() + ".tmp";
-  Status stored = WriteFileSynced(temporary, file);
-  if (stored.ok() && ::rename(temporary.c_str(), path.c_str()) != 0) {
-    stored = Status::IOError(path.string(), "rename", errno);
-  }
-  if (!stored.ok()) {
-    ::unlink(temporary.c_str());
-    return stored;
-  }
-  GRANARY_RETURN_IF_ERROR(FsyncPath(dir));
+  GRANARY_RETURN_IF_ERROR(WriteFileAtomically(path.string(), file, OwnFile()));
 
   std::vector<std::pair<int64_t, fs::path>> ours = Checkpoints(dir);
   ours.erase(std::remove_if(ours.begin(), ours.end(), [&](const auto& c) { return !IsOfRun(c.second, run); }),
              ours.end());
   for (size_t i = 0; i + static_cast<size_t>(keep) < ours.size(); ++i) fs::remove(ours[i].second, error);
-  // A write killed before its rename leaves step-*.ckpt.tmp: ours by name, never a checkpoint.
+  // A write killed before its rename leaves a regular file named as a
+  // checkpoint's temporary: ours by name, never a checkpoint. (A directory or
+  // link so named is not ours.)
   for (const fs::directory_entry& e : fs::directory_iterator(dir, error)) {
-    const std::string name = e.path().filename().string();
-    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0 &&
-        StepOfName(name.substr(0, name.size() - 4)) >= 0 && e.path() != fs::path(temporary)) {
+    if (StepOfName(TemporaryNameBase(e.path().filename().string())) >= 0 && e.is_regular_file(error) &&
+        !e.is_symlink(error)) {
       fs::remove(e.path(), error);
     }
   }
@@ -435,8 +436,8 @@ StatusOr<std::string> ClaimCheckpointDir(const std::string& dir, const Checkpoin
                                  {"started_utc", UtcNow()},
                                  {"pid", static_cast<int64_t>(::getpid())},
                                  {"host", Hostname()}};
-  GRANARY_RETURN_IF_ERROR(WriteFileAtomically(dir + "/" + kRunFile, DumpJson(record) + "\n"));
-  GRANARY_RETURN_IF_ERROR(FsyncPath(dir));
+  GRANARY_RETURN_IF_ERROR(
+      WriteFileAtomically(dir + "/" + kRunFile, DumpJson(record) + "\n", OwnFile()).WithContext("--checkpoint-dir"));
   return run;
 }
 

@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -374,6 +375,28 @@ Status TrainConfig::Validate(int cores) const {
 }
 
 std::string TrainConfig::ToJson() const { return DumpJson(ToJsonValue(*this)); }
+
+std::string RecipeJson(const TrainConfig& c, const std::string& db_content_hash, int64_t resumed_step) {
+  // What a node may choose for itself: where its files are, its cores, its
+  // own place in the rendezvous, and what only rank 0 writes.
+  static const char* const kPerNode[] = {
+      "data.db",          "data.loader_threads", "data.prefetch", "dist.threads",   "dist.node_rank", "dist.host",
+      "dist.port",        "dist.iface",          "dist.timeout_s", "dist.oversubscribe", "dist.pin",
+      "checkpoint.dir",   "checkpoint.keep",     "checkpoint.resume", "output.save",  "output.metrics",
+      "output.log_every", "output.report"};
+  const nlohmann::json config = ToJsonValue(c);
+  nlohmann::json recipe = nlohmann::json::object();
+  for (const auto& [section, fields] : config.items()) {
+    for (const auto& [field, value] : fields.items()) {
+      const std::string name = section + "." + field;
+      if (std::find(std::begin(kPerNode), std::end(kPerNode), name) == std::end(kPerNode)) recipe[name] = value;
+    }
+  }
+  recipe["data.content_hash"] = db_content_hash;
+  recipe["checkpoint.enabled"] = !c.checkpoint.dir.empty();  // a checkpoint is a collective
+  recipe["checkpoint.resumed_step"] = resumed_step;
+  return DumpJson(recipe);
+}
 
 StatusOr<TrainConfig> TrainConfig::FromJson(const std::string& json) {
   const nlohmann::json j = ParseJson(json);

@@ -166,6 +166,13 @@ struct TrainConfig {
   bool operator!=(const TrainConfig& other) const { return !(*this == other); }
 };
 
+// What every rank of a run must agree on, compared at rendezvous: a JSON
+// object of "section.field" members, the config's less what a node may
+// choose for itself (its paths, threads, address and index, what only rank
+// 0 writes), with the db's content hash, whether the run checkpoints, and
+// the resumed checkpoint's step (-1: none).
+std::string RecipeJson(const TrainConfig& config, const std::string& db_content_hash, int64_t resumed_step);
+
 // This machine's cores (at least 1).
 int CoreCount();
 

@@ -6,11 +6,13 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "store/json_text.h"
 #include "trainer/launch/heartbeat.h"
 #include "trainer/torch_guard.h"
 
@@ -145,26 +147,62 @@ namespace {
 std::vector<uint8_t> Bytes(const std::string& s) { return {s.begin(), s.end()}; }
 std::string Text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
 
+// "rank 2 (node 1)", the node named where it is known.
+std::string RankName(int rank, const CommOptions& o) {
+  std::string name = "rank " + std::to_string(rank);
+  if (o.ranks_per_node > 0) name += " (node " + std::to_string(rank / o.ranks_per_node) + ")";
+  return name;
+}
+
+// Why this rank's `recipe` and rank 0's `first` (RecipeJson objects) are not
+// the same run: the first member that differs, with both values.
+std::string RecipeDifference(const std::string& mine, const std::string& first, const CommOptions& o) {
+  const nlohmann::json a = ParseJson(mine), b = ParseJson(first);
+  if (!a.is_object() || !b.is_object()) return "the run's recipe cannot be compared";
+  nlohmann::json both = a;
+  both.update(b);
+  for (const auto& [member, unused] : both.items()) {
+    const nlohmann::json here = a.contains(member) ? a[member] : nlohmann::json("(none)");
+    const nlohmann::json there = b.contains(member) ? b[member] : nlohmann::json("(none)");
+    if (here == there) continue;
+    return "the nodes disagree on the run: " + member + " is " + DumpJson(here) + " on " + RankName(o.rank, o) +
+           " and " + DumpJson(there) + " on " + RankName(0, o) +
+           ": start every node with the same flags (and a db of the same content)";
+  }
+  return "";
+}
+
 // Nodes started with different --ranks or --nnodes disagree on the world's
-// size, and Gloo's own rendezvous then only times out (or fails an enforce).
-// So each rank posts its world size first; a rank that differs from rank 0
-// says so in the store, and rank 0, which waits for every rank's post, fails
-// with that line too. FailedPrecondition naming both sizes.
-Status AgreeOnWorld(c10d::Store& store, const CommOptions& o) {
-  const std::string mine = std::to_string(o.world);
-  store.set("granary/world/" + std::to_string(o.rank), Bytes(mine));
+// size, and Gloo's own rendezvous then only times out (or fails an
+// enforce); nodes started with another recipe (compression, learning rate,
+// pruning, db) fail inside a collective or silently diverge. So each rank
+// posts its world size and recipe; every rank but 0 compares them with
+// rank 0's and posts its verdict, a mismatch under granary/mismatch; every
+// rank waits for all verdicts. FailedPrecondition, on every rank, naming
+// the first difference and both values.
+Status AgreeOnRun(c10d::Store& store, const CommOptions& o) {
+  const std::string mine = std::to_string(o.world), me = std::to_string(o.rank);
+  store.set("granary/world/" + me, Bytes(mine));
+  store.set("granary/recipe/" + me, Bytes(o.recipe));
+  std::string why;
   if (o.rank != 0) {
     const std::string first = Text(store.get("granary/world/0"));
-    if (first == mine) return Status::OK();
-    const std::string why = "rank " + std::to_string(o.rank) + " counts " + mine + " ranks in all, rank 0 counts " +
-                            first + ": start every node with the same --ranks and --nnodes";
+    if (first != mine) {
+      why = "rank " + me + " counts " + mine + " ranks in all, rank 0 counts " + first +
+            ": start every node with the same --ranks and --nnodes";
+    } else {
+      why = RecipeDifference(o.recipe, Text(store.get("granary/recipe/0")), o);
+    }
+  }
+  if (!why.empty()) {
     store.set("granary/mismatch", Bytes(why));
     return Status::FailedPrecondition(why);
   }
-  std::vector<std::string> others;
-  for (int r = 1; r < o.world; ++r) others.push_back("granary/world/" + std::to_string(r));
+  store.set("granary/agreed/" + me, Bytes("ok"));
+  std::vector<std::string> all;
+  for (int r = 0; r < o.world; ++r) all.push_back("granary/agreed/" + std::to_string(r));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s);
-  while (!store.check(others)) {
+  while (!store.check(all)) {
     if (store.check({"granary/mismatch"})) return Status::FailedPrecondition(Text(store.get("granary/mismatch")));
     if (std::chrono::steady_clock::now() > deadline) {
       return Status::FailedPrecondition("not every one of the " + mine + " ranks joined within --timeout " +
@@ -211,7 +249,7 @@ StatusOr<std::unique_ptr<Comm>> Comm::Create(const CommOptions& options) {
       impl->store = c10::make_intrusive<c10d::TCPStore>(options.host, store_options);
     }
     if (!file) {
-      agreed = AgreeOnWorld(*impl->store, options);
+      agreed = AgreeOnRun(*impl->store, options);
       if (!agreed.ok()) return;
     }
     auto pg_options = c10d::ProcessGroupGloo::Options::create();

@@ -36,6 +36,10 @@ struct CommOptions {
   std::string iface;  // Gloo's network interface; "": loopback if host is, else this machine's hostname
   int timeout_s = 300;
   int ranks_per_node = 0;  // to name a lost rank's node (ranks are numbered node by node); 0: not named
+  // What the ranks must agree on (a JSON object: trainer/config's
+  // RecipeJson). Over a TCPStore, a rank whose recipe differs from rank 0's
+  // ends the rendezvous on every rank, naming the member and both values.
+  std::string recipe = "{}";
 };
 
 // An all-reduce started and not yet waited for (Comm::AllReduceSumAsync).

@@ -4,7 +4,8 @@
 
 namespace granary {
 
-StatusOr<DataParallel> DataParallel::Join(const TrainConfig& c, int rank, Classifier& net) {
+StatusOr<DataParallel> DataParallel::Join(const TrainConfig& c, int rank, Classifier& net,
+                                          const std::string& recipe) {
   CommOptions co;
   co.rank = rank;
   co.world = c.World();
@@ -14,6 +15,7 @@ StatusOr<DataParallel> DataParallel::Join(const TrainConfig& c, int rank, Classi
   co.port = c.dist.port;
   co.store_file = c.dist.rendezvous_file;
   co.ranks_per_node = c.dist.ranks;
+  co.recipe = recipe;
   DataParallel dp;
   StatusOr<std::unique_ptr<Comm>> comm = Comm::Create(co);
   if (!comm.ok()) return comm.status();

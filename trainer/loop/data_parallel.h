@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "store/status.h"
@@ -27,7 +28,8 @@ struct DataParallel {
   std::vector<torch::Tensor> buffers;
   bool compressed = false;  // --sync-compress other than none
 
-  static StatusOr<DataParallel> Join(const TrainConfig& c, int rank, Classifier& net);
+  // `recipe`: what every rank must agree on (RecipeJson), checked at rendezvous.
+  static StatusOr<DataParallel> Join(const TrainConfig& c, int rank, Classifier& net, const std::string& recipe);
   // After the model's parameters changed shape (a prune): a new gradient
   // sync attached to them, their gradients cleared. Parts again after it.
   Status Reattach(const TrainConfig& c, Classifier& net);

@@ -187,6 +187,7 @@ class RankTrainer {
   StatusOr<std::vector<EpochReport>> Run() {
     GRANARY_RETURN_IF_ERROR(Plan());
     if (resumed_ != nullptr && rank_ == 0) ReportResume(*resumed_, c_, observer_);
+    NotePruneWithoutRecovery();
     std::vector<EpochReport> reports;
     for (int epoch = static_cast<int>(start_at_.epoch); epoch < c_.optim.epochs || probe_; ++epoch) {
       EpochTally tally;
@@ -202,9 +203,11 @@ class RankTrainer {
       }
       StatusOr<EpochReport> report = CloseEpoch(epoch, tally);
       if (!report.ok()) return report.status();
-      GRANARY_RETURN_IF_ERROR(EvaluateShare(&report.value()));
+      // The prune first: every figure the epoch reports (its evaluation, the
+      // weights' hash, the checkpoint) is of the model that goes on and is saved.
       report->parameters = tally.parameters;
-      GRANARY_RETURN_IF_ERROR(PruneAfter(epoch + 1));
+      GRANARY_RETURN_IF_ERROR(PruneAfter(epoch + 1, &report.value()));
+      GRANARY_RETURN_IF_ERROR(EvaluateShare(&report.value()));
       if (rank_ == 0) report->weights_hash = WeightsHash(model_.net->parameters());
       if (checkpointer_.enabled() && !c_.data.synthetic) {
         RunPosition at;
@@ -339,19 +342,30 @@ class RankTrainer {
   }
 
   // --prune: what the schedule removes after epoch `epoch` (1-based), before
-  // the epoch's checkpoint; the gradient sync follows the new shapes.
-  Status PruneAfter(int epoch) {
+  // the epoch's evaluation and checkpoint (told in its report); the gradient
+  // sync follows the new shapes.
+  Status PruneAfter(int epoch, EpochReport* report) {
+    report->parameters_after = report->parameters;
     if (pruner_ == nullptr) return Status::OK();
     StatusOr<bool> changed = pruner_->AfterEpoch(epoch, dp_.comm.get(), *parts_.optimizer);
     if (!changed.ok()) return changed.status();
     if (!changed.value()) return Status::OK();
     GRANARY_RETURN_IF_ERROR(dp_.Reattach(c_, *model_.net));
     dp_.Parts(/*apart=*/c_.data.synthetic, &parts_);
-    if (rank_ == 0) {
-      observer_.Note("--prune: after epoch " + std::to_string(epoch) + ": " + pruner_->last_change() + "; " +
-                     std::to_string(ParameterCount()) + " parameters");
-    }
+    report->pruned = pruner_->last_change();
+    report->parameters_after = ParameterCount();
     return Status::OK();
+  }
+
+  // Rank 0, before training: a schedule whose last prune follows the run's
+  // last epoch leaves the model no epoch to recover in; the run's figures
+  // are still the pruned model's.
+  void NotePruneWithoutRecovery() const {
+    if (pruner_ == nullptr || rank_ != 0 || pruner_->last_epoch() != c_.optim.epochs) return;
+    if (static_cast<int64_t>(start_at_.epoch) >= c_.optim.epochs) return;
+    observer_.Note("--prune: the last prune follows the last epoch (" + std::to_string(c_.optim.epochs) +
+                   "): the saved model has no epoch to recover its accuracy in, and the last test_acc is the pruned "
+                   "model's; end --prune-epochs before --epochs to fine-tune it");
   }
 
   // The epoch's report: the ranks' sums of loss, samples and memory.
@@ -466,7 +480,9 @@ StatusOr<std::vector<EpochReport>> RunRank(const ResolvedRun& run, int rank, Run
     if (!owner.ok()) return owner.status().WithContext("--checkpoint-dir");
     checkpoint_run = owner.value();
   }
-  StatusOr<DataParallel> dp = DataParallel::Join(c, rank, *model->net);
+  const std::string recipe = RecipeJson(c, run.db->manifest().content_hash,
+                                        from != nullptr ? static_cast<int64_t>(from->header.at.global_step) : -1);
+  StatusOr<DataParallel> dp = DataParallel::Join(c, rank, *model->net, recipe);
   if (!dp.ok()) return dp.status();
   StatusOr<std::unique_ptr<torch::optim::Optimizer>> optimizer = CreateOptimizer(c.optim, model->net->parameters());
   if (!optimizer.ok()) return optimizer.status();

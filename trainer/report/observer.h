@@ -26,6 +26,11 @@ struct EpochReport {
   uint64_t test_samples = 0;
   std::string weights_hash;   // rank 0: XXH64 over every parameter's values, "xxh64:..."
   uint64_t parameters = 0;    // the model's trainable values during the epoch (before the prune after it)
+  // --prune: what the prune after the epoch removed ("conv1 32->16, ..."; ""
+  // none) and the values left. The evaluation, weights_hash and checkpoint
+  // that follow are of that model.
+  std::string pruned;
+  uint64_t parameters_after = 0;
 };
 
 // What every rank reads per epoch, known before training starts.

@@ -28,7 +28,9 @@ nlohmann::json EpochJson(const EpochReport& r) {
                       {"compute_fraction", r.compute_fraction},
                       {"queue_depth", r.queue_depth},
                       {"peak_rss_mb", r.peak_rss_mb},
-                      {"parameters", r.parameters}};
+                      {"parameters", r.parameters},
+                      {"parameters_after", r.parameters_after}};
+  if (!r.pruned.empty()) j["pruned"] = r.pruned;
   if (!r.weights_hash.empty()) j["weights_hash"] = r.weights_hash;
   if (r.evaluated) {
     j["test_loss"] = r.test_loss;
@@ -145,6 +147,11 @@ void RunReport::Epoch(const EpochReport& r) {
   std::printf("  lr %.3g  samples/s %.0f  stall %.1f%%  queue %.1f  compute %.1f%%  sync wait %.1f%%  time %.1fs\n",
               r.lr, r.samples_per_s, 100 * r.stall_fraction, r.queue_depth, 100 * r.compute_fraction,
               100 * r.comm_fraction, r.seconds);
+  if (!r.pruned.empty()) {  // before the evaluation above
+    std::printf("epoch %d/%d  pruned %s: %llu -> %llu parameters%s\n", r.epoch, config_.optim.epochs,
+                r.pruned.c_str(), static_cast<unsigned long long>(r.parameters),
+                static_cast<unsigned long long>(r.parameters_after), r.evaluated ? " (test_acc is after the prune)" : "");
+  }
   std::fflush(stdout);
 }
 
