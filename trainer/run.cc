@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include "store/output_path.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/workload.h"
+#include "trainer/dist/comm.h"
 #include "trainer/launch/heartbeat.h"
 #include "trainer/launch/launch.h"
 #include "trainer/launch/layout.h"
@@ -57,6 +59,7 @@ LaunchOptions RankLaunch(const TrainConfig& config, const Layout& layout, const 
   launch.cpus = layout.cpus;
   launch.env = layout.ThreadEnvironment();
   launch.timeout_s = config.World() > 1 ? config.dist.timeout_s : 0;  // one rank waits for nobody
+  if (config.dist.backend == "mpi") launch.mpirun = MpirunPath();
   // c10d logs through glog to stderr what the rank's own line says again (a
   // rendezvous that timed out, ...); a GLOG_minloglevel of the user's wins.
   if (std::getenv("GLOG_minloglevel") == nullptr) launch.env.push_back("GLOG_minloglevel=3");
@@ -104,6 +107,60 @@ Status AnnounceQuantization(const ResolvedRun& run) {
 Status ClaimCheckpoints(const TrainConfig& config, const std::optional<Checkpoint>& resumed, DirectoryLock* lock) {
   if (config.checkpoint.dir.empty()) return Status::OK();
   return ClaimCheckpointDir(config.checkpoint.dir, resumed ? &*resumed : nullptr, lock).status();
+}
+
+// An environment variable as a number; -1 if it is not set or not a number.
+int EnvNumber(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return -1;
+  char* end = nullptr;
+  const long v = std::strtol(value, &end, 10);
+  return *end == '\0' && v >= 0 && v <= INT32_MAX ? static_cast<int>(v) : -1;
+}
+
+// Started by mpirun or srun (StartedByMpiLauncher; no --rank) with
+// --backend mpi or auto: this process is that rank of the MPI job, whose
+// shape (rank, size, ranks per node: OMPI_COMM_WORLD_* or SLURM_*) is the
+// run's; ranks must be numbered node by node (mpirun's and srun's default
+// block mapping). Pinning is the MPI launcher's. False if not in an MPI job.
+StatusOr<bool> FromMpiJob(TrainConfig* config, int* rank) {
+  if (config->dist.backend == "gloo" || !StartedByMpiLauncher()) return false;
+  int global = EnvNumber("OMPI_COMM_WORLD_RANK"), world = EnvNumber("OMPI_COMM_WORLD_SIZE");
+  int local = EnvNumber("OMPI_COMM_WORLD_LOCAL_RANK"), local_world = EnvNumber("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const char* where = "mpirun's OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE";
+  if (world < 0) {  // srun
+    global = EnvNumber("SLURM_PROCID"), world = EnvNumber("SLURM_NTASKS"), local = EnvNumber("SLURM_LOCALID");
+    const int nodes = EnvNumber("SLURM_NNODES");
+    local_world = nodes > 0 && world > 0 && world % nodes == 0 ? world / nodes : -1;
+    where = "srun's SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NNODES (the same tasks on every node)";
+  }
+  if (global < 0 || world < 1 || local < 0 || local_world < 1 || world % local_world != 0 || global >= world ||
+      local != global % local_world) {
+    return Status::InvalidArgument(std::string("MPI job: ") + where +
+                                   " do not give a rank of equal nodes numbered node by node (--map-by slot)");
+  }
+  config->dist.backend = "mpi";
+  config->dist.ranks = local_world;
+  config->dist.nnodes = world / local_world;
+  config->dist.node_rank = global / local_world;
+  config->dist.pin = false;  // the MPI launcher places its processes
+  *rank = global;
+  return true;
+}
+
+// --backend auto: in an MPI job (mpirun, srun) MPI; in a rank, what its
+// launcher started it with (mpirun, or a fork); in the launcher, for now,
+// Gloo (the MPI launcher is new: docs/BENCHMARKS.md, "Backends", says what
+// --backend mpi gains on one machine). --backend mpi in a build without it
+// is refused.
+Status ResolveBackend(TrainConfig* config, bool is_rank) {
+  std::string& backend = config->dist.backend;
+  if (backend == "auto") backend = is_rank && StartedByMpiLauncher() ? "mpi" : "gloo";
+  if (backend == "mpi" && !CommHasMpi()) {
+    return Status::InvalidArgument(
+        "--backend mpi: this build of train has no MPI (install libopenmpi-dev, e.g. with tools/setup, and rebuild)");
+  }
+  return Status::OK();
 }
 
 // Started by torchrun (RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and
@@ -240,12 +297,21 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
   }
   // The launcher plans the layout over the CPUs it may use; a rank, pinned to
   // its own, is told it (and checks the config against the launcher's cores).
-  bool under_torchrun = false;
+  bool under_torchrun = false;  // or an MPI launcher: no launcher of ours
+  const bool from_launcher = rank >= 0;
   if (rank < 0) {
     StatusOr<bool> torchrun = FromTorchrun(&config, &rank);
     if (!torchrun.ok()) return Fail(torchrun.status(), 0);
     under_torchrun = torchrun.value();
+    if (!under_torchrun) {
+      StatusOr<bool> mpi_job = FromMpiJob(&config, &rank);
+      if (!mpi_job.ok()) return Fail(mpi_job.status(), 0);
+      under_torchrun = mpi_job.value();
+    } else if (config.dist.backend == "auto") {
+      config.dist.backend = "gloo";  // torchrun's environment is a Gloo rendezvous
+    }
   }
+  if (Status backend = ResolveBackend(&config, rank >= 0); !backend.ok()) return Fail(backend, std::max(rank, 0));
   StatusOr<Layout> layout = Status::FailedPrecondition("no layout");
   if (rank >= 0 && !layout_json.empty()) {
     layout = Layout::FromJson(layout_json);
@@ -307,6 +373,13 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
     if (Status quantizable = AnnounceQuantization(run); !quantizable.ok()) return Fail(quantizable, 0);
     Status claimed = ClaimCheckpoints(run.config, resumed, &checkpoint_lock);
     if (!claimed.ok()) return Fail(claimed, 0);
+  }
+  if (from_launcher && run.config.dist.backend == "mpi" && !layout->cpus.empty()) {
+    // Started through mpirun, which does not pin: each rank pins itself, as planned.
+    const size_t local = static_cast<size_t>(rank - run.config.dist.node_rank * run.config.dist.ranks);
+    if (local < layout->cpus.size() && !layout->cpus[local].empty()) {
+      if (Status pinned = PinToCpus(layout->cpus[local]); !pinned.ok()) return Fail(pinned, rank);
+    }
   }
   RunReport report(run.config, layout.value(), rank, json);
   report.SetTuneTable(tune.table_json);

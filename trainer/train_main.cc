@@ -10,6 +10,7 @@
 #include "trainer/config/choices.h"
 #include "trainer/config/config.h"
 #include "trainer/eval_only.h"
+#include "trainer/launch/heartbeat.h"
 #include "trainer/run.h"
 #include "trainer/tune/tune.h"
 
@@ -50,6 +51,11 @@ void AddRunFlags(CLI::App& app, granary::TrainConfig& c) {
       ->capture_default_str();
   app.add_option("--master-port", c.dist.port, "the rendezvous port on node 0 (needed with --nnodes above 1)");
   app.add_option("--iface", c.dist.iface, "network interface for Gloo (e.g. eth0)");
+  app.add_option("--backend", c.dist.backend,
+                 "the ranks' collectives: gloo (TCP), mpi (OpenMPI: shared memory on one machine, where train "
+                 "starts the ranks with mpirun itself; or under your mpirun or srun) or auto (mpi inside an MPI "
+                 "job, else gloo)")
+      ->capture_default_str();
   app.add_option("--timeout", c.dist.timeout_s, "seconds before a lost or hung rank ends the run (rendezvous too)")
       ->capture_default_str();
   app.add_option("--threads", c.dist.threads, "intra-op threads per rank (0: cores / ranks)")->capture_default_str();
@@ -195,6 +201,7 @@ int main(int argc, char** argv) {
       {"--channels-last", "--tune", "--tune-only", "--tune-numerics"});
   const int code =
       eval_only ? granary::RunEvalOnly(config, json) : granary::RunTrain(config, rank, json, args, layout, tune);
+  granary::HeartbeatEnd(granary::RankEnd::kExited);  // a rank's launcher: it said why, if it failed
   if (granary::Status flushed = granary::FlushStdout(); code == 0 && !flushed.ok()) {
     std::fprintf(stderr, "train: %s\n", flushed.message().c_str());
     return 1;

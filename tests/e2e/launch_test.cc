@@ -217,5 +217,46 @@ TEST_F(EndToEnd, ARankThatHangsOrDiesOnAnotherNodeEndsBothLaunchers) {
   ExpectOneLineError(testing::CommandResult{1, "", lonely.err}, "rendezvous with 127.0.0.1:" + std::to_string(port));
 }
 
+// --backend mpi on one machine: train starts its ranks through mpirun
+// itself. Two ranks train exactly as over Gloo (the same losses and
+// weights, the sync after backward or bucketed, compressed to fp16); a rank
+// killed or stopped after its first step ends the run within --timeout,
+// named, with no process left behind.
+TEST_F(EndToEnd, OverMpiTwoRanksTrainAsOverGlooAndALostRankIsNamed) {
+  if (RunCommand("command -v mpirun", dir_).exit_code != 0) GTEST_SKIP() << "no mpirun (tools/setup installs OpenMPI)";
+  const std::string db = dir_.Sub("mpi.db");
+  ASSERT_EQ(PrepFashion(db, "--limit 2000 --no-progress", dir_).exit_code, 0);
+  const std::string args = "--db " + db + " --epochs 1 --seed 3 --dropout 0 --batch-size 32 --ranks 2 ";
+  for (const char* sync : {"--sync after-backward", "--sync bucketed --bucket-mb 1", "--sync-compress fp16"}) {
+    SCOPED_TRACE(sync);
+    auto gloo = TrainJson(args + sync + " --backend gloo", dir_);
+    auto mpi = TrainJson(args + sync + " --backend mpi", dir_);
+    ASSERT_EQ(mpi["epochs"].size(), 1u);
+    EXPECT_EQ(mpi["config"]["dist"]["backend"], "mpi");
+    EXPECT_EQ(mpi["epochs"][0]["train_loss"], gloo["epochs"][0]["train_loss"]);
+    EXPECT_EQ(mpi["epochs"][0]["weights_hash"], gloo["epochs"][0]["weights_hash"]);
+  }
+
+  const std::string rank1 = "'^" + kTrain + " .*mpi[.]db .*[-]-rank 1$'";
+  for (const std::string signal : {"STOP", "KILL"}) {
+    SCOPED_TRACE(signal);
+    const std::string metrics = dir_.Sub("m-" + signal + ".jsonl");
+    auto r = RunCommand("{ " + kTrain + " --db " + db + " --ranks 2 --backend mpi --epochs 1000 --timeout 5 " +
+                            "--log-every 1 --metrics " + metrics + " > /dev/null & L=$!; " +
+                            "for i in $(seq 600); do grep -q step " + metrics + " 2>/dev/null && break; sleep 0.1; done; " +
+                            "pkill -" + signal + " -f " + rank1 + "; start=$(date +%s); wait $L; echo status $?; " +
+                            "echo seconds $(( $(date +%s) - start )); sleep 1; echo left $(pgrep -c -f 'mpi[.]db .*[-]-layout'); }",
+                        dir_);
+    EXPECT_EQ(r.out.find("status 0"), std::string::npos) << r.out << r.err;
+    const size_t at = r.out.find("seconds ");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    EXPECT_LE(std::stoi(r.out.substr(at + 8)), 5 + 5) << r.out;  // --timeout, slack
+    EXPECT_NE(r.out.find("left 0"), std::string::npos) << r.out << r.err;
+    EXPECT_NE(r.err.find(signal == "STOP" ? "train: rank 1 made no progress for " : "train: rank 1 was killed"),
+              std::string::npos)
+        << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace granary

@@ -28,7 +28,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimConfig, optimizer, lr, mome
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SyncConfig, method, bucket_mb, compress, powersgd_rank,
                                                 powersgd_warmup)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistConfig, ranks, threads, nnodes, node_rank, host, port, iface,
-                                                timeout_s, oversubscribe, pin)
+                                                timeout_s, oversubscribe, pin, backend)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OutputConfig, save, metrics, log_every, report)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CheckpointConfig, dir, every, keep, resume)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CompressConfig, quantize, calibration_batches, prune, prune_epochs)
@@ -247,7 +247,10 @@ Status ValidateLayout(const TrainConfig& c, int cores) {
   if (dist.node_rank < 0 || dist.node_rank >= dist.nnodes) {
     return OutOfRange("--node-rank", std::to_string(dist.node_rank), Range(0, dist.nnodes - 1) + " (--nnodes)");
   }
-  if (dist.nnodes > 1 && dist.port == 0) {
+  if (dist.backend != "auto" && dist.backend != "gloo" && dist.backend != "mpi") {
+    return Status::InvalidArgument("--backend " + dist.backend + ": must be auto, gloo or mpi");
+  }
+  if (dist.nnodes > 1 && dist.port == 0 && dist.backend != "mpi") {
     return Status::InvalidArgument("--nnodes " + std::to_string(dist.nnodes) +
                                    " needs --master-port (and --master-addr: node 0's address)");
   }

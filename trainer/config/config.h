@@ -90,6 +90,11 @@ struct DistConfig {
   int timeout_s = 60;              // rendezvous and collectives: a lost rank ends the run this much later
   bool oversubscribe = false;      // allow ranks x threads above the cores
   bool pin = true;                 // pin each rank to its own CPUs (trainer/launch/layout.h)
+  // The collectives' transport (trainer/dist/comm.h): gloo (TCP), mpi
+  // (OpenMPI: shared memory on one machine; mpirun or srun between
+  // machines), or auto (mpi inside an MPI job, else gloo: ResolveBackend,
+  // trainer/run.cc).
+  std::string backend = "auto";
   // A rank's only: the launcher's FileStore rendezvous on one machine
   // (trainer/launch/launch.h); not part of a run's config, never written.
   std::string rendezvous_file;

@@ -1,9 +1,12 @@
-// Comm: the collectives data-parallel training needs, over c10d's
-// ProcessGroupGloo with a TCPStore rendezvous (several machines, or a port
-// named) or a FileStore one (one machine: no port opened). One per rank
-// process; calls block (but AllReduceSumAsync, waited for later) and must be
-// made in the same order on every rank. LibTorch and
-// Gloo exceptions are caught here and returned as Status.
+// Comm: the collectives data-parallel training needs, over one of two
+// backends: c10d's ProcessGroupGloo with a TCPStore rendezvous (several
+// machines, or a port named) or a FileStore one (one machine: no port
+// opened); or MPI (OpenMPI: shared memory within a machine, its own
+// transports between machines), in a process started by mpirun or srun,
+// whose collectives run on a thread of their own (mpi_comm.cc). One per
+// rank process; calls block (but the *Async ones, waited for later) and must
+// be made in the same order on every rank. LibTorch, Gloo and MPI errors are
+// caught here and returned as Status.
 //
 // Over a TCPStore, each rank also beats in the store (a counter, twice a
 // second, from a thread of its own), so that when a collective fails (a
@@ -40,9 +43,18 @@ struct CommOptions {
   // RecipeJson). Over a TCPStore, a rank whose recipe differs from rank 0's
   // ends the rendezvous on every rank, naming the member and both values.
   std::string recipe = "{}";
+  std::string backend = "gloo";  // or "mpi" (CommHasMpi)
 };
 
-// An all-reduce started and not yet waited for (Comm::AllReduceSumAsync).
+// Whether this build has the MPI backend (CMake found MPI), and the mpirun
+// it came with ("" without).
+bool CommHasMpi();
+std::string MpirunPath();
+// Whether an MPI launcher (mpirun, or srun with PMI/PMIx) started this
+// process, so that MPI_Init joins its job.
+bool StartedByMpiLauncher();
+
+// A collective started and not yet waited for (Comm::AllReduceSumAsync, AllGatherAsync).
 class PendingReduce {
  public:
   virtual ~PendingReduce() = default;
@@ -59,6 +71,7 @@ class Comm {
 
   int rank() const;
   int world() const;
+  const std::string& backend() const;  // "gloo" or "mpi"
 
   // Replaces each tensor with the element-wise mean over ranks. The tensors
   // are packed into one contiguous buffer for a single all-reduce.

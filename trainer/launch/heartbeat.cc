@@ -1,6 +1,9 @@
 #include "trainer/launch/heartbeat.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,6 +19,8 @@ struct alignas(64) Slot {
   std::atomic<int64_t> beat_ns;  // CLOCK_MONOTONIC (one clock for every process on the machine); 0: not started
   std::atomic<int64_t> step;
   std::atomic<int32_t> waiting;  // nesting depth of WaitingForPeers
+  std::atomic<int32_t> pid;      // the rank's process, once attached
+  std::atomic<int32_t> ended;    // RankEnd: how it ended, as far as it could tell
 };
 static_assert(std::atomic<int64_t>::is_always_lock_free && std::atomic<int32_t>::is_always_lock_free,
               "slots are shared between processes: their atomics must not hide a lock");
@@ -27,6 +32,26 @@ int64_t NowNs() {
 }
 
 Slot* own_slot = nullptr;  // this rank's, once attached
+
+// SIGTERM or SIGINT (from mpirun, or the launcher): said on the board, then
+// the default action.
+void EndBySignal(int sig) {
+  HeartbeatEnd(RankEnd::kSignalled);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+// A rank started through mpirun is mpirun's child, not the launcher's: it
+// dies with mpirun (which dies with the launcher), and says on the board
+// when it is stopped by a signal, so that the launcher can tell the rank
+// that was killed outright from those stopped after it.
+void FollowMpirun() {
+  const pid_t parent = ::getppid();
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(128 + SIGKILL);  // mpirun died before the prctl
+  ::signal(SIGTERM, EndBySignal);
+  ::signal(SIGINT, EndBySignal);
+}
 
 }  // namespace
 
@@ -58,8 +83,10 @@ HeartbeatBoard::~HeartbeatBoard() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-std::string HeartbeatBoard::Environment(int slot) const {
-  return "GRANARY_HEARTBEAT=" + std::to_string(fd_) + ":" + std::to_string(slot);
+std::string HeartbeatBoard::Environment(int slot, bool by_path) const {
+  const std::string board = by_path ? "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(fd_)
+                                    : std::to_string(fd_);
+  return "GRANARY_HEARTBEAT=" + board + ":" + std::to_string(slot);
 }
 
 RankPulse HeartbeatBoard::Read(int slot) const {
@@ -70,6 +97,8 @@ RankPulse HeartbeatBoard::Read(int slot) const {
   p.waiting = s.waiting.load(std::memory_order_relaxed) > 0;
   p.step = s.step.load(std::memory_order_relaxed);
   p.quiet_s = p.started ? static_cast<double>(NowNs() - beat) / 1e9 : 0;
+  p.pid = s.pid.load(std::memory_order_relaxed);
+  p.ended = static_cast<RankEnd>(s.ended.load(std::memory_order_relaxed));
   return p;
 }
 
@@ -78,21 +107,33 @@ Status AttachHeartbeat() {
   if (value == nullptr || own_slot != nullptr) return Status::OK();
   const std::string v = value;
   int fd = -1, slot = -1;
-  const size_t colon = v.find(':');
+  const size_t colon = v.rfind(':');
+  const std::string board = v.substr(0, colon);
   try {
-    fd = std::stoi(v.substr(0, colon));
+    // A path (/proc/PID/fd/N of the launcher) where an MPI launcher between
+    // the two closed the inherited descriptor.
+    fd = board.rfind('/', 0) == 0 ? ::open(board.c_str(), O_RDWR | O_CLOEXEC) : std::stoi(board);
     slot = colon == std::string::npos ? -1 : std::stoi(v.substr(colon + 1));
   } catch (const std::exception&) {
   }
-  if (fd < 0 || slot < 0) return Status::InvalidArgument("GRANARY_HEARTBEAT=" + v + ": not <fd>:<slot>");
+  if (fd < 0 || slot < 0) {
+    if (fd >= 0 && board.rfind('/', 0) == 0) ::close(fd);
+    return Status::InvalidArgument("GRANARY_HEARTBEAT=" + v + ": not <fd or path>:<slot> of a board this rank can open");
+  }
   const size_t bytes = sizeof(Slot) * static_cast<size_t>(slot + 1);
   void* map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int err = errno;
   ::close(fd);  // the mapping keeps the board alive
   if (map == MAP_FAILED) return Status::IOError("GRANARY_HEARTBEAT=" + v, "map the launcher's heartbeat board", err);
   own_slot = static_cast<Slot*>(map) + slot;
+  own_slot->pid.store(static_cast<int32_t>(::getpid()), std::memory_order_relaxed);
+  if (board.rfind('/', 0) == 0) FollowMpirun();
   HeartbeatBeat();
   return Status::OK();
+}
+
+void HeartbeatEnd(RankEnd how) {
+  if (own_slot != nullptr) own_slot->ended.store(static_cast<int32_t>(how), std::memory_order_relaxed);
 }
 
 void HeartbeatBeat() {

@@ -13,12 +13,19 @@
 
 namespace granary {
 
+// How a rank's process ended, as it said itself (HeartbeatEnd): one that
+// ends still kRunning was killed by a signal it could not catch (SIGKILL,
+// the OOM killer) or crashed.
+enum class RankEnd : int32_t { kRunning = 0, kExited = 1, kSignalled = 2 };
+
 // A copy of one rank's slot, as the launcher reads it.
 struct RankPulse {
   bool started = false;  // the rank has attached to the board
   bool waiting = false;  // blocked in a collective or the rendezvous
   int64_t step = 0;      // optimizer steps taken
   double quiet_s = 0;    // seconds since it last showed a sign of life
+  int pid = 0;           // the rank's process (0: not attached)
+  RankEnd ended = RankEnd::kRunning;
 };
 
 // The launcher's side: one slot per local rank in an anonymous shared file
@@ -31,8 +38,10 @@ class HeartbeatBoard {
   HeartbeatBoard(const HeartbeatBoard&) = delete;
   ~HeartbeatBoard();
 
-  // "GRANARY_HEARTBEAT=<fd>:<slot>", for local rank `slot`'s environment.
-  std::string Environment(int slot) const;
+  // "GRANARY_HEARTBEAT=<fd>:<slot>", for local rank `slot`'s environment;
+  // `by_path`: the board as /proc/<launcher>/fd/<fd>, for a rank started
+  // through mpirun, which does not pass descriptors on.
+  std::string Environment(int slot, bool by_path = false) const;
   RankPulse Read(int slot) const;
 
  private:
@@ -47,6 +56,8 @@ class HeartbeatBoard {
 Status AttachHeartbeat();
 void HeartbeatBeat();              // a sign of life (an evaluation batch, ...)
 void HeartbeatStep(int64_t step);  // an optimizer step taken
+// How this rank is ending (async-signal-safe: a signal handler may call it).
+void HeartbeatEnd(RankEnd how);
 
 // Marks this rank as blocked on its peers for its lifetime (collectives nest:
 // the outermost one counts).

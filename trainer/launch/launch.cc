@@ -101,6 +101,39 @@ RankExec PrepareRank(const LaunchOptions& o, const HeartbeatBoard& board, int re
   return e;
 }
 
+// What mpirun is exec'd with to start every rank of `o` as one MPI job: per
+// rank an app context of one process, its arguments and environment
+// (-x NAME=value) as PrepareRank gives them, the heartbeat board by path.
+RankExec PrepareMpirun(const LaunchOptions& o, const HeartbeatBoard& board, const std::string& program) {
+  RankExec e;
+  e.args = {o.mpirun, "--quiet", "--bind-to", "none", "--oversubscribe"};
+  if (::geteuid() == 0) e.args.push_back("--allow-run-as-root");  // the user chose to run as root
+  for (int rank = 0; rank < o.ranks; ++rank) {
+    if (rank > 0) e.args.push_back(":");
+    e.args.insert(e.args.end(), {"-np", "1"});
+    std::vector<std::string> env = o.env;
+    env.push_back(board.Environment(rank, /*by_path=*/true));
+    for (const std::string& var : env) e.args.insert(e.args.end(), {"-x", var});
+    e.args.push_back(program);
+    e.args.insert(e.args.end(), o.args.begin() + 1, o.args.end());
+    e.args.insert(e.args.end(), {"--rank", std::to_string(o.first_rank + rank)});
+  }
+  for (std::string& a : e.args) e.argv.push_back(a.data());
+  e.argv.push_back(nullptr);
+  for (char** v = environ; *v != nullptr; ++v) e.envp.push_back(*v);
+  e.envp.push_back(nullptr);
+  CPU_ZERO(&e.cpus);
+  return e;
+}
+
+// The program's own path: mpirun cannot run /proc/self/exe (its own).
+std::string ProgramPath(const std::string& program) {
+  if (program != "/proc/self/exe") return program;
+  char path[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
+  return n > 0 ? std::string(path, static_cast<size_t>(n)) : program;
+}
+
 // Child side of fork: dies with the launcher, then becomes rank `rank`.
 [[noreturn]] void ExecRank(const LaunchOptions& o, RankExec& e, int rank, pid_t launcher, const sigset_t& mask) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -112,22 +145,76 @@ RankExec PrepareRank(const LaunchOptions& o, const HeartbeatBoard& board, int re
     std::fprintf(stderr, "train: rank %d: cannot pin to its CPUs: %s\n", rank, std::strerror(errno));
     ::_exit(127);
   }
-  ::execve(o.program.c_str(), e.argv.data(), e.envp.data());
-  std::fprintf(stderr, "train: rank %d: exec %s failed: %s\n", rank, o.program.c_str(), std::strerror(errno));
+  const char* program = o.mpirun.empty() ? o.program.c_str() : o.mpirun.c_str();
+  ::execve(program, e.argv.data(), e.envp.data());
+  std::fprintf(stderr, "train: rank %d: exec %s failed: %s\n", rank, program, std::strerror(errno));
   ::_exit(127);
 }
 
-struct Ranks {
-  std::vector<pid_t> pids;  // -1 once reaped
-  size_t running = 0;
+// The kernel's state letter of process `pid` ('R', 'S', 'T' stopped, 'Z'
+// zombie, ...) and its parent; state 0 if it is gone.
+struct ProcState {
+  char state = 0;
+  pid_t parent = 0;
+};
 
+ProcState ReadProcState(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  ProcState p;
+  const size_t end = line.rfind(") ");  // the name in parentheses may hold anything
+  if (end == std::string::npos || end + 2 >= line.size()) return p;
+  p.state = line[end + 2];
+  p.parent = static_cast<pid_t>(std::atol(line.c_str() + end + 4));
+  return p;
+}
+
+// The processes of a launch: the ranks forked here, or (LaunchOptions::mpirun)
+// mpirun alone, whose ranks are its children, known from the board.
+struct Ranks {
+  std::vector<pid_t> pids;  // forked here; -1 once reaped
+  size_t running = 0;
+  const HeartbeatBoard* board = nullptr;  // set under mpirun: the ranks' processes are on it
+
+  bool under_mpirun() const { return board != nullptr; }
+  // Rank r's process while it runs (0: not known yet, or gone). Under mpirun
+  // only a child of mpirun that is not a zombie counts: a rank's pid is never
+  // signalled once another process may have it.
+  pid_t RankPid(int r) const {
+    if (!under_mpirun()) return pids[r] > 0 ? pids[r] : 0;
+    const pid_t pid = board->Read(r).pid;
+    if (pid <= 0 || pids[0] <= 0) return 0;
+    const ProcState p = ReadProcState(pid);
+    return p.parent == pids[0] && p.state != 'Z' && p.state != 0 ? pid : 0;
+  }
+  // Whether rank r may still be running (under mpirun: mpirun runs and the
+  // rank has not started yet or still runs).
+  bool Alive(int r) const {
+    if (!under_mpirun()) return pids[r] > 0;
+    return pids[0] > 0 && (board->Read(r).pid <= 0 || RankPid(r) > 0);
+  }
   // A stopped rank (SIGSTOP, a debugger) acts on `sig` once continued.
-  void SignalAll(int sig) const {
-    for (pid_t p : pids) {
-      if (p > 0 && ::kill(p, sig) == 0 && sig != SIGKILL) ::kill(p, SIGCONT);
+  // Under mpirun the ranks are signalled themselves, and mpirun, which ends
+  // the job when they end, only with SIGKILL or while no rank has started
+  // (signalled while it aborts a job, mpirun 4.1 can crash in its finalize).
+  void SignalAll(int sig, int ranks) const {
+    std::vector<pid_t> targets;
+    if (under_mpirun()) {
+      for (int r = 0; r < ranks; ++r) {
+        if (const pid_t p = RankPid(r); p > 0) targets.push_back(p);
+      }
+    }
+    if (targets.empty() || sig == SIGKILL) {
+      for (pid_t p : pids) {
+        if (p > 0) targets.push_back(p);
+      }
+    }
+    for (pid_t p : targets) {
+      if (::kill(p, sig) == 0 && sig != SIGKILL) ::kill(p, SIGCONT);
     }
   }
-  // Reaps every rank that has exited; calls on_exit(rank, wait status).
+  // Reaps every process forked here that has exited; calls on_exit(index, wait status).
   template <typename F>
   void Reap(F on_exit) {
     for (size_t r = 0; r < pids.size(); ++r) {
@@ -151,11 +238,8 @@ std::string RankName(const LaunchOptions& o, int rank) {
 
 // True if the kernel says the process is stopped (SIGSTOP, a debugger).
 bool IsStopped(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(stat, line);
-  const size_t end = line.rfind(") ");  // the name in parentheses may hold anything
-  return end != std::string::npos && end + 2 < line.size() && (line[end + 2] == 'T' || line[end + 2] == 't');
+  const char state = pid > 0 ? ReadProcState(pid).state : 0;
+  return state == 'T' || state == 't';
 }
 
 // A line naming a running rank that has been quiet for at least `quiet_s`
@@ -165,12 +249,12 @@ bool IsStopped(pid_t pid) {
 std::string FindHungRank(const LaunchOptions& o, const HeartbeatBoard& board, const Ranks& ranks, double quiet_s,
                          bool waiting_too, double launched_s) {
   std::string waiting_line;
-  for (size_t r = 0; r < ranks.pids.size(); ++r) {
-    if (ranks.pids[r] <= 0) continue;
-    const RankPulse p = board.Read(static_cast<int>(r));
+  for (int r = 0; r < o.ranks; ++r) {
+    if (!ranks.Alive(r)) continue;
+    const RankPulse p = board.Read(r);
     const double quiet = p.started ? p.quiet_s : launched_s;
     if (quiet < quiet_s) continue;
-    const bool stopped = IsStopped(ranks.pids[r]);
+    const bool stopped = IsStopped(ranks.RankPid(r));
     const std::string name = RankName(o, static_cast<int>(r));
     const std::string seconds = std::to_string(static_cast<long>(quiet)) + " s";
     if (!p.started) {
@@ -189,6 +273,20 @@ std::string FindHungRank(const LaunchOptions& o, const HeartbeatBoard& board, co
   return waiting_line;
 }
 
+// Under mpirun: the first rank whose process is gone without having said how
+// it ended (killed by SIGKILL or the OOM killer, or crashed), named; "" if none.
+std::string FindVanishedRank(const LaunchOptions& o, const HeartbeatBoard& board, const Ranks& ranks) {
+  for (int r = 0; r < o.ranks; ++r) {
+    const RankPulse p = board.Read(r);
+    if (p.pid > 0 && p.ended == RankEnd::kRunning && ranks.RankPid(r) == 0) {
+      return RankName(o, r) +
+             " was killed (its process ended without exiting or being stopped: SIGKILL, the OOM killer or a crash); "
+             "stopping the other ranks";
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
@@ -203,15 +301,18 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
     if (rendezvous.fd < 0) return Status::IOError("memfd", "create the rendezvous file", errno);
   }
   Ranks ranks;
-  for (int rank = 0; rank < o.ranks; ++rank) {
-    RankExec exec = PrepareRank(o, board.value(), rendezvous.fd, rank);
+  const bool mpi = !o.mpirun.empty();
+  if (mpi) ranks.board = &board.value();
+  const std::string program = ProgramPath(o.program);
+  for (int rank = 0; rank < (mpi ? 1 : o.ranks); ++rank) {
+    RankExec exec = mpi ? PrepareMpirun(o, board.value(), program) : PrepareRank(o, board.value(), rendezvous.fd, rank);
     std::fflush(nullptr);
     const pid_t pid = ::fork();
     if (pid < 0) {
       const int err = errno;
-      ranks.SignalAll(SIGKILL);
+      ranks.SignalAll(SIGKILL, o.ranks);
       ranks.Reap([](int, int) {});
-      return Status::IOError("fork", "start rank " + std::to_string(rank), err);
+      return Status::IOError("fork", mpi ? "start mpirun" : "start rank " + std::to_string(rank), err);
     }
     if (pid == 0) ExecRank(o, exec, rank, launcher, guard.saved());
     ranks.pids.push_back(pid);
@@ -225,15 +326,27 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
   auto stop_all = [&] {
     if (stopping) return;
     stopping = true;
-    ranks.SignalAll(SIGTERM);
+    ranks.SignalAll(SIGTERM, o.ranks);
     kill_at = Clock::now() + std::chrono::seconds(o.grace_s);
   };
   while (ranks.running > 0) {
+    if (mpi && !stopping) {  // a rank killed outright: mpirun would only say so in its own words
+      outcome.failure = FindVanishedRank(o, board.value(), ranks);
+      if (!outcome.failure.empty()) {
+        outcome.exit_code = 128 + SIGKILL;
+        stop_all();
+      }
+    }
     ranks.Reap([&](int rank, int wstatus) {
       const int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
       if (code == 0 || outcome.exit_code != 0) return;
       outcome.exit_code = code;
-      if (WIFSIGNALED(wstatus) && !stopping) {
+      if (mpi && !stopping) {  // mpirun ended the job: a rank said why, or vanished, or hung
+        outcome.failure = FindVanishedRank(o, board.value(), ranks);
+        if (outcome.failure.empty() && o.timeout_s > 0) {
+          outcome.failure = FindHungRank(o, board.value(), ranks, 0.9 * o.timeout_s, false, SecondsSince(launched));
+        }
+      } else if (WIFSIGNALED(wstatus) && !stopping) {
         outcome.failure = RankName(o, rank) + " was killed by signal " + std::to_string(WTERMSIG(wstatus)) + " (" +
                           ::strsignal(WTERMSIG(wstatus)) + "); stopping the other ranks";
       } else if (!stopping && o.timeout_s > 0) {
@@ -251,14 +364,14 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
         stop_all();
       }
     }
-    if (stopping && Clock::now() >= kill_at) ranks.SignalAll(SIGKILL);
+    if (stopping && Clock::now() >= kill_at) ranks.SignalAll(SIGKILL, o.ranks);
     const timespec tick{0, 200 * 1000 * 1000};
     siginfo_t info;
     const int sig = ::sigtimedwait(&watched, &info, &tick);
     if (sig == SIGINT || sig == SIGTERM) {
       if (outcome.exit_code == 0) outcome.exit_code = 128 + sig;
       if (outcome.stopped_by == 0) outcome.stopped_by = sig;
-      ranks.SignalAll(sig);  // as a terminal's Ctrl-C would reach them all
+      ranks.SignalAll(sig, o.ranks);  // as a terminal's Ctrl-C would reach them all
       stop_all();
     }
   }

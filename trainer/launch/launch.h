@@ -39,6 +39,12 @@ struct LaunchOptions {
   // When >= 0, every rank's stdout (stderr) goes here instead of the launcher's.
   int stdout_fd = -1;
   int stderr_fd = -1;
+  // When set (train --backend mpi), the ranks are one MPI job that this
+  // mpirun starts (one app context per rank, each with its own arguments
+  // and environment) instead of processes forked here. The launcher then
+  // watches mpirun, and each rank through the heartbeat board: its process,
+  // how it ended, its pulse. Pinning is the ranks' own (their --layout).
+  std::string mpirun;
 };
 
 struct LaunchOutcome {

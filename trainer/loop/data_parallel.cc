@@ -16,6 +16,7 @@ StatusOr<DataParallel> DataParallel::Join(const TrainConfig& c, int rank, Classi
   co.store_file = c.dist.rendezvous_file;
   co.ranks_per_node = c.dist.ranks;
   co.recipe = recipe;
+  co.backend = c.dist.backend;  // resolved by RunTrain: gloo or mpi
   DataParallel dp;
   StatusOr<std::unique_ptr<Comm>> comm = Comm::Create(co);
   if (!comm.ok()) return comm.status();

@@ -1,0 +1,288 @@
+// The MPI backend (comm_backend.h). OpenMPI's collectives progress only
+// inside MPI calls, and a non-blocking one started by the training thread
+// would move only when that thread next called MPI, i.e. after backward. So
+// every MPI call of the process is made by one thread of its own, the MPI
+// thread (as horovod's background loop does): the training thread queues a
+// collective and goes on (a bucket's all-reduce then runs during the rest of
+// backward) or waits for it. MPI is started on that thread (MPI_Init_thread,
+// FUNNELED: only it calls MPI) when the first backend is created, and
+// finalized when the backend is destroyed; once per process. Errors return
+// (MPI_ERRORS_RETURN) instead of aborting the job; a collective that a lost
+// or hung peer never completes ends after --timeout, said in one line.
+#include <mpi.h>
+
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include <chrono>
+#include <climits>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "trainer/dist/comm_backend.h"
+#include "trainer/launch/heartbeat.h"
+#include "trainer/torch_guard.h"
+
+namespace granary {
+namespace {
+
+// Runs queued operations, in order, on the one thread that calls MPI. Never
+// destroyed and never joined: a thread blocked in a collective a lost peer
+// never completes must not keep the process from exiting.
+class MpiThread {
+ public:
+  static MpiThread& Get() {
+    static MpiThread* const thread = new MpiThread();
+    return *thread;
+  }
+
+  // `op` runs after every operation queued before it; what it returns (an
+  // MPI error code, MPI_SUCCESS) comes back through the future.
+  std::shared_future<int> Post(std::function<int()> op) {
+    std::promise<int> done;
+    std::shared_future<int> result = done.get_future().share();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.emplace_back(std::move(op), std::move(done));
+    }
+    wake_.notify_one();
+    return result;
+  }
+
+ private:
+  MpiThread() { std::thread([this] { Loop(); }).detach(); }
+
+  void Loop() {
+    for (;;) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return !queue_.empty(); });
+      auto [op, done] = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      done.set_value(op());
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::pair<std::function<int()>, std::promise<int>>> queue_;  // guarded by mutex_
+};
+
+// Element-wise sums of 16-bit floats, which MPI has no type for: the values
+// travel as MPI_UINT16_T and these ops add them in float.
+template <typename T>
+void SumAs(void* in, void* inout, int* length, MPI_Datatype*) {
+  const T* a = static_cast<const T*>(in);
+  T* b = static_cast<T*>(inout);
+  for (int i = 0; i < *length; ++i) b[i] = static_cast<T>(static_cast<float>(a[i]) + static_cast<float>(b[i]));
+}
+
+// Made by MpiInit on the MPI thread before any collective is queued (the
+// training thread reads them after waiting for the join).
+MPI_Op half_sum = MPI_OP_NULL, bf16_sum = MPI_OP_NULL;
+
+int MpiInit() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized) return MPI_ERR_OTHER;
+  if (!initialized) {
+    // OpenMPI 4.1 all-reduces large buffers with Rabenseifner's algorithm,
+    // which here took 14x the ring's time for 50 MiB between 2 ranks (145 vs
+    // 10 ms, tools/bench_comm): the ring, unless the user set an algorithm.
+    ::setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", /*overwrite=*/0);
+    ::setenv("OMPI_MCA_coll_tuned_allreduce_algorithm", "4", /*overwrite=*/0);
+    int provided = 0;
+    const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    if (rc != MPI_SUCCESS) return rc;
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  if (half_sum == MPI_OP_NULL) MPI_Op_create(&SumAs<c10::Half>, /*commute=*/1, &half_sum);
+  if (bf16_sum == MPI_OP_NULL) MPI_Op_create(&SumAs<c10::BFloat16>, /*commute=*/1, &bf16_sum);
+  return MPI_SUCCESS;
+}
+
+std::string MpiError(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  return std::string(text, static_cast<size_t>(length));
+}
+
+// How a tensor of `dtype` travels, and the op that sums it.
+struct Wire {
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  MPI_Op sum = MPI_SUM;
+};
+
+StatusOr<Wire> WireOf(const torch::Tensor& t, const char* what) {
+  if (!t.is_contiguous()) return Status::InvalidArgument(std::string(what) + ": the tensor is not contiguous");
+  if (t.numel() > INT_MAX) return Status::InvalidArgument(std::string(what) + ": more than INT_MAX values at once");
+  switch (t.scalar_type()) {
+    case torch::kFloat: return Wire{MPI_FLOAT, MPI_SUM};
+    case torch::kDouble: return Wire{MPI_DOUBLE, MPI_SUM};
+    case torch::kLong: return Wire{MPI_INT64_T, MPI_SUM};
+    case torch::kInt: return Wire{MPI_INT32_T, MPI_SUM};
+    case torch::kByte: return Wire{MPI_UINT8_T, MPI_SUM};
+    case torch::kHalf: return Wire{MPI_UINT16_T, half_sum};
+    case torch::kBFloat16: return Wire{MPI_UINT16_T, bf16_sum};
+    default:
+      return Status::InvalidArgument(std::string(what) + ": no MPI type for " +
+                                     std::string(c10::toString(t.scalar_type())));
+  }
+}
+
+// A collective queued on the MPI thread. Wait gives up after `timeout`:
+// MPI itself never does, and cannot say which peer is missing.
+class MpiPending : public PendingReduce {
+ public:
+  MpiPending(std::shared_future<int> done, const char* what, std::chrono::seconds timeout)
+      : done_(std::move(done)), what_(what), timeout_(timeout) {}
+
+  Status Wait() override {
+    if (!done_.valid()) return Status::OK();
+    WaitingForPeers waiting;
+    if (done_.wait_for(timeout_) != std::future_status::ready) {
+      return Status::FailedPrecondition(std::string(what_) + ": the other ranks did not complete it within --timeout " +
+                                      std::to_string(timeout_.count()) +
+                                      " s (MPI: a rank is lost or hung, or a link is down)");
+    }
+    const int rc = done_.get();
+    done_ = {};
+    if (rc == MPI_SUCCESS) return Status::OK();
+    return Status::FailedPrecondition(std::string(what_) + ": " + MpiError(rc));
+  }
+
+ private:
+  std::shared_future<int> done_;
+  const char* what_;
+  std::chrono::seconds timeout_;
+};
+
+class MpiBackend : public CommBackend {
+ public:
+  explicit MpiBackend(const CommOptions& o) : options_(o), timeout_(o.timeout_s) {}
+
+  ~MpiBackend() override {
+    // Every rank finalizes at the end of a run; after a failure a peer may
+    // never come, so the wait is bounded and the process then exits anyway.
+    std::shared_future<int> done = MpiThread::Get().Post([] { return MPI_Finalize(); });
+    done.wait_for(std::chrono::seconds(5));
+  }
+
+  // MPI's job has this run's shape, and every rank's recipe is rank 0's.
+  Status Join() {
+    std::string why;
+    std::shared_future<int> joined = MpiThread::Get().Post([&]() -> int {
+      if (int rc = MpiInit(); rc != MPI_SUCCESS) return rc;
+      int rank = -1, size = 0;
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      MPI_Comm_size(MPI_COMM_WORLD, &size);
+      if (rank != options_.rank || size != options_.world) {
+        why = "the MPI job has " + std::to_string(size) + " processes and this is its rank " + std::to_string(rank) +
+              ", but the run counts rank " + std::to_string(options_.rank) + " of " + std::to_string(options_.world) +
+              " (--ranks x --nnodes)";
+        return MPI_SUCCESS;
+      }
+      std::string first = options_.recipe;
+      int length = static_cast<int>(first.size());
+      if (int rc = MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD); rc != MPI_SUCCESS) return rc;
+      first.resize(static_cast<size_t>(length));
+      if (int rc = MPI_Bcast(first.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD); rc != MPI_SUCCESS) return rc;
+      why = RecipeDifference(options_.recipe, first, options_);
+      // The lowest rank that disagrees tells every rank why.
+      int mine = why.empty() ? INT_MAX : rank, lowest = INT_MAX;
+      if (int rc = MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD); rc != MPI_SUCCESS) return rc;
+      if (lowest == INT_MAX) return MPI_SUCCESS;
+      length = static_cast<int>(why.size());
+      if (int rc = MPI_Bcast(&length, 1, MPI_INT, lowest, MPI_COMM_WORLD); rc != MPI_SUCCESS) return rc;
+      why.resize(static_cast<size_t>(length));
+      return MPI_Bcast(why.data(), length, MPI_CHAR, lowest, MPI_COMM_WORLD);
+    });
+    WaitingForPeers waiting;
+    if (joined.wait_for(timeout_) != std::future_status::ready) {
+      return Status::FailedPrecondition("MPI rendezvous: not every one of the " + std::to_string(options_.world) +
+                                      " ranks joined within --timeout " + std::to_string(timeout_.count()) + " s");
+    }
+    if (const int rc = joined.get(); rc != MPI_SUCCESS) {
+      return Status::FailedPrecondition("MPI rendezvous: " + MpiError(rc));
+    }
+    if (!why.empty()) return Status::FailedPrecondition("MPI rendezvous: " + why);
+    return Status::OK();
+  }
+
+  Status AllReduceSum(torch::Tensor& tensor) override {
+    StatusOr<std::unique_ptr<PendingReduce>> pending = AllReduceSumAsync(tensor);
+    if (!pending.ok()) return pending.status();
+    return pending.value()->Wait();
+  }
+
+  StatusOr<std::unique_ptr<PendingReduce>> AllReduceSumAsync(const torch::Tensor& tensor) override {
+    StatusOr<Wire> wire = WireOf(tensor, "all-reduce");
+    if (!wire.ok()) return wire.status();
+    const int count = static_cast<int>(tensor.numel());
+    // The op holds the tensor: its storage lives until the MPI thread is done with it.
+    return Pending(MpiThread::Get().Post([tensor, count, type = wire->type, op = wire->sum] {
+      return MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), count, type, op, MPI_COMM_WORLD);
+    }), "all-reduce");
+  }
+
+  StatusOr<std::unique_ptr<PendingReduce>> AllGatherAsync(const torch::Tensor& input,
+                                                          std::vector<torch::Tensor>* outputs) override {
+    StatusOr<Wire> wire = WireOf(input, "all-gather");
+    if (!wire.ok()) return wire.status();
+    torch::Tensor all;
+    GRANARY_RETURN_IF_ERROR(CatchTorch("all-gather", [&] {
+      all = torch::empty({options_.world, input.numel()}, input.options());
+      for (int r = 0; r < options_.world; ++r) outputs->push_back(all[r].view(input.sizes()));
+    }));
+    const int count = static_cast<int>(input.numel());
+    return Pending(MpiThread::Get().Post([input, all, count, type = wire->type] {
+      return MPI_Allgather(input.data_ptr(), count, type, all.data_ptr(), count, type, MPI_COMM_WORLD);
+    }), "all-gather");
+  }
+
+  Status Broadcast(torch::Tensor& tensor) override {
+    StatusOr<Wire> wire = WireOf(tensor, "broadcast");
+    if (!wire.ok()) return wire.status();
+    const int count = static_cast<int>(tensor.numel());
+    return Pending(MpiThread::Get().Post([tensor, count, type = wire->type] {
+      return MPI_Bcast(tensor.data_ptr(), count, type, 0, MPI_COMM_WORLD);
+    }), "broadcast")->Wait();
+  }
+
+  Status Barrier() override {
+    return Pending(MpiThread::Get().Post([] { return MPI_Barrier(MPI_COMM_WORLD); }), "barrier")->Wait();
+  }
+
+ private:
+  std::unique_ptr<PendingReduce> Pending(std::shared_future<int> done, const char* what) const {
+    return std::unique_ptr<PendingReduce>(new MpiPending(std::move(done), what, timeout_));
+  }
+
+  const CommOptions options_;
+  const std::chrono::seconds timeout_;
+};
+
+}  // namespace
+
+bool HaveMpiBackend() { return true; }
+std::string MpirunPath() { return GRANARY_MPIRUN; }
+
+StatusOr<std::unique_ptr<CommBackend>> CreateMpiBackend(const CommOptions& options) {
+  if (!StartedByMpiLauncher()) {
+    return Status::FailedPrecondition("--backend mpi: this process was not started by mpirun or srun (" +
+                                      std::to_string(options.world) + " ranks in all)");
+  }
+  auto backend = std::make_unique<MpiBackend>(options);
+  GRANARY_RETURN_IF_ERROR(backend->Join());
+  return std::unique_ptr<CommBackend>(std::move(backend));
+}
+
+}  // namespace granary
