@@ -203,8 +203,7 @@ class RankTrainer {
       }
       StatusOr<EpochReport> report = CloseEpoch(epoch, tally);
       if (!report.ok()) return report.status();
-      // The prune first: every figure the epoch reports (its evaluation, the
-      // weights' hash, the checkpoint) is of the model that goes on and is saved.
+      // The prune first: the epoch's figures, weights hash and checkpoint are the saved model's.
       report->parameters = tally.parameters;
       GRANARY_RETURN_IF_ERROR(PruneAfter(epoch + 1, &report.value()));
       GRANARY_RETURN_IF_ERROR(EvaluateShare(&report.value()));
