@@ -178,12 +178,15 @@ TEST_F(EndToEnd, ARankThatHangsOrDiesOnAnotherNodeEndsBothLaunchers) {
   const std::string db = dir_.Sub("nodes.db");
   ASSERT_EQ(PrepFashion(db, "--limit 2000 --no-progress", dir_).exit_code, 0);
   for (const std::string signal : {"STOP", "KILL"}) {
+    const std::string metrics = dir_.Sub("nodes-" + signal + ".jsonl");  // rank 0's: its first step is the cue
     const std::string node = kTrain + " --db " + db + " --epochs 1000 --threads 1 --timeout 5 --ranks 1 --nnodes 2 " +
-                             "--master-addr 127.0.0.1 --master-port " + std::to_string(FreePort()) + " --node-rank ";
+                             "--log-every 1 --metrics " + metrics + " --master-addr 127.0.0.1 --master-port " +
+                             std::to_string(FreePort()) + " --node-rank ";
     const std::string rank1 = "'" + dir_.Sub("nodes[.]db .*[-]-node-rank 1 [-]-layout") + "'";
     auto r =
         RunCommand("{ " + node + "1 > /dev/null 2> " + dir_.Sub("node1.err") + " & L1=$!; " + node +
-                       "0 > /dev/null 2> " + dir_.Sub("node0.err") + " & L0=$!; sleep 5; pkill -" + signal + " -f " +
+                       "0 > /dev/null 2> " + dir_.Sub("node0.err") + " & L0=$!; for i in $(seq 600); do grep -q step " + metrics +
+                       " 2>/dev/null && break; sleep 0.1; done; pkill -" + signal + " -f " +
                        rank1 + "; start=$(date +%s); wait $L0; echo node0 $? $(( $(date +%s) - start ));" +
                        " wait $L1; echo node1 $? $(( $(date +%s) - start )); sleep 1; " + "echo left $(pgrep -c -f '" +
                        dir_.Sub("nodes[.]db .*[-]-layout") + "'); }",
