@@ -52,9 +52,6 @@ Comm::Comm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Comm::~Comm() = default;
 int Comm::rank() const { return impl_->options.rank; }
 int Comm::world() const { return impl_->options.world; }
-const std::string& Comm::backend() const { return impl_->options.backend; }
-
-bool CommHasMpi() { return HaveMpiBackend(); }
 
 bool StartedByMpiLauncher() {
   // mpirun (ORTE) sets OMPI_COMM_WORLD_*; srun's PMI and PMIx plugins set

@@ -46,8 +46,8 @@ struct CommOptions {
   std::string backend = "gloo";  // or "mpi" (CommHasMpi)
 };
 
-// Whether this build has the MPI backend (CMake found MPI), and the mpirun
-// it came with ("" without).
+// Whether this build has the MPI backend (CMake found MPI; defined in
+// mpi_comm.cc or no_mpi_comm.cc), and the mpirun it came with ("" without).
 bool CommHasMpi();
 std::string MpirunPath();
 // Whether an MPI launcher (mpirun, or srun with PMI/PMIx) started this
@@ -71,7 +71,6 @@ class Comm {
 
   int rank() const;
   int world() const;
-  const std::string& backend() const;  // "gloo" or "mpi"
 
   // Replaces each tensor with the element-wise mean over ranks. The tensors
   // are packed into one contiguous buffer for a single all-reduce.

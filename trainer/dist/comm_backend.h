@@ -35,10 +35,8 @@ class CommBackend {
 StatusOr<std::unique_ptr<CommBackend>> CreateGlooBackend(const CommOptions& options);
 // MPI: this process must have been started by mpirun or srun as rank
 // options.rank of options.world; FailedPrecondition if the build has no
-// MPI or the job's shape differs.
+// MPI (CommHasMpi) or the job's shape differs.
 StatusOr<std::unique_ptr<CommBackend>> CreateMpiBackend(const CommOptions& options);
-// Whether this build has the MPI backend.
-bool HaveMpiBackend();
 
 // Why rank `rank`'s recipe `mine` and rank 0's `first` (RecipeJson objects)
 // are not the same run: the first member that differs with both values, as

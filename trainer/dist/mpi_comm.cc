@@ -21,6 +21,7 @@
 #include <deque>
 #include <functional>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -177,43 +178,45 @@ class MpiBackend : public CommBackend {
   }
 
   // MPI's job has this run's shape, and every rank's recipe is rank 0's.
+  // The op owns what it reads and writes: after a --timeout it may still
+  // run, when this backend is gone.
   Status Join() {
-    std::string why;
-    std::shared_future<int> joined = MpiThread::Get().Post([&]() -> int {
+    auto why = std::make_shared<std::string>();
+    std::shared_future<int> joined = MpiThread::Get().Post([o = options_, why]() -> int {
       if (int rc = MpiInit(); rc != MPI_SUCCESS) return rc;
       int rank = -1, size = 0;
       MPI_Comm_rank(MPI_COMM_WORLD, &rank);
       MPI_Comm_size(MPI_COMM_WORLD, &size);
-      if (rank != options_.rank || size != options_.world) {
-        why = "the MPI job has " + std::to_string(size) + " processes and this is its rank " + std::to_string(rank) +
-              ", but the run counts rank " + std::to_string(options_.rank) + " of " + std::to_string(options_.world) +
-              " (--ranks x --nnodes)";
+      if (rank != o.rank || size != o.world) {
+        *why = "the MPI job has " + std::to_string(size) + " processes and this is its rank " + std::to_string(rank) +
+               ", but the run counts rank " + std::to_string(o.rank) + " of " + std::to_string(o.world) +
+               " (--ranks x --nnodes)";
         return MPI_SUCCESS;
       }
-      std::string first = options_.recipe;
+      std::string first = o.recipe;
       int length = static_cast<int>(first.size());
       if (int rc = MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD); rc != MPI_SUCCESS) return rc;
       first.resize(static_cast<size_t>(length));
       if (int rc = MPI_Bcast(first.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD); rc != MPI_SUCCESS) return rc;
-      why = RecipeDifference(options_.recipe, first, options_);
+      *why = RecipeDifference(o.recipe, first, o);
       // The lowest rank that disagrees tells every rank why.
-      int mine = why.empty() ? INT_MAX : rank, lowest = INT_MAX;
+      int mine = why->empty() ? INT_MAX : rank, lowest = INT_MAX;
       if (int rc = MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD); rc != MPI_SUCCESS) return rc;
       if (lowest == INT_MAX) return MPI_SUCCESS;
-      length = static_cast<int>(why.size());
+      length = static_cast<int>(why->size());
       if (int rc = MPI_Bcast(&length, 1, MPI_INT, lowest, MPI_COMM_WORLD); rc != MPI_SUCCESS) return rc;
-      why.resize(static_cast<size_t>(length));
-      return MPI_Bcast(why.data(), length, MPI_CHAR, lowest, MPI_COMM_WORLD);
+      why->resize(static_cast<size_t>(length));
+      return MPI_Bcast(why->data(), length, MPI_CHAR, lowest, MPI_COMM_WORLD);
     });
     WaitingForPeers waiting;
     if (joined.wait_for(timeout_) != std::future_status::ready) {
       return Status::FailedPrecondition("MPI rendezvous: not every one of the " + std::to_string(options_.world) +
-                                      " ranks joined within --timeout " + std::to_string(timeout_.count()) + " s");
+                                        " ranks joined within --timeout " + std::to_string(timeout_.count()) + " s");
     }
     if (const int rc = joined.get(); rc != MPI_SUCCESS) {
       return Status::FailedPrecondition("MPI rendezvous: " + MpiError(rc));
     }
-    if (!why.empty()) return Status::FailedPrecondition("MPI rendezvous: " + why);
+    if (!why->empty()) return Status::FailedPrecondition("MPI rendezvous: " + *why);
     return Status::OK();
   }
 
@@ -272,7 +275,7 @@ class MpiBackend : public CommBackend {
 
 }  // namespace
 
-bool HaveMpiBackend() { return true; }
+bool CommHasMpi() { return true; }
 std::string MpirunPath() { return GRANARY_MPIRUN; }
 
 StatusOr<std::unique_ptr<CommBackend>> CreateMpiBackend(const CommOptions& options) {

@@ -3,12 +3,11 @@
 
 namespace granary {
 
-bool HaveMpiBackend() { return false; }
+bool CommHasMpi() { return false; }
 std::string MpirunPath() { return ""; }
 
 StatusOr<std::unique_ptr<CommBackend>> CreateMpiBackend(const CommOptions&) {
-  return Status::FailedPrecondition(
-      "--backend mpi: this build of train has no MPI (install libopenmpi-dev, e.g. with tools/setup, and rebuild)");
+  return Status::FailedPrecondition("--backend mpi: this build has no MPI (train refuses it before: ResolveBackend)");
 }
 
 }  // namespace granary

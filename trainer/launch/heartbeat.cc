@@ -109,15 +109,16 @@ Status AttachHeartbeat() {
   int fd = -1, slot = -1;
   const size_t colon = v.rfind(':');
   const std::string board = v.substr(0, colon);
+  // A path (/proc/PID/fd/N of the launcher) where an MPI launcher between
+  // the two closed the inherited descriptor.
+  const bool by_path = board.rfind('/', 0) == 0;
   try {
-    // A path (/proc/PID/fd/N of the launcher) where an MPI launcher between
-    // the two closed the inherited descriptor.
-    fd = board.rfind('/', 0) == 0 ? ::open(board.c_str(), O_RDWR | O_CLOEXEC) : std::stoi(board);
+    fd = by_path ? ::open(board.c_str(), O_RDWR | O_CLOEXEC) : std::stoi(board);
     slot = colon == std::string::npos ? -1 : std::stoi(v.substr(colon + 1));
   } catch (const std::exception&) {
   }
   if (fd < 0 || slot < 0) {
-    if (fd >= 0 && board.rfind('/', 0) == 0) ::close(fd);
+    if (fd >= 0 && by_path) ::close(fd);
     return Status::InvalidArgument("GRANARY_HEARTBEAT=" + v + ": not <fd or path>:<slot> of a board this rank can open");
   }
   const size_t bytes = sizeof(Slot) * static_cast<size_t>(slot + 1);
@@ -127,7 +128,7 @@ Status AttachHeartbeat() {
   if (map == MAP_FAILED) return Status::IOError("GRANARY_HEARTBEAT=" + v, "map the launcher's heartbeat board", err);
   own_slot = static_cast<Slot*>(map) + slot;
   own_slot->pid.store(static_cast<int32_t>(::getpid()), std::memory_order_relaxed);
-  if (board.rfind('/', 0) == 0) FollowMpirun();
+  if (by_path) FollowMpirun();
   HeartbeatBeat();
   return Status::OK();
 }

@@ -255,7 +255,7 @@ std::string FindHungRank(const LaunchOptions& o, const HeartbeatBoard& board, co
     const double quiet = p.started ? p.quiet_s : launched_s;
     if (quiet < quiet_s) continue;
     const bool stopped = IsStopped(ranks.RankPid(r));
-    const std::string name = RankName(o, static_cast<int>(r));
+    const std::string name = RankName(o, r);
     const std::string seconds = std::to_string(static_cast<long>(quiet)) + " s";
     if (!p.started) {
       return name + " did not start in " + seconds + (stopped ? " (its process is stopped)" : "") +
