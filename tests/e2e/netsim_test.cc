@@ -91,6 +91,48 @@ TEST_F(Netsim, ALinkThatDropsEndsBothNodesWithinTheTimeout) {
   EXPECT_EQ(Namespaces(dir_), before);
 }
 
+// Round 3: numbers are base 10 (bash read 08 as octal, train read NNODES=010
+// as 10), a rate tc cannot shape is refused, --cut-after waits for its file
+// to change, and no helper of netsim's (the stopper's or the cutter's sleep)
+// outlives it, whether it ends by itself or by SIGTERM.
+TEST_F(Netsim, NumbersAreDecimalRatesAreBoundedAndNothingOutlivesIt) {
+  auto eight = RunCommand(kNetsim + " --nodes 08 --rate 1gbit -- 'echo nodes=$NNODES'", dir_);
+  EXPECT_EQ(eight.exit_code, 0) << eight.err;
+  size_t eights = 0;
+  for (size_t at = 0; (at = eight.out.find("nodes=8\n", at)) != std::string::npos; at += 8) ++eights;
+  EXPECT_EQ(eights, 8u) << eight.out;
+  for (const char* rate : {"8bit", "99999999999gbit", "18446744073709551616bit"}) {
+    auto r = RunCommand(kNetsim + " --nodes 2 --rate " + std::string(rate) + " -- true", dir_);
+    EXPECT_EQ(r.exit_code, 2) << rate;
+    EXPECT_NE(r.err.find("--rate"), std::string::npos) << r.err;
+  }
+
+  // The cut file exists from the start: node 1 changes it only once it has
+  // seen its link up, then waits (up to 60 s) for the cut.
+  const std::string mark = dir_.Sub("mark");
+  testing::WriteFile(mark, "old\n");
+  auto cut = RunCommand(kNetsim + " --nodes 2 --rate 1gbit --cut 01@0.2 --cut-after " + mark +
+                            " -- 'if [ $NODE_RANK = 1 ]; then sleep 2; ip -br link show eth0 | grep -q UP && echo up;"
+                            " echo new >> " + mark + "; for i in $(seq 600); do"
+                            " ip -br link show eth0 | grep -q DOWN && echo down && break; sleep 0.1; done; fi'",
+                        dir_);
+  EXPECT_EQ(cut.exit_code, 0) << cut.err;
+  EXPECT_EQ(cut.out, "up\ndown\n") << cut.err;
+  EXPECT_NE(cut.err.find("node 1's link is down"), std::string::npos) << cut.err;
+
+  // A node fails: the stopper waits --grace 47 s. Once by SIGTERM, once by the other node ending.
+  const std::string failing = " --nodes 2 --rate 1gbit --grace 47 -- 'if [ $NODE_RANK = 0 ]; then exit 3; else ";
+  auto stopped = RunCommand("{ " + kNetsim + failing + "sleep 99; fi' 2> " + dir_.Sub("ns.err") + " & ns=$!;" +
+                                " until grep -q 'a node exited' " + dir_.Sub("ns.err") + "; do sleep 0.1; done;" +
+                                " kill -TERM $ns; wait $ns; echo status $?; }",
+                            dir_);
+  EXPECT_EQ(stopped.out, "status 143\n") << stopped.err;
+  auto ended = RunCommand(kNetsim + failing + "sleep 1; fi'", dir_);
+  EXPECT_EQ(ended.exit_code, 3) << ended.err;
+  EXPECT_EQ(ended.err.find("Killed"), std::string::npos) << ended.err;
+  EXPECT_EQ(RunCommand("pgrep -f '^sleep (47|99)$' | wc -l", dir_).out, "0\n");
+}
+
 TEST_F(EndToEnd, CompressedSyncsTrainToTheUncompressedAccuracyAndBadFlagsAreRefused) {
   const std::string db = dir_.Sub("db");
   ASSERT_EQ(PrepFashion(db, "--limit 2000 --no-progress", dir_).exit_code, 0);
