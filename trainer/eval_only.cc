@@ -1,5 +1,6 @@
 #include "trainer/eval_only.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -44,7 +45,7 @@ StatusOr<Evaluation> EvaluateSaved(const ResolvedRun& run) {
   torch::NoGradGuard no_grad;
   torch::Tensor first;
   StatusOr<EvalResult> result = EvaluateModule(*run.db, c.data, run.workload, module, &first);
-  if (!result.ok()) return result.status().WithContext("--eval-only");
+  if (!result.ok()) return result.status().WithContext("--eval-only: model " + c.model.name);
   out.result = result.value();
   if (first.defined()) {
     GRANARY_RETURN_IF_ERROR(CatchTorch("--eval-only: timing inference", [&] {
@@ -56,13 +57,30 @@ StatusOr<Evaluation> EvaluateSaved(const ResolvedRun& run) {
 
 }  // namespace
 
-int RunEvalOnly(TrainConfig config, bool json) {
+const std::vector<std::string>& EvalOnlyFlags() {
+  static const std::vector<std::string> flags = {
+      "--db",     "--eval-split", "--input-field", "--loader-threads", "--prefetch", "--skip-corrupt",
+      "--mean",   "--std",        "--model",       "--threads",        "--timeout",  "--eval-only",
+      "--json"};
+  return flags;
+}
+
+int RunEvalOnly(TrainConfig config, bool json, const std::vector<std::string>& given) {
+  std::string unused;
+  for (const std::string& flag : given) {
+    if (std::find(EvalOnlyFlags().begin(), EvalOnlyFlags().end(), flag) == EvalOnlyFlags().end()) {
+      unused += (unused.empty() ? "" : ", ") + flag;
+    }
+  }
+  if (!unused.empty()) {
+    return Fail(Status::InvalidArgument("--eval-only does not use " + unused +
+                                        " (it evaluates --model on --eval-split and writes nothing)"));
+  }
   if (!IsModelFile(config.model.name)) {
     return Fail(Status::InvalidArgument("--eval-only evaluates a saved model: give --model FILE.pt (not '" +
                                         config.model.name + "')"));
   }
-  config.ResolveDefaults();
-  if (Status valid = config.Validate(CoreCount()); !valid.ok()) return Fail(valid);
+  if (Status valid = config.ValidateEvaluation(CoreCount()); !valid.ok()) return Fail(valid);
   StatusOr<ResolvedRun> resolved = ResolveRun(std::move(config));
   if (!resolved.ok()) return Fail(resolved.status());
   const ResolvedRun& run = resolved.value();
@@ -71,8 +89,11 @@ int RunEvalOnly(TrainConfig config, bool json) {
     return Fail(Status::InvalidArgument("--eval-only: " + c.data.db +
                                         " has no test or val split to evaluate on; name one with --eval-split"));
   }
+  if (Status splits = CheckSplits(run.db->manifest(), c.data.db, c.data, SplitUse::kEvaluate); !splits.ok()) {
+    return Fail(splits);
+  }
   // The model takes the db's input and gives a logit per class (bounded by --timeout).
-  if (Status fits = CheckModelFits(c, run.workload, run.db->manifest().num_classes); !fits.ok()) {
+  if (Status fits = CheckModelFits(c, run.workload, run.db->manifest().num_classes, ModelUse::kEvaluate); !fits.ok()) {
     Fail(fits.WithContext("--eval-only"));
     std::fflush(nullptr);
     std::_Exit(1);  // a model past --timeout still runs on a thread (rank_model.h)

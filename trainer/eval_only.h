@@ -6,10 +6,18 @@
 // one line; returns the exit status.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "trainer/config/config.h"
 
 namespace granary {
 
-int RunEvalOnly(TrainConfig config, bool json);
+// The flags --eval-only reads (besides --eval-only itself and --json); any
+// other flag on its command line is refused, named, before work starts.
+const std::vector<std::string>& EvalOnlyFlags();
+
+// `given`: the flags on the command line, as "--name".
+int RunEvalOnly(TrainConfig config, bool json, const std::vector<std::string>& given);
 
 }  // namespace granary

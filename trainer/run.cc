@@ -328,6 +328,9 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
   if (!resolved.ok()) return Fail(resolved.status(), std::max(rank, 0));
   ResolvedRun run = std::move(resolved).value();
   const Manifest& manifest = run.db->manifest();
+  if (Status splits = CheckSplits(manifest, run.config.data.db, run.config.data, SplitUse::kTrain); !splits.ok()) {
+    return Fail(splits, std::max(rank, 0));
+  }
   std::optional<Checkpoint> resumed;  // read once per process
   if (!run.config.checkpoint.resume.empty()) {  // every process finds the same file: none is written before all start
     StatusOr<Checkpoint> from = ResolveResume(manifest.content_hash, &run.config);
@@ -336,7 +339,7 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
   }
   DirectoryLock checkpoint_lock;  // held while this process lives: the checkpoint directory is this run's
   if (rank < 0) {
-    if (Status fits = CheckModelFits(run.config, run.workload, manifest.num_classes); !fits.ok()) {
+    if (Status fits = CheckModelFits(run.config, run.workload, manifest.num_classes, ModelUse::kTrain); !fits.ok()) {
       // A model past --timeout still runs on a thread: exit without running
       // LibTorch's static destructors under it (that crashed 1 exit in 3).
       Fail(fits, 0);

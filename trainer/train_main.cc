@@ -199,8 +199,12 @@ int main(int argc, char** argv) {
   tune.args = granary::WithoutOptions(
       args, {"--ranks", "--threads", "--batch-size", "--precision", "--tune-seconds", "--tune-probe", "--tune-table"},
       {"--channels-last", "--tune", "--tune-only", "--tune-numerics"});
+  std::vector<std::string> given;  // the flags on the command line, for --eval-only's check
+  for (const CLI::Option* option : app.get_options()) {
+    if (option->count() > 0) given.push_back(option->get_name());
+  }
   const int code =
-      eval_only ? granary::RunEvalOnly(config, json) : granary::RunTrain(config, rank, json, args, layout, tune);
+      eval_only ? granary::RunEvalOnly(config, json, given) : granary::RunTrain(config, rank, json, args, layout, tune);
   granary::HeartbeatEnd(granary::RankEnd::kExited);  // a rank's launcher: it said why, if it failed
   if (granary::Status flushed = granary::FlushStdout(); code == 0 && !flushed.ok()) {
     std::fprintf(stderr, "train: %s\n", flushed.message().c_str());

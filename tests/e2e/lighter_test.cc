@@ -189,7 +189,8 @@ TEST_F(SmallDbRun, WhatCannotBeQuantizedPrunedOrEvaluatedIsRefusedBeforeAnyRankS
   EXPECT_FALSE(fs::exists(dir_.Sub("out.pt")));
 
   // --eval-only: a saved model only, one that fits the db.
-  ExpectOneLineError(RunCommand(train_ + "--eval-only", dir_), "--eval-only evaluates a saved model: give --model");
+  const std::string eval = kTrain + " --db " + db_ + " --eval-only ";
+  ExpectOneLineError(RunCommand(eval, dir_), "--eval-only evaluates a saved model: give --model");
   const std::string five = dir_.Sub("five.pt");
   ASSERT_EQ(testing::SaveScriptedNet("class Net(torch.nn.Module):\n"
                                      "    def __init__(self):\n"
@@ -199,9 +200,9 @@ TEST_F(SmallDbRun, WhatCannotBeQuantizedPrunedOrEvaluatedIsRefusedBeforeAnyRankS
                                      "        return self.fc(torch.flatten(x, 1))\n",
                                      five, dir_),
             "");
-  ExpectOneLineError(RunCommand(train_ + "--model " + five + " --eval-only", dir_),
+  ExpectOneLineError(RunCommand(eval + "--model " + five, dir_),
                      "gives [2, 5], training needs [2, 10] (10 classes)");
-  ExpectOneLineError(RunCommand(train_ + "--model " + matmul + " --eval-only --eval-split ''", dir_),
+  ExpectOneLineError(RunCommand(eval + "--model " + matmul + " --eval-split ''", dir_),
                      "has no test or val split to evaluate on");
 
   // --prune: a fraction in (0, 1), epochs within the run, a built-in model.
@@ -215,6 +216,12 @@ TEST_F(SmallDbRun, WhatCannotBeQuantizedPrunedOrEvaluatedIsRefusedBeforeAnyRankS
   ExpectOneLineError(RunCommand(train_ + "--model " + five + " --prune 0.5" + save, dir_),
                      "--prune: --model " + five + " cannot be pruned");
   EXPECT_FALSE(fs::exists(dir_.Sub("out.pt")));
+  // A fraction too small for any layer prunes nothing: said, not silent.
+  auto tiny = RunCommand(train_ + "--epochs 1 --ranks 1 --prune 1e-300", dir_);
+  EXPECT_EQ(tiny.exit_code, 0) << tiny.err;
+  EXPECT_NE(tiny.err.find("--prune 1e-300 removes no channel: every layer of convnet keeps all its channels"),
+            std::string::npos)
+      << tiny.err;
 }
 
 }  // namespace

@@ -95,5 +95,60 @@ TEST_F(Refusals, ALoopingModelIsStoppedAfterTimeout) {
   }
 }
 
+// Round 3: --eval-only refuses the flags it does not use (it ignored --save,
+// --resume of a file that does not exist, --quantize ...) and checks only
+// what it uses: --threads up to the cores is one process's, not 2 ranks'.
+TEST_F(Refusals, EvalOnlyRefusesWhatItDoesNotUse) {
+  const std::string model = dir_.Sub("m.pt");
+  ASSERT_EQ(RunCommand(train_ + "--epochs 1 --ranks 1 --save " + model, dir_).exit_code, 0);
+  const std::string eval = train_ + "--eval-only --model " + model + " ";
+  ExpectOneLineError(RunCommand(eval + "--save x.pt --resume nope --synthetic", dir_),
+                     "--eval-only does not use --batch-size, --resume, --save, --synthetic");
+  EXPECT_FALSE(fs::exists(dir_.Sub("x.pt")));
+  auto threads = RunCommand(kTrain + " --db " + db_ + " --eval-only --model " + model + " --threads $(nproc)", dir_);
+  EXPECT_EQ(threads.exit_code, 0) << threads.err;
+  ExpectOneLineError(RunCommand(kTrain + " --db " + db_ + " --eval-only --model " + model + " --eval-split nope", dir_),
+                     "--eval-split nope: " + db_ + " has no such split (it has train, test)");
+}
+
+// Models that cannot train are refused before any rank starts, saying what
+// they are: a directory or a device ("no such file" before), half or integer
+// logits (each rank failed in log_softmax), an INT8 model (each rank failed
+// in backward); a model that breaks in evaluation is named.
+TEST_F(Refusals, ModelsThatCannotTrainAreNamedBeforeAnyRankStarts) {
+  fs::create_directories(dir_.Sub("d.pt"));
+  fs::create_symlink("/dev/zero", dir_.Sub("z.pt"));
+  ExpectOneLineError(RunCommand(train_ + "--model " + dir_.Sub("d.pt"), dir_), "d.pt: is a directory, not a TorchScript file");
+  ExpectOneLineError(RunCommand(kTrain + " --db " + db_ + " --eval-only --model " + dir_.Sub("z.pt"), dir_),
+                     "z.pt: is a character device, not a TorchScript file");
+  const std::string net = "class Net(torch.nn.Module):\n"
+                          "    def __init__(self):\n"
+                          "        super().__init__()\n"
+                          "        self.head = torch.nn.Linear(784, 10)\n"
+                          "    def forward(self, x):\n";
+  ASSERT_EQ(testing::SaveScriptedNet(net + "        return self.head(x.flatten(1)).half()\n", dir_.Sub("half.pt"), dir_),
+            "");
+  ExpectOneLineError(RunCommand(train_ + "--model " + dir_.Sub("half.pt"), dir_),
+                     "gives Half logits: the loss needs float32");
+  ASSERT_EQ(testing::SaveScriptedNet(net + "        y = self.head(x.flatten(1))\n"
+                                           "        return y[:, :5] if x.size(0) > 100 else y\n",
+                                     dir_.Sub("big.pt"), dir_),
+            "");
+  ExpectOneLineError(RunCommand(train_ + "--ranks 1 --epochs 1 --model " + dir_.Sub("big.pt"), dir_),
+                     "model " + dir_.Sub("big.pt") + ": split 'test', a batch of 256: evaluation:");
+  const std::string model = dir_.Sub("q.pt");
+  ASSERT_EQ(RunCommand(train_ + "--epochs 1 --ranks 1 --quantize int8 --calibration-batches 2 --save " + model, dir_)
+                .exit_code,
+            0);
+  ExpectOneLineError(RunCommand(train_ + "--ranks 2 --model " + dir_.Sub("q.int8.pt"), dir_),
+                     "q.int8.pt: has no trainable parameters (an INT8 model? evaluate it with --eval-only)");
+  EXPECT_EQ(RunCommand("pgrep -f -- 'q.int8.pt --[l]ayout'", dir_).out, "");  // no rank was started
+  // --quantize with random batches wrote nothing and said nothing; a flag for a feature that is off.
+  ExpectOneLineError(RunCommand(train_ + "--quantize int8 --synthetic --save " + dir_.Sub("s.pt"), dir_),
+                     "--quantize int8 calibrates on training batches: not with --synthetic");
+  ExpectOneLineError(RunCommand(train_ + "--powersgd-rank 8", dir_),
+                     "--powersgd-rank 8: only used with --sync-compress powersgd");
+}
+
 }  // namespace
 }  // namespace granary

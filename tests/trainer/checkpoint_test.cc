@@ -313,6 +313,10 @@ TEST(Checkpoint, OnlyTheLayoutEpochsAndOutputsMayChangeOnResume) {
   TrainConfig model = saved;
   model.model.name = "resnet";
   EXPECT_NE(CheckResumable(saved, model).message().find("model.name"), std::string::npos);
+  // A value the saved run did not use (--powersgd-rank without powersgd) is no difference.
+  TrainConfig unused = saved;
+  unused.sync.powersgd_rank = 8;
+  EXPECT_TRUE(CheckResumable(unused, saved).ok()) << CheckResumable(unused, saved).message();
 }
 
 }  // namespace

@@ -60,6 +60,17 @@ TEST(TrainConfig, EveryOutOfRangeFieldIsNamedByItsFlag) {
       {"--threads 100000", [](TrainConfig& c) { c.dist.threads = 100000; }},
       {"--oversubscribe", [](TrainConfig& c) { c.dist.threads = 2; }},  // 2 ranks x 2 threads on 2 cores
       {"--master-port 70000", [](TrainConfig& c) { c.dist.port = 70000; }},
+      // Round 3: a flag set for a feature that is off.
+      {"--powersgd-rank 8: only used with --sync-compress powersgd", [](TrainConfig& c) { c.sync.powersgd_rank = 8; }},
+      {"--powersgd-warmup 3: only used", [](TrainConfig& c) { c.sync.powersgd_warmup = 3; }},
+      {"--bucket-mb 4: only used with --sync bucketed",
+       [](TrainConfig& c) { c.sync.method = "after-backward", c.sync.bucket_mb = 4; }},
+      {"--calibration-batches 8: only used with --quantize int8",
+       [](TrainConfig& c) { c.compress.calibration_batches = 8; }},
+      {"--base-batch 64: only used with --lr-scaling linear", [](TrainConfig& c) { c.optim.base_batch = 64; }},
+      {"--keep 5: only used with --checkpoint-dir", [](TrainConfig& c) { c.checkpoint.keep = 5; }},
+      {"--quantize int8 calibrates on training batches: not with --synthetic",
+       [](TrainConfig& c) { c.compress.quantize = "int8", c.data.synthetic = true; }},
   };
   for (const auto& [flag, spoil] : cases) {
     TrainConfig c = Good();
@@ -69,6 +80,40 @@ TEST(TrainConfig, EveryOutOfRangeFieldIsNamedByItsFlag) {
     EXPECT_NE(s.message().find(flag), std::string::npos) << flag << ": " << s.message();
     EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();
   }
+}
+
+// --eval-only is one process that reads the data flags, the model, --threads
+// and --timeout: a training layout (2 ranks x 2 threads, a batch for 2
+// ranks) is not its business; --threads above the cores is.
+TEST(TrainConfig, AnEvaluationChecksOnlyWhatItUses) {
+  TrainConfig c = Good();
+  c.model.name = "m.pt";
+  c.dist.threads = 2;
+  c.optim.batch_size = 63;
+  EXPECT_FALSE(c.Validate(2).ok());
+  EXPECT_TRUE(c.ValidateEvaluation(2).ok());
+  c.dist.threads = 3;
+  EXPECT_NE(c.ValidateEvaluation(2).message().find("--threads 3: must be in 0..2"), std::string::npos);
+  c.dist.threads = 0;
+  c.data.stddev = 0;
+  EXPECT_NE(c.ValidateEvaluation(2).message().find("--std 0"), std::string::npos);
+}
+
+// What a run does not use goes back to its default, so a resume compares
+// only what runs (a checkpoint may predate the refusal above).
+TEST(TrainConfig, ClearUnusedLeavesOnlyWhatRuns) {
+  TrainConfig c = Good();
+  c.sync.powersgd_rank = 8;
+  c.compress.calibration_batches = 8;
+  c.checkpoint.keep = 9;
+  c.ClearUnused();
+  EXPECT_EQ(c, Good());
+  TrainConfig used = Good();
+  used.sync.compress = "powersgd";
+  used.sync.powersgd_rank = 8;
+  TrainConfig cleared = used;
+  cleared.ClearUnused();
+  EXPECT_EQ(cleared, used);
 }
 
 TEST(TrainConfig, EachOptimizerGetsItsOwnDefaultsUnlessGiven) {

@@ -110,5 +110,25 @@ TEST(Workload, DbsThatCannotBeTrainedAreRefusedNamingTheFieldAndShape) {
   EXPECT_NE(w.status().message().find("--channels-last"), std::string::npos) << w.status().message();
 }
 
+// A split to train or evaluate on that is missing or empty is named before any
+// rank starts (it used to be found after training, or in every rank).
+TEST(Workload, AMissingOrEmptySplitIsNamedByItsFlag) {
+  Manifest m = WithFields({kLabel}, {"train", "val"});
+  m.splits[0].count = 100;  // val is empty
+  DataConfig d;
+  d.eval_split = "";
+  EXPECT_TRUE(CheckSplits(m, "db", d, SplitUse::kTrain).ok());
+  d.eval_split = "val";
+  EXPECT_EQ(CheckSplits(m, "db", d, SplitUse::kTrain).message(), "--eval-split val: split 'val' of db is empty (0 samples)");
+  d.train_split = "val";
+  d.eval_split = "train";
+  EXPECT_EQ(CheckSplits(m, "db", d, SplitUse::kTrain).message(),
+            "--train-split val: split 'val' of db is empty (0 samples)");
+  EXPECT_TRUE(CheckSplits(m, "db", d, SplitUse::kEvaluate).ok());  // an evaluation reads only --eval-split
+  d.eval_split = "test";
+  EXPECT_EQ(CheckSplits(m, "db", d, SplitUse::kEvaluate).message(),
+            "--eval-split test: db has no such split (it has train, val)");
+}
+
 }  // namespace
 }  // namespace granary

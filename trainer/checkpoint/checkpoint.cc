@@ -394,7 +394,10 @@ Status CheckResumable(const TrainConfig& saved, const TrainConfig& resumed) {
   const char* const may_change[] = {"dist.",          "optim.epochs:",        "output.",
                                     "checkpoint.",    "data.db:",             "data.loader_threads:",
                                     "data.prefetch:", "compress."};
-  std::vector<std::string> differences = saved.Differences(resumed);
+  TrainConfig saved_used = saved, resumed_used = resumed;
+  saved_used.ClearUnused();
+  resumed_used.ClearUnused();
+  std::vector<std::string> differences = saved_used.Differences(resumed_used);
   // Another optimizer changes its defaults too (lr, weight decay): name the cause first.
   std::stable_partition(differences.begin(), differences.end(),
                         [](const std::string& d) { return d.rfind("optim.optimizer:", 0) == 0; });

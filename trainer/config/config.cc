@@ -328,6 +328,41 @@ Status ValidateCompress(const CompressConfig& compress, const std::string& model
   return Status::OK();
 }
 
+// A flag set away from its default for a feature that is off is a mistake the
+// run would hide (--powersgd-rank 8 without powersgd): refused, naming both.
+// ClearUnused (below) keeps such values out of the comparisons.
+Status ValidateUnused(const TrainConfig& c) {
+  const TrainConfig defaults;
+  const auto unused = [](const std::string& flag, const std::string& value, const std::string& needs) {
+    return Status::InvalidArgument(flag + " " + value + ": only used with " + needs);
+  };
+  if (c.sync.compress != "powersgd") {
+    if (c.sync.powersgd_rank != defaults.sync.powersgd_rank) {
+      return unused("--powersgd-rank", std::to_string(c.sync.powersgd_rank), "--sync-compress powersgd");
+    }
+    if (c.sync.powersgd_warmup != defaults.sync.powersgd_warmup) {
+      return unused("--powersgd-warmup", std::to_string(c.sync.powersgd_warmup), "--sync-compress powersgd");
+    }
+  }
+  if (c.sync.method != "bucketed" && c.sync.bucket_mb != defaults.sync.bucket_mb) {
+    return unused("--bucket-mb", Number(c.sync.bucket_mb), "--sync bucketed");
+  }
+  if (c.compress.quantize == "none" && c.compress.calibration_batches != defaults.compress.calibration_batches) {
+    return unused("--calibration-batches", std::to_string(c.compress.calibration_batches), "--quantize int8");
+  }
+  if (c.optim.lr_scaling == "none" && c.optim.base_batch != defaults.optim.base_batch) {
+    return unused("--base-batch", std::to_string(c.optim.base_batch), "--lr-scaling linear");
+  }
+  if (c.checkpoint.dir.empty() && c.checkpoint.keep != defaults.checkpoint.keep) {
+    return unused("--keep", std::to_string(c.checkpoint.keep), "--checkpoint-dir");
+  }
+  if (c.compress.quantize != "none" && c.data.synthetic) {
+    return Status::InvalidArgument("--quantize " + c.compress.quantize +
+                                   " calibrates on training batches: not with --synthetic (random batches)");
+  }
+  return Status::OK();
+}
+
 Status ValidateRendezvous(const DistConfig& dist) {
   if (dist.host.empty()) return Status::InvalidArgument("--master-addr is empty");
   if (dist.port < 0 || dist.port > 65535) {
@@ -374,7 +409,33 @@ Status TrainConfig::Validate(int cores) const {
   GRANARY_RETURN_IF_ERROR(ValidateLayout(*this, cores));
   GRANARY_RETURN_IF_ERROR(ValidateOutputs(checkpoint, output));
   GRANARY_RETURN_IF_ERROR(ValidateCompress(compress, model.name, optim.epochs));
+  GRANARY_RETURN_IF_ERROR(ValidateUnused(*this));
   return ValidateRendezvous(dist);
+}
+
+Status TrainConfig::ValidateEvaluation(int cores) const {
+  GRANARY_RETURN_IF_ERROR(ValidateData(data, cores));
+  GRANARY_RETURN_IF_ERROR(ValidateModel(model));
+  if (dist.threads < 0 || dist.threads > cores) {
+    return OutOfRange("--threads", std::to_string(dist.threads),
+                      Range(0, cores) + " (this machine's " + std::to_string(cores) + " cores; 0: all of them)");
+  }
+  if (dist.timeout_s < 1 || dist.timeout_s > kMaxTimeout) {
+    return OutOfRange("--timeout", std::to_string(dist.timeout_s), Range(1, kMaxTimeout));
+  }
+  return Status::OK();
+}
+
+void TrainConfig::ClearUnused() {
+  const TrainConfig defaults;
+  if (sync.compress != "powersgd") {
+    sync.powersgd_rank = defaults.sync.powersgd_rank;
+    sync.powersgd_warmup = defaults.sync.powersgd_warmup;
+  }
+  if (sync.method != "bucketed") sync.bucket_mb = defaults.sync.bucket_mb;
+  if (compress.quantize == "none") compress.calibration_batches = defaults.compress.calibration_batches;
+  if (optim.lr_scaling == "none") optim.base_batch = defaults.optim.base_batch;
+  if (checkpoint.dir.empty()) checkpoint.keep = defaults.checkpoint.keep;
 }
 
 std::string TrainConfig::ToJson() const { return DumpJson(ToJsonValue(*this)); }

@@ -155,6 +155,14 @@ struct TrainConfig {
   // before any work starts; InvalidArgument naming the flag (and the bound)
   // of the first field out of range.
   Status Validate(int cores) const;
+  // What --eval-only uses of the config: the data flags, the model, --threads
+  // (one process: at most `cores`) and --timeout.
+  Status ValidateEvaluation(int cores) const;
+  // Sets what the run does not use (--powersgd-rank without powersgd, ...)
+  // back to its default, so a comparison (--resume) sees only what runs.
+  // Validate refuses such values; a checkpoint written before it did may
+  // still hold them.
+  void ClearUnused();
   // Threads per rank: dist.threads, or cores / ranks (at least 1).
   int ThreadsPerRank(int cores) const;
   // Ranks over all nodes: dist.ranks x dist.nnodes.

@@ -11,7 +11,33 @@ constexpr int64_t kSmallImage = 32;
 
 bool IsInteger(DType t) { return t != DType::kFloat32 && t != DType::kFloat64; }
 
+// "train, test": the db's split names, for a message.
+std::string SplitNames(const Manifest& manifest) {
+  std::string names;
+  for (const SplitInfo& split : manifest.splits) names += (names.empty() ? "" : ", ") + split.name;
+  return names.empty() ? "none" : names;
+}
+
+Status CheckSplit(const Manifest& manifest, const std::string& db, const char* flag, const std::string& name) {
+  const SplitInfo* split = manifest.FindSplit(name);
+  if (split == nullptr) {
+    return Status::InvalidArgument(std::string(flag) + " " + name + ": " + db + " has no such split (it has " +
+                                   SplitNames(manifest) + ")");
+  }
+  if (split->count == 0) {
+    return Status::InvalidArgument(std::string(flag) + " " + name + ": split '" + name + "' of " + db +
+                                   " is empty (0 samples)");
+  }
+  return Status::OK();
+}
+
 }  // namespace
+
+Status CheckSplits(const Manifest& manifest, const std::string& db, const DataConfig& data, SplitUse use) {
+  if (use == SplitUse::kTrain) GRANARY_RETURN_IF_ERROR(CheckSplit(manifest, db, "--train-split", data.train_split));
+  if (data.eval_split.empty()) return Status::OK();
+  return CheckSplit(manifest, db, "--eval-split", data.eval_split);
+}
 
 std::string AutoModel(InputKind kind, const Shape& input_shape) {
   if (kind == InputKind::kFeatures) return "mlp";

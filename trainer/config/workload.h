@@ -38,6 +38,13 @@ struct Workload {
 // input is CheckModelFits's question, trainer/loop/rank.h.)
 StatusOr<Workload> ResolveWorkload(const Manifest& manifest, const std::string& db, TrainConfig* config);
 
+// What a run reads of the db: training reads --train-split and (if set)
+// --eval-split, an evaluation only --eval-split. InvalidArgument naming the
+// flag and the db when such a split is missing or has no sample, so a run
+// finds out before any rank starts (not after training).
+enum class SplitUse { kTrain, kEvaluate };
+Status CheckSplits(const Manifest& manifest, const std::string& db, const DataConfig& data, SplitUse use);
+
 // The model `--model auto` picks for an input of this kind and shape.
 std::string AutoModel(InputKind kind, const Shape& input_shape);
 

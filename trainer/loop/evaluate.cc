@@ -96,12 +96,15 @@ StatusOr<EvalResult> EvaluateForward(const DbReader& db, LoaderOptions options, 
     }
     const int64_t keep = static_cast<int64_t>(std::min<uint64_t>(batch.size, mine - std::min(mine, out.samples)));
     if (keep == 0) continue;
-    GRANARY_RETURN_IF_ERROR(CatchTorch("evaluation", [&] {
+    Status evaluated = CatchTorch("evaluation", [&] {
       torch::Tensor logits = forward(InputTensor(batch, options.channels_last)).narrow(0, 0, keep);
       torch::Tensor target = TargetTensor(batch).narrow(0, 0, keep);
       out.loss_sum += torch::nll_loss(torch::log_softmax(logits, 1), target, {}, at::Reduction::Sum).item<double>();
       out.correct += static_cast<uint64_t>(logits.argmax(1).eq(target).sum().item<int64_t>());
-    }));
+    });
+    if (!evaluated.ok()) {
+      return evaluated.WithContext("split '" + options.split + "', a batch of " + std::to_string(batch.size));
+    }
     out.samples += static_cast<uint64_t>(keep);
     HeartbeatBeat();  // a long evaluation is not a hang
   }

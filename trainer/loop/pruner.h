@@ -44,7 +44,11 @@ class Pruner {
   // "conv1 32->16, conv2 64->32": what the last AfterEpoch removed.
   const std::string& last_change() const { return last_change_; }
   // The schedule's last epoch (1-based): no prune follows a later one.
+  int first_epoch() const { return epochs_.first; }
   int last_epoch() const { return epochs_.second; }
+  // Whether the whole schedule removes any channel (a tiny --prune rounds
+  // every layer back to its own count).
+  bool RemovesAny() const { return TargetAfter(epochs_.second) != at_build_; }
 
  private:
   Pruner(Classifier& net, std::vector<int64_t> at_build, double fraction, std::pair<int, int> epochs)

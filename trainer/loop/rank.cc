@@ -187,7 +187,7 @@ class RankTrainer {
   StatusOr<std::vector<EpochReport>> Run() {
     GRANARY_RETURN_IF_ERROR(Plan());
     if (resumed_ != nullptr && rank_ == 0) ReportResume(*resumed_, c_, observer_);
-    NotePruneWithoutRecovery();
+    NotePruneSchedule();
     std::vector<EpochReport> reports;
     for (int epoch = static_cast<int>(start_at_.epoch); epoch < c_.optim.epochs || probe_; ++epoch) {
       EpochTally tally;
@@ -356,15 +356,27 @@ class RankTrainer {
     return Status::OK();
   }
 
-  // Rank 0, before training: a schedule whose last prune follows the run's
-  // last epoch leaves the model no epoch to recover in; the run's figures
-  // are still the pruned model's.
-  void NotePruneWithoutRecovery() const {
-    if (pruner_ == nullptr || rank_ != 0 || pruner_->last_epoch() != c_.optim.epochs) return;
-    if (static_cast<int64_t>(start_at_.epoch) >= c_.optim.epochs) return;
-    observer_.Note("--prune: the last prune follows the last epoch (" + std::to_string(c_.optim.epochs) +
-                   "): the saved model has no epoch to recover its accuracy in, and the last test_acc is the pruned "
-                   "model's; end --prune-epochs before --epochs to fine-tune it");
+  // Rank 0, before training: what of --prune's schedule will not happen as
+  // asked. A last prune that follows the run's last epoch leaves the model no
+  // epoch to recover in (the run's figures are still the pruned model's); a
+  // fraction too small for any layer, or a resume past the schedule, removes
+  // nothing.
+  void NotePruneSchedule() const {
+    if (pruner_ == nullptr || rank_ != 0) return;
+    const std::string prune = "--prune " + FormatNumber(c_.compress.prune);
+    const int resumed_epoch = static_cast<int>(start_at_.epoch);  // epochs done before this run
+    if (!pruner_->RemovesAny()) {
+      observer_.Note(prune + " removes no channel: every layer of " + c_.model.name +
+                     " keeps all its channels (kept in multiples of " + std::to_string(kChannelMultiple) + ")");
+    } else if (resumed_epoch >= pruner_->last_epoch()) {
+      observer_.Note(prune + ": resumed after epoch " + std::to_string(resumed_epoch) + ", past --prune-epochs " +
+                     std::to_string(pruner_->first_epoch()) + "-" + std::to_string(pruner_->last_epoch()) +
+                     ": this run prunes nothing more");
+    } else if (pruner_->last_epoch() == c_.optim.epochs && resumed_epoch < c_.optim.epochs) {
+      observer_.Note("--prune: the last prune follows the last epoch (" + std::to_string(c_.optim.epochs) +
+                     "): the saved model has no epoch to recover its accuracy in, and the last test_acc is the "
+                     "pruned model's; end --prune-epochs before --epochs to fine-tune it");
+    }
   }
 
   // The epoch's report: the ranks' sums of loss, samples and memory.
@@ -400,7 +412,7 @@ class RankTrainer {
     eval.split = c_.data.eval_split;
     eval.batch_size = kEvalBatchSize;
     StatusOr<EvalResult> result = Evaluate(*run_.db, eval, *model_.net, model_.precision, rank_, c_.World());
-    if (!result.ok()) return result.status();
+    if (!result.ok()) return result.status().WithContext("model " + c_.model.name);
     torch::Tensor sums =
         torch::tensor({result->loss_sum, static_cast<double>(result->correct), static_cast<double>(result->samples)},
                       torch::kFloat64);

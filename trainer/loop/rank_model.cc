@@ -1,5 +1,6 @@
 #include "trainer/loop/rank_model.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -20,12 +21,19 @@ ModelSpec SpecFor(const ModelConfig& m, const Workload& workload, int64_t classe
   return spec;
 }
 
-Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64_t classes) {
+Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64_t classes, ModelUse use) {
   const std::string context = config.data.db + ": field '" + workload.input_field + "'";
   ModelSpec spec = SpecFor(config.model, workload, classes);
   StatusOr<std::shared_ptr<Classifier>> model = Status::FailedPrecondition("no model");
   GRANARY_RETURN_IF_ERROR(CatchTorch("building the model", [&] { model = CreateModel(spec); }));
   if (!model.ok()) return model.status().WithContext(context);
+  if (use == ModelUse::kTrain) {
+    const auto parameters = model.value()->parameters();
+    if (std::none_of(parameters.begin(), parameters.end(), [](const torch::Tensor& p) { return p.requires_grad(); })) {
+      return Status::InvalidArgument("--model " + spec.name +
+                                     ": has no trainable parameters (an INT8 model? evaluate it with --eval-only)");
+    }
+  }
   // A dry forward of a batch of two: the model takes the db's input and
   // gives one logit per class.
   Shape batch = {2};
@@ -64,6 +72,12 @@ Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64
     return Status::InvalidArgument(context + ": " + shapes + " gives " + ShapeToString(logits.sizes().vec()) +
                                    ", training needs " + ShapeToString(want) + " (" + std::to_string(classes) +
                                    " classes)");
+  }
+  // The loss (log_softmax) has no kernel for half or integer logits on CPU.
+  const auto dtype = logits.scalar_type();
+  if (dtype != torch::kFloat && dtype != torch::kDouble && dtype != torch::kBFloat16) {
+    return Status::InvalidArgument(context + ": " + shapes + " gives " + std::string(c10::toString(dtype)) +
+                                   " logits: the loss needs float32 (return logits.float())");
   }
   return Status::OK();
 }

@@ -18,12 +18,16 @@ namespace granary {
 // The model to build for `workload` with `classes` classes.
 ModelSpec SpecFor(const ModelConfig& m, const Workload& workload, int64_t classes);
 
+// What a model is checked for: training needs a parameter to train.
+enum class ModelUse { kTrain, kEvaluate };
+
 // OK if `config.model` can be built for `workload` and a dry forward of two
-// samples gives one logit per class (bounded by --timeout: a model that
-// loops is named; its forward then still runs on a thread, so the caller
-// must end the process without static destructors). Else InvalidArgument or
-// FailedPrecondition naming the db, the model and the shapes.
-Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64_t classes);
+// samples gives one floating-point logit per class (bounded by --timeout: a
+// model that loops is named; its forward then still runs on a thread, so the
+// caller must end the process without static destructors). Else
+// InvalidArgument or FailedPrecondition naming the db, the model and the
+// shapes, or, for kTrain, that it has no trainable parameter (an INT8 model).
+Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64_t classes, ModelUse use);
 
 // A rank's model, in its precision.
 struct RankModel {

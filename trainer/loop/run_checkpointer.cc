@@ -107,7 +107,8 @@ Status ResumeCompression(const Checkpoint& from, const SavedCompression& saved, 
   }
   if (!same_world && !state.own.empty() && rank == 0) {
     observer.Note("resume: " + from.header.config.sync.compress + "'s error feedback of " +
-                  std::to_string(from.header.at.world) + " ranks averaged for " + std::to_string(world));
+                  std::to_string(from.header.at.world) + (from.header.at.world == 1 ? " rank" : " ranks") +
+                  " averaged for " + std::to_string(world));
   }
   return sync.LoadState(state).WithContext("--resume " + from.path);
 }

@@ -1,6 +1,8 @@
 #include "trainer/models/script.h"
 
-#include <filesystem>
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <sstream>
 
 #include "store/file.h"
@@ -128,11 +130,23 @@ void ScriptModel::train(bool on) {
   module_.train(on);
 }
 
-StatusOr<std::shared_ptr<Classifier>> LoadScriptModel(const ModelSpec& spec) {
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(spec.name, error)) {
-    return Status::InvalidArgument("--model " + spec.name + ": no such file (a TorchScript module saved from Python)");
+Status CheckModelFile(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) {
+      return Status::InvalidArgument("--model " + path + ": no such file (a TorchScript module saved from Python)");
+    }
+    return Status::IOError(path, "--model", errno);
   }
+  if (!S_ISREG(st.st_mode)) {
+    return Status::InvalidArgument("--model " + path + ": is " + FileTypeName(st.st_mode) +
+                                   ", not a TorchScript file");
+  }
+  return Status::OK();
+}
+
+StatusOr<std::shared_ptr<Classifier>> LoadScriptModel(const ModelSpec& spec) {
+  GRANARY_RETURN_IF_ERROR(CheckModelFile(spec.name));
   try {
     torch::jit::Module module = torch::jit::load(spec.name);
     if (!module.find_method("forward")) {

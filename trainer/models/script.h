@@ -37,6 +37,10 @@ class ScriptModel : public Classifier {
   torch::jit::Module module_;
 };
 
+// OK if `path` is a regular file (following links); else InvalidArgument
+// saying what it is: no such file, a directory, a character device...
+Status CheckModelFile(const std::string& path);
+
 // Loads spec.name as TorchScript. InvalidArgument naming the file and the
 // first line of LibTorch's reason if it does not load or has no forward.
 StatusOr<std::shared_ptr<Classifier>> LoadScriptModel(const ModelSpec& spec);
