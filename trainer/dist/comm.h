@@ -36,7 +36,7 @@ struct CommOptions {
   // LibTorch 1.13's TCPStore has no bind address: it would listen on every
   // interface.
   std::string store_file;
-  std::string iface;  // Gloo's network interface; "": loopback if host is, else this machine's hostname
+  std::string iface;  // Gloo's network interface; "": GLOO_SOCKET_IFNAME, else gloo_device.h's choice
   int timeout_s = 300;
   int ranks_per_node = 0;  // to name a lost rank's node (ranks are numbered node by node); 0: not named
   // What the ranks must agree on (a JSON object: trainer/config's

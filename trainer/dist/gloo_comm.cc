@@ -11,6 +11,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "trainer/dist/comm_backend.h"
+#include "trainer/dist/gloo_device.h"
 #include "trainer/launch/heartbeat.h"
 #include "trainer/torch_guard.h"
 
@@ -252,6 +253,11 @@ StatusOr<std::unique_ptr<CommBackend>> CreateGlooBackend(const CommOptions& opti
   const bool file = !options.store_file.empty();
   const std::string where = file ? "rendezvous through " + options.store_file
                                  : "rendezvous with " + options.host + ":" + std::to_string(options.port);
+  // Chosen before the rendezvous, so that an address no other node can reach is refused first.
+  const char* env_iface = std::getenv("GLOO_SOCKET_IFNAME");
+  StatusOr<GlooDevice> device = ChooseGlooDevice(file ? "" : options.host, options.iface,
+                                                 env_iface != nullptr ? env_iface : "");
+  if (!device.ok()) return device.status().WithContext("rank " + std::to_string(options.rank));
   WaitingForPeers waiting;
   Status agreed;
   Status s = CatchTorch(where.c_str(), [&] {
@@ -275,14 +281,10 @@ StatusOr<std::unique_ptr<CommBackend>> CreateGlooBackend(const CommOptions& opti
     }
     auto pg_options = c10d::ProcessGroupGloo::Options::create();
     pg_options->timeout = std::chrono::seconds(options.timeout_s);
-    // Gloo's device: the interface asked for; on one machine the loopback
-    // address; else the address this machine's hostname resolves to.
     using c10d::ProcessGroupGloo;
-    const bool loopback = file || options.host == "127.0.0.1" || options.host == "localhost";
-    pg_options->devices.push_back(!options.iface.empty() ? ProcessGroupGloo::createDeviceForInterface(options.iface)
-                                  : loopback
-                                      ? ProcessGroupGloo::createDeviceForHostname(file ? "127.0.0.1" : options.host)
-                                      : ProcessGroupGloo::createDefaultDevice());
+    pg_options->devices.push_back(!device->iface.empty()     ? ProcessGroupGloo::createDeviceForInterface(device->iface)
+                                  : !device->address.empty() ? ProcessGroupGloo::createDeviceForHostname(device->address)
+                                                             : ProcessGroupGloo::createDefaultDevice());
     impl->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, options.rank, options.world, pg_options);
     if (!file) {
       impl->liveness =
