@@ -21,12 +21,20 @@ struct BatchFields {
 // anything else as stored.
 Shape BatchedShape(const FieldSpec& field);
 
+// How the caller's user names the two choices in messages: train's flags,
+// or granary.Loader's arguments ("input_field", "target_field").
+struct FieldChoiceNames {
+  const char* input = "--input-field";
+  const char* target = "--target-field";
+};
+
 // The fields of `manifest` (of the db at `db`, named in errors) for
 // `input_field` and `target_field`, each "" for the rule above.
-// InvalidArgument naming the flag and the db: a named field that does not
-// exist, no label field, input and target the same field, or no "image" and
-// more than one other field.
+// InvalidArgument naming the flag (as `names` says) and the db: a named field
+// that does not exist, no label field, input and target the same field, or no
+// "image" and more than one other field.
 StatusOr<BatchFields> ChooseBatchFields(const Manifest& manifest, const std::string& db,
-                                        const std::string& input_field = "", const std::string& target_field = "");
+                                        const std::string& input_field = "", const std::string& target_field = "",
+                                        const FieldChoiceNames& names = {});
 
 }  // namespace granary

@@ -124,6 +124,10 @@ Status CheckPrefetchFits(const LoaderOptions& options, size_t sample_elements) {
 StatusOr<Normalisation> ResolveNormalisation(const LoaderOptions& options, const BatchGeometry& g) {
   Normalisation n;
   const bool per_channel = !options.channel_mean.empty() || !options.channel_std.empty();
+  if (g.sample_shape.size() != 3 && (options.mean != 0.0f || options.stddev != 1.0f || per_channel)) {
+    return Status::InvalidArgument("normalisation is for images (C x H x W): field '" + options.input_field +
+                                   "' has shape " + ShapeToString(g.field_shape) + " (features are given raw)");
+  }
   if (!options.augment.any() && !per_channel) return n;
   if (g.sample_shape.size() != 3) {
     return Status::InvalidArgument("augmentation and per-channel normalisation need a C x H x W input, field '" +

@@ -37,6 +37,24 @@ struct StatusError {
   Status status;
 };
 
+// `bytes` (a path, a name, a message naming a path) as Python's str for
+// it: the filesystem encoding with surrogateescape, as os.fsdecode does, so
+// a name that is not UTF-8 round-trips instead of raising UnicodeDecodeError.
+py::str OsStr(const std::string& bytes) {
+  PyObject* s = PyUnicode_DecodeFSDefaultAndSize(bytes.data(), static_cast<Py_ssize_t>(bytes.size()));
+  if (s == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(s);
+}
+
+py::list OsStrs(const std::vector<std::string>& items) {
+  py::list out;
+  for (const std::string& item : items) out.append(OsStr(item));
+  return out;
+}
+
+// granary.Loader's and Dataset's names for the field choices.
+constexpr FieldChoiceNames kPythonFieldNames = {"input_field", "target_field"};
+
 void ThrowIfError(const Status& s) {
   if (!s.ok()) throw StatusError{s};
 }
@@ -119,7 +137,7 @@ class SplitHandle {
                                         "' holds " + std::to_string(bytes[f].size()) + " bytes, not its shape's"));
       }
       std::memcpy(array.mutable_data(), bytes[f].data(), bytes[f].size());
-      sample[py::str(schema.fields[f].name)] = std::move(array);
+      sample[OsStr(schema.fields[f].name)] = std::move(array);
     }
     return sample;
   }
@@ -165,7 +183,7 @@ py::dict Describe(const std::string& path) {
   const std::shared_ptr<DbReader> db = OpenDb(path);
   const Manifest& m = db->manifest();
   py::dict d;
-  d["path"] = path;
+  d["path"] = OsStr(path);
   d["format_version"] = m.format_version;
   d["builder"] = m.builder;
   d["created_utc"] = m.created_utc;
@@ -173,14 +191,14 @@ py::dict Describe(const std::string& path) {
   py::list splits, fields;
   for (const SplitInfo& split : m.splits) {
     py::dict s;
-    s["name"] = split.name;
+    s["name"] = OsStr(split.name);
     s["samples"] = split.count;
     s["shards"] = split.shards.size();
     splits.append(s);
   }
   for (const FieldSpec& field : m.schema.fields) {
     py::dict f;
-    f["name"] = field.name;
+    f["name"] = OsStr(field.name);
     f["dtype"] = DTypeName(field.dtype);
     f["shape"] = field.shape;
     f["layout"] = field.layout;
@@ -188,17 +206,17 @@ py::dict Describe(const std::string& path) {
   }
   d["splits"] = splits;
   d["fields"] = fields;
-  d["label_field"] = m.label_field.empty() ? py::object(py::none()) : py::str(m.label_field);
+  d["label_field"] = m.label_field.empty() ? py::object(py::none()) : py::object(OsStr(m.label_field));
   d["num_classes"] = m.num_classes;
-  d["classes"] = m.class_names;
+  d["classes"] = OsStrs(m.class_names);
   StatusOr<BatchFields> chosen = ChooseBatchFields(m, path);
-  d["input_field"] = chosen.ok() ? py::object(py::str(chosen->input)) : py::object(py::none());
-  d["target_field"] = chosen.ok() ? py::object(py::str(chosen->target)) : py::object(py::none());
+  d["input_field"] = chosen.ok() ? py::object(OsStr(chosen->input)) : py::object(py::none());
+  d["target_field"] = chosen.ok() ? py::object(OsStr(chosen->target)) : py::object(py::none());
   d["input_shape"] = chosen.ok() ? py::object(py::cast(BatchedShape(m.schema.fields[m.schema.FieldIndex(chosen->input)])))
                                  : py::object(py::none());
   d["codec"] = m.codec;
   d["zstd_level"] = m.zstd_level;
-  d["source"] = py::make_tuple(m.source_kind, m.source_path);
+  d["source"] = py::make_tuple(m.source_kind, OsStr(m.source_path));
   d["build_options"] = m.build_options;
   d["rejected"] = m.rejected.size();
   return d;
@@ -244,7 +262,8 @@ class LoaderHandle {
     o.augment = ValueOrThrow(ParseAugment(a.augment));
     o.channels_last = a.channels_last;
     const Schema& schema = db_->schema();
-    const BatchFields fields = ValueOrThrow(ChooseBatchFields(db_->manifest(), path, a.input_field, a.target_field));
+    const BatchFields fields =
+        ValueOrThrow(ChooseBatchFields(db_->manifest(), path, a.input_field, a.target_field, kPythonFieldNames));
     o.input_field = fields.input;
     o.target_field = fields.target;
     const FieldSpec& field = schema.fields[schema.FieldIndex(o.input_field)];
@@ -374,7 +393,7 @@ PYBIND11_MODULE(_native, m) {
       if (p) std::rethrow_exception(p);
     } catch (const StatusError& e) {
       py::object cls = py::module_::import("granary.errors").attr(ErrorClassName(e.status.code()));
-      PyErr_SetString(cls.ptr(), e.status.message().c_str());
+      PyErr_SetObject(cls.ptr(), OsStr(e.status.message()).ptr());
     }
   });
 
@@ -387,8 +406,9 @@ PYBIND11_MODULE(_native, m) {
     return d;
   });
   m.def("batch_fields", [](const std::string& path, const std::string& input_field, const std::string& target_field) {
-    const BatchFields f = ValueOrThrow(ChooseBatchFields(OpenDb(path)->manifest(), path, input_field, target_field));
-    return py::make_tuple(f.input, f.target);
+    const BatchFields f = ValueOrThrow(
+        ChooseBatchFields(OpenDb(path)->manifest(), path, input_field, target_field, kPythonFieldNames));
+    return py::make_tuple(OsStr(f.input), OsStr(f.target));
   }, py::arg("path"), py::arg("input_field") = "", py::arg("target_field") = "");
 
   py::class_<SplitHandle>(m, "Split")

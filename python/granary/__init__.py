@@ -18,7 +18,7 @@ import importlib
 
 from .errors import CorruptionError, Error, FormatError, InvalidArgumentError, NotFoundError, ReadError
 
-__all__ = ["Dataset", "Loader", "describe", "Error", "CorruptionError", "FormatError", "InvalidArgumentError",
+__all__ = ["Dataset", "Loader", "describe", "model_info", "Error", "CorruptionError", "FormatError", "InvalidArgumentError",
            "NotFoundError", "ReadError", "native_available"]
 
 
@@ -31,12 +31,38 @@ def describe(db):
     image), "codec", "zstd_level", "source", "build_options", "rejected" (items the
     build rejected), "content_hash", "builder", "created_utc". Read by the C++
     module, with the same checks and errors as `prep info`."""
-    import os
+    from .paths import os_bytes
     try:
         from . import _native
     except ImportError:
         raise Error("granary.describe needs granary's C++ module (build granary; see README)") from None
-    return _native.describe(os.fspath(db))
+    return _native.describe(os_bytes(db))
+
+
+def model_info(path):
+    """What a model saved by `train --save FILE.pt` (or its FILE.int8.pt)
+    expects of its input, from the file's extra file granary.json, as a dict:
+    "input_field", "input_shape" (one sample, as granary.Loader batches it),
+    "input_scale" (1/255 for uint8 images), "mean" and "std" (input = (value
+    * input_scale - mean) / std), "classes", "db_content_hash", and
+    "normalize": (mean, std), what granary.Loader's normalize= takes to feed
+    it as `train` did. None for a TorchScript file without one (saved from
+    Python). torch.jit.load(path, _extra_files={"granary.json": ""}) reads
+    the same JSON."""
+    import json
+    import zipfile
+    from .paths import os_str
+    name = os_str(path, "model")
+    try:
+        with zipfile.ZipFile(name) as archive:
+            cards = [n for n in archive.namelist() if n.endswith("/extra/granary.json")]
+            if not cards:
+                return None
+            info = json.loads(archive.read(cards[0]))
+    except (OSError, zipfile.BadZipFile, ValueError) as e:
+        raise FormatError(f"{name}: not a TorchScript file with a readable granary.json ({e})") from None
+    info["normalize"] = (info["mean"], info["std"])
+    return info
 
 
 def native_available():

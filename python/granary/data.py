@@ -8,6 +8,7 @@ import torch
 import torch.utils.data
 
 from . import errors
+from .paths import os_bytes, os_str
 
 try:
     from . import _native
@@ -19,7 +20,7 @@ def _batch_fields(path, input_field, target_field):
     """(input, target) as `train` picks them (the C++ rule, loader/fields.h): the
     label field, and 'image' or else the one other field, unless named."""
     if _native is not None:
-        return _native.batch_fields(path, input_field or "", target_field or "")
+        return _native.batch_fields(os_bytes(path), os.fsencode(input_field or ""), os.fsencode(target_field or ""))
     if input_field and target_field:
         return input_field, target_field
     raise errors.InvalidArgumentError("granary's C++ module is not built: name both input_field= and target_field=")
@@ -61,7 +62,7 @@ class Dataset(torch.utils.data.Dataset):
             raise errors.InvalidArgumentError(f"backend must be auto, native or python, not {backend!r}")
         if backend == "native" and _native is None:
             raise errors.InvalidArgumentError("backend='native': granary's C++ module is not built")
-        self.path = os.fspath(db)
+        self.path = os_str(db)
         self.split = split
         self.as_tuple = as_tuple
         self.transform = transform
@@ -81,7 +82,7 @@ class Dataset(torch.utils.data.Dataset):
 
     def _open(self):
         if self.backend == "native":
-            return _native.Split(self.path, self.split)
+            return _native.Split(os_bytes(self.path), self.split)
         return _PythonSplit(self.path, self.split)
 
     def _reader(self):
@@ -171,12 +172,13 @@ class Loader:
                                        ("prefetch", prefetch, 1, bounds["prefetch"]),
                                        ("rank", rank, 0, world - 1), ("seed", seed, 0, (1 << 64) - 1)):
             _integer(name, value, low, high)
-        self.path = os.fspath(db)
+        self.path = os_str(db)
         self.channels_last = channels_last
         self._batch = batch_size
         mean, std = _normalization(normalize)
-        self._args = (self.path, split, batch_size, rank, world, seed, threads, prefetch, augment, shuffle, mean, std,
-                      channels_last, drop_last, input_field or "", target_field or "")
+        self._args = (os_bytes(self.path), split, batch_size, rank, world, seed, threads, prefetch, augment, shuffle,
+                      mean, std, channels_last, drop_last, os.fsencode(input_field or ""),
+                      os.fsencode(target_field or ""))
         self._made = (os.getpid(), _native.Loader(*self._args))  # bad options fail here
         self._epoch = 0
         self._position = 0  # where the next iteration starts (load_state_dict)
@@ -190,7 +192,7 @@ class Loader:
         return self._made[1]
 
     def set_epoch(self, epoch):
-        self._epoch = int(epoch)
+        self._epoch = _integer("set_epoch: epoch", epoch, 0, (1 << 64) - 1)
         self._position = 0
 
     def __len__(self):

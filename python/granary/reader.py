@@ -40,8 +40,10 @@ DTYPES = {"uint8": "<u1", "int8": "<i1", "int16": "<i2", "int32": "<i4", "int64"
 
 try:
     from .errors import CorruptionError, FormatError, NotFoundError
+    from .paths import os_str
 except ImportError:  # run as a script: python/granary/reader.py DB
     from errors import CorruptionError, FormatError, NotFoundError
+    from paths import os_str
 
 
 NAME_ESCAPE = 0x10FF00  # FORMAT.md, "Names": U+10FF80..U+10FFFF stand for the bytes 0x80..0xFF
@@ -121,7 +123,8 @@ class Db:
     """A db directory: its manifest, dictionary and splits."""
 
     def __init__(self, path):
-        self.path = path
+        self.path = os_str(path)  # str, bytes or PathLike; surrogate escapes for names that are not UTF-8
+        path = self.path
         manifest_path = os.path.join(path, "manifest.json")
         if not os.path.isdir(path):
             raise NotFoundError(f"{path}: no such db directory")
@@ -249,7 +252,7 @@ class Split:
         if k not in self._envs:
             shard = self.shards[k]
             path = os.path.join(self.db.path, shard["path"])
-            env = lmdb.open(path, subdir=False, readonly=True, lock=False, readahead=False)
+            env = lmdb.open(os.fsencode(path), subdir=False, readonly=True, lock=False, readahead=False)
             self._check_range(env, shard)
             self._envs[k] = env
         return self._envs[k]

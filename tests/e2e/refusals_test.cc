@@ -150,5 +150,29 @@ TEST_F(Refusals, ModelsThatCannotTrainAreNamedBeforeAnyRankStarts) {
                      "--powersgd-rank 8: only used with --sync-compress powersgd");
 }
 
+// Round 3: a model trained with --mean/--std used to be evaluated without
+// them (0.4863 instead of 0.6553, exit 0): the saved file records them
+// (granary.json) and --eval-only and `train --model` apply them; a different
+// --mean/--std is refused. Features are given raw: --mean/--std on a
+// feature db used to apply (loss 60177) although the README said not.
+TEST_F(Refusals, ASavedModelCarriesItsInputNormalisation) {
+  const std::string model = dir_.Sub("ms.pt");
+  const auto trained = TrainJson("--db " + db_ + " --epochs 1 --ranks 1 --mean 0.5 --std 0.25 --save " + model, dir_);
+  const std::string eval = kTrain + " --db " + db_ + " --eval-only --model " + model;
+  const auto evaluated = TrainJson("--db " + db_ + " --eval-only --model " + model, dir_);
+  EXPECT_DOUBLE_EQ(evaluated["accuracy"].get<double>(), trained["epochs"][0]["test_accuracy"].get<double>());
+  EXPECT_EQ(RunCommand(eval + " --mean 0.5 --std 0.25", dir_).exit_code, 0);
+  ExpectOneLineError(RunCommand(eval + " --mean 0.3", dir_),
+                     "--mean 0.3 --std 1: --model " + model + " was trained with --mean 0.5 --std 0.25");
+  const auto tuned = TrainJson("--db " + db_ + " --epochs 1 --ranks 1 --model " + model, dir_);  // it trains on
+  EXPECT_EQ(tuned["config"]["data"]["mean"], 0.5);
+  testing::WriteFile(dir_.Sub("t.csv"), "a,b,y\n1,2,0\n3,4,1\n5,6,0\n7,8,1\n");
+  ASSERT_EQ(RunCommand(kPrep + " build " + dir_.Sub("t.csv") + " " + dir_.Sub("c.db") + " --label y --no-progress", dir_)
+                .exit_code,
+            0);
+  ExpectOneLineError(RunCommand(kTrain + " --db " + dir_.Sub("c.db") + " --batch-size 2 --mean 100 --std 0.001", dir_),
+                     "--mean/--std: field 'features' of " + dir_.Sub("c.db") + " is a feature vector [2]");
+}
+
 }  // namespace
 }  // namespace granary

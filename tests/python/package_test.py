@@ -203,10 +203,10 @@ class PackageTest(unittest.TestCase):
         self.assertEqual(x[1].tolist(), [0.5, -1.0])
         with self.assertRaises(granary.InvalidArgumentError) as caught:
             granary.Loader(self.dbs["csv"], input_field="nope")
-        self.assertIn("--input-field nope", str(caught.exception))
+        self.assertIn("input_field nope", str(caught.exception))
         with self.assertRaises(granary.InvalidArgumentError) as caught:
             granary.Dataset(self.dbs["csv"], as_tuple=True, target_field="nope")
-        self.assertIn("target field nope", str(caught.exception))
+        self.assertIn("target_field nope", str(caught.exception))
         with self.assertRaises(granary.NotFoundError):
             granary.describe(os.path.join(self.tmp, "absent"))
 
@@ -248,12 +248,10 @@ class PackageTest(unittest.TestCase):
         first = reference[order[0]]["image"].float() / 255
         torch.testing.assert_close(x[0], (first - 0.5) / 0.25)
         self.assertEqual(int(y[0]), int(reference[order[0]]["label"]))
-        # normalize=True: 0.5 / 0.5 for anything but RGB images (ImageNet's), gray images and features alike.
-        for db in ("fashion", "csv"):
-            x, _ = next(iter(granary.Loader(self.dbs[db], batch_size=3, shuffle="none", normalize=True)))
-            stored = granary.Dataset(self.dbs[db])[0]
-            first = stored["image"].float() / 255 if db == "fashion" else stored["features"]
-            torch.testing.assert_close(x[0], (first - 0.5) / 0.5)
+        # normalize=True: 0.5 / 0.5 for gray images (ImageNet's for RGB); features are refused (below).
+        x, _ = next(iter(granary.Loader(self.dbs["fashion"], batch_size=3, shuffle="none", normalize=True)))
+        first = granary.Dataset(self.dbs["fashion"])[0]["image"].float() / 255
+        torch.testing.assert_close(x[0], (first - 0.5) / 0.5)
 
     def test_bad_dbs_raise_granary_errors_with_the_tools_message(self):
         def prep_error(*args):
@@ -342,6 +340,46 @@ class PackageTest(unittest.TestCase):
             for _ in granary.Loader(db, batch_size=64, shuffle="none"):
                 pass
         self.assertIn("shard-00000.mdb, key", str(caught.exception))
+
+    def test_paths_in_any_form_arguments_by_their_names_and_what_a_saved_model_expects(self):
+        # Round 3: a name that is not UTF-8, as bytes or as os.fsdecode's str;
+        # a NUL byte (C would cut the name there) is an error, not another db.
+        odd = os.path.join(os.fsencode(self.tmp), b"odd\xff.db")
+        shutil.copytree(self.dbs["fashion"], os.fsdecode(odd))
+        for path in (odd, os.fsdecode(odd)):
+            self.assertEqual(granary.describe(path)["path"], os.fsdecode(odd))
+            self.assertEqual(next(iter(granary.Loader(path, batch_size=2)))[0].shape[0], 2)
+            for backend in ("native", "python"):
+                self.assertEqual(len(granary.Dataset(path, backend=backend)), 1200)
+        for call in (granary.describe, granary.Loader, lambda p: granary.Dataset(p, backend="python")):
+            with self.assertRaises(granary.InvalidArgumentError) as caught:
+                call(self.dbs["fashion"] + "\0junk")
+            self.assertIn("cannot contain a NUL byte", str(caught.exception))
+        with self.assertRaises(granary.NotFoundError) as caught:
+            granary.describe(os.path.join(os.fsencode(self.tmp), b"absent\xfe.db"))
+        self.assertIn(os.fsdecode(b"absent\xfe.db"), str(caught.exception))
+        # The argument the user passed is named; set_epoch checks its epoch.
+        with self.assertRaises(granary.InvalidArgumentError) as caught:
+            granary.Loader(self.dbs["fashion"], target_field="image")
+        self.assertIn("target_field image: is the input field", str(caught.exception))
+        with self.assertRaises(granary.InvalidArgumentError):
+            granary.Loader(self.dbs["fashion"]).set_epoch(-1)
+        # Features are given raw: normalisation is for images.
+        for normalize in (True, (100.0, 0.001)):
+            with self.assertRaises(granary.InvalidArgumentError) as caught:
+                granary.Loader(self.dbs["csv"], normalize=normalize)
+            self.assertIn("normalisation is for images", str(caught.exception))
+        # A model `train --save`s says how its input was normalised.
+        train = os.path.join(os.path.dirname(PREP), "../trainer/train")
+        model = os.path.join(self.tmp, "ms.pt")
+        run(train, "--db", self.dbs["fashion"], "--epochs", "1", "--ranks", "1", "--mean", "0.5", "--std", "0.25",
+            "--save", model)
+        info = granary.model_info(model)
+        self.assertEqual((info["input_field"], info["input_shape"], info["normalize"]), ("image", [1, 28, 28], (0.5, 0.25)))
+        self.assertEqual(len(info["classes"]), 10)
+        files = {"granary.json": ""}
+        torch.jit.load(model, _extra_files=files)
+        self.assertEqual(json.loads(files["granary.json"])["mean"], 0.5)
 
     def test_a_two_process_ddp_run_trains(self):
         env = dict(os.environ, PYTHONPATH=PYTHONPATH)

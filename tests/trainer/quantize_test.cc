@@ -11,6 +11,7 @@
 
 #include "tests/test_util.h"
 #include "tests/trainer/models_util.h"
+#include "trainer/models/model_card.h"
 #include "trainer/models/script.h"
 
 namespace granary {
@@ -85,7 +86,7 @@ TEST(Int8, EveryBuiltInModelHasEveryConvAndLinearQuantized) {
 
     // Saved and loaded back by Python: the INT8 logits again.
     const std::string path = dir.Sub(std::string(name) + ".int8.pt");
-    StatusOr<std::string> bytes = TorchScriptBytes(int8->module, "save");
+    StatusOr<std::string> bytes = TorchScriptBytes(int8->module, "save", ModelCardJson({}));
     ASSERT_TRUE(bytes.ok());
     testing::WriteFile(path, bytes.value());
     testing::WriteFile(dir.Sub("run.py"), "import json, torch\n"

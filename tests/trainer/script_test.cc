@@ -9,6 +9,7 @@
 
 #include "tests/test_util.h"
 #include "tests/trainer/models_util.h"
+#include "trainer/models/model_card.h"
 #include "trainer/torch_guard.h"
 
 namespace granary {
@@ -79,8 +80,18 @@ TEST(TorchScript, EveryBuiltInModelSavedRunsInPythonWithTheSameLogits) {
       want = model->forward(Batch(c.input));
     }
     const std::string path = dir.Sub(c.model + ".pt");
-    Status saved = SaveTorchScript(*model, path);
+    ModelCard card;
+    card.input_field = "image";
+    card.input_shape = c.input;
+    card.mean = 0.5;
+    card.stddev = 0.25;
+    card.classes = {"a", "b", "c", "d"};
+    Status saved = SaveTorchScript(*model, path, ModelCardJson(card));
     ASSERT_TRUE(saved.ok()) << saved.ToString();
+    // The file carries what the model expects of its input.
+    StatusOr<std::optional<ModelCard>> read = ReadModelCard(path);
+    ASSERT_TRUE(read.ok() && read->has_value()) << read.status().ToString();
+    EXPECT_EQ(ModelCardJson(read->value()), ModelCardJson(card));
     torch::Tensor got = PythonLogits(path, c.input, dir);
     ASSERT_TRUE(got.defined());
     EXPECT_TRUE(torch::allclose(got, want, 1e-4, 1e-5)) << got << want;

@@ -76,6 +76,11 @@ StatusOr<Workload> ResolveWorkload(const Manifest& manifest, const std::string& 
     return Status::InvalidArgument(db + ": field '" + input.name + "' has shape " + ShapeToString(input.shape) +
                                    ": training needs an image (C x H x W) or a feature vector");
   }
+  if (w.kind == InputKind::kFeatures && (d.mean != 0.0f || d.stddev != 1.0f)) {
+    return Status::InvalidArgument("--mean/--std: field '" + input.name + "' of " + db + " is a feature vector " +
+                                   ShapeToString(input.shape) +
+                                   ": they normalise images (the mlp standardises each feature itself)");
+  }
 
   if (d.eval_split == "auto") {
     d.eval_split = manifest.FindSplit("test") != nullptr ? "test" : manifest.FindSplit("val") != nullptr ? "val" : "";

@@ -96,7 +96,8 @@ StatusOr<QuantizedReport> QuantizeTrained(const TrainConfig& c, const DbReader& 
                                           const Classifier& net) {
   StatusOr<torch::jit::Module> fp32 = ToTorchScript(net);
   if (!fp32.ok()) return fp32.status().WithContext("--quantize int8");
-  StatusOr<std::string> fp32_bytes = TorchScriptBytes(fp32.value(), "--quantize int8: the fp32 model");
+  const std::string card = ModelCardOf(c, w, db.manifest());
+  StatusOr<std::string> fp32_bytes = TorchScriptBytes(fp32.value(), "--quantize int8: the fp32 model", card);
   if (!fp32_bytes.ok()) return fp32_bytes.status();
 
   StatusOr<Calibration> calibration = Calibration::Open(c, db, w);
@@ -105,7 +106,7 @@ StatusOr<QuantizedReport> QuantizeTrained(const TrainConfig& c, const DbReader& 
       QuantizeInt8(fp32.value(), [&](torch::Tensor* input) { return calibration->Next(input); },
                    "model " + c.model.name);
   if (!int8.ok()) return int8.status();
-  StatusOr<std::string> int8_bytes = TorchScriptBytes(int8->module, "--quantize int8: the INT8 model");
+  StatusOr<std::string> int8_bytes = TorchScriptBytes(int8->module, "--quantize int8: the INT8 model", card);
   if (!int8_bytes.ok()) return int8_bytes.status();
 
   QuantizedReport r;

@@ -24,6 +24,7 @@
 #include "trainer/loop/int8_report.h"
 #include "trainer/loop/probe_window.h"
 #include "trainer/loop/pruner.h"
+#include "trainer/models/model_card.h"
 #include "trainer/loop/rank_model.h"
 #include "trainer/loop/run_checkpointer.h"
 #include "trainer/loop/step.h"
@@ -220,7 +221,8 @@ class RankTrainer {
       observer_.Epoch(report.value());
     }
     if (rank_ == 0 && !c_.output.save.empty() && !probe_) {
-      GRANARY_RETURN_IF_ERROR(SaveTorchScript(*model_.net, c_.output.save));
+      GRANARY_RETURN_IF_ERROR(
+          SaveTorchScript(*model_.net, c_.output.save, ModelCardOf(c_, run_.workload, run_.db->manifest())));
     }
     if (rank_ == 0 && c_.compress.quantize == "int8" && !probe_ && !c_.data.synthetic) {
       StatusOr<QuantizedReport> quantized = QuantizeTrained(c_, *run_.db, run_.workload, *model_.net);
@@ -451,6 +453,17 @@ StatusOr<ResolvedRun> ResolveRun(TrainConfig config) {
   StatusOr<std::unique_ptr<DbReader>> db = DbReader::Open(config.data.db);
   if (!db.ok()) return db.status();
   run.db = std::move(db).value();
+  if (IsModelFile(config.model.name)) {  // a model granary saved says how its input was normalised
+    StatusOr<std::optional<ModelCard>> read = ReadModelCard(config.model.name);
+    if (!read.ok()) return read.status();
+    if (const std::optional<ModelCard>& card = read.value(); card.has_value()) {
+      GRANARY_RETURN_IF_ERROR(ApplyModelCard(*card, config.model.name, &config.data.mean, &config.data.stddev));
+      const std::string& field = card->input_field;
+      if (config.data.input_field.empty() && run.db->manifest().schema.FieldIndex(field) >= 0) {
+        config.data.input_field = field;
+      }
+    }
+  }
   StatusOr<Workload> workload = ResolveWorkload(run.db->manifest(), config.data.db, &config);
   if (!workload.ok()) return workload.status();
   run.workload = workload.value();

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "trainer/loop/pruner.h"
+#include "trainer/models/model_card.h"
 #include "trainer/torch_guard.h"
 
 namespace granary {
@@ -19,6 +20,18 @@ ModelSpec SpecFor(const ModelConfig& m, const Workload& workload, int64_t classe
   spec.dropout = m.dropout;
   spec.width = m.width;
   return spec;
+}
+
+std::string ModelCardOf(const TrainConfig& config, const Workload& workload, const Manifest& manifest) {
+  ModelCard card;
+  card.input_field = workload.input_field;
+  card.input_shape = workload.input_shape;
+  card.input_scale = workload.input_uint8 ? 1.0 / 255 : 1.0;
+  card.mean = config.data.mean;
+  card.stddev = config.data.stddev;
+  card.classes = manifest.class_names;
+  card.db_content_hash = manifest.content_hash;
+  return ModelCardJson(card);
 }
 
 Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64_t classes, ModelUse use) {

@@ -29,6 +29,10 @@ enum class ModelUse { kTrain, kEvaluate };
 // shapes, or, for kTrain, that it has no trainable parameter (an INT8 model).
 Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64_t classes, ModelUse use);
 
+// What the saved model expects of its input (models/model_card.h), as the
+// JSON --save and --quantize's INT8 file record.
+std::string ModelCardOf(const TrainConfig& config, const Workload& workload, const Manifest& manifest);
+
 // A rank's model, in its precision.
 struct RankModel {
   std::shared_ptr<Classifier> net;

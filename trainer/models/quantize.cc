@@ -9,6 +9,7 @@
 #include <limits>
 #include <sstream>
 
+#include "trainer/models/model_card.h"
 #include "trainer/torch_guard.h"
 
 namespace granary {
@@ -198,9 +199,10 @@ int CountInt8Layers(const torch::jit::Module& module) {
   return counted.int8_layers;
 }
 
-StatusOr<std::string> TorchScriptBytes(const torch::jit::Module& module, const std::string& what) {
+StatusOr<std::string> TorchScriptBytes(const torch::jit::Module& module, const std::string& what,
+                                       const std::string& card_json) {
   std::ostringstream bytes;
-  GRANARY_RETURN_IF_ERROR(CatchTorch(what.c_str(), [&] { module.save(bytes); }));
+  GRANARY_RETURN_IF_ERROR(CatchTorch(what.c_str(), [&] { module.save(bytes, {{kModelCardName, card_json}}); }));
   return bytes.str();
 }
 

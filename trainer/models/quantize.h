@@ -45,7 +45,9 @@ StatusOr<Int8Model> QuantizeInt8(const torch::jit::Module& fp32, const Calibrati
 // The quantized:: conv and linear ops of `module`'s forward (0 for an fp32 model).
 int CountInt8Layers(const torch::jit::Module& module);
 
-// The bytes `module` takes saved as TorchScript (what torch.jit.save writes).
-StatusOr<std::string> TorchScriptBytes(const torch::jit::Module& module, const std::string& what);
+// The bytes `module` takes saved as TorchScript (what torch.jit.save writes),
+// with `card_json` as its extra file granary.json (model_card.h).
+StatusOr<std::string> TorchScriptBytes(const torch::jit::Module& module, const std::string& what,
+                                       const std::string& card_json);
 
 }  // namespace granary

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "store/file.h"
+#include "trainer/models/model_card.h"
 #include "trainer/torch_guard.h"
 
 namespace granary {
@@ -109,11 +110,15 @@ StatusOr<torch::jit::Module> Export(const nn::Module& m, const std::shared_ptr<t
 
 ScriptModel::ScriptModel(torch::jit::Module module) : module_(std::move(module)) {
   // The script module's own tensors, under names nn::Module accepts: the
-  // optimizer, the sync and channels-last then act on what forward uses.
+  // optimizer, the sync and channels-last then act on what forward uses. A
+  // module none of whose parameters requires grad is an exported one (--save
+  // writes them so, as inference files are): all its floating-point ones train.
+  bool frozen = true;
+  for (const auto& p : module_.named_parameters(/*recurse=*/true)) frozen = frozen && !p.value.requires_grad();
   for (const auto& p : module_.named_parameters(/*recurse=*/true)) {
     std::string name = p.name;
     std::replace(name.begin(), name.end(), '.', '_');
-    register_parameter(name, p.value, p.value.requires_grad());
+    register_parameter(name, p.value, frozen ? p.value.is_floating_point() : p.value.requires_grad());
   }
   for (const auto& b : module_.named_buffers(/*recurse=*/true)) {
     std::string name = b.name;
@@ -174,11 +179,11 @@ StatusOr<torch::jit::Module> ToTorchScript(const Classifier& model) {
   return out;
 }
 
-Status SaveTorchScript(const Classifier& model, const std::string& path) {
+Status SaveTorchScript(const Classifier& model, const std::string& path, const std::string& card_json) {
   StatusOr<torch::jit::Module> module = ToTorchScript(model);
   if (!module.ok()) return module.status();
   std::ostringstream bytes;
-  GRANARY_RETURN_IF_ERROR(CatchTorch("--save", [&] { module->save(bytes); }));
+  GRANARY_RETURN_IF_ERROR(CatchTorch("--save", [&] { module->save(bytes, {{kModelCardName, card_json}}); }));
   return WriteFileAtomically(path, bytes.str()).WithContext("--save " + path);
 }
 

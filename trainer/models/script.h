@@ -49,7 +49,8 @@ StatusOr<std::shared_ptr<Classifier>> LoadScriptModel(const ModelSpec& spec);
 // InvalidArgument naming the first module that cannot be written.
 StatusOr<torch::jit::Module> ToTorchScript(const Classifier& model);
 
-// ToTorchScript, written atomically to `path` (nothing there on failure).
-Status SaveTorchScript(const Classifier& model, const std::string& path);
+// ToTorchScript with `card_json` (model_card.h) as its extra file
+// granary.json, written atomically to `path` (nothing there on failure).
+Status SaveTorchScript(const Classifier& model, const std::string& path, const std::string& card_json);
 
 }  // namespace granary

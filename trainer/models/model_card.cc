@@ -1,0 +1,91 @@
+#include "trainer/models/model_card.h"
+
+#include <caffe2/serialize/inline_container.h>
+
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "store/json_text.h"
+#include "trainer/models/script.h"
+
+namespace granary {
+namespace {
+
+constexpr int kCardFormat = 1;
+constexpr size_t kMaxCardBytes = 1 << 20;  // class names of a large db fit many times over
+
+std::string Number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", v);
+  return text;
+}
+
+}  // namespace
+
+std::string ModelCardJson(const ModelCard& card) {
+  const nlohmann::json j = {{"format", kCardFormat},
+                            {"input_field", card.input_field},
+                            {"input_shape", card.input_shape},
+                            {"input_scale", card.input_scale},
+                            {"mean", card.mean},
+                            {"std", card.stddev},
+                            {"classes", card.classes},
+                            {"db_content_hash", card.db_content_hash}};
+  return DumpJson(j);
+}
+
+StatusOr<std::optional<ModelCard>> ReadModelCard(const std::string& path) {
+  if (!CheckModelFile(path).ok()) return std::optional<ModelCard>();
+  std::string text;
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(path);
+    const std::string record = std::string("extra/") + kModelCardName;
+    if (!reader.hasRecord(record)) return std::optional<ModelCard>();
+    auto [data, size] = reader.getRecord(record);
+    if (size > kMaxCardBytes) return Status::Corruption(path + ": " + kModelCardName + " is over 1 MiB");
+    text.assign(static_cast<const char*>(data.get()), size);
+  } catch (const std::exception&) {
+    return std::optional<ModelCard>();  // not an archive: CheckModelFits says so
+  }
+  const auto bad = [&](const std::string& why) {
+    return Status::Corruption(path + ": its " + kModelCardName + " (what the model expects of its input) " + why);
+  };
+  const nlohmann::json j = ParseJson(text);
+  if (j.is_discarded() || !j.is_object()) return bad("is not a JSON object");
+  if (!j.contains("format") || !j["format"].is_number_integer() || j["format"].get<int64_t>() != kCardFormat) {
+    return bad("is not of format " + std::to_string(kCardFormat));
+  }
+  ModelCard card;
+  try {
+    card.input_field = j.at("input_field").get<std::string>();
+    card.input_shape = j.at("input_shape").get<Shape>();
+    card.input_scale = j.at("input_scale").get<double>();
+    card.mean = j.at("mean").get<double>();
+    card.stddev = j.at("std").get<double>();
+    card.classes = j.at("classes").get<std::vector<std::string>>();
+    card.db_content_hash = j.at("db_content_hash").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    return bad(std::string("has a missing or mistyped member: ") + e.what());
+  }
+  if (!std::isfinite(card.mean) || !(std::isfinite(card.stddev) && card.stddev > 0) ||
+      std::abs(card.mean) > 1e30 || card.stddev > 1e30) {
+    return bad("has a mean or std out of range");
+  }
+  return std::optional<ModelCard>(std::move(card));
+}
+
+Status ApplyModelCard(const ModelCard& card, const std::string& path, float* mean, float* stddev) {
+  const float card_mean = static_cast<float>(card.mean), card_std = static_cast<float>(card.stddev);
+  const bool defaults = *mean == 0.0f && *stddev == 1.0f;
+  if (!defaults && (*mean != card_mean || *stddev != card_std)) {
+    return Status::InvalidArgument("--mean " + Number(*mean) + " --std " + Number(*stddev) + ": --model " + path +
+                                   " was trained with --mean " + Number(card_mean) + " --std " + Number(card_std) +
+                                   " (recorded in the file): leave them out, or give the same");
+  }
+  *mean = card_mean;
+  *stddev = card_std;
+  return Status::OK();
+}
+
+}  // namespace granary

@@ -1,0 +1,44 @@
+// What a saved model expects of its input, recorded in the TorchScript file
+// it is saved as (--save FILE.pt and FILE.int8.pt) as the extra file
+// granary.json (docs/FORMAT.md, "Saved models"): the input field and its
+// shape, how values were scaled and normalised (--mean/--std), the class
+// names. `train --eval-only --model` and `train --model` apply it, so a model
+// trained with --mean 0.5 --std 0.25 is evaluated as it was trained; Python
+// reads it with granary.model_info(path) or
+// torch.jit.load(path, _extra_files={"granary.json": ""}).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "store/schema.h"
+#include "store/status.h"
+
+namespace granary {
+
+inline constexpr char kModelCardName[] = "granary.json";
+
+struct ModelCard {
+  std::string input_field;
+  Shape input_shape;         // one sample as batched (C x H x W, or {features})
+  double input_scale = 1.0;  // 1/255 for uint8 images
+  double mean = 0.0, stddev = 1.0;  // input = (value * input_scale - mean) / stddev
+  std::vector<std::string> classes;
+  std::string db_content_hash;  // the db it was trained on
+};
+
+// granary.json's text.
+std::string ModelCardJson(const ModelCard& card);
+
+// The card in the TorchScript file at `path`; nullopt if it has none (a
+// module saved from Python), or is no TorchScript archive (CheckModelFits
+// names that). Corruption naming the file for a card that does not parse.
+StatusOr<std::optional<ModelCard>> ReadModelCard(const std::string& path);
+
+// The normalisation a run on model file `path` uses: the card's, unless
+// --mean/--std (`mean`, `stddev`, defaults 0 and 1) were set to other values:
+// then InvalidArgument naming both. Sets *mean and *stddev.
+Status ApplyModelCard(const ModelCard& card, const std::string& path, float* mean, float* stddev);
+
+}  // namespace granary
