@@ -41,6 +41,21 @@ class EndToEnd : public ::testing::Test {
   TempDir dir_;
 };
 
+// Shell: wait (up to 60 s) until `metrics` (a run's --metrics file, with
+// --log-every 1) has a step line: the run is training, however slowly a
+// loaded machine started it. A test that stops or kills a rank waits for
+// this, not for a fixed time.
+inline std::string WaitForFirstStep(const std::string& metrics) {
+  return "for i in $(seq 600); do grep -q step " + metrics + " 2>/dev/null && break; sleep 0.1; done; ";
+}
+
+// Shell: wait (up to 20 s) until no process matches `pattern` (pgrep -f),
+// then print "left N" (N of them still there).
+inline std::string EchoLeftAfterWaiting(const std::string& pattern) {
+  return "for i in $(seq 200); do [ \"$(pgrep -c -f " + pattern + ")\" = 0 ] && break; sleep 0.1; done; " +
+         "echo left $(pgrep -c -f " + pattern + "); ";
+}
+
 // `prep build` of the Fashion-MNIST files into `db` with `options`.
 inline testing::CommandResult PrepFashion(const std::string& db, const std::string& options, const TempDir& dir) {
   return RunCommand(kPrep + " build " + kFashion + " " + db + " " + options, dir);

@@ -9,12 +9,14 @@ TEST_F(EndToEnd, StoppingOrKillingTheLauncherLeavesNoRankBehind) {
   const std::string db = dir_.Sub("sig.db");
   ASSERT_EQ(PrepFashion(db, "--limit 2000 --no-progress", dir_).exit_code, 0);
   // A regex that matches the ranks' command lines (the launcher's plus
-  // "--layout ... --rank R ...") but not the shell's own.
-  const std::string ranks = "'" + dir_.Sub("sig[.]db --ranks 2 --epochs 1000 --json --layout") + "'";
+  // "--layout ... --rank R ...") but not the shell's own ("[-]": the shell's
+  // line holds the pattern itself, which does not read "--layout").
+  const std::string ranks = "'" + dir_.Sub("sig[.]db --ranks 2 --epochs 1000 .*--json [-]-layout") + "'";
   for (const char* sig : {"TERM", "KILL"}) {
-    auto r = RunCommand("{ " + kTrain + " --db " + db + " --ranks 2 --epochs 1000 --json & L=$!; sleep 3; " +
-                            "echo running $(pgrep -c -f " + ranks + "); kill -" + sig + " $L; wait $L; " +
-                            "echo status $?; sleep 1; echo left $(pgrep -c -f " + ranks + "); }",
+    const std::string metrics = dir_.Sub(std::string("sig-") + sig + ".jsonl");
+    auto r = RunCommand("{ " + kTrain + " --db " + db + " --ranks 2 --epochs 1000 --log-every 1 --metrics " + metrics +
+                            " --json & L=$!; " + WaitForFirstStep(metrics) + "echo running $(pgrep -c -f " + ranks +
+                            "); kill -" + sig + " $L; wait $L; echo status $?; " + EchoLeftAfterWaiting(ranks) + "}",
                         dir_);
     EXPECT_NE(r.out.find("running 2"), std::string::npos) << sig << ": " << r.out;
     EXPECT_NE(r.out.find(std::string("status ") + (sig[0] == 'T' ? "143" : "137")), std::string::npos)
@@ -147,15 +149,17 @@ TEST_F(EndToEnd, OnOneMachineTheRanksHoldOnlyLoopbackSockets) {
 TEST_F(EndToEnd, AHungRankEndsTheRunWithinTheTimeoutAndABusyPortIsNamed) {
   const std::string db = dir_.Sub("hang.db");
   ASSERT_EQ(PrepFashion(db, "--limit 2000 --no-progress", dir_).exit_code, 0);
-  const std::string ranks = "'" + dir_.Sub("hang[.]db --ranks 2 --epochs 1000 --timeout 5 --layout") + "' ";
-  auto r = RunCommand("{ " + kTrain + " --db " + db + " --ranks 2 --epochs 1000 --timeout 5 > /dev/null & L=$!; " +
-                          "sleep 4; pkill -STOP -f " + ranks + "-n; start=$(date +%s); wait $L; echo status $?; " +
-                          "echo seconds $(( $(date +%s) - start )); sleep 1; echo left $(pgrep -c -f " + ranks + "); }",
+  const std::string ranks = "'" + dir_.Sub("hang[.]db --ranks 2 --epochs 1000 --timeout 5 .*[-]-layout") + "' ";
+  const std::string metrics = dir_.Sub("hang.jsonl");
+  auto r = RunCommand("{ " + kTrain + " --db " + db + " --ranks 2 --epochs 1000 --timeout 5 --log-every 1 --metrics " +
+                          metrics + " > /dev/null & L=$!; " + WaitForFirstStep(metrics) + "pkill -STOP -f " + ranks +
+                          "-n; start=$(date +%s); wait $L; echo status $?; echo seconds $(( $(date +%s) - start )); " +
+                          EchoLeftAfterWaiting(ranks) + "}",
                       dir_);
   EXPECT_NE(r.out.find("status 1"), std::string::npos) << r.out << r.err;
   const size_t at = r.out.find("seconds ");
   ASSERT_NE(at, std::string::npos) << r.out;
-  EXPECT_LE(std::stoi(r.out.substr(at + 8)), 5 + 5) << r.out;  // --timeout, slack
+  EXPECT_LE(std::stoi(r.out.substr(at + 8)), 5 + 8) << r.out;  // --timeout, slack for a loaded machine
   EXPECT_NE(r.out.find("left 0"), std::string::npos) << r.out << r.err;
   EXPECT_NE(r.err.find("train: rank 1 made no progress for "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("its process is stopped"), std::string::npos) << r.err;
@@ -185,11 +189,10 @@ TEST_F(EndToEnd, ARankThatHangsOrDiesOnAnotherNodeEndsBothLaunchers) {
     const std::string rank1 = "'" + dir_.Sub("nodes[.]db .*[-]-node-rank 1 [-]-layout") + "'";
     auto r =
         RunCommand("{ " + node + "1 > /dev/null 2> " + dir_.Sub("node1.err") + " & L1=$!; " + node +
-                       "0 > /dev/null 2> " + dir_.Sub("node0.err") + " & L0=$!; for i in $(seq 600); do grep -q step " + metrics +
-                       " 2>/dev/null && break; sleep 0.1; done; pkill -" + signal + " -f " +
-                       rank1 + "; start=$(date +%s); wait $L0; echo node0 $? $(( $(date +%s) - start ));" +
-                       " wait $L1; echo node1 $? $(( $(date +%s) - start )); sleep 1; " + "echo left $(pgrep -c -f '" +
-                       dir_.Sub("nodes[.]db .*[-]-layout") + "'); }",
+                       "0 > /dev/null 2> " + dir_.Sub("node0.err") + " & L0=$!; " + WaitForFirstStep(metrics) +
+                       "pkill -" + signal + " -f " + rank1 + "; start=$(date +%s); wait $L0; echo node0 $? " +
+                       "$(( $(date +%s) - start )); wait $L1; echo node1 $? $(( $(date +%s) - start )); " +
+                       EchoLeftAfterWaiting("'" + dir_.Sub("nodes[.]db .*[-]-layout") + "'") + "}",
                    dir_);
     int status0 = -1, seconds0 = 99, status1 = -1, seconds1 = 99, left = -1;
     ASSERT_EQ(std::sscanf(r.out.c_str(), "node0 %d %d\nnode1 %d %d\nleft %d", &status0, &seconds0, &status1, &seconds1,
@@ -198,8 +201,8 @@ TEST_F(EndToEnd, ARankThatHangsOrDiesOnAnotherNodeEndsBothLaunchers) {
         << r.out << r.err;
     EXPECT_NE(status0, 0) << signal;
     EXPECT_NE(status1, 0) << signal;
-    EXPECT_LE(seconds0, 5 + 5) << signal;  // --timeout, slack
-    EXPECT_LE(seconds1, 5 + 5) << signal;
+    EXPECT_LE(seconds0, 5 + 8) << signal;  // --timeout, slack for a loaded machine
+    EXPECT_LE(seconds1, 5 + 8) << signal;
     EXPECT_EQ(left, 0) << signal;
     const std::string err1 = testing::ReadFile(dir_.Sub("node1.err"));
     EXPECT_NE(err1.find(signal == "STOP" ? "rank 1 on node 1 made no progress for"
@@ -245,15 +248,15 @@ TEST_F(EndToEnd, OverMpiTwoRanksTrainAsOverGlooAndALostRankIsNamed) {
     SCOPED_TRACE(signal);
     const std::string metrics = dir_.Sub("m-" + signal + ".jsonl");
     auto r = RunCommand("{ " + kTrain + " --db " + db + " --ranks 2 --backend mpi --epochs 1000 --timeout 5 " +
-                            "--log-every 1 --metrics " + metrics + " > /dev/null & L=$!; " +
-                            "for i in $(seq 600); do grep -q step " + metrics + " 2>/dev/null && break; sleep 0.1; done; " +
+                            "--log-every 1 --metrics " + metrics + " > /dev/null & L=$!; " + WaitForFirstStep(metrics) +
                             "pkill -" + signal + " -f " + rank1 + "; start=$(date +%s); wait $L; echo status $?; " +
-                            "echo seconds $(( $(date +%s) - start )); sleep 1; echo left $(pgrep -c -f 'mpi[.]db .*[-]-layout'); }",
+                            "echo seconds $(( $(date +%s) - start )); " + EchoLeftAfterWaiting("'mpi[.]db .*[-]-layout'") +
+                            "}",
                         dir_);
     EXPECT_EQ(r.out.find("status 0"), std::string::npos) << r.out << r.err;
     const size_t at = r.out.find("seconds ");
     ASSERT_NE(at, std::string::npos) << r.out;
-    EXPECT_LE(std::stoi(r.out.substr(at + 8)), 5 + 5) << r.out;  // --timeout, slack
+    EXPECT_LE(std::stoi(r.out.substr(at + 8)), 5 + 8) << r.out;  // --timeout, slack for a loaded machine
     EXPECT_NE(r.out.find("left 0"), std::string::npos) << r.out << r.err;
     EXPECT_NE(r.err.find(signal == "STOP" ? "train: rank 1 made no progress for " : "train: rank 1 was killed"),
               std::string::npos)
