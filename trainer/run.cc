@@ -149,10 +149,11 @@ StatusOr<bool> FromMpiJob(TrainConfig* config, int* rank) {
 }
 
 // --backend auto: in an MPI job (mpirun, srun) MPI; in a rank, what its
-// launcher started it with (mpirun, or a fork); in the launcher, for now,
-// Gloo (the MPI launcher is new: docs/BENCHMARKS.md, "Backends", says what
-// --backend mpi gains on one machine). --backend mpi in a build without it
-// is refused.
+// launcher started it with (mpirun, or a fork); in the launcher Gloo. (MPI
+// is faster on one machine, docs/BENCHMARKS.md "Backends", but OpenMPI
+// 4.1's mpirun listens on every interface for PMIx tools, which a
+// one-machine run over Gloo never does: so it is asked for, not chosen.)
+// --backend mpi in a build without it is refused.
 Status ResolveBackend(TrainConfig* config, bool is_rank) {
   std::string& backend = config->dist.backend;
   if (backend == "auto") backend = is_rank && StartedByMpiLauncher() ? "mpi" : "gloo";

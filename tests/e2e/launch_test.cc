@@ -232,7 +232,8 @@ TEST_F(EndToEnd, OverMpiTwoRanksTrainAsOverGlooAndALostRankIsNamed) {
   if (RunCommand("command -v mpirun", dir_).exit_code != 0) GTEST_SKIP() << "no mpirun (tools/setup installs OpenMPI)";
   const std::string db = dir_.Sub("mpi.db");
   ASSERT_EQ(PrepFashion(db, "--limit 2000 --no-progress", dir_).exit_code, 0);
-  const std::string args = "--db " + db + " --epochs 1 --seed 3 --dropout 0 --batch-size 32 --ranks 2 ";
+  const std::string base = "--db " + db + " --seed 3 --dropout 0 --batch-size 32 --ranks 2 ";
+  const std::string args = base + "--epochs 1 ";
   for (const char* sync : {"--sync after-backward", "--sync bucketed --bucket-mb 1", "--sync-compress fp16"}) {
     SCOPED_TRACE(sync);
     auto gloo = TrainJson(args + sync + " --backend gloo", dir_);
@@ -241,6 +242,20 @@ TEST_F(EndToEnd, OverMpiTwoRanksTrainAsOverGlooAndALostRankIsNamed) {
     EXPECT_EQ(mpi["config"]["dist"]["backend"], "mpi");
     EXPECT_EQ(mpi["epochs"][0]["train_loss"], gloo["epochs"][0]["train_loss"]);
     EXPECT_EQ(mpi["epochs"][0]["weights_hash"], gloo["epochs"][0]["weights_hash"]);
+  }
+
+  // Checkpoints do not depend on the backend: a run saved under one resumes
+  // under the other exactly (the weights of a run never interrupted).
+  const auto whole = TrainJson(base + "--epochs 2 --backend gloo", dir_);
+  ASSERT_EQ(whole["epochs"].size(), 2u);
+  for (const auto& [first, then] : {std::pair<const char*, const char*>{"gloo", "mpi"}, {"mpi", "gloo"}}) {
+    SCOPED_TRACE(std::string(first) + " then " + then);
+    const std::string ck = " --checkpoint-dir " + dir_.Sub(std::string("ck-") + first);
+    TrainJson(args + "--backend " + first + ck, dir_);
+    const auto resumed = TrainJson(base + "--epochs 2 --resume --backend " + then + ck, dir_);
+    ASSERT_FALSE(resumed["epochs"].empty());
+    EXPECT_EQ(resumed["epochs"].back()["weights_hash"], whole["epochs"][1]["weights_hash"]);
+    EXPECT_EQ(resumed["config"]["dist"]["backend"], then);
   }
 
   const std::string rank1 = "'^" + kTrain + " .*mpi[.]db .*[-]-rank 1$'";

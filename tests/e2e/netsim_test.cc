@@ -165,6 +165,15 @@ TEST_F(EndToEnd, CompressedSyncsTrainToTheUncompressedAccuracyAndBadFlagsAreRefu
   for (const char* method : {"fp16", "bf16", "powersgd"}) {
     EXPECT_NEAR(accuracy[method], accuracy["none"], 0.03) << method;  // 2,000 test samples
   }
+  // Over MPI (its fp16/bf16 sums are MPI user ops) too.
+  if (RunCommand("command -v mpirun", dir_).exit_code == 0) {
+    for (const std::string method : {"fp16", "bf16", "powersgd"}) {
+      const std::string warmup = method == "powersgd" ? " --powersgd-warmup 4" : "";
+      auto j = TrainJson(recipe + "--backend mpi --sync-compress " + method + warmup, dir_);
+      ASSERT_EQ(j["epochs"].size(), 2u) << method;
+      EXPECT_NEAR(j["epochs"][1]["test_accuracy"].get<double>(), accuracy["none"], 0.03) << method << " over MPI";
+    }
+  }
   ExpectOneLineError(RunCommand(train + "--sync-compress int8", dir_),
                      "--sync-compress int8: expected none, fp16, bf16, powersgd");
   ExpectOneLineError(RunCommand(train + "--sync after-backward --sync-compress fp16", dir_),

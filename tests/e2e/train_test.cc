@@ -23,11 +23,18 @@ TEST_F(EndToEnd, PrepThenTwoRankTrainingLowersTheLoss) {
 }
 
 // Without dropout, 1 rank with batch B and 2 ranks with B/2 each see the same
-// global batches and average the same gradients, so they train alike.
-TEST_F(EndToEnd, OneAndTwoRanksFollowTheSameTrajectory) {
+// global batches and average the same gradients, so they train alike; over
+// Gloo and over MPI (where mpirun is installed).
+class Trajectory : public EndToEnd, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(Trajectory, OneAndTwoRanksFollowTheSameTrajectory) {
+  if (std::string(GetParam()) == "mpi" && RunCommand("command -v mpirun", dir_).exit_code != 0) {
+    GTEST_SKIP() << "no mpirun (tools/setup installs OpenMPI)";
+  }
   const std::string db = dir_.Sub("db");
   ASSERT_EQ(PrepFashion(db, "--limit 1024", dir_).exit_code, 0);
-  const std::string args = "--db " + db + " --epochs 1 --seed 3 --dropout 0 --batch-size 32";
+  const std::string args =
+      "--db " + db + " --epochs 1 --seed 3 --dropout 0 --batch-size 32 --backend " + std::string(GetParam());
   auto one = TrainJson(args + " --ranks 1", dir_);
   auto two = TrainJson(args + " --ranks 2 --sync after-backward", dir_);
   ASSERT_EQ(one["epochs"].size(), 1u);
@@ -51,6 +58,8 @@ TEST_F(EndToEnd, OneAndTwoRanksFollowTheSameTrajectory) {
   EXPECT_EQ(bucketed["epochs"][0]["train_loss"], two["epochs"][0]["train_loss"]);
   EXPECT_EQ(bucketed["epochs"][0]["test_loss"], two["epochs"][0]["test_loss"]);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, Trajectory, ::testing::Values("gloo", "mpi"));
 
 // --synthetic times the step alone: no loader wait, no sync wait, no
 // evaluation; and the launcher's layout is reported with the run.

@@ -108,6 +108,16 @@ RankExec PrepareMpirun(const LaunchOptions& o, const HeartbeatBoard& board, cons
   RankExec e;
   e.args = {o.mpirun, "--quiet", "--bind-to", "none", "--oversubscribe"};
   if (::geteuid() == 0) e.args.push_back("--allow-run-as-root");  // the user chose to run as root
+  // One machine: the ranks meet through shared memory only (OpenMPI's TCP
+  // transport would listen on every interface) and mpirun talks to them on
+  // the loopback device, unless the user's environment chose (OMPI_MCA_*).
+  // (mpirun itself still listens on every interface for PMIx tools.)
+  const std::pair<const char*, const char*> mca[] = {{"btl", "self,vader"}, {"oob_tcp_if_include", "lo"}};
+  for (const auto& [name, value] : mca) {
+    if (std::getenv(("OMPI_MCA_" + std::string(name)).c_str()) == nullptr) {
+      e.args.insert(e.args.end(), {"--mca", name, value});
+    }
+  }
   for (int rank = 0; rank < o.ranks; ++rank) {
     if (rank > 0) e.args.push_back(":");
     e.args.insert(e.args.end(), {"-np", "1"});
