@@ -245,7 +245,9 @@ StatusOr<ProbeOutput> RunProbe(const TrainConfig& config, const std::vector<std:
 
 // train --tune: measures the candidates (trainer/tune/tune.h), prints the table,
 // then (unless --tune-only) becomes the run in the chosen layout.
-int Tune(const TrainConfig& config, const Workload& workload, const TuneRequest& request, bool json) {
+// `backend_asked`: --backend was gloo or mpi, not auto (the tuner's to choose).
+int Tune(const TrainConfig& config, const Workload& workload, const TuneRequest& request, bool backend_asked,
+         bool json) {
   TuneOptions options;
   options.cores = static_cast<int>(UsableCpus().size());
   if (Status bounded = CheckTuneSeconds(request.seconds); !bounded.ok()) return Fail(bounded, 0);
@@ -257,9 +259,12 @@ int Tune(const TrainConfig& config, const Workload& workload, const TuneRequest&
   options.image_input = workload.kind == InputKind::kImage;
   options.bf16_native = CpuHasNativeBf16();
   options.seconds = request.seconds;
+  options.mpi = !backend_asked && CommHasMpi() && ::access(MpirunPath().c_str(), X_OK) == 0;
+  // A candidate names its backend: the user's "--backend auto" would be a second one.
+  const std::vector<std::string> run_args = options.mpi ? WithoutOptions(request.args, {"--backend"}, {}) : request.args;
   // Probes leave nothing behind: no checkpoint, model, metrics or report.
   const std::vector<std::string> probe_args = WithoutOptions(
-      request.args,
+      run_args,
       {"--save", "--metrics", "--report", "--log-every", "--checkpoint-dir", "--checkpoint-every", "--keep",
        "--resume"},
       {"--json"});
@@ -279,7 +284,7 @@ int Tune(const TrainConfig& config, const Workload& workload, const TuneRequest&
     if (json) std::printf("%s\n", DumpJson(nlohmann::json{{"tune", ParseJson(table->ToJson())}}).c_str());
     return 0;
   }
-  std::vector<std::string> args = ArgsFor(request.args, chosen);
+  std::vector<std::string> args = ArgsFor(run_args, chosen);
   args.insert(args.end(), {"--tune-table", table->ToJson()});
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
@@ -312,6 +317,7 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
       config.dist.backend = "gloo";  // torchrun's environment is a Gloo rendezvous
     }
   }
+  const bool backend_asked = config.dist.backend != "auto";  // else --tune may choose it
   if (Status backend = ResolveBackend(&config, rank >= 0); !backend.ok()) return Fail(backend, std::max(rank, 0));
   StatusOr<Layout> layout = Status::FailedPrecondition("no layout");
   if (rank >= 0 && !layout_json.empty()) {
@@ -356,7 +362,7 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
     }
     if (tune.tune || tune.only) {
       resumed.reset();  // not held by a launcher: the tuned run reads it
-      return Tune(run.config, run.workload, tune, json);
+      return Tune(run.config, run.workload, tune, backend_asked, json);
     }
     if (run.config.dist.node_rank == 0) {  // rank 0's node keeps the checkpoints
       Status claimed = ClaimCheckpoints(run.config, resumed, &checkpoint_lock);

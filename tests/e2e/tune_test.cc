@@ -26,6 +26,15 @@ TEST_F(EndToEnd, TuneMeasuresLayoutsAndTrainsWithTheFastest) {
     chosen += row["chosen"].get<bool>();
   }
   ASSERT_EQ(chosen, 1) << only;
+  // Several ranks are measured over both backends where MPI is at hand (the
+  // backend is the tuner's: no --backend was given).
+  if (RunCommand("command -v mpirun", dir_).exit_code == 0) {
+    std::set<std::string> backends;
+    for (const auto& row : rows) {
+      if (row["ranks"].get<int>() > 1) backends.insert(row["backend"].get<std::string>());
+    }
+    EXPECT_EQ(backends, (std::set<std::string>{"gloo", "mpi"})) << only;
+  }
   for (const auto& row : rows) {
     if (row["chosen"].get<bool>()) {
       EXPECT_EQ(row["samples_per_s"].get<double>(), fastest) << only;

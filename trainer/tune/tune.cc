@@ -51,7 +51,7 @@ std::string Percent(double fraction) { return std::to_string(static_cast<int>(fr
 std::string TuneCandidate::Describe() const {
   return std::to_string(ranks) + " x " + std::to_string(threads) + ", batch " +
          std::to_string(batch_size / std::max(1, ranks)) + "/rank, " + precision +
-         (channels_last ? ", channels-last" : "");
+         (channels_last ? ", channels-last" : "") + (backend.empty() ? "" : ", " + backend);
 }
 
 const TuneRow* TuneTable::Chosen() const {
@@ -71,6 +71,7 @@ std::string TuneTable::ToJson() const {
                           {"batch_size", c.batch_size},
                           {"precision", c.precision},
                           {"channels_last", c.channels_last},
+                          {"backend", c.backend},
                           {"changes_numerics", c.changes_numerics},
                           {"samples_per_s", r.samples_per_s},
                           {"sync_fraction", r.sync_fraction},
@@ -106,6 +107,7 @@ std::vector<std::string> ArgsFor(const std::vector<std::string>& args, const Tun
   out.insert(out.end(), {"--ranks", std::to_string(c.ranks), "--threads", std::to_string(c.threads), "--batch-size",
                          std::to_string(c.batch_size), "--precision", c.precision});
   if (c.channels_last) out.push_back("--channels-last");
+  if (!c.backend.empty()) out.insert(out.end(), {"--backend", c.backend});
   return out;
 }
 
@@ -116,6 +118,7 @@ TrainConfig ConfigFor(const TrainConfig& config, const TuneCandidate& c) {
   t.optim.batch_size = c.batch_size;
   t.model.precision = c.precision;
   t.model.channels_last = c.channels_last;
+  if (!c.backend.empty()) t.dist.backend = c.backend;
   return t;
 }
 
@@ -183,14 +186,23 @@ StatusOr<TuneTable> RunTune(const TrainConfig& config, const TuneOptions& o) {
     GRANARY_RETURN_IF_ERROR(try_all({base, bf16}));
     if (best() != nullptr) base.precision = best()->candidate.precision;
   }
-  // 2. Ranks x threads over all the cores, the global batch kept.
+  // 2. Ranks x threads over all the cores, the global batch kept; several
+  // ranks over each backend when the backend is the tuner's to choose (MPI
+  // moves the point where more ranks win: docs/CPU_TRAINING.md, section 7).
   std::vector<TuneCandidate> layouts;
   for (int ranks = 1; ranks <= o.cores; ++ranks) {
     if (o.cores % ranks != 0 || config.optim.batch_size % ranks != 0) continue;
     TuneCandidate c = base;
     c.ranks = ranks;
     c.threads = o.cores / ranks;
-    layouts.push_back(c);
+    if (ranks == 1 || !o.mpi) {
+      layouts.push_back(c);
+      continue;
+    }
+    for (const char* backend : {"gloo", "mpi"}) {
+      c.backend = backend;
+      layouts.push_back(c);
+    }
   }
   GRANARY_RETURN_IF_ERROR(try_all(layouts));
   if (best() == nullptr) {

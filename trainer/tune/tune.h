@@ -24,6 +24,7 @@ struct TuneCandidate {
   int64_t batch_size = 64;  // global
   std::string precision = "fp32";
   bool channels_last = false;
+  std::string backend;            // several ranks when the backend is measured: "gloo" or "mpi"; "" the run's
   bool changes_numerics = false;  // precision or batch differ from the user's
 
   // "2 x 1, batch 32/rank, fp32, channels-last"
@@ -63,6 +64,7 @@ struct TuneOptions {
   bool numerics = false;     // --tune-numerics: bf16 and the batch may change
   bool image_input = false;  // channels-last is a candidate
   bool bf16_native = false;  // bf16 is a candidate (with numerics)
+  bool mpi = false;          // --backend auto and MPI at hand: several ranks are measured over Gloo and MPI
   double seconds = 1.5;      // --tune-seconds per candidate
   // Runs `candidate` as a probe; `config` is the user's in its layout,
   // precision and batch, with data.probe_s = seconds.
