@@ -261,13 +261,14 @@ int Tune(const TrainConfig& config, const Workload& workload, const TuneRequest&
   options.seconds = request.seconds;
   options.mpi = !backend_asked && CommHasMpi() && ::access(MpirunPath().c_str(), X_OK) == 0;
   // A candidate names its backend: the user's "--backend auto" would be a second one.
-  const std::vector<std::string> run_args = options.mpi ? WithoutOptions(request.args, {"--backend"}, {}) : request.args;
+  const std::vector<std::string> run_args =
+      options.mpi ? WithoutOptions(request.args, {"--backend"}, {}) : request.args;
   // Probes leave nothing behind: no checkpoint, model, metrics or report.
-  const std::vector<std::string> probe_args = WithoutOptions(
-      run_args,
-      {"--save", "--metrics", "--report", "--log-every", "--checkpoint-dir", "--checkpoint-every", "--keep",
-       "--resume"},
-      {"--json"});
+  const std::vector<std::string> probe_args =
+      WithoutOptions(run_args,
+                     {"--save", "--metrics", "--report", "--log-every", "--checkpoint-dir", "--checkpoint-every",
+                      "--keep", "--resume"},
+                     {"--json"});
   options.run_probe = [&](const TrainConfig& probe, const TuneCandidate& candidate) {
     std::vector<std::string> args = ArgsFor(probe_args, candidate);
     args.insert(args.end(), {"--tune-probe", std::to_string(probe.data.probe_s), "--json"});

@@ -265,8 +265,8 @@ TEST_F(EndToEnd, OverMpiTwoRanksTrainAsOverGlooAndALostRankIsNamed) {
     auto r = RunCommand("{ " + kTrain + " --db " + db + " --ranks 2 --backend mpi --epochs 1000 --timeout 5 " +
                             "--log-every 1 --metrics " + metrics + " > /dev/null & L=$!; " + WaitForFirstStep(metrics) +
                             "pkill -" + signal + " -f " + rank1 + "; start=$(date +%s); wait $L; echo status $?; " +
-                            "echo seconds $(( $(date +%s) - start )); " + EchoLeftAfterWaiting("'mpi[.]db .*[-]-layout'") +
-                            "}",
+                            "echo seconds $(( $(date +%s) - start )); " +
+                            EchoLeftAfterWaiting("'mpi[.]db .*[-]-layout'") + "}",
                         dir_);
     EXPECT_EQ(r.out.find("status 0"), std::string::npos) << r.out << r.err;
     const size_t at = r.out.find("seconds ");

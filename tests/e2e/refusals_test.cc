@@ -118,16 +118,18 @@ TEST_F(Refusals, EvalOnlyRefusesWhatItDoesNotUse) {
 TEST_F(Refusals, ModelsThatCannotTrainAreNamedBeforeAnyRankStarts) {
   fs::create_directories(dir_.Sub("d.pt"));
   fs::create_symlink("/dev/zero", dir_.Sub("z.pt"));
-  ExpectOneLineError(RunCommand(train_ + "--model " + dir_.Sub("d.pt"), dir_), "d.pt: is a directory, not a TorchScript file");
+  ExpectOneLineError(RunCommand(train_ + "--model " + dir_.Sub("d.pt"), dir_),
+                     "d.pt: is a directory, not a TorchScript file");
   ExpectOneLineError(RunCommand(kTrain + " --db " + db_ + " --eval-only --model " + dir_.Sub("z.pt"), dir_),
                      "z.pt: is a character device, not a TorchScript file");
-  const std::string net = "class Net(torch.nn.Module):\n"
-                          "    def __init__(self):\n"
-                          "        super().__init__()\n"
-                          "        self.head = torch.nn.Linear(784, 10)\n"
-                          "    def forward(self, x):\n";
-  ASSERT_EQ(testing::SaveScriptedNet(net + "        return self.head(x.flatten(1)).half()\n", dir_.Sub("half.pt"), dir_),
-            "");
+  const std::string net =
+      "class Net(torch.nn.Module):\n"
+      "    def __init__(self):\n"
+      "        super().__init__()\n"
+      "        self.head = torch.nn.Linear(784, 10)\n"
+      "    def forward(self, x):\n";
+  ASSERT_EQ(
+      testing::SaveScriptedNet(net + "        return self.head(x.flatten(1)).half()\n", dir_.Sub("half.pt"), dir_), "");
   ExpectOneLineError(RunCommand(train_ + "--model " + dir_.Sub("half.pt"), dir_),
                      "gives Half logits: the loss needs float32");
   ASSERT_EQ(testing::SaveScriptedNet(net + "        y = self.head(x.flatten(1))\n"
@@ -167,9 +169,10 @@ TEST_F(Refusals, ASavedModelCarriesItsInputNormalisation) {
   const auto tuned = TrainJson("--db " + db_ + " --epochs 1 --ranks 1 --model " + model, dir_);  // it trains on
   EXPECT_EQ(tuned["config"]["data"]["mean"], 0.5);
   testing::WriteFile(dir_.Sub("t.csv"), "a,b,y\n1,2,0\n3,4,1\n5,6,0\n7,8,1\n");
-  ASSERT_EQ(RunCommand(kPrep + " build " + dir_.Sub("t.csv") + " " + dir_.Sub("c.db") + " --label y --no-progress", dir_)
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      RunCommand(kPrep + " build " + dir_.Sub("t.csv") + " " + dir_.Sub("c.db") + " --label y --no-progress", dir_)
+          .exit_code,
+      0);
   ExpectOneLineError(RunCommand(kTrain + " --db " + dir_.Sub("c.db") + " --batch-size 2 --mean 100 --std 0.001", dir_),
                      "--mean/--std: field 'features' of " + dir_.Sub("c.db") + " is a feature vector [2]");
 }

@@ -119,7 +119,8 @@ TEST(Workload, AMissingOrEmptySplitIsNamedByItsFlag) {
   d.eval_split = "";
   EXPECT_TRUE(CheckSplits(m, "db", d, SplitUse::kTrain).ok());
   d.eval_split = "val";
-  EXPECT_EQ(CheckSplits(m, "db", d, SplitUse::kTrain).message(), "--eval-split val: split 'val' of db is empty (0 samples)");
+  EXPECT_EQ(CheckSplits(m, "db", d, SplitUse::kTrain).message(),
+            "--eval-split val: split 'val' of db is empty (0 samples)");
   d.train_split = "val";
   d.eval_split = "train";
   EXPECT_EQ(CheckSplits(m, "db", d, SplitUse::kTrain).message(),

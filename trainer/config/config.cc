@@ -15,6 +15,7 @@
 #include "loader/sampler.h"
 #include "store/json_text.h"
 #include "trainer/config/choices.h"
+#include "trainer/number_text.h"
 
 namespace granary {
 
@@ -57,13 +58,6 @@ nlohmann::json ToJsonValue(const TrainConfig& c) {
 
 Status OutOfRange(const std::string& flag, const std::string& value, const std::string& bound) {
   return Status::InvalidArgument(flag + " " + value + ": " + bound);
-}
-
-// A flag's floating-point value as the user would write it ("0.25", "1e-05").
-std::string Number(double v) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%g", v);
-  return text;
 }
 
 std::string Range(int64_t lo, int64_t hi) { return "must be in " + std::to_string(lo) + ".." + std::to_string(hi); }
@@ -121,9 +115,9 @@ Status ValidateData(const DataConfig& data, int cores) {
   }
   GRANARY_RETURN_IF_ERROR(ParseShuffleMode(d.shuffle).status());
   GRANARY_RETURN_IF_ERROR(ParseAugment(d.augment).status());
-  if (!std::isfinite(d.mean)) return OutOfRange("--mean", Number(d.mean), "must be finite");
+  if (!std::isfinite(d.mean)) return OutOfRange("--mean", NumberText(d.mean), "must be finite");
   if (!(std::isfinite(d.stddev) && d.stddev > 0)) {
-    return OutOfRange("--std", Number(d.stddev), "must be finite and > 0");
+    return OutOfRange("--std", NumberText(d.stddev), "must be finite and > 0");
   }
   if (d.probe_s != 0) GRANARY_RETURN_IF_ERROR(CheckTuneSeconds(d.probe_s));
   return Status::OK();
@@ -135,11 +129,11 @@ Status ValidateModel(const ModelConfig& model) {
                       "unknown (known: auto, " + KnownModelNames() + ", or a TorchScript FILE.pt)");
   }
   if (!(model.width >= kMinModelWidth && model.width <= kMaxModelWidth)) {
-    return OutOfRange("--width", Number(model.width),
-                      "must be in " + Number(kMinModelWidth) + ".." + Number(kMaxModelWidth));
+    return OutOfRange("--width", NumberText(model.width),
+                      "must be in " + NumberText(kMinModelWidth) + ".." + NumberText(kMaxModelWidth));
   }
   if (!(model.dropout >= 0 && model.dropout < 1)) {
-    return OutOfRange("--dropout", Number(model.dropout), "must be in [0, 1)");
+    return OutOfRange("--dropout", NumberText(model.dropout), "must be in [0, 1)");
   }
   if (model.precision != "fp32" && model.precision != "bf16") {
     return OutOfRange("--precision", model.precision, "expected fp32 or bf16");
@@ -152,10 +146,10 @@ Status ValidateOptim(const OptimConfig& optim) {
     return OutOfRange("--optimizer", optim.optimizer, "unknown (known: " + KnownOptimizerNames() + ")");
   }
   if (!(std::isfinite(optim.lr) && optim.lr > 0)) {
-    return OutOfRange("--lr", Number(optim.lr), "must be finite and > 0");
+    return OutOfRange("--lr", NumberText(optim.lr), "must be finite and > 0");
   }
   if (!(optim.momentum >= 0 && optim.momentum < 1)) {
-    return OutOfRange("--momentum", Number(optim.momentum), "must be in [0, 1)");
+    return OutOfRange("--momentum", NumberText(optim.momentum), "must be in [0, 1)");
   }
   if (optim.momentum > 0 && optim.optimizer != "sgd") {
     return Status::InvalidArgument("--momentum is for --optimizer sgd (" + optim.optimizer + " has its own betas)");
@@ -164,7 +158,7 @@ Status ValidateOptim(const OptimConfig& optim) {
     return Status::InvalidArgument("--nesterov needs --optimizer sgd with --momentum above 0");
   }
   if (!(std::isfinite(optim.weight_decay) && optim.weight_decay >= 0 && optim.weight_decay < 1)) {
-    return OutOfRange("--weight-decay", Number(optim.weight_decay), "must be in [0, 1)");
+    return OutOfRange("--weight-decay", NumberText(optim.weight_decay), "must be in [0, 1)");
   }
   if (optim.epochs < 1 || optim.epochs > kMaxEpochs) {
     return OutOfRange("--epochs", std::to_string(optim.epochs), Range(1, kMaxEpochs));
@@ -176,7 +170,7 @@ Status ValidateOptim(const OptimConfig& optim) {
     return OutOfRange("--schedule", optim.schedule, "unknown (known: " + KnownScheduleNames() + ")");
   }
   if (!(optim.warmup_epochs >= 0 && optim.warmup_epochs <= optim.epochs)) {
-    return OutOfRange("--warmup-epochs", Number(optim.warmup_epochs),
+    return OutOfRange("--warmup-epochs", NumberText(optim.warmup_epochs),
                       "must be in 0..--epochs (" + std::to_string(optim.epochs) + ")");
   }
   if (optim.lr_scaling != "none" && optim.lr_scaling != "linear") {
@@ -186,7 +180,7 @@ Status ValidateOptim(const OptimConfig& optim) {
     return OutOfRange("--base-batch", std::to_string(optim.base_batch), Range(1, kMaxBatch));
   }
   if (!(optim.label_smoothing >= 0 && optim.label_smoothing < 1)) {
-    return OutOfRange("--label-smoothing", Number(optim.label_smoothing), "must be in [0, 1)");
+    return OutOfRange("--label-smoothing", NumberText(optim.label_smoothing), "must be in [0, 1)");
   }
   return Status::OK();
 }
@@ -196,7 +190,7 @@ Status ValidateSync(const SyncConfig& sync) {
     return OutOfRange("--sync", sync.method, "unknown (known: " + KnownGradientSyncNames() + ")");
   }
   if (!(sync.bucket_mb >= 0.001 && sync.bucket_mb <= 1024)) {
-    return OutOfRange("--bucket-mb", Number(sync.bucket_mb), "must be in 0.001..1024");
+    return OutOfRange("--bucket-mb", NumberText(sync.bucket_mb), "must be in 0.001..1024");
   }
   if (!IsKnownCompression(sync.compress)) {
     return OutOfRange("--sync-compress", sync.compress, "expected " + KnownCompressionNames());
@@ -310,7 +304,7 @@ Status ValidateCompress(const CompressConfig& compress, const std::string& model
                       Range(1, kMaxCalibrationBatches));
   }
   if (compress.prune != 0 && !(compress.prune > 0 && compress.prune < 1)) {
-    return OutOfRange("--prune", Number(compress.prune), "the fraction of channels removed, must be in (0, 1)");
+    return OutOfRange("--prune", NumberText(compress.prune), "the fraction of channels removed, must be in (0, 1)");
   }
   if (compress.prune != 0 && IsModelFile(model)) {
     return Status::InvalidArgument("--prune: --model " + model +
@@ -345,7 +339,7 @@ Status ValidateUnused(const TrainConfig& c) {
     }
   }
   if (c.sync.method != "bucketed" && c.sync.bucket_mb != defaults.sync.bucket_mb) {
-    return unused("--bucket-mb", Number(c.sync.bucket_mb), "--sync bucketed");
+    return unused("--bucket-mb", NumberText(c.sync.bucket_mb), "--sync bucketed");
   }
   if (c.compress.quantize == "none" && c.compress.calibration_batches != defaults.compress.calibration_batches) {
     return unused("--calibration-batches", std::to_string(c.compress.calibration_batches), "--quantize int8");
@@ -375,8 +369,8 @@ Status ValidateRendezvous(const DistConfig& dist) {
 
 Status CheckTuneSeconds(double seconds) {
   if (seconds >= kMinTuneSeconds && seconds <= kMaxTuneSeconds) return Status::OK();
-  return OutOfRange("--tune-seconds", Number(seconds),
-                    "must be in " + Number(kMinTuneSeconds) + ".." + Number(kMaxTuneSeconds));
+  return OutOfRange("--tune-seconds", NumberText(seconds),
+                    "must be in " + NumberText(kMinTuneSeconds) + ".." + NumberText(kMaxTuneSeconds));
 }
 
 std::pair<int, int> PruneEpochs(const CompressConfig& compress, int epochs) {

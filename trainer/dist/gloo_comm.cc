@@ -282,9 +282,10 @@ StatusOr<std::unique_ptr<CommBackend>> CreateGlooBackend(const CommOptions& opti
     auto pg_options = c10d::ProcessGroupGloo::Options::create();
     pg_options->timeout = std::chrono::seconds(options.timeout_s);
     using c10d::ProcessGroupGloo;
-    pg_options->devices.push_back(!device->iface.empty()     ? ProcessGroupGloo::createDeviceForInterface(device->iface)
-                                  : !device->address.empty() ? ProcessGroupGloo::createDeviceForHostname(device->address)
-                                                             : ProcessGroupGloo::createDefaultDevice());
+    pg_options->devices.push_back(!device->iface.empty() ? ProcessGroupGloo::createDeviceForInterface(device->iface)
+                                  : !device->address.empty()
+                                      ? ProcessGroupGloo::createDeviceForHostname(device->address)
+                                      : ProcessGroupGloo::createDefaultDevice());
     impl->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, options.rank, options.world, pg_options);
     if (!file) {
       impl->liveness =

@@ -22,8 +22,9 @@ bool IsLoopback(const sockaddr* a) {
 
 std::string AddressText(const sockaddr* a) {
   char text[INET6_ADDRSTRLEN] = "";
-  const void* raw = a->sa_family == AF_INET ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(a)->sin_addr)
-                                            : &reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr;
+  const void* raw = a->sa_family == AF_INET
+                        ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(a)->sin_addr)
+                        : &reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr;
   ::inet_ntop(a->sa_family, raw, text, sizeof(text));
   return text;
 }

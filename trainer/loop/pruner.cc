@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "trainer/models/prune.h"
+#include "trainer/number_text.h"
 #include "trainer/torch_guard.h"
 
 namespace granary {
@@ -85,6 +86,24 @@ StatusOr<bool> Pruner::AfterEpoch(int epoch, Comm* comm, torch::optim::Optimizer
     }
   }));
   return changed;
+}
+
+std::string Pruner::ScheduleNote(int epochs_done, const TrainConfig& c) const {
+  const std::string prune = "--prune " + NumberText(c.compress.prune);
+  if (!RemovesAny()) {
+    return prune + " removes no channel: every layer of " + c.model.name + " keeps all its channels (kept in "
+           "multiples of " + std::to_string(kChannelMultiple) + ")";
+  }
+  if (epochs_done >= last_epoch()) {
+    return prune + ": resumed after epoch " + std::to_string(epochs_done) + ", past --prune-epochs " +
+           std::to_string(first_epoch()) + "-" + std::to_string(last_epoch()) + ": this run prunes nothing more";
+  }
+  if (last_epoch() == c.optim.epochs) {
+    return "--prune: the last prune follows the last epoch (" + std::to_string(c.optim.epochs) +
+           "): the saved model has no epoch to recover its accuracy in, and the last test_acc is the pruned "
+           "model's; end --prune-epochs before --epochs to fine-tune it";
+  }
+  return "";
 }
 
 Status CheckPrunable(const TrainConfig& c, const Classifier& net) {

@@ -49,6 +49,12 @@ class Pruner {
   // Whether the whole schedule removes any channel (a tiny --prune rounds
   // every layer back to its own count).
   bool RemovesAny() const { return TargetAfter(epochs_.second) != at_build_; }
+  // What of the schedule will not happen as asked, for a run that has done
+  // `epochs_done` of config's epochs, as a note; "" if it will. A last prune
+  // after the last epoch leaves the model no epoch to recover in (the run's
+  // figures are still the pruned model's); a fraction too small for any
+  // layer, or a resume past the schedule, removes nothing.
+  std::string ScheduleNote(int epochs_done, const TrainConfig& config) const;
 
  private:
   Pruner(Classifier& net, std::vector<int64_t> at_build, double fraction, std::pair<int, int> epochs)

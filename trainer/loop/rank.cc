@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <mutex>
@@ -24,7 +23,7 @@
 #include "trainer/loop/int8_report.h"
 #include "trainer/loop/probe_window.h"
 #include "trainer/loop/pruner.h"
-#include "trainer/models/model_card.h"
+#include "trainer/number_text.h"
 #include "trainer/loop/rank_model.h"
 #include "trainer/loop/run_checkpointer.h"
 #include "trainer/loop/step.h"
@@ -111,12 +110,6 @@ SyntheticBatch MakeSyntheticBatch(const Loader& loader, int64_t size, int64_t cl
   return b;
 }
 
-std::string FormatNumber(double v) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%g", v);
-  return text;
-}
-
 // What a resume continues, and what changed since the checkpoint (rank 0's notes).
 void ReportResume(const Checkpoint& from, const TrainConfig& now, RunObserver& observer) {
   const RunPosition& at = from.header.at;
@@ -131,7 +124,7 @@ void ReportResume(const Checkpoint& from, const TrainConfig& now, RunObserver& o
     observer.Note("resume: " + std::to_string(at.world) + " ranks -> " + std::to_string(now.World()) +
                   ": per-rank batch " + std::to_string(batch / at.world) + " -> " +
                   std::to_string(batch / now.World()) + "; global batch " + std::to_string(batch) +
-                  " and the learning rate (" + FormatNumber(from.header.config.optim.lr) + ") unchanged");
+                  " and the learning rate (" + NumberText(from.header.config.optim.lr) + ") unchanged");
   }
 }
 
@@ -358,27 +351,11 @@ class RankTrainer {
     return Status::OK();
   }
 
-  // Rank 0, before training: what of --prune's schedule will not happen as
-  // asked. A last prune that follows the run's last epoch leaves the model no
-  // epoch to recover in (the run's figures are still the pruned model's); a
-  // fraction too small for any layer, or a resume past the schedule, removes
-  // nothing.
+  // Rank 0, before training: what of --prune's schedule will not happen as asked.
   void NotePruneSchedule() const {
     if (pruner_ == nullptr || rank_ != 0) return;
-    const std::string prune = "--prune " + FormatNumber(c_.compress.prune);
-    const int resumed_epoch = static_cast<int>(start_at_.epoch);  // epochs done before this run
-    if (!pruner_->RemovesAny()) {
-      observer_.Note(prune + " removes no channel: every layer of " + c_.model.name +
-                     " keeps all its channels (kept in multiples of " + std::to_string(kChannelMultiple) + ")");
-    } else if (resumed_epoch >= pruner_->last_epoch()) {
-      observer_.Note(prune + ": resumed after epoch " + std::to_string(resumed_epoch) + ", past --prune-epochs " +
-                     std::to_string(pruner_->first_epoch()) + "-" + std::to_string(pruner_->last_epoch()) +
-                     ": this run prunes nothing more");
-    } else if (pruner_->last_epoch() == c_.optim.epochs && resumed_epoch < c_.optim.epochs) {
-      observer_.Note("--prune: the last prune follows the last epoch (" + std::to_string(c_.optim.epochs) +
-                     "): the saved model has no epoch to recover its accuracy in, and the last test_acc is the "
-                     "pruned model's; end --prune-epochs before --epochs to fine-tune it");
-    }
+    const std::string note = pruner_->ScheduleNote(static_cast<int>(start_at_.epoch), c_);
+    if (!note.empty()) observer_.Note(note);
   }
 
   // The epoch's report: the ranks' sums of loss, samples and memory.
@@ -453,17 +430,7 @@ StatusOr<ResolvedRun> ResolveRun(TrainConfig config) {
   StatusOr<std::unique_ptr<DbReader>> db = DbReader::Open(config.data.db);
   if (!db.ok()) return db.status();
   run.db = std::move(db).value();
-  if (IsModelFile(config.model.name)) {  // a model granary saved says how its input was normalised
-    StatusOr<std::optional<ModelCard>> read = ReadModelCard(config.model.name);
-    if (!read.ok()) return read.status();
-    if (const std::optional<ModelCard>& card = read.value(); card.has_value()) {
-      GRANARY_RETURN_IF_ERROR(ApplyModelCard(*card, config.model.name, &config.data.mean, &config.data.stddev));
-      const std::string& field = card->input_field;
-      if (config.data.input_field.empty() && run.db->manifest().schema.FieldIndex(field) >= 0) {
-        config.data.input_field = field;
-      }
-    }
-  }
+  GRANARY_RETURN_IF_ERROR(ApplySavedModelsInput(run.db->manifest(), &config));
   StatusOr<Workload> workload = ResolveWorkload(run.db->manifest(), config.data.db, &config);
   if (!workload.ok()) return workload.status();
   run.workload = workload.value();

@@ -34,6 +34,19 @@ std::string ModelCardOf(const TrainConfig& config, const Workload& workload, con
   return ModelCardJson(card);
 }
 
+Status ApplySavedModelsInput(const Manifest& manifest, TrainConfig* config) {
+  if (!IsModelFile(config->model.name)) return Status::OK();
+  StatusOr<std::optional<ModelCard>> read = ReadModelCard(config->model.name);
+  if (!read.ok()) return read.status();
+  const std::optional<ModelCard>& card = read.value();
+  if (!card.has_value()) return Status::OK();
+  GRANARY_RETURN_IF_ERROR(ApplyModelCard(*card, config->model.name, &config->data.mean, &config->data.stddev));
+  if (config->data.input_field.empty() && manifest.schema.FieldIndex(card->input_field) >= 0) {
+    config->data.input_field = card->input_field;
+  }
+  return Status::OK();
+}
+
 Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64_t classes, ModelUse use) {
   const std::string context = config.data.db + ": field '" + workload.input_field + "'";
   ModelSpec spec = SpecFor(config.model, workload, classes);

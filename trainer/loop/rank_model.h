@@ -33,6 +33,12 @@ Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64
 // JSON --save and --quantize's INT8 file record.
 std::string ModelCardOf(const TrainConfig& config, const Workload& workload, const Manifest& manifest);
 
+// With --model FILE.pt of a model granary saved: its recorded input
+// normalisation (and input field, if `manifest`'s schema has it and none
+// was named) into `config` (models/model_card.h); InvalidArgument for a
+// --mean/--std that differs. Nothing for a file without a card.
+Status ApplySavedModelsInput(const Manifest& manifest, TrainConfig* config);
+
 // A rank's model, in its precision.
 struct RankModel {
   std::shared_ptr<Classifier> net;

@@ -3,7 +3,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <string>
 
 #include "store/splitmix64.h"
@@ -11,6 +10,7 @@
 #include "trainer/dist/gradient_sync.h"
 #include "trainer/models/precision.h"
 #include "trainer/models/registry.h"
+#include "trainer/number_text.h"
 #include "trainer/torch_guard.h"
 
 namespace granary {
@@ -20,11 +20,9 @@ using Clock = std::chrono::steady_clock;
 
 // A loss that is no longer finite ends the run: nothing trained after it means anything.
 Status DivergedAt(double loss, int64_t step, double lr) {
-  char rate[32];
-  std::snprintf(rate, sizeof(rate), "%g", lr);
   return Status::FailedPrecondition("the training loss became " + std::string(std::isnan(loss) ? "nan" : "infinite") +
                                     " at step " + std::to_string(step + 1) +
-                                    ": the run diverged; try a lower --lr (now " + rate +
+                                    ": the run diverged; try a lower --lr (now " + NumberText(lr) +
                                     "), --precision fp32 or a smaller --batch-size");
 }
 

@@ -3,23 +3,17 @@
 #include <caffe2/serialize/inline_container.h>
 
 #include <cmath>
-#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "store/json_text.h"
 #include "trainer/models/script.h"
+#include "trainer/number_text.h"
 
 namespace granary {
 namespace {
 
 constexpr int kCardFormat = 1;
 constexpr size_t kMaxCardBytes = 1 << 20;  // class names of a large db fit many times over
-
-std::string Number(double v) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%g", v);
-  return text;
-}
 
 }  // namespace
 
@@ -79,9 +73,9 @@ Status ApplyModelCard(const ModelCard& card, const std::string& path, float* mea
   const float card_mean = static_cast<float>(card.mean), card_std = static_cast<float>(card.stddev);
   const bool defaults = *mean == 0.0f && *stddev == 1.0f;
   if (!defaults && (*mean != card_mean || *stddev != card_std)) {
-    return Status::InvalidArgument("--mean " + Number(*mean) + " --std " + Number(*stddev) + ": --model " + path +
-                                   " was trained with --mean " + Number(card_mean) + " --std " + Number(card_std) +
-                                   " (recorded in the file): leave them out, or give the same");
+    return Status::InvalidArgument("--mean " + NumberText(*mean) + " --std " + NumberText(*stddev) + ": --model " +
+                                   path + " was trained with --mean " + NumberText(card_mean) + " --std " +
+                                   NumberText(card_std) + " (recorded in the file): leave them out, or give the same");
   }
   *mean = card_mean;
   *stddev = card_std;

@@ -1,0 +1,17 @@
+// A flag's floating-point value as the user would write it in a message:
+// "0.25", "1e-05", "1e+06" (printf's %g). One home for every message of the
+// trainer that quotes a number back.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+namespace granary {
+
+inline std::string NumberText(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", v);
+  return text;
+}
+
+}  // namespace granary
