@@ -13,6 +13,7 @@
 
 #include "loader/loader.h"
 #include "loader/sampler.h"
+#include "store/cli.h"
 #include "store/db.h"
 #include "store/file.h"
 #include "store/json_text.h"
@@ -24,10 +25,7 @@ const CLI::Validator kNonNegative(
     [](std::string& value) { return value.find('-') == std::string::npos ? std::string() : "must be >= 0"; },
     "NONNEGATIVE");
 
-int Fail(const granary::Status& s) {
-  std::fprintf(stderr, "loader: %s\n", granary::Printable(s.message()).c_str());
-  return 1;
-}
+int Fail(const granary::Status& s) { return granary::PrintFailure("loader", s); }
 
 struct BenchArgs {
   std::string db;

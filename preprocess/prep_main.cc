@@ -18,6 +18,7 @@
 #include "preprocess/build.h"
 #include "preprocess/inspect.h"
 #include "preprocess/source.h"
+#include "store/cli.h"
 #include "store/db.h"
 #include "store/db_writer.h"
 #include "store/file.h"
@@ -36,10 +37,7 @@ const CLI::Validator kNonNegative(
     [](std::string& value) { return value.find('-') == std::string::npos ? std::string() : "must be >= 0"; },
     "NONNEGATIVE");
 
-int Fail(const granary::Status& s) {
-  std::fprintf(stderr, "prep: %s\n", granary::Printable(s.message()).c_str());
-  return 1;
-}
+int Fail(const granary::Status& s) { return granary::PrintFailure("prep", s); }
 
 std::vector<std::string> SplitCommas(const std::string& s) {
   std::vector<std::string> out;

@@ -6,8 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "loader/loader.h"
+#include "store/cli.h"
 #include "store/json_text.h"
-#include "trainer/launch/layout.h"
 #include "trainer/loop/evaluate.h"
 #include "trainer/loop/rank.h"
 #include "trainer/loop/rank_model.h"
@@ -18,10 +19,7 @@
 namespace granary {
 namespace {
 
-int Fail(const Status& s) {
-  std::fprintf(stderr, "train: %s\n", Printable(s.message()).c_str());
-  return 1;
-}
+int Fail(const Status& s) { return PrintFailure("train", s); }
 
 struct Evaluation {
   EvalResult result;
@@ -33,7 +31,7 @@ struct Evaluation {
 StatusOr<Evaluation> EvaluateSaved(const ResolvedRun& run) {
   const TrainConfig& c = run.config;
   Evaluation out;
-  out.threads = c.dist.threads > 0 ? c.dist.threads : static_cast<int>(UsableCpus().size());
+  out.threads = c.dist.threads > 0 ? c.dist.threads : UsableCpuCount();
   at::set_num_threads(std::max(1, out.threads));
   (void)UseInt8Engine();  // an INT8 model's kernels; an fp32 model needs none
   torch::jit::Module module;
@@ -80,7 +78,7 @@ int RunEvalOnly(TrainConfig config, bool json, const std::vector<std::string>& g
     return Fail(Status::InvalidArgument("--eval-only evaluates a saved model: give --model FILE.pt (not '" +
                                         config.model.name + "')"));
   }
-  if (Status valid = config.ValidateEvaluation(CoreCount()); !valid.ok()) return Fail(valid);
+  if (Status valid = config.ValidateEvaluation(UsableCpuCount()); !valid.ok()) return Fail(valid);
   StatusOr<ResolvedRun> resolved = ResolveRun(std::move(config));
   if (!resolved.ok()) return Fail(resolved.status());
   const ResolvedRun& run = resolved.value();
@@ -94,9 +92,7 @@ int RunEvalOnly(TrainConfig config, bool json, const std::vector<std::string>& g
   }
   // The model takes the db's input and gives a logit per class (bounded by --timeout).
   if (Status fits = CheckModelFits(c, run.workload, run.db->manifest().num_classes, ModelUse::kEvaluate); !fits.ok()) {
-    Fail(fits.WithContext("--eval-only"));
-    std::fflush(nullptr);
-    std::_Exit(1);  // a model past --timeout still runs on a thread (rank_model.h)
+    ExitAtOnce(Fail(fits.WithContext("--eval-only")));  // a model past --timeout still runs on a thread
   }
   StatusOr<Evaluation> e = EvaluateSaved(run);
   if (!e.ok()) return Fail(e.status());

@@ -13,6 +13,7 @@
 #include <optional>
 #include <utility>
 
+#include "store/cli.h"
 #include "store/db.h"
 #include "store/json_text.h"
 #include "store/output_path.h"
@@ -22,13 +23,13 @@
 #include "trainer/launch/heartbeat.h"
 #include "trainer/launch/launch.h"
 #include "trainer/launch/layout.h"
-#include "trainer/loop/int8_report.h"
+#include "trainer/loop/int8_export.h"
 #include "trainer/loop/rank.h"
 #include "trainer/loop/rank_model.h"
 #include "trainer/models/precision.h"
 #include "trainer/models/registry.h"
 #include "trainer/report/report.h"
-#include "trainer/tune/tune.h"
+#include "trainer/tune_run.h"
 
 namespace granary {
 namespace {
@@ -37,38 +38,13 @@ namespace {
 // too once training runs on several ranks (`name_rank`), so a failure in a
 // collective says where it was seen.
 int Fail(const Status& s, int rank, bool name_rank = false) {
-  if (rank > 0 || (rank == 0 && name_rank)) {
-    std::fprintf(stderr, "train: rank %d: %s\n", rank, Printable(s.message()).c_str());
-  } else {
-    std::fprintf(stderr, "train: %s\n", Printable(s.message()).c_str());
-  }
-  return 1;
-}
-
-// How the launcher starts the ranks of `config` laid out as `layout`, each
-// with `argv`.
-LaunchOptions RankLaunch(const TrainConfig& config, const Layout& layout, const std::vector<std::string>& argv) {
-  LaunchOptions launch;
-  launch.args = argv;
-  launch.args.insert(launch.args.end(), {"--layout", layout.ToJson()});
-  launch.ranks = config.dist.ranks;
-  launch.first_rank = config.dist.node_rank * config.dist.ranks;
-  launch.node_rank = config.dist.node_rank;
-  launch.nnodes = config.dist.nnodes;
-  launch.port = config.dist.port;  // 0 (one machine, no port named): a FileStore, no port opened
-  launch.cpus = layout.cpus;
-  launch.env = layout.ThreadEnvironment();
-  launch.timeout_s = config.World() > 1 ? config.dist.timeout_s : 0;  // one rank waits for nobody
-  if (config.dist.backend == "mpi") launch.mpirun = MpirunPath();
-  // c10d logs through glog to stderr what the rank's own line says again (a
-  // rendezvous that timed out, ...); a GLOG_minloglevel of the user's wins.
-  if (std::getenv("GLOG_minloglevel") == nullptr) launch.env.push_back("GLOG_minloglevel=3");
-  return launch;
+  const bool named = rank > 0 || (rank == 0 && name_rank);
+  return PrintFailure("train", s, named ? "rank " + std::to_string(rank) : std::string());
 }
 
 // The launcher's part: exit status of the run.
 int Launch(const TrainConfig& config, const Layout& layout, const std::vector<std::string>& argv) {
-  StatusOr<LaunchOutcome> outcome = LaunchRanks(RankLaunch(config, layout, argv));
+  StatusOr<LaunchOutcome> outcome = LaunchRanks(RankLaunchOptions(config, layout, argv, MpirunPath()));
   if (!outcome.ok()) return Fail(outcome.status(), 0);
   if (!outcome->failure.empty()) std::fprintf(stderr, "train: %s\n", outcome->failure.c_str());
   return outcome->exit_code;
@@ -103,10 +79,26 @@ Status AnnounceQuantization(const ResolvedRun& run) {
   return Status::OK();
 }
 
-// Claims --checkpoint-dir for this run (trainer/checkpoint/checkpoint.h) while `lock` lives.
-Status ClaimCheckpoints(const TrainConfig& config, const std::optional<Checkpoint>& resumed, DirectoryLock* lock) {
-  if (config.checkpoint.dir.empty()) return Status::OK();
-  return ClaimCheckpointDir(config.checkpoint.dir, resumed ? &*resumed : nullptr, lock).status();
+// The checks a run passes before any rank trains, made once by the process
+// that answers for it (the launcher, or rank 0 of a job started by torchrun,
+// mpirun or srun): the model fits the db (a dry forward, bounded by
+// --timeout), what --quantize int8 leaves in fp32 is named, every output can
+// be written, and bf16 on a CPU that only emulates it is warned of.
+Status Preflight(const ResolvedRun& run) {
+  const TrainConfig& c = run.config;
+  if (Status fits = CheckModelFits(c, run.workload, run.db->manifest().num_classes, ModelUse::kTrain); !fits.ok()) {
+    // A model past --timeout still runs on a thread: exit without running
+    // LibTorch's static destructors under it (that crashed 1 exit in 3).
+    ExitAtOnce(Fail(fits, 0));
+  }
+  GRANARY_RETURN_IF_ERROR(AnnounceQuantization(run));
+  GRANARY_RETURN_IF_ERROR(CheckOutputPaths(c));
+  if (c.model.precision == "bf16" && !CpuHasNativeBf16()) {
+    std::fprintf(stderr,
+                 "train: warning: this CPU has no native bf16 (AVX512-BF16 or AMX): bf16 runs emulated, "
+                 "likely slower than fp32\n");
+  }
+  return Status::OK();
 }
 
 // An environment variable as a number; -1 if it is not set or not a number.
@@ -196,196 +188,92 @@ StatusOr<bool> FromTorchrun(TrainConfig* config, int* rank) {
   return true;
 }
 
-// A memfd holding what a probe's ranks print.
-class Capture {
- public:
-  Capture() : fd_(::memfd_create("granary-probe", MFD_CLOEXEC)) {}
-  ~Capture() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Capture(const Capture&) = delete;
-  Capture& operator=(const Capture&) = delete;
-  int fd() const { return fd_; }
-  std::string Text() const {
-    std::string text;
-    char buffer[1 << 16];
-    for (off_t at = 0;;) {
-      const ssize_t n = ::pread(fd_, buffer, sizeof(buffer), at);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return text;
-      text.append(buffer, static_cast<size_t>(n));
-      at += n;
-    }
-  }
-
- private:
-  int fd_;
+// Which part of a run this process plays.
+enum class Role {
+  kLauncher,      // the user's train: checks the run, then starts its ranks, or trains as its one rank
+  kLaunchedRank,  // a rank the launcher started (--rank), telling it how it fares (heartbeat.h)
+  kJobRank,       // a rank of a job torchrun, mpirun or srun started: no launcher of ours
 };
 
-// One --tune probe: the ranks of `config` (started by this process, as a
-// run's launcher starts them), each with `args`; what rank 0 printed.
-StatusOr<ProbeOutput> RunProbe(const TrainConfig& config, const std::vector<std::string>& args) {
-  Capture out, err;
-  if (out.fd() < 0 || err.fd() < 0) return Status::IOError("memfd", "capture a probe's output", errno);
-  const Layout layout = PlanLayout(config, UsableCpus());
-  LaunchOptions launch = RankLaunch(config, layout, args);
-  launch.stdout_fd = out.fd();
-  launch.stderr_fd = err.fd();
-  StatusOr<LaunchOutcome> outcome = LaunchRanks(launch);
-  if (!outcome.ok()) return outcome.status();
-  if (outcome->stopped_by != 0) {
-    return Status::FailedPrecondition(std::string("stopped by ") + ::strsignal(outcome->stopped_by));
-  }
-  ProbeOutput p;
-  p.exit_code = outcome->exit_code;
-  p.out = out.Text();
-  p.err = outcome->failure.empty() ? err.Text() : outcome->failure;
-  return p;
-}
-
-// train --tune: measures the candidates (trainer/tune/tune.h), prints the table,
-// then (unless --tune-only) becomes the run in the chosen layout.
-// `backend_asked`: --backend was gloo or mpi, not auto (the tuner's to choose).
-int Tune(const TrainConfig& config, const Workload& workload, const TuneRequest& request, bool backend_asked,
-         bool json) {
-  TuneOptions options;
-  options.cores = static_cast<int>(UsableCpus().size());
-  if (Status bounded = CheckTuneSeconds(request.seconds); !bounded.ok()) return Fail(bounded, 0);
-  TrainConfig probing = config;  // what every probe runs with, less its layout
-  probing.data.probe_s = request.seconds;
-  if (Status valid = probing.Validate(options.cores); !valid.ok()) return Fail(valid, 0);
-  if (config.dist.nnodes > 1) return Fail(Status::InvalidArgument("--tune runs on one node (not with --nnodes)"), 0);
-  options.numerics = request.numerics;
-  options.image_input = workload.kind == InputKind::kImage;
-  options.bf16_native = CpuHasNativeBf16();
-  options.seconds = request.seconds;
-  options.mpi = !backend_asked && CommHasMpi() && ::access(MpirunPath().c_str(), X_OK) == 0;
-  // A candidate names its backend: the user's "--backend auto" would be a second one.
-  const std::vector<std::string> run_args =
-      options.mpi ? WithoutOptions(request.args, {"--backend"}, {}) : request.args;
-  // Probes leave nothing behind: no checkpoint, model, metrics or report.
-  const std::vector<std::string> probe_args =
-      WithoutOptions(run_args,
-                     {"--save", "--metrics", "--report", "--log-every", "--checkpoint-dir", "--checkpoint-every",
-                      "--keep", "--resume"},
-                     {"--json"});
-  options.run_probe = [&](const TrainConfig& probe, const TuneCandidate& candidate) {
-    std::vector<std::string> args = ArgsFor(probe_args, candidate);
-    args.insert(args.end(), {"--tune-probe", std::to_string(probe.data.probe_s), "--json"});
-    return RunProbe(probe, args);
-  };
-  std::fprintf(stderr, "train: --tune: measuring layouts on %d cores, about %g s each\n", options.cores,
-               request.seconds);
-  StatusOr<TuneTable> table = RunTune(config, options);
-  if (!table.ok()) return Fail(table.status(), 0);
-  const TuneCandidate& chosen = table->Chosen()->candidate;
-  std::fprintf(stderr, "%strain: tuned in %.1f s: %s\n", table->ToText().c_str(), table->seconds,
-               chosen.Describe().c_str());
-  if (request.only) {
-    if (json) std::printf("%s\n", DumpJson(nlohmann::json{{"tune", ParseJson(table->ToJson())}}).c_str());
-    return 0;
-  }
-  std::vector<std::string> args = ArgsFor(run_args, chosen);
-  args.insert(args.end(), {"--tune-table", table->ToJson()});
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::fflush(nullptr);
-  ::execv("/proc/self/exe", argv.data());
-  return Fail(Status::IOError("/proc/self/exe", "run the tuned layout", errno), 0);
+// Started by torchrun or an MPI launcher: the run's shape from that job
+// (FromTorchrun, FromMpiJob) and this process's rank. False if neither.
+StatusOr<bool> FromJob(TrainConfig* config, int* rank) {
+  StatusOr<bool> torchrun = FromTorchrun(config, rank);
+  if (!torchrun.ok() || !torchrun.value()) return FromMpiJob(config, rank);
+  if (config->dist.backend == "auto") config->dist.backend = "gloo";  // torchrun's is a Gloo rendezvous
+  return true;
 }
 
 }  // namespace
 
 int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::string>& argv,
              const std::string& layout_json, const TuneRequest& tune) {
-  if (rank >= 0) {  // started by our launcher: tell it how we fare (heartbeat.h)
+  Role role = rank >= 0 ? Role::kLaunchedRank : Role::kLauncher;
+  if (role == Role::kLaunchedRank) {
     if (Status attached = AttachHeartbeat(); !attached.ok()) return Fail(attached, rank);
+  } else {
+    StatusOr<bool> job = FromJob(&config, &rank);
+    if (!job.ok()) return Fail(job.status(), 0);
+    if (job.value()) role = Role::kJobRank;
+  }
+  const int named_rank = std::max(rank, 0);  // the launcher's failures are said as rank 0's
+  const bool backend_asked = config.dist.backend != "auto";  // else --tune may choose it
+  if (Status backend = ResolveBackend(&config, role != Role::kLauncher); !backend.ok()) {
+    return Fail(backend, named_rank);
   }
   // The launcher plans the layout over the CPUs it may use; a rank, pinned to
   // its own, is told it (and checks the config against the launcher's cores).
-  bool under_torchrun = false;  // or an MPI launcher: no launcher of ours
-  const bool from_launcher = rank >= 0;
-  if (rank < 0) {
-    StatusOr<bool> torchrun = FromTorchrun(&config, &rank);
-    if (!torchrun.ok()) return Fail(torchrun.status(), 0);
-    under_torchrun = torchrun.value();
-    if (!under_torchrun) {
-      StatusOr<bool> mpi_job = FromMpiJob(&config, &rank);
-      if (!mpi_job.ok()) return Fail(mpi_job.status(), 0);
-      under_torchrun = mpi_job.value();
-    } else if (config.dist.backend == "auto") {
-      config.dist.backend = "gloo";  // torchrun's environment is a Gloo rendezvous
-    }
-  }
-  const bool backend_asked = config.dist.backend != "auto";  // else --tune may choose it
-  if (Status backend = ResolveBackend(&config, rank >= 0); !backend.ok()) return Fail(backend, std::max(rank, 0));
   StatusOr<Layout> layout = Status::FailedPrecondition("no layout");
-  if (rank >= 0 && !layout_json.empty()) {
+  if (role == Role::kLaunchedRank && !layout_json.empty()) {
     layout = Layout::FromJson(layout_json);
     if (!layout.ok()) return Fail(layout.status(), rank);
   } else {
     layout = PlanLayout(config, UsableCpus());
   }
   config.ResolveDefaults();
-  if (Status valid = config.Validate(layout->cores); !valid.ok()) return Fail(valid, rank);
+  if (Status valid = config.Validate(layout->cores); !valid.ok()) return Fail(valid, named_rank);
   config.dist.threads = layout->threads;  // what runs is what is printed
   // The db decides the input, the evaluated split and `--model auto`, the
   // same way in every process; a rank trains on what its process resolved.
   StatusOr<ResolvedRun> resolved = ResolveRun(std::move(config));
-  if (!resolved.ok()) return Fail(resolved.status(), std::max(rank, 0));
+  if (!resolved.ok()) return Fail(resolved.status(), named_rank);
   ResolvedRun run = std::move(resolved).value();
   const Manifest& manifest = run.db->manifest();
   if (Status splits = CheckSplits(manifest, run.config.data.db, run.config.data, SplitUse::kTrain); !splits.ok()) {
-    return Fail(splits, std::max(rank, 0));
+    return Fail(splits, named_rank);
   }
   std::optional<Checkpoint> resumed;  // read once per process
   if (!run.config.checkpoint.resume.empty()) {  // every process finds the same file: none is written before all start
     StatusOr<Checkpoint> from = ResolveResume(manifest.content_hash, &run.config);
-    if (!from.ok()) return Fail(from.status(), std::max(rank, 0));
+    if (!from.ok()) return Fail(from.status(), named_rank);
     resumed = std::move(from).value();
   }
+  const bool answers = role == Role::kLauncher || (role == Role::kJobRank && rank == 0);
+  if (answers) {
+    if (Status checked = Preflight(run); !checked.ok()) return Fail(checked, 0);
+  }
+  if (role == Role::kLauncher && (tune.tune || tune.only)) {
+    resumed.reset();  // not held by a launcher: the tuned run reads it
+    return RunTune(run.config, run.workload, tune, backend_asked, json);
+  }
   DirectoryLock checkpoint_lock;  // held while this process lives: the checkpoint directory is this run's
-  if (rank < 0) {
-    if (Status fits = CheckModelFits(run.config, run.workload, manifest.num_classes, ModelUse::kTrain); !fits.ok()) {
-      // A model past --timeout still runs on a thread: exit without running
-      // LibTorch's static destructors under it (that crashed 1 exit in 3).
-      Fail(fits, 0);
-      std::fflush(nullptr);
-      std::_Exit(1);
-    }
-    if (Status quantizable = AnnounceQuantization(run); !quantizable.ok()) return Fail(quantizable, 0);
-    if (Status writable = CheckOutputPaths(run.config); !writable.ok()) return Fail(writable, 0);
-    if (run.config.model.precision == "bf16" && !CpuHasNativeBf16()) {
-      std::fprintf(stderr,
-                   "train: warning: this CPU has no native bf16 (AVX512-BF16 or AMX): bf16 runs emulated, "
-                   "likely slower than fp32\n");
-    }
-    if (tune.tune || tune.only) {
-      resumed.reset();  // not held by a launcher: the tuned run reads it
-      return Tune(run.config, run.workload, tune, backend_asked, json);
-    }
-    if (run.config.dist.node_rank == 0) {  // rank 0's node keeps the checkpoints
-      Status claimed = ClaimCheckpoints(run.config, resumed, &checkpoint_lock);
-      if (!claimed.ok()) return Fail(claimed, 0);
-    }
+  if (answers && run.config.dist.node_rank == 0 && !run.config.checkpoint.dir.empty()) {  // rank 0's node keeps them
+    StatusOr<std::string> claimed =
+        ClaimCheckpointDir(run.config.checkpoint.dir, resumed ? &*resumed : nullptr, &checkpoint_lock);
+    if (!claimed.ok()) return Fail(claimed.status(), 0);
+  }
+  if (role == Role::kLauncher) {
     if (run.config.World() > 1) {
       resumed.reset();  // not held by a launcher: its ranks read it, and open the db
       run.db.reset();
       return Launch(run.config, layout.value(), argv);
     }
-    rank = 0;  // one rank: this process, pinned before its thread pools start
+    rank = 0;  // one rank: the launcher trains, pinned before its thread pools start
     if (!layout->cpus.empty()) {
       if (Status pinned = PinToCpus(layout->cpus[0]); !pinned.ok()) return Fail(pinned, 0);
     }
   }
-  if (under_torchrun && rank == 0) {  // no launcher: rank 0 checks the run's outputs and the quantization
-    if (Status writable = CheckOutputPaths(run.config); !writable.ok()) return Fail(writable, 0);
-    if (Status quantizable = AnnounceQuantization(run); !quantizable.ok()) return Fail(quantizable, 0);
-    Status claimed = ClaimCheckpoints(run.config, resumed, &checkpoint_lock);
-    if (!claimed.ok()) return Fail(claimed, 0);
-  }
-  if (from_launcher && run.config.dist.backend == "mpi" && !layout->cpus.empty()) {
+  if (role == Role::kLaunchedRank && run.config.dist.backend == "mpi" && !layout->cpus.empty()) {
     // Started through mpirun, which does not pin: each rank pins itself, as planned.
     const size_t local = static_cast<size_t>(rank - run.config.dist.node_rank * run.config.dist.ranks);
     if (local < layout->cpus.size() && !layout->cpus[local].empty()) {

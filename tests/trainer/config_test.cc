@@ -149,6 +149,28 @@ TEST(TrainConfig, OversubscriptionIsAllowedWhenAskedForUpToAHardCap) {
   EXPECT_EQ(c.ThreadsPerRank(8), 8);
 }
 
+// A pinned rank's loader workers share its CPUs: --loader-threads is bounded
+// by the rank's share, which the launcher and the rank count alike (before,
+// 1 x 1 with 6 loader threads on 2 cores passed here and failed in the rank).
+TEST(TrainConfig, LoaderThreadsAreBoundedByTheCpusOfOneRank) {
+  TrainConfig c = Good();
+  c.dist.ranks = 1;
+  c.dist.threads = 1;
+  c.data.loader_threads = 6;
+  EXPECT_TRUE(c.PinsRanks(2));
+  EXPECT_EQ(c.CpusPerRank(2), 1);
+  const Status pinned = c.Validate(2);
+  ASSERT_FALSE(pinned.ok());
+  EXPECT_NE(pinned.message().find("--loader-threads 6"), std::string::npos) << pinned.message();
+  EXPECT_NE(pinned.message().find("1 CPU a rank may use"), std::string::npos) << pinned.message();
+  c.data.loader_threads = 4;
+  EXPECT_TRUE(c.Validate(2).ok());
+  c.data.loader_threads = 6;
+  c.dist.pin = false;  // not pinned: the rank may use every CPU
+  EXPECT_EQ(c.CpusPerRank(2), 2);
+  EXPECT_TRUE(c.Validate(2).ok());
+}
+
 TEST(TrainConfig, JsonRoundTripsEveryFieldAndDifferencesNameThem) {
   TrainConfig c = Good();
   c.data.train_split = "val";

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "trainer/report/epoch_json.h"
 #include "trainer/report/html_report.h"
 
 namespace granary {
@@ -58,6 +59,45 @@ TEST(HtmlReport, WithoutEvaluationThereIsNoAccuracyChart) {
   EXPECT_EQ(html.find("id=\"accuracy\""), std::string::npos);
   EXPECT_EQ(Count(html, "<svg"), 4u);
   EXPECT_EQ(html.find("data-series=\"test\""), std::string::npos);
+}
+
+// What --json writes of an epoch is what --tune reads back, every field;
+// a missing or mistyped member is named, never read as 0.
+TEST(EpochJson, RoundTripsEveryFieldAndNamesWhatIsMissing) {
+  EpochReport r = Epochs(2, /*evaluated=*/true)[1];
+  r.seconds = 12.5;
+  r.queue_depth = 3.25;
+  r.peak_rss_mb = 812;
+  r.parameters = 1000;
+  r.parameters_after = 600;
+  r.pruned = "conv1 32->16";
+  r.weights_hash = "xxh64:0123456789abcdef";
+  r.test_samples = 10000;
+  StatusOr<EpochReport> back = EpochFromJson(EpochToJson(r));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(EpochToJson(back.value()), EpochToJson(r));
+  EXPECT_EQ(back->comm_fraction, 0.05);
+  EXPECT_EQ(back->test_samples, 10000u);
+  EXPECT_TRUE(back->evaluated);
+
+  r.evaluated = false;
+  StatusOr<EpochReport> unevaluated = EpochFromJson(EpochToJson(r));
+  ASSERT_TRUE(unevaluated.ok()) << unevaluated.status().message();
+  EXPECT_FALSE(unevaluated->evaluated);
+
+  nlohmann::json missing = EpochToJson(r);
+  missing.erase("comm_fraction");
+  StatusOr<EpochReport> bad = EpochFromJson(missing);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'comm_fraction'"), std::string::npos) << bad.status().message();
+  nlohmann::json mistyped = EpochToJson(r);
+  mistyped["samples_per_s"] = "fast";
+  bad = EpochFromJson(mistyped);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'samples_per_s' is string"), std::string::npos) << bad.status().message();
+  nlohmann::json half = EpochToJson(back.value());
+  half.erase("test_loss");
+  EXPECT_FALSE(EpochFromJson(half).ok());
 }
 
 }  // namespace

@@ -1,12 +1,10 @@
 #include "trainer/config/config.h"
 
-#include <sched.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -99,7 +97,8 @@ std::string MistypedMember(const nlohmann::json& j, const nlohmann::json& defaul
   return "";
 }
 
-// Validate's sections, each the bounds of its flags.
+// Validate's sections, each the bounds of its flags. `cores`: the CPUs one
+// process (a rank) may use.
 Status ValidateData(const DataConfig& data, int cores) {
   const DataConfig& d = data;
   if (d.db.empty()) return Status::InvalidArgument("--db is empty");
@@ -107,8 +106,8 @@ Status ValidateData(const DataConfig& data, int cores) {
   const int max_loader_threads = kLoaderThreadsPerCore * cores;
   if (d.loader_threads < 1 || d.loader_threads > max_loader_threads) {
     return OutOfRange("--loader-threads", std::to_string(d.loader_threads),
-                      Range(1, max_loader_threads) + " (" + std::to_string(kLoaderThreadsPerCore) + " x " +
-                          std::to_string(cores) + " cores)");
+                      Range(1, max_loader_threads) + " (" + std::to_string(kLoaderThreadsPerCore) + " x the " +
+                          std::to_string(cores) + (cores == 1 ? " CPU" : " CPUs") + " a rank may use)");
   }
   if (d.prefetch < 1 || d.prefetch > kMaxLoaderPrefetch) {
     return OutOfRange("--prefetch", std::to_string(d.prefetch), Range(1, kMaxLoaderPrefetch));
@@ -378,12 +377,6 @@ std::pair<int, int> PruneEpochs(const CompressConfig& compress, int epochs) {
   return ParseEpochRange(compress.prune_epochs);
 }
 
-int CoreCount() {
-  cpu_set_t set;
-  if (::sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
 void TrainConfig::ResolveDefaults() {
   if (!IsKnownOptimizer(optim.optimizer)) return;
   const OptimizerDefaults d = DefaultsOf(optim.optimizer);
@@ -395,8 +388,12 @@ int TrainConfig::ThreadsPerRank(int cores) const {
   return dist.threads > 0 ? dist.threads : std::max(1, cores / std::max(1, dist.ranks));
 }
 
+bool TrainConfig::PinsRanks(int cores) const {
+  return dist.pin && int64_t{dist.ranks} * ThreadsPerRank(cores) <= cores;
+}
+
 Status TrainConfig::Validate(int cores) const {
-  GRANARY_RETURN_IF_ERROR(ValidateData(data, cores));
+  GRANARY_RETURN_IF_ERROR(ValidateData(data, CpusPerRank(cores)));
   GRANARY_RETURN_IF_ERROR(ValidateModel(model));
   GRANARY_RETURN_IF_ERROR(ValidateOptim(optim));
   GRANARY_RETURN_IF_ERROR(ValidateSync(sync));

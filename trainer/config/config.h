@@ -101,7 +101,7 @@ struct DistConfig {
 };
 
 // Lighter models (docs/CPU_TRAINING.md): INT8 quantization after training
-// (trainer/loop/int8_report.h) and structured pruning during it.
+// (trainer/loop/int8_export.h) and structured pruning during it.
 struct CompressConfig {
   std::string quantize = "none";  // or "int8": post-training, writes FILE.int8.pt beside --save FILE.pt
   int calibration_batches = 32;   // training batches (a rank's) the activation ranges are observed on
@@ -165,8 +165,16 @@ struct TrainConfig {
   void ClearUnused();
   // Threads per rank: dist.threads, or cores / ranks (at least 1).
   int ThreadsPerRank(int cores) const;
+  // Whether the launcher pins each rank to ThreadsPerRank CPUs of its own
+  // (launch/layout.h): --pin on and ranks x threads fit in `cores`.
+  bool PinsRanks(int cores) const;
+  // The CPUs one rank may use (its loader workers share them): its pinned
+  // share, or all `cores` when ranks are not pinned.
+  int CpusPerRank(int cores) const { return PinsRanks(cores) ? ThreadsPerRank(cores) : cores; }
   // Ranks over all nodes: dist.ranks x dist.nnodes.
   int World() const { return dist.ranks * dist.nnodes; }
+  // One forward's batch on one rank: the global batch over ranks and --accum.
+  int64_t MicroBatchSize() const { return optim.batch_size / (World() * optim.accum); }
 
   // One JSON object with a member per section (the flags' names, '-' as '_').
   std::string ToJson() const;
@@ -186,7 +194,5 @@ struct TrainConfig {
 // the resumed checkpoint's step (-1: none).
 std::string RecipeJson(const TrainConfig& config, const std::string& db_content_hash, int64_t resumed_step);
 
-// This machine's cores (at least 1).
-int CoreCount();
 
 }  // namespace granary

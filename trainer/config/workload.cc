@@ -1,7 +1,6 @@
 #include "trainer/config/workload.h"
 
 #include "loader/fields.h"
-#include "trainer/models/registry.h"
 
 namespace granary {
 namespace {

@@ -35,7 +35,7 @@ struct Workload {
 // InvalidArgument naming the db, the field and its shape when the db cannot be
 // trained: no label field, a label that is not an integer scalar, an input
 // that is not numeric or not of a fixed shape. (Whether the model fits the
-// input is CheckModelFits's question, trainer/loop/rank.h.)
+// input is CheckModelFits's question, trainer/loop/rank_model.h.)
 StatusOr<Workload> ResolveWorkload(const Manifest& manifest, const std::string& db, TrainConfig* config);
 
 // What a run reads of the db: training reads --train-split and (if set)

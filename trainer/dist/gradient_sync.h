@@ -1,5 +1,5 @@
 // GradientSync: how a rank's gradients become the mean over all ranks. The
-// rank loop (loop/rank.cc's DataParallel, loop/step.cc) decides *when*
+// rank loop (loop/data_parallel.h's DataParallel, loop/step.cc) decides *when*
 // (after backward, before the optimiser step); an implementation decides
 // *how* (buckets all-reduced while backward runs, or one flat all-reduce
 // after it), over Comm. One per rank, used from the training thread only.

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -386,6 +387,26 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
     }
   }
   return outcome;
+}
+
+LaunchOptions RankLaunchOptions(const TrainConfig& config, const Layout& layout, const std::vector<std::string>& argv,
+                                const std::string& mpirun) {
+  LaunchOptions launch;
+  launch.args = argv;
+  launch.args.insert(launch.args.end(), {"--layout", layout.ToJson()});
+  launch.ranks = config.dist.ranks;
+  launch.first_rank = config.dist.node_rank * config.dist.ranks;
+  launch.node_rank = config.dist.node_rank;
+  launch.nnodes = config.dist.nnodes;
+  launch.port = config.dist.port;  // 0 (one machine, no port named): a FileStore, no port opened
+  launch.cpus = layout.cpus;
+  launch.env = layout.ThreadEnvironment();
+  launch.timeout_s = config.World() > 1 ? config.dist.timeout_s : 0;  // one rank waits for nobody
+  if (config.dist.backend == "mpi") launch.mpirun = mpirun;
+  // c10d logs through glog to stderr what the rank's own line says again (a
+  // rendezvous that timed out, ...); a GLOG_minloglevel of the user's wins.
+  if (std::getenv("GLOG_minloglevel") == nullptr) launch.env.push_back("GLOG_minloglevel=3");
+  return launch;
 }
 
 }  // namespace granary

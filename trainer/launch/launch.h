@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "store/status.h"
+#include "trainer/config/config.h"
+#include "trainer/launch/layout.h"
 
 namespace granary {
 
@@ -66,5 +68,11 @@ struct LaunchOutcome {
 // stopped); every rank dies with the launcher (PR_SET_PDEATHSIG), even if the
 // launcher is killed outright. Returns an error only if a rank cannot start.
 StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& options);
+
+// How the ranks of `config` laid out as `layout` are started, each with
+// `argv` (plus "--layout JSON"); `mpirun`: the mpirun of a run over MPI
+// (--backend mpi), unused otherwise.
+LaunchOptions RankLaunchOptions(const TrainConfig& config, const Layout& layout, const std::vector<std::string>& argv,
+                                const std::string& mpirun);
 
 }  // namespace granary

@@ -72,7 +72,7 @@ Layout PlanLayout(const TrainConfig& c, const std::vector<int>& cpus) {
   l.loader_threads = c.data.loader_threads;
   if (!c.dist.pin) {
     l.not_pinned = "--pin off";
-  } else if (int64_t{l.ranks} * l.threads > static_cast<int64_t>(cpus.size())) {
+  } else if (!c.PinsRanks(static_cast<int>(cpus.size()))) {
     l.not_pinned = "oversubscribed";
   } else {
     for (int r = 0; r < l.ranks; ++r) {

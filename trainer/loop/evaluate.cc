@@ -10,19 +10,6 @@
 
 namespace granary {
 
-LoaderOptions BaseLoaderOptions(const DataConfig& d, const Workload& w) {
-  LoaderOptions lo;
-  lo.input_field = w.input_field;
-  lo.target_field = w.target_field;
-  lo.scale = w.input_uint8 ? 1.0f / 255.0f : 1.0f;
-  lo.threads = d.loader_threads;
-  lo.prefetch = d.prefetch;
-  lo.mean = d.mean;
-  lo.stddev = d.stddev;
-  lo.skip_corrupt = d.skip_corrupt;
-  return lo;
-}
-
 torch::Tensor InputTensor(Batch& b, bool channels_last) {
   torch::Tensor t = torch::from_blob(b.input.data(), b.input_shape, torch::kFloat32);
   return channels_last ? t.permute({0, 3, 1, 2}) : t;
@@ -117,9 +104,7 @@ ForwardFn ModuleForward(torch::jit::Module& module) {
 
 StatusOr<EvalResult> EvaluateModule(const DbReader& db, const DataConfig& data, const Workload& workload,
                                     torch::jit::Module& module, torch::Tensor* first) {
-  LoaderOptions options = BaseLoaderOptions(data, workload);
-  options.split = data.eval_split;
-  options.batch_size = kEvalBatchSize;
+  const LoaderOptions options = EvalLoaderOptions(data, workload, /*channels_last=*/false);
   const ForwardFn forward = ModuleForward(module);
   return EvaluateForward(db, options, [&](const torch::Tensor& x) {
     if (first != nullptr && !first->defined()) *first = x.clone();

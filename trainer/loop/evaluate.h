@@ -12,6 +12,7 @@
 #include "loader/loader.h"
 #include "trainer/config/config.h"
 #include "trainer/config/workload.h"
+#include "trainer/loop/loader_options.h"
 #include "trainer/models/precision.h"
 #include "trainer/models/registry.h"
 
@@ -22,13 +23,6 @@ struct EvalResult {
   uint64_t correct = 0;
   uint64_t samples = 0;
 };
-
-// The eval split's batch: training's evaluation, --quantize's, --eval-only's.
-inline constexpr size_t kEvalBatchSize = 256;
-
-// What every loader of a run shares: the fields, scaling and normalisation of
-// `workload`, the loader threads and prefetch, corrupt-record handling.
-LoaderOptions BaseLoaderOptions(const DataConfig& data, const Workload& workload);
 
 // Logits (N x classes) of an input batch.
 using ForwardFn = std::function<torch::Tensor(const torch::Tensor& input)>;

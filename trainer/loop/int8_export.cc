@@ -1,4 +1,4 @@
-#include "trainer/loop/int8_report.h"
+#include "trainer/loop/int8_export.h"
 
 #include <algorithm>
 #include <utility>
@@ -7,6 +7,8 @@
 #include "store/file.h"
 #include "trainer/launch/heartbeat.h"
 #include "trainer/loop/evaluate.h"
+#include "trainer/loop/loader_options.h"
+#include "trainer/loop/rank.h"
 #include "trainer/loop/rank_model.h"
 #include "trainer/models/quantize.h"
 #include "trainer/models/script.h"
@@ -21,10 +23,8 @@ namespace {
 class Calibration {
  public:
   static StatusOr<Calibration> Open(const TrainConfig& c, const DbReader& db, const Workload& w) {
-    LoaderOptions options = BaseLoaderOptions(c.data, w);
-    options.split = c.data.train_split;
-    options.batch_size = static_cast<size_t>(std::max<int64_t>(1, c.optim.batch_size / c.World()));
-    options.sampler.seed = c.optim.seed;
+    const size_t rank_batch = static_cast<size_t>(std::max<int64_t>(1, c.optim.batch_size / c.World()));
+    const LoaderOptions options = TrainSplitPassOptions(c, w, rank_batch, /*shuffled=*/true);
     StatusOr<std::unique_ptr<Loader>> loader = Loader::Create(db, options);
     if (!loader.ok()) return loader.status().WithContext("--quantize int8: calibration loader");
     loader.value()->StartEpoch(0);
@@ -142,6 +142,14 @@ StatusOr<QuantizedReport> QuantizeTrained(const TrainConfig& c, const DbReader& 
     GRANARY_RETURN_IF_ERROR(WriteFileAtomically(r.path, int8_bytes.value()).WithContext("--quantize int8"));
   }
   return r;
+}
+
+Status Int8Export::AfterRun(RankState& state, std::vector<EpochReport>*) {
+  const ResolvedRun& run = state.run;
+  StatusOr<QuantizedReport> quantized = QuantizeTrained(run.config, *run.db, run.workload, *state.model.net);
+  if (!quantized.ok()) return quantized.status();
+  state.observer.Quantized(quantized.value());
+  return Status::OK();
 }
 
 }  // namespace granary

@@ -1,8 +1,9 @@
-// train --quantize int8: after the last epoch, rank 0 writes the trained
-// model as TorchScript, calibrates it on batches of the training split (a
-// rank's batch size, in the run's shuffled order, unaugmented), quantizes it
-// (trainer/models/quantize.h), evaluates both models on the eval split at its
-// threads, and writes FILE.int8.pt beside --save FILE.pt. Training thread only.
+// train --quantize int8, a hook of rank 0 alone after the run (no
+// collective): rank 0 writes the trained model as TorchScript, calibrates it
+// on batches of the training split (a rank's batch size, in the run's
+// shuffled order, unaugmented), quantizes it (trainer/models/quantize.h),
+// evaluates both models on the eval split at its threads, tells the report,
+// and writes FILE.int8.pt beside --save FILE.pt. Training thread only.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include "store/status.h"
 #include "trainer/config/config.h"
 #include "trainer/config/workload.h"
+#include "trainer/loop/hook.h"
 #include "trainer/models/registry.h"
 #include "trainer/report/observer.h"
 
@@ -34,5 +36,10 @@ StatusOr<std::vector<std::string>> CheckQuantizable(const TrainConfig& config, c
 // written only if config.output.save is set. Errors name the step that failed.
 StatusOr<QuantizedReport> QuantizeTrained(const TrainConfig& config, const DbReader& db, const Workload& workload,
                                           const Classifier& net);
+
+class Int8Export : public RunHook {
+ public:
+  Status AfterRun(RankState& state, std::vector<EpochReport>* reports) override;
+};
 
 }  // namespace granary

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "trainer/loop/data_parallel.h"
+#include "trainer/loop/rank.h"
+#include "trainer/loop/rank_model.h"
 #include "trainer/models/prune.h"
 #include "trainer/number_text.h"
 #include "trainer/torch_guard.h"
@@ -104,6 +107,25 @@ std::string Pruner::ScheduleNote(int epochs_done, const TrainConfig& c) const {
            "model's; end --prune-epochs before --epochs to fine-tune it";
   }
   return "";
+}
+
+Status PruneHook::BeforeRun(RankState& state) {
+  if (state.rank != 0) return Status::OK();
+  const std::string note = pruner_->ScheduleNote(static_cast<int>(state.start.epoch), state.run.config);
+  if (!note.empty()) state.observer.Note(note);
+  return Status::OK();
+}
+
+StatusOr<Flow> PruneHook::AfterEpoch(RankState& state, const EpochEvent& epoch, EpochReport* report) {
+  StatusOr<bool> changed = pruner_->AfterEpoch(epoch.epoch + 1, state.dp.comm.get(), state.optimizer);
+  if (!changed.ok()) return changed.status();
+  if (!changed.value()) return Flow::kGoOn;
+  const TrainConfig& c = state.run.config;
+  GRANARY_RETURN_IF_ERROR(state.dp.Reattach(c, *state.model.net));
+  state.dp.Parts(/*apart=*/c.data.synthetic, &state.parts);
+  report->pruned = pruner_->last_change();
+  report->parameters_after = ParameterCount(*state.model.net);
+  return Flow::kGoOn;
 }
 
 Status CheckPrunable(const TrainConfig& c, const Classifier& net) {

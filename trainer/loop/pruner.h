@@ -15,6 +15,7 @@
 #include "store/status.h"
 #include "trainer/config/config.h"
 #include "trainer/dist/comm.h"
+#include "trainer/loop/hook.h"
 #include "trainer/models/registry.h"
 
 namespace granary {
@@ -65,6 +66,21 @@ class Pruner {
   double fraction_;
   std::pair<int, int> epochs_;
   std::string last_change_;
+};
+
+// The pruner as the run's hook: before the run, rank 0 notes what of the
+// schedule will not happen as asked; after each epoch (before its
+// evaluation and checkpoint, so every figure is the pruned model's) it
+// prunes, re-attaches the gradient sync to the new shapes and tells the
+// epoch's report what went (a collective: every rank's hook).
+class PruneHook : public RunHook {
+ public:
+  explicit PruneHook(std::unique_ptr<Pruner> pruner) : pruner_(std::move(pruner)) {}
+  Status BeforeRun(RankState& state) override;
+  StatusOr<Flow> AfterEpoch(RankState& state, const EpochEvent& epoch, EpochReport* report) override;
+
+ private:
+  std::unique_ptr<Pruner> pruner_;
 };
 
 // OK if `config` prunes nothing or its model can be pruned; InvalidArgument

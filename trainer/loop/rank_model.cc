@@ -129,4 +129,10 @@ StatusOr<RankModel> BuildRankModel(const TrainConfig& c, const ModelSpec& spec, 
 }
 
 
+uint64_t ParameterCount(const torch::nn::Module& net) {
+  uint64_t n = 0;
+  for (const torch::Tensor& p : net.parameters()) n += static_cast<uint64_t>(p.numel());
+  return n;
+}
+
 }  // namespace granary

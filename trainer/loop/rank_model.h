@@ -3,6 +3,7 @@
 // rank (BuildRankModel). Training thread only.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -45,6 +46,9 @@ struct RankModel {
   Precision precision;
   std::vector<int64_t> channels_at_build;  // each channel group's, before a resumed pruning (loop/pruner.h)
 };
+
+// The trainable values of `net` (its parameters' elements).
+uint64_t ParameterCount(const torch::nn::Module& net);
 
 // `spec` built with the same initial weights on every rank (seeded from
 // config.optim.seed; rank 0's broadcast follows when the ranks join), in

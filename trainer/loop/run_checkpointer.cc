@@ -4,8 +4,12 @@
 #include <thread>
 #include <utility>
 
+#include "loader/loader.h"
 #include "trainer/dist/comm.h"
 #include "trainer/launch/heartbeat.h"
+#include "trainer/loop/data_parallel.h"
+#include "trainer/loop/rank.h"
+#include "trainer/number_text.h"
 
 namespace granary {
 
@@ -71,6 +75,29 @@ Status RunCheckpointer::Save(RunPosition at, double loss_sum, double samples, co
   return writer_.Write(config_.checkpoint.dir, header, net_, optimizer_, config_.checkpoint.keep, gathered.value());
 }
 
+StatusOr<Flow> RunCheckpointer::AfterStep(RankState& state, const StepEvent& step) {
+  const int every = config_.checkpoint.every;
+  if (every > 0 && state.global_step % every == 0 && !step.epoch_end) {
+    RunPosition at;
+    at.global_step = state.global_step;
+    at.epoch = static_cast<uint64_t>(step.epoch);
+    at.position = state.train.state().position;
+    GRANARY_RETURN_IF_ERROR(Save(at, step.tally->loss_sum, step.tally->samples, state.dp.sync->SaveState()));
+  }
+  GRANARY_RETURN_IF_ERROR(Failed());
+  return Flow::kGoOn;
+}
+
+StatusOr<Flow> RunCheckpointer::AfterEpoch(RankState& state, const EpochEvent& epoch, EpochReport*) {
+  RunPosition at;
+  at.global_step = state.global_step;
+  at.epoch = static_cast<uint64_t>(epoch.epoch) + 1;
+  GRANARY_RETURN_IF_ERROR(Save(at, 0, 0, state.dp.sync->SaveState(), /*final=*/epoch.last));
+  return Flow::kGoOn;
+}
+
+Status RunCheckpointer::AfterRun(RankState&, std::vector<EpochReport>*) { return Finish(); }
+
 Status RunCheckpointer::Failed() {
   if (writer_.Busy()) return Status::OK();
   return writer_.Wait();  // the finished write's outcome, once
@@ -90,6 +117,27 @@ Status RunCheckpointer::Finish() {
         writer_.Write(config_.checkpoint.dir, *final_, net_, optimizer_, config_.checkpoint.keep, final_compression_));
   }
   return wait_for_disk();
+}
+
+Status ResumeNotes::BeforeRun(RankState& state) {
+  if (state.rank != 0) return Status::OK();
+  const TrainConfig& now = state.run.config;
+  RunObserver& observer = state.observer;
+  const RunPosition& at = from_.header.at;
+  observer.Note("resuming from " + from_.path + ": epoch " + std::to_string(at.epoch + 1) + ", step " +
+                std::to_string(at.global_step) + ", " + std::to_string(at.position) + " samples of the epoch done");
+  if (static_cast<int64_t>(at.epoch) >= now.optim.epochs) {
+    observer.Note("resume: the checkpoint is at the end of epoch " + std::to_string(at.epoch) + " of " +
+                  std::to_string(now.optim.epochs) + ": nothing left to train (raise --epochs to go on)");
+  }
+  if (at.world != now.World()) {
+    const int64_t batch = now.optim.batch_size;
+    observer.Note("resume: " + std::to_string(at.world) + " ranks -> " + std::to_string(now.World()) +
+                  ": per-rank batch " + std::to_string(batch / at.world) + " -> " +
+                  std::to_string(batch / now.World()) + "; global batch " + std::to_string(batch) +
+                  " and the learning rate (" + NumberText(from_.header.config.optim.lr) + ") unchanged");
+  }
+  return Status::OK();
 }
 
 Status ResumeCompression(const Checkpoint& from, const SavedCompression& saved, int rank, int world,

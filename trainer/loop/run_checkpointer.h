@@ -1,10 +1,11 @@
-// A rank's part in the run's checkpoints (the files: trainer/checkpoint/checkpoint.h).
-// At a checkpoint every rank's epoch-so-far loss is gathered (a collective:
-// every rank calls Save at the same step), then rank 0 writes in the
-// background, so its peers never wait for its disk. One due while the one
-// before is still being written is skipped, with a note; the run's last is
-// kept and written by Finish, after the run's last collective. Training
-// thread only.
+// A rank's part in the run's checkpoints (the files: trainer/checkpoint/checkpoint.h),
+// a hook of every rank: after every --checkpoint-every steps (inside an
+// epoch) and after every epoch. At a checkpoint every rank's epoch-so-far
+// loss is gathered (a collective: every rank saves at the same step), then
+// rank 0 writes in the background, so its peers never wait for its disk. One
+// due while the one before is still being written is skipped, with a note;
+// the run's last is kept and written after the run's last collective
+// (AfterRun). Training thread only.
 #pragma once
 
 #include <torch/torch.h>
@@ -17,13 +18,14 @@
 #include "trainer/config/config.h"
 #include "trainer/dist/compress.h"
 #include "trainer/dist/gradient_sync.h"
+#include "trainer/loop/hook.h"
 #include "trainer/report/observer.h"
 
 namespace granary {
 
 class Comm;
 
-class RunCheckpointer {
+class RunCheckpointer : public RunHook {
  public:
   // Everything passed must outlive the checkpointer. `run`: the id of the run
   // that owns config.checkpoint.dir (rank 0 names its files with it).
@@ -32,8 +34,15 @@ class RunCheckpointer {
   RunCheckpointer(const RunCheckpointer&) = delete;
   RunCheckpointer& operator=(const RunCheckpointer&) = delete;
 
-  // Whether the run has a --checkpoint-dir.
-  bool enabled() const { return !config_.checkpoint.dir.empty(); }
+  // A checkpoint when one is due inside an epoch; the error of a finished
+  // background write.
+  StatusOr<Flow> AfterStep(RankState& state, const StepEvent& step) override;
+  // The epoch's end; the run's last epoch is kept for AfterRun.
+  StatusOr<Flow> AfterEpoch(RankState& state, const EpochEvent& epoch, EpochReport* report) override;
+  // Finish: no collective may follow.
+  Status AfterRun(RankState& state, std::vector<EpochReport>* reports) override;
+
+ private:
   // The checkpoint of position `at` (its world and losses filled in here):
   // this rank's epoch-so-far `loss_sum` and `samples`, and its gradient
   // compression's state (every rank's goes to rank 0). `final`: the run's
@@ -49,7 +58,6 @@ class RunCheckpointer {
   // collective may follow. The error of any background write.
   Status Finish();
 
- private:
   const TrainConfig& config_;
   const std::string db_content_hash_, run_;
   const int rank_;
@@ -60,6 +68,18 @@ class RunCheckpointer {
   CheckpointWriter writer_;
   std::optional<CheckpointHeader> final_;
   SavedCompression final_compression_;
+};
+
+// A resumed run's notes, rank 0's before the first step: where it continues
+// and what changed since the checkpoint (the world's size, an epoch count
+// already reached).
+class ResumeNotes : public RunHook {
+ public:
+  explicit ResumeNotes(const Checkpoint& from) : from_(from) {}  // `from` outlives the hook
+  Status BeforeRun(RankState& state) override;
+
+ private:
+  const Checkpoint& from_;
 };
 
 // A resumed run's gradient compression continues from `saved`, the state

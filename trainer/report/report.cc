@@ -9,6 +9,7 @@
 
 #include "store/file.h"
 #include "store/json_text.h"
+#include "trainer/report/epoch_json.h"
 #include "trainer/report/html_report.h"
 
 namespace granary {
@@ -16,29 +17,6 @@ namespace {
 
 // Progress lines are redrawn at most this often.
 constexpr std::chrono::milliseconds kRedraw(250);
-
-nlohmann::json EpochJson(const EpochReport& r) {
-  nlohmann::json j = {{"epoch", r.epoch},
-                      {"train_loss", r.train_loss},
-                      {"lr", r.lr},
-                      {"seconds", r.seconds},
-                      {"samples_per_s", r.samples_per_s},
-                      {"stall_fraction", r.stall_fraction},
-                      {"comm_fraction", r.comm_fraction},
-                      {"compute_fraction", r.compute_fraction},
-                      {"queue_depth", r.queue_depth},
-                      {"peak_rss_mb", r.peak_rss_mb},
-                      {"parameters", r.parameters},
-                      {"parameters_after", r.parameters_after}};
-  if (!r.pruned.empty()) j["pruned"] = r.pruned;
-  if (!r.weights_hash.empty()) j["weights_hash"] = r.weights_hash;
-  if (r.evaluated) {
-    j["test_loss"] = r.test_loss;
-    j["test_accuracy"] = r.test_accuracy;
-    j["test_samples"] = r.test_samples;
-  }
-  return j;
-}
 
 std::string Duration(double seconds) {
   char text[32];
@@ -132,7 +110,7 @@ void RunReport::Step(const StepReport& step) {
 
 void RunReport::Epoch(const EpochReport& r) {
   if (metrics_ != nullptr) {
-    nlohmann::json j = EpochJson(r);
+    nlohmann::json j = EpochToJson(r);
     j["type"] = "epoch";
     WriteMetrics(DumpJson(j));
   }
@@ -229,7 +207,7 @@ Status RunReport::Finish(const std::vector<EpochReport>& reports) {
                         {"batch_size", config_.optim.batch_size},
                         {"config", ParseJson(config_.ToJson())},
                         {"epochs", nlohmann::json::array()}};
-  for (const EpochReport& r : reports) out["epochs"].push_back(EpochJson(r));
+  for (const EpochReport& r : reports) out["epochs"].push_back(EpochToJson(r));
   if (!tune_table_.empty()) out["tune"] = ParseJson(tune_table_);
   if (quantized_) out["quantized"] = QuantizedJson(*quantized_);
   std::cout << DumpJson(out) << std::endl;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "store/json_text.h"
+#include "trainer/report/epoch_json.h"
 
 namespace granary {
 namespace {
@@ -31,11 +32,12 @@ StatusOr<TuneRow> Measure(const TrainConfig& config, const TuneCandidate& c, con
     row.error = "no measurement in the probe's output";
     return row;
   }
-  const nlohmann::json& e = j["epochs"][0];
-  row.samples_per_s = e.value("samples_per_s", 0.0);
-  row.sync_fraction = e.value("comm_fraction", 0.0);
-  row.stall_fraction = e.value("stall_fraction", 0.0);
-  row.peak_rss_mb = e.value("peak_rss_mb", 0.0);
+  StatusOr<EpochReport> window = EpochFromJson(j["epochs"][0]);
+  if (!window.ok()) return window.status().WithContext("--tune: " + c.Describe() + ": the probe's output");
+  row.samples_per_s = window->samples_per_s;
+  row.comm_fraction = window->comm_fraction;
+  row.stall_fraction = window->stall_fraction;
+  row.peak_rss_mb = window->peak_rss_mb;
   return row;
 }
 
@@ -74,7 +76,7 @@ std::string TuneTable::ToJson() const {
                           {"backend", c.backend},
                           {"changes_numerics", c.changes_numerics},
                           {"samples_per_s", r.samples_per_s},
-                          {"sync_fraction", r.sync_fraction},
+                          {"comm_fraction", r.comm_fraction},
                           {"stall_fraction", r.stall_fraction},
                           {"peak_rss_mb", r.peak_rss_mb},
                           {"chosen", r.chosen}};
@@ -94,7 +96,7 @@ std::string TuneTable::ToText() const {
       std::snprintf(line, sizeof(line), "    %-56s  failed: %s\n", what.c_str(), Printable(r.error).c_str());
     } else {
       std::snprintf(line, sizeof(line), "  %c %-56s %10.0f %6s %6s %6.0f MiB\n", r.chosen ? '*' : ' ', what.c_str(),
-                    r.samples_per_s, Percent(r.sync_fraction).c_str(), Percent(r.stall_fraction).c_str(),
+                    r.samples_per_s, Percent(r.comm_fraction).c_str(), Percent(r.stall_fraction).c_str(),
                     r.peak_rss_mb);
     }
     text += line;

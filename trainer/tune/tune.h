@@ -34,7 +34,7 @@ struct TuneCandidate {
 struct TuneRow {
   TuneCandidate candidate;
   double samples_per_s = 0;   // over all ranks, in the measured window
-  double sync_fraction = 0;   // rank 0's time blocked on the gradient sync
+  double comm_fraction = 0;   // rank 0's time blocked on the gradient sync
   double stall_fraction = 0;  // rank 0's time waiting for data
   double peak_rss_mb = 0;     // all ranks together
   std::string error;          // the probe's one line, if it failed

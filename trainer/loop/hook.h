@@ -1,0 +1,102 @@
+// A feature of a rank's run, called by the loop (loop/rank.cc) at fixed
+// points: before the first step, after every optimizer step, after every
+// epoch's report is closed, after the last epoch. The loop knows no feature:
+// the evaluation, the pruner, the checkpointer, the tune probe, the saved
+// model, the INT8 export, the progress lines are each a hook in a file of
+// its own, and loop/hooks.cc assembles them once from the TrainConfig, in
+// the order they run. Adding a feature adds a hook there, not a branch in
+// the loop.
+//
+// What a hook may do:
+// - Add to the epoch's report (AfterEpoch): later hooks see what earlier
+//   ones added (the evaluation sees the pruned model, the checkpoint the
+//   evaluated one).
+// - Stop training (Flow::kStop from AfterStep or AfterEpoch): the other
+//   hooks of that call still run, then the loop takes no further step (an
+//   epoch stopped inside gets no report) and goes to AfterRun. Every rank
+//   must return the same flow at the same call, so decide it from what
+//   every rank shares (a collective's result, a figure the ranks summed),
+//   never from a local one.
+// - Run a collective (Comm): then it is a hook of every rank, and every rank
+//   calls it at the same point. A hook assembled for some ranks only (rank
+//   0's progress lines and files) runs none.
+// - Change the model (the pruner): it re-attaches the gradient sync and
+//   refreshes the state's step parts itself.
+// Hooks run on the training thread, in assembly order, each call before the
+// next hook's; an error ends the run with it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "store/status.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/loop/step.h"
+#include "trainer/report/observer.h"
+
+namespace granary {
+
+class Loader;
+struct DataParallel;
+struct RankModel;
+struct ResolvedRun;
+
+// What a hook may read and change of the rank's run; the loop owns it and
+// every part outlives the hooks.
+struct RankState {
+  const ResolvedRun& run;
+  int rank;
+  RunObserver& observer;
+  RankModel& model;
+  DataParallel& dp;
+  torch::optim::Optimizer& optimizer;
+  Loader& train;        // the training split's loader (its shape even with --synthetic)
+  StepParts parts;      // what each step works on (DataParallel::Parts)
+  RunPosition start;    // where the run starts: a resumed checkpoint's position, or the beginning
+  int64_t global_step;  // optimizer steps so far
+};
+
+// Where an epoch stands on this rank, as of the last step.
+struct EpochTally {
+  std::chrono::steady_clock::time_point start;
+  double loss_sum = 0;        // training loss x samples, the epoch so far (a resumed part included)
+  double samples = 0;
+  double samples_before = 0;  // of those, trained before this run (not in samples/s)
+  double compute_seconds = 0;
+};
+
+struct StepEvent {
+  int epoch = 0;             // 0-based
+  uint64_t step = 0;         // optimizer steps so far in the epoch
+  uint64_t steps = 0;        // optimizer steps in the epoch
+  bool epoch_end = false;    // the epoch's last step
+  double lr = 0;             // the step's learning rate
+  StepResult result;         // this rank's step
+  const EpochTally* tally = nullptr;
+};
+
+struct EpochEvent {
+  int epoch = 0;      // 0-based
+  bool last = false;  // the run's last configured epoch
+};
+
+enum class Flow { kGoOn, kStop };
+
+class RunHook {
+ public:
+  virtual ~RunHook() = default;
+  // Before the first step (notes about what the run will do).
+  virtual Status BeforeRun(RankState&) { return Status::OK(); }
+  virtual StatusOr<Flow> AfterStep(RankState&, const StepEvent&) { return Flow::kGoOn; }
+  // The epoch's report as the ranks' sums closed it; a hook adds to it.
+  virtual StatusOr<Flow> AfterEpoch(RankState&, const EpochEvent&, EpochReport*) { return Flow::kGoOn; }
+  // After training ended (its epochs done or a hook stopped it), with the
+  // run's reports so far, which a hook may replace (the tune probe's window).
+  virtual Status AfterRun(RankState&, std::vector<EpochReport>*) { return Status::OK(); }
+};
+
+using RunHooks = std::vector<std::unique_ptr<RunHook>>;
+
+}  // namespace granary
