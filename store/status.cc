@@ -1,5 +1,7 @@
 #include "store/status.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace granary {
@@ -26,6 +28,12 @@ std::string Status::ToString() const {
 Status Status::WithContext(const std::string& context) const {
   if (ok()) return *this;
   return Status(code_, context + ": " + message_);
+}
+
+void AbortOnValueOfError(const Status& status) {
+  std::fprintf(stderr, "granary: the value of a StatusOr that holds %s was read (a bug: it was not checked)\n",
+               status.ok() ? "no value (made from an OK Status)" : status.ToString().c_str());
+  std::abort();
 }
 
 }  // namespace granary

@@ -53,6 +53,10 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
+// StatusOr::value() of an error: prints the status (or that an OK status
+// was given without a value) to stderr and aborts.
+[[noreturn]] void AbortOnValueOfError(const Status& status);
+
 // Either a value or a non-OK Status.
 template <typename T>
 class [[nodiscard]] StatusOr {
@@ -62,14 +66,20 @@ class [[nodiscard]] StatusOr {
 
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
-  // Precondition: ok().
-  T& value() & { return *value_; }
-  const T& value() const& { return *value_; }
-  T&& value() && { return std::move(*value_); }
-  T* operator->() { return &*value_; }
-  const T* operator->() const { return &*value_; }
+  // Precondition: ok(). Reading the value of an error is a bug in the
+  // caller: it aborts, printing the error, in every build (not undefined
+  // behaviour, not a value-initialised T).
+  T& value() & { return Checked(), *value_; }
+  const T& value() const& { return Checked(), *value_; }
+  T&& value() && { return Checked(), std::move(*value_); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
 
  private:
+  void Checked() const {
+    if (!value_.has_value()) AbortOnValueOfError(status_);
+  }
+
   Status status_;
   std::optional<T> value_;
 };

@@ -13,7 +13,7 @@
 #include <ctime>
 #include <vector>
 
-#include "trainer/dist/comm.h"
+#include "trainer/comm/comm.h"
 
 namespace {
 

@@ -10,6 +10,8 @@
 #include "store/cli.h"
 #include "store/json_text.h"
 #include "trainer/loop/evaluate.h"
+#include "trainer/loop/inference_rates.h"
+#include "trainer/loop/loader_options.h"
 #include "trainer/loop/rank.h"
 #include "trainer/loop/rank_model.h"
 #include "trainer/models/quantize.h"
@@ -33,7 +35,7 @@ StatusOr<Evaluation> EvaluateSaved(const ResolvedRun& run) {
   Evaluation out;
   out.threads = c.dist.threads > 0 ? c.dist.threads : UsableCpuCount();
   at::set_num_threads(std::max(1, out.threads));
-  (void)UseInt8Engine();  // an INT8 model's kernels; an fp32 model needs none
+  UseInt8Engine().status().PermitUncheckedError();  // an INT8 model's kernels; an fp32 model needs none
   torch::jit::Module module;
   GRANARY_RETURN_IF_ERROR(CatchTorch(("--model " + c.model.name).c_str(), [&] {
     module = torch::jit::load(c.model.name);
@@ -98,11 +100,15 @@ int RunEvalOnly(TrainConfig config, bool json, const std::vector<std::string>& g
   if (!e.ok()) return Fail(e.status());
   const EvalResult& r = e->result;
   const double n = static_cast<double>(std::max<uint64_t>(r.samples, 1));
+  for (const std::string& reason : r.skipped) {
+    std::fprintf(stderr, "train: evaluation: skipped corrupt %s\n", Printable(reason).c_str());
+  }
   if (json) {
     const nlohmann::json out = {{"model", c.model.name},
                                 {"db", c.data.db},
                                 {"split", c.data.eval_split},
                                 {"samples", r.samples},
+                                {"skipped", r.skipped.size()},
                                 {"accuracy", static_cast<double>(r.correct) / n},
                                 {"loss", r.loss_sum / n},
                                 {"samples_per_s", e->samples_per_s},

@@ -14,4 +14,11 @@ inline std::string NumberText(double v) {
   return text;
 }
 
+// A measured figure with `decimals` digits after the point: "0.8612", "41.2".
+inline std::string FixedText(double v, int decimals) {
+  char text[48];
+  std::snprintf(text, sizeof(text), "%.*f", decimals, v);
+  return text;
+}
+
 }  // namespace granary

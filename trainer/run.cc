@@ -19,7 +19,7 @@
 #include "store/output_path.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/workload.h"
-#include "trainer/dist/comm.h"
+#include "trainer/comm/comm.h"
 #include "trainer/launch/heartbeat.h"
 #include "trainer/launch/launch.h"
 #include "trainer/launch/layout.h"
@@ -30,6 +30,7 @@
 #include "trainer/models/registry.h"
 #include "trainer/report/report.h"
 #include "trainer/tune_run.h"
+#include "trainer/number_text.h"
 
 namespace granary {
 namespace {
@@ -56,7 +57,7 @@ int Launch(const TrainConfig& config, const Layout& layout, const std::vector<st
 Status CheckOutputPaths(const TrainConfig& config) {
   std::vector<OutputPath> outputs = {{"--save", config.output.save, OutputKind::kModel},
                                      {"--quantize int8",
-                                      config.compress.quantize == "int8" ? Int8Path(config.output.save) : "",
+                                      config.shrink.quantize == "int8" ? Int8Path(config.output.save) : "",
                                       OutputKind::kModel},
                                      {"--metrics", config.output.metrics, OutputKind::kJsonLines},
                                      {"--report", config.output.report, OutputKind::kHtml},
@@ -83,7 +84,7 @@ Status AnnounceQuantization(const ResolvedRun& run) {
 // that answers for it (the launcher, or rank 0 of a job started by torchrun,
 // mpirun or srun): the model fits the db (a dry forward, bounded by
 // --timeout), what --quantize int8 leaves in fp32 is named, every output can
-// be written, and bf16 on a CPU that only emulates it is warned of.
+// be written, --stop-at-accuracy has a split to measure on, and bf16 on a CPU that only emulates it is warned of.
 Status Preflight(const ResolvedRun& run) {
   const TrainConfig& c = run.config;
   if (Status fits = CheckModelFits(c, run.workload, run.db->manifest().num_classes, ModelUse::kTrain); !fits.ok()) {
@@ -92,6 +93,11 @@ Status Preflight(const ResolvedRun& run) {
     ExitAtOnce(Fail(fits, 0));
   }
   GRANARY_RETURN_IF_ERROR(AnnounceQuantization(run));
+  if (c.optim.stop_at_accuracy > 0 && c.data.eval_split.empty()) {
+    return Status::InvalidArgument("--stop-at-accuracy " + NumberText(c.optim.stop_at_accuracy) +
+                                   ": the run has no eval split to measure it on (the db has no test or val "
+                                   "split, or --eval-split \"\")");
+  }
   GRANARY_RETURN_IF_ERROR(CheckOutputPaths(c));
   if (c.model.precision == "bf16" && !CpuHasNativeBf16()) {
     std::fprintf(stderr,

@@ -74,17 +74,17 @@ void AddRunFlags(CLI::App& app, granary::TrainConfig& c) {
   app.add_option("--metrics", c.output.metrics, "write JSON lines here: every --log-every steps and per epoch");
   app.add_option("--log-every", c.output.log_every, "optimizer steps between --metrics lines")->capture_default_str();
   app.add_option("--report", c.output.report, "write the run's curves here as one self-contained HTML page");
-  app.add_option("--quantize", c.compress.quantize,
+  app.add_option("--quantize", c.shrink.quantize,
                  "after training: none, or int8 (post-training quantization, calibrated on training batches; "
                  "measured against the fp32 model; with --save FILE.pt also writes FILE.int8.pt)")
       ->capture_default_str();
-  app.add_option("--calibration-batches", c.compress.calibration_batches,
+  app.add_option("--calibration-batches", c.shrink.calibration_batches,
                  "--quantize: training batches (of a rank) the activation ranges are observed on")
       ->capture_default_str();
-  app.add_option("--prune", c.compress.prune,
+  app.add_option("--prune", c.shrink.prune,
                  "structured pruning: remove this fraction of each layer's channels (conv filters, hidden units), "
                  "gradually over --prune-epochs, shrinking the layers");
-  app.add_option("--prune-epochs", c.compress.prune_epochs,
+  app.add_option("--prune-epochs", c.shrink.prune_epochs,
                  "A-B: prune at the ends of epochs A to B, 1-based (default: the first half of the run)");
   app.add_flag("--synthetic", c.data.synthetic,
                "measure the compute bound: random in-memory batches of the db's shape, no loader, no gradient sync "
@@ -151,6 +151,9 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c) {
   app.add_option("--base-batch", c.optim.base_batch, "the batch --lr is meant for (--lr-scaling linear)")
       ->capture_default_str();
   app.add_option("--label-smoothing", c.optim.label_smoothing, "label smoothing of the training loss")
+      ->capture_default_str();
+  app.add_option("--stop-at-accuracy", c.optim.stop_at_accuracy,
+                 "stop after the first evaluation at or above this test accuracy (0..1; 0: none)")
       ->capture_default_str();
   AddRunFlags(app, c);
 }

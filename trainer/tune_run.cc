@@ -12,7 +12,7 @@
 #include "loader/loader.h"
 #include "store/cli.h"
 #include "store/json_text.h"
-#include "trainer/dist/comm.h"
+#include "trainer/comm/comm.h"
 #include "trainer/launch/launch.h"
 #include "trainer/launch/layout.h"
 #include "trainer/models/precision.h"

@@ -256,5 +256,29 @@ TEST_F(EndToEnd, EvaluationSharesTheSplitOverRanksCountingEachSampleOnce) {
   }
 }
 
+// --stop-at-accuracy: every rank stops after the first evaluation at or
+// above the target, and the run says when; one never reached trains every
+// epoch and says so; without an eval split it is refused before training.
+TEST_F(EndToEnd, StopAtAccuracyStopsEveryRankAfterTheFirstEpochThatReachesIt) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 1024", dir_).exit_code, 0);
+  auto j = TrainJson("--db " + db + " --ranks 2 --epochs 4 --stop-at-accuracy 0.3", dir_);
+  ASSERT_EQ(j["epochs"].size(), 1u);  // 10 classes: chance is 0.1, one epoch gives well over 0.3
+  EXPECT_GE(j["epochs"][0]["test_accuracy"].get<double>(), 0.3);
+  EXPECT_GT(j["epochs"][0]["seconds_to_target"].get<double>(), 0.0);
+  EXPECT_EQ(j["stop_at_accuracy"]["reached"], true);
+  EXPECT_EQ(j["stop_at_accuracy"]["epoch"], 1);
+  EXPECT_EQ(j["stop_at_accuracy"]["seconds"], j["epochs"][0]["seconds_to_target"]);
+
+  auto never = RunCommand(kTrain + " --db " + db + " --ranks 1 --epochs 2 --stop-at-accuracy 1", dir_);
+  EXPECT_EQ(never.exit_code, 0) << never.err;
+  EXPECT_NE(never.err.find("--stop-at-accuracy 1: not reached in 2 epochs (best test accuracy 0."), std::string::npos)
+      << never.err;
+  EXPECT_NE(never.out.find("epoch 2"), std::string::npos) << never.out;
+
+  ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --ranks 1 --eval-split '' --stop-at-accuracy 0.5", dir_),
+                     "--stop-at-accuracy 0.5: the run has no eval split");
+}
+
 }  // namespace
 }  // namespace granary

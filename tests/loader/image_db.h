@@ -10,6 +10,7 @@
 
 #include "store/db.h"
 #include "store/db_writer.h"
+#include "tests/test_util.h"
 
 namespace granary::testing {
 
@@ -48,6 +49,41 @@ inline void WriteImageDb(const std::string& path, uint64_t n, const ImageDbSpec&
   }
   ASSERT_TRUE(writer.value()->EndSplit().ok());
   ASSERT_TRUE(writer.value()->Finish(spec.manifest).ok());
+}
+
+// A db whose "train" split has n samples in 2 shards: image (1x2x2 uint8)
+// all equal to i % 200, label i % 10.
+inline ImageDbSpec TinySpec() {
+  ImageDbSpec spec;
+  spec.image_shape = {1, 2, 2};
+  spec.shards = 2;
+  spec.manifest.label_field = "label";
+  spec.manifest.num_classes = 10;
+  return spec;
+}
+
+inline void WriteTinyDb(const std::string& path, uint64_t n) {
+  WriteImageDb(path, n, TinySpec(), [](uint64_t i, std::string* image, int64_t* label) {
+    image->assign(4, static_cast<char>(i % 200));
+    *label = static_cast<int64_t>(i % 10);
+  });
+}
+
+// Flips a byte in the middle of every stored copy of the record holding the
+// one sample (`image`, `label`) of a WriteImageDb db (per_record 1) in its
+// shard file `shard_path`; returns how many copies it found.
+inline int CorruptStoredSample(const std::string& shard_path, const ImageDbSpec& spec, const std::string& image,
+                               int64_t label) {
+  std::string shard = ReadFile(shard_path);
+  RecordEncoder enc({{{"image", DType::kUInt8, spec.image_shape, spec.layout}, {"label", DType::kInt64, {}}}}, 1);
+  std::string value;
+  if (!enc.EncodeOne({{image.data(), image.size(), {}}, {&label, 8, {}}}, &value).ok()) return 0;
+  int copies = 0;
+  for (size_t at = shard.find(value); at != std::string::npos; at = shard.find(value, at + 1), ++copies) {
+    shard[at + value.size() / 2] ^= 0x10;
+  }
+  WriteFile(shard_path, shard);
+  return copies;
 }
 
 }  // namespace granary::testing

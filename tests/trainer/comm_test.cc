@@ -1,4 +1,4 @@
-#include "trainer/dist/comm.h"
+#include "trainer/comm/comm.h"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "tests/trainer/two_ranks.h"
-#include "trainer/dist/after_backward_sync.h"
-#include "trainer/dist/bucketed_sync.h"
+#include "trainer/comm/after_backward_sync.h"
+#include "trainer/comm/bucketed_sync.h"
 
 namespace granary {
 namespace {

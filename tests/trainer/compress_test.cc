@@ -2,7 +2,7 @@
 // rounding, powersgd sends a low-rank matrix exactly and, through error
 // feedback, what it misses in one step arrives in later ones; the vectors of
 // a bucket go uncompressed.
-#include "trainer/dist/compress.h"
+#include "trainer/comm/compress.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
@@ -32,7 +32,7 @@ torch::Tensor Mean(int step, bool low_rank) { return (Bucket(0, step, low_rank) 
 // Runs `steps` steps of `method` on two ranks; rank 0's results. With
 // `restart_at` > 0, the compression is made anew before that step and, if
 // `carry`, given the old one's state, as a resumed run's is.
-std::vector<torch::Tensor> RunSteps(const CompressOptions& options, int steps, bool low_rank, int restart_at = 0,
+std::vector<torch::Tensor> RunSteps(const GradientCompressionOptions& options, int steps, bool low_rank, int restart_at = 0,
                                     bool carry = true) {
   std::vector<torch::Tensor> out;
   std::mutex mutex;
@@ -47,7 +47,7 @@ std::vector<torch::Tensor> RunSteps(const CompressOptions& options, int steps, b
         if (carry) GRANARY_RETURN_IF_ERROR(c.value()->LoadState(state));
       }
       torch::Tensor flat = Bucket(comm.rank(), step, low_rank);
-      StatusOr<std::unique_ptr<PendingReduce>> reduce = c.value()->Start(0, flat, kShapes);
+      StatusOr<std::unique_ptr<PendingCollective>> reduce = c.value()->Start(0, flat, kShapes);
       if (!reduce.ok()) return reduce.status();
       GRANARY_RETURN_IF_ERROR(reduce.value()->Wait());
       if (comm.rank() == 0) {
@@ -65,7 +65,7 @@ double RelativeError(const torch::Tensor& got, const torch::Tensor& want) {
 }
 
 TEST(Compression, NoneIsExactAndFp16AndBf16SumToTheirRounding) {
-  CompressOptions o;
+  GradientCompressionOptions o;
   const torch::Tensor want = Mean(0, false);
   for (const auto& [method, bound] : {std::pair{"none", 1e-7}, std::pair{"fp16", 2e-3}, std::pair{"bf16", 1e-2}}) {
     o.method = method;
@@ -79,9 +79,9 @@ TEST(Compression, NoneIsExactAndFp16AndBf16SumToTheirRounding) {
 }
 
 TEST(Compression, PowerSgdSendsALowRankMatrixAndTheVectorsExactly) {
-  CompressOptions o;
+  GradientCompressionOptions o;
   o.method = "powersgd";
-  o.rank = 2;
+  o.matrix_rank = 2;
   o.warmup_steps = 0;
   // The mean of two rank-1 matrices has rank 2: rank-2 factors carry it (to float rounding).
   std::vector<torch::Tensor> got = RunSteps(o, 1, true);
@@ -92,9 +92,9 @@ TEST(Compression, PowerSgdSendsALowRankMatrixAndTheVectorsExactly) {
 }
 
 TEST(Compression, PowerSgdWarmsUpUncompressedThenErrorFeedbackCatchesUp) {
-  CompressOptions o;
+  GradientCompressionOptions o;
   o.method = "powersgd";
-  o.rank = 1;
+  o.matrix_rank = 1;
   o.warmup_steps = 2;
   const int steps = 40;
   std::vector<torch::Tensor> got = RunSteps(o, steps, false);
@@ -115,9 +115,9 @@ TEST(Compression, PowerSgdWarmsUpUncompressedThenErrorFeedbackCatchesUp) {
 // exactly as the old one would have, in warm-up and after; without it the
 // next step differs (the test would catch a state that is not restored).
 TEST(Compression, PowerSgdStateCarriedOverContinuesExactly) {
-  CompressOptions o;
+  GradientCompressionOptions o;
   o.method = "powersgd";
-  o.rank = 1;
+  o.matrix_rank = 1;
   o.warmup_steps = 2;
   const std::vector<torch::Tensor> whole = RunSteps(o, 6, false);
   ASSERT_EQ(whole.size(), 6u);
@@ -136,7 +136,7 @@ TEST(Compression, PowerSgdStateCarriedOverContinuesExactly) {
 }
 
 TEST(Compression, StateThatDoesNotFitIsRefused) {
-  CompressOptions o;
+  GradientCompressionOptions o;
   o.method = "powersgd";
   o.warmup_steps = 0;
   CompressionState wrong;
@@ -150,7 +150,7 @@ TEST(Compression, StateThatDoesNotFitIsRefused) {
     auto reduce = c.value()->Start(0, flat, kShapes);
     EXPECT_FALSE(reduce.ok());
     EXPECT_NE(reduce.status().ToString().find("does not fit"), std::string::npos) << reduce.status().ToString();
-    CompressOptions fp16_options;
+    GradientCompressionOptions fp16_options;
     fp16_options.method = "fp16";
     auto fp16 = CreateBucketCompression(fp16_options, comm);
     if (!fp16.ok()) return fp16.status();

@@ -41,6 +41,9 @@ TEST(TrainConfig, EveryOutOfRangeFieldIsNamedByItsFlag) {
       {"--lr-scaling sqrt", [](TrainConfig& c) { c.optim.lr_scaling = "sqrt"; }},
       {"--base-batch 0", [](TrainConfig& c) { c.optim.base_batch = 0; }},
       {"--label-smoothing 1", [](TrainConfig& c) { c.optim.label_smoothing = 1; }},
+      {"--stop-at-accuracy 1.5", [](TrainConfig& c) { c.optim.stop_at_accuracy = 1.5; }},
+      {"--stop-at-accuracy 0.9 needs an evaluation",
+       [](TrainConfig& c) { c.optim.stop_at_accuracy = 0.9, c.data.synthetic = true; }},
       {"--precision fp16", [](TrainConfig& c) { c.model.precision = "fp16"; }},
       {"--optimizer lbfgs", [](TrainConfig& c) { c.optim.optimizer = "lbfgs"; }},
       {"--momentum 1", [](TrainConfig& c) { c.optim.optimizer = "sgd", c.optim.momentum = 1; }},
@@ -66,11 +69,11 @@ TEST(TrainConfig, EveryOutOfRangeFieldIsNamedByItsFlag) {
       {"--bucket-mb 4: only used with --sync bucketed",
        [](TrainConfig& c) { c.sync.method = "after-backward", c.sync.bucket_mb = 4; }},
       {"--calibration-batches 8: only used with --quantize int8",
-       [](TrainConfig& c) { c.compress.calibration_batches = 8; }},
+       [](TrainConfig& c) { c.shrink.calibration_batches = 8; }},
       {"--base-batch 64: only used with --lr-scaling linear", [](TrainConfig& c) { c.optim.base_batch = 64; }},
       {"--keep 5: only used with --checkpoint-dir", [](TrainConfig& c) { c.checkpoint.keep = 5; }},
       {"--quantize int8 calibrates on training batches: not with --synthetic",
-       [](TrainConfig& c) { c.compress.quantize = "int8", c.data.synthetic = true; }},
+       [](TrainConfig& c) { c.shrink.quantize = "int8", c.data.synthetic = true; }},
   };
   for (const auto& [flag, spoil] : cases) {
     TrainConfig c = Good();
@@ -104,7 +107,7 @@ TEST(TrainConfig, AnEvaluationChecksOnlyWhatItUses) {
 TEST(TrainConfig, ClearUnusedLeavesOnlyWhatRuns) {
   TrainConfig c = Good();
   c.sync.powersgd_rank = 8;
-  c.compress.calibration_batches = 8;
+  c.shrink.calibration_batches = 8;
   c.checkpoint.keep = 9;
   c.ClearUnused();
   EXPECT_EQ(c, Good());
@@ -238,6 +241,17 @@ TEST(TrainConfig, FromJsonRefusesUnknownMembersAndWrongTypes) {
   ASSERT_TRUE(partial.ok());
   EXPECT_EQ(partial->optim.lr, 0.5);
   EXPECT_EQ(partial->optim.epochs, TrainConfig{}.optim.epochs);
+}
+
+// A checkpoint written before "compress" (quantize, prune) became "shrink"
+// still resumes; gradient compression was always sync.compress.
+TEST(TrainConfig, FromJsonReadsTheOldNameOfShrink) {
+  auto old = TrainConfig::FromJson(R"({"compress": {"prune": 0.25, "prune_epochs": "1-2"}})");
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_EQ(old->shrink.prune, 0.25);
+  EXPECT_EQ(old->shrink.prune_epochs, "1-2");
+  EXPECT_NE(TrainConfig{}.ToJson().find("\"shrink\""), std::string::npos);
+  EXPECT_EQ(TrainConfig{}.ToJson().find("\"compress\": {"), std::string::npos);
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "tests/trainer/two_ranks.h"
-#include "trainer/dist/gradient_sync.h"
+#include "trainer/comm/gradient_sync.h"
 #include "trainer/loop/step.h"
 #include "trainer/models/precision.h"
 #include "trainer/models/registry.h"

@@ -88,8 +88,8 @@ TEST(Prune, RemovingSilencedChannelsLeavesEveryModelsLogitsUnchanged) {
 TEST(Prune, TheScheduleRemovesTheFractionGraduallyAndTheOptimizerFollows) {
   TrainConfig c;
   c.optim.epochs = 6;
-  c.compress.prune = 0.5;
-  c.compress.prune_epochs = "2-3";
+  c.shrink.prune = 0.5;
+  c.shrink.prune_epochs = "2-3";
   torch::manual_seed(1);
   std::shared_ptr<Classifier> net = CreateModel({"convnet", {1, 8, 8}, 3, 0.0}).value();
   const std::vector<int64_t> full = ChannelCounts(*net);

@@ -73,12 +73,17 @@ TEST(EpochJson, RoundTripsEveryFieldAndNamesWhatIsMissing) {
   r.pruned = "conv1 32->16";
   r.weights_hash = "xxh64:0123456789abcdef";
   r.test_samples = 10000;
+  r.target_reached = true;
+  r.seconds_to_target = 41.5;
   StatusOr<EpochReport> back = EpochFromJson(EpochToJson(r));
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(EpochToJson(back.value()), EpochToJson(r));
   EXPECT_EQ(back->comm_fraction, 0.05);
   EXPECT_EQ(back->test_samples, 10000u);
   EXPECT_TRUE(back->evaluated);
+  EXPECT_TRUE(back->target_reached);
+  EXPECT_EQ(back->seconds_to_target, 41.5);
+  r.target_reached = false;
 
   r.evaluated = false;
   StatusOr<EpochReport> unevaluated = EpochFromJson(EpochToJson(r));

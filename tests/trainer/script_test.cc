@@ -20,14 +20,14 @@ using testing::RunCommand;
 using testing::TempDir;
 
 // The same deterministic batch in C++ and in Python.
-torch::Tensor Batch(const Shape& input) {
+torch::Tensor InputBatch(const Shape& input) {
   Shape shape = {3};
   shape.insert(shape.end(), input.begin(), input.end());
   return torch::sin(torch::arange(NumElements(shape), torch::kFloat32) * 0.37f).view(shape);
 }
 const char kPythonBatch[] = "torch.sin(torch.arange(n, dtype=torch.float32) * 0.37).view(shape)";
 
-// Logits of `path` on Batch(input), computed by Python.
+// Logits of `path` on InputBatch(input), computed by Python.
 torch::Tensor PythonLogits(const std::string& path, const Shape& input, const TempDir& dir) {
   std::string shape = "[3";
   for (int64_t d : input) shape += ", " + std::to_string(d);
@@ -72,12 +72,12 @@ TEST(TorchScript, EveryBuiltInModelSavedRunsInPythonWithTheSameLogits) {
     std::shared_ptr<Classifier> model = CreateModel(spec).value();
     // Move BatchNorm's running statistics off their initial values.
     model->train();
-    for (int i = 0; i < 3; ++i) model->forward(Batch(c.input) * (i + 2));
+    for (int i = 0; i < 3; ++i) model->forward(InputBatch(c.input) * (i + 2));
     model->eval();
     torch::Tensor want;
     {
       torch::NoGradGuard no_grad;
-      want = model->forward(Batch(c.input));
+      want = model->forward(InputBatch(c.input));
     }
     const std::string path = dir.Sub(c.model + ".pt");
     ModelCard card;
@@ -100,7 +100,7 @@ TEST(TorchScript, EveryBuiltInModelSavedRunsInPythonWithTheSameLogits) {
     ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
     loaded.value()->eval();
     torch::NoGradGuard no_grad;
-    EXPECT_TRUE(torch::allclose(loaded.value()->forward(Batch(c.input)), want, 1e-5, 1e-6));
+    EXPECT_TRUE(torch::allclose(loaded.value()->forward(InputBatch(c.input)), want, 1e-5, 1e-6));
   }
 }
 
@@ -125,7 +125,7 @@ TEST(TorchScript, APythonScriptedModuleTrainsThroughScriptModel) {
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   Classifier& net = *model.value();
   EXPECT_EQ(net.parameters().size(), 4u);
-  torch::Tensor x = Batch({5});
+  torch::Tensor x = InputBatch({5});
   net.eval();
   torch::Tensor before = net.forward(x).detach().clone();
   EXPECT_TRUE(torch::equal(net.forward(x), before));  // eval: dropout off, deterministic
@@ -154,7 +154,7 @@ TEST(TorchScript, AnErrorRaisedInsideAModelKeepsItsOwnMessage) {
             "");
   StatusOr<std::shared_ptr<Classifier>> model = LoadScriptModel({path, {5}, 3, 0});
   ASSERT_TRUE(model.ok()) << model.status().ToString();
-  Status s = CatchTorch("training step", [&] { model.value()->forward(Batch({5})); });
+  Status s = CatchTorch("training step", [&] { model.value()->forward(InputBatch({5})); });
   EXPECT_NE(s.message().find("training step: "), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("picky wants at most 2 samples"), std::string::npos) << s.message();
   EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "tests/test_util.h"
-#include "trainer/dist/comm.h"
+#include "trainer/comm/comm.h"
 
 namespace granary {
 

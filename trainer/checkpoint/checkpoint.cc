@@ -313,7 +313,10 @@ Status WriteCheckpoint(const std::string& dir, const CheckpointHeader& header, c
   return StoreCheckpointFile(dir, header.run, header.at.global_step, file.value(), keep);
 }
 
-CheckpointWriter::~CheckpointWriter() { (void)Wait(); }
+// Only a run that is ending by another error gets here with a write in
+// flight (the checkpointer waits for its last one): that write finishes
+// (whole or not at all) and its outcome is dropped for the error reported.
+CheckpointWriter::~CheckpointWriter() { Wait().PermitUncheckedError(); }
 
 Status CheckpointWriter::Write(const std::string& dir, const CheckpointHeader& header, const torch::nn::Module& model,
                                const torch::optim::Optimizer& optimizer, int keep,
@@ -339,29 +342,58 @@ Status CheckpointWriter::Wait() {
 
 StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) { return ReadCheckpointFile(path, /*payload=*/true); }
 
-Status RestoreCheckpoint(const Checkpoint& checkpoint, torch::nn::Module* model, torch::optim::Optimizer* optimizer,
-                         SavedCompression* compression) {
-  return CatchTorch(("restoring " + checkpoint.path).c_str(), [&] {
-    torch::serialize::InputArchive archive, model_archive, optimizer_archive, compression_archive;
-    archive.load_from(checkpoint.payload.data(), checkpoint.payload.size());
-    if (model != nullptr) {
-      archive.read("model", model_archive);
-      model->load(model_archive);
-    }
-    if (optimizer != nullptr) {
-      archive.read("optimizer", optimizer_archive);
-      optimizer->load(optimizer_archive);
-    }
-    if (compression == nullptr || !archive.try_read("compression", compression_archive)) return;
-    for (auto [part, into] : {std::pair{"shared", &compression->shared}, std::pair{"ranks", &compression->ranks}}) {
+StatusOr<CheckpointArchive> CheckpointArchive::Parse(const Checkpoint& checkpoint) {
+  auto archive = std::make_shared<torch::serialize::InputArchive>();
+  GRANARY_RETURN_IF_ERROR(CatchTorch(("reading " + checkpoint.path).c_str(), [&] {
+    archive->load_from(checkpoint.payload.data(), checkpoint.payload.size());
+  }));
+  return CheckpointArchive(checkpoint.path, std::move(archive));
+}
+
+Status CheckpointArchive::RestoreModel(torch::nn::Module& model) const {
+  return CatchTorch(("restoring the model of " + path_).c_str(), [&] {
+    torch::serialize::InputArchive part;
+    archive_->read("model", part);
+    model.load(part);
+  });
+}
+
+Status CheckpointArchive::RestoreOptimizer(torch::optim::Optimizer& optimizer) const {
+  return CatchTorch(("restoring the optimizer of " + path_).c_str(), [&] {
+    torch::serialize::InputArchive part;
+    archive_->read("optimizer", part);
+    optimizer.load(part);
+  });
+}
+
+StatusOr<SavedCompression> CheckpointArchive::Compression() const {
+  SavedCompression out;
+  GRANARY_RETURN_IF_ERROR(CatchTorch(("restoring the gradient compression of " + path_).c_str(), [&] {
+    torch::serialize::InputArchive compression;
+    if (!archive_->try_read("compression", compression)) return;
+    for (auto [part, into] : {std::pair{"shared", &out.shared}, std::pair{"ranks", &out.ranks}}) {
       torch::serialize::InputArchive tensors;
-      compression_archive.read(part, tensors);
+      compression.read(part, tensors);
       for (const std::string& name : tensors.keys()) {  // (the keys include the module's "training" flag)
         torch::Tensor t;
         if (tensors.try_read(name, t)) (*into)[name] = t;
       }
     }
-  });
+  }));
+  return out;
+}
+
+Status RestoreCheckpoint(const Checkpoint& checkpoint, torch::nn::Module* model, torch::optim::Optimizer* optimizer,
+                         SavedCompression* compression) {
+  StatusOr<CheckpointArchive> archive = CheckpointArchive::Parse(checkpoint);
+  if (!archive.ok()) return archive.status();
+  if (model != nullptr) GRANARY_RETURN_IF_ERROR(archive->RestoreModel(*model));
+  if (optimizer != nullptr) GRANARY_RETURN_IF_ERROR(archive->RestoreOptimizer(*optimizer));
+  if (compression == nullptr) return Status::OK();
+  StatusOr<SavedCompression> saved = archive->Compression();
+  if (!saved.ok()) return saved.status();
+  *compression = std::move(saved).value();
+  return Status::OK();
 }
 
 StatusOr<std::string> LatestCheckpoint(const std::string& dir) {
@@ -389,11 +421,12 @@ StatusOr<Checkpoint> ResolveResume(const std::string& db_content_hash, TrainConf
 }
 
 Status CheckResumable(const TrainConfig& saved, const TrainConfig& resumed) {
-  // compress.*: quantizing follows training; a pruned model's shapes come
+  // shrink.*: quantizing follows training; a pruned model's shapes come
   // from the checkpoint itself, so a new pruning schedule starts from them.
   const char* const may_change[] = {"dist.",          "optim.epochs:",        "output.",
                                     "checkpoint.",    "data.db:",             "data.loader_threads:",
-                                    "data.prefetch:", "compress."};
+                                    "data.prefetch:", "shrink.",
+                                    "optim.stop_at_accuracy:"};
   TrainConfig saved_used = saved, resumed_used = resumed;
   saved_used.ClearUnused();
   resumed_used.ClearUnused();

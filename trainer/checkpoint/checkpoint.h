@@ -16,8 +16,10 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "store/file.h"
@@ -49,7 +51,7 @@ struct Checkpoint {
   std::string payload;  // the LibTorch archive, checked against the header's hash
 };
 
-// The gradient compression's state in a checkpoint (trainer/dist/compress.h's
+// The gradient compression's state in a checkpoint (trainer/comm/compress.h's
 // CompressionState, gathered to rank 0): `shared` as every rank has it;
 // `ranks` with each rank's own tensors stacked, row r rank r's.
 struct SavedCompression {
@@ -99,10 +101,31 @@ class CheckpointWriter {
 // against the file's size before the payload is read.
 StatusOr<Checkpoint> ReadCheckpoint(const std::string& path);
 
-// Loads the checkpoint's values into `model` (same structure) and/or
-// `optimizer` (over the same parameters), and its gradient compression state
-// into `compression` (left empty if it has none), from one reading of the
-// payload; any may be null.
+// A checkpoint's payload parsed once (a LibTorch archive), restored from
+// part by part as a rank builds them: the model first, the optimizer and the
+// gradient compression once they exist. Errors name the checkpoint's file.
+class CheckpointArchive {
+ public:
+  static StatusOr<CheckpointArchive> Parse(const Checkpoint& checkpoint);
+
+  // The saved values into `model` (same structure).
+  Status RestoreModel(torch::nn::Module& model) const;
+  // The saved state into `optimizer` (over the same parameters).
+  Status RestoreOptimizer(torch::optim::Optimizer& optimizer) const;
+  // The gradient compression's state; empty if the checkpoint has none.
+  StatusOr<SavedCompression> Compression() const;
+
+ private:
+  CheckpointArchive(std::string path, std::shared_ptr<torch::serialize::InputArchive> archive)
+      : path_(std::move(path)), archive_(std::move(archive)) {}
+
+  std::string path_;
+  std::shared_ptr<torch::serialize::InputArchive> archive_;  // InputArchive cannot be copied
+};
+
+// Loads the checkpoint's values into `model` and/or `optimizer`, and its
+// gradient compression state into `compression`, through one
+// CheckpointArchive; any may be null.
 Status RestoreCheckpoint(const Checkpoint& checkpoint, torch::nn::Module* model, torch::optim::Optimizer* optimizer,
                          SavedCompression* compression = nullptr);
 

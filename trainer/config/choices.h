@@ -2,7 +2,7 @@
 // headers so that checking a config (config.cc) and listing the choices in
 // --help (train_main.cc) parse none of them. Each is defined beside its
 // table: models/registry.cc, optim/optimizer.cc, optim/schedule.cc,
-// dist/gradient_sync.cc, dist/compress.cc.
+// comm/gradient_sync.cc, comm/compress.cc.
 #pragma once
 
 #include <string>

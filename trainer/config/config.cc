@@ -23,14 +23,14 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataConfig, db, train_split, eva
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelConfig, name, width, dropout, precision, channels_last)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimConfig, optimizer, lr, momentum, nesterov, weight_decay, epochs,
                                                 batch_size, accum, seed, schedule, warmup_epochs, lr_scaling,
-                                                base_batch, label_smoothing)
+                                                base_batch, label_smoothing, stop_at_accuracy)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SyncConfig, method, bucket_mb, compress, powersgd_rank,
                                                 powersgd_warmup)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistConfig, ranks, threads, nnodes, node_rank, host, port, iface,
                                                 timeout_s, oversubscribe, pin, backend)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OutputConfig, save, metrics, log_every, report)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CheckpointConfig, dir, every, keep, resume)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CompressConfig, quantize, calibration_batches, prune, prune_epochs)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ShrinkConfig, quantize, calibration_batches, prune, prune_epochs)
 
 namespace {
 
@@ -51,7 +51,7 @@ constexpr int kMaxCalibrationBatches = 100000;
 nlohmann::json ToJsonValue(const TrainConfig& c) {
   return {{"data", c.data},           {"model", c.model},   {"optim", c.optim},
           {"sync", c.sync},           {"dist", c.dist},     {"checkpoint", c.checkpoint},
-          {"output", c.output},       {"compress", c.compress}};
+          {"output", c.output},       {"shrink", c.shrink}};
 }
 
 Status OutOfRange(const std::string& flag, const std::string& value, const std::string& bound) {
@@ -181,6 +181,10 @@ Status ValidateOptim(const OptimConfig& optim) {
   if (!(optim.label_smoothing >= 0 && optim.label_smoothing < 1)) {
     return OutOfRange("--label-smoothing", NumberText(optim.label_smoothing), "must be in [0, 1)");
   }
+  if (!(optim.stop_at_accuracy >= 0 && optim.stop_at_accuracy <= 1)) {
+    return OutOfRange("--stop-at-accuracy", NumberText(optim.stop_at_accuracy),
+                      "a test accuracy in (0, 1], or 0 for none");
+  }
   return Status::OK();
 }
 
@@ -294,27 +298,27 @@ std::pair<int, int> ParseEpochRange(const std::string& text) {
   return {first, last};
 }
 
-Status ValidateCompress(const CompressConfig& compress, const std::string& model, int epochs) {
-  if (compress.quantize != "none" && compress.quantize != "int8") {
-    return OutOfRange("--quantize", compress.quantize, "expected none or int8");
+Status ValidateShrink(const ShrinkConfig& shrink, const std::string& model, int epochs) {
+  if (shrink.quantize != "none" && shrink.quantize != "int8") {
+    return OutOfRange("--quantize", shrink.quantize, "expected none or int8");
   }
-  if (compress.calibration_batches < 1 || compress.calibration_batches > kMaxCalibrationBatches) {
-    return OutOfRange("--calibration-batches", std::to_string(compress.calibration_batches),
+  if (shrink.calibration_batches < 1 || shrink.calibration_batches > kMaxCalibrationBatches) {
+    return OutOfRange("--calibration-batches", std::to_string(shrink.calibration_batches),
                       Range(1, kMaxCalibrationBatches));
   }
-  if (compress.prune != 0 && !(compress.prune > 0 && compress.prune < 1)) {
-    return OutOfRange("--prune", NumberText(compress.prune), "the fraction of channels removed, must be in (0, 1)");
+  if (shrink.prune != 0 && !(shrink.prune > 0 && shrink.prune < 1)) {
+    return OutOfRange("--prune", NumberText(shrink.prune), "the fraction of channels removed, must be in (0, 1)");
   }
-  if (compress.prune != 0 && IsModelFile(model)) {
+  if (shrink.prune != 0 && IsModelFile(model)) {
     return Status::InvalidArgument("--prune: --model " + model +
                                    " cannot be pruned: granary prunes its built-in models (mlp, convnet, resnet, "
                                    "mobilenet), whose channels and residual joins it knows");
   }
-  if (!compress.prune_epochs.empty()) {
-    if (compress.prune == 0) return Status::InvalidArgument("--prune-epochs needs --prune");
-    const auto [first, last] = ParseEpochRange(compress.prune_epochs);
+  if (!shrink.prune_epochs.empty()) {
+    if (shrink.prune == 0) return Status::InvalidArgument("--prune-epochs needs --prune");
+    const auto [first, last] = ParseEpochRange(shrink.prune_epochs);
     if (first < 1 || last < first || last > epochs) {
-      return OutOfRange("--prune-epochs", compress.prune_epochs,
+      return OutOfRange("--prune-epochs", shrink.prune_epochs,
                         "must be A-B with 1 <= A <= B <= --epochs " + std::to_string(epochs));
     }
   }
@@ -340,8 +344,8 @@ Status ValidateUnused(const TrainConfig& c) {
   if (c.sync.method != "bucketed" && c.sync.bucket_mb != defaults.sync.bucket_mb) {
     return unused("--bucket-mb", NumberText(c.sync.bucket_mb), "--sync bucketed");
   }
-  if (c.compress.quantize == "none" && c.compress.calibration_batches != defaults.compress.calibration_batches) {
-    return unused("--calibration-batches", std::to_string(c.compress.calibration_batches), "--quantize int8");
+  if (c.shrink.quantize == "none" && c.shrink.calibration_batches != defaults.shrink.calibration_batches) {
+    return unused("--calibration-batches", std::to_string(c.shrink.calibration_batches), "--quantize int8");
   }
   if (c.optim.lr_scaling == "none" && c.optim.base_batch != defaults.optim.base_batch) {
     return unused("--base-batch", std::to_string(c.optim.base_batch), "--lr-scaling linear");
@@ -349,8 +353,12 @@ Status ValidateUnused(const TrainConfig& c) {
   if (c.checkpoint.dir.empty() && c.checkpoint.keep != defaults.checkpoint.keep) {
     return unused("--keep", std::to_string(c.checkpoint.keep), "--checkpoint-dir");
   }
-  if (c.compress.quantize != "none" && c.data.synthetic) {
-    return Status::InvalidArgument("--quantize " + c.compress.quantize +
+  if (c.optim.stop_at_accuracy > 0 && c.data.synthetic) {
+    return Status::InvalidArgument("--stop-at-accuracy " + NumberText(c.optim.stop_at_accuracy) +
+                                   " needs an evaluation: not with --synthetic (random batches)");
+  }
+  if (c.shrink.quantize != "none" && c.data.synthetic) {
+    return Status::InvalidArgument("--quantize " + c.shrink.quantize +
                                    " calibrates on training batches: not with --synthetic (random batches)");
   }
   return Status::OK();
@@ -372,9 +380,9 @@ Status CheckTuneSeconds(double seconds) {
                     "must be in " + NumberText(kMinTuneSeconds) + ".." + NumberText(kMaxTuneSeconds));
 }
 
-std::pair<int, int> PruneEpochs(const CompressConfig& compress, int epochs) {
-  if (compress.prune_epochs.empty()) return {1, std::max(1, epochs / 2)};
-  return ParseEpochRange(compress.prune_epochs);
+std::pair<int, int> PruneEpochs(const ShrinkConfig& shrink, int epochs) {
+  if (shrink.prune_epochs.empty()) return {1, std::max(1, epochs / 2)};
+  return ParseEpochRange(shrink.prune_epochs);
 }
 
 void TrainConfig::ResolveDefaults() {
@@ -399,7 +407,7 @@ Status TrainConfig::Validate(int cores) const {
   GRANARY_RETURN_IF_ERROR(ValidateSync(sync));
   GRANARY_RETURN_IF_ERROR(ValidateLayout(*this, cores));
   GRANARY_RETURN_IF_ERROR(ValidateOutputs(checkpoint, output));
-  GRANARY_RETURN_IF_ERROR(ValidateCompress(compress, model.name, optim.epochs));
+  GRANARY_RETURN_IF_ERROR(ValidateShrink(shrink, model.name, optim.epochs));
   GRANARY_RETURN_IF_ERROR(ValidateUnused(*this));
   return ValidateRendezvous(dist);
 }
@@ -424,7 +432,7 @@ void TrainConfig::ClearUnused() {
     sync.powersgd_warmup = defaults.sync.powersgd_warmup;
   }
   if (sync.method != "bucketed") sync.bucket_mb = defaults.sync.bucket_mb;
-  if (compress.quantize == "none") compress.calibration_batches = defaults.compress.calibration_batches;
+  if (shrink.quantize == "none") shrink.calibration_batches = defaults.shrink.calibration_batches;
   if (optim.lr_scaling == "none") optim.base_batch = defaults.optim.base_batch;
   if (checkpoint.dir.empty()) checkpoint.keep = defaults.checkpoint.keep;
 }
@@ -454,8 +462,13 @@ std::string RecipeJson(const TrainConfig& c, const std::string& db_content_hash,
 }
 
 StatusOr<TrainConfig> TrainConfig::FromJson(const std::string& json) {
-  const nlohmann::json j = ParseJson(json);
+  nlohmann::json j = ParseJson(json);
   if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument("train config: not a JSON object");
+  // Checkpoints written before the rename call "shrink" "compress".
+  if (j.contains("compress") && !j.contains("shrink")) {
+    j["shrink"] = std::move(j["compress"]);
+    j.erase("compress");
+  }
   std::vector<std::string> unknown;
   UnknownMembers(j, ToJsonValue(TrainConfig{}), "", &unknown);
   if (!unknown.empty()) return Status::InvalidArgument("train config: unknown member " + unknown.front());
@@ -470,7 +483,7 @@ StatusOr<TrainConfig> TrainConfig::FromJson(const std::string& json) {
     if (j.contains("dist")) c.dist = j["dist"].get<DistConfig>();
     if (j.contains("output")) c.output = j["output"].get<OutputConfig>();
     if (j.contains("checkpoint")) c.checkpoint = j["checkpoint"].get<CheckpointConfig>();
-    if (j.contains("compress")) c.compress = j["compress"].get<CompressConfig>();
+    if (j.contains("shrink")) c.shrink = j["shrink"].get<ShrinkConfig>();
   } catch (const nlohmann::json::exception& e) {
     return Status::InvalidArgument(std::string("train config: ") + e.what());
   }

@@ -67,13 +67,16 @@ struct OptimConfig {
   std::string lr_scaling = "none";
   int64_t base_batch = 256;
   double label_smoothing = 0;
+  // Stop after the first evaluation at or above this test accuracy, in
+  // (0, 1]; 0: train every epoch (trainer/loop/target_accuracy.h).
+  double stop_at_accuracy = 0;
 };
 
-// How gradients are averaged over ranks (trainer/dist/gradient_sync.h).
+// How gradients are averaged over ranks (trainer/comm/gradient_sync.h).
 struct SyncConfig {
   std::string method = "bucketed";  // DDP's overlapped buckets, or "after-backward" (one all-reduce)
   double bucket_mb = 25;                  // bucketed: MiB of gradients per bucket
-  std::string compress = "none";          // bucketed: none, fp16, bf16, powersgd (trainer/dist/compress.h)
+  std::string compress = "none";          // bucketed: none, fp16, bf16, powersgd (trainer/comm/compress.h)
   int powersgd_rank = 4;                  // powersgd: columns of its factors
   int powersgd_warmup = 10;               // powersgd: uncompressed steps first
 };
@@ -90,7 +93,7 @@ struct DistConfig {
   int timeout_s = 60;              // rendezvous and collectives: a lost rank ends the run this much later
   bool oversubscribe = false;      // allow ranks x threads above the cores
   bool pin = true;                 // pin each rank to its own CPUs (trainer/launch/layout.h)
-  // The collectives' transport (trainer/dist/comm.h): gloo (TCP), mpi
+  // The collectives' transport (trainer/comm/comm.h): gloo (TCP), mpi
   // (OpenMPI: shared memory on one machine; mpirun or srun between
   // machines), or auto (mpi inside an MPI job, else gloo: ResolveBackend,
   // trainer/run.cc).
@@ -102,7 +105,7 @@ struct DistConfig {
 
 // Lighter models (docs/CPU_TRAINING.md): INT8 quantization after training
 // (trainer/loop/int8_export.h) and structured pruning during it.
-struct CompressConfig {
+struct ShrinkConfig {
   std::string quantize = "none";  // or "int8": post-training, writes FILE.int8.pt beside --save FILE.pt
   int calibration_batches = 32;   // training batches (a rank's) the activation ranges are observed on
   // Structured pruning (trainer/loop/pruner.h): this fraction of each
@@ -114,7 +117,7 @@ struct CompressConfig {
 
 // --prune-epochs as (first, last), 1-based; the first half of the run if unset.
 // Validate has checked it.
-std::pair<int, int> PruneEpochs(const CompressConfig& compress, int epochs);
+std::pair<int, int> PruneEpochs(const ShrinkConfig& shrink, int epochs);
 
 // What the run leaves behind besides its report on stdout.
 struct OutputConfig {
@@ -145,7 +148,7 @@ struct TrainConfig {
   DistConfig dist;
   CheckpointConfig checkpoint;
   OutputConfig output;
-  CompressConfig compress;
+  ShrinkConfig shrink;
 
   // Replaces "the optimizer's default" (lr, weight_decay < 0) by its value,
   // so what is printed and compared is what runs. Unknown optimizers are

@@ -34,9 +34,9 @@ Status DataParallel::Reattach(const TrainConfig& c, Classifier& net) {
   const std::vector<torch::Tensor> params = net.parameters();
   for (const torch::Tensor& p : params) p.mutable_grad() = torch::Tensor();
   buffers = net.buffers();
-  CompressOptions compress;
+  GradientCompressionOptions compress;
   compress.method = c.sync.compress;
-  compress.rank = c.sync.powersgd_rank;
+  compress.matrix_rank = c.sync.powersgd_rank;
   compress.warmup_steps = c.sync.powersgd_warmup;
   compress.seed = c.optim.seed;
   compressed = compress.method != "none";

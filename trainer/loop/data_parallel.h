@@ -1,4 +1,4 @@
-// Data parallelism, DDP's "when" (its "how" is dist/gradient_sync.h):
+// Data parallelism, DDP's "when" (its "how" is comm/gradient_sync.h):
 // Join meets the other ranks, makes rank 0's parameters everyone's and
 // attaches the gradient sync (again after a prune: Reattach); Parts says what each step synchronises: rank
 // 0's buffers (BatchNorm statistics) before it, the gradients after its
@@ -15,8 +15,8 @@
 
 #include "store/status.h"
 #include "trainer/config/config.h"
-#include "trainer/dist/comm.h"
-#include "trainer/dist/gradient_sync.h"
+#include "trainer/comm/comm.h"
+#include "trainer/comm/gradient_sync.h"
 #include "trainer/loop/step.h"
 #include "trainer/models/registry.h"
 

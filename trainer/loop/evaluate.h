@@ -1,10 +1,9 @@
-// Whole passes over a split besides training: evaluation of a model (mean
-// loss and accuracy), and the per-feature statistics a feature-vector model
-// standardises with. Run on the calling thread, each with its own loader.
+// Evaluation of a model on a split (mean loss and accuracy), the samples
+// shared between ranks. Runs on the calling thread with its own loader.
 #pragma once
 
 #include <cstdint>
-#include <functional>
+#include <string>
 #include <vector>
 
 #include <torch/script.h>
@@ -12,7 +11,7 @@
 #include "loader/loader.h"
 #include "trainer/config/config.h"
 #include "trainer/config/workload.h"
-#include "trainer/loop/loader_options.h"
+#include "trainer/loop/forward.h"
 #include "trainer/models/precision.h"
 #include "trainer/models/registry.h"
 
@@ -22,10 +21,10 @@ struct EvalResult {
   double loss_sum = 0;  // summed over the samples
   uint64_t correct = 0;
   uint64_t samples = 0;
+  // Why each record this rank skipped was skipped (--skip-corrupt), for the
+  // caller to report: the observer in training, stderr in --eval-only.
+  std::vector<std::string> skipped;
 };
-
-// Logits (N x classes) of an input batch.
-using ForwardFn = std::function<torch::Tensor(const torch::Tensor& input)>;
 
 // Evaluate, of any forward: a TorchScript module, an INT8 one. The caller
 // holds the grad mode and the model's eval mode.
@@ -39,34 +38,10 @@ StatusOr<EvalResult> EvaluateForward(const DbReader& db, LoaderOptions options, 
 StatusOr<EvalResult> Evaluate(const DbReader& db, LoaderOptions options, Classifier& model, const Precision& precision,
                               int rank = 0, int world = 1);
 
-// A TorchScript classifier's forward; `module` must outlive it.
-ForwardFn ModuleForward(torch::jit::Module& module);
-
 // `module` on all of `data.eval_split`, in batches of kEvalBatchSize, the
 // caller holding the grad mode; `*first` (if not null and undefined) becomes
 // a copy of the first input batch (what InferenceRates times).
 StatusOr<EvalResult> EvaluateModule(const DbReader& db, const DataConfig& data, const Workload& workload,
                                     torch::jit::Module& module, torch::Tensor* first = nullptr);
-
-// Inference samples/s of each of `models` on `batch`: one warm-up forward
-// each (oneDNN builds its kernels on the first call), then five forwards
-// each, the models alternated (a noisy machine slows them alike), the
-// median of each. Exceptions from the models propagate.
-std::vector<double> InferenceRates(const std::vector<ForwardFn>& models, const torch::Tensor& batch);
-
-struct InputStatistics {
-  torch::Tensor mean, stddev;  // float64, one value per input element
-};
-
-// Mean and (population) standard deviation of each input element over
-// `options.split`, read in order, unaugmented. A constant element gets
-// stddev 1, so standardising leaves it at 0. InvalidArgument for an empty split.
-StatusOr<InputStatistics> ComputeInputStatistics(const DbReader& db, LoaderOptions options);
-
-// Wraps a Batch's buffers as tensors without copying; valid while the Batch
-// is untouched. A channels-last batch (N x H x W x C in memory) comes back as
-// an N x C x H x W tensor with channels-last strides.
-torch::Tensor InputTensor(Batch& batch, bool channels_last = false);
-torch::Tensor TargetTensor(Batch& batch);
 
 }  // namespace granary

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "trainer/dist/comm.h"
+#include "trainer/comm/comm.h"
 #include "trainer/loop/data_parallel.h"
 #include "trainer/loop/evaluate.h"
 #include "trainer/loop/loader_options.h"
@@ -19,6 +19,9 @@ StatusOr<Flow> EvaluationHook::AfterEpoch(RankState& state, const EpochEvent&, E
   StatusOr<EvalResult> result =
       Evaluate(*state.run.db, eval, *state.model.net, state.model.precision, state.rank, c.World());
   if (!result.ok()) return result.status().WithContext("model " + c.model.name);
+  for (const std::string& reason : result->skipped) {
+    state.observer.Note("rank " + std::to_string(state.rank) + ": evaluation: skipped corrupt " + reason);
+  }
   torch::Tensor sums = torch::tensor(
       {result->loss_sum, static_cast<double>(result->correct), static_cast<double>(result->samples)}, torch::kFloat64);
   GRANARY_RETURN_IF_ERROR(state.dp.comm->AllReduceSum(sums));

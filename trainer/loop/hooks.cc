@@ -13,6 +13,7 @@
 #include "trainer/loop/rank_model.h"
 #include "trainer/loop/run_checkpointer.h"
 #include "trainer/loop/saved_model.h"
+#include "trainer/loop/target_accuracy.h"
 
 namespace granary {
 
@@ -35,10 +36,13 @@ StatusOr<LoopPlan> AssembleHooks(RankState& state, const Checkpoint* resumed, st
     if (!pruner.ok()) return pruner.status();
     if (pruner.value()) hooks.push_back(std::make_unique<PruneHook>(std::move(pruner).value()));
   }
-  if (!probe && real_data && !c.data.eval_split.empty()) hooks.push_back(std::make_unique<EvaluationHook>());
+  if (!probe && real_data && !c.data.eval_split.empty()) {
+    hooks.push_back(std::make_unique<EvaluationHook>());
+    if (c.optim.stop_at_accuracy > 0) hooks.push_back(std::make_unique<TargetAccuracy>(c.optim.stop_at_accuracy));
+  }
   if (rank0) hooks.push_back(std::make_unique<ProgressHook>());
   if (!probe && rank0 && !c.output.save.empty()) hooks.push_back(std::make_unique<SavedModel>());
-  if (!probe && rank0 && real_data && c.compress.quantize == "int8") hooks.push_back(std::make_unique<Int8Export>());
+  if (!probe && rank0 && real_data && c.shrink.quantize == "int8") hooks.push_back(std::make_unique<Int8Export>());
   if (!probe && real_data && !c.checkpoint.dir.empty()) {
     hooks.push_back(std::make_unique<RunCheckpointer>(c, state.run.db->manifest().content_hash,
                                                       std::move(checkpoint_run), state.rank, *state.dp.comm,

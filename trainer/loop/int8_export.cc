@@ -6,7 +6,9 @@
 
 #include "store/file.h"
 #include "trainer/launch/heartbeat.h"
+#include "trainer/loop/batch_tensors.h"
 #include "trainer/loop/evaluate.h"
+#include "trainer/loop/inference_rates.h"
 #include "trainer/loop/loader_options.h"
 #include "trainer/loop/rank.h"
 #include "trainer/loop/rank_model.h"
@@ -28,7 +30,7 @@ class Calibration {
     StatusOr<std::unique_ptr<Loader>> loader = Loader::Create(db, options);
     if (!loader.ok()) return loader.status().WithContext("--quantize int8: calibration loader");
     loader.value()->StartEpoch(0);
-    return Calibration(std::move(loader).value(), c.compress.calibration_batches);
+    return Calibration(std::move(loader).value(), c.shrink.calibration_batches);
   }
 
   StatusOr<bool> Next(torch::Tensor* input) {
@@ -64,7 +66,7 @@ std::string Int8Path(const std::string& save) {
 
 StatusOr<std::vector<std::string>> CheckQuantizable(const TrainConfig& c, const Workload& workload,
                                                     int64_t classes) {
-  if (c.compress.quantize != "int8") return std::vector<std::string>{};
+  if (c.shrink.quantize != "int8") return std::vector<std::string>{};
   if (c.data.eval_split.empty()) {
     return Status::InvalidArgument(
         "--quantize int8: the INT8 model is measured against the trained one on the eval split, and this run has "
@@ -109,8 +111,10 @@ StatusOr<QuantizedReport> QuantizeTrained(const TrainConfig& c, const DbReader& 
   StatusOr<std::string> int8_bytes = TorchScriptBytes(int8->module, "--quantize int8: the INT8 model", card);
   if (!int8_bytes.ok()) return int8_bytes.status();
 
+  StatusOr<std::string> engine = UseInt8Engine();  // QuantizeInt8 chose it
+  if (!engine.ok()) return engine.status().WithContext("--quantize int8");
   QuantizedReport r;
-  r.engine = UseInt8Engine().value();  // QuantizeInt8 chose it
+  r.engine = engine.value();
   r.threads = at::get_num_threads();
   r.calibration_samples = calibration->samples();
   r.int8_layers = int8->int8_layers;
@@ -119,6 +123,7 @@ StatusOr<QuantizedReport> QuantizeTrained(const TrainConfig& c, const DbReader& 
   r.int8_bytes = int8_bytes->size();
   torch::NoGradGuard no_grad;
   torch::Tensor batch;
+  // (Records these passes skip, the evaluation hook has named: the same split.)
   StatusOr<EvalResult> a = EvaluateModule(db, c.data, w, fp32.value(), &batch);
   if (!a.ok()) return a.status().WithContext("--quantize int8: evaluating the fp32 model");
   StatusOr<EvalResult> b = EvaluateModule(db, c.data, w, int8->module);

@@ -45,4 +45,11 @@ LoaderOptions TrainSplitPassOptions(const TrainConfig& c, const Workload& w, siz
   return lo;
 }
 
+LoaderOptions WholeSplitPass(LoaderOptions options) {
+  options.sampler = SamplerOptions{};
+  options.sampler.mode = ShuffleMode::kNone;
+  options.augment = AugmentOptions{};
+  return options;
+}
+
 }  // namespace granary

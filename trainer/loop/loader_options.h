@@ -31,4 +31,8 @@ LoaderOptions EvalLoaderOptions(const DataConfig& data, const Workload& workload
 LoaderOptions TrainSplitPassOptions(const TrainConfig& config, const Workload& workload, size_t batch_size,
                                     bool shuffled);
 
+// `options` made to read its split once, in order (rank 0 of 1 until the
+// caller shares it), unaugmented: evaluation and input statistics.
+LoaderOptions WholeSplitPass(LoaderOptions options);
+
 }  // namespace granary

@@ -8,8 +8,8 @@
 #include <cmath>
 
 #include "loader/loader.h"
-#include "trainer/dist/comm.h"
-#include "trainer/dist/gradient_sync.h"
+#include "trainer/comm/comm.h"
+#include "trainer/comm/gradient_sync.h"
 #include "trainer/loop/data_parallel.h"
 
 namespace granary {

@@ -44,10 +44,10 @@ torch::Tensor MostImportant(const torch::Tensor& importance, int64_t count) {
 
 StatusOr<std::unique_ptr<Pruner>> Pruner::Create(const TrainConfig& c, Classifier& net,
                                                  std::vector<int64_t> channels_at_build) {
-  if (c.compress.prune == 0) return std::unique_ptr<Pruner>();
+  if (c.shrink.prune == 0) return std::unique_ptr<Pruner>();
   GRANARY_RETURN_IF_ERROR(CheckPrunable(c, net));
-  return std::unique_ptr<Pruner>(new Pruner(net, std::move(channels_at_build), c.compress.prune,
-                                            PruneEpochs(c.compress, c.optim.epochs)));
+  return std::unique_ptr<Pruner>(new Pruner(net, std::move(channels_at_build), c.shrink.prune,
+                                            PruneEpochs(c.shrink, c.optim.epochs)));
 }
 
 std::vector<int64_t> Pruner::TargetAfter(int epoch) const {
@@ -92,7 +92,7 @@ StatusOr<bool> Pruner::AfterEpoch(int epoch, Comm* comm, torch::optim::Optimizer
 }
 
 std::string Pruner::ScheduleNote(int epochs_done, const TrainConfig& c) const {
-  const std::string prune = "--prune " + NumberText(c.compress.prune);
+  const std::string prune = "--prune " + NumberText(c.shrink.prune);
   if (!RemovesAny()) {
     return prune + " removes no channel: every layer of " + c.model.name + " keeps all its channels (kept in "
            "multiples of " + std::to_string(kChannelMultiple) + ")";
@@ -129,7 +129,7 @@ StatusOr<Flow> PruneHook::AfterEpoch(RankState& state, const EpochEvent& epoch, 
 }
 
 Status CheckPrunable(const TrainConfig& c, const Classifier& net) {
-  if (c.compress.prune == 0 || dynamic_cast<const Prunable*>(&net) != nullptr) return Status::OK();
+  if (c.shrink.prune == 0 || dynamic_cast<const Prunable*>(&net) != nullptr) return Status::OK();
   return Status::InvalidArgument("--prune: model " + c.model.name +
                                  " cannot be pruned (granary prunes its built-in mlp, convnet, resnet and mobilenet; "
                                  "a TorchScript model's channels and joins are not known to it)");

@@ -14,7 +14,7 @@
 
 #include "store/status.h"
 #include "trainer/config/config.h"
-#include "trainer/dist/comm.h"
+#include "trainer/comm/comm.h"
 #include "trainer/loop/hook.h"
 #include "trainer/models/registry.h"
 

@@ -12,11 +12,11 @@
 
 #include "loader/loader.h"
 #include "store/db.h"
-#include "trainer/dist/comm.h"
-#include "trainer/dist/gradient_sync.h"
+#include "trainer/comm/comm.h"
+#include "trainer/comm/gradient_sync.h"
 #include "trainer/launch/heartbeat.h"
 #include "trainer/loop/data_parallel.h"
-#include "trainer/loop/evaluate.h"
+#include "trainer/loop/input_statistics.h"
 #include "trainer/loop/hooks.h"
 #include "trainer/loop/loader_options.h"
 #include "trainer/loop/probe_window.h"
@@ -237,6 +237,12 @@ StatusOr<std::vector<EpochReport>> RunRank(const ResolvedRun& run, int rank, Run
     resumed = std::move(read).value();
   }
   const Checkpoint* from = resumed ? &*resumed : nullptr;
+  std::optional<CheckpointArchive> archive;  // the payload parsed once, for the model, optimizer and compression
+  if (from != nullptr) {
+    StatusOr<CheckpointArchive> parsed = CheckpointArchive::Parse(*from);
+    if (!parsed.ok()) return parsed.status().WithContext("--resume");
+    archive = std::move(parsed).value();
+  }
   ModelSpec spec = SpecFor(c.model, run.workload, run.db->manifest().num_classes);
   if (run.workload.kind == InputKind::kFeatures && !c.data.synthetic) {  // a feature model standardises its input
     StatusOr<InputStatistics> s =
@@ -245,7 +251,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const ResolvedRun& run, int rank, Run
     spec.input_mean = s->mean;
     spec.input_std = s->stddev;
   }
-  StatusOr<RankModel> model = BuildRankModel(c, spec, from);
+  StatusOr<RankModel> model = BuildRankModel(c, spec, archive ? &*archive : nullptr);
   if (!model.ok()) return model.status();
   std::string checkpoint_run;  // rank 0's checkpoints name the run that claimed --checkpoint-dir
   if (rank == 0 && !c.checkpoint.dir.empty()) {
@@ -259,10 +265,11 @@ StatusOr<std::vector<EpochReport>> RunRank(const ResolvedRun& run, int rank, Run
   if (!dp.ok()) return dp.status();
   StatusOr<std::unique_ptr<torch::optim::Optimizer>> optimizer = CreateOptimizer(c.optim, model->net->parameters());
   if (!optimizer.ok()) return optimizer.status();
-  if (from != nullptr) {
-    SavedCompression compression;
-    GRANARY_RETURN_IF_ERROR(RestoreCheckpoint(*from, nullptr, optimizer.value().get(), &compression));
-    GRANARY_RETURN_IF_ERROR(ResumeCompression(*from, compression, rank, c.World(), *dp->sync, observer));
+  if (archive) {
+    GRANARY_RETURN_IF_ERROR(archive->RestoreOptimizer(*optimizer.value()));
+    StatusOr<SavedCompression> compression = archive->Compression();
+    if (!compression.ok()) return compression.status();
+    GRANARY_RETURN_IF_ERROR(ResumeCompression(*from, compression.value(), rank, c.World(), *dp->sync, observer));
   }
   RankState state{run, rank, observer, model.value(), dp.value(), *optimizer.value(), *train.value(), {},
                   from != nullptr ? from->header.at : RunPosition{}, 0};

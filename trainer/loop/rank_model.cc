@@ -108,7 +108,7 @@ Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64
   return Status::OK();
 }
 
-StatusOr<RankModel> BuildRankModel(const TrainConfig& c, const ModelSpec& spec, const Checkpoint* resumed) {
+StatusOr<RankModel> BuildRankModel(const TrainConfig& c, const ModelSpec& spec, const CheckpointArchive* resumed) {
   torch::manual_seed(c.optim.seed);
   RankModel m;
   StatusOr<std::shared_ptr<Classifier>> model = Status::FailedPrecondition("no model");
@@ -120,7 +120,7 @@ StatusOr<RankModel> BuildRankModel(const TrainConfig& c, const ModelSpec& spec, 
   m.precision = precision.value();
   m.channels_at_build = ChannelCounts(*m.net);
   if (resumed != nullptr) {
-    GRANARY_RETURN_IF_ERROR(RestoreCheckpoint(*resumed, m.net.get(), nullptr));
+    GRANARY_RETURN_IF_ERROR(resumed->RestoreModel(*m.net));
     MatchLayersToCheckpoint(*m.net);  // a pruned checkpoint's tensors are smaller
   }
   // After the restore, which takes the saved tensors' layout.

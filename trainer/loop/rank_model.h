@@ -54,6 +54,7 @@ uint64_t ParameterCount(const torch::nn::Module& net);
 // config.optim.seed; rank 0's broadcast follows when the ranks join), in
 // config.model's precision, with the checkpoint's weights if `resumed` (a
 // pruned model's shapes too).
-StatusOr<RankModel> BuildRankModel(const TrainConfig& config, const ModelSpec& spec, const Checkpoint* resumed);
+StatusOr<RankModel> BuildRankModel(const TrainConfig& config, const ModelSpec& spec,
+                                   const CheckpointArchive* resumed);
 
 }  // namespace granary

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "loader/loader.h"
-#include "trainer/dist/comm.h"
+#include "trainer/comm/comm.h"
 #include "trainer/launch/heartbeat.h"
 #include "trainer/loop/data_parallel.h"
 #include "trainer/loop/rank.h"
@@ -35,7 +35,7 @@ StatusOr<SavedCompression> GatherCompression(const CompressionState& state, Comm
   saved.shared = state.shared;
   for (const auto& [name, tensor] : state.own) {
     std::vector<torch::Tensor> all;
-    StatusOr<std::unique_ptr<PendingReduce>> gather = comm.AllGatherAsync(tensor, &all);
+    StatusOr<std::unique_ptr<PendingCollective>> gather = comm.AllGatherAsync(tensor, &all);
     if (!gather.ok()) return gather.status();
     GRANARY_RETURN_IF_ERROR(gather.value()->Wait());
     saved.ranks[name] = torch::stack(all);

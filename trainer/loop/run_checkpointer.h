@@ -16,8 +16,8 @@
 #include "store/status.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/config.h"
-#include "trainer/dist/compress.h"
-#include "trainer/dist/gradient_sync.h"
+#include "trainer/comm/compress.h"
+#include "trainer/comm/gradient_sync.h"
 #include "trainer/loop/hook.h"
 #include "trainer/report/observer.h"
 
@@ -83,7 +83,7 @@ class ResumeNotes : public RunHook {
 };
 
 // A resumed run's gradient compression continues from `saved`, the state
-// RestoreCheckpoint read from `from`: this rank's own state, or on another
+// CheckpointArchive::Compression read from `from`: this rank's own state, or on another
 // world size the mean of the saved ranks' (the error the ranks still owe the
 // mean gradient is then the same); rank 0 notes that. Before the first step,
 // on every rank.

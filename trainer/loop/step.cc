@@ -6,8 +6,8 @@
 #include <string>
 
 #include "store/splitmix64.h"
-#include "trainer/dist/comm.h"
-#include "trainer/dist/gradient_sync.h"
+#include "trainer/comm/comm.h"
+#include "trainer/comm/gradient_sync.h"
 #include "trainer/models/precision.h"
 #include "trainer/models/registry.h"
 #include "trainer/number_text.h"

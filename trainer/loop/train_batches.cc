@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/loop/evaluate.h"
+#include "trainer/loop/batch_tensors.h"
 #include "trainer/torch_guard.h"
 
 namespace granary {

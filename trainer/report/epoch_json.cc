@@ -42,6 +42,7 @@ nlohmann::json EpochToJson(const EpochReport& r) {
     j["test_accuracy"] = r.test_accuracy;
     j["test_samples"] = r.test_samples;
   }
+  if (r.target_reached) j["seconds_to_target"] = r.seconds_to_target;
   return j;
 }
 
@@ -68,6 +69,8 @@ StatusOr<EpochReport> EpochFromJson(const nlohmann::json& j) {
     GRANARY_RETURN_IF_ERROR(Read(j, "test_accuracy", &r.test_accuracy));
     GRANARY_RETURN_IF_ERROR(Read(j, "test_samples", &r.test_samples));
   }
+  r.target_reached = j.contains("seconds_to_target");
+  if (r.target_reached) GRANARY_RETURN_IF_ERROR(Read(j, "seconds_to_target", &r.seconds_to_target));
   return r;
 }
 

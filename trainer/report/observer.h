@@ -31,6 +31,11 @@ struct EpochReport {
   // that follow are of that model.
   std::string pruned;
   uint64_t parameters_after = 0;
+  // --stop-at-accuracy: this epoch's evaluation reached it (the run stops
+  // after the epoch), this many wall seconds after this process's first step
+  // (training and evaluation; a resumed run counts from its resume).
+  bool target_reached = false;
+  double seconds_to_target = 0;
 };
 
 // What every rank reads per epoch, known before training starts.

@@ -210,6 +210,15 @@ Status RunReport::Finish(const std::vector<EpochReport>& reports) {
   for (const EpochReport& r : reports) out["epochs"].push_back(EpochToJson(r));
   if (!tune_table_.empty()) out["tune"] = ParseJson(tune_table_);
   if (quantized_) out["quantized"] = QuantizedJson(*quantized_);
+  if (config_.optim.stop_at_accuracy > 0) {
+    const auto reached = std::find_if(reports.begin(), reports.end(),
+                                      [](const EpochReport& r) { return r.target_reached; });
+    out["stop_at_accuracy"] = {{"target", config_.optim.stop_at_accuracy}, {"reached", reached != reports.end()}};
+    if (reached != reports.end()) {
+      out["stop_at_accuracy"]["epoch"] = reached->epoch;
+      out["stop_at_accuracy"]["seconds"] = reached->seconds_to_target;
+    }
+  }
   std::cout << DumpJson(out) << std::endl;
   return Status::OK();
 }

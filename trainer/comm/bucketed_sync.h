@@ -6,7 +6,7 @@
 // all-reduce starts on Gloo's threads while backward goes on. Gradients live
 // in the buckets (Attach points each .grad at its slice), so nothing is
 // copied; FinishStep waits for the buckets, which the compression leaves
-// holding the means (trainer/dist/compress.h).
+// holding the means (trainer/comm/compress.h).
 // Buckets are launched in bucket order on every rank, so the collectives
 // match. Results equal AfterBackwardSync's exactly (the same sums of the same
 // values), and without compression.
@@ -17,15 +17,15 @@
 #include <vector>
 
 #include "store/status.h"
-#include "trainer/dist/comm.h"
-#include "trainer/dist/gradient_sync.h"
+#include "trainer/comm/comm.h"
+#include "trainer/comm/gradient_sync.h"
 
 namespace granary {
 
 class BucketedSync : public GradientSync {
  public:
   // `compression` (null: plain float32 all-reduces) says how a bucket
-  // crosses the network (trainer/dist/compress.h).
+  // crosses the network (trainer/comm/compress.h).
   BucketedSync(Comm& comm, size_t bucket_bytes, size_t first_bucket_bytes,
                std::unique_ptr<BucketCompression> compression = nullptr);
   ~BucketedSync() override;

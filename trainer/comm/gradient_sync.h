@@ -14,7 +14,7 @@
 
 #include "store/status.h"
 #include "trainer/config/choices.h"
-#include "trainer/dist/compress.h"
+#include "trainer/comm/compress.h"
 
 namespace granary {
 
@@ -34,7 +34,7 @@ class GradientSync {
   virtual Status FinishStep() = 0;
   // Seconds this rank spent blocked in synchronisation since Attach.
   virtual double blocked_seconds() const = 0;
-  // The gradient compression's state between steps (trainer/dist/compress.h),
+  // The gradient compression's state between steps (trainer/comm/compress.h),
   // for checkpoints; LoadState before the first step.
   virtual CompressionState SaveState() const { return {}; }
   virtual Status LoadState(const CompressionState& state) {
@@ -45,10 +45,10 @@ class GradientSync {
 
 // The method named `method` (see KnownGradientSyncNames) over `comm`, which
 // must outlive it; `bucket_bytes` for the methods that bucket gradients, and
-// how each bucket is compressed (trainer/dist/compress.h; bucketed only).
+// how each bucket is compressed (trainer/comm/compress.h; bucketed only).
 // InvalidArgument for an unknown name, or compression without buckets.
 StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(const std::string& method, size_t bucket_bytes,
                                                            Comm& comm,
-                                                           const CompressOptions& compress = CompressOptions{});
+                                                           const GradientCompressionOptions& compress = GradientCompressionOptions{});
 
 }  // namespace granary

@@ -10,8 +10,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "trainer/dist/comm_backend.h"
-#include "trainer/dist/gloo_device.h"
+#include "trainer/comm/comm_backend.h"
+#include "trainer/comm/gloo_device.h"
 #include "trainer/launch/heartbeat.h"
 #include "trainer/torch_guard.h"
 
@@ -171,7 +171,7 @@ Status AgreeOnRun(c10d::Store& store, const CommOptions& o) {
   return Status::OK();
 }
 
-class GlooPendingReduce : public PendingReduce {
+class GlooPendingReduce : public PendingCollective {
  public:
   // `liveness` (may be null) must outlive the reduce.
   GlooPendingReduce(c10::intrusive_ptr<c10d::Work> work, const Liveness* liveness, const char* what)
@@ -202,16 +202,16 @@ class GlooBackend : public CommBackend {
     }));
   }
 
-  StatusOr<std::unique_ptr<PendingReduce>> AllReduceSumAsync(const torch::Tensor& tensor) override {
+  StatusOr<std::unique_ptr<PendingCollective>> AllReduceSumAsync(const torch::Tensor& tensor) override {
     c10::intrusive_ptr<c10d::Work> work;
     GRANARY_RETURN_IF_ERROR(Checked(CatchTorch("all-reduce", [&] {
       std::vector<at::Tensor> bufs{tensor};
       work = group->allreduce(bufs);
     })));
-    return std::unique_ptr<PendingReduce>(new GlooPendingReduce(std::move(work), liveness.get(), "all-reduce"));
+    return std::unique_ptr<PendingCollective>(new GlooPendingReduce(std::move(work), liveness.get(), "all-reduce"));
   }
 
-  StatusOr<std::unique_ptr<PendingReduce>> AllGatherAsync(const torch::Tensor& input,
+  StatusOr<std::unique_ptr<PendingCollective>> AllGatherAsync(const torch::Tensor& input,
                                                           std::vector<torch::Tensor>* outputs) override {
     c10::intrusive_ptr<c10d::Work> work;
     GRANARY_RETURN_IF_ERROR(Checked(CatchTorch("all-gather", [&] {
@@ -220,7 +220,7 @@ class GlooBackend : public CommBackend {
       std::vector<at::Tensor> in{input};
       work = group->allgather(out, in);
     })));
-    return std::unique_ptr<PendingReduce>(new GlooPendingReduce(std::move(work), liveness.get(), "all-gather"));
+    return std::unique_ptr<PendingCollective>(new GlooPendingReduce(std::move(work), liveness.get(), "all-gather"));
   }
 
   Status Broadcast(torch::Tensor& tensor) override {

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "trainer/dist/gradient_sync.h"
+#include "trainer/comm/gradient_sync.h"
 
 namespace granary {
 

@@ -1,7 +1,7 @@
 // The transports behind Comm (comm.h): Gloo over TCP (gloo_comm.cc) and MPI
 // (mpi_comm.cc, where the build has it). Comm packs tensors, short-cuts a
 // world of one and checks its calls; a backend only moves contiguous
-// buffers. Internal to trainer/dist: nothing outside includes it. Calls come
+// buffers. Internal to trainer/comm: nothing outside includes it. Calls come
 // from the training thread, in the same order on every rank.
 #pragma once
 
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "store/status.h"
-#include "trainer/dist/comm.h"
+#include "trainer/comm/comm.h"
 
 namespace granary {
 
@@ -22,9 +22,9 @@ class CommBackend {
   // In place, over every rank: the sum of a contiguous tensor (float32,
   // float64, int64, float16; bfloat16 on MPI).
   virtual Status AllReduceSum(torch::Tensor& tensor) = 0;
-  virtual StatusOr<std::unique_ptr<PendingReduce>> AllReduceSumAsync(const torch::Tensor& tensor) = 0;
+  virtual StatusOr<std::unique_ptr<PendingCollective>> AllReduceSumAsync(const torch::Tensor& tensor) = 0;
   // Every rank's contiguous `input` into (*outputs)[rank], allocated here.
-  virtual StatusOr<std::unique_ptr<PendingReduce>> AllGatherAsync(const torch::Tensor& input,
+  virtual StatusOr<std::unique_ptr<PendingCollective>> AllGatherAsync(const torch::Tensor& input,
                                                                   std::vector<torch::Tensor>* outputs) = 0;
   // Rank 0's values of a contiguous tensor, in place on every rank.
   virtual Status Broadcast(torch::Tensor& tensor) = 0;

@@ -1,8 +1,8 @@
-#include "trainer/dist/after_backward_sync.h"
+#include "trainer/comm/after_backward_sync.h"
 
 #include <chrono>
 
-#include "trainer/dist/comm.h"
+#include "trainer/comm/comm.h"
 
 namespace granary {
 

@@ -1,4 +1,4 @@
-#include "trainer/dist/compress.h"
+#include "trainer/comm/compress.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -13,9 +13,9 @@ namespace granary {
 namespace {
 
 // Runs `finish` once the reduces it follows are waited for.
-class ThenReduce : public PendingReduce {
+class ThenReduce : public PendingCollective {
  public:
-  ThenReduce(std::vector<std::unique_ptr<PendingReduce>> first, std::function<Status()> finish)
+  ThenReduce(std::vector<std::unique_ptr<PendingCollective>> first, std::function<Status()> finish)
       : first_(std::move(first)), finish_(std::move(finish)) {}
   Status Wait() override {
     Status status;
@@ -31,19 +31,19 @@ class ThenReduce : public PendingReduce {
   }
 
  private:
-  std::vector<std::unique_ptr<PendingReduce>> first_;
+  std::vector<std::unique_ptr<PendingCollective>> first_;
   std::function<Status()> finish_;
 };
 
-std::unique_ptr<PendingReduce> Then(std::unique_ptr<PendingReduce> first, std::function<Status()> finish) {
-  std::vector<std::unique_ptr<PendingReduce>> v;
+std::unique_ptr<PendingCollective> Then(std::unique_ptr<PendingCollective> first, std::function<Status()> finish) {
+  std::vector<std::unique_ptr<PendingCollective>> v;
   v.push_back(std::move(first));
   return std::make_unique<ThenReduce>(std::move(v), std::move(finish));
 }
 
 // Starts summing `flat` over the ranks; `flat` holds the mean once waited for.
-StatusOr<std::unique_ptr<PendingReduce>> AllReduceMeanAsync(Comm& comm, const torch::Tensor& flat) {
-  StatusOr<std::unique_ptr<PendingReduce>> reduce = comm.AllReduceSumAsync(flat);
+StatusOr<std::unique_ptr<PendingCollective>> AllReduceMeanAsync(Comm& comm, const torch::Tensor& flat) {
+  StatusOr<std::unique_ptr<PendingCollective>> reduce = comm.AllReduceSumAsync(flat);
   if (!reduce.ok() || comm.world() == 1) return reduce;
   const double world = comm.world();
   return Then(std::move(reduce).value(), [flat, world] { return CatchTorch("mean", [&] { flat.div_(world); }); });
@@ -52,7 +52,7 @@ StatusOr<std::unique_ptr<PendingReduce>> AllReduceMeanAsync(Comm& comm, const to
 class Plain : public BucketCompression {
  public:
   explicit Plain(Comm& comm) : comm_(comm) {}
-  StatusOr<std::unique_ptr<PendingReduce>> Start(size_t, const torch::Tensor& flat,
+  StatusOr<std::unique_ptr<PendingCollective>> Start(size_t, const torch::Tensor& flat,
                                                  const std::vector<std::vector<int64_t>>&) override {
     return AllReduceMeanAsync(comm_, flat);
   }
@@ -64,11 +64,11 @@ class Plain : public BucketCompression {
 class Fp16 : public BucketCompression {
  public:
   explicit Fp16(Comm& comm) : comm_(comm) {}
-  StatusOr<std::unique_ptr<PendingReduce>> Start(size_t, const torch::Tensor& flat,
+  StatusOr<std::unique_ptr<PendingCollective>> Start(size_t, const torch::Tensor& flat,
                                                  const std::vector<std::vector<int64_t>>&) override {
     torch::Tensor half;
     GRANARY_RETURN_IF_ERROR(CatchTorch("--sync-compress fp16", [&] { half = flat.to(torch::kHalf); }));
-    StatusOr<std::unique_ptr<PendingReduce>> reduce = comm_.AllReduceSumAsync(half);
+    StatusOr<std::unique_ptr<PendingCollective>> reduce = comm_.AllReduceSumAsync(half);
     if (!reduce.ok()) return reduce.status();
     const double world = comm_.world();
     return Then(std::move(reduce).value(), [flat, half, world] {
@@ -86,13 +86,13 @@ class Fp16 : public BucketCompression {
 class Bf16 : public BucketCompression {
  public:
   explicit Bf16(Comm& comm) : comm_(comm) {}
-  StatusOr<std::unique_ptr<PendingReduce>> Start(size_t, const torch::Tensor& flat,
+  StatusOr<std::unique_ptr<PendingCollective>> Start(size_t, const torch::Tensor& flat,
                                                  const std::vector<std::vector<int64_t>>&) override {
     torch::Tensor bits;  // bfloat16 values viewed as float16 (also 2 bytes): Gloo 1.13 gathers those
     GRANARY_RETURN_IF_ERROR(
         CatchTorch("--sync-compress bf16", [&] { bits = flat.to(torch::kBFloat16).view(torch::kHalf); }));
     auto gathered = std::make_shared<std::vector<torch::Tensor>>();
-    StatusOr<std::unique_ptr<PendingReduce>> reduce = comm_.AllGatherAsync(bits, gathered.get());
+    StatusOr<std::unique_ptr<PendingCollective>> reduce = comm_.AllGatherAsync(bits, gathered.get());
     if (!reduce.ok()) return reduce.status();
     return Then(std::move(reduce).value(), [flat, bits, gathered] {
       return CatchTorch("--sync-compress bf16", [&] {
@@ -122,18 +122,18 @@ void Orthogonalize(torch::Tensor& m) {
 
 class PowerSgd : public BucketCompression {
  public:
-  PowerSgd(Comm& comm, const CompressOptions& o) : comm_(comm), options_(o) {}
+  PowerSgd(Comm& comm, const GradientCompressionOptions& o) : comm_(comm), options_(o) {}
 
-  StatusOr<std::unique_ptr<PendingReduce>> Start(size_t bucket, const torch::Tensor& flat,
+  StatusOr<std::unique_ptr<PendingCollective>> Start(size_t bucket, const torch::Tensor& flat,
                                                  const std::vector<std::vector<int64_t>>& shapes) override {
     State& s = StateOf(bucket);
     if (s.steps++ < options_.warmup_steps) return AllReduceMeanAsync(comm_, flat);
     torch::NoGradGuard no_grad;
     if (!s.error.defined()) GRANARY_RETURN_IF_ERROR(Begin(bucket, s, flat, shapes));
-    auto step = std::make_shared<Step>();
+    auto step = std::make_shared<InFlight>();
     GRANARY_RETURN_IF_ERROR(
         CatchTorch("--sync-compress powersgd", [&] { Compress(s, flat, *step); }));
-    StatusOr<std::unique_ptr<PendingReduce>> reduce = comm_.AllReduceSumAsync(step->first);
+    StatusOr<std::unique_ptr<PendingCollective>> reduce = comm_.AllReduceSumAsync(step->first);
     if (!reduce.ok()) return reduce.status();
     return Then(std::move(reduce).value(), [this, &s, flat, step] { return Finish(s, flat, *step); });
   }
@@ -163,21 +163,21 @@ class PowerSgd : public BucketCompression {
   struct State {
     int steps = 0;
     torch::Tensor error;             // what the approximations missed, per element of the bucket
-    std::vector<torch::Tensor> q;    // per compressed matrix, cols x rank, warm-started
+    std::vector<torch::Tensor> q;    // per compressed matrix, cols x matrix_rank, warm-started
     std::vector<Matrix> matrices;
     std::vector<std::pair<int64_t, int64_t>> vectors;  // (offset, numel) sent uncompressed
   };
-  struct Step {
+  struct InFlight {  // one step's all-reduce, between Start and Finish
     torch::Tensor first;  // what is all-reduced first: the uncompressed parts, then every matrix's P, packed
   };
 
-  void Layout(size_t bucket, State& s, const std::vector<std::vector<int64_t>>& shapes) {
+  void FindMatrices(size_t bucket, State& s, const std::vector<std::vector<int64_t>>& shapes) {
     int64_t offset = 0;
     for (size_t j = 0; j < shapes.size(); ++j) {
       int64_t numel = 1;
       for (int64_t d : shapes[j]) numel *= d;
       const int64_t rows = shapes[j].empty() ? 1 : shapes[j][0], cols = rows > 0 ? numel / rows : 0;
-      const int64_t r = std::min<int64_t>(options_.rank, std::min(rows, cols));
+      const int64_t r = std::min<int64_t>(options_.matrix_rank, std::min(rows, cols));
       if (shapes[j].size() >= 2 && r * (rows + cols) < numel) {
         auto gen = at::make_generator<at::CPUGeneratorImpl>(options_.seed * 1000003 + bucket * 1009 + j);
         s.q.push_back(torch::randn({cols, r}, gen));
@@ -205,7 +205,7 @@ class PowerSgd : public BucketCompression {
   Status Begin(size_t bucket, State& s, const torch::Tensor& flat, const std::vector<std::vector<int64_t>>& shapes) {
     const std::string name = BucketName(bucket);
     return CatchTorch("--sync-compress powersgd", [&] {
-      Layout(bucket, s, shapes);
+      FindMatrices(bucket, s, shapes);
       s.error = torch::zeros_like(flat);
       const auto error = restored_.own.find(name + "_error");
       if (error == restored_.own.end()) return;
@@ -231,7 +231,7 @@ class PowerSgd : public BucketCompression {
   // rank's M (its gradient plus the error fed back), so that M is built,
   // read and turned into the next error in place: the passes over the
   // bucket's memory are what PowerSGD costs on a CPU.
-  void Compress(State& s, const torch::Tensor& flat, Step& step) {
+  void Compress(State& s, const torch::Tensor& flat, InFlight& step) {
     std::vector<torch::Tensor> parts;  // one all-reduce, not two: at many nodes a ring's latency counts
     for (const auto& [offset, numel] : s.vectors) parts.push_back(flat.narrow(0, offset, numel));
     for (const Matrix& m : s.matrices) {
@@ -242,7 +242,7 @@ class PowerSgd : public BucketCompression {
     step.first = torch::cat(parts);
   }
 
-  Status Finish(State& s, const torch::Tensor& flat, Step& step) {
+  Status Finish(State& s, const torch::Tensor& flat, InFlight& step) {
     torch::NoGradGuard no_grad;
     std::vector<torch::Tensor> p, qs;
     const double world = static_cast<double>(comm_.world());
@@ -282,28 +282,28 @@ class PowerSgd : public BucketCompression {
   }
 
   Comm& comm_;
-  CompressOptions options_;
+  GradientCompressionOptions options_;
   std::map<size_t, State> states_;
   CompressionState restored_;  // LoadState's, taken up as each bucket first needs it
 };
 
 struct CompressMethod {
   const char* name;
-  std::unique_ptr<BucketCompression> (*create)(Comm& comm, const CompressOptions& options);
+  std::unique_ptr<BucketCompression> (*create)(Comm& comm, const GradientCompressionOptions& options);
 };
 
 // Every method, in the order --help lists them.
 const CompressMethod kCompressMethods[] = {
-    {"none", [](Comm& comm, const CompressOptions&) -> std::unique_ptr<BucketCompression> {
+    {"none", [](Comm& comm, const GradientCompressionOptions&) -> std::unique_ptr<BucketCompression> {
        return std::make_unique<Plain>(comm);
      }},
-    {"fp16", [](Comm& comm, const CompressOptions&) -> std::unique_ptr<BucketCompression> {
+    {"fp16", [](Comm& comm, const GradientCompressionOptions&) -> std::unique_ptr<BucketCompression> {
        return std::make_unique<Fp16>(comm);
      }},
-    {"bf16", [](Comm& comm, const CompressOptions&) -> std::unique_ptr<BucketCompression> {
+    {"bf16", [](Comm& comm, const GradientCompressionOptions&) -> std::unique_ptr<BucketCompression> {
        return std::make_unique<Bf16>(comm);
      }},
-    {"powersgd", [](Comm& comm, const CompressOptions& o) -> std::unique_ptr<BucketCompression> {
+    {"powersgd", [](Comm& comm, const GradientCompressionOptions& o) -> std::unique_ptr<BucketCompression> {
        return std::make_unique<PowerSgd>(comm, o);
      }},
 };
@@ -315,7 +315,7 @@ Status BucketCompression::LoadState(const CompressionState& state) {
   return Status::InvalidArgument("the checkpoint has gradient compression state; this method keeps none");
 }
 
-StatusOr<std::unique_ptr<BucketCompression>> CreateBucketCompression(const CompressOptions& o, Comm& comm) {
+StatusOr<std::unique_ptr<BucketCompression>> CreateBucketCompression(const GradientCompressionOptions& o, Comm& comm) {
   const CompressMethod* m = FindByName(kCompressMethods, o.method);
   if (m == nullptr) {
     return Status::InvalidArgument("--sync-compress " + o.method + ": expected " + KnownCompressionNames());

@@ -1,5 +1,5 @@
 // A build without MPI (CMake found none): --backend mpi is refused.
-#include "trainer/dist/comm_backend.h"
+#include "trainer/comm/comm_backend.h"
 
 namespace granary {
 

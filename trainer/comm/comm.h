@@ -55,9 +55,9 @@ std::string MpirunPath();
 bool StartedByMpiLauncher();
 
 // A collective started and not yet waited for (Comm::AllReduceSumAsync, AllGatherAsync).
-class PendingReduce {
+class PendingCollective {
  public:
-  virtual ~PendingReduce() = default;
+  virtual ~PendingCollective() = default;
   // Blocks until the tensor holds the sum over ranks.
   virtual Status Wait() = 0;
 };
@@ -79,10 +79,10 @@ class Comm {
   Status AllReduceSum(torch::Tensor& tensor);
   // The same, started on Gloo's worker threads; `tensor` must not be touched
   // until Wait() returns. Calls must still come in the same order on every rank.
-  StatusOr<std::unique_ptr<PendingReduce>> AllReduceSumAsync(const torch::Tensor& tensor);
+  StatusOr<std::unique_ptr<PendingCollective>> AllReduceSumAsync(const torch::Tensor& tensor);
   // Every rank's `input` into (*outputs)[rank] (allocated here, like
   // `input`), started on Gloo's threads; neither may be touched until Wait().
-  StatusOr<std::unique_ptr<PendingReduce>> AllGatherAsync(const torch::Tensor& input,
+  StatusOr<std::unique_ptr<PendingCollective>> AllGatherAsync(const torch::Tensor& input,
                                                           std::vector<torch::Tensor>* outputs);
   // Copies rank 0's values into each tensor on every rank (one broadcast per dtype).
   Status Broadcast(const std::vector<torch::Tensor>& tensors);

@@ -1,5 +1,5 @@
 // How a bucket of gradients crosses the network, as DDP's communication hooks
-// decide it (trainer/dist/bucketed_sync.h starts one per bucket while
+// decide it (trainer/comm/bucketed_sync.h starts one per bucket while
 // backward goes on, and waits for them all after it):
 //   none      the bucket all-reduced in float32;
 //   fp16      cast to float16, all-reduced (Gloo sums float16), cast back;
@@ -7,10 +7,10 @@
 //             sum), the ranks' copies summed in float32 on each rank;
 //   powersgd  Vogels et al. 2019, as PyTorch's powerSGD_hook: after
 //             `warmup_steps` plain all-reduces, each matrix M (a parameter
-//             of 2 or more dimensions, n x m, where rank x (n + m) < n x m)
+//             of 2 or more dimensions, n x m, where r x (n + m) < n x m for r = matrix_rank)
 //             is sent as two thin factors, P = M Q (all-reduced with the
 //             bucket's vectors, then orthogonalised) and Q = M^T P
-//             (all-reduced): rank x (n + m) floats instead of n x m. Q is kept for the next step (warm
+//             (all-reduced): r x (n + m) floats instead of n x m. Q is kept for the next step (warm
 //             start); what the approximation missed is added to the next
 //             step's gradient (error feedback). Vectors go uncompressed.
 // The result is the mean over ranks (exact for none, rounded for fp16 and
@@ -32,13 +32,13 @@
 
 #include "store/status.h"
 #include "trainer/config/choices.h"
-#include "trainer/dist/comm.h"
+#include "trainer/comm/comm.h"
 
 namespace granary {
 
-struct CompressOptions {
+struct GradientCompressionOptions {
   std::string method = "none";  // none, fp16, bf16, powersgd
-  int rank = 4;                 // powersgd: columns of P and Q
+  int matrix_rank = 4;          // powersgd: columns of P and Q (the approximation's rank, not a process)
   int warmup_steps = 10;        // powersgd: plain all-reduces first
   uint64_t seed = 0;            // powersgd: Q's initial values (the same on every rank)
 };
@@ -57,7 +57,7 @@ class BucketCompression {
   // Starts averaging `flat` (bucket `bucket`: the gradients of parameters of
   // `shapes`, end to end) over the ranks; `flat` holds the mean once the
   // returned reduce's Wait() has returned, and must not be touched before.
-  virtual StatusOr<std::unique_ptr<PendingReduce>> Start(size_t bucket, const torch::Tensor& flat,
+  virtual StatusOr<std::unique_ptr<PendingCollective>> Start(size_t bucket, const torch::Tensor& flat,
                                                          const std::vector<std::vector<int64_t>>& shapes) = 0;
   // The state after the last Wait(), copied.
   virtual CompressionState SaveState() const { return {}; }
@@ -68,6 +68,6 @@ class BucketCompression {
 };
 
 // InvalidArgument naming --sync-compress for an unknown method.
-StatusOr<std::unique_ptr<BucketCompression>> CreateBucketCompression(const CompressOptions& options, Comm& comm);
+StatusOr<std::unique_ptr<BucketCompression>> CreateBucketCompression(const GradientCompressionOptions& options, Comm& comm);
 
 }  // namespace granary

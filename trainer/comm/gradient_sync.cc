@@ -1,9 +1,9 @@
-#include "trainer/dist/gradient_sync.h"
+#include "trainer/comm/gradient_sync.h"
 
 #include <algorithm>
 
-#include "trainer/dist/after_backward_sync.h"
-#include "trainer/dist/bucketed_sync.h"
+#include "trainer/comm/after_backward_sync.h"
+#include "trainer/comm/bucketed_sync.h"
 #include "trainer/named_table.h"
 
 namespace granary {
@@ -35,7 +35,7 @@ const SyncMethod kSyncMethods[] = {
 }  // namespace
 
 StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(const std::string& method, size_t bucket_bytes,
-                                                           Comm& comm, const CompressOptions& compress) {
+                                                           Comm& comm, const GradientCompressionOptions& compress) {
   const SyncMethod* m = FindByName(kSyncMethods, method);
   if (m == nullptr) {
     return Status::InvalidArgument("--sync " + method + ": unknown (known: " + KnownGradientSyncNames() + ")");

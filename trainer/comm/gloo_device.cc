@@ -1,4 +1,4 @@
-#include "trainer/dist/gloo_device.h"
+#include "trainer/comm/gloo_device.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>

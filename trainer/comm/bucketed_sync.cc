@@ -1,4 +1,4 @@
-#include "trainer/dist/bucketed_sync.h"
+#include "trainer/comm/bucketed_sync.h"
 
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
@@ -15,7 +15,7 @@ struct BucketedSync::Bucket {
   std::vector<std::vector<int64_t>> shapes;  // theirs, in that order (for the compression)
   torch::Tensor flat;          // float32, every gradient of the bucket end to end
   size_t pending = 0;          // gradients not yet accumulated this step
-  std::unique_ptr<PendingReduce> reduce;
+  std::unique_ptr<PendingCollective> reduce;
 };
 
 namespace {
@@ -153,7 +153,7 @@ void BucketedSync::LaunchReadyBuckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_]->pending == 0) {
     const size_t index = next_launch_++;
     Bucket& b = *buckets_[index];
-    StatusOr<std::unique_ptr<PendingReduce>> reduce = compression_->Start(index, b.flat, b.shapes);
+    StatusOr<std::unique_ptr<PendingCollective>> reduce = compression_->Start(index, b.flat, b.shapes);
     if (!reduce.ok()) {
       if (hook_status_.ok()) hook_status_ = reduce.status();
       continue;

@@ -1,11 +1,11 @@
-#include "trainer/dist/comm.h"
+#include "trainer/comm/comm.h"
 
 #include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "store/json_text.h"
-#include "trainer/dist/comm_backend.h"
+#include "trainer/comm/comm_backend.h"
 #include "trainer/torch_guard.h"
 
 namespace granary {
@@ -35,7 +35,7 @@ std::string RecipeDifference(const std::string& mine, const std::string& first, 
 namespace {
 
 // What a world of one waits for: nothing.
-class NothingToWait : public PendingReduce {
+class NothingToWait : public PendingCollective {
  public:
   Status Wait() override { return Status::OK(); }
 };
@@ -111,17 +111,17 @@ Status Comm::AllReduceSum(torch::Tensor& tensor) {
   return impl_->backend->AllReduceSum(tensor);
 }
 
-StatusOr<std::unique_ptr<PendingReduce>> Comm::AllReduceSumAsync(const torch::Tensor& tensor) {
-  if (!impl_->backend) return std::unique_ptr<PendingReduce>(new NothingToWait());
+StatusOr<std::unique_ptr<PendingCollective>> Comm::AllReduceSumAsync(const torch::Tensor& tensor) {
+  if (!impl_->backend) return std::unique_ptr<PendingCollective>(new NothingToWait());
   return impl_->backend->AllReduceSumAsync(tensor);
 }
 
-StatusOr<std::unique_ptr<PendingReduce>> Comm::AllGatherAsync(const torch::Tensor& input,
+StatusOr<std::unique_ptr<PendingCollective>> Comm::AllGatherAsync(const torch::Tensor& input,
                                                               std::vector<torch::Tensor>* outputs) {
   outputs->clear();
   if (!impl_->backend) {
     outputs->push_back(input.clone());
-    return std::unique_ptr<PendingReduce>(new NothingToWait());
+    return std::unique_ptr<PendingCollective>(new NothingToWait());
   }
   return impl_->backend->AllGatherAsync(input, outputs);
 }

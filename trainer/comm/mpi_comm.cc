@@ -26,7 +26,7 @@
 #include <thread>
 #include <utility>
 
-#include "trainer/dist/comm_backend.h"
+#include "trainer/comm/comm_backend.h"
 #include "trainer/launch/heartbeat.h"
 #include "trainer/torch_guard.h"
 
@@ -141,7 +141,7 @@ StatusOr<Wire> WireOf(const torch::Tensor& t, const char* what) {
 
 // A collective queued on the MPI thread. Wait gives up after `timeout`:
 // MPI itself never does, and cannot say which peer is missing.
-class MpiPending : public PendingReduce {
+class MpiPending : public PendingCollective {
  public:
   MpiPending(std::shared_future<int> done, const char* what, std::chrono::seconds timeout)
       : done_(std::move(done)), what_(what), timeout_(timeout) {}
@@ -221,12 +221,12 @@ class MpiBackend : public CommBackend {
   }
 
   Status AllReduceSum(torch::Tensor& tensor) override {
-    StatusOr<std::unique_ptr<PendingReduce>> pending = AllReduceSumAsync(tensor);
+    StatusOr<std::unique_ptr<PendingCollective>> pending = AllReduceSumAsync(tensor);
     if (!pending.ok()) return pending.status();
     return pending.value()->Wait();
   }
 
-  StatusOr<std::unique_ptr<PendingReduce>> AllReduceSumAsync(const torch::Tensor& tensor) override {
+  StatusOr<std::unique_ptr<PendingCollective>> AllReduceSumAsync(const torch::Tensor& tensor) override {
     StatusOr<Wire> wire = WireOf(tensor, "all-reduce");
     if (!wire.ok()) return wire.status();
     const int count = static_cast<int>(tensor.numel());
@@ -236,7 +236,7 @@ class MpiBackend : public CommBackend {
     }), "all-reduce");
   }
 
-  StatusOr<std::unique_ptr<PendingReduce>> AllGatherAsync(const torch::Tensor& input,
+  StatusOr<std::unique_ptr<PendingCollective>> AllGatherAsync(const torch::Tensor& input,
                                                           std::vector<torch::Tensor>* outputs) override {
     StatusOr<Wire> wire = WireOf(input, "all-gather");
     if (!wire.ok()) return wire.status();
@@ -265,8 +265,8 @@ class MpiBackend : public CommBackend {
   }
 
  private:
-  std::unique_ptr<PendingReduce> Pending(std::shared_future<int> done, const char* what) const {
-    return std::unique_ptr<PendingReduce>(new MpiPending(std::move(done), what, timeout_));
+  std::unique_ptr<PendingCollective> Pending(std::shared_future<int> done, const char* what) const {
+    return std::unique_ptr<PendingCollective>(new MpiPending(std::move(done), what, timeout_));
   }
 
   const CommOptions options_;

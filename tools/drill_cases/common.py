@@ -1,0 +1,146 @@
+"""What every drill case shares: the built tools, running one as a user would, scratch inputs, and the
+table of cases."""
+import io
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/drill_cases/..
+PREP = os.path.join(ROOT, "build/preprocess/prep")
+TRAIN = os.path.join(ROOT, "build/trainer/train")
+LOADER = os.path.join(ROOT, "build/loader/loader")
+FASHION = "/usr/share/datasets/fashion-mnist"
+
+
+def own_peak_rss_mib():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def run(args, stdin=subprocess.DEVNULL, timeout=600):
+    """(exit status, stdout, stderr, peak RSS MiB of the process tree, seconds)."""
+    start = time.monotonic()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(args, stdout=out, stderr=err, stdin=stdin)
+        try:
+            _, status, usage = os.wait4(p.pid, 0)
+        except KeyboardInterrupt:
+            p.kill()
+            raise
+        p.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.monotonic() - start
+        out.seek(0)
+        err.seek(0)
+        code = p.returncode if p.returncode >= 0 else 128 - p.returncode
+        return code, out.read(), err.read(), usage.ru_maxrss / 1024, seconds
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def sh(script):
+    return ["/bin/sh", "-c", script]
+
+
+def fashion_copy(path, files=("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz")):
+    os.makedirs(path, exist_ok=True)
+    for f in files:
+        shutil.copy(os.path.join(FASHION, f), path)
+    return path
+
+
+def db_hash(path):
+    """The content hash in a db's manifest, or "none"."""
+    try:
+        with open(os.path.join(path, "manifest.json"), "rb") as f:
+            return json.load(f)["content_hash"]
+    except (OSError, ValueError, KeyError):
+        return "none"
+
+
+def image_folder(path, classes=("a", "b"), per_class=4):
+    from PIL import Image
+    for c in classes:
+        os.makedirs(os.path.join(path, c), exist_ok=True)
+        for i in range(per_class):
+            Image.new("RGB", (40, 30), (i * 40, 90, 20)).save(os.path.join(path, c, f"{i}.jpg"))
+    return path
+
+
+def lying_jpeg(width, height):
+    """A ~600-byte progressive JPEG whose header declares width x height."""
+    from PIL import Image
+    buf = io.BytesIO()
+    Image.new("RGB", (16, 16), (10, 200, 30)).save(buf, "JPEG", progressive=True)
+    data = bytearray(buf.getvalue())
+    sof = data.index(b"\xff\xc2")
+    data[sof + 5:sof + 9] = height.to_bytes(2, "big") + width.to_bytes(2, "big")
+    return bytes(data)
+
+
+def files_of(path):
+    """{relative path: bytes} of every file under `path`."""
+    out = {}
+    for top, _, names in os.walk(path):
+        for n in names:
+            with open(os.path.join(top, n), "rb") as f:
+                out[os.path.relpath(os.path.join(top, n), path)] = f.read()
+    return out
+
+
+class Drill:
+    def __init__(self, work):
+        self.work = work
+        self.rows = []
+        self.failed = 0
+
+    def case(self, name, args, expect_exit, check=None, needle=None, report=False, lines=1):
+        """Runs one case; `check()` returns "" if the aftermath is right, else what is wrong.
+        A failure must say why in `lines` lines on stderr, or (`report`: prep verify) in its report on stdout."""
+        floor = own_peak_rss_mib()  # a child's peak RSS counts ours at fork (before exec)
+        code, out, err, rss, seconds = run(args)
+        text = (out if report else err).decode("utf-8", "replace").strip()
+        first = (text or out.decode("utf-8", "replace").strip() or " ").splitlines()[0]
+        problems = []
+        if code != expect_exit:
+            problems.append(f"exit {code}, expected {expect_exit}")
+        if expect_exit != 0 and not report and len(text.splitlines()) != lines:
+            problems.append(f"{len(text.splitlines())} lines on stderr")
+        if needle and needle not in text:
+            problems.append(f"message lacks '{needle}'")
+        if check:
+            aftermath = check()
+            if aftermath:
+                problems.append(aftermath)
+        self.failed += bool(problems)
+        rss_text = f"<= {floor:.0f}" if rss <= floor + 0.5 else f"{rss:.1f}"
+        self.rows.append({"case": name, "exit": code, "expected": expect_exit, "peak_rss_mib": rss_text,
+                          "seconds": round(seconds, 2), "message": first[:110],
+                          "ok": not problems, "problems": problems})
+
+    def measured(self, name, drill):
+        """A case that counts its own outcomes: drill() returns (problems, one-line summary)."""
+        start = time.monotonic()
+        problems, summary = drill()
+        self.failed += bool(problems)
+        self.rows.append({"case": name, "exit": 1 if problems else 0, "expected": 0, "peak_rss_mib": "-",
+                          "seconds": round(time.monotonic() - start, 2), "message": summary[:110],
+                          "ok": not problems, "problems": problems[:3]})
+
+    def table(self):
+        print("| case | exit (expected) | peak RSS MiB | s | ok | message |")
+        print("|---|---|---|---|---|---|")
+        for r in self.rows:
+            ok = "yes" if r["ok"] else "NO: " + "; ".join(r["problems"])
+            msg = r["message"].replace("|", "\\|")
+            print(f"| {r['case']} | {r['exit']} ({r['expected']}) | {r['peak_rss_mib']} | {r['seconds']} | {ok} | {msg} |")

@@ -1,0 +1,21 @@
+// The per-feature statistics a feature-vector model standardises its input
+// with, from one pass over the training split on the calling thread.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "loader/loader.h"
+#include "store/status.h"
+
+namespace granary {
+
+struct InputStatistics {
+  torch::Tensor mean, stddev;  // float64, one value per input element
+};
+
+// Mean and (population) standard deviation of each input element over
+// `options.split`, read in order, unaugmented. A constant element gets
+// stddev 1, so standardising leaves it at 0. InvalidArgument for an empty split.
+StatusOr<InputStatistics> ComputeInputStatistics(const DbReader& db, LoaderOptions options);
+
+}  // namespace granary
