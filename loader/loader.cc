@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "loader/pixels.h"
+#include "store/mutex.h"
 
 namespace granary {
 
@@ -198,8 +199,8 @@ struct Loader::Impl {
   LoaderStats stats;
   // This rank's orders of recent epochs, guarded by order_mu (not mu, so the
   // consumer never waits for an order being computed).
-  std::mutex order_mu;
-  std::map<uint64_t, std::shared_ptr<const std::vector<uint64_t>>> orders;
+  Mutex order_mu;
+  std::map<uint64_t, std::shared_ptr<const std::vector<uint64_t>>> orders GRANARY_GUARDED_BY(order_mu);
 
   void StopWorkers() {
     {
@@ -224,7 +225,7 @@ struct Loader::Impl {
   // This rank's order of epoch e, computed by the first worker to need it
   // while the others wait for it, and kept while it is recent.
   std::shared_ptr<const std::vector<uint64_t>> Order(uint64_t e) {
-    std::lock_guard<std::mutex> lock(order_mu);
+    MutexLock lock(&order_mu);
     auto it = orders.find(e);
     if (it != orders.end()) return it->second;
     auto order = std::make_shared<const std::vector<uint64_t>>(
@@ -455,7 +456,7 @@ void Loader::StartEpoch(uint64_t epoch, uint64_t position) {
   s.stream_position = s.start_position = position;
   s.samples_consumed = 0;
   {
-    std::lock_guard<std::mutex> lock(s.order_mu);
+    MutexLock lock(&s.order_mu);
     s.orders.clear();
   }
   const uint64_t bs = s.options.batch_size;

@@ -8,18 +8,23 @@ ProgressLine::ProgressLine(std::string label, uint64_t total, bool enabled)
     : label_(std::move(label)), total_(total), enabled_(enabled), start_(std::chrono::steady_clock::now()) {
   if (!enabled_) return;
   thread_ = std::thread([this] {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stop_; })) Draw(false);
+    MutexLock lock(&mu_);
+    while (!cv_.WaitFor(mu_, std::chrono::milliseconds(250), [this] {
+      mu_.AssertHeld();
+      return stop_;
+    })) {
+      Draw(false);
+    }
   });
 }
 
 ProgressLine::~ProgressLine() {
   if (!enabled_) return;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   thread_.join();
   Draw(true);
 }

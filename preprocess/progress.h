@@ -4,11 +4,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <thread>
+
+#include "store/mutex.h"
 
 namespace granary {
 
@@ -34,9 +34,9 @@ class ProgressLine {
   std::atomic<uint64_t> items_{0};
   std::atomic<uint64_t> bytes_{0};
   std::chrono::steady_clock::time_point start_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  bool stop_ GRANARY_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

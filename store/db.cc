@@ -9,11 +9,11 @@
 #include <cerrno>
 #include <filesystem>
 #include <functional>
-#include <mutex>
 
 #include "store/file.h"
 #include "store/format.h"
 #include "store/lmdb_handles.h"
+#include "store/mutex.h"
 #include "store/shard_index.h"
 
 namespace granary {
@@ -63,12 +63,12 @@ struct DbReader::Impl {
   std::vector<std::vector<lmdb::Env>> envs;
   std::vector<std::vector<ReadOnlyFile>> files;
   // indexes[split][shard], built on first use (see ShardIndex).
-  mutable std::mutex index_mu;
-  mutable std::vector<std::unique_ptr<const std::vector<ShardIndex>>> indexes;
+  mutable Mutex index_mu;
+  mutable std::vector<std::unique_ptr<const std::vector<ShardIndex>>> indexes GRANARY_GUARDED_BY(index_mu);
 
   // The index of split `id`, built by the first caller (others wait for it).
   StatusOr<const std::vector<ShardIndex>*> Index(size_t id) const {
-    std::lock_guard<std::mutex> lock(index_mu);
+    MutexLock lock(&index_mu);
     if (indexes[id] == nullptr) {
       auto shards = std::make_unique<std::vector<ShardIndex>>(envs[id].size());
       for (size_t i = 0; i < shards->size(); ++i) {
@@ -151,7 +151,10 @@ StatusOr<std::unique_ptr<DbReader>> DbReader::Open(const std::string& path) {
     impl->envs.push_back(std::move(envs));
     impl->files.push_back(std::move(files));
   }
-  impl->indexes.resize(impl->manifest.splits.size());
+  {
+    MutexLock lock(&impl->index_mu);  // (no other thread has the reader yet)
+    impl->indexes.resize(impl->manifest.splits.size());
+  }
   return std::unique_ptr<DbReader>(new DbReader(std::move(impl)));
 }
 

@@ -16,16 +16,15 @@
 
 #include <chrono>
 #include <climits>
-#include <condition_variable>
 #include <cstdlib>
 #include <deque>
 #include <functional>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <utility>
 
+#include "store/mutex.h"
 #include "trainer/comm/comm_backend.h"
 #include "trainer/launch/heartbeat.h"
 #include "trainer/torch_guard.h"
@@ -49,10 +48,10 @@ class MpiThread {
     std::promise<int> done;
     std::shared_future<int> result = done.get_future().share();
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       queue_.emplace_back(std::move(op), std::move(done));
     }
-    wake_.notify_one();
+    wake_.NotifyOne();
     return result;
   }
 
@@ -61,18 +60,23 @@ class MpiThread {
 
   void Loop() {
     for (;;) {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return !queue_.empty(); });
-      auto [op, done] = std::move(queue_.front());
-      queue_.pop_front();
-      lock.unlock();
-      done.set_value(op());
+      std::pair<std::function<int()>, std::promise<int>> next;
+      {
+        MutexLock lock(&mutex_);
+        wake_.Wait(mutex_, [&] {
+          mutex_.AssertHeld();
+          return !queue_.empty();
+        });
+        next = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      next.second.set_value(next.first());
     }
   }
 
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<std::pair<std::function<int()>, std::promise<int>>> queue_;  // guarded by mutex_
+  Mutex mutex_;
+  CondVar wake_;
+  std::deque<std::pair<std::function<int()>, std::promise<int>>> queue_ GRANARY_GUARDED_BY(mutex_);
 };
 
 // Element-wise sums of 16-bit floats, which MPI has no type for: the values

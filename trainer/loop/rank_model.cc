@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
+#include "store/mutex.h"
 #include "trainer/loop/pruner.h"
 #include "trainer/models/model_card.h"
 #include "trainer/torch_guard.h"
@@ -68,11 +67,11 @@ Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64
   // On a thread of its own, bounded by --timeout: a model's forward may loop.
   // Past it the thread is left running and the caller must end the process.
   struct DryRun {
-    std::mutex mutex;
-    std::condition_variable done_cv;
-    bool done = false;
-    Status ran;
-    torch::Tensor logits;
+    Mutex mutex;
+    CondVar done_cv;
+    bool done GRANARY_GUARDED_BY(mutex) = false;
+    Status ran GRANARY_GUARDED_BY(mutex);
+    torch::Tensor logits;  // the thread's until `done`, then the caller's
   };
   auto dry = std::make_shared<DryRun>();
   std::thread([dry, net = model.value(), batch] {
@@ -81,13 +80,16 @@ Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64
       net->eval();
       dry->logits = net->forward(torch::zeros(batch));
     });
-    std::lock_guard<std::mutex> lock(dry->mutex);
+    MutexLock lock(&dry->mutex);
     dry->ran = ran;
     dry->done = true;
-    dry->done_cv.notify_all();
+    dry->done_cv.NotifyAll();
   }).detach();
-  std::unique_lock<std::mutex> lock(dry->mutex);
-  if (!dry->done_cv.wait_for(lock, std::chrono::seconds(config.dist.timeout_s), [&] { return dry->done; })) {
+  MutexLock lock(&dry->mutex);
+  if (!dry->done_cv.WaitFor(dry->mutex, std::chrono::seconds(config.dist.timeout_s), [&] {
+        dry->mutex.AssertHeld();
+        return dry->done;
+      })) {
     return Status::FailedPrecondition(context + ": " + shapes + ": the forward did not return within --timeout " +
                                       std::to_string(config.dist.timeout_s) + " s (does the model loop?)");
   }
