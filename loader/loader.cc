@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -351,6 +352,7 @@ struct Loader::Impl {
         std::unique_lock<std::mutex> lock(mu);
         cv.wait(lock, [&] { return stop || g < consumed + prefetch; });
         if (stop) return;
+        assert(!slots[g % prefetch].ready && "the slot still holds batch g - prefetch, not yet consumed");
         std::swap(batch, slots[g % prefetch].batch);  // take the slot's buffers
       }
       const auto [e, b] = Locate(g);

@@ -1,7 +1,7 @@
 // Scale-out. Two simulated nodes (tools/netsim: network namespaces joined by
-// a bridge, links shaped with tc's tbf): training across them follows the
-// loopback run's trajectory exactly, and a link that drops ends both nodes
-// within --timeout, each naming what it lost; netsim leaves no namespace behind (skipped, with one
+// a bridge, links shaped with tc's tbf): training across them (over Gloo, or
+// one MPI job) follows the loopback run's trajectory exactly, and a link that
+// drops ends both nodes within --timeout, each naming what it lost; netsim leaves no namespace behind (skipped, with one
 // line, where this process may not create network namespaces). Compressed
 // gradient syncs train to the uncompressed run's accuracy.
 #include "tests/e2e/e2e.h"
@@ -103,6 +103,54 @@ TEST_F(Netsim, ALinkThatDropsEndsBothNodesWithinTheTimeout) {
         << err << ": " << text;
     EXPECT_NE(text.find(who), std::string::npos) << err << ": " << text;
   }
+  EXPECT_EQ(Namespaces(dir_), before);
+}
+
+// An MPI job across simulated nodes (issue 33): mpirun in node 0 reaches
+// node 1 through netsim --mpi's remote-shell agent, and the ranks talk over
+// the shaped link. It trains as the same two ranks over MPI on one machine
+// do; a link that drops ends the job, named, leaving nothing behind.
+TEST_F(Netsim, AnMpiJobAcrossShapedNodesTrainsAsOnOneMachineAndEndsWhenALinkDrops) {
+  if (RunCommand("command -v mpirun", dir_).exit_code != 0) GTEST_SKIP() << "no mpirun: tools/setup installs OpenMPI";
+  const int before = Namespaces(dir_);
+  const std::string recipe = "--epochs 2 --batch-size 64 --optimizer sgd --lr 0.05 --momentum 0.9 --seed 3";
+  const std::string job =
+      "'mpirun --allow-run-as-root -np 2 -H $NETSIM_HOSTS " + kTrain + " --db " + db_ + " --backend mpi --threads 1 ";
+  auto shaped = RunCommand(kNetsim + " --nodes 2 --rate 1gbit --mpi -- " + job + recipe + " --json > " +
+                               dir_.Sub("mpi.out") + " 2> " + dir_.Sub("mpi.err") + "'",
+                           dir_);
+  ASSERT_EQ(shaped.exit_code, 0) << shaped.err << testing::ReadFile(dir_.Sub("mpi.err"));
+  const auto simulated = nlohmann::json::parse(testing::ReadFile(dir_.Sub("mpi.out")));
+  EXPECT_EQ(simulated["ranks"], 2);
+  EXPECT_EQ(simulated["config"]["dist"]["nnodes"], 2);  // two nodes to OpenMPI: TCP over eth0 between them
+  const auto local = TrainJson("--db " + db_ + " --ranks 2 --threads 1 --backend mpi " + recipe, dir_);
+  ASSERT_EQ(simulated["epochs"].size(), 2u);
+  for (size_t e = 0; e < 2; ++e) {
+    EXPECT_EQ(simulated["epochs"][e]["weights_hash"], local["epochs"][e]["weights_hash"]) << "epoch " << e + 1;
+  }
+
+  // Node 1's link drops 2 s after rank 0's first logged step. Rank 0's
+  // all-reduce times out (--timeout 5) or mpirun finds its daemon on node 1
+  // gone (netsim's keepalive: 10 s idle, 3 probes 2 s apart), whichever is
+  // first; either says so, naming what it lost.
+  const std::string metrics = dir_.Sub("mpi.metrics");
+  auto cut = RunCommand("{ start=$(date +%s); " + kNetsim + " --nodes 2 --rate 1gbit --mpi --cut 1@2 --cut-after " +
+                            metrics + " -- " + job + "--epochs 1000 --timeout 5 --eval-split \"\" --log-every 1 " +
+                            "--metrics " + metrics + " > " + dir_.Sub("cut.out") + " 2> " + dir_.Sub("cut.err") +
+                            "'; echo status $? seconds $(( $(date +%s) - start )); }",
+                        dir_);
+  int status = -1, seconds = 99, cut_at = -1;
+  ASSERT_EQ(std::sscanf(cut.out.c_str(), "status %d seconds %d", &status, &seconds), 2) << cut.out << cut.err;
+  EXPECT_NE(status, 0);
+  const size_t down = cut.err.find("netsim: node 1's link is down (");
+  ASSERT_NE(down, std::string::npos) << cut.err;
+  ASSERT_EQ(std::sscanf(cut.err.c_str() + down, "netsim: node 1's link is down (%d s", &cut_at), 1) << cut.err;
+  EXPECT_LE(seconds - cut_at, 16 + 10 + 8);  // the keepalive, netsim's --grace, slack for a loaded machine
+  const std::string said = testing::ReadFile(dir_.Sub("cut.err"));
+  EXPECT_TRUE(said.find("did not complete it within --timeout 5 s") != std::string::npos ||
+              said.find("lost communication with a remote daemon") != std::string::npos)
+      << said;
+  EXPECT_EQ(RunCommand("{ " + EchoLeftAfterWaiting("'" + db_ + " [-]-backend mpi'") + "}", dir_).out, "left 0\n");
   EXPECT_EQ(Namespaces(dir_), before);
 }
 

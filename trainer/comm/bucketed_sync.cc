@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <cassert>
 #include <chrono>
 
 #include "trainer/torch_guard.h"
@@ -153,6 +154,7 @@ void BucketedSync::LaunchReadyBuckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_]->pending == 0) {
     const size_t index = next_launch_++;
     Bucket& b = *buckets_[index];
+    assert(!b.reduce && "a bucket launched twice in one step (FinishStep waits for and clears each)");
     StatusOr<std::unique_ptr<PendingCollective>> reduce = compression_->Start(index, b.flat, b.shapes);
     if (!reduce.ok()) {
       if (hook_status_.ok()) hook_status_ = reduce.status();
