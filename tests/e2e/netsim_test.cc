@@ -1,8 +1,9 @@
 // Scale-out. Two simulated nodes (tools/netsim: network namespaces joined by
 // a bridge, links shaped with tc's tbf): training across them (over Gloo, or
 // one MPI job) follows the loopback run's trajectory exactly, and a link that
-// drops ends both nodes within --timeout, each naming what it lost; netsim leaves no namespace behind (skipped, with one
-// line, where this process may not create network namespaces). Compressed
+// drops ends both nodes within --timeout, each naming what it lost; netsim
+// leaves no namespace behind (skipped, with one line, where this process may
+// not create network namespaces). Compressed
 // gradient syncs train to the uncompressed run's accuracy.
 #include "tests/e2e/e2e.h"
 

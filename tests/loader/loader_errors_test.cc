@@ -79,7 +79,8 @@ TEST(Loader, CorruptRecordSurfacesAsAnErrorNamingShardAndKey) {
   TempDir dir;
   WriteTinyDb(dir.Sub("db"), 64);
   // Sample 9 (shard 0 holds 0..31) has image bytes 0x09; flip one stored byte of it.
-  ASSERT_GT(testing::CorruptStoredSample(dir.Sub("db/train/shard-00000.mdb"), TinySpec(), std::string(4, '\x09'), 9), 0);
+  ASSERT_GT(
+      testing::CorruptStoredSample(dir.Sub("db/train/shard-00000.mdb"), TinySpec(), std::string(4, '\x09'), 9), 0);
 
   auto db = DbReader::Open(dir.Sub("db"));
   ASSERT_TRUE(db.ok());

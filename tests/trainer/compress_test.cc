@@ -32,8 +32,8 @@ torch::Tensor Mean(int step, bool low_rank) { return (Bucket(0, step, low_rank) 
 // Runs `steps` steps of `method` on two ranks; rank 0's results. With
 // `restart_at` > 0, the compression is made anew before that step and, if
 // `carry`, given the old one's state, as a resumed run's is.
-std::vector<torch::Tensor> RunSteps(const GradientCompressionOptions& options, int steps, bool low_rank, int restart_at = 0,
-                                    bool carry = true) {
+std::vector<torch::Tensor> RunSteps(const GradientCompressionOptions& options, int steps, bool low_rank,
+                                    int restart_at = 0, bool carry = true) {
   std::vector<torch::Tensor> out;
   std::mutex mutex;
   OnTwoRanks([&](Comm& comm) -> Status {

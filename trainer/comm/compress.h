@@ -68,6 +68,7 @@ class BucketCompression {
 };
 
 // InvalidArgument naming --sync-compress for an unknown method.
-StatusOr<std::unique_ptr<BucketCompression>> CreateBucketCompression(const GradientCompressionOptions& options, Comm& comm);
+StatusOr<std::unique_ptr<BucketCompression>> CreateBucketCompression(const GradientCompressionOptions& options,
+                                                                     Comm& comm);
 
 }  // namespace granary

@@ -47,8 +47,8 @@ class GradientSync {
 // must outlive it; `bucket_bytes` for the methods that bucket gradients, and
 // how each bucket is compressed (trainer/comm/compress.h; bucketed only).
 // InvalidArgument for an unknown name, or compression without buckets.
-StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(const std::string& method, size_t bucket_bytes,
-                                                           Comm& comm,
-                                                           const GradientCompressionOptions& compress = GradientCompressionOptions{});
+StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(
+    const std::string& method, size_t bucket_bytes, Comm& comm,
+    const GradientCompressionOptions& compress = GradientCompressionOptions{});
 
 }  // namespace granary
