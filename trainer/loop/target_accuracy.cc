@@ -5,6 +5,7 @@
 #include "trainer/number_text.h"
 
 namespace granary {
+
 Status TargetAccuracy::BeforeRun(RankState&) {
   start_ = std::chrono::steady_clock::now();
   return Status::OK();
