@@ -35,6 +35,33 @@ class Netsim : public EndToEnd {
 
 int Namespaces(const TempDir& dir) { return std::stoi(RunCommand("ip netns list | wc -l", dir).out); }
 
+// How a tools/netsim run that cuts node 1's link (--cut 1@...) ended: its
+// exit status and the seconds from the cut to its end; a failure names what
+// of that could not be read.
+struct AfterTheCut {
+  int status = -1;
+  int seconds = -1;
+};
+
+AfterTheCut RunWithACut(const std::string& netsim_command, const TempDir& dir) {
+  auto r = RunCommand(
+      "{ start=$(date +%s); " + netsim_command + "; echo status $? seconds $(( $(date +%s) - start )); }", dir);
+  AfterTheCut after;
+  int seconds = -1, cut_at = -1;
+  if (std::sscanf(r.out.c_str(), "status %d seconds %d", &after.status, &seconds) != 2) {
+    ADD_FAILURE() << "no status line: " << r.out << r.err;
+    return after;
+  }
+  const size_t down = r.err.find("netsim: node 1's link is down (");
+  if (down == std::string::npos ||
+      std::sscanf(r.err.c_str() + down, "netsim: node 1's link is down (%d s", &cut_at) != 1) {
+    ADD_FAILURE() << "the link was never cut: " << r.err;
+    return after;
+  }
+  after.seconds = seconds - cut_at;
+  return after;
+}
+
 TEST_F(Netsim, TwoShapedNodesTrainAsTwoNodesOnLoopbackDo) {
   const int before = Namespaces(dir_);
   const std::string recipe = "--epochs 2 --batch-size 64 --optimizer sgd --lr 0.05 --momentum 0.9 --seed 3 --json";
@@ -78,19 +105,14 @@ TEST_F(Netsim, ALinkThatDropsEndsBothNodesWithinTheTimeout) {
   // The link drops 2 s after node 0's first logged step (so during training,
   // however long the start takes on a loaded machine).
   const std::string metrics = dir_.Sub("node0.metrics");
-  auto r = RunCommand("{ start=$(date +%s); " + kNetsim + " --nodes 2 --rate 1gbit --cut 1@2 --cut-after " + metrics +
-                          " -- " +
-                          OnEachNode("--epochs 1000 --timeout 5 --eval-split \"\" --log-every 1 --metrics " +
-                                     dir_.Sub("node$NODE_RANK.metrics")) +
-                          "; echo status $? seconds $(( $(date +%s) - start )); }",
-                      dir_);
-  int status = -1, seconds = 99, cut_at = -1;
-  ASSERT_EQ(std::sscanf(r.out.c_str(), "status %d seconds %d", &status, &seconds), 2) << r.out << r.err;
-  EXPECT_NE(status, 0);
-  const size_t down = r.err.find("netsim: node 1's link is down (");
-  ASSERT_NE(down, std::string::npos) << r.err;
-  ASSERT_EQ(std::sscanf(r.err.c_str() + down, "netsim: node 1's link is down (%d s", &cut_at), 1) << r.err;
-  EXPECT_LE(seconds - cut_at, 5 + 2.5 + 8);  // --timeout, finding who is lost (comm.h), slack for a loaded machine
+  const AfterTheCut after = RunWithACut(
+      kNetsim + " --nodes 2 --rate 1gbit --cut 1@2 --cut-after " + metrics + " -- " +
+          OnEachNode("--epochs 1000 --timeout 5 --eval-split \"\" --log-every 1 --metrics " +
+                     dir_.Sub("node$NODE_RANK.metrics")),
+      dir_);
+  ASSERT_GE(after.seconds, 0);
+  EXPECT_NE(after.status, 0);
+  EXPECT_LE(after.seconds, 5 + 2.5 + 8);  // --timeout, finding who is lost (comm.h), slack for a loaded machine
   // Each node: one line saying what timed out and who is lost: node 0 names
   // rank 1, whose beats in the store stopped; node 1 cannot reach the store.
   const std::pair<const char*, const char*> says[] = {
@@ -107,7 +129,7 @@ TEST_F(Netsim, ALinkThatDropsEndsBothNodesWithinTheTimeout) {
   EXPECT_EQ(Namespaces(dir_), before);
 }
 
-// An MPI job across simulated nodes (issue 33): mpirun in node 0 reaches
+// An MPI job across simulated nodes: mpirun in node 0 reaches
 // node 1 through netsim --mpi's remote-shell agent, and the ranks talk over
 // the shaped link. It trains as the same two ranks over MPI on one machine
 // do; a link that drops ends the job, named, leaving nothing behind.
@@ -135,18 +157,14 @@ TEST_F(Netsim, AnMpiJobAcrossShapedNodesTrainsAsOnOneMachineAndEndsWhenALinkDrop
   // gone (netsim's keepalive: 10 s idle, 3 probes 2 s apart), whichever is
   // first; either says so, naming what it lost.
   const std::string metrics = dir_.Sub("mpi.metrics");
-  auto cut = RunCommand("{ start=$(date +%s); " + kNetsim + " --nodes 2 --rate 1gbit --mpi --cut 1@2 --cut-after " +
-                            metrics + " -- " + job + "--epochs 1000 --timeout 5 --eval-split \"\" --log-every 1 " +
-                            "--metrics " + metrics + " > " + dir_.Sub("cut.out") + " 2> " + dir_.Sub("cut.err") +
-                            "'; echo status $? seconds $(( $(date +%s) - start )); }",
-                        dir_);
-  int status = -1, seconds = 99, cut_at = -1;
-  ASSERT_EQ(std::sscanf(cut.out.c_str(), "status %d seconds %d", &status, &seconds), 2) << cut.out << cut.err;
-  EXPECT_NE(status, 0);
-  const size_t down = cut.err.find("netsim: node 1's link is down (");
-  ASSERT_NE(down, std::string::npos) << cut.err;
-  ASSERT_EQ(std::sscanf(cut.err.c_str() + down, "netsim: node 1's link is down (%d s", &cut_at), 1) << cut.err;
-  EXPECT_LE(seconds - cut_at, 16 + 10 + 8);  // the keepalive, netsim's --grace, slack for a loaded machine
+  const AfterTheCut after = RunWithACut(
+      kNetsim + " --nodes 2 --rate 1gbit --mpi --cut 1@2 --cut-after " + metrics + " -- " + job +
+          "--epochs 1000 --timeout 5 --eval-split \"\" --log-every 1 --metrics " + metrics + " > " +
+          dir_.Sub("cut.out") + " 2> " + dir_.Sub("cut.err") + "'",
+      dir_);
+  ASSERT_GE(after.seconds, 0);
+  EXPECT_NE(after.status, 0);
+  EXPECT_LE(after.seconds, 16 + 10 + 8);  // the keepalive, netsim's --grace, slack for a loaded machine
   const std::string said = testing::ReadFile(dir_.Sub("cut.err"));
   EXPECT_TRUE(said.find("did not complete it within --timeout 5 s") != std::string::npos ||
               said.find("lost communication with a remote daemon") != std::string::npos)
