@@ -80,7 +80,10 @@ TEST(Checkpoint, RoundTripRestoresWeightsBuffersOptimizerAndPosition) {
   EXPECT_EQ(c->header.config, Header(7).config);
 
   TrainedNet b = MakeRun(2);  // other weights
-  ASSERT_TRUE(RestoreCheckpoint(c.value(), b.net.get(), b.optimizer.get()).ok());
+  auto archive = CheckpointArchive::Parse(c.value());
+  ASSERT_TRUE(archive.ok()) << archive.status().ToString();
+  ASSERT_TRUE(archive->RestoreModel(*b.net).ok());
+  ASSERT_TRUE(archive->RestoreOptimizer(*b.optimizer).ok());
   ExpectSameState(a, b);
   // The optimizer's momentum came back too: the next identical step matches.
   torch::manual_seed(5);
@@ -142,7 +145,10 @@ TEST(CheckpointWriter, WritesTheStateAtTheCallInOrderAndReportsFailures) {
     auto c = ReadCheckpoint(ck + "/step-000000000" + std::to_string(step) + ".ckpt");
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     TrainedNet b = MakeRun(2);
-    ASSERT_TRUE(RestoreCheckpoint(c.value(), b.net.get(), b.optimizer.get()).ok());
+    auto archive = CheckpointArchive::Parse(c.value());
+    ASSERT_TRUE(archive.ok()) << archive.status().ToString();
+    ASSERT_TRUE(archive->RestoreModel(*b.net).ok());
+    ASSERT_TRUE(archive->RestoreOptimizer(*b.optimizer).ok());
     const auto params = b.net->parameters();
     for (size_t i = 0; i < params.size(); ++i) EXPECT_TRUE(torch::equal(params[i], written[step - 1][i])) << i;
   }

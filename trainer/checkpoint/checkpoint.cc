@@ -383,19 +383,6 @@ StatusOr<SavedCompression> CheckpointArchive::Compression() const {
   return out;
 }
 
-Status RestoreCheckpoint(const Checkpoint& checkpoint, torch::nn::Module* model, torch::optim::Optimizer* optimizer,
-                         SavedCompression* compression) {
-  StatusOr<CheckpointArchive> archive = CheckpointArchive::Parse(checkpoint);
-  if (!archive.ok()) return archive.status();
-  if (model != nullptr) GRANARY_RETURN_IF_ERROR(archive->RestoreModel(*model));
-  if (optimizer != nullptr) GRANARY_RETURN_IF_ERROR(archive->RestoreOptimizer(*optimizer));
-  if (compression == nullptr) return Status::OK();
-  StatusOr<SavedCompression> saved = archive->Compression();
-  if (!saved.ok()) return saved.status();
-  *compression = std::move(saved).value();
-  return Status::OK();
-}
-
 StatusOr<std::string> LatestCheckpoint(const std::string& dir) {
   std::vector<std::pair<int64_t, fs::path>> all = Checkpoints(dir);
   if (all.empty()) return Status::NotFound("--resume: no checkpoint (step-*.ckpt) in " + dir);

@@ -123,12 +123,6 @@ class CheckpointArchive {
   std::shared_ptr<torch::serialize::InputArchive> archive_;  // InputArchive cannot be copied
 };
 
-// Loads the checkpoint's values into `model` and/or `optimizer`, and its
-// gradient compression state into `compression`, through one
-// CheckpointArchive; any may be null.
-Status RestoreCheckpoint(const Checkpoint& checkpoint, torch::nn::Module* model, torch::optim::Optimizer* optimizer,
-                         SavedCompression* compression = nullptr);
-
 // The newest checkpoint in `dir`; NotFound naming `dir` if it has none.
 StatusOr<std::string> LatestCheckpoint(const std::string& dir);
 
