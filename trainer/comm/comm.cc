@@ -117,7 +117,7 @@ StatusOr<std::unique_ptr<PendingCollective>> Comm::AllReduceSumAsync(const torch
 }
 
 StatusOr<std::unique_ptr<PendingCollective>> Comm::AllGatherAsync(const torch::Tensor& input,
-                                                              std::vector<torch::Tensor>* outputs) {
+                                                                  std::vector<torch::Tensor>* outputs) {
   outputs->clear();
   if (!impl_->backend) {
     outputs->push_back(input.clone());

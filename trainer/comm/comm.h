@@ -83,7 +83,7 @@ class Comm {
   // Every rank's `input` into (*outputs)[rank] (allocated here, like
   // `input`), started on Gloo's threads; neither may be touched until Wait().
   StatusOr<std::unique_ptr<PendingCollective>> AllGatherAsync(const torch::Tensor& input,
-                                                          std::vector<torch::Tensor>* outputs);
+                                                              std::vector<torch::Tensor>* outputs);
   // Copies rank 0's values into each tensor on every rank (one broadcast per dtype).
   Status Broadcast(const std::vector<torch::Tensor>& tensors);
   Status Barrier();

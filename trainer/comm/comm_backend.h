@@ -25,7 +25,7 @@ class CommBackend {
   virtual StatusOr<std::unique_ptr<PendingCollective>> AllReduceSumAsync(const torch::Tensor& tensor) = 0;
   // Every rank's contiguous `input` into (*outputs)[rank], allocated here.
   virtual StatusOr<std::unique_ptr<PendingCollective>> AllGatherAsync(const torch::Tensor& input,
-                                                                  std::vector<torch::Tensor>* outputs) = 0;
+                                                                      std::vector<torch::Tensor>* outputs) = 0;
   // Rank 0's values of a contiguous tensor, in place on every rank.
   virtual Status Broadcast(torch::Tensor& tensor) = 0;
   virtual Status Barrier() = 0;

@@ -53,7 +53,7 @@ class Plain : public BucketCompression {
  public:
   explicit Plain(Comm& comm) : comm_(comm) {}
   StatusOr<std::unique_ptr<PendingCollective>> Start(size_t, const torch::Tensor& flat,
-                                                 const std::vector<std::vector<int64_t>>&) override {
+                                                     const std::vector<std::vector<int64_t>>&) override {
     return AllReduceMeanAsync(comm_, flat);
   }
 
@@ -65,7 +65,7 @@ class Fp16 : public BucketCompression {
  public:
   explicit Fp16(Comm& comm) : comm_(comm) {}
   StatusOr<std::unique_ptr<PendingCollective>> Start(size_t, const torch::Tensor& flat,
-                                                 const std::vector<std::vector<int64_t>>&) override {
+                                                     const std::vector<std::vector<int64_t>>&) override {
     torch::Tensor half;
     GRANARY_RETURN_IF_ERROR(CatchTorch("--sync-compress fp16", [&] { half = flat.to(torch::kHalf); }));
     StatusOr<std::unique_ptr<PendingCollective>> reduce = comm_.AllReduceSumAsync(half);
@@ -87,7 +87,7 @@ class Bf16 : public BucketCompression {
  public:
   explicit Bf16(Comm& comm) : comm_(comm) {}
   StatusOr<std::unique_ptr<PendingCollective>> Start(size_t, const torch::Tensor& flat,
-                                                 const std::vector<std::vector<int64_t>>&) override {
+                                                     const std::vector<std::vector<int64_t>>&) override {
     torch::Tensor bits;  // bfloat16 values viewed as float16 (also 2 bytes): Gloo 1.13 gathers those
     GRANARY_RETURN_IF_ERROR(
         CatchTorch("--sync-compress bf16", [&] { bits = flat.to(torch::kBFloat16).view(torch::kHalf); }));
@@ -125,7 +125,7 @@ class PowerSgd : public BucketCompression {
   PowerSgd(Comm& comm, const GradientCompressionOptions& o) : comm_(comm), options_(o) {}
 
   StatusOr<std::unique_ptr<PendingCollective>> Start(size_t bucket, const torch::Tensor& flat,
-                                                 const std::vector<std::vector<int64_t>>& shapes) override {
+                                                     const std::vector<std::vector<int64_t>>& shapes) override {
     State& s = StateOf(bucket);
     if (s.steps++ < options_.warmup_steps) return AllReduceMeanAsync(comm_, flat);
     torch::NoGradGuard no_grad;

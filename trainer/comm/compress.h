@@ -58,7 +58,7 @@ class BucketCompression {
   // `shapes`, end to end) over the ranks; `flat` holds the mean once the
   // returned reduce's Wait() has returned, and must not be touched before.
   virtual StatusOr<std::unique_ptr<PendingCollective>> Start(size_t bucket, const torch::Tensor& flat,
-                                                         const std::vector<std::vector<int64_t>>& shapes) = 0;
+                                                             const std::vector<std::vector<int64_t>>& shapes) = 0;
   // The state after the last Wait(), copied.
   virtual CompressionState SaveState() const { return {}; }
   // Before the first Start: continue from `state`, SaveState's of a run with

@@ -212,7 +212,7 @@ class GlooBackend : public CommBackend {
   }
 
   StatusOr<std::unique_ptr<PendingCollective>> AllGatherAsync(const torch::Tensor& input,
-                                                          std::vector<torch::Tensor>* outputs) override {
+                                                              std::vector<torch::Tensor>* outputs) override {
     c10::intrusive_ptr<c10d::Work> work;
     GRANARY_RETURN_IF_ERROR(Checked(CatchTorch("all-gather", [&] {
       for (int r = 0; r < options.world; ++r) outputs->push_back(torch::empty_like(input));

@@ -241,7 +241,7 @@ class MpiBackend : public CommBackend {
   }
 
   StatusOr<std::unique_ptr<PendingCollective>> AllGatherAsync(const torch::Tensor& input,
-                                                          std::vector<torch::Tensor>* outputs) override {
+                                                              std::vector<torch::Tensor>* outputs) override {
     StatusOr<Wire> wire = WireOf(input, "all-gather");
     if (!wire.ok()) return wire.status();
     torch::Tensor all;
