@@ -4,7 +4,11 @@
 // every MPI call of the process is made by one thread of its own, the MPI
 // thread (as horovod's background loop does): the training thread queues a
 // collective and goes on (a bucket's all-reduce then runs during the rest of
-// backward) or waits for it. MPI is started on that thread (MPI_Init_thread,
+// backward) or waits for it. The thread starts non-blocking collectives
+// and tests them (MpiThread::Complete) rather than call blocking ones: a
+// blocking collective spins from its start until the slower peer's part
+// arrives, and with a rank per core that spinning took the core from the
+// rank's own backward. MPI is started on that thread (MPI_Init_thread,
 // FUNNELED: only it calls MPI) when the first backend is created, and
 // finalized when the backend is destroyed; once per process. Errors return
 // (MPI_ERRORS_RETURN) instead of aborting the job; a collective that a lost
@@ -14,6 +18,8 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
@@ -55,7 +61,41 @@ class MpiThread {
     return result;
   }
 
+  // On the MPI thread: completes a non-blocking collective. While the
+  // training thread computes, a test every kNap and a sleep in between, so
+  // that waiting for a slower peer leaves the core to backward; once a
+  // training thread waits for a result (Waiter), tests without pause.
+  int Complete(MPI_Request* request) {
+    for (;;) {
+      int done = 0;
+      if (int rc = MPI_Test(request, &done, MPI_STATUS_IGNORE); rc != MPI_SUCCESS) return rc;
+      if (done) return MPI_SUCCESS;
+      if (waiters_.load(std::memory_order_relaxed) > 0) continue;
+      MutexLock lock(&mutex_);
+      nap_.WaitFor(mutex_, kNap, [&] { return waiters_.load(std::memory_order_relaxed) > 0; });
+    }
+  }
+
+  // Held by a training thread while it waits for a collective.
+  class Waiter {
+   public:
+    Waiter() : thread_(Get()) {
+      thread_.waiters_.fetch_add(1);
+      MutexLock lock(&thread_.mutex_);  // not between Complete's test and its sleep
+      thread_.nap_.NotifyOne();
+    }
+    ~Waiter() { thread_.waiters_.fetch_sub(1); }
+
+   private:
+    MpiThread& thread_;
+  };
+
  private:
+  // Measured (docs/BENCHMARKS.md): tests every 50, 200 or 1,000 us gave
+  // the same samples/s; between them, the fewest wake-ups that keep a
+  // bucket's exchange going.
+  static constexpr std::chrono::microseconds kNap{200};
+
   MpiThread() { std::thread([this] { Loop(); }).detach(); }
 
   void Loop() {
@@ -76,8 +116,18 @@ class MpiThread {
 
   Mutex mutex_;
   CondVar wake_;
+  CondVar nap_;
+  std::atomic<int> waiters_{0};
   std::deque<std::pair<std::function<int()>, std::promise<int>>> queue_ GRANARY_GUARDED_BY(mutex_);
 };
+
+// On the MPI thread: a non-blocking collective that `start` begins, then
+// completed by the thread (MpiThread::Complete).
+int NonBlocking(const std::function<int(MPI_Request*)>& start) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (int rc = start(&request); rc != MPI_SUCCESS) return rc;
+  return MpiThread::Get().Complete(&request);
+}
 
 // Element-wise sums of 16-bit floats, which MPI has no type for: the values
 // travel as MPI_UINT16_T and these ops add them in float.
@@ -98,11 +148,14 @@ int MpiInit() {
   MPI_Finalized(&finalized);
   if (finalized) return MPI_ERR_OTHER;
   if (!initialized) {
-    // OpenMPI 4.1 all-reduces large buffers with Rabenseifner's algorithm,
-    // which here took 14x the ring's time for 50 MiB between 2 ranks (145 vs
-    // 10 ms, tools/bench_comm): the ring, unless the user set an algorithm.
+    // The ring, unless the user set an algorithm. OpenMPI 4.1's blocking
+    // all-reduce of large buffers is Rabenseifner's, which here took 14x the
+    // ring's time for 50 MiB between 2 ranks (145 vs 10 ms); its
+    // non-blocking one (libnbc, the one used) defaults to a binomial tree,
+    // 2.6x the ring's time for 12.5 MiB (6.5 vs 2.5 ms, tools/bench_comm).
     ::setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", /*overwrite=*/0);
     ::setenv("OMPI_MCA_coll_tuned_allreduce_algorithm", "4", /*overwrite=*/0);
+    ::setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", /*overwrite=*/0);
     int provided = 0;
     const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
     if (rc != MPI_SUCCESS) return rc;
@@ -153,6 +206,7 @@ class MpiPending : public PendingCollective {
   Status Wait() override {
     if (!done_.valid()) return Status::OK();
     WaitingForPeers waiting;
+    MpiThread::Waiter waiter;
     if (done_.wait_for(timeout_) != std::future_status::ready) {
       return Status::FailedPrecondition(std::string(what_) + ": the other ranks did not complete it within --timeout " +
                                       std::to_string(timeout_.count()) +
@@ -172,6 +226,8 @@ class MpiPending : public PendingCollective {
 
 class MpiBackend : public CommBackend {
  public:
+  static constexpr int64_t kSliceBytes = int64_t{16} << 20;
+
   explicit MpiBackend(const CommOptions& o) : options_(o), timeout_(o.timeout_s) {}
 
   ~MpiBackend() override {
@@ -233,10 +289,22 @@ class MpiBackend : public CommBackend {
   StatusOr<std::unique_ptr<PendingCollective>> AllReduceSumAsync(const torch::Tensor& tensor) override {
     StatusOr<Wire> wire = WireOf(tensor, "all-reduce");
     if (!wire.ok()) return wire.status();
-    const int count = static_cast<int>(tensor.numel());
+    // In slices of at most kSliceBytes: libnbc's ring took 1.8x the time
+    // of 16 MiB slices for 50 MiB, 1.9x for 100 MiB (tools/bench_comm).
+    const int64_t slice = std::max<int64_t>(1, kSliceBytes / static_cast<int64_t>(tensor.element_size()));
+    const int64_t count = tensor.numel();
     // The op holds the tensor: its storage lives until the MPI thread is done with it.
-    return Pending(MpiThread::Get().Post([tensor, count, type = wire->type, op = wire->sum] {
-      return MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), count, type, op, MPI_COMM_WORLD);
+    return Pending(MpiThread::Get().Post([tensor, count, slice, type = wire->type, op = wire->sum] {
+      char* data = static_cast<char*>(tensor.data_ptr());
+      for (int64_t first = 0; first < count; first += slice) {
+        const int n = static_cast<int>(std::min(slice, count - first));
+        const int rc = NonBlocking([&](MPI_Request* request) {
+          return MPI_Iallreduce(MPI_IN_PLACE, data + first * tensor.element_size(), n, type, op, MPI_COMM_WORLD,
+                                request);
+        });
+        if (rc != MPI_SUCCESS) return rc;
+      }
+      return MPI_SUCCESS;
     }), "all-reduce");
   }
 
@@ -251,7 +319,9 @@ class MpiBackend : public CommBackend {
     }));
     const int count = static_cast<int>(input.numel());
     return Pending(MpiThread::Get().Post([input, all, count, type = wire->type] {
-      return MPI_Allgather(input.data_ptr(), count, type, all.data_ptr(), count, type, MPI_COMM_WORLD);
+      return NonBlocking([&](MPI_Request* request) {
+        return MPI_Iallgather(input.data_ptr(), count, type, all.data_ptr(), count, type, MPI_COMM_WORLD, request);
+      });
     }), "all-gather");
   }
 
@@ -260,12 +330,16 @@ class MpiBackend : public CommBackend {
     if (!wire.ok()) return wire.status();
     const int count = static_cast<int>(tensor.numel());
     return Pending(MpiThread::Get().Post([tensor, count, type = wire->type] {
-      return MPI_Bcast(tensor.data_ptr(), count, type, 0, MPI_COMM_WORLD);
+      return NonBlocking([&](MPI_Request* request) {
+        return MPI_Ibcast(tensor.data_ptr(), count, type, 0, MPI_COMM_WORLD, request);
+      });
     }), "broadcast")->Wait();
   }
 
   Status Barrier() override {
-    return Pending(MpiThread::Get().Post([] { return MPI_Barrier(MPI_COMM_WORLD); }), "barrier")->Wait();
+    return Pending(MpiThread::Get().Post([] {
+      return NonBlocking([](MPI_Request* request) { return MPI_Ibarrier(MPI_COMM_WORLD, request); });
+    }), "barrier")->Wait();
   }
 
  private:

@@ -1,0 +1,77 @@
+// One rank of MpiComm's tests (mpi_comm_test.cc), started by mpirun with
+// two processes. Through granary's Comm over MPI it:
+//  1. all-reduces a float32 and a bfloat16 tensor larger than the backend's
+//     slice, and counts the elements that are not the sum over ranks;
+//  2. starts an all-reduce that rank 1 joins only after a pause, and measures
+//     rank 0's CPU seconds while its training thread sleeps through it.
+// Rank 0 prints one JSON object with both.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <thread>
+
+#include "trainer/comm/comm.h"
+
+namespace {
+
+double CpuSeconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
+}
+
+// Rank r holds (r + 1) * (i % period) at i: small integers, exact in
+// bfloat16 too, whose sum over two ranks is 3 * (i % period).
+int64_t WrongSums(granary::Comm& comm, torch::ScalarType dtype, int64_t count, int period) {
+  const torch::Tensor pattern = torch::arange(count, torch::kInt64).remainder(period);
+  torch::Tensor t = (pattern * (comm.rank() + 1)).to(dtype);
+  if (granary::Status s = comm.AllReduceSum(t); !s.ok()) {
+    std::fprintf(stderr, "mpi_rank: %s\n", s.message().c_str());
+    std::exit(1);
+  }
+  return t.to(torch::kInt64).ne(pattern * 3).sum().item<int64_t>();
+}
+
+}  // namespace
+
+int main() {
+  granary::CommOptions o;
+  o.backend = "mpi";
+  o.rank = std::atoi(std::getenv("OMPI_COMM_WORLD_RANK"));
+  o.world = std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE"));
+  o.timeout_s = 60;
+  torch::set_num_threads(1);
+  granary::StatusOr<std::unique_ptr<granary::Comm>> created = granary::Comm::Create(o);
+  if (!created.ok()) {
+    std::fprintf(stderr, "mpi_rank: %s\n", created.status().message().c_str());
+    return 1;
+  }
+  granary::Comm& comm = *created.value();
+
+  // 40 MiB and 24 MiB: three and two slices, the last ones partial.
+  const int64_t wrong_float = WrongSums(comm, torch::kFloat, (int64_t{40} << 20) / 4 + 3, 1000);
+  const int64_t wrong_bf16 = WrongSums(comm, torch::kBFloat16, (int64_t{24} << 20) / 2 + 5, 64);
+
+  const auto pause = std::chrono::milliseconds(1000);
+  torch::Tensor late = torch::ones({1 << 18});
+  double cpu = 0, wall = 0;
+  if (o.rank == 0) {
+    auto pending = comm.AllReduceSumAsync(late);
+    if (!pending.ok()) return 1;
+    const double cpu_start = CpuSeconds();
+    const auto start = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(pause);  // as backward would compute
+    cpu = CpuSeconds() - cpu_start;
+    wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!pending.value()->Wait().ok()) return 1;
+  } else {
+    std::this_thread::sleep_for(pause + pause / 2);
+    if (!comm.AllReduceSum(late).ok()) return 1;
+  }
+  if (o.rank == 0) {
+    std::printf("{\"wrong_float\": %lld, \"wrong_bf16\": %lld, \"late_peer_cpu_s\": %.4f, \"late_peer_wall_s\": %.4f}\n",
+                static_cast<long long>(wrong_float), static_cast<long long>(wrong_bf16), cpu, wall);
+  }
+  return 0;
+}
