@@ -96,8 +96,10 @@ class Bf16 : public BucketCompression {
     if (!reduce.ok()) return reduce.status();
     return Then(std::move(reduce).value(), [flat, bits, gathered] {
       return CatchTorch("--sync-compress bf16", [&] {
-        flat.zero_();
-        for (const torch::Tensor& g : *gathered) flat.add_(g.view(torch::kBFloat16).to(torch::kFloat));
+        // Widened as they are added (no float32 copies of the parts): the
+        // same sums, three passes over the bucket instead of six.
+        flat.copy_((*gathered)[0].view(torch::kBFloat16));
+        for (size_t r = 1; r < gathered->size(); ++r) flat.add_((*gathered)[r].view(torch::kBFloat16));
         flat.div_(static_cast<double>(gathered->size()));
       });
     });

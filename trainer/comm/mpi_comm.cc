@@ -14,6 +14,7 @@
 // (MPI_ERRORS_RETURN) instead of aborting the job; a collective that a lost
 // or hung peer never completes ends after --timeout, said in one line.
 #include <mpi.h>
+#include <pthread.h>
 
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
@@ -91,14 +92,15 @@ class MpiThread {
   };
 
  private:
-  // Measured (docs/BENCHMARKS.md): tests every 50, 200 or 1,000 us gave
-  // the same samples/s; between them, the fewest wake-ups that keep a
-  // bucket's exchange going.
+  // Tests every 20, 50, 200 or 1,000 us, or spinning through the first 2
+  // or 5 ms, trained at the same samples/s within the machine's noise
+  // (docs/BENCHMARKS.md): few wake-ups that still keep an exchange going.
   static constexpr std::chrono::microseconds kNap{200};
 
   MpiThread() { std::thread([this] { Loop(); }).detach(); }
 
   void Loop() {
+    pthread_setname_np(pthread_self(), "granary-mpi");  // as top -H and gdb show it
     for (;;) {
       std::pair<std::function<int()>, std::promise<int>> next;
       {
