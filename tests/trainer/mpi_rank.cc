@@ -21,32 +21,38 @@ double CpuSeconds() {
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
 }
 
+void ExitUnlessOk(const granary::Status& s) {
+  if (s.ok()) return;
+  std::fprintf(stderr, "mpi_rank: %s\n", s.message().c_str());
+  std::exit(1);
+}
+
 // Rank r holds (r + 1) * (i % period) at i: small integers, exact in
 // bfloat16 too, whose sum over two ranks is 3 * (i % period).
 int64_t WrongSums(granary::Comm& comm, torch::ScalarType dtype, int64_t count, int period) {
   const torch::Tensor pattern = torch::arange(count, torch::kInt64).remainder(period);
   torch::Tensor t = (pattern * (comm.rank() + 1)).to(dtype);
-  if (granary::Status s = comm.AllReduceSum(t); !s.ok()) {
-    std::fprintf(stderr, "mpi_rank: %s\n", s.message().c_str());
-    std::exit(1);
-  }
+  ExitUnlessOk(comm.AllReduceSum(t));
   return t.to(torch::kInt64).ne(pattern * 3).sum().item<int64_t>();
 }
 
 }  // namespace
 
 int main() {
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (rank == nullptr || world == nullptr) {
+    std::fprintf(stderr, "mpi_rank: start it with mpirun -np 2\n");
+    return 2;
+  }
   granary::CommOptions o;
   o.backend = "mpi";
-  o.rank = std::atoi(std::getenv("OMPI_COMM_WORLD_RANK"));
-  o.world = std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE"));
+  o.rank = std::atoi(rank);
+  o.world = std::atoi(world);
   o.timeout_s = 60;
   torch::set_num_threads(1);
   granary::StatusOr<std::unique_ptr<granary::Comm>> created = granary::Comm::Create(o);
-  if (!created.ok()) {
-    std::fprintf(stderr, "mpi_rank: %s\n", created.status().message().c_str());
-    return 1;
-  }
+  ExitUnlessOk(created.status());
   granary::Comm& comm = *created.value();
 
   // 40 MiB and 24 MiB: three and two slices, the last ones partial.
@@ -58,16 +64,16 @@ int main() {
   double cpu = 0, wall = 0;
   if (o.rank == 0) {
     auto pending = comm.AllReduceSumAsync(late);
-    if (!pending.ok()) return 1;
+    ExitUnlessOk(pending.status());
     const double cpu_start = CpuSeconds();
     const auto start = std::chrono::steady_clock::now();
     std::this_thread::sleep_for(pause);  // as backward would compute
     cpu = CpuSeconds() - cpu_start;
     wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!pending.value()->Wait().ok()) return 1;
+    ExitUnlessOk(pending.value()->Wait());
   } else {
     std::this_thread::sleep_for(pause + pause / 2);
-    if (!comm.AllReduceSum(late).ok()) return 1;
+    ExitUnlessOk(comm.AllReduceSum(late));
   }
   if (o.rank == 0) {
     std::printf("{\"wrong_float\": %lld, \"wrong_bf16\": %lld, \"late_peer_cpu_s\": %.4f, \"late_peer_wall_s\": %.4f}\n",

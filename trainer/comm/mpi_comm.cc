@@ -92,9 +92,9 @@ class MpiThread {
   };
 
  private:
-  // Tests every 20, 50, 200 or 1,000 us, or spinning through the first 2
-  // or 5 ms, trained at the same samples/s within the machine's noise
-  // (docs/BENCHMARKS.md): few wake-ups that still keep an exchange going.
+  // The sleep between tests while no one waits. Sleeps of 20, 50 or 1,000
+  // us, or spinning through a collective's first 2 or 5 ms, trained at the
+  // same samples/s as 200 us within the machine's noise (docs/BENCHMARKS.md).
   static constexpr std::chrono::microseconds kNap{200};
 
   MpiThread() { std::thread([this] { Loop(); }).detach(); }
@@ -292,7 +292,7 @@ class MpiBackend : public CommBackend {
     StatusOr<Wire> wire = WireOf(tensor, "all-reduce");
     if (!wire.ok()) return wire.status();
     // In slices of at most kSliceBytes: libnbc's ring took 1.8x the time
-    // of 16 MiB slices for 50 MiB, 1.9x for 100 MiB (tools/bench_comm).
+    // of 16 MiB slices for 50 and for 100 MiB (tools/bench_comm_rank).
     const int64_t slice = std::max<int64_t>(1, kSliceBytes / static_cast<int64_t>(tensor.element_size()));
     const int64_t count = tensor.numel();
     // The op holds the tensor: its storage lives until the MPI thread is done with it.
