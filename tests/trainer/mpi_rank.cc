@@ -76,8 +76,9 @@ int main() {
     ExitUnlessOk(comm.AllReduceSum(late));
   }
   if (o.rank == 0) {
-    std::printf("{\"wrong_float\": %lld, \"wrong_bf16\": %lld, \"late_peer_cpu_s\": %.4f, \"late_peer_wall_s\": %.4f}\n",
-                static_cast<long long>(wrong_float), static_cast<long long>(wrong_bf16), cpu, wall);
+    std::printf("{\"wrong_float\": %lld, \"wrong_bf16\": %lld, ", static_cast<long long>(wrong_float),
+                static_cast<long long>(wrong_bf16));
+    std::printf("\"late_peer_cpu_s\": %.4f, \"late_peer_wall_s\": %.4f}\n", cpu, wall);
   }
   return 0;
 }
