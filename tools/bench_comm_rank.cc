@@ -10,18 +10,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <vector>
 
+#include "trainer/clock.h"
 #include "trainer/comm/comm.h"
 
 namespace {
-
-double CpuSeconds() {
-  timespec t{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
-}
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -58,14 +52,14 @@ int main(int argc, char** argv) {
     std::vector<double> wall, cpu;
     for (int i = 0; i < warmup + iters; ++i) {
       const auto start = std::chrono::steady_clock::now();
-      const double cpu_start = CpuSeconds();
+      const double cpu_start = granary::ProcessCpuSeconds();
       if (granary::Status s = comm.value()->AllReduceSum(t); !s.ok()) {
         std::fprintf(stderr, "bench_comm_rank: %s\n", s.message().c_str());
         return 1;
       }
       if (i < warmup) continue;
-      wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      cpu.push_back(CpuSeconds() - cpu_start);
+      wall.push_back(granary::SecondsSince(start));
+      cpu.push_back(granary::ProcessCpuSeconds() - cpu_start);
     }
     // Rank 0 reports its own; the other ranks' figures are alike (symmetric algorithms).
     if (o.rank == 0) {

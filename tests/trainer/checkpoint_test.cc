@@ -56,6 +56,15 @@ CheckpointHeader Header(int64_t step) {
   return h;
 }
 
+// Loads `c` into `into` as a rank resumes: one CheckpointArchive, the model's
+// values, then the optimizer's.
+Status Restore(const Checkpoint& c, TrainedNet& into) {
+  StatusOr<CheckpointArchive> archive = CheckpointArchive::Parse(c);
+  if (!archive.ok()) return archive.status();
+  GRANARY_RETURN_IF_ERROR(archive->RestoreModel(*into.net));
+  return archive->RestoreOptimizer(*into.optimizer);
+}
+
 void ExpectSameState(TrainedNet& a, TrainedNet& b) {
   auto pa = a.net->named_parameters(), pb = b.net->named_parameters();
   for (const auto& p : pa) EXPECT_TRUE(torch::equal(p.value(), pb[p.key()])) << p.key();
@@ -80,10 +89,8 @@ TEST(Checkpoint, RoundTripRestoresWeightsBuffersOptimizerAndPosition) {
   EXPECT_EQ(c->header.config, Header(7).config);
 
   TrainedNet b = MakeRun(2);  // other weights
-  auto archive = CheckpointArchive::Parse(c.value());
-  ASSERT_TRUE(archive.ok()) << archive.status().ToString();
-  ASSERT_TRUE(archive->RestoreModel(*b.net).ok());
-  ASSERT_TRUE(archive->RestoreOptimizer(*b.optimizer).ok());
+  const Status restored = Restore(c.value(), b);
+  ASSERT_TRUE(restored.ok()) << restored.ToString();
   ExpectSameState(a, b);
   // The optimizer's momentum came back too: the next identical step matches.
   torch::manual_seed(5);
@@ -145,10 +152,8 @@ TEST(CheckpointWriter, WritesTheStateAtTheCallInOrderAndReportsFailures) {
     auto c = ReadCheckpoint(ck + "/step-000000000" + std::to_string(step) + ".ckpt");
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     TrainedNet b = MakeRun(2);
-    auto archive = CheckpointArchive::Parse(c.value());
-    ASSERT_TRUE(archive.ok()) << archive.status().ToString();
-    ASSERT_TRUE(archive->RestoreModel(*b.net).ok());
-    ASSERT_TRUE(archive->RestoreOptimizer(*b.optimizer).ok());
+    const Status restored = Restore(c.value(), b);
+    ASSERT_TRUE(restored.ok()) << restored.ToString();
     const auto params = b.net->parameters();
     for (size_t i = 0; i < params.size(); ++i) EXPECT_TRUE(torch::equal(params[i], written[step - 1][i])) << i;
   }

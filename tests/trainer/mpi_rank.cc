@@ -1,25 +1,25 @@
 // One rank of MpiComm's tests (mpi_comm_test.cc), started by mpirun with
-// two processes. Through granary's Comm over MPI it:
+// two processes and the path of a file that does not exist yet. Through
+// granary's Comm over MPI it:
 //  1. all-reduces a float32 and a bfloat16 tensor larger than the backend's
 //     slice, and counts the elements that are not the sum over ranks;
-//  2. starts an all-reduce that rank 1 joins only after a pause, and measures
-//     rank 0's CPU seconds while its training thread sleeps through it.
+//  2. starts an all-reduce on rank 0 and measures rank 0's CPU seconds while
+//     its training thread sleeps a second; rank 1 joins the all-reduce only
+//     once rank 0 has written the file, after that second.
 // Rank 0 prints one JSON object with both.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
+#include <fstream>
+#include <string>
 #include <thread>
 
+#include "trainer/clock.h"
 #include "trainer/comm/comm.h"
 
 namespace {
-
-double CpuSeconds() {
-  timespec t{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
-}
 
 void ExitUnlessOk(const granary::Status& s) {
   if (s.ok()) return;
@@ -38,13 +38,14 @@ int64_t WrongSums(granary::Comm& comm, torch::ScalarType dtype, int64_t count, i
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
   const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
-  if (rank == nullptr || world == nullptr) {
-    std::fprintf(stderr, "mpi_rank: start it with mpirun -np 2\n");
+  if (rank == nullptr || world == nullptr || argc != 2) {
+    std::fprintf(stderr, "mpi_rank: start it with mpirun -np 2 mpi_rank SIGNAL_FILE\n");
     return 2;
   }
+  const std::string measured = argv[1];  // rank 0 writes it once it has measured
   granary::CommOptions o;
   o.backend = "mpi";
   o.rank = std::atoi(rank);
@@ -59,20 +60,20 @@ int main() {
   const int64_t wrong_float = WrongSums(comm, torch::kFloat, (int64_t{40} << 20) / 4 + 3, 1000);
   const int64_t wrong_bf16 = WrongSums(comm, torch::kBFloat16, (int64_t{24} << 20) / 2 + 5, 64);
 
-  const auto pause = std::chrono::milliseconds(1000);
   torch::Tensor late = torch::ones({1 << 18});
   double cpu = 0, wall = 0;
   if (o.rank == 0) {
     auto pending = comm.AllReduceSumAsync(late);
     ExitUnlessOk(pending.status());
-    const double cpu_start = CpuSeconds();
+    const double cpu_start = granary::ProcessCpuSeconds();
     const auto start = std::chrono::steady_clock::now();
-    std::this_thread::sleep_for(pause);  // as backward would compute
-    cpu = CpuSeconds() - cpu_start;
-    wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // as backward would compute
+    cpu = granary::ProcessCpuSeconds() - cpu_start;
+    wall = granary::SecondsSince(start);
+    std::ofstream(measured) << "measured\n";
     ExitUnlessOk(pending.value()->Wait());
   } else {
-    std::this_thread::sleep_for(pause + pause / 2);
+    while (::access(measured.c_str(), F_OK) != 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     ExitUnlessOk(comm.AllReduceSum(late));
   }
   if (o.rank == 0) {
