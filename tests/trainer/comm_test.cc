@@ -4,6 +4,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -87,55 +90,127 @@ TEST(AfterBackwardSync, EveryGradientBecomesTheMeanOverRanks) {
   for (int r = 0; r < 2; ++r) EXPECT_TRUE(torch::allclose(grads[r], want)) << r << ": " << grads[r];
 }
 
+// Rank 1's gradients over three steps of `make_net()` on two ranks (each its
+// own data), synced after backward (bucket_bytes 0) or in buckets of
+// `bucket_bytes` after a first of `first_bucket_bytes`. `check(sync, net)`
+// looks at the BucketedSync once attached.
+template <typename MakeNet, typename Check>
+std::vector<torch::Tensor> RankOneGradients(MakeNet make_net, size_t bucket_bytes, size_t first_bucket_bytes,
+                                            Check check) {
+  std::vector<torch::Tensor> got;
+  OnTwoRanks([&](Comm& comm) {
+    // The ranks are threads sharing one RNG: weights and data are made
+    // without it, so both methods see the same numbers.
+    torch::nn::Sequential net = make_net();
+    {
+      torch::NoGradGuard no_grad;
+      double k = 1;
+      for (auto& p : net->parameters()) {
+        p.copy_(torch::sin(torch::arange(p.numel(), torch::kFloat32) * (0.37 * k++)).view(p.sizes()) * 0.3);
+      }
+    }
+    std::unique_ptr<GradientSync> sync;
+    if (bucket_bytes == 0) {
+      sync = std::make_unique<AfterBackwardSync>(comm);
+    } else {
+      sync = std::make_unique<BucketedSync>(comm, bucket_bytes, first_bucket_bytes);
+    }
+    GRANARY_RETURN_IF_ERROR(sync->Attach(net->parameters()));
+    if (bucket_bytes != 0) check(static_cast<BucketedSync&>(*sync), net);
+    const int64_t inputs = net->parameters().front().size(1);
+    for (int step = 0; step < 3; ++step) {
+      for (auto& p : net->parameters()) {
+        if (p.grad().defined()) p.mutable_grad().zero_();
+      }
+      torch::Tensor x = torch::cos(torch::arange(5 * inputs, torch::kFloat32).view({5, inputs}) *
+                                   (0.1 + 0.05 * comm.rank() + 0.01 * step));
+      sync->BeginStep();
+      net->forward(x).pow(2).sum().backward();
+      GRANARY_RETURN_IF_ERROR(sync->FinishStep());
+      if (comm.rank() == 1) {
+        for (auto& p : net->parameters()) got.push_back(p.grad().clone());
+      }
+    }
+    return Status::OK();
+  });
+  return got;
+}
+
+void ExpectEqualTensors(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a.empty());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << i;
+}
+
 // The same model and data on each rank, through both methods: the bucketed,
 // overlapped sync gives exactly the gradients of the flat one, over several
 // steps (buckets reused), with buckets small enough to make several.
 TEST(BucketedSync, GivesExactlyTheFlatAllReducesMeans) {
-  std::vector<std::vector<torch::Tensor>> got(2);  // [method] -> rank 1's gradients, all steps
-  for (int method = 0; method < 2; ++method) {
-    OnTwoRanks([&](Comm& comm) {
-      // The ranks are threads sharing one RNG: weights and data are made
-      // without it, so both methods see the same numbers.
-      torch::nn::Sequential net(torch::nn::Linear(8, 64), torch::nn::ReLU(), torch::nn::Linear(64, 32),
-                                torch::nn::ReLU(), torch::nn::Linear(32, 3));
-      {
-        torch::NoGradGuard no_grad;
-        double k = 1;
-        for (auto& p : net->parameters()) {
-          p.copy_(torch::sin(torch::arange(p.numel(), torch::kFloat32) * (0.37 * k++)).view(p.sizes()) * 0.3);
-        }
-      }
-      std::unique_ptr<GradientSync> sync;
-      if (method == 0) {
-        sync = std::make_unique<AfterBackwardSync>(comm);
-      } else {
-        sync = std::make_unique<BucketedSync>(comm, /*bucket_bytes=*/4096, /*first_bucket_bytes=*/512);
-      }
-      GRANARY_RETURN_IF_ERROR(sync->Attach(net->parameters()));
-      if (method == 1) {
-        auto* bucketed = static_cast<BucketedSync*>(sync.get());
-        EXPECT_GT(bucketed->bucket_params().size(), 2u);
-        EXPECT_EQ(bucketed->bucket_params().front().front(), net->parameters().size() - 1);  // last first
-      }
-      for (int step = 0; step < 3; ++step) {
-        for (auto& p : net->parameters()) {
-          if (p.grad().defined()) p.mutable_grad().zero_();
-        }
-        // Each rank its own data.
-        torch::Tensor x = torch::cos(torch::arange(40, torch::kFloat32).view({5, 8}) * (0.1 + 0.05 * comm.rank() + 0.01 * step));
-        sync->BeginStep();
-        net->forward(x).pow(2).sum().backward();
-        GRANARY_RETURN_IF_ERROR(sync->FinishStep());
-        if (comm.rank() == 1) {
-          for (auto& p : net->parameters()) got[method].push_back(p.grad().clone());
-        }
-      }
-      return Status::OK();
-    });
+  auto make_net = [] {
+    return torch::nn::Sequential(torch::nn::Linear(8, 64), torch::nn::ReLU(), torch::nn::Linear(64, 32),
+                                 torch::nn::ReLU(), torch::nn::Linear(32, 3));
+  };
+  const std::vector<torch::Tensor> flat = RankOneGradients(make_net, 0, 0, [](BucketedSync&, auto&) {});
+  const std::vector<torch::Tensor> bucketed =
+      RankOneGradients(make_net, /*bucket_bytes=*/4096, /*first_bucket_bytes=*/512, [](BucketedSync& sync, auto& net) {
+        EXPECT_GT(sync.bucket_params().size(), 2u);
+        EXPECT_EQ(sync.bucket_params().front().front(), net->parameters().size() - 1);  // last first
+      });
+  ExpectEqualTensors(flat, bucketed);
+}
+
+// The kernel's transparent-huge-page mode ("always", "madvise" or
+// "never"), from the bracketed word of its settings file; empty if unknown.
+std::string HugePageMode() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string line;
+  std::getline(in, line);
+  const size_t open = line.find('['), close = line.find(']');
+  if (open == std::string::npos || close == std::string::npos) return "";
+  return line.substr(open + 1, close - open - 1);
+}
+
+// Whether the kernel may back the mapping holding `address` with huge pages
+// (/proc/self/smaps' THPeligible), or -1 if that mapping is not found.
+int HugePageEligible(const void* address) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<uintptr_t>(address);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    uintptr_t start = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR " ", &start, &end) == 2 && line.find(':') > line.find('-')) {
+      inside = start <= at && at < end;
+    } else if (inside && line.rfind("THPeligible:", 0) == 0) {
+      return std::stoi(line.substr(12));
+    }
   }
-  ASSERT_EQ(got[0].size(), got[1].size());
-  ASSERT_FALSE(got[0].empty());
-  for (size_t i = 0; i < got[0].size(); ++i) EXPECT_TRUE(torch::equal(got[0][i], got[1][i])) << i;
+  return -1;
+}
+
+// A bucket of at least 2 MiB lies on memory the kernel may back with huge
+// pages (the MPI transport's single-copy reads pin it page by page), and
+// still sums exactly; the small first bucket is ordinary memory.
+TEST(BucketedSync, LargeBucketsAskForHugePagesAndStayExact) {
+  auto make_net = [] {
+    return torch::nn::Sequential(torch::nn::Linear(1024, 768), torch::nn::ReLU(), torch::nn::Linear(768, 4));
+  };
+  const std::vector<torch::Tensor> flat = RankOneGradients(make_net, 0, 0, [](BucketedSync&, auto&) {});
+  const std::string mode = HugePageMode();
+  const std::vector<torch::Tensor> bucketed = RankOneGradients(
+      make_net, /*bucket_bytes=*/size_t{25} << 20, /*first_bucket_bytes=*/size_t{1} << 10,
+      [&](BucketedSync& sync, auto& net) {
+        ASSERT_EQ(sync.bucket_params().size(), 2u);  // the last layer, then the 3 MiB first one
+        const void* large = net->parameters().front().grad().data_ptr();
+        const void* small = net->parameters().back().grad().data_ptr();
+        if (mode == "always" || mode == "madvise") {
+          EXPECT_EQ(HugePageEligible(large), 1);
+        }
+        if (mode == "madvise") {
+          EXPECT_EQ(HugePageEligible(small), 0);
+        }
+      });
+  ExpectEqualTensors(flat, bucketed);
+  if (mode != "always" && mode != "madvise") GTEST_SKIP() << "huge pages are off here (" << mode << "): sums checked";
 }
 
 // One machine's rendezvous (trainer/launch/launch.h): a FileStore on a memfd the

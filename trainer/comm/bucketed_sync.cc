@@ -4,8 +4,12 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <sys/mman.h>
+
 #include <cassert>
 #include <chrono>
+#include <stdexcept>
+#include <string>
 
 #include "trainer/torch_guard.h"
 
@@ -43,6 +47,30 @@ torch::Tensor BucketSlice(const torch::Tensor& flat, int64_t offset, const torch
   return torch::from_blob(
       flat.data_ptr<float>() + offset, param.sizes(), param.strides(), [keep = flat](void*) {},
       flat.options());
+}
+
+// A zeroed float32 buffer of `numel` for a bucket, whose whole 2 MiB
+// pages the kernel is asked to back with transparent huge pages (advice
+// that matters in THP's "madvise" mode and is ignored in "never"); a
+// bucket smaller than one such page comes from the usual allocator. Over
+// MPI each all-reduce has the kernel read the peer's bucket (single-copy,
+// CMA), pinning it a page at a time: on 4 KiB pages that was a tenth of the
+// MPI thread's time, and huge pages cut its system CPU by a fifth
+// (docs/BENCHMARKS.md, "Buckets on huge pages").
+torch::Tensor BucketBuffer(int64_t numel) {
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const size_t bytes = static_cast<size_t>(numel) * sizeof(float);
+  if (bytes < kHugePage) return torch::zeros({numel}, torch::kFloat32);
+  // One page more than asked, so that a 2 MiB boundary falls inside; the
+  // spare pages are never touched, so they cost address space, not memory.
+  const size_t mapped = bytes + kHugePage;
+  void* raw = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) throw std::runtime_error("no memory for a bucket of " + std::to_string(bytes) + " bytes");
+  const uintptr_t start = (reinterpret_cast<uintptr_t>(raw) + kHugePage - 1) / kHugePage * kHugePage;
+  ::madvise(reinterpret_cast<void*>(start), bytes / kHugePage * kHugePage, MADV_HUGEPAGE);  // advice only
+  return torch::from_blob(
+      reinterpret_cast<void*>(start), {numel}, [raw, mapped](void*) { ::munmap(raw, mapped); },
+      torch::kFloat32);
 }
 
 }  // namespace
@@ -98,7 +126,7 @@ Status BucketedSync::Attach(const std::vector<torch::Tensor>& params) {
         numel += params[k].numel();
         bucket->shapes.push_back(params[k].sizes().vec());
       }
-      bucket->flat = torch::zeros({numel}, torch::kFloat32);
+      bucket->flat = BucketBuffer(numel);
       for (size_t k : group) {
         // Each gradient lives in its bucket (DDP's gradient_as_bucket_view):
         // backward accumulates straight into the buffer that is all-reduced,
