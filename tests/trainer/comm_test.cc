@@ -178,7 +178,7 @@ int HugePageEligible(const void* address) {
   bool inside = false;
   for (std::string line; std::getline(smaps, line);) {
     uintptr_t start = 0, end = 0;
-    if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR " ", &start, &end) == 2 && line.find(':') > line.find('-')) {
+    if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR, &start, &end) == 2) {  // a mapping's first line
       inside = start <= at && at < end;
     } else if (inside && line.rfind("THPeligible:", 0) == 0) {
       return std::stoi(line.substr(12));
