@@ -154,7 +154,8 @@ TEST_F(Netsim, AnMpiJobAcrossShapedNodesTrainsAsOnOneMachineAndEndsWhenALinkDrop
 
   // Node 1's link drops 2 s after rank 0's first logged step. Rank 0's
   // all-reduce times out (--timeout 5) or mpirun finds its daemon on node 1
-  // gone (netsim's keepalive: 10 s idle, 3 probes 2 s apart), whichever is
+  // gone (netsim's keepalive: 10 s idle, 3 probes 2 s apart; or, once
+  // mpirun has sent there, its 5 retransmissions, about 13 s), whichever is
   // first; either says so, naming what it lost.
   const std::string metrics = dir_.Sub("mpi.metrics");
   const AfterTheCut after = RunWithACut(
