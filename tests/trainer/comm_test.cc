@@ -7,6 +7,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -92,11 +93,12 @@ TEST(AfterBackwardSync, EveryGradientBecomesTheMeanOverRanks) {
 
 // Rank 1's gradients over three steps of `make_net()` on two ranks (each its
 // own data), synced after backward (bucket_bytes 0) or in buckets of
-// `bucket_bytes` after a first of `first_bucket_bytes`. `check(sync, net)`
-// looks at the BucketedSync once attached.
-template <typename MakeNet, typename Check>
-std::vector<torch::Tensor> RankOneGradients(MakeNet make_net, size_t bucket_bytes, size_t first_bucket_bytes,
-                                            Check check) {
+// `bucket_bytes` after a first of `first_bucket_bytes`; `check(sync, net)`,
+// if given, looks at the BucketedSync once attached.
+using BucketCheck = std::function<void(BucketedSync&, torch::nn::Sequential&)>;
+template <typename MakeNet>
+std::vector<torch::Tensor> RankOneGradients(MakeNet make_net, size_t bucket_bytes = 0, size_t first_bucket_bytes = 0,
+                                            const BucketCheck& check = nullptr) {
   std::vector<torch::Tensor> got;
   OnTwoRanks([&](Comm& comm) {
     // The ranks are threads sharing one RNG: weights and data are made
@@ -116,7 +118,7 @@ std::vector<torch::Tensor> RankOneGradients(MakeNet make_net, size_t bucket_byte
       sync = std::make_unique<BucketedSync>(comm, bucket_bytes, first_bucket_bytes);
     }
     GRANARY_RETURN_IF_ERROR(sync->Attach(net->parameters()));
-    if (bucket_bytes != 0) check(static_cast<BucketedSync&>(*sync), net);
+    if (check) check(static_cast<BucketedSync&>(*sync), net);
     const int64_t inputs = net->parameters().front().size(1);
     for (int step = 0; step < 3; ++step) {
       for (auto& p : net->parameters()) {
@@ -150,9 +152,9 @@ TEST(BucketedSync, GivesExactlyTheFlatAllReducesMeans) {
     return torch::nn::Sequential(torch::nn::Linear(8, 64), torch::nn::ReLU(), torch::nn::Linear(64, 32),
                                  torch::nn::ReLU(), torch::nn::Linear(32, 3));
   };
-  const std::vector<torch::Tensor> flat = RankOneGradients(make_net, 0, 0, [](BucketedSync&, auto&) {});
-  const std::vector<torch::Tensor> bucketed =
-      RankOneGradients(make_net, /*bucket_bytes=*/4096, /*first_bucket_bytes=*/512, [](BucketedSync& sync, auto& net) {
+  const std::vector<torch::Tensor> flat = RankOneGradients(make_net);
+  const std::vector<torch::Tensor> bucketed = RankOneGradients(
+      make_net, /*bucket_bytes=*/4096, /*first_bucket_bytes=*/512, [](BucketedSync& sync, torch::nn::Sequential& net) {
         EXPECT_GT(sync.bucket_params().size(), 2u);
         EXPECT_EQ(sync.bucket_params().front().front(), net->parameters().size() - 1);  // last first
       });
@@ -194,11 +196,11 @@ TEST(BucketedSync, LargeBucketsAskForHugePagesAndStayExact) {
   auto make_net = [] {
     return torch::nn::Sequential(torch::nn::Linear(1024, 768), torch::nn::ReLU(), torch::nn::Linear(768, 4));
   };
-  const std::vector<torch::Tensor> flat = RankOneGradients(make_net, 0, 0, [](BucketedSync&, auto&) {});
+  const std::vector<torch::Tensor> flat = RankOneGradients(make_net);
   const std::string mode = HugePageMode();
   const std::vector<torch::Tensor> bucketed = RankOneGradients(
       make_net, /*bucket_bytes=*/size_t{25} << 20, /*first_bucket_bytes=*/size_t{1} << 10,
-      [&](BucketedSync& sync, auto& net) {
+      [&](BucketedSync& sync, torch::nn::Sequential& net) {
         ASSERT_EQ(sync.bucket_params().size(), 2u);  // the last layer, then the 3 MiB first one
         const void* large = net->parameters().front().grad().data_ptr();
         const void* small = net->parameters().back().grad().data_ptr();
