@@ -12,6 +12,7 @@
 #include "preprocess/image.h"
 #include "preprocess/source.h"
 #include "store/file.h"
+#include "store/output_path.h"
 
 namespace granary {
 namespace {
@@ -31,14 +32,150 @@ bool HasImageExtension(const fs::path& p) {
   return ext == ".jpg" || ext == ".jpeg" || ext == ".png";
 }
 
-std::vector<std::string> SortedSubdirs(const fs::path& dir) {
+// The folders directly in `dir`, sorted by name: hidden ones (".git") and
+// granary dbs (a db built inside its own raw folder) are not classes or
+// splits; they are set aside into *hidden and *dbs when given.
+std::vector<std::string> SortedSubdirs(const fs::path& dir, std::vector<std::string>* hidden = nullptr,
+                                       std::vector<std::string>* dbs = nullptr) {
   std::vector<std::string> names;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (e.is_directory(ec) && e.path().filename().string()[0] != '.') names.push_back(e.path().filename().string());
+    if (!e.is_directory(ec)) continue;
+    const std::string name = e.path().filename().string();
+    if (name[0] == '.') {
+      if (hidden != nullptr) hidden->push_back(name);
+    } else if (IsDbOrPartial(e.path().string())) {
+      if (dbs != nullptr) dbs->push_back(name);
+    } else {
+      names.push_back(name);
+    }
+  }
+  for (std::vector<std::string>* list : {&names, hidden, dbs}) {
+    if (list != nullptr) std::sort(list->begin(), list->end());
+  }
+  return names;
+}
+
+// The images directly in `dir` (not in its subfolders), sorted.
+std::vector<std::string> LooseImages(const fs::path& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name[0] != '.' && e.is_regular_file(ec) && HasImageExtension(e.path())) names.push_back(name);
   }
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// Whether any image lies below `dir` (following links, each folder once).
+bool HoldsImages(const fs::path& dir) {
+  std::set<std::pair<dev_t, ino_t>> seen;
+  std::vector<fs::path> pending = {dir};
+  while (!pending.empty()) {
+    const fs::path current = std::move(pending.back());
+    pending.pop_back();
+    struct stat st;
+    if (::stat(current.c_str(), &st) != 0 || !seen.insert({st.st_dev, st.st_ino}).second) continue;
+    std::error_code ec;
+    for (fs::directory_iterator it(current, ec), end; !ec && it != end; it.increment(ec)) {
+      if (it->path().filename().string()[0] == '.') continue;
+      if (it->is_directory(ec)) {
+        pending.push_back(it->path());
+      } else if (it->is_regular_file(ec) && HasImageExtension(it->path())) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// The split a top folder stands for in the splits layout ("validation" is
+// split "val"); empty if its name is no split's.
+std::string SplitOfFolder(const std::string& name) {
+  if (name == "train" || name == "val" || name == "test") return name;
+  if (name == "validation") return "val";
+  return "";
+}
+
+std::string JoinNames(const std::vector<std::string>& names, const char* suffix = "") {
+  std::string text;
+  for (size_t i = 0; i < names.size() && i < 8; ++i) text += (i > 0 ? ", " : "") + names[i] + suffix;
+  if (names.size() > 8) text += ", ... (" + std::to_string(names.size()) + " in all)";
+  return text;
+}
+
+// How RAW's top folders are read, decided from the whole folder unless
+// `requested` says: as splits (train/ and val|validation|test/ holding the
+// class folders, nothing else beside them) when that reading leaves out no
+// image; as classes (each top folder a class, as torchvision's ImageFolder
+// reads any folder) when there is no train/, or when reading train/ as a
+// split would leave out images (class folders beside it, images loose in
+// it). Where both readings take every image but folders without images
+// stand beside the splits, or a split holds a class train/ lacks, the folder
+// is ambiguous: refused, naming both readings.
+// Notes what a user might not expect into *notes.
+StatusOr<FolderLayout> ChooseLayout(const fs::path& raw, const std::vector<std::string>& top, FolderLayout requested,
+                                    std::vector<std::string>* notes) {
+  std::vector<std::string> splits, others;  // top folders by what their name says
+  for (const std::string& name : top) (SplitOfFolder(name).empty() ? others : splits).push_back(name);
+  const bool has_train = std::find(splits.begin(), splits.end(), "train") != splits.end();
+  const bool val_twice = std::find(splits.begin(), splits.end(), "val") != splits.end() &&
+                         std::find(splits.begin(), splits.end(), "validation") != splits.end();
+  if (requested == FolderLayout::kClasses) return requested;
+  const std::string where = raw.string();
+  if (requested == FolderLayout::kSplits) {
+    if (!has_train) return Status::InvalidArgument(where + ": --layout splits needs a train/ folder");
+    if (!others.empty()) {
+      return Status::InvalidArgument(where + ": --layout splits: " + JoinNames(others, "/") +
+                                     " beside train/ would be left out (split folders are train, val or "
+                                     "validation, test; --layout classes reads every folder as a class)");
+    }
+  }
+  if (!has_train) return FolderLayout::kClasses;
+  if (val_twice) {
+    return Status::InvalidArgument(where + ": both val/ and validation/: which one is the validation split?");
+  }
+  // What reading train/ (val/, test/) as splits would leave out.
+  std::vector<std::string> left_out;
+  for (const std::string& name : others) {
+    if (HoldsImages(raw / name)) left_out.push_back(name + "/");
+  }
+  for (const std::string& name : splits) {
+    if (!LooseImages(raw / name).empty()) left_out.push_back("the images directly in " + name + "/");
+  }
+  std::vector<std::string> train_classes = SortedSubdirs(raw / "train");
+  if (requested == FolderLayout::kSplits) {
+    if (!left_out.empty()) notes->push_back("--layout splits leaves out " + JoinNames(left_out));
+    return requested;
+  }
+  if (!left_out.empty()) {
+    if (!train_classes.empty()) {
+      const bool one = splits.size() == 1;
+      notes->push_back("read as class folders (" + JoinNames(top) + "), as torchvision's ImageFolder would: " +
+                       JoinNames(splits, "/") + (one ? " is a class" : " are classes") + " here, since reading " +
+                       (one ? "it as a split" : "them as splits") + " would leave out " + JoinNames(left_out) +
+                       " (--layout splits says otherwise)");
+    }
+    return FolderLayout::kClasses;
+  }
+  // Every image is in a split's class folders: the splits reading, unless
+  // folders without images stand beside them or a split names a class
+  // train/ lacks, where either reading may be meant.
+  std::string doubt;
+  if (!others.empty()) doubt = JoinNames(others, "/") + " beside them hold no images";
+  for (const std::string& name : splits) {
+    for (const std::string& c : SortedSubdirs(raw / name)) {
+      if (doubt.empty() && std::find(train_classes.begin(), train_classes.end(), c) == train_classes.end()) {
+        doubt = name + "/" + c + "/ is not a class of train/";
+      }
+    }
+  }
+  if (doubt.empty()) return FolderLayout::kSplits;
+  return Status::InvalidArgument(where + ": ambiguous layout: read as splits, " + JoinNames(splits, "/") +
+                                 " hold class folders (train/'s: " + JoinNames(train_classes) +
+                                 "); read as classes, the classes are " + JoinNames(top) + "; " + doubt +
+                                 ". Say which with --layout splits or --layout classes");
 }
 
 class ImageSplit : public SplitSource {
@@ -89,6 +226,7 @@ struct Walk {
   std::vector<std::string> skipped_links;  // directory links to a directory already walked
   std::vector<std::string> duplicates;     // images reached a second time
   std::vector<std::string> ignored;        // files without an image extension
+  std::vector<std::string> hidden;         // dotfiles (macOS's ._x.jpg) and hidden folders
 };
 
 bool Identify(const fs::path& p, struct stat* st) { return ::stat(p.c_str(), st) == 0; }
@@ -108,6 +246,10 @@ Status ListImagesBelow(const fs::path& dir, const fs::path& raw, Walk* walk, std
     std::sort(entries.begin(), entries.end());
     for (auto e = entries.rbegin(); e != entries.rend(); ++e) {  // reversed: the stack pops them in order
       const std::string rel = e->lexically_relative(raw).string();
+      if (e->filename().string()[0] == '.') {
+        walk->hidden.push_back(rel);
+        continue;
+      }
       struct stat st;
       if (!Identify(*e, &st)) continue;  // a dangling link: no file to read
       const FileId id{st.st_dev, st.st_ino};
@@ -167,13 +309,14 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
     return Status::InvalidArgument("--val-fraction must be in [0, 1)");
   }
   const fs::path raw(dir);
-  const std::vector<std::string> top = SortedSubdirs(raw);
-  const bool has_train = std::find(top.begin(), top.end(), "train") != top.end();
+  std::vector<std::string> notes, hidden, dbs;
+  const std::vector<std::string> top = SortedSubdirs(raw, &hidden, &dbs);
+  StatusOr<FolderLayout> layout = ChooseLayout(raw, top, options.layout, &notes);
+  if (!layout.ok()) return layout.status();
   std::vector<std::pair<std::string, fs::path>> split_roots;  // name, folder of class folders
-  if (has_train) {
-    split_roots.push_back({"train", raw / "train"});
-    for (const char* other : {"val", "test"}) {
-      if (std::find(top.begin(), top.end(), other) != top.end()) split_roots.push_back({other, raw / other});
+  if (layout.value() == FolderLayout::kSplits) {
+    for (const char* split : {"train", "val", "validation", "test"}) {
+      if (std::find(top.begin(), top.end(), split) != top.end()) split_roots.push_back({SplitOfFolder(split), raw / split});
     }
   } else {
     split_roots.push_back({"train", raw});
@@ -189,6 +332,17 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
         return Status::InvalidArgument((split_roots[s].second / c).string() + ": class '" + c +
                                        "' does not appear in " + split_roots[0].second.string());
       }
+    }
+  }
+  if (!hidden.empty()) {
+    notes.push_back("skipped hidden folder(s) " + JoinNames(hidden, "/") +
+                    " (torchvision's ImageFolder would make each a class, shifting the labels after it)");
+  }
+  if (!dbs.empty()) notes.push_back("skipped granary db(s) " + JoinNames(dbs, "/") + " inside the raw folder");
+  if (layout.value() == FolderLayout::kClasses) {
+    if (std::vector<std::string> loose = LooseImages(raw); !loose.empty()) {
+      notes.push_back("left out " + std::to_string(loose.size()) + " image(s) outside any class folder: " +
+                      JoinNames(loose));
     }
   }
 
@@ -218,6 +372,18 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
     std::vector<ImageItem> items;
     uint64_t bytes = 0;
     GRANARY_RETURN_IF_ERROR(ListImages(root, raw, classes, &walk, &items, &bytes));
+    if (name == "train") {
+      std::vector<bool> has_images(classes.size(), false);
+      for (const ImageItem& item : items) has_images[static_cast<size_t>(item.label)] = true;
+      std::vector<std::string> empty;
+      for (size_t label = 0; label < classes.size(); ++label) {
+        if (!has_images[label]) empty.push_back(classes[label]);
+      }
+      if (!empty.empty()) {
+        source.info.notes.push_back(std::to_string(empty.size()) + " class(es) with no image in train: " +
+                                    JoinNames(empty) + " (their labels stay, with no samples)");
+      }
+    }
     if (split_roots.size() == 1 && options.val_fraction > 0) {
       // Deterministic split by a hash of the relative path: stable when files are added.
       std::vector<ImageItem> train, val;
@@ -239,9 +405,18 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
     if (items.empty()) return Status::NotFound(root.string() + ": no .jpg, .jpeg or .png files in its class folders");
     source.splits.push_back(std::make_unique<ImageSplit>(name, dir, std::move(items), bytes, transform));
   }
+  for (std::string& note : notes) source.info.notes.push_back(std::move(note));
+  source.info.options["layout"] = layout.value() == FolderLayout::kSplits ? "splits" : "classes";
   if (!walk.ignored.empty()) {
+    std::sort(walk.ignored.begin(), walk.ignored.end());
     source.info.notes.push_back(NoteListing(
         "ignored " + std::to_string(walk.ignored.size()) + " file(s) without a .jpg/.jpeg/.png extension", walk.ignored));
+  }
+  if (!walk.hidden.empty()) {
+    std::sort(walk.hidden.begin(), walk.hidden.end());
+    source.info.notes.push_back(NoteListing(
+        "skipped " + std::to_string(walk.hidden.size()) + " hidden file(s) or folder(s) (a name starting with '.')",
+        walk.hidden));
   }
   if (!walk.skipped_links.empty()) {
     source.info.notes.push_back(NoteListing("skipped " + std::to_string(walk.skipped_links.size()) +

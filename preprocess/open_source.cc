@@ -66,6 +66,13 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
       return Status::InvalidArgument("--size " + o.size + ": expected S or WxH (1..8192)");
     }
     images.channels = o.channels;
+    if (o.layout == "classes") {
+      images.layout = FolderLayout::kClasses;
+    } else if (o.layout == "splits") {
+      images.layout = FolderLayout::kSplits;
+    } else if (o.layout != "auto") {
+      return Status::InvalidArgument("--layout " + o.layout + ": expected auto, classes or splits");
+    }
     images.val_fraction = o.val_fraction;
     images.limit = o.limit;
     images.max_decode_bytes = o.max_image_mb << 20;
@@ -79,6 +86,7 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
   for (auto it = recorded.begin(); it != recorded.end();) {
     it = it->second.empty() ? recorded.erase(it) : std::next(it);
   }
+  recorded.insert(source->info.options.begin(), source->info.options.end());  // what the source resolved
   source->info.options = std::move(recorded);
   return source;
 }

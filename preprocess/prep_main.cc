@@ -217,6 +217,11 @@ void AddBuildFlags(CLI::App* build, int cores, BuildArgs* args) {
                     "images: reject an image whose decode would take more memory than this (MiB; by its header)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
+  build->add_option("--layout", b.raw.layout,
+                    "images: auto (decided from the folder), classes (RAW/<class>/...) or splits "
+                    "(RAW/train/<class>/... beside val|validation|test/)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "classes", "splits"}));
   build->add_option("--channels", b.raw.channels, "images: 3 (RGB) or 1 (gray)")->capture_default_str()->check(
       CLI::IsMember({1, 3}));
   build->add_option("--val-fraction", b.raw.val_fraction,

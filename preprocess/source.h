@@ -62,7 +62,16 @@ struct IdxSourceOptions {
   std::vector<std::string> class_names;
 };
 
+// How an image folder's top folders are read (OpenImageFolderSource):
+// decided from the folder, or as the user says with --layout.
+enum class FolderLayout {
+  kAuto,     // splits if that reading takes every image and is unambiguous, else classes
+  kClasses,  // RAW/<class>/**: every top folder a class, as torchvision's ImageFolder
+  kSplits,   // RAW/train/<class>/** with RAW/val|validation|test/<class>/** beside it
+};
+
 struct ImageFolderOptions {
+  FolderLayout layout = FolderLayout::kAuto;
   int width = 64;
   int height = 64;
   int channels = 3;
@@ -74,8 +83,11 @@ struct ImageFolderOptions {
 };
 
 // An image folder as torchvision's ImageFolder reads it: RAW/<class>/**/*.jpg,
-// .jpeg or .png, or RAW/train/<class>/... with RAW/val/ or RAW/test/ beside it.
-// Classes are the sorted folder names of the train split. Fields: "image"
+// .jpeg or .png, or RAW/train/<class>/... with RAW/val/ (or validation/) or
+// RAW/test/ beside it; which of the two is decided from the whole folder
+// (FolderLayout), an ambiguous folder refused naming both readings.
+// Classes are the sorted folder names of the train split. Hidden files and
+// folders and granary dbs inside RAW are skipped, and noted. Fields: "image"
 // (uint8 [height, width, channels], layout HWC) and "label" (int64).
 StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolderOptions& options);
 
@@ -112,6 +124,7 @@ struct RawOptions {
   std::string size = "64";               // image-folder: "S" or "WxH"
   int channels = 3;                      // image-folder: 1 or 3
   uint64_t max_image_mb = kDefaultMaxDecodeBytes >> 20;  // image-folder: most memory one decode may take
+  std::string layout = "auto";           // image-folder: auto, classes or splits
   double val_fraction = 0;               // image-folder and csv
   std::string label;                     // csv
   std::string missing = "reject";        // csv: reject, nan or zero

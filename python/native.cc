@@ -105,6 +105,7 @@ class SplitHandle {
       : db_(OpenDb(path)), reader_(ValueOrThrow(SplitReader::Create(*db_, split))) {}
 
   size_t size() const { return reader_->size(); }
+  const std::string& content_hash() const { return db_->manifest().content_hash; }
 
   py::dict Read(int64_t index) {
     if (index < 0 || static_cast<uint64_t>(index) >= reader_->size()) {
@@ -327,6 +328,8 @@ class LoaderHandle {
     return py::make_tuple(std::move(input), std::move(target));
   }
 
+  const std::string& content_hash() const { return db_->manifest().content_hash; }
+
   py::tuple State() {
     CheckSameProcess();
     const LoaderState s = [&] {
@@ -414,6 +417,7 @@ PYBIND11_MODULE(_native, m) {
   py::class_<SplitHandle>(m, "Split")
       .def(py::init<const std::string&, const std::string&>(), py::arg("path"), py::arg("split"))
       .def("__len__", &SplitHandle::size)
+      .def_property_readonly("content_hash", &SplitHandle::content_hash)
       .def("read", &SplitHandle::Read, py::arg("index"));
 
   py::class_<LoaderHandle>(m, "Loader")
@@ -431,6 +435,7 @@ PYBIND11_MODULE(_native, m) {
            py::arg("target_field") = "")
       .def("start", &LoaderHandle::Start, py::arg("epoch"), py::arg("position"))
       .def("next", &LoaderHandle::Next)
+      .def_property_readonly("content_hash", [](const LoaderHandle& l) { return l.content_hash(); })
       .def("state", &LoaderHandle::State)
       .def("plan", &LoaderHandle::Plan, py::arg("position"))
       .def("batches_per_epoch", &LoaderHandle::BatchesPerEpoch)

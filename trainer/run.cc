@@ -116,26 +116,33 @@ int EnvNumber(const char* name) {
   return *end == '\0' && v >= 0 && v <= INT32_MAX ? static_cast<int>(v) : -1;
 }
 
-// Started by mpirun or srun (StartedByMpiLauncher; no --rank) with
-// --backend mpi or auto: this process is that rank of the MPI job, whose
-// shape (rank, size, ranks per node: OMPI_COMM_WORLD_* or SLURM_*) is the
-// run's; ranks must be numbered node by node (mpirun's and srun's default
-// block mapping). Pinning is the MPI launcher's. False if not in an MPI job.
-StatusOr<bool> FromMpiJob(TrainConfig* config, int* rank) {
-  if (config->dist.backend == "gloo" || !StartedByMpiLauncher()) return false;
+// Started by mpirun or srun (StartedByMpiLauncher; no --rank): this process
+// is that rank of the MPI job, whose shape (rank, size, ranks per node:
+// OMPI_COMM_WORLD_* or SLURM_*) is the run's; ranks must be numbered node by
+// node (mpirun's and srun's default block mapping). Pinning is the MPI
+// launcher's. *launcher: "mpirun" or "srun"; *where: the variables read.
+Status FromMpiJob(TrainConfig* config, int* rank, std::string* launcher, std::string* where) {
+  *launcher = "mpirun";
   int global = EnvNumber("OMPI_COMM_WORLD_RANK"), world = EnvNumber("OMPI_COMM_WORLD_SIZE");
   int local = EnvNumber("OMPI_COMM_WORLD_LOCAL_RANK"), local_world = EnvNumber("OMPI_COMM_WORLD_LOCAL_SIZE");
-  const char* where = "mpirun's OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE";
+  *where = "mpirun's OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE";
   if (world < 0) {  // srun
     global = EnvNumber("SLURM_PROCID"), world = EnvNumber("SLURM_NTASKS"), local = EnvNumber("SLURM_LOCALID");
     const int nodes = EnvNumber("SLURM_NNODES");
     local_world = nodes > 0 && world > 0 && world % nodes == 0 ? world / nodes : -1;
-    where = "srun's SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NNODES (the same tasks on every node)";
+    *launcher = "srun";
+    *where = "srun's SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NNODES (the same tasks on every node)";
   }
   if (global < 0 || world < 1 || local < 0 || local_world < 1 || world % local_world != 0 || global >= world ||
       local != global % local_world) {
-    return Status::InvalidArgument(std::string("MPI job: ") + where +
+    return Status::InvalidArgument("MPI job: " + *where +
                                    " do not give a rank of equal nodes numbered node by node (--map-by slot)");
+  }
+  if (config->dist.backend == "gloo") {
+    return Status::InvalidArgument(
+        "--backend gloo under " + *launcher + " (a job of " + std::to_string(world) +
+        " processes): each process is one rank of that MPI job, whose ranks meet over MPI; use --backend mpi "
+        "(or auto), or start train without mpirun to run its ranks over Gloo");
   }
   config->dist.backend = "mpi";
   config->dist.ranks = local_world;
@@ -143,7 +150,7 @@ StatusOr<bool> FromMpiJob(TrainConfig* config, int* rank) {
   config->dist.node_rank = global / local_world;
   config->dist.pin = false;  // the MPI launcher places its processes
   *rank = global;
-  return true;
+  return Status::OK();
 }
 
 // --backend auto: in an MPI job (mpirun, srun) MPI; in a rank, what its
@@ -162,27 +169,38 @@ Status ResolveBackend(TrainConfig* config, bool is_rank) {
   return Status::OK();
 }
 
+// Whether torchrun's variables are in the environment (RANK and WORLD_SIZE;
+// the rest are then required).
+bool TorchrunVariablesSet() { return std::getenv("RANK") != nullptr && std::getenv("WORLD_SIZE") != nullptr; }
+
 // Started by torchrun (RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and
 // MASTER_PORT set, no --rank): this process is that rank; the run's shape
-// comes from the environment. False if not under torchrun.
-StatusOr<bool> FromTorchrun(TrainConfig* config, int* rank) {
+// comes from the environment.
+Status FromTorchrun(TrainConfig* config, int* rank) {
   const char* names[] = {"RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
   std::vector<std::string> v;
   for (const char* name : names) {
     const char* value = std::getenv(name);
-    if (value == nullptr) return false;
+    if (value == nullptr) {
+      return Status::InvalidArgument("torchrun environment: RANK and WORLD_SIZE are set but " + std::string(name) +
+                                     " is not (torchrun sets RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, "
+                                     "MASTER_PORT)");
+    }
     v.emplace_back(value);
   }
-  int global = -1, world = 0, local_world = 0, port = 0;
-  try {
-    global = std::stoi(v[0]), world = std::stoi(v[1]), local_world = std::stoi(v[2]), port = std::stoi(v[4]);
-  } catch (const std::exception&) {
-    return Status::InvalidArgument(
-        "torchrun environment: RANK, WORLD_SIZE, LOCAL_WORLD_SIZE or MASTER_PORT is not a number");
-  }
-  if (local_world < 1 || world < local_world || world % local_world != 0 || global < 0 || global >= world) {
+  const int global = EnvNumber("RANK"), world = EnvNumber("WORLD_SIZE"), local_world = EnvNumber("LOCAL_WORLD_SIZE");
+  const int port = EnvNumber("MASTER_PORT");
+  if (global < 0 || world < 0 || local_world < 0 || port < 0) {
     return Status::InvalidArgument("torchrun environment: RANK " + v[0] + ", WORLD_SIZE " + v[1] +
-                                   ", LOCAL_WORLD_SIZE " + v[2] + " do not fit together");
+                                   ", LOCAL_WORLD_SIZE " + v[2] + ", MASTER_PORT " + v[4] +
+                                   ": each must be a non-negative integer");
+  }
+  if (local_world < 1 || world < local_world || world % local_world != 0 || global >= world || port < 1 ||
+      port > 65535) {
+    return Status::InvalidArgument("torchrun environment: RANK " + v[0] + ", WORLD_SIZE " + v[1] +
+                                   ", LOCAL_WORLD_SIZE " + v[2] + ", MASTER_PORT " + v[4] +
+                                   " do not fit together (RANK < WORLD_SIZE, a multiple of LOCAL_WORLD_SIZE; "
+                                   "a port in 1..65535)");
   }
   config->dist.ranks = local_world;
   config->dist.nnodes = world / local_world;
@@ -190,8 +208,94 @@ StatusOr<bool> FromTorchrun(TrainConfig* config, int* rank) {
   config->dist.host = v[3];
   config->dist.port = port;
   config->dist.pin = false;  // torchrun places its processes
+  if (config->dist.backend == "auto") config->dist.backend = "gloo";  // torchrun's is a Gloo rendezvous
   *rank = global;
-  return true;
+  return Status::OK();
+}
+
+// Started by torchrun, mpirun or srun (no --rank): the run's shape from that
+// job (FromTorchrun, FromMpiJob) and this process's rank; returns the
+// launcher's name ("torchrun", "mpirun", "srun"), or "" if neither.
+// Refused, before anything starts: two launchers' variables at once, flags
+// that contradict the job's shape (given: the flags on the command line),
+// and --tune, which starts processes of its own.
+StatusOr<std::string> FromJob(TrainConfig* config, const std::vector<std::string>& given, const TuneRequest& tune,
+                              int* rank) {
+  const bool torchrun = TorchrunVariablesSet(), mpi = StartedByMpiLauncher();
+  if (!torchrun && !mpi) return std::string();
+  if (torchrun && mpi) {
+    return Status::InvalidArgument(std::string("both torchrun's variables (RANK ") + std::getenv("RANK") +
+                                   ", WORLD_SIZE " + std::getenv("WORLD_SIZE") +
+                                   ") and an MPI launcher's (OMPI_COMM_WORLD_* or PMI_RANK) are set: which job is "
+                                   "this process a rank of? Unset one (mpirun -x RANK passes torchrun's on)");
+  }
+  const TrainConfig asked = *config;
+  std::string launcher = "torchrun", where = "torchrun's RANK, WORLD_SIZE, LOCAL_WORLD_SIZE";
+  GRANARY_RETURN_IF_ERROR(torchrun ? FromTorchrun(config, rank) : FromMpiJob(config, rank, &launcher, &where));
+  auto given_flag = [&](const char* flag) { return std::find(given.begin(), given.end(), flag) != given.end(); };
+  const std::pair<const char*, std::pair<int, int>> shape[] = {
+      {"--ranks", {asked.dist.ranks, config->dist.ranks}},
+      {"--nnodes", {asked.dist.nnodes, config->dist.nnodes}},
+      {"--node-rank", {asked.dist.node_rank, config->dist.node_rank}}};
+  for (const auto& [flag, values] : shape) {
+    if (given_flag(flag) && values.first != values.second) {
+      return Status::InvalidArgument(std::string(flag) + " " + std::to_string(values.first) + ": " + launcher +
+                                     "'s job says " + std::to_string(values.second) + " (from " + where +
+                                     "); leave " + flag + " out under " + launcher);
+    }
+  }
+  if (tune.tune || tune.only) {
+    return Status::InvalidArgument(std::string(tune.only ? "--tune-only" : "--tune") + " under " + launcher +
+                                   ": it measures layouts by starting ranks itself; run train --tune without " +
+                                   launcher + " (it measures Gloo and MPI), then start the job with the layout "
+                                   "it chose");
+  }
+  return launcher;
+}
+
+// A rank of a job whose launcher bound it to CPUs of its own (mpirun's
+// default --bind-to core, srun's --cpu-bind): its threads are checked against
+// those CPUs, not the node's; the layout says so. A rank not bound shares the
+// node's CPUs with the node's other ranks, as train's own ranks would.
+StatusOr<Layout> JobRankLayout(TrainConfig* config, const std::string& launcher) {
+  const std::vector<int> mine = UsableCpus();
+  const int own = std::max<int>(1, static_cast<int>(mine.size()));
+  const char* bind = std::getenv("SLURM_CPU_BIND_TYPE");
+  const bool bound = EnvNumber("OMPI_MCA_orte_bound_at_launch") == 1 ||
+                     (bind != nullptr && *bind != '\0' && std::strstr(bind, "none") == nullptr);
+  const std::string cpus_text = (own == 1 ? "CPU " : "CPUs ") + Layout::CpuListText(mine);
+  if (!bound) {
+    const int64_t used = int64_t{config->dist.ranks} * config->ThreadsPerRank(own);
+    if (used > own && !config->dist.oversubscribe) {
+      return Status::InvalidArgument(launcher + "'s job runs " + std::to_string(config->dist.ranks) +
+                                     " ranks on this node x " + std::to_string(config->ThreadsPerRank(own)) +
+                                     " thread(s) = " + std::to_string(used) + " threads on its " +
+                                     std::to_string(own) + " " + cpus_text +
+                                     ": pass --oversubscribe to train to run it anyway");
+    }
+    return PlanLayout(*config, mine);
+  }
+  if (config->dist.threads > own && !config->dist.oversubscribe) {
+    return Status::InvalidArgument("--threads " + std::to_string(config->dist.threads) + ": " + launcher +
+                                   " bound this rank to " + cpus_text + "; pass --threads " + std::to_string(own) +
+                                   ", or give each rank more (mpirun --map-by slot:PE=N, or --bind-to none)");
+  }
+  // Each of the node's ranks is taken to have as many CPUs as this one.
+  std::vector<int> node(static_cast<size_t>(own) * static_cast<size_t>(config->dist.ranks));
+  for (size_t i = 0; i < node.size(); ++i) node[i] = static_cast<int>(i);
+  Layout layout = PlanLayout(*config, node);
+  layout.not_pinned = "bound by " + launcher + ": this rank to " + cpus_text;
+  return layout;
+}
+
+// This process's rank in the job its environment describes (OpenMPI's,
+// srun's or torchrun's variable), or -1: known even where the rest of the
+// environment is refused, to name the rank that says why.
+int RankFromEnvironment() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "RANK"}) {
+    if (std::getenv(name) != nullptr) return EnvNumber(name);
+  }
+  return -1;
 }
 
 // Which part of a run this process plays.
@@ -201,26 +305,26 @@ enum class Role {
   kJobRank,       // a rank of a job torchrun, mpirun or srun started: no launcher of ours
 };
 
-// Started by torchrun or an MPI launcher: the run's shape from that job
-// (FromTorchrun, FromMpiJob) and this process's rank. False if neither.
-StatusOr<bool> FromJob(TrainConfig* config, int* rank) {
-  StatusOr<bool> torchrun = FromTorchrun(config, rank);
-  if (!torchrun.ok() || !torchrun.value()) return FromMpiJob(config, rank);
-  if (config->dist.backend == "auto") config->dist.backend = "gloo";  // torchrun's is a Gloo rendezvous
-  return true;
-}
-
 }  // namespace
 
 int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::string>& argv,
-             const std::string& layout_json, const TuneRequest& tune) {
+             const std::string& layout_json, const TuneRequest& tune, const std::vector<std::string>& given) {
   Role role = rank >= 0 ? Role::kLaunchedRank : Role::kLauncher;
+  std::string job_launcher;  // torchrun, mpirun or srun for a job's rank
   if (role == Role::kLaunchedRank) {
     if (Status attached = AttachHeartbeat(); !attached.ok()) return Fail(attached, rank);
   } else {
-    StatusOr<bool> job = FromJob(&config, &rank);
-    if (!job.ok()) return Fail(job.status(), 0);
-    if (job.value()) role = Role::kJobRank;
+    StatusOr<std::string> job = FromJob(&config, given, tune, &rank);
+    if (!job.ok()) return Fail(job.status(), RankFromEnvironment());
+    if (!job->empty()) role = Role::kJobRank;
+    job_launcher = std::move(job).value();
+  }
+  if (role == Role::kLauncher && config.dist.backend == "mpi" && config.dist.nnodes > 1) {
+    return Fail(Status::InvalidArgument(
+                    "--backend mpi --nnodes " + std::to_string(config.dist.nnodes) +
+                    ": train starts MPI jobs on this machine only; across machines start it with mpirun or srun "
+                    "(e.g. mpirun -np 4 -H a:2,b:2 train --db DB --backend mpi), or use --backend gloo"),
+                0);
   }
   const int named_rank = std::max(rank, 0);  // the launcher's failures are said as rank 0's
   const bool backend_asked = config.dist.backend != "auto";  // else --tune may choose it
@@ -233,6 +337,9 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
   if (role == Role::kLaunchedRank && !layout_json.empty()) {
     layout = Layout::FromJson(layout_json);
     if (!layout.ok()) return Fail(layout.status(), rank);
+  } else if (role == Role::kJobRank) {
+    layout = JobRankLayout(&config, job_launcher);
+    if (!layout.ok()) return Fail(layout.status(), named_rank);
   } else {
     layout = PlanLayout(config, UsableCpus());
   }

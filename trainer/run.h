@@ -25,8 +25,10 @@ struct TuneRequest {
 // `argv`: the command line the ranks are started with (plus "--rank R
 // --layout JSON", and "--rendezvous-file F" on one machine). `json`: rank 0 prints one JSON object instead of
 // text. `layout_json`: a rank's layout, as the launcher planned it ("" in the
-// launcher, which plans it).
+// launcher, which plans it). `given`: the flags on the command line
+// ("--ranks"), which a job's shape (torchrun, mpirun, srun) must not contradict.
 int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::string>& argv,
-             const std::string& layout_json, const TuneRequest& tune = {});
+             const std::string& layout_json, const TuneRequest& tune = {},
+             const std::vector<std::string>& given = {});
 
 }  // namespace granary

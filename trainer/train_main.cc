@@ -207,7 +207,8 @@ int main(int argc, char** argv) {
     if (option->count() > 0) given.push_back(option->get_name());
   }
   const int code =
-      eval_only ? granary::RunEvalOnly(config, json, given) : granary::RunTrain(config, rank, json, args, layout, tune);
+      eval_only ? granary::RunEvalOnly(config, json, given)
+                : granary::RunTrain(config, rank, json, args, layout, tune, given);
   granary::HeartbeatEnd(granary::RankEnd::kExited);  // a rank's launcher: it said why, if it failed
   if (granary::Status flushed = granary::FlushStdout(); code == 0 && !flushed.ok()) {
     std::fprintf(stderr, "train: %s\n", flushed.message().c_str());

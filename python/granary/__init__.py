@@ -16,10 +16,11 @@ Errors are granary.Error subclasses (granary.errors).
 """
 import importlib
 
-from .errors import CorruptionError, Error, FormatError, InvalidArgumentError, NotFoundError, ReadError
+from .errors import (CorruptionError, Error, FailedPreconditionError, FormatError, InvalidArgumentError, NotFoundError,
+                     ReadError)
 
-__all__ = ["Dataset", "Loader", "describe", "model_info", "Error", "CorruptionError", "FormatError", "InvalidArgumentError",
-           "NotFoundError", "ReadError", "native_available"]
+__all__ = ["Dataset", "Loader", "describe", "model_info", "Error", "CorruptionError", "FailedPreconditionError",
+           "FormatError", "InvalidArgumentError", "NotFoundError", "ReadError", "native_available"]
 
 
 def describe(db):

@@ -35,6 +35,7 @@ class _PythonSplit:
         if split not in db.splits:
             raise errors.NotFoundError(f"{path}: no split '{split}'")
         self._split = db[split]
+        self.content_hash = db.manifest["content_hash"]
 
     def __len__(self):
         return len(self._split)
@@ -68,6 +69,7 @@ class Dataset(torch.utils.data.Dataset):
         self.transform = transform
         self.backend = "python" if backend == "python" or _native is None else "native"
         handle = self._open()  # fails here, in the caller's process, on a bad db or split
+        self.content_hash = handle.content_hash  # every process must read this db, not one built since
         self._length = len(handle)
         sample = handle.read(0) if self._length > 0 else {}
         self.fields = list(sample)
@@ -87,7 +89,8 @@ class Dataset(torch.utils.data.Dataset):
 
     def _reader(self):
         if self._handle is None or self._pid != os.getpid():  # a DataLoader worker after fork
-            self._handle, self._pid = self._open(), os.getpid()
+            handle = _same_db(self._open(), self.path, self.content_hash)
+            self._handle, self._pid = handle, os.getpid()
         return self._handle
 
     def __len__(self):
@@ -107,6 +110,16 @@ class Dataset(torch.utils.data.Dataset):
         state = dict(self.__dict__)
         state["_handle"] = None
         return state
+
+
+def _same_db(handle, path, content_hash):
+    """`handle` if it reads the db of `content_hash`; else raise: a db rebuilt
+    at `path` since it was first opened would mix two datasets in one run."""
+    if handle.content_hash != content_hash:
+        raise errors.FailedPreconditionError(
+            f"{path}: the db was replaced since this process's parent opened it (content hash {content_hash}, "
+            f"now {handle.content_hash}): samples of two datasets would mix; make a new Dataset or Loader")
+    return handle
 
 
 def _integer(name, value, low, high, error=errors.InvalidArgumentError):
@@ -134,6 +147,12 @@ def _normalization(normalize):
     if not all(math.isfinite(m) for m in mean) or not all(math.isfinite(s) and s > 0 for s in std):
         raise errors.InvalidArgumentError(f"normalize: mean must be finite and std finite and > 0, got {normalize!r}")
     return mean, std
+
+
+def _superseded():
+    return errors.FailedPreconditionError(
+        "granary.Loader: another iterator over this Loader was started; a Loader gives one stream of batches, "
+        "so only its newest iterator may read (make a second Loader for a second, independent pass)")
 
 
 class Loader:
@@ -180,7 +199,9 @@ class Loader:
                       mean, std, channels_last, drop_last, os.fsencode(input_field or ""),
                       os.fsencode(target_field or ""))
         self._made = (os.getpid(), _native.Loader(*self._args))  # bad options fail here
+        self.content_hash = self._made[1].content_hash
         self._epoch = 0
+        self._iterations = 0  # iterators made: only the newest may take batches
         self._position = 0  # where the next iteration starts (load_state_dict)
 
     @property
@@ -188,7 +209,7 @@ class Loader:
         """The C++ loader of this process: its threads do not survive fork(), so a
         forked child (a DataLoader worker) opens its own, as Dataset does."""
         if self._made is None or self._made[0] != os.getpid():
-            self._made = (os.getpid(), _native.Loader(*self._args))
+            self._made = (os.getpid(), _same_db(_native.Loader(*self._args), self.path, self.content_hash))
         return self._made[1]
 
     def set_epoch(self, epoch):
@@ -205,10 +226,21 @@ class Loader:
         return self._loader.plan(self._position)
 
     def __iter__(self):
+        """One pass over the rest of the epoch. The loader has one stream of
+        batches: a new iterator takes it over, and an older one still in use
+        raises (two iterators sharing it would each get part of the epoch)."""
+        self._iterations += 1
+        return self._batches(self._iterations)
+
+    def _batches(self, iteration):
+        if iteration != self._iterations:
+            raise _superseded()
         self._loader.start(self._epoch, self._position)
         self._position = 0
         while True:
             batch = self._loader.next()
+            if iteration != self._iterations:
+                raise _superseded()
             if batch is None:
                 return
             x, y = batch

@@ -25,3 +25,8 @@ class FormatError(Error):
 
 class ReadError(Error, OSError):
     """The operating system refused a read; the message names path and errno."""
+
+
+class FailedPreconditionError(Error, RuntimeError):
+    """What was asked needs a state that no longer holds: the db was replaced
+    since it was opened, or a newer iterator took over a Loader's stream."""

@@ -489,5 +489,131 @@ TEST_F(ImageFolder, ResumeRefusesChangedOptions) {
   EXPECT_NE(refused.status().message().find("without --resume"), std::string::npos) << refused.status().message();
 }
 
+// Image folders as people keep them: which top folders are splits and which
+// are classes is decided from the whole folder.
+class FolderLayouts : public ::testing::Test {
+ protected:
+  // A 6 x 6 JPEG at RAW/<path>.
+  void Image(const std::string& path) {
+    std::filesystem::create_directories(std::filesystem::path(dir_.Sub("raw/" + path)).parent_path());
+    const uint8_t shade[3] = {10, 20, 30};
+    testing::WriteFile(dir_.Sub("raw/" + path), Jpeg(TwoColour(6, 6, shade, kRed), 6, 6, JCS_RGB));
+  }
+  StatusOr<Source> Open(FolderLayout layout = FolderLayout::kAuto) {
+    ImageFolderOptions io;
+    io.width = io.height = 4;
+    io.layout = layout;
+    return OpenImageFolderSource(dir_.Sub("raw"), io);
+  }
+  static std::string Notes(const Source& source) {
+    std::string notes;
+    for (const std::string& n : source.info.notes) notes += n + "\n";
+    return notes;
+  }
+  TempDir dir_;
+};
+
+// raw/{bus,car,train}/ with train/ holding subfolders: torchvision's
+// ImageFolder reads three classes and every image, and so does prep; a note
+// says why train/ is a class, and --layout splits refuses to drop bus/, car/.
+TEST_F(FolderLayouts, AClassNamedTrainBesideOtherClassesIsAClass) {
+  for (int i = 0; i < 6; ++i) Image("bus/b" + std::to_string(i) + ".jpg"), Image("car/c" + std::to_string(i) + ".jpg");
+  Image("train/steam/x1.jpg");
+  Image("train/electric/x2.jpg");
+  auto source = Open();
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->info.class_names, (std::vector<std::string>{"bus", "car", "train"}));
+  ASSERT_EQ(source->splits.size(), 1u);
+  EXPECT_EQ(source->splits[0]->size(), 14u);
+  EXPECT_EQ(source->info.options.at("layout"), "classes");
+  EXPECT_NE(Notes(source.value()).find("train/ is a class here"), std::string::npos) << Notes(source.value());
+  auto splits = Open(FolderLayout::kSplits);
+  ASSERT_FALSE(splits.ok());
+  EXPECT_NE(splits.status().message().find("bus/, car/ beside train/ would be left out"), std::string::npos)
+      << splits.status().ToString();
+  // The same with val/ or test/ as the class folder's name.
+  std::filesystem::rename(dir_.Sub("raw/train"), dir_.Sub("raw/val"));
+  auto val = Open();
+  ASSERT_TRUE(val.ok()) << val.status().ToString();
+  EXPECT_EQ(val->info.class_names, (std::vector<std::string>{"bus", "car", "val"}));
+  EXPECT_EQ(val->splits[0]->size(), 14u);
+}
+
+// The usual train/ + validation/ (or val/, test/) layout is splits;
+// validation/ is split "val"; images loose in train/ make it a class
+// folder instead of being dropped.
+TEST_F(FolderLayouts, SplitFoldersHoldingClassesAreSplits) {
+  for (const char* split : {"train", "validation"}) {
+    for (const char* c : {"a", "b"}) Image(std::string(split) + "/" + c + "/1.jpg"), Image(std::string(split) + "/" + c + "/2.jpg");
+  }
+  auto source = Open();
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->info.class_names, (std::vector<std::string>{"a", "b"}));
+  ASSERT_EQ(source->splits.size(), 2u);
+  EXPECT_EQ(source->splits[0]->name(), "train");
+  EXPECT_EQ(source->splits[1]->name(), "val");
+  EXPECT_EQ(source->splits[1]->size(), 4u);
+  EXPECT_EQ(source->info.options.at("layout"), "splits");
+  auto as_classes = Open(FolderLayout::kClasses);
+  ASSERT_TRUE(as_classes.ok());
+  EXPECT_EQ(as_classes->info.class_names, (std::vector<std::string>{"train", "validation"}));
+  EXPECT_EQ(as_classes->splits[0]->size(), 8u);
+  Image("train/loose.jpg");
+  auto loose = Open();
+  ASSERT_TRUE(loose.ok()) << loose.status().ToString();
+  EXPECT_EQ(loose->info.class_names, (std::vector<std::string>{"train", "validation"}));
+  EXPECT_EQ(loose->splits[0]->size(), 9u);
+  // Both val/ and validation/: which is meant cannot be told.
+  std::filesystem::remove(dir_.Sub("raw/train/loose.jpg"));
+  Image("val/a/3.jpg");
+  auto twice = Open();
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("both val/ and validation/"), std::string::npos) << twice.status().ToString();
+}
+
+// Where both readings take every image but disagree, the folder is refused
+// naming both readings; --layout decides.
+TEST_F(FolderLayouts, AnAmbiguousFolderIsRefusedNamingBothReadings) {
+  Image("train/steam/1.jpg");
+  Image("test/diesel/1.jpg");  // a class train/ lacks
+  auto source = Open();
+  ASSERT_FALSE(source.ok());
+  const std::string message = source.status().message();
+  for (const char* part : {"ambiguous layout", "read as splits", "read as classes, the classes are test, train",
+                           "test/diesel/ is not a class of train/", "--layout splits or --layout classes"}) {
+    EXPECT_NE(message.find(part), std::string::npos) << part << " not in: " << message;
+  }
+  auto classes = Open(FolderLayout::kClasses);
+  ASSERT_TRUE(classes.ok()) << classes.status().ToString();
+  EXPECT_EQ(classes->info.class_names, (std::vector<std::string>{"test", "train"}));
+  std::filesystem::remove_all(dir_.Sub("raw/test"));
+  std::filesystem::create_directories(dir_.Sub("raw/notes"));  // a folder with no image beside train/
+  auto beside = Open();
+  ASSERT_FALSE(beside.ok());
+  EXPECT_NE(beside.status().message().find("notes/ beside them hold no images"), std::string::npos)
+      << beside.status().ToString();
+}
+
+// What people keep beside their images is skipped and noted, never counted
+// as a reject nor made a class: macOS's ._ files, hidden folders (.git),
+// a granary db built inside the raw folder; a class left empty is named.
+TEST_F(FolderLayouts, DotfilesHiddenFoldersAndDbsInsideAreSkippedAndNoted) {
+  for (const char* c : {"a", "b"}) Image(std::string(c) + "/1.jpg");
+  testing::WriteFile(dir_.Sub("raw/a/._1.jpg"), std::string("\0\5\26\7 AppleDouble", 17));
+  std::filesystem::create_directories(dir_.Sub("raw/.git/objects"));
+  std::filesystem::create_directories(dir_.Sub("raw/empty"));
+  std::filesystem::create_directories(dir_.Sub("raw/old.db"));
+  testing::WriteFile(dir_.Sub("raw/old.db/manifest.json"), R"({"format": "granary-db"})");
+  auto source = Open();
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->info.class_names, (std::vector<std::string>{"a", "b", "empty"}));
+  EXPECT_EQ(source->splits[0]->size(), 2u);
+  const std::string notes = Notes(source.value());
+  for (const char* part : {"hidden file(s) or folder(s) (a name starting with '.'): a/._1.jpg", "hidden folder(s) .git/",
+                           "granary db(s) old.db/", "1 class(es) with no image in train: empty"}) {
+    EXPECT_NE(notes.find(part), std::string::npos) << part << " not in: " << notes;
+  }
+}
+
 }  // namespace
 }  // namespace granary

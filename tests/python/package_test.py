@@ -142,6 +142,66 @@ class PackageTest(unittest.TestCase):
         self.assertEqual(set(halves[0]) | set(halves[1]), set(range(1001)))
         self.assertEqual(len(halves[0]) + len(halves[1]), 1002)
 
+    def test_a_db_rebuilt_under_a_dataset_is_refused_in_its_workers_naming_both_hashes(self):
+        db = os.path.join(self.tmp, "rebuilt")
+        raw = os.path.join(self.tmp, "raw-rebuilt")
+        os.makedirs(raw)
+        write_idx(os.path.join(raw, "train-images-idx3-ubyte"), id_images(60), 0x08, ">u1")
+        write_idx(os.path.join(raw, "train-labels-idx1-ubyte"), np.arange(60) % 10, 0x08, ">u1")
+        run(PREP, "build", raw, db, "--no-progress")
+        for backend in ("native", "python"):
+            with self.subTest(backend=backend):
+                dataset = granary.Dataset(db, as_tuple=True, backend=backend)
+                first = dataset.content_hash
+                loader = torch.utils.data.DataLoader(dataset, batch_size=20, num_workers=2)
+                self.assertEqual(sum(len(y) for _, y in loader), 60)
+                # Other content, the same count: labels shifted by one.
+                write_idx(os.path.join(raw, "train-labels-idx1-ubyte"), (np.arange(60) + 1) % 10, 0x08, ">u1")
+                run(PREP, "build", raw, db, "--no-progress", "--force")
+                with self.assertRaises(Exception) as caught:
+                    for _ in loader:
+                        pass
+                message = str(caught.exception)
+                self.assertIn("FailedPreconditionError", message)
+                self.assertIn(first, message)
+                now = granary.describe(db)["content_hash"]
+                self.assertNotEqual(now, first)
+                self.assertIn(now, message)
+                write_idx(os.path.join(raw, "train-labels-idx1-ubyte"), np.arange(60) % 10, 0x08, ">u1")
+                run(PREP, "build", raw, db, "--no-progress", "--force")
+        # A Loader opened again after fork checks the same.
+        loader = granary.Loader(db, batch_size=20, threads=1)
+        write_idx(os.path.join(raw, "train-labels-idx1-ubyte"), (np.arange(60) + 1) % 10, 0x08, ">u1")
+        run(PREP, "build", raw, db, "--no-progress", "--force")
+        pid = os.fork()
+        if pid == 0:
+            try:
+                list(loader)
+                os._exit(0)
+            except granary.FailedPreconditionError:
+                os._exit(3)
+            finally:
+                os._exit(1)
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 3)
+
+    def test_two_iterators_of_one_loader_never_share_its_stream(self):
+        loader = granary.Loader(self.dbs["ids"], batch_size=100, threads=2)
+        with self.assertRaises(granary.FailedPreconditionError):
+            for _ in zip(iter(loader), iter(loader)):
+                pass
+        # The newest iterator reads the whole epoch, once; an older one raises.
+        old = iter(loader)
+        next(old)
+        ids = [i for images, _ in loader for i in ids_of(images)]
+        self.assertEqual(sorted(ids), list(range(1001)))
+        with self.assertRaises(granary.FailedPreconditionError):
+            next(old)
+        # A loop left early leaves the next one a whole epoch.
+        for _ in loader:
+            break
+        self.assertEqual(sum(len(y) for _, y in loader), 1001)
+
     def test_loader_ranks_cover_an_epoch_once_plus_the_reported_padding(self):
         for epoch in (0, 3):
             counts = collections.Counter()

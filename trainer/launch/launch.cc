@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,9 +15,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "trainer/launch/heartbeat.h"
+#include "trainer/launch/output_relay.h"
 
 namespace granary {
 
@@ -35,6 +39,7 @@ sigset_t WatchedSignals() {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);  // a closed terminal or ssh session: as SIGTERM
   sigaddset(&set, SIGCHLD);
   return set;
 }
@@ -105,7 +110,10 @@ RankExec PrepareRank(const LaunchOptions& o, const HeartbeatBoard& board, int re
 // What mpirun is exec'd with to start every rank of `o` as one MPI job: per
 // rank an app context of one process, its arguments and environment
 // (-x NAME=value) as PrepareRank gives them, the heartbeat board by path.
-RankExec PrepareMpirun(const LaunchOptions& o, const HeartbeatBoard& board, const std::string& program) {
+// `session_dir`: where OpenMPI keeps its shared-memory segments and session
+// files for this job ("" to leave them where OpenMPI puts them).
+RankExec PrepareMpirun(const LaunchOptions& o, const HeartbeatBoard& board, const std::string& program,
+                       const std::string& session_dir) {
   RankExec e;
   e.args = {o.mpirun, "--quiet", "--bind-to", "none", "--oversubscribe"};
   if (::geteuid() == 0) e.args.push_back("--allow-run-as-root");  // the user chose to run as root
@@ -113,9 +121,12 @@ RankExec PrepareMpirun(const LaunchOptions& o, const HeartbeatBoard& board, cons
   // transport would listen on every interface) and mpirun talks to them on
   // the loopback device, unless the user's environment chose (OMPI_MCA_*).
   // (mpirun itself still listens on every interface for PMIx tools.)
-  const std::pair<const char*, const char*> mca[] = {{"btl", "self,vader"}, {"oob_tcp_if_include", "lo"}};
+  std::vector<std::pair<std::string, std::string>> mca = {{"btl", "self,vader"}, {"oob_tcp_if_include", "lo"}};
+  if (!session_dir.empty()) {
+    mca.insert(mca.end(), {{"btl_vader_backing_directory", session_dir}, {"orte_tmpdir_base", session_dir}});
+  }
   for (const auto& [name, value] : mca) {
-    if (std::getenv(("OMPI_MCA_" + std::string(name)).c_str()) == nullptr) {
+    if (std::getenv(("OMPI_MCA_" + name).c_str()) == nullptr) {
       e.args.insert(e.args.end(), {"--mca", name, value});
     }
   }
@@ -146,12 +157,14 @@ std::string ProgramPath(const std::string& program) {
 }
 
 // Child side of fork: dies with the launcher, then becomes rank `rank`.
-[[noreturn]] void ExecRank(const LaunchOptions& o, RankExec& e, int rank, pid_t launcher, const sigset_t& mask) {
+// Its stdout and stderr go to `out_fd` and `err_fd` where those are >= 0.
+[[noreturn]] void ExecRank(const LaunchOptions& o, RankExec& e, int rank, pid_t launcher, const sigset_t& mask,
+                           int out_fd, int err_fd) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != launcher) ::_exit(128 + SIGKILL);  // the launcher died before the prctl
   ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
-  if (o.stdout_fd >= 0) ::dup2(o.stdout_fd, STDOUT_FILENO);
-  if (o.stderr_fd >= 0) ::dup2(o.stderr_fd, STDERR_FILENO);
+  if (out_fd >= 0) ::dup2(out_fd, STDOUT_FILENO);
+  if (err_fd >= 0) ::dup2(err_fd, STDERR_FILENO);
   if (e.pinned && ::sched_setaffinity(0, sizeof(e.cpus), &e.cpus) != 0) {
     std::fprintf(stderr, "train: rank %d: cannot pin to its CPUs: %s\n", rank, std::strerror(errno));
     ::_exit(127);
@@ -298,6 +311,75 @@ std::string FindVanishedRank(const LaunchOptions& o, const HeartbeatBoard& board
   return "";
 }
 
+// Under mpirun: mpirun itself stopped (SIGSTOP, a debugger), or still
+// running after every rank has ended. Either way the ranks' output and exit
+// wait on it; for --timeout, and the run is ended, naming mpirun.
+class MpirunWatch {
+ public:
+  // A line naming mpirun's state if it has lasted --timeout, else "".
+  std::string Check(const LaunchOptions& o, const HeartbeatBoard& board, const Ranks& ranks) {
+    const pid_t mpirun = ranks.pids[0];
+    if (mpirun <= 0) return "";
+    bool all_ended = true;
+    for (int r = 0; r < o.ranks && all_ended; ++r) all_ended = board.Read(r).ended != RankEnd::kRunning;
+    const int state = IsStopped(mpirun) ? kStopped : all_ended ? kLingering : kRunning;
+    if (state != state_) state_ = state, since_ = Clock::now();
+    const double held_s = SecondsSince(since_);
+    if (state_ == kRunning || held_s < o.timeout_s) return "";
+    const std::string seconds = std::to_string(static_cast<long>(held_s)) + " s";
+    const std::string who = "mpirun (pid " + std::to_string(mpirun) + ")";
+    if (state_ == kStopped) {
+      return who + " has been stopped for " + seconds + " (SIGSTOP or a debugger), past --timeout: the ranks' " +
+             "output and exits wait on it; stopping the run";
+    }
+    return who + " has not ended " + seconds + " after every rank ended, past --timeout; stopping it";
+  }
+
+ private:
+  static constexpr int kRunning = 0, kStopped = 1, kLingering = 2;
+  int state_ = kRunning;
+  Clock::time_point since_ = Clock::now();
+};
+
+// A folder for one MPI job's shared-memory segments and session files,
+// /dev/shm/granary-mpi.PID (PID: the launcher's), removed with what OpenMPI
+// left in it once mpirun has ended, however it ended. Folders of launchers
+// that were killed outright are removed by the next launch. Only folders of
+// this name, whose launcher is gone, are ever removed.
+class MpiSessionDir {
+ public:
+  MpiSessionDir() = default;
+  MpiSessionDir(const MpiSessionDir&) = delete;
+  MpiSessionDir& operator=(const MpiSessionDir&) = delete;
+  ~MpiSessionDir() {
+    if (!path_.empty()) RemoveTree(path_);
+  }
+
+  // Sweeps dead launchers' folders, then makes this one's; path() stays ""
+  // if it cannot be made (OpenMPI's defaults are used then).
+  void Create() {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(kRoot, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind(kPrefix, 0) != 0) continue;
+      const long pid = std::strtol(name.c_str() + std::strlen(kPrefix), nullptr, 10);
+      if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) RemoveTree(entry.path());
+    }
+    const std::string path = std::string(kRoot) + "/" + kPrefix + std::to_string(::getpid());
+    if (::mkdir(path.c_str(), 0700) == 0) path_ = path;
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  static constexpr const char* kRoot = "/dev/shm";
+  static constexpr const char* kPrefix = "granary-mpi.";
+  static void RemoveTree(const std::filesystem::path& p) {
+    std::error_code ec;
+    std::filesystem::remove_all(p, ec);  // best effort: a file still mapped is unlinked all the same
+  }
+  std::string path_;
+};
+
 }  // namespace
 
 StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
@@ -315,8 +397,20 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
   const bool mpi = !o.mpirun.empty();
   if (mpi) ranks.board = &board.value();
   const std::string program = ProgramPath(o.program);
+  // mpirun's output passes through the launcher (output_relay.h), and its
+  // shared memory and session files lie in a folder of the launcher's.
+  std::unique_ptr<OutputRelay> relay;
+  MpiSessionDir session;
+  if (mpi) {
+    session.Create();
+    StatusOr<std::unique_ptr<OutputRelay>> made = OutputRelay::Create(o.stdout_fd >= 0 ? o.stdout_fd : STDOUT_FILENO,
+                                                                       o.stderr_fd >= 0 ? o.stderr_fd : STDERR_FILENO);
+    if (!made.ok()) return made.status();
+    relay = std::move(made).value();
+  }
   for (int rank = 0; rank < (mpi ? 1 : o.ranks); ++rank) {
-    RankExec exec = mpi ? PrepareMpirun(o, board.value(), program) : PrepareRank(o, board.value(), rendezvous.fd, rank);
+    RankExec exec = mpi ? PrepareMpirun(o, board.value(), program, session.path())
+                        : PrepareRank(o, board.value(), rendezvous.fd, rank);
     std::fflush(nullptr);
     const pid_t pid = ::fork();
     if (pid < 0) {
@@ -325,10 +419,14 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
       ranks.Reap([](int, int) {});
       return Status::IOError("fork", mpi ? "start mpirun" : "start rank " + std::to_string(rank), err);
     }
-    if (pid == 0) ExecRank(o, exec, rank, launcher, guard.saved());
+    if (pid == 0) {
+      ExecRank(o, exec, rank, launcher, guard.saved(), relay ? relay->child_stdout() : o.stdout_fd,
+               relay ? relay->child_stderr() : o.stderr_fd);
+    }
     ranks.pids.push_back(pid);
     ++ranks.running;
   }
+  if (relay) relay->Start();
 
   const Clock::time_point launched = Clock::now();
   LaunchOutcome outcome;
@@ -340,12 +438,21 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
     ranks.SignalAll(SIGTERM, o.ranks);
     kill_at = Clock::now() + std::chrono::seconds(o.grace_s);
   };
+  MpirunWatch mpirun_watch;
   while (ranks.running > 0) {
     if (mpi && !stopping) {  // a rank killed outright: mpirun would only say so in its own words
       outcome.failure = FindVanishedRank(o, board.value(), ranks);
       if (!outcome.failure.empty()) {
         outcome.exit_code = 128 + SIGKILL;
         stop_all();
+      }
+    }
+    if (mpi && !stopping && o.timeout_s > 0) {  // mpirun itself stopped, or not ending
+      outcome.failure = mpirun_watch.Check(o, board.value(), ranks);
+      if (!outcome.failure.empty()) {
+        outcome.exit_code = 1;
+        stop_all();
+        ::kill(ranks.pids[0], SIGCONT);  // a stopped mpirun cannot end the job
       }
     }
     ranks.Reap([&](int rank, int wstatus) {
@@ -379,11 +486,18 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
     const timespec tick{0, 200 * 1000 * 1000};
     siginfo_t info;
     const int sig = ::sigtimedwait(&watched, &info, &tick);
-    if (sig == SIGINT || sig == SIGTERM) {
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
       if (outcome.exit_code == 0) outcome.exit_code = 128 + sig;
       if (outcome.stopped_by == 0) outcome.stopped_by = sig;
-      ranks.SignalAll(sig, o.ranks);  // as a terminal's Ctrl-C would reach them all
+      ranks.SignalAll(sig == SIGHUP ? SIGTERM : sig, o.ranks);  // as a terminal's Ctrl-C would reach them all
       stop_all();
+    }
+  }
+  if (relay) {
+    relay->Finish(/*drain_s=*/2);
+    if (relay->stdout_error() != 0 && outcome.exit_code == 0) {
+      outcome.exit_code = 1;
+      outcome.failure = Status::IOError("stdout", "write", relay->stdout_error()).message();
     }
   }
   return outcome;

@@ -100,6 +100,12 @@ std::string Layout::Describe() const {
   return out;
 }
 
+std::string Layout::CpuListText(const std::vector<int>& cpus) {
+  std::vector<int> sorted = cpus;
+  std::sort(sorted.begin(), sorted.end());
+  return CpuList(sorted);
+}
+
 std::string Layout::ToJson() const { return DumpJson(nlohmann::json(*this)); }
 
 StatusOr<Layout> Layout::FromJson(const std::string& json) {

@@ -28,6 +28,8 @@ struct Layout {
   // One line, e.g. "2 ranks x 1 thread (+1 loader worker each) on 2 CPUs,
   // pinned: rank 0 CPU 0, rank 1 CPU 1".
   std::string Describe() const;
+  // CPUs as a list of ranges: "0-3,8".
+  static std::string CpuListText(const std::vector<int>& cpus);
   std::string ToJson() const;
   static StatusOr<Layout> FromJson(const std::string& json);
 };

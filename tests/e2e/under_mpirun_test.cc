@@ -1,0 +1,151 @@
+// train under the user's own mpirun (OpenMPI as it ships: each rank bound to
+// a core), under torchrun's environment gone wrong, and train's own mpirun
+// stopped or its output lost: the right result or one line naming the cause.
+#include <sched.h>
+#include <unistd.h>
+
+#include "tests/e2e/e2e.h"
+
+namespace granary {
+namespace {
+
+// mpirun as a user types it (root must say --allow-run-as-root).
+std::string Mpirun() { return ::geteuid() == 0 ? "mpirun --allow-run-as-root " : "mpirun "; }
+
+int UsableCpuCountForTest() {
+  cpu_set_t set;
+  return ::sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+
+class UnderMpirun : public SmallDbRun {
+ protected:
+  void SetUp() override {
+    if (RunCommand("command -v mpirun", dir_).exit_code != 0) GTEST_SKIP() << "no mpirun (tools/setup installs OpenMPI)";
+    SmallDbRun::SetUp();
+  }
+};
+
+// The README's cluster command on one machine, with OpenMPI's default
+// binding (a core per rank) and as `-H host:slots`: each process is one rank
+// of a 2-rank job and trains as train's own 2 ranks of 1 thread do.
+TEST_F(UnderMpirun, TheReadmesMpirunCommandTrainsAsTrainsOwnRanks) {
+  const std::string recipe = "--db " + db_ + " --backend mpi --epochs 1 --seed 4 --json";
+  const auto own = TrainJson(recipe + " --ranks 2 --threads 1", dir_);
+  ASSERT_EQ(own["epochs"].size(), 1u);
+  for (const std::string hosts : {"", "-H localhost:2 "}) {
+    SCOPED_TRACE(hosts);
+    auto r = RunCommand(Mpirun() + "-np 2 " + hosts + kTrain + " " + recipe, dir_);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.out;
+    EXPECT_EQ(j["config"]["dist"]["ranks"], 2);
+    EXPECT_EQ(j["config"]["dist"]["threads"], 1);
+    EXPECT_EQ(j["epochs"][0]["weights_hash"], own["epochs"][0]["weights_hash"]);
+    EXPECT_NE(j["layout_text"].get<std::string>().find("bound by mpirun: this rank to CPU"), std::string::npos)
+        << j["layout_text"];
+  }
+}
+
+// Under mpirun a process is one rank of mpirun's job, whatever the flags say:
+// what contradicts the job is refused, naming it, before any training.
+TEST_F(UnderMpirun, FlagsThatContradictTheJobAreRefusedNamingIt) {
+  const std::string run = Mpirun() + "-np 2 " + kTrain + " --db " + db_ + " --epochs 1 ";
+  const std::pair<std::string, std::string> cases[] = {
+      {"--backend gloo", "--backend gloo under mpirun (a job of 2 processes)"},
+      {"--ranks 1", "--ranks 1: mpirun's job says 2"},
+      {"--nnodes 3 --node-rank 2", "--nnodes 3: mpirun's job says 1"},
+      {"--tune", "--tune under mpirun"},
+      {"--tune-only", "--tune-only under mpirun"},
+      {"--threads 2", "--threads 2: mpirun bound this rank to CPU"}};
+  for (const auto& [flags, line] : cases) {
+    SCOPED_TRACE(flags);
+    auto r = RunCommand(run + flags, dir_);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("train: " + line), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("epoch 1/"), std::string::npos) << r.out;
+  }
+  // An MPMD job with one process over Gloo: refused, so mpirun ends the job.
+  auto mpmd = RunCommand(Mpirun() + "-np 1 " + kTrain + " --db " + db_ + " --backend mpi : -np 1 " + kTrain +
+                             " --db " + db_ + " --backend gloo",
+                         dir_);
+  EXPECT_NE(mpmd.exit_code, 0);
+  EXPECT_NE(mpmd.err.find("--backend gloo under mpirun"), std::string::npos) << mpmd.err;
+  EXPECT_EQ(mpmd.out.find("epoch 1/"), std::string::npos) << mpmd.out;
+  // Three ranks on two cores, unbound (mpirun --oversubscribe): named as the job's, not as a --ranks never given.
+  auto three = RunCommand(Mpirun() + "--oversubscribe -np 3 " + kTrain + " --db " + db_ + " --batch-size 66", dir_);
+  if (UsableCpuCountForTest() < 3) {
+    EXPECT_NE(three.exit_code, 0);
+    EXPECT_NE(three.err.find("mpirun's job runs 3 ranks on this node"), std::string::npos) << three.err;
+    EXPECT_EQ(three.err.find("--ranks 3"), std::string::npos) << three.err;
+  }
+}
+
+// torchrun's variables that do not fit, or beside mpirun's, are refused;
+// --backend mpi across machines without mpirun is refused before any rank.
+TEST_F(UnderMpirun, AJobEnvironmentThatDoesNotFitIsRefused) {
+  const std::string torchrun = "LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29999 ";
+  ExpectOneLineError(RunCommand("RANK=5 WORLD_SIZE=2 " + torchrun + train_, dir_),
+                     "train: rank 5: torchrun environment: RANK 5, WORLD_SIZE 2");
+  ExpectOneLineError(RunCommand("RANK=abc WORLD_SIZE=2 " + torchrun + train_, dir_),
+                     "torchrun environment: RANK abc");
+  ExpectOneLineError(RunCommand("RANK=0 WORLD_SIZE=2 " + train_, dir_), "LOCAL_WORLD_SIZE is not");
+  auto both = RunCommand(Mpirun() + "-np 2 -x RANK=0 -x WORLD_SIZE=2 " + train_, dir_);
+  EXPECT_NE(both.exit_code, 0);
+  EXPECT_NE(both.err.find("both torchrun's variables (RANK 0, WORLD_SIZE 2) and an MPI launcher's"),
+            std::string::npos)
+      << both.err;
+  ExpectOneLineError(RunCommand(train_ + "--backend mpi --nnodes 2 --master-port 29999", dir_),
+                     "--backend mpi --nnodes 2: train starts MPI jobs on this machine only");
+}
+
+// train's own mpirun stopped (SIGSTOP) mid-run: the run ends within
+// --timeout, naming mpirun, exit non-zero, nothing left behind; stdout that
+// cannot be written fails the run as over Gloo; SIGHUP ends it as SIGTERM
+// does; a launcher killed outright leaves its shared memory to the next.
+TEST_F(UnderMpirun, AStoppedOrLostMpirunAndLostOutputEndTheRunNamed) {
+  const std::string run = kTrain + " --db " + db_ + " --ranks 2 --backend mpi ";
+  auto full = RunCommand("{ " + run + "--epochs 1 > /dev/full; }", dir_);
+  EXPECT_EQ(full.exit_code, 1) << full.err;
+  EXPECT_NE(full.err.find("train: stdout: write failed: No space left on device"), std::string::npos) << full.err;
+
+  const std::string metrics = dir_.Sub("m.jsonl");
+  // This run's processes (mpiexec, the ranks), not the shell that names them.
+  const std::string mpiexec = "'^[^ ]*mpiexec .*" + db_ + "'";
+  const std::string processes = "'^([^ ]*mpiexec|" + kTrain + ") .*" + db_ + "'";
+  auto stopped = RunCommand("{ " + run + "--epochs 1000 --timeout 5 --log-every 1 --metrics " + metrics +
+                                " > /dev/null & L=$!; " + WaitForFirstStep(metrics) + "pkill -STOP -f " + mpiexec +
+                                "; start=$(date +%s); wait $L; echo status $?; echo seconds $(( $(date +%s) - start "
+                                ")); " + EchoLeftAfterWaiting(processes) +
+                                "[ -e /dev/shm/granary-mpi.$L ] && echo shm left; }",
+                            dir_);
+  EXPECT_NE(stopped.out.find("status 1"), std::string::npos) << stopped.out << stopped.err;
+  const size_t at = stopped.out.find("seconds ");
+  ASSERT_NE(at, std::string::npos) << stopped.out;
+  EXPECT_LE(std::stoi(stopped.out.substr(at + 8)), 5 + 8) << stopped.out;  // --timeout, slack for a loaded machine
+  EXPECT_NE(stopped.out.find("left 0"), std::string::npos) << stopped.out;
+  EXPECT_EQ(stopped.out.find("shm left"), std::string::npos) << stopped.out;
+  EXPECT_NE(stopped.err.find("has been stopped for"), std::string::npos) << stopped.err;
+  EXPECT_NE(stopped.err.find("train: mpirun (pid "), std::string::npos) << stopped.err;
+
+  for (const std::string signal : {"HUP", "KILL"}) {
+    SCOPED_TRACE(signal);
+    const std::string m = dir_.Sub("m-" + signal + ".jsonl");
+    auto r = RunCommand("{ " + run + "--epochs 1000 --log-every 1 --metrics " + m + " > /dev/null & L=$!; " +
+                            WaitForFirstStep(m) + "kill -" + signal + " $L; wait $L; echo status $?; " +
+                            EchoLeftAfterWaiting(processes) + "echo launcher $L; }",
+                        dir_);
+    EXPECT_NE(r.out.find(signal == "HUP" ? "status 129" : "status 137"), std::string::npos) << r.out << r.err;
+    EXPECT_NE(r.out.find("left 0"), std::string::npos) << r.out;
+    const size_t l = r.out.find("launcher ");
+    ASSERT_NE(l, std::string::npos);
+    const std::string shm = "/dev/shm/granary-mpi." + std::to_string(std::stol(r.out.substr(l + 9)));
+    if (signal == "HUP") EXPECT_FALSE(fs::exists(shm)) << shm;
+    if (signal == "KILL") {  // the next launch sweeps what a killed launcher left
+      ASSERT_EQ(RunCommand(run + "--epochs 1", dir_).exit_code, 0);
+      EXPECT_FALSE(fs::exists(shm)) << shm;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace granary

@@ -1,0 +1,51 @@
+// Carries a child's stdout and stderr through pipes to where the launcher's
+// own go, on a thread of its own. Under mpirun the ranks write to mpirun,
+// which writes to the launcher's stdout and drops a failed write without a
+// word (a full disk, a closed pipe): through the relay the launcher sees the
+// failure and the run does not exit 0 with its output lost. Made, started
+// and finished by one thread (the launcher's); its own thread only copies.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <thread>
+
+#include "store/status.h"
+
+namespace granary {
+
+class OutputRelay {
+ public:
+  // Pipes whose reading ends are copied to `stdout_fd` and `stderr_fd`.
+  static StatusOr<std::unique_ptr<OutputRelay>> Create(int stdout_fd, int stderr_fd);
+  ~OutputRelay();
+  OutputRelay(const OutputRelay&) = delete;
+  OutputRelay& operator=(const OutputRelay&) = delete;
+
+  // The writing ends, for the child to dup2 onto its fd 1 and 2 (they close
+  // on exec themselves; dup2's copies do not).
+  int child_stdout() const { return write_[0]; }
+  int child_stderr() const { return write_[1]; }
+
+  // After the fork: closes the writing ends here and starts copying.
+  void Start();
+  // Copies what is left until every writer has closed its end, for at most
+  // `drain_s` (a process the child left behind may hold one), then stops.
+  void Finish(double drain_s);
+  // errno of the first write to the stdout target that failed, or 0. Read
+  // after Finish.
+  int stdout_error() const { return stdout_error_; }
+
+ private:
+  OutputRelay() = default;
+  void Copy();
+
+  int read_[2] = {-1, -1};   // stdout, stderr pipes' reading ends
+  int write_[2] = {-1, -1};  // their writing ends, until Start
+  int target_[2] = {-1, -1};
+  int stdout_error_ = 0;
+  std::atomic<double> stop_at_s_{-1};  // on the steady clock, set by Finish; -1: copy until end of file
+  std::thread thread_;
+};
+
+}  // namespace granary
