@@ -208,14 +208,32 @@ StatusOr<std::vector<CsvFile>> ReadCsvFiles(const std::string& raw) {
   return files;
 }
 
+// `text` as an integral number in decimal however it is spelled ("7",
+// "07", "7.0", "7e0", "-1"; pandas writes an integer column that held a NaN
+// as "7.0"), into *value; false for anything else (hex, "7.5", "inf").
+bool IntegralLabel(const std::string& text, int64_t* value) {
+  if (text.empty() || text.find_first_not_of("0123456789+-.eE") != std::string::npos) return false;
+  char* end = nullptr;
+  errno = 0;
+  const double x = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(x) || x != std::floor(x) ||
+      std::fabs(x) > 9.0e15) {  // past 2^53 a double no longer tells integers apart
+    return false;
+  }
+  *value = static_cast<int64_t>(x);
+  return true;
+}
+
 // The classes of the label column: each label value's class, and the
 // classes' names in order (*names).
 std::map<std::string, int64_t> ChooseClasses(const std::vector<CsvFile>& files, size_t columns, size_t label_column,
                                              std::vector<std::string>* names) {
-  // Classes: non-negative integers as they are, when dense (at most twice as
-  // many indices as values, plus a few: a class may be absent from a small
-  // table); sparse ones in numeric order, named by their values (a label of
-  // 594082 is one class, not 594083); else the sorted distinct strings.
+  // Classes: labels that are all integral numbers, however spelled, by
+  // value: non-negative ones as they are, when dense (at most twice as many
+  // indices as values, plus a few: a class may be absent from a small
+  // table); else in numeric order, named by their values (a label of 594082
+  // is one class, not 594083; -1 and 1 are classes 0 and 1). Any other
+  // labels: the sorted distinct strings.
   std::set<std::string> values;
   for (const CsvFile& f : files) {
     for (const CsvRow& r : f.rows) {
@@ -225,20 +243,19 @@ std::map<std::string, int64_t> ChooseClasses(const std::vector<CsvFile>& files, 
     }
   }
   std::map<std::string, int64_t> classes;
-  std::set<int64_t> numbers;  // integer labels in numeric order ("7" and "07" are one)
+  std::set<int64_t> numbers;  // integral labels in numeric order ("7", "07" and "7.0" are one)
   bool integers = !values.empty();
   for (const std::string& v : values) {
-    char* end = nullptr;
-    errno = 0;
-    long long x = std::strtoll(v.c_str(), &end, 10);
-    if (end != v.c_str() + v.size() || x < 0 || errno == ERANGE) {
+    int64_t x = 0;
+    if (!IntegralLabel(v, &x)) {
       integers = false;
       break;
     }
     classes[v] = x;
     numbers.insert(x);
   }
-  const bool dense = integers && *numbers.rbegin() < 2 * static_cast<int64_t>(numbers.size()) + 16;
+  const bool dense =
+      integers && *numbers.begin() >= 0 && *numbers.rbegin() < 2 * static_cast<int64_t>(numbers.size()) + 16;
   if (dense) {
     for (int64_t i = 0; i <= *numbers.rbegin(); ++i) names->push_back(std::to_string(i));
   } else if (integers) {

@@ -7,7 +7,9 @@
 #include <cerrno>
 #include <filesystem>
 #include <memory>
+#include <map>
 #include <set>
+#include <tuple>
 
 #include "preprocess/image.h"
 #include "preprocess/source.h"
@@ -217,16 +219,29 @@ class ImageSplit : public SplitSource {
 // A file or directory by identity, whatever path reached it.
 using FileId = std::pair<dev_t, ino_t>;
 
-// What walking an image folder has seen so far, across all splits and classes:
-// each directory is listed once and each file taken once, however symlinks
-// (cycles, links across classes) or hard links reach them again.
+// What walking an image folder has seen so far. Within a split each
+// directory is listed once and each file taken once, however symlinks
+// (cycles, links across classes) or hard links reach them again; a file in
+// two splits is kept in both, and noted.
 struct Walk {
-  std::set<FileId> dirs;   // listed, or roots that only their own walk may list
-  std::set<FileId> files;  // taken as images
-  std::vector<std::string> skipped_links;  // directory links to a directory already walked
-  std::vector<std::string> duplicates;     // images reached a second time
-  std::vector<std::string> ignored;        // files without an image extension
-  std::vector<std::string> hidden;         // dotfiles (macOS's ._x.jpg) and hidden folders
+  std::set<FileId> roots;  // RAW, each split's folder, each class folder: walked only as themselves
+  std::set<FileId> dirs;   // listed in the split being walked (the roots included)
+  std::set<FileId> files;  // taken as images in the split being walked
+  std::map<FileId, std::string> first_split;  // each image's first split
+  std::string split;                          // the split being walked
+  std::vector<std::string> skipped_links;     // directory links to a folder already walked
+  std::vector<std::string> reached_again;     // plain folders walked earlier through a link
+  std::vector<std::string> duplicates;        // images reached a second time in a split
+  std::vector<std::string> overlaps;          // images of a split that an earlier split holds too
+  std::vector<std::string> aliases;           // class folders that are the same folder as another class's
+  std::vector<std::string> ignored;           // files without an image extension
+  std::vector<std::string> hidden;            // dotfiles (macOS's ._x.jpg) and hidden folders
+
+  void StartSplit(const std::string& name) {
+    split = name;
+    dirs = roots;
+    files.clear();
+  }
 };
 
 bool Identify(const fs::path& p, struct stat* st) { return ::stat(p.c_str(), st) == 0; }
@@ -255,7 +270,7 @@ Status ListImagesBelow(const fs::path& dir, const fs::path& raw, Walk* walk, std
       const FileId id{st.st_dev, st.st_ino};
       if (S_ISDIR(st.st_mode)) {
         if (!walk->dirs.insert(id).second) {
-          walk->skipped_links.push_back(rel);
+          (fs::is_symlink(*e, ec) ? walk->skipped_links : walk->reached_again).push_back(rel);
           continue;
         }
         pending.push_back(*e);
@@ -267,6 +282,8 @@ Status ListImagesBelow(const fs::path& dir, const fs::path& raw, Walk* walk, std
         } else {
           found->push_back(rel);
           *bytes += static_cast<uint64_t>(st.st_size);
+          const auto [first, fresh] = walk->first_split.emplace(id, walk->split);
+          if (!fresh && first->second != walk->split) walk->overlaps.push_back(rel + " (" + first->second + ")");
         }
       }
     }
@@ -275,17 +292,35 @@ Status ListImagesBelow(const fs::path& dir, const fs::path& raw, Walk* walk, std
 }
 
 // Lists the images under root/<class>/ for each class in `classes`, in class
-// then path order.
+// then path order. The class folders are walked in the order of their real
+// paths, a link after the folder it names: an image reached through links
+// belongs to the class folder that holds it, and a class folder that is a
+// link to another class's folder (an alias) is skipped, named in the walk.
 Status ListImages(const fs::path& root, const fs::path& raw, const std::vector<std::string>& classes, Walk* walk,
                   std::vector<ImageItem>* items, uint64_t* bytes) {
+  std::vector<std::tuple<std::string, bool, size_t>> order;  // real path, is a link, label
   for (size_t label = 0; label < classes.size(); ++label) {
+    std::error_code ec;
     const fs::path dir = root / classes[label];
-    if (!fs::is_directory(dir)) continue;
+    order.emplace_back(fs::weakly_canonical(dir, ec).string(), fs::is_symlink(dir, ec), label);
+  }
+  std::sort(order.begin(), order.end());
+  std::set<FileId> listed;  // class folders, by identity
+  for (const auto& [real, link, label] : order) {
+    const fs::path dir = root / classes[label];
+    struct stat st;
+    if (!Identify(dir, &st) || !S_ISDIR(st.st_mode)) continue;
+    if (!listed.insert({st.st_dev, st.st_ino}).second) {
+      walk->aliases.push_back(dir.lexically_relative(raw).string() + "/");
+      continue;
+    }
     std::vector<std::string> found;
     GRANARY_RETURN_IF_ERROR(ListImagesBelow(dir, raw, walk, &found, bytes));
     std::sort(found.begin(), found.end());
     for (std::string& name : found) items->push_back({std::move(name), static_cast<int64_t>(label)});
   }
+  std::stable_sort(items->begin(), items->end(),
+                   [](const ImageItem& a, const ImageItem& b) { return a.label < b.label; });
   return Status::OK();
 }
 
@@ -366,11 +401,12 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
   }
   for (const fs::path& root : roots) {
     struct stat st;
-    if (Identify(root, &st)) walk.dirs.insert({st.st_dev, st.st_ino});
+    if (Identify(root, &st)) walk.roots.insert({st.st_dev, st.st_ino});
   }
   for (const auto& [name, root] : split_roots) {
     std::vector<ImageItem> items;
     uint64_t bytes = 0;
+    walk.StartSplit(name);
     GRANARY_RETURN_IF_ERROR(ListImages(root, raw, classes, &walk, &items, &bytes));
     if (name == "train") {
       std::vector<bool> has_images(classes.size(), false);
@@ -422,6 +458,23 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
     source.info.notes.push_back(NoteListing("skipped " + std::to_string(walk.skipped_links.size()) +
                                                 " link(s) to a folder already walked (a cycle or a cross link)",
                                             walk.skipped_links));
+  }
+  if (!walk.reached_again.empty()) {
+    source.info.notes.push_back(NoteListing("skipped " + std::to_string(walk.reached_again.size()) +
+                                                " folder(s) walked earlier through a link (each is taken once)",
+                                            walk.reached_again));
+  }
+  if (!walk.aliases.empty()) {
+    source.info.notes.push_back(NoteListing(std::to_string(walk.aliases.size()) +
+                                                " class folder(s) are links to another class's folder, whose images "
+                                                "are taken once, as that class's",
+                                            walk.aliases));
+  }
+  if (!walk.overlaps.empty()) {
+    source.info.notes.push_back(NoteListing(std::to_string(walk.overlaps.size()) +
+                                                " image(s) are the same file as an image of an earlier split (hard or "
+                                                "symbolic links), kept in both: evaluation overlaps training",
+                                            walk.overlaps));
   }
   if (!walk.duplicates.empty()) {
     source.info.notes.push_back(NoteListing("skipped " + std::to_string(walk.duplicates.size()) +

@@ -165,6 +165,8 @@ std::string DescribeDb(const DbReader& db) {
   if (choice != m.build_options.end()) out << "\ndictionary   " << choice->second;
   out << "\nrejected     " << m.rejected.size() << "\n";
   for (const RejectedItem& r : m.rejected) out << "  " << r.split << ": " << r.item << ": " << r.reason << "\n";
+  if (!m.notes.empty()) out << "notes        " << m.notes.size() << "\n";
+  for (const std::string& note : m.notes) out << "  " << note << "\n";
   return out.str();
 }
 

@@ -59,14 +59,23 @@ struct BuildArgs {
 };
 
 int RunBuild(BuildArgs& a) {
+  // A failure is one line on stderr, and with --json also an object on stdout.
+  auto fail = [&](const granary::Status& status) {
+    if (a.json) {
+      std::cout << granary::DumpJson({{"db", a.db}, {"ok", false}, {"error", status.message()}}) << std::endl;
+    }
+    return Fail(status);
+  };
   std::error_code ec;
   if (!a.options.overwrite && std::filesystem::exists(std::filesystem::symlink_status(a.db, ec))) {
-    return Fail(granary::Status::FailedPrecondition(a.db + ": already exists (pass --force to replace it)"));
+    return fail(granary::Status::FailedPrecondition(a.db + ": already exists (pass --force to replace it)"));
   }
   if (!a.class_names.empty()) a.raw.class_names = SplitCommas(a.class_names);
   granary::StatusOr<granary::Source> source = granary::OpenSource(a.raw);
-  if (!source.ok()) return Fail(source.status());
-  for (const std::string& note : source->info.notes) std::fprintf(stderr, "prep: note: %s\n", granary::Printable(note).c_str());
+  if (!source.ok()) return fail(source.status());
+  for (const std::string& note : source->info.notes) {
+    std::fprintf(stderr, "prep: note: %s\n", granary::Printable(note).c_str());
+  }
 
   granary::BuildOptions& o = a.options;
   o.db_path = a.db;
@@ -81,10 +90,10 @@ int RunBuild(BuildArgs& a) {
   std::signal(SIGTERM, OnSignal);
   auto summary = granary::BuildDb(source.value(), o);
   if (!summary.ok()) {
-    if (summary.status().code() == granary::Status::Code::kBusy) return Fail(summary.status());
+    if (summary.status().code() == granary::Status::Code::kBusy) return fail(summary.status());
     const bool kept = granary::HasResumableBuild(a.db);
     granary::Status s = summary.status().WithContext("build of " + a.db + " failed, no db written");
-    return Fail(kept ? granary::Status::FailedPrecondition(s.message() + " (" + a.db +
+    return fail(kept ? granary::Status::FailedPrecondition(s.message() + " (" + a.db +
                                                            ".partial keeps the work done: add --resume to continue)")
                      : s);
   }
@@ -97,6 +106,7 @@ int RunBuild(BuildArgs& a) {
   }
   if (a.json) {
     nlohmann::json j = {{"db", a.db},
+                        {"ok", true},
                         {"seconds", s.seconds},
                         {"threads", s.threads},
                         {"written", written},
@@ -108,7 +118,8 @@ int RunBuild(BuildArgs& a) {
                         {"content_hash", s.content_hash},
                         {"dictionary_bytes", s.dictionary_bytes},
                         {"splits", nlohmann::json::array()},
-                        {"rejected_items", nlohmann::json::array()}};
+                        {"rejected_items", nlohmann::json::array()},
+                        {"notes", source->info.notes}};
     for (const auto& split : s.splits) {
       j["splits"].push_back(
           {{"name", split.name}, {"read", split.read}, {"written", split.written}, {"rejected", split.rejected}});

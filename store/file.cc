@@ -6,10 +6,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <utility>
@@ -101,6 +104,53 @@ StatusOr<std::pair<int, std::string>> CreateTemporary(const std::string& path) {
   return Status::IOError(path, "create a temporary file beside", err);
 }
 
+// The temporary files being written (WriteFileAtomically), for the handler
+// RemoveTemporariesOnStopSignals installs: slots a writer claims (kClaimed),
+// fills, then publishes (kReady); the handler reads only published ones.
+constexpr int kFree = 0, kClaimed = 1, kReady = 2;
+struct TemporarySlot {
+  std::atomic<int> state{kFree};
+  char path[4096];
+};
+TemporarySlot g_temporaries[16];
+static_assert(std::atomic<int>::is_always_lock_free, "the signal handler reads the slots");
+
+// Publishes `path` for the handler while it lives; a path too long, or no
+// free slot, is simply not published.
+class PublishedTemporary {
+ public:
+  explicit PublishedTemporary(const std::string& path) {
+    if (path.size() >= sizeof(TemporarySlot::path)) return;
+    for (TemporarySlot& slot : g_temporaries) {
+      int expected = kFree;
+      if (slot.state.compare_exchange_strong(expected, kClaimed)) {
+        std::memcpy(slot.path, path.c_str(), path.size() + 1);
+        slot.state.store(kReady);
+        slot_ = &slot;
+        return;
+      }
+    }
+  }
+  ~PublishedTemporary() {
+    if (slot_ != nullptr) slot_->state.store(kFree);
+  }
+  PublishedTemporary(const PublishedTemporary&) = delete;
+  PublishedTemporary& operator=(const PublishedTemporary&) = delete;
+
+ private:
+  TemporarySlot* slot_ = nullptr;
+};
+
+// Async-signal-safe: unlinks every published temporary file, then dies of
+// the signal as it would have without the handler.
+extern "C" void RemoveTemporariesAndDie(int sig) {
+  for (TemporarySlot& slot : g_temporaries) {
+    if (slot.state.load() == kReady) ::unlink(slot.path);
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
 std::string DirectoryOf(const std::string& path) {
   const size_t slash = path.rfind('/');
   if (slash == std::string::npos) return ".";
@@ -130,6 +180,7 @@ Status WriteFileAtomically(const std::string& path, const std::string& contents,
   StatusOr<std::pair<int, std::string>> created = CreateTemporary(target);
   if (!created.ok()) return created.status();
   const auto& [fd, tmp] = created.value();
+  const PublishedTemporary published(tmp);  // a stop signal from here on removes it
   Status written = WriteAndClose(fd, tmp, contents, options.sync);
   if (written.ok() && std::rename(tmp.c_str(), target.c_str()) != 0) {
     written = Status::IOError(target, "rename from " + tmp, errno);
@@ -139,6 +190,17 @@ Status WriteFileAtomically(const std::string& path, const std::string& contents,
     return written;
   }
   return options.sync ? FsyncPath(DirectoryOf(target)) : Status::OK();
+}
+
+void RemoveTemporariesOnStopSignals() {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction current {};
+    if (::sigaction(sig, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) continue;  // the program's own
+    struct sigaction action {};
+    action.sa_handler = RemoveTemporariesAndDie;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(sig, &action, nullptr);
+  }
 }
 
 std::string TemporaryNameBase(const std::string& name) {

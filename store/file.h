@@ -46,6 +46,12 @@ struct AtomicWriteOptions {
 Status WriteFileAtomically(const std::string& path, const std::string& contents,
                            const AtomicWriteOptions& options = {});
 
+// From now on SIGINT, SIGTERM and SIGHUP, where the program left them at
+// their default action, first remove the temporary files WriteFileAtomically
+// is writing (a checkpoint, a saved model), then end the process as before:
+// a stopped run leaves no BASE.tmp-XXXXXX behind.
+void RemoveTemporariesOnStopSignals();
+
 // The name of the file whose temporary file WriteFileAtomically would name
 // `name` (a file name, no directory): BASE for "BASE.tmp-XXXXXX", or for
 // "BASE.tmp" as earlier versions named it; "" if `name` is neither. A write

@@ -69,6 +69,7 @@ std::string ManifestToJson(const Manifest& m) {
       {"splits", splits},
       {"content_hash", m.content_hash},
       {"rejected", rejected},
+      {"notes", m.notes},
   };
   return DumpJson(doc, 2) + "\n";
 }
@@ -240,6 +241,13 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& origi
       GRANARY_RETURN_IF_ERROR(Get(r, "item", &item.item, origin + ": rejected"));
       GRANARY_RETURN_IF_ERROR(Get(r, "reason", &item.reason, origin + ": rejected"));
       m.rejected.push_back(std::move(item));
+    }
+  }
+  auto notes = doc.find("notes");  // optional: dbs built before it have none
+  if (notes != doc.end() && notes->is_array()) {
+    for (const json& n : *notes) {
+      if (!n.is_string()) return Status::Corruption(origin + ": notes: not an array of strings");
+      m.notes.push_back(n.get<std::string>());
     }
   }
   if (!m.label_field.empty() && m.schema.FieldIndex(m.label_field) < 0) {

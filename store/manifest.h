@@ -54,6 +54,9 @@ struct Manifest {
   std::vector<SplitInfo> splits;
   std::string content_hash;  // over all splits
   std::vector<RejectedItem> rejected;
+  // What the build noted that is no error: files it left out and why
+  // (hidden, not images, reached twice), classes with no sample, ...
+  std::vector<std::string> notes;
 
   const SplitInfo* FindSplit(const std::string& name) const;
 };

@@ -162,6 +162,7 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c) {
 
 int main(int argc, char** argv) {
   granary::RaiseOpenFileLimit();
+  granary::RemoveTemporariesOnStopSignals();  // a stopped rank leaves no half-written checkpoint
   granary::TrainConfig config;
   int rank = -1;
   bool json = false;

@@ -29,6 +29,39 @@ TEST_F(EndToEnd, ASlowCheckpointDiskDoesNotEndTheRun) {
   EXPECT_EQ(header["at"]["position"], 0) << header["at"];
 }
 
+// Ctrl-C (SIGINT to the launcher and its ranks, as a terminal sends it)
+// or SIGTERM to the launcher while a checkpoint is being written (fsync made
+// slow, so the signal lands inside the write): the run stops, and no
+// temporary file (step-N.ckpt.tmp-XXXXXX) is left in the checkpoint
+// directory. (Python starts the run: a shell's background job ignores SIGINT.)
+TEST_F(EndToEnd, AStopSignalDuringACheckpointWriteLeavesNoTemporaryFile) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 2000 --no-progress", dir_).exit_code, 0);
+  for (const std::string signal : {"SIGINT", "SIGTERM"}) {
+    SCOPED_TRACE(signal);
+    const std::string ck = dir_.Sub("ck-" + signal);
+    testing::WriteFile(dir_.Sub("stop.py"), R"(
+import os, signal, subprocess, sys, time
+ck, sig = sys.argv[1], getattr(signal, sys.argv[2])
+env = dict(os.environ, LD_PRELOAD=")" + std::string(GRANARY_SLOW_FSYNC_LIB) + R"(", GRANARY_TEST_FSYNC_DELAY_MS="4000")
+run = subprocess.Popen([")" + kTrain + R"(", "--db", ")" + db + R"(", "--ranks", "2", "--epochs", "50",
+                        "--eval-split", "", "--checkpoint-dir", ck, "--checkpoint-every", "5"],
+                       env=env, stdout=subprocess.DEVNULL, start_new_session=True)
+tmp = lambda: [n for n in (os.listdir(ck) if os.path.isdir(ck) else []) if ".tmp-" in n]
+for _ in range(600):
+    if tmp():
+        break
+    time.sleep(0.1)
+print(len(tmp()))
+os.killpg(run.pid, sig) if sig == signal.SIGINT else run.send_signal(sig)
+print("status", 128 - run.wait())
+print(len(tmp()))
+)");
+    auto r = RunCommand("/usr/bin/python3 " + dir_.Sub("stop.py") + " " + ck + " " + signal, dir_);
+    EXPECT_EQ(r.out, "1\nstatus " + std::string(signal == "SIGINT" ? "130" : "143") + "\n0\n") << r.err;
+  }
+}
+
 // A run killed in the middle of an epoch (SIGKILL to the launcher,
 // so every rank dies at once) and resumed from its last checkpoint ends with
 // the epoch losses and the weights of a run that was never interrupted,

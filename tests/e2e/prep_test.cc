@@ -26,6 +26,35 @@ TEST_F(EndToEnd, BadRawInputEndsWithOneLineAndNoDb) {
   EXPECT_FALSE(fs::exists(db + ".partial"));
 }
 
+// What a build notes (files it left out, classes with no image) is kept in
+// the manifest and shown by `prep info` and `--json`; a failed build with
+// --json prints an error object, not nothing.
+TEST_F(EndToEnd, ABuildsNotesAreKeptAndAFailedJsonBuildSaysWhy) {
+  const std::string raw = dir_.Sub("raw");
+  fs::create_directories(raw + "/a");
+  fs::create_directories(raw + "/empty");
+  fs::copy_file(std::string(kFashion) + "/train-labels-idx1-ubyte.gz", raw + "/a/notes.gz");  // no image extension
+  ASSERT_EQ(PrepFashion(dir_.Sub("one.db"), "--limit 1 --no-progress", dir_).exit_code, 0);
+  ASSERT_EQ(RunCommand(kPrep + " cat " + dir_.Sub("one.db") + " --index 0 --png " + raw + "/a/1.png", dir_).exit_code, 0);
+  const std::string db = dir_.Sub("db");
+  auto built = RunCommand(kPrep + " build " + raw + " " + db + " --size 8 --json", dir_);
+  ASSERT_EQ(built.exit_code, 0) << built.err;
+  const auto j = nlohmann::json::parse(built.out);
+  EXPECT_EQ(j["ok"], true);
+  ASSERT_EQ(j["notes"].size(), 2u) << j["notes"];
+  const std::string manifest = testing::ReadFile(db + "/manifest.json");
+  EXPECT_NE(manifest.find("without a .jpg/.jpeg/.png extension: a/notes.gz"), std::string::npos) << manifest;
+  auto info = RunCommand(kPrep + " info " + db, dir_);
+  EXPECT_NE(info.out.find("notes        2"), std::string::npos) << info.out;
+  EXPECT_NE(info.out.find("1 class(es) with no image in train: empty"), std::string::npos) << info.out;
+  auto failed = RunCommand(kPrep + " build " + dir_.Sub("missing") + " " + dir_.Sub("db2") + " --json", dir_);
+  EXPECT_EQ(failed.exit_code, 1);
+  const auto e = nlohmann::json::parse(failed.out, nullptr, false);
+  ASSERT_TRUE(e.is_object()) << failed.out;
+  EXPECT_EQ(e["ok"], false);
+  EXPECT_NE(e["error"].get<std::string>().find("no such folder"), std::string::npos) << e;
+}
+
 // SIGKILL a build at several points: no db ever appears before the build is
 // complete, and --resume finishes it with the content of an uninterrupted one.
 TEST_F(EndToEnd, KilledBuildsLeaveNoDbAndResumeFinishesThem) {

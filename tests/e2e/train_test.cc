@@ -1,4 +1,6 @@
 // End to end, training: the loss falls, ranks agree, every db and model kind trains, bad flags and dbs are refused.
+#include <cmath>
+
 #include "tests/e2e/e2e.h"
 
 namespace granary {
@@ -164,6 +166,32 @@ TEST_F(EndToEnd, ACsvDbTrainsAnMlpAndEvaluatesOnItsValSplit) {
   auto r = RunCommand(kTrain + " --db " + db + " --model resnet", dir_);
   EXPECT_NE(r.err.find(db), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("[3]"), std::string::npos) << r.err;
+}
+
+// A feature db holding missing values (prep --missing nan): the MLP
+// standardises each feature over the values present and takes a missing one
+// as its mean, and a note names the features; the loss stays finite.
+TEST_F(EndToEnd, MissingFeatureValuesTrainAsTheirFeaturesMean) {
+  std::string rows = "a,b,c,y\n";
+  for (int i = 0; i < 600; ++i) {
+    const double a = (i * 37 % 101) / 101.0, b = (i * 53 % 97) / 97.0;
+    const std::string c = i % 5 == 0 ? "NA" : std::to_string(i % 7);  // a fifth missing
+    rows += std::to_string(a * 1000) + "," + std::to_string(b) + "," + c + "," + std::to_string(a + b > 1.0) + "\n";
+  }
+  testing::WriteFile(dir_.Sub("m.csv"), rows);
+  const std::string db = dir_.Sub("db");
+  auto prep = RunCommand(kPrep + " build " + dir_.Sub("m.csv") + " " + db + " --label y --missing nan " +
+                             "--val-fraction 0.2 --no-progress",
+                         dir_);
+  ASSERT_EQ(prep.exit_code, 0) << prep.err;
+  auto r = RunCommand(kTrain + " --db " + db + " --ranks 1 --epochs 10 --batch-size 32 --lr 0.01 --json", dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("1 feature(s) hold missing values (NaN) in the training split: 2 ("), std::string::npos)
+      << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& last = j["epochs"].back();
+  EXPECT_TRUE(std::isfinite(last["train_loss"].get<double>())) << last;
+  EXPECT_GT(last["test_accuracy"].get<double>(), 0.85) << last;
 }
 
 // The BatchNorm models train under data parallelism, with a schedule, warm-up,

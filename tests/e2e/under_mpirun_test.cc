@@ -61,7 +61,7 @@ TEST_F(UnderMpirun, FlagsThatContradictTheJobAreRefusedNamingIt) {
     SCOPED_TRACE(flags);
     auto r = RunCommand(run + flags, dir_);
     EXPECT_NE(r.exit_code, 0);
-    EXPECT_NE(r.err.find("train: " + line), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(line), std::string::npos) << r.err;  // from whichever rank mpirun let say it
     EXPECT_EQ(r.out.find("epoch 1/"), std::string::npos) << r.out;
   }
   // An MPMD job with one process over Gloo: refused, so mpirun ends the job.
@@ -139,11 +139,10 @@ TEST_F(UnderMpirun, AStoppedOrLostMpirunAndLostOutputEndTheRunNamed) {
     const size_t l = r.out.find("launcher ");
     ASSERT_NE(l, std::string::npos);
     const std::string shm = "/dev/shm/granary-mpi." + std::to_string(std::stol(r.out.substr(l + 9)));
-    if (signal == "HUP") EXPECT_FALSE(fs::exists(shm)) << shm;
     if (signal == "KILL") {  // the next launch sweeps what a killed launcher left
       ASSERT_EQ(RunCommand(run + "--epochs 1", dir_).exit_code, 0);
-      EXPECT_FALSE(fs::exists(shm)) << shm;
     }
+    EXPECT_FALSE(fs::exists(shm)) << shm;
   }
 }
 

@@ -78,6 +78,38 @@ TEST(Csv, DenseIntegerLabelsAreIndicesSparseOnesAreRenumbered) {
   EXPECT_EQ(labels, (std::vector<int64_t>{2, 0, 0, 1}));
 }
 
+// Integral labels spelled as floats (pandas writes an integer column that
+// held a NaN as 0.0 .. 11.0) are ordered by value, not as strings ("10.0"
+// is class 10, not 2); negative ones too (-1 and 1 are classes 0 and 1);
+// hex and fractions stay strings.
+TEST(Csv, IntegralLabelsAreOrderedByValueHoweverSpelled) {
+  TempDir dir;
+  std::string floats = "x,label\n";
+  for (int i = 11; i >= 0; --i) floats += std::to_string(i) + "," + std::to_string(i) + ".0\n";
+  testing::WriteFile(dir.Sub("floats.csv"), floats);
+  testing::WriteFile(dir.Sub("signs.csv"), "x,label\n1,1\n2,-1\n3,1e0\n");
+  testing::WriteFile(dir.Sub("hex.csv"), "x,label\n1,0x1b\n2,2.5\n3,1\n");
+  CsvOptions o;
+  o.label = "label";
+  auto source = OpenCsvSource(dir.Sub("floats.csv"), o);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  ASSERT_EQ(source->info.num_classes, 12);
+  EXPECT_EQ(source->info.class_names[10], "10");
+  int64_t label;
+  for (uint64_t i = 0; i < 12; ++i) {
+    Features(*source->splits[0], i, &label);
+    EXPECT_EQ(label, 11 - static_cast<int64_t>(i)) << "row " << i;
+  }
+  auto signs = OpenCsvSource(dir.Sub("signs.csv"), o);
+  ASSERT_TRUE(signs.ok()) << signs.status().ToString();
+  EXPECT_EQ(signs->info.class_names, (std::vector<std::string>{"-1", "1"}));
+  Features(*signs->splits[0], 2, &label);
+  EXPECT_EQ(label, 1);
+  auto hex = OpenCsvSource(dir.Sub("hex.csv"), o);
+  ASSERT_TRUE(hex.ok()) << hex.status().ToString();
+  EXPECT_EQ(hex->info.class_names, (std::vector<std::string>{"0x1b", "1", "2.5"}));
+}
+
 TEST(Csv, BadRowsAreRejectedWithFileLineAndReason) {
   TempDir dir;
   testing::WriteFile(dir.Sub("t.csv"), "x,y,label\n1,2,0\n1,abc,1\n1,2\n1,,1\n1,2,\n3,4,1\n");

@@ -615,5 +615,43 @@ TEST_F(FolderLayouts, DotfilesHiddenFoldersAndDbsInsideAreSkippedAndNoted) {
   }
 }
 
+// raw/{real,dup -> real}: real's images stay real's (its folder comes first
+// by real path), dup is an alias named in a note, and left empty, named too;
+// real's plain subfolder is not called a link.
+TEST_F(FolderLayouts, AClassFolderLinkedToAnotherIsAnAliasNotATakeover) {
+  Image("real/1.jpg");
+  Image("real/sub/2.jpg");
+  std::filesystem::create_directory_symlink("real", dir_.Sub("raw/dup"));
+  auto source = Open();
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->info.class_names, (std::vector<std::string>{"dup", "real"}));
+  const SplitSource& train = *source->splits[0];
+  ASSERT_EQ(train.size(), 2u);
+  EXPECT_EQ(train.ItemName(0), "real/1.jpg");
+  EXPECT_EQ(train.ItemName(1), "real/sub/2.jpg");
+  const std::string notes = Notes(source.value());
+  EXPECT_NE(notes.find("1 class folder(s) are links to another class's folder, whose images are taken once, as that "
+                       "class's: dup/"),
+            std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("1 class(es) with no image in train: dup"), std::string::npos) << notes;
+  EXPECT_EQ(notes.find("real/sub"), std::string::npos) << notes;
+}
+
+// A hard link in val/ of an image in train/ stays in val (as torchvision's
+// ImageFolder counts it), and the overlap is noted, naming both splits.
+TEST_F(FolderLayouts, AnImageHardLinkedIntoValStaysThereAndTheOverlapIsNoted) {
+  for (const char* name : {"train/a/1.jpg", "train/a/2.jpg", "val/a/2.jpg", "val/a/3.jpg"}) Image(name);
+  std::filesystem::create_hard_link(dir_.Sub("raw/train/a/1.jpg"), dir_.Sub("raw/val/a/1.jpg"));
+  auto source = Open();
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  ASSERT_EQ(source->splits.size(), 2u);
+  EXPECT_EQ(source->splits[0]->size(), 2u);
+  EXPECT_EQ(source->splits[1]->size(), 3u);
+  const std::string notes = Notes(source.value());
+  EXPECT_NE(notes.find("1 image(s) are the same file as an image of an earlier split"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("val/a/1.jpg (train)"), std::string::npos) << notes;
+}
+
 }  // namespace
 }  // namespace granary

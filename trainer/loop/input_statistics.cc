@@ -14,7 +14,7 @@ StatusOr<InputStatistics> ComputeInputStatistics(const DbReader& db, LoaderOptio
   StatusOr<std::unique_ptr<Loader>> loader = Loader::Create(db, options);
   if (!loader.ok()) return loader.status().WithContext("input statistics");
   loader.value()->StartEpoch(0);
-  torch::Tensor sum, sum_sq;
+  torch::Tensor sum, sum_sq, missing;
   double count = 0;
   Batch batch;
   for (;;) {
@@ -26,17 +26,23 @@ StatusOr<InputStatistics> ComputeInputStatistics(const DbReader& db, LoaderOptio
       if (!sum.defined()) {
         sum = torch::zeros({x.size(1)}, torch::kFloat64);
         sum_sq = torch::zeros({x.size(1)}, torch::kFloat64);
+        missing = torch::zeros({x.size(1)}, torch::kInt64);
       }
+      const torch::Tensor absent = torch::isnan(x);
+      x = x.masked_fill(absent, 0);
       sum += x.sum(0);
       sum_sq += (x * x).sum(0);
+      missing += absent.sum(0);
     }));
     count += static_cast<double>(batch.size);
   }
   if (count == 0) return Status::InvalidArgument(db.path() + ": split '" + options.split + "' is empty");
   InputStatistics s;
-  s.mean = sum / count;
-  torch::Tensor variance = (sum_sq / count - s.mean * s.mean).clamp_min(0);
+  const torch::Tensor present = (count - missing.to(torch::kFloat64)).clamp_min(1);
+  s.mean = sum / present;
+  torch::Tensor variance = (sum_sq / present - s.mean * s.mean).clamp_min(0);
   s.stddev = torch::where(variance > 1e-12, variance.sqrt(), torch::ones_like(variance));
+  s.missing = missing;
   return s;
 }
 

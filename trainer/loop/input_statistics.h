@@ -11,11 +11,14 @@ namespace granary {
 
 struct InputStatistics {
   torch::Tensor mean, stddev;  // float64, one value per input element
+  torch::Tensor missing;       // int64, per element: the samples where it is NaN
 };
 
 // Mean and (population) standard deviation of each input element over
-// `options.split`, read in order, unaugmented. A constant element gets
-// stddev 1, so standardising leaves it at 0. InvalidArgument for an empty split.
+// `options.split`, read in order, unaugmented, over the values present: a
+// NaN (a CSV value prep stored with --missing nan) is left out, and counted.
+// A constant element (or one never present) gets stddev 1, so standardising
+// leaves it at 0. InvalidArgument for an empty split.
 StatusOr<InputStatistics> ComputeInputStatistics(const DbReader& db, LoaderOptions options);
 
 }  // namespace granary

@@ -222,6 +222,26 @@ StatusOr<ResolvedRun> ResolveRun(TrainConfig config) {
   return run;
 }
 
+namespace {
+
+// A line naming the features (by index, as the db stores them) that hold
+// missing values, and what the model does with them; "" if none does.
+std::string MissingFeaturesNote(const InputStatistics& s) {
+  const torch::Tensor holding = torch::nonzero(s.missing).flatten();
+  if (holding.numel() == 0) return "";
+  std::string which;
+  for (int64_t i = 0; i < holding.numel() && i < 8; ++i) {
+    const int64_t f = holding[i].item<int64_t>();
+    which += (i > 0 ? ", " : "") + std::to_string(f) + " (" + std::to_string(s.missing[f].item<int64_t>()) + ")";
+  }
+  if (holding.numel() > 8) which += ", ...";
+  return std::to_string(holding.numel()) + " feature(s) hold missing values (NaN) in the training split: " + which +
+         " (feature index, samples missing it): each is standardised over the values present, and a missing "
+         "value is taken as its feature's mean";
+}
+
+}  // namespace
+
 StatusOr<std::vector<EpochReport>> RunRank(const ResolvedRun& run, int rank, RunObserver& observer,
                                            std::optional<Checkpoint> resumed) {
   const TrainConfig& c = run.config;
@@ -250,6 +270,9 @@ StatusOr<std::vector<EpochReport>> RunRank(const ResolvedRun& run, int rank, Run
     if (!s.ok()) return s.status();
     spec.input_mean = s->mean;
     spec.input_std = s->stddev;
+    if (rank == 0) {
+      if (std::string note = MissingFeaturesNote(s.value()); !note.empty()) observer.Note(note);
+    }
   }
   StatusOr<RankModel> model = BuildRankModel(c, spec, archive ? &*archive : nullptr);
   if (!model.ok()) return model.status();

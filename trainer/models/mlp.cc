@@ -17,7 +17,8 @@ Mlp::Mlp(const ModelSpec& spec) {
 
 torch::Tensor Mlp::forward(torch::Tensor x) {
   x = x.flatten(1);
-  if (mean_.defined()) x = (x - mean_) * inv_std_;
+  // A missing value (NaN, prep --missing nan) is taken as its feature's mean: 0 once standardised.
+  if (mean_.defined()) x = torch::nan_to_num((x - mean_) * inv_std_, 0.0);
   x = torch::relu(fc1_->forward(x));
   x = torch::relu(fc2_->forward(x));
   return fc3_->forward(drop_->forward(x));
@@ -25,7 +26,7 @@ torch::Tensor Mlp::forward(torch::Tensor x) {
 
 std::string Mlp::TorchScriptForward() const {
   return std::string("def forward(self, x):\n") + "    x = torch.flatten(x, 1)\n" +
-         (mean_.defined() ? "    x = (x - self.input_mean) * self.input_inv_std\n" : "") +
+         (mean_.defined() ? "    x = torch.nan_to_num((x - self.input_mean) * self.input_inv_std, 0.0)\n" : "") +
          "    x = torch.relu(self.fc1.forward(x))\n"
          "    x = torch.relu(self.fc2.forward(x))\n"
          "    return self.fc3.forward(self.drop.forward(x))\n";
