@@ -16,10 +16,21 @@
 namespace granary {
 namespace {
 
-// Largest width or height accepted, and pixels in total, so that a corrupt
+// Largest width or height accepted, and pixels in total (or, when
+// --max-image-mb allows more, one per byte it allows), so that a corrupt
 // header cannot make us allocate gigabytes.
 constexpr int kMaxSide = 1 << 15;
 constexpr uint64_t kMaxPixels = uint64_t{1} << 28;
+
+uint64_t MaxPixels(uint64_t max_bytes) { return std::max(kMaxPixels, max_bytes); }
+
+// "KIND of WxH pixels is too large (...)", stating the caps.
+Status TooManyPixels(const char* kind, uint64_t width, uint64_t height, uint64_t max_bytes) {
+  return Status::InvalidArgument(std::string(kind) + " of " + std::to_string(width) + "x" + std::to_string(height) +
+                                 " pixels is too large (at most " + std::to_string(kMaxSide) + " a side and " +
+                                 std::to_string(MaxPixels(max_bytes)) + " pixels: 2^28, or one a byte of " +
+                                 "--max-image-mb where that is more)");
+}
 
 bool IsJpeg(const uint8_t* d, size_t n) { return n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF; }
 bool IsPng(const uint8_t* d, size_t n) {
@@ -174,10 +185,9 @@ Status DecodeJpeg(const uint8_t* data, size_t size, int channels, int min_width,
   jpeg_read_header(&cinfo, TRUE);
   const int orientation = JpegOrientation(cinfo);
   if (cinfo.image_width > kMaxSide || cinfo.image_height > kMaxSide ||
-      uint64_t{cinfo.image_width} * cinfo.image_height > kMaxPixels) {
+      uint64_t{cinfo.image_width} * cinfo.image_height > MaxPixels(max_bytes)) {
     jpeg_destroy_decompress(&cinfo);
-    return Status::InvalidArgument("JPEG of " + std::to_string(cinfo.image_width) + "x" +
-                                   std::to_string(cinfo.image_height) + " pixels is too large");
+    return TooManyPixels("JPEG", cinfo.image_width, cinfo.image_height, max_bytes);
   }
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
   cinfo.out_color_space = cmyk ? JCS_CMYK : (channels == 1 ? JCS_GRAYSCALE : JCS_RGB);
@@ -255,9 +265,8 @@ Status DecodePng(const uint8_t* data, size_t size, int channels, uint64_t max_by
                                    std::to_string(kMaxSide) + " a side)");
   }
   if (rc != 0) return Status::InvalidArgument(std::string("corrupt PNG: ") + spng_strerror(rc));
-  if (uint64_t{ihdr.width} * ihdr.height > kMaxPixels) {
-    return Status::InvalidArgument("PNG of " + std::to_string(ihdr.width) + "x" + std::to_string(ihdr.height) +
-                                   " pixels is too large");
+  if (uint64_t{ihdr.width} * ihdr.height > MaxPixels(max_bytes)) {
+    return TooManyPixels("PNG", ihdr.width, ihdr.height, max_bytes);
   }
   // 8-bit gray or RGB without interlace, what photo folders hold, takes the
   // fast path (png_pixels.h), the rest libspng to RGB8 (or, for gray, as

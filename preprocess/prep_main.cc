@@ -7,10 +7,12 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -91,11 +93,16 @@ int RunBuild(BuildArgs& a) {
   auto summary = granary::BuildDb(source.value(), o);
   if (!summary.ok()) {
     if (summary.status().code() == granary::Status::Code::kBusy) return fail(summary.status());
-    const bool kept = granary::HasResumableBuild(a.db);
     granary::Status s = summary.status().WithContext("build of " + a.db + " failed, no db written");
-    return fail(kept ? granary::Status::FailedPrecondition(s.message() + " (" + a.db +
-                                                           ".partial keeps the work done: add --resume to continue)")
-                     : s);
+    // One piece of advice: a --resume that failed has said what to do; a
+    // full disk needs room before any resume.
+    if (a.options.resume || !granary::HasResumableBuild(a.db)) return fail(s);
+    const std::string partial = a.db + ".partial";
+    const bool full = s.message().find(std::strerror(ENOSPC)) != std::string::npos;
+    return fail(granary::Status::FailedPrecondition(
+        s.message() + " (" + partial + " keeps the work done" +
+        (full ? ": free space on its disk, then add --resume to continue, or delete " + partial + ")"
+              : ": add --resume to continue)")));
   }
 
   const granary::BuildSummary& s = summary.value();
@@ -313,6 +320,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "prep: %s (see prep --help)\n", e.what());
     return 2;
+  }
+  // "out/new.db/" names the db "out/new.db": the db is a directory, however it is written.
+  for (std::string* path : {&b.db, &db_path}) {
+    while (path->size() > 1 && path->back() == '/') path->pop_back();
   }
   if (granary::Status writable = CheckOutputs(build->parsed(), b, db_path, cat_options); !writable.ok()) {
     return Fail(writable);

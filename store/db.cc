@@ -1,15 +1,18 @@
 #include "store/db.h"
 
 #include <endian.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cstddef>
-#include <cstring>
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 
+#include "store/db_directory.h"
 #include "store/file.h"
 #include "store/format.h"
 #include "store/lmdb_handles.h"
@@ -89,10 +92,28 @@ const std::string& DbReader::path() const { return impl_->path; }
 const Manifest& DbReader::manifest() const { return impl_->manifest; }
 const std::shared_ptr<const CompressionDictionary>& DbReader::dictionary() const { return impl_->dictionary; }
 
+namespace {
+
+// For a db that is not there: "; being built by process N (DB.partial)", or
+// what an interrupted build left; "" if there is no DB.partial either.
+std::string BuildInProgressNote(const std::string& path) {
+  const std::string partial = path + format::kPartialSuffix;
+  std::error_code ec;
+  if (!fs::is_directory(partial, ec)) return "";
+  const std::string builder = BuilderOf(partial);
+  const long pid = std::strtol(builder.c_str(), nullptr, 10);
+  if (pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)) {
+    return " yet: it is being built by process " + builder + " (" + partial + ")";
+  }
+  return " (" + partial + " holds an interrupted build: prep build --resume continues it)";
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<DbReader>> DbReader::Open(const std::string& path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec)) {
-    if (!fs::exists(path, ec)) return Status::NotFound(path + ": no such db directory");
+    if (!fs::exists(path, ec)) return Status::NotFound(path + ": no such db directory" + BuildInProgressNote(path));
     return Status::InvalidArgument(path + ": is not a granary db (not a directory)");
   }
   const std::string manifest_path = path + "/" + format::kManifestFile;

@@ -166,7 +166,10 @@ class Loader:
 
     Rank r of `world` reads positions r, r + world, ... of the epoch's shuffled
     order (the same order `train` and `loader order` use), padded by wrapping
-    around so every rank gets as many samples, unless drop_last. Set the epoch
+    around so every rank gets as many samples, unless sampler_drop_last
+    (DistributedSampler's drop_last: the epoch's tail is dropped instead).
+    drop_last is DataLoader's: this rank's last batch, if short, is not
+    given. Set the epoch
     with set_epoch(e) before iterating, as with DistributedSampler.
     state_dict() after some batches and load_state_dict() on a new Loader (any
     world size) continue the epoch where it stopped.
@@ -181,7 +184,7 @@ class Loader:
 
     def __init__(self, db, split="train", batch_size=64, rank=0, world=1, seed=0, threads=2, prefetch=4, augment="",
                  normalize=False, channels_last=False, drop_last=False, shuffle="full", input_field=None,
-                 target_field=None):
+                 target_field=None, sampler_drop_last=False):
         if _native is None:
             raise errors.Error("granary.Loader needs granary's C++ module (build granary; see README)")
         # The loader's own bounds (loader/loader.h), checked before anything is allocated.
@@ -194,9 +197,10 @@ class Loader:
         self.path = os_str(db)
         self.channels_last = channels_last
         self._batch = batch_size
+        self.drop_last = bool(drop_last)
         mean, std = _normalization(normalize)
         self._args = (os_bytes(self.path), split, batch_size, rank, world, seed, threads, prefetch, augment, shuffle,
-                      mean, std, channels_last, drop_last, os.fsencode(input_field or ""),
+                      mean, std, channels_last, bool(sampler_drop_last), os.fsencode(input_field or ""),
                       os.fsencode(target_field or ""))
         self._made = (os.getpid(), _native.Loader(*self._args))  # bad options fail here
         self.content_hash = self._made[1].content_hash
@@ -219,7 +223,7 @@ class Loader:
     def __len__(self):
         """Batches this rank gets in the coming iteration (the last may be smaller)."""
         per_rank = self._loader.plan(self._position)["samples_per_rank"]
-        return (per_rank + self._batch - 1) // self._batch
+        return per_rank // self._batch if self.drop_last else (per_rank + self._batch - 1) // self._batch
 
     def plan(self):
         """Samples in the split, per rank, and padded or dropped over all ranks, for the coming iteration."""
@@ -241,7 +245,7 @@ class Loader:
             batch = self._loader.next()
             if iteration != self._iterations:
                 raise _superseded()
-            if batch is None:
+            if batch is None or (self.drop_last and len(batch[1]) < self._batch):
                 return
             x, y = batch
             x, y = torch.from_numpy(x), torch.from_numpy(y)

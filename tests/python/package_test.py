@@ -185,6 +185,19 @@ class PackageTest(unittest.TestCase):
         _, status = os.waitpid(pid, 0)
         self.assertEqual(os.waitstatus_to_exitcode(status), 3)
 
+    def test_drop_last_is_dataloaders_and_sampler_drop_last_distributedsamplers(self):
+        # DataLoader's drop_last: the last short batch of a rank is not given.
+        loader = granary.Loader(self.dbs["ids"], batch_size=100, threads=1, drop_last=True)
+        sizes = [len(y) for _, y in loader]
+        self.assertEqual(sizes, [100] * 10)
+        self.assertEqual(len(loader), 10)
+        self.assertEqual(len(granary.Loader(self.dbs["ids"], batch_size=100, threads=1)), 11)
+        # DistributedSampler's drop_last: 1001 over 2 ranks is 500 each, not 501 with one padded.
+        for sampler_drop_last, per_rank in ((False, 501), (True, 500)):
+            loader = granary.Loader(self.dbs["ids"], batch_size=1000, rank=1, world=2, threads=1,
+                                    sampler_drop_last=sampler_drop_last)
+            self.assertEqual(sum(len(y) for _, y in loader), per_rank)
+
     def test_two_iterators_of_one_loader_never_share_its_stream(self):
         loader = granary.Loader(self.dbs["ids"], batch_size=100, threads=2)
         with self.assertRaises(granary.FailedPreconditionError):
