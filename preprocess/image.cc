@@ -120,6 +120,27 @@ void JpegMessage(j_common_ptr cinfo, int level) {
 
 // `min_width`/`min_height`: the decoded image may be DCT-downscaled while it
 // stays at least this large (0: full size).
+// The EXIF orientation (1..8) in a PNG's eXIf chunk (the TIFF data that
+// follows "Exif\0\0" in a JPEG's APP1); 1 if none. Chunks are walked by
+// their lengths, each checked against the bytes there are.
+int PngOrientation(const uint8_t* data, size_t size) {
+  size_t at = 8;  // past the signature
+  while (at + 12 <= size) {
+    const uint32_t length = uint32_t{data[at]} << 24 | uint32_t{data[at + 1]} << 16 | uint32_t{data[at + 2]} << 8 |
+                            data[at + 3];
+    if (length > size - at - 12) return 1;
+    const uint8_t* type = data + at + 4;
+    if (std::memcmp(type, "eXIf", 4) == 0) {
+      std::vector<uint8_t> app1 = {'E', 'x', 'i', 'f', 0, 0};
+      app1.insert(app1.end(), data + at + 8, data + at + 8 + length);
+      return ExifOrientation(app1.data(), app1.size());
+    }
+    if (std::memcmp(type, "IEND", 4) == 0) return 1;
+    at += size_t{12} + length;
+  }
+  return 1;
+}
+
 // The EXIF orientation (1..8) in a JPEG's saved APP1 markers; 1 if none.
 int JpegOrientation(const jpeg_decompress_struct& cinfo) {
   int orientation = 1;
@@ -302,6 +323,7 @@ Status DecodePng(const uint8_t* data, size_t size, int channels, uint64_t max_by
     out->pixels.resize(pixels * channels);
     ConvertChannels(decoded.data(), decoded_channels, pixels, channels, out->pixels.data());
   }
+  Orient(PngOrientation(data, size), out);  // as a JPEG's EXIF orientation is
   return Status::OK();
 }
 

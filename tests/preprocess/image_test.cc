@@ -91,6 +91,31 @@ std::string PalettePng(int w, int h, const TempDir& dir) {
   return testing::ReadFile(dir.Sub("pal.png"));
 }
 
+// An 8-bit RGB PNG (interlaced: libspng's path; else the fast path) with an
+// eXIf chunk holding EXIF orientation `orientation`.
+std::string OrientedPng(const std::vector<uint8_t>& px, int w, int h, int orientation, bool interlaced,
+                        const TempDir& dir) {
+  FILE* f = std::fopen(dir.Sub("exif.png").c_str(), "wb");
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
+  png_infop info = png_create_info_struct(png);
+  png_init_io(png, f);
+  png_set_IHDR(png, info, w, h, 8, PNG_COLOR_TYPE_RGB, interlaced ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  // Little-endian TIFF header, IFD0 with one SHORT entry 0x0112 (no "Exif\0\0" in PNG).
+  uint8_t exif[] = {'I', 'I', 42, 0, 8, 0, 0, 0, 1, 0, 0x12, 0x01, 3, 0,
+                    1, 0, 0, 0, static_cast<uint8_t>(orientation), 0, 0, 0, 0, 0, 0, 0};
+  png_set_eXIf_1(png, info, sizeof(exif), exif);
+  png_write_info(png, info);
+  const int passes = png_set_interlace_handling(png);
+  for (int pass = 0; pass < passes; ++pass) {
+    for (int y = 0; y < h; ++y) png_write_row(png, const_cast<uint8_t*>(&px[static_cast<size_t>(y) * w * 3]));
+  }
+  png_write_end(png, nullptr);
+  png_destroy_write_struct(&png, &info);
+  std::fclose(f);
+  return testing::ReadFile(dir.Sub("exif.png"));
+}
+
 Image Decode(const std::string& bytes, int channels, int w = 0, int h = 0) {
   Image img;
   Status s = w > 0 ? DecodeImage(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), {w, h, channels}, &img)
@@ -163,6 +188,16 @@ TEST(Image, ExifOrientationIsApplied) {
   Image mirrored = Decode(Jpeg(rgb, 40, 20, JCS_RGB, 2), 3);  // horizontal flip
   ASSERT_EQ(mirrored.width, 40);
   EXPECT_GT(At(mirrored, 37, 10, 0), 150);  // red moved right
+  // A PNG's eXIf chunk is applied the same way, on either decoding path.
+  TempDir dir;
+  for (bool interlaced : {false, true}) {
+    SCOPED_TRACE(interlaced ? "libspng" : "fast path");
+    Image png = Decode(OrientedPng(rgb, 40, 20, 6, interlaced, dir), 3);
+    ASSERT_EQ(png.width, 20);
+    ASSERT_EQ(png.height, 40);
+    EXPECT_GT(At(png, 10, 2, 0), 150);
+    EXPECT_GT(At(png, 10, 37, 2), 150);
+  }
 }
 
 TEST(Image, ResizeShortSideThenCentreCrop) {
