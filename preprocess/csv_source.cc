@@ -12,6 +12,7 @@
 #include <set>
 
 #include "preprocess/source.h"
+#include "preprocess/stratified.h"
 #include "store/file.h"
 
 namespace granary {
@@ -311,6 +312,12 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
                                {"label", DType::kInt64, {}, ""}};
 
   std::vector<std::string> columns = header;
+  // A row's class for --limit's stratified subset; -1 for a row that will be rejected.
+  const auto class_of = [&](const CsvRow& r) -> int64_t {
+    if (r.fields.size() != columns.size()) return -1;
+    const auto found = classes.find(Trim(r.fields[label_column]));
+    return found == classes.end() ? -1 : found->second;
+  };
   for (CsvFile& f : files) {
     std::vector<CsvRow> rows = std::move(f.rows);
     if (files.size() == 1 && options.val_fraction > 0) {
@@ -319,8 +326,8 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
         const uint64_t h = XXH64(&r.line, sizeof(r.line), 0);  // by line number: deterministic
         (static_cast<double>(h % 1000000) < options.val_fraction * 1e6 ? val : train).push_back(std::move(r));
       }
-      if (options.limit > 0 && train.size() > options.limit) train.resize(options.limit);
-      if (options.limit > 0 && val.size() > options.limit) val.resize(options.limit);
+      KeepStratified(&train, options.limit, class_of);
+      KeepStratified(&val, options.limit, class_of);
       const uint64_t bytes = f.bytes;
       source.splits.push_back(std::make_unique<CsvSplit>("train", f.path, std::move(train), columns, label_column,
                                                          classes, options.missing, bytes));
@@ -328,7 +335,7 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
                                                          options.missing, 0));
       continue;
     }
-    if (options.limit > 0 && rows.size() > options.limit) rows.resize(options.limit);
+    KeepStratified(&rows, options.limit, class_of);
     source.splits.push_back(std::make_unique<CsvSplit>(f.name, f.path, std::move(rows), columns, label_column, classes,
                                                        options.missing, f.bytes));
   }

@@ -13,6 +13,7 @@
 
 #include "preprocess/image.h"
 #include "preprocess/source.h"
+#include "preprocess/stratified.h"
 #include "store/file.h"
 #include "store/output_path.h"
 
@@ -428,8 +429,8 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
         (static_cast<double>(h % 1000000) < options.val_fraction * 1e6 ? val : train).push_back(std::move(item));
       }
       items = std::move(train);
-      if (options.limit > 0 && val.size() > options.limit) val.resize(options.limit);
-      if (options.limit > 0 && items.size() > options.limit) items.resize(options.limit);
+      KeepStratified(&val, options.limit, [](const ImageItem& i) { return i.label; });
+      KeepStratified(&items, options.limit, [](const ImageItem& i) { return i.label; });
       // The file bytes are split in proportion to the counts.
       const uint64_t total = items.size() + val.size();
       const uint64_t val_bytes = total > 0 ? bytes * val.size() / total : 0;
@@ -437,7 +438,7 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
       source.splits.push_back(std::make_unique<ImageSplit>("val", dir, std::move(val), val_bytes, transform));
       continue;
     }
-    if (options.limit > 0 && items.size() > options.limit) items.resize(options.limit);
+    KeepStratified(&items, options.limit, [](const ImageItem& i) { return i.label; });
     if (items.empty()) return Status::NotFound(root.string() + ": no .jpg, .jpeg or .png files in its class folders");
     source.splits.push_back(std::make_unique<ImageSplit>(name, dir, std::move(items), bytes, transform));
   }

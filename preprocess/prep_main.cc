@@ -269,7 +269,9 @@ void AddBuildFlags(CLI::App* build, int cores, BuildArgs* args) {
                     "pack consecutive small samples into records of about this size (0: two LMDB pages)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 30));
-  build->add_option("--limit", b.raw.limit, "use only the first N items of each split (0: all)")
+  build->add_option("--limit", b.raw.limit,
+                    "use only N items of each split (0: all): every class its share of images and CSV rows, "
+                    "the first N of IDX files")
       ->capture_default_str()
       ->check(kNonNegative);
   build->add_option("--class-names", b.class_names, "comma-separated class names, in label order");

@@ -78,7 +78,7 @@ struct ImageFolderOptions {
   // Without train/ and val|test/ subfolders, this fraction of the images
   // (chosen by a hash of their path) becomes split "val".
   double val_fraction = 0;
-  uint64_t limit = 0;  // first N images of each split (0: all)
+  uint64_t limit = 0;  // N images of each split, every class its share (0: all)
   uint64_t max_decode_bytes = kDefaultMaxDecodeBytes;  // an image needing more to decode is rejected
 };
 
@@ -128,7 +128,8 @@ struct RawOptions {
   double val_fraction = 0;               // image-folder and csv
   std::string label;                     // csv
   std::string missing = "reject";        // csv: reject, nan or zero
-  uint64_t limit = 0;                    // first N items of each split (0: all)
+  uint64_t limit = 0;                    // N items of each split (0: all): a stratified subset of images and
+                                         // CSV rows (preprocess/stratified.h), the first N of IDX files
 };
 
 // "auto" detection: a .csv file or a folder with train.csv is "csv", a folder

@@ -12,6 +12,7 @@
 #include "preprocess/build.h"
 #include "preprocess/png.h"
 #include "preprocess/source.h"
+#include "preprocess/stratified.h"
 #include "store/db.h"
 #include "store/verify.h"
 #include "tests/test_util.h"
@@ -686,6 +687,24 @@ TEST_F(FolderLayouts, AnImageHardLinkedIntoValStaysThereAndTheOverlapIsNoted) {
   const std::string notes = Notes(source.value());
   EXPECT_NE(notes.find("1 image(s) are the same file as an image of an earlier split"), std::string::npos) << notes;
   EXPECT_NE(notes.find("val/a/1.jpg (train)"), std::string::npos) << notes;
+}
+
+// --limit N keeps every class's share of N (largest remainder), each
+// class's first images, not the first N in class order.
+TEST_F(FolderLayouts, LimitTakesAStratifiedSubset) {
+  for (int c = 0; c < 10; ++c) {
+    for (int i = 0; i < 3 + c % 2; ++i) Image("c" + std::to_string(c) + "/" + std::to_string(i) + ".jpg");
+  }
+  ImageFolderOptions io;
+  io.width = io.height = 4;
+  io.limit = 10;
+  auto source = OpenImageFolderSource(dir_.Sub("raw"), io);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  const SplitSource& train = *source->splits[0];
+  ASSERT_EQ(train.size(), 10u);
+  for (uint64_t i = 0; i < 10; ++i) EXPECT_EQ(train.ItemName(i), "c" + std::to_string(i) + "/0.jpg");
+  EXPECT_EQ(StratifiedFirst({0, 0, 0, 0, 1, 1, 2, 2}, 4), (std::vector<size_t>{0, 1, 4, 6}));
+  EXPECT_EQ(StratifiedFirst({5, 5, 1}, 0), (std::vector<size_t>{0, 1, 2}));
 }
 
 }  // namespace

@@ -1,0 +1,28 @@
+// --limit N as a stratified subset: every class keeps its share of N.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace granary {
+
+// The positions of at most `limit` of the items whose classes are `labels`:
+// each class's share of `limit` in proportion to its count (shares rounded
+// by largest remainder, ties to the smaller label), its first items in
+// their order; the positions ascending. Every position if `limit` is 0 or
+// at least the count.
+std::vector<size_t> StratifiedFirst(const std::vector<int64_t>& labels, uint64_t limit);
+
+// `items` reduced to StratifiedFirst of their labels (`label_of(item)`).
+template <typename T, typename LabelOf>
+void KeepStratified(std::vector<T>* items, uint64_t limit, LabelOf label_of) {
+  if (limit == 0 || items->size() <= limit) return;
+  std::vector<int64_t> labels;
+  labels.reserve(items->size());
+  for (const T& item : *items) labels.push_back(label_of(item));
+  std::vector<T> kept;
+  for (size_t i : StratifiedFirst(labels, limit)) kept.push_back(std::move((*items)[i]));
+  items->swap(kept);
+}
+
+}  // namespace granary
