@@ -26,8 +26,8 @@ struct CsvRow {
 };
 
 // RFC 4180: comma separated, fields may be double-quoted (with "" for a quote
-// and commas or newlines inside); CRLF or LF line ends; blank lines skipped;
-// spaces around fields are trimmed later.
+// and commas or newlines inside); CRLF, LF or (old Mac OS) CR line ends;
+// blank lines skipped; spaces around fields are trimmed later.
 Status ParseCsv(const std::string& text, const std::string& origin, std::vector<CsvRow>* rows) {
   CsvRow row;
   std::string field;
@@ -62,7 +62,7 @@ Status ParseCsv(const std::string& text, const std::string& origin, std::vector<
       continue;
     }
     if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') continue;
-    if (c == '\n') {
+    if (c == '\n' || c == '\r') {
       ++line;
       end_row();
       continue;
@@ -92,10 +92,11 @@ bool IsMissing(const std::string& v) {
 }
 
 // Parses a whole decimal or scientific number that float32 can hold; false if
-// anything is left over, or for inf, nan and values beyond float32's range
-// (1e39 would be stored as inf, which "inf" itself is refused as).
+// anything is left over, for hexadecimal ("0x1b", which strtod reads), and
+// for inf, nan and values beyond float32's range (1e39 would be stored as
+// inf, which "inf" itself is refused as).
 bool ParseNumber(const std::string& v, double* out) {
-  if (v.empty()) return false;
+  if (v.empty() || v.find_first_of("xXpP") != std::string::npos) return false;
   char* end = nullptr;
   *out = std::strtod(v.c_str(), &end);  // underflow gives 0 or a denormal, as float32 would
   return end == v.c_str() + v.size() && std::isfinite(*out) && std::fabs(*out) <= std::numeric_limits<float>::max();
@@ -136,7 +137,12 @@ class CsvSplit : public SplitSource {
         if (missing_ == MissingPolicy::kReject) return Status::InvalidArgument("column '" + columns_[c] + "': missing value");
         x = missing_ == MissingPolicy::kNaN ? std::nan("") : 0.0;
       } else if (!ParseNumber(v, &x)) {
-        return Status::InvalidArgument("column '" + columns_[c] + "': '" + v + "' is not a number float32 can hold");
+        const bool infinite = v.find("inf") != std::string::npos || v.find("Inf") != std::string::npos ||
+                              v.find("INF") != std::string::npos;
+        return Status::InvalidArgument(
+            "column '" + columns_[c] + "': '" + v + "' is not a number float32 can hold" +
+            (infinite ? " (features must be finite; --missing applies to empty, NA, N/A, NaN, null and ?)"
+                      : v.find_first_of("xX") != std::string::npos ? " (decimal numbers only, not hexadecimal)" : ""));
       }
       const float f = static_cast<float>(x);
       features.append(reinterpret_cast<const char*>(&f), sizeof(f));
@@ -176,6 +182,11 @@ Status ReadCsv(const std::string& path, CsvFile* out) {
   out->bytes = text.size();
   // A UTF-8 byte order mark (spreadsheets write one) is not part of the first header.
   if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
+  if (text.compare(0, 2, "\xFF\xFE") == 0 || text.compare(0, 2, "\xFE\xFF") == 0 ||
+      (text.size() >= 2 && (text[0] == '\0' || text[1] == '\0'))) {
+    return Status::InvalidArgument(path + ": is UTF-16 (a byte order mark or NUL bytes): prep reads UTF-8 CSV; "
+                                   "save it as UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)");
+  }
   std::vector<CsvRow> rows;
   GRANARY_RETURN_IF_ERROR(ParseCsv(text, path, &rows));
   if (rows.empty()) return Status::InvalidArgument(path + ": no header row");
@@ -291,7 +302,34 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
   }
   auto at = std::find(header.begin(), header.end(), options.label);
   if (at == header.end()) {
-    return Status::InvalidArgument(files[0].path + ": no column '" + options.label + "' for --label");
+    std::string found;
+    for (size_t c = 0; c < header.size() && c < 12; ++c) found += (c > 0 ? ", '" : "'") + header[c] + "'";
+    if (header.size() > 12) found += ", ... (" + std::to_string(header.size()) + " in all)";
+    std::string hint;
+    if (header.size() == 1) {
+      for (const char* separator : {";", "\t", "|"}) {
+        if (header[0].find(separator) != std::string::npos) {
+          hint = std::string("; the header is one column holding '") + (*separator == '\t' ? "\\t" : separator) +
+                 "': prep reads comma-separated files (convert it, e.g. sed 's/" + separator + "/,/g')";
+          break;
+        }
+      }
+    }
+    return Status::InvalidArgument(files[0].path + ": no column '" + options.label + "' for --label (the header's " +
+                                   "columns: " + found + ")" + hint);
+  }
+  std::map<std::string, size_t> named;  // column name -> its first column, 1-based
+  for (size_t c = 0; c < header.size(); ++c) {
+    if (header[c].empty()) {
+      return Status::InvalidArgument(files[0].path + ": column " + std::to_string(c + 1) + " of " +
+                                     std::to_string(header.size()) + " has no name" +
+                                     (c + 1 == header.size() ? " (a trailing comma on the header line?)" : ""));
+    }
+    const auto [first, fresh] = named.emplace(header[c], c + 1);
+    if (!fresh && header[c] != options.label) {
+      return Status::InvalidArgument(files[0].path + ": columns " + std::to_string(first->second) + " and " +
+                                     std::to_string(c + 1) + " are both named '" + header[c] + "'; rename one");
+    }
   }
   const size_t label_column = static_cast<size_t>(at - header.begin());
   if (auto again = std::find(at + 1, header.end(), options.label); again != header.end()) {

@@ -24,7 +24,8 @@ bool ParseSize(const std::string& text, int* width, int* height) {
 std::string DetectFormat(const std::string& raw) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (fs::path(raw).extension() == ".csv" || fs::is_regular_file(fs::path(raw) / "train.csv", ec)) return "csv";
+  // A file is a table (a.csv, A.CSV, data.txt: the CSV reader says what it finds); a folder with train.csv too.
+  if (fs::is_regular_file(raw, ec) || fs::is_regular_file(fs::path(raw) / "train.csv", ec)) return "csv";
   bool has_dirs = false;
   for (const auto& e : fs::directory_iterator(raw, ec)) {
     const std::string name = e.path().filename().string();

@@ -110,6 +110,44 @@ TEST(Csv, IntegralLabelsAreOrderedByValueHoweverSpelled) {
   EXPECT_EQ(hex->info.class_names, (std::vector<std::string>{"0x1b", "1", "2.5"}));
 }
 
+// Tables as people keep them get a diagnosis, not "no column": CR-only line
+// ends read; UTF-16 and ';'-separated files named as such, with the columns
+// found; duplicate and unnamed columns named; hex and inf refused saying why;
+// a file named PLAIN.CSV is a table.
+TEST(Csv, TablesAsPeopleKeepThemAreReadOrDiagnosed) {
+  TempDir dir;
+  CsvOptions o;
+  o.label = "target";
+  o.missing = MissingPolicy::kNaN;
+  testing::WriteFile(dir.Sub("cr.csv"), "a,b,target\r1,2,0\r3,4,1\r");
+  auto cr = OpenCsvSource(dir.Sub("cr.csv"), o);
+  ASSERT_TRUE(cr.ok()) << cr.status().ToString();
+  EXPECT_EQ(cr->splits[0]->size(), 2u);
+  const std::pair<std::string, std::string> refused[] = {
+      {"a;b;target\n1;2;0\n", "the header's columns: 'a;b;target'); the header is one column holding ';'"},
+      {std::string("\xFF\xFE" "a\0,\0t\0", 8), "is UTF-16"},
+      {"a,a,target\n1,2,0\n", "columns 1 and 2 are both named 'a'"},
+      {"a,b,target,\n1,2,0,\n", "column 4 of 4 has no name (a trailing comma on the header line?)"},
+      {"x,y\n1,2\n", "no column 'target' for --label (the header's columns: 'x', 'y')"}};
+  for (const auto& [text, message] : refused) {
+    testing::WriteFile(dir.Sub("t.csv"), text);
+    auto s = OpenCsvSource(dir.Sub("t.csv"), o);
+    ASSERT_FALSE(s.ok()) << message;
+    EXPECT_NE(s.status().message().find(message), std::string::npos) << s.status().ToString();
+  }
+  testing::WriteFile(dir.Sub("v.csv"), "a,b,target\n0x1b,2,0\ninf,2,0\n1,2,0\n");
+  auto values = OpenCsvSource(dir.Sub("v.csv"), o);
+  ASSERT_TRUE(values.ok());
+  Sample sample;
+  Status hex = values->splits[0]->Produce(0, &sample);
+  EXPECT_NE(hex.message().find("not hexadecimal"), std::string::npos) << hex.ToString();
+  Status inf = values->splits[0]->Produce(1, &sample);
+  EXPECT_NE(inf.message().find("features must be finite"), std::string::npos) << inf.ToString();
+  EXPECT_TRUE(values->splits[0]->Produce(2, &sample).ok());
+  testing::WriteFile(dir.Sub("PLAIN.CSV"), "a,target\n1,0\n");
+  EXPECT_EQ(DetectFormat(dir.Sub("PLAIN.CSV")), "csv");
+}
+
 TEST(Csv, BadRowsAreRejectedWithFileLineAndReason) {
   TempDir dir;
   testing::WriteFile(dir.Sub("t.csv"), "x,y,label\n1,2,0\n1,abc,1\n1,2\n1,,1\n1,2,\n3,4,1\n");
