@@ -26,6 +26,11 @@ StatusOr<DType> IdxDType(uint8_t code) {
   }
 }
 
+std::string HexByte(uint8_t b) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  return {kDigits[b >> 4], kDigits[b & 15]};
+}
+
 // Largest IDX file we accept (the format's dims are u32; this bounds memory).
 constexpr uint64_t kMaxIdxDataBytes = uint64_t{16} << 30;
 
@@ -58,8 +63,14 @@ StatusOr<IdxArray> ParseIdx(const uint8_t* bytes, size_t size, const std::string
                                    " data bytes, file has " + std::to_string(size - header));
   }
   if (size - header > data_bytes) {
-    return Status::InvalidArgument(origin + ": " + std::to_string(size - header - data_bytes) +
-                                   " bytes of trailing garbage after the data");
+    std::string dims;
+    for (uint32_t d : out.dims) dims += (dims.empty() ? "" : " x ") + std::to_string(d);
+    return Status::InvalidArgument(origin + ": its header (magic 0x0000" + HexByte(bytes[2]) + HexByte(bytes[3]) +
+                                   ": " + std::to_string(ndims) + "-dim " + DTypeName(out.dtype) + ", " + dims +
+                                   ") describes " + std::to_string(data_bytes) + " data bytes, and " +
+                                   std::to_string(size - header - data_bytes) +
+                                   " more follow: not the IDX file its name says (images are 3-dim, labels 1-dim), "
+                                   "or a damaged header");
   }
   out.data.assign(bytes + header, bytes + header + data_bytes);
   const size_t width = DTypeBytes(out.dtype);
@@ -105,19 +116,31 @@ StatusOr<std::vector<IdxSplitFiles>> FindIdxDataset(const std::string& dir) {
   if (!fs::exists(dir, ec)) return Status::NotFound(dir + ": no such folder");
   if (!fs::is_directory(dir, ec)) return Status::InvalidArgument(dir + ": is not a folder");
 
+  // The file for stem + kind, or "" if none; two copies (x and x.gz, say)
+  // must hold the same data, or which is meant cannot be told.
+  std::string conflict;
   auto find = [&](const std::string& stem, const std::string& kind) -> std::string {
+    std::vector<std::string> found;
     for (const char* sep : {"-", "."}) {
       for (const char* ext : {"", ".gz"}) {
         fs::path p = fs::path(dir) / (stem + sep + kind + "-ubyte" + ext);
-        if (fs::is_regular_file(p, ec)) return p.string();
+        if (fs::is_regular_file(p, ec)) found.push_back(p.string());
       }
     }
-    return "";
+    for (size_t i = 1; i < found.size() && conflict.empty(); ++i) {
+      StatusOr<IdxArray> first = ReadIdxFile(found[0]), other = ReadIdxFile(found[i]);
+      if (!first.ok() || !other.ok() || first->dims != other->dims || first->data != other->data) {
+        conflict = dir + ": both " + found[0] + " and " + found[i] + " are there, and they differ: remove the one " +
+                   "that is not meant";
+      }
+    }
+    return found.empty() ? "" : found[0];
   };
   std::vector<IdxSplitFiles> splits;
   for (auto [prefix, name] : {std::pair<const char*, const char*>{"train", "train"}, {"t10k", "test"}}) {
     IdxSplitFiles files{name, find(std::string(prefix) + "-images", "idx3"),
                         find(std::string(prefix) + "-labels", "idx1")};
+    if (!conflict.empty()) return Status::InvalidArgument(conflict);
     if (files.images_path.empty() && files.labels_path.empty()) continue;
     if (files.images_path.empty()) {
       return Status::NotFound(dir + ": has " + files.labels_path + " but no " + prefix + "-images-idx3-ubyte[.gz]");

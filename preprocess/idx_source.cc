@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include "preprocess/idx.h"
 #include "preprocess/source.h"
@@ -62,6 +64,7 @@ StatusOr<Source> OpenIdxSource(const std::string& dir, const IdxSourceOptions& o
   source.info.label_field = "label";
   Shape image_shape;
   int max_label = -1;
+  std::set<uint8_t> seen_labels;  // in any split
   for (const IdxSplitFiles& files : found.value()) {
     StatusOr<IdxArray> images = ReadIdxFile(files.images_path);
     if (!images.ok()) return images.status();
@@ -91,7 +94,10 @@ StatusOr<Source> OpenIdxSource(const std::string& dir, const IdxSourceOptions& o
       return Status::InvalidArgument(files.images_path + ": image shape " + ShapeToString(shape) + " differs from " +
                                      ShapeToString(image_shape) + " of the train split");
     }
-    for (uint8_t l : labels->data) max_label = std::max<int>(max_label, l);
+    for (uint8_t l : labels->data) {
+      max_label = std::max<int>(max_label, l);
+      seen_labels.insert(l);
+    }
     uint64_t count = static_cast<uint64_t>(images->dims[0]);
     if (options.limit > 0) count = std::min(count, options.limit);
     uint64_t raw = FileBytes(files.images_path) + FileBytes(files.labels_path);
@@ -101,6 +107,16 @@ StatusOr<Source> OpenIdxSource(const std::string& dir, const IdxSourceOptions& o
   source.info.schema.fields = {{"image", DType::kUInt8, image_shape, image_shape.size() == 3 ? "CHW" : ""},
                                {"label", DType::kInt64, {}, ""}};
   source.info.num_classes = max_label + 1;
+  if (const size_t empty = static_cast<size_t>(max_label + 1) - seen_labels.size(); empty > 0) {
+    std::string absent;
+    for (int l = 0, listed = 0; l <= max_label && listed < 8; ++l) {
+      if (!seen_labels.count(static_cast<uint8_t>(l))) absent += (listed++ > 0 ? ", " : "") + std::to_string(l);
+    }
+    source.info.notes.push_back("labels run 0.." + std::to_string(max_label) + ": " +
+                                std::to_string(max_label + 1) + " classes, " + std::to_string(empty) +
+                                " of which no sample has (" + absent + (empty > 8 ? ", ..." : "") +
+                                "; a stray label?)");
+  }
   if (!options.class_names.empty()) {
     if (static_cast<int64_t>(options.class_names.size()) < source.info.num_classes) {
       return Status::InvalidArgument("--class-names gives " + std::to_string(options.class_names.size()) +

@@ -83,8 +83,14 @@ TEST(Idx, NonIdxBytesAreRejected) {
   EXPECT_NE(Parse("hello world").status().message().find("not an IDX file"), std::string::npos);
   EXPECT_NE(Parse("").status().message().find("not an IDX file"), std::string::npos);
   EXPECT_NE(Parse(std::string("\0\0\x07\x01", 4)).status().message().find("type code"), std::string::npos);
+  // Bytes past the data: the header is described, and what it may mean said
+  // (an image file with a label file's magic reads as far as its first dim).
   std::string extra = LabelsIdx(3) + "zz";
-  EXPECT_NE(Parse(extra).status().message().find("trailing"), std::string::npos);
+  const std::string message = Parse(extra).status().message();
+  EXPECT_NE(message.find("its header (magic 0x00000801: 1-dim uint8, 3) describes 3 data bytes, and 2 more follow"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("not the IDX file its name says"), std::string::npos) << message;
 }
 
 TEST(Idx, ReadsGzippedAndPlainFilesAlike) {
@@ -123,6 +129,15 @@ TEST(Idx, FindsDatasetFilesAndNamesWhatIsMissing) {
   ASSERT_TRUE(found.ok()) << found.status().ToString();
   ASSERT_EQ(found->size(), 1u);
   EXPECT_EQ(found.value()[0].name, "train");
+  // A second copy of a file: the same data is fine, different data is refused naming both.
+  WriteGz(dir.Sub("train-labels.idx1-ubyte.gz"), LabelsIdx(4));
+  EXPECT_TRUE(FindIdxDataset(dir.path()).ok());
+  WriteGz(dir.Sub("train-labels.idx1-ubyte.gz"), LabelsIdx(5));
+  auto both = FindIdxDataset(dir.path());
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("train-labels.idx1-ubyte and "), std::string::npos) << both.status().ToString();
+  EXPECT_NE(both.status().message().find("train-labels.idx1-ubyte.gz are there, and they differ"), std::string::npos)
+      << both.status().ToString();
 }
 
 TEST(IdxSource, LabelCountMustMatchImageCount) {
@@ -132,6 +147,22 @@ TEST(IdxSource, LabelCountMustMatchImageCount) {
   auto source = OpenIdxSource(dir.path(), {});
   ASSERT_FALSE(source.ok());
   EXPECT_NE(source.status().message().find("3 labels for 4 images"), std::string::npos);
+}
+
+// One stray label of 200 among 0..9 makes 201 classes: said in a note.
+TEST(IdxSource, AStrayLabelIsNoted) {
+  TempDir dir;
+  testing::WriteFile(dir.Sub("train-images-idx3-ubyte"), ImagesIdx(10, 2, 2));
+  std::string labels = LabelsIdx(10);
+  labels.back() = static_cast<char>(200);
+  testing::WriteFile(dir.Sub("train-labels-idx1-ubyte"), labels);
+  auto source = OpenIdxSource(dir.path(), {});
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->info.num_classes, 201);
+  ASSERT_EQ(source->info.notes.size(), 1u);
+  EXPECT_NE(source->info.notes[0].find("labels run 0..200: 201 classes, 191 of which no sample has (9, 10, 11"),
+            std::string::npos)
+      << source->info.notes[0];
 }
 
 // An IDX file declaring 0 images (or 0-pixel images) divided by
