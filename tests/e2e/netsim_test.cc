@@ -189,6 +189,12 @@ TEST_F(Netsim, NumbersAreDecimalRatesAreBoundedAndNothingOutlivesIt) {
     EXPECT_EQ(r.exit_code, 2) << rate;
     EXPECT_NE(r.err.find("--rate"), std::string::npos) << r.err;
   }
+  // An option given last without its value is refused at once (it looped on a failed `shift 2`).
+  for (const char* args : {"--nodes", "--mpi --rate", "--nodes 2 --cut"}) {
+    auto r = RunCommand("timeout 10 " + kNetsim + " " + args, dir_);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
+    EXPECT_NE(r.err.find("needs a value"), std::string::npos) << r.err;
+  }
 
   // The cut file exists from the start: node 1 changes it only once it has
   // seen its link up, then waits (up to 60 s) for the cut.
