@@ -98,6 +98,24 @@ TEST_F(UnderMpirun, AJobEnvironmentThatDoesNotFitIsRefused) {
                      "--backend mpi --nnodes 2: train starts MPI jobs on this machine only");
 }
 
+// train's own mpirun needs no remote shell on one machine (OpenMPI's plm
+// isolated), and the launcher's variables replace a user's of the same name.
+TEST_F(UnderMpirun, TrainsOwnMpirunNeedsNoSshAndItsVariablesWin) {
+  const std::string bin = dir_.Sub("bin");
+  fs::create_directories(bin);
+  const std::string mpiexec = RunCommand("command -v mpiexec", dir_).out;
+  fs::create_symlink(mpiexec.substr(0, mpiexec.find('\n')), bin + "/mpiexec");  // and no ssh beside it
+  auto r = RunCommand("env PATH=" + bin + " " + train_ + "--ranks 2 --backend mpi --epochs 1", dir_);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("epoch 1/1"), std::string::npos) << r.out;
+  for (const char* backend : {"gloo", "mpi"}) {
+    auto stray = RunCommand(std::string("GRANARY_HEARTBEAT=garbage:0 ") + train_ + "--ranks 2 --epochs 1 --backend " +
+                                backend,
+                            dir_);
+    EXPECT_EQ(stray.exit_code, 0) << backend << ": " << stray.err;
+  }
+}
+
 // train's own mpirun stopped (SIGSTOP) mid-run: the run ends within
 // --timeout, naming mpirun, exit non-zero, nothing left behind; stdout that
 // cannot be written fails the run as over Gloo; SIGHUP ends it as SIGTERM

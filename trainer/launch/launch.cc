@@ -84,15 +84,18 @@ RankExec PrepareRank(const LaunchOptions& o, const HeartbeatBoard& board, int re
   } else {
     e.args.insert(e.args.end(), {"--port", std::to_string(o.port)});
   }
+  // The launcher's variables replace the user's of the same name (a stray
+  // GRANARY_HEARTBEAT in the user's environment included).
+  std::vector<std::string> own = o.env;
+  own.push_back(board.Environment(rank));
   for (char** v = environ; *v != nullptr; ++v) {
     const std::string var = *v;
     const std::string name = var.substr(0, var.find('=') + 1);
-    const bool replaced = std::any_of(o.env.begin(), o.env.end(),
+    const bool replaced = std::any_of(own.begin(), own.end(),
                                       [&](const std::string& s) { return s.compare(0, name.size(), name) == 0; });
     if (!replaced) e.env.push_back(var);
   }
-  e.env.insert(e.env.end(), o.env.begin(), o.env.end());
-  e.env.push_back(board.Environment(rank));
+  e.env.insert(e.env.end(), own.begin(), own.end());
   for (std::string& a : e.args) e.argv.push_back(a.data());
   e.argv.push_back(nullptr);
   for (std::string& v : e.env) e.envp.push_back(v.data());
@@ -121,7 +124,9 @@ RankExec PrepareMpirun(const LaunchOptions& o, const HeartbeatBoard& board, cons
   // transport would listen on every interface) and mpirun talks to them on
   // the loopback device, unless the user's environment chose (OMPI_MCA_*).
   // (mpirun itself still listens on every interface for PMIx tools.)
-  std::vector<std::pair<std::string, std::string>> mca = {{"btl", "self,vader"}, {"oob_tcp_if_include", "lo"}};
+  // plm isolated: a one-machine job starts no remote shell, so none need be installed (ssh).
+  std::vector<std::pair<std::string, std::string>> mca = {
+      {"btl", "self,vader"}, {"oob_tcp_if_include", "lo"}, {"plm", "isolated"}};
   if (!session_dir.empty()) {
     mca.insert(mca.end(), {{"btl_vader_backing_directory", session_dir}, {"orte_tmpdir_base", session_dir}});
   }
@@ -171,7 +176,12 @@ std::string ProgramPath(const std::string& program) {
   }
   const char* program = o.mpirun.empty() ? o.program.c_str() : o.mpirun.c_str();
   ::execve(program, e.argv.data(), e.envp.data());
-  std::fprintf(stderr, "train: rank %d: exec %s failed: %s\n", rank, program, std::strerror(errno));
+  if (!o.mpirun.empty()) {
+    std::fprintf(stderr, "train: cannot start mpirun (%s): %s; --backend mpi needs OpenMPI's mpirun (openmpi-bin)\n",
+                 program, std::strerror(errno));
+  } else {
+    std::fprintf(stderr, "train: rank %d: exec %s failed: %s\n", rank, program, std::strerror(errno));
+  }
   ::_exit(127);
 }
 
