@@ -144,9 +144,7 @@ class PublishedTemporary {
 // Async-signal-safe: unlinks every published temporary file, then dies of
 // the signal as it would have without the handler.
 extern "C" void RemoveTemporariesAndDie(int sig) {
-  for (TemporarySlot& slot : g_temporaries) {
-    if (slot.state.load() == kReady) ::unlink(slot.path);
-  }
+  RemoveTemporaryFilesNow();
   ::signal(sig, SIG_DFL);
   ::raise(sig);
 }
@@ -190,6 +188,12 @@ Status WriteFileAtomically(const std::string& path, const std::string& contents,
     return written;
   }
   return options.sync ? FsyncPath(DirectoryOf(target)) : Status::OK();
+}
+
+void RemoveTemporaryFilesNow() {
+  for (TemporarySlot& slot : g_temporaries) {
+    if (slot.state.load() == kReady) ::unlink(slot.path);
+  }
 }
 
 void RemoveTemporariesOnStopSignals() {

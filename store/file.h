@@ -51,6 +51,9 @@ Status WriteFileAtomically(const std::string& path, const std::string& contents,
 // is writing (a checkpoint, a saved model), then end the process as before:
 // a stopped run leaves no BASE.tmp-XXXXXX behind.
 void RemoveTemporariesOnStopSignals();
+// Removes the temporary files WriteFileAtomically is writing, now
+// (async-signal-safe: for a program's own signal handler).
+void RemoveTemporaryFilesNow();
 
 // The name of the file whose temporary file WriteFileAtomically would name
 // `name` (a file name, no directory): BASE for "BASE.tmp-XXXXXX", or for

@@ -116,6 +116,41 @@ TEST_F(UnderMpirun, TrainsOwnMpirunNeedsNoSshAndItsVariablesWin) {
   }
 }
 
+// What ended a run over train's own mpirun is named as over Gloo: mpirun
+// killed, mpirun stopping every rank, a rank's signal (kept in the exit
+// status), and OpenMPI's own complaint in one line.
+TEST_F(UnderMpirun, WhatEndedARunOverTrainsOwnMpirunIsNamed) {
+  const std::string metrics = dir_.Sub("m.jsonl");
+  const std::string run = train_ + "--ranks 2 --backend mpi --epochs 1000 --log-every 1 --metrics " + metrics;
+  const std::string mpiexec = "'^[^ ]*mpiexec .*" + db_ + "'", rank1 = "'^" + kTrain + " .*" + db_ + ".* [-]-rank 1$'";
+  const std::string processes = "'^([^ ]*mpiexec|" + kTrain + ") .*" + db_ + "'";
+  struct Case {
+    std::string signal, target, status, line;
+  };
+  for (const Case& c : {Case{"KILL", mpiexec, "137", "was killed by signal 9 (Killed); its ranks end with it"},
+                        Case{"TERM", rank1, "143", "train: rank 1 was killed by signal 15 (Terminated)"},
+                        Case{"TERM", mpiexec, "143", "ended the job: every rank was stopped by signal 15"},
+                        Case{"SEGV", rank1, "139", "train: rank 1 was killed by signal 11 (Segmentation fault)"}}) {
+    SCOPED_TRACE(c.signal + " " + c.target);
+    fs::remove(metrics);
+    auto r = RunCommand("{ " + run + " > /dev/null & L=$!; " + WaitForFirstStep(metrics) + "pkill -" + c.signal +
+                            " -f " + c.target + "; wait $L; echo status $?; " + EchoLeftAfterWaiting(processes) + "}",
+                        dir_);
+    EXPECT_NE(r.out.find("status " + c.status), std::string::npos) << r.out << r.err;
+    EXPECT_NE(r.out.find("left 0"), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find(c.line), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("noticed that process"), std::string::npos) << r.err;  // mpirun's box, said by the launcher
+  }
+  auto bogus = RunCommand("OMPI_MCA_btl=bogus " + train_ + "--ranks 2 --backend mpi --epochs 1", dir_);
+  EXPECT_NE(bogus.exit_code, 0);
+  EXPECT_NE(bogus.err.find("train: OpenMPI: A requested component was not found, or was unable to be opened. "
+                           "(Host: "),
+            std::string::npos)
+      << bogus.err;
+  EXPECT_NE(bogus.err.find("Component: bogus)"), std::string::npos) << bogus.err;
+  EXPECT_EQ(bogus.err.find("-----"), std::string::npos) << bogus.err;
+}
+
 // train's own mpirun stopped (SIGSTOP) mid-run: the run ends within
 // --timeout, naming mpirun, exit non-zero, nothing left behind; stdout that
 // cannot be written fails the run as over Gloo; SIGHUP ends it as SIGTERM

@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <ctime>
 
+#include "store/file.h"
+
 namespace granary {
 namespace {
 
@@ -21,6 +23,8 @@ struct alignas(64) Slot {
   std::atomic<int32_t> waiting;  // nesting depth of WaitingForPeers
   std::atomic<int32_t> pid;      // the rank's process, once attached
   std::atomic<int32_t> ended;    // RankEnd: how it ended, as far as it could tell
+  std::atomic<int32_t> signal;   // kSignalled: which signal
+  std::atomic<int64_t> ended_ns; // when it said so (CLOCK_MONOTONIC)
 };
 static_assert(std::atomic<int64_t>::is_always_lock_free && std::atomic<int32_t>::is_always_lock_free,
               "slots are shared between processes: their atomics must not hide a lock");
@@ -33,24 +37,27 @@ int64_t NowNs() {
 
 Slot* own_slot = nullptr;  // this rank's, once attached
 
-// SIGTERM or SIGINT (from mpirun, or the launcher): said on the board, then
+// A stop signal (from mpirun, or the launcher) or a crash: said on the
+// board with its number, a write in flight's temporary file removed, then
 // the default action.
 void EndBySignal(int sig) {
-  HeartbeatEnd(RankEnd::kSignalled);
+  HeartbeatEnd(RankEnd::kSignalled, sig);
+  RemoveTemporaryFilesNow();
   ::signal(sig, SIG_DFL);
   ::raise(sig);
 }
 
 // A rank started through mpirun is mpirun's child, not the launcher's: it
 // dies with mpirun (which dies with the launcher), and says on the board
-// when it is stopped by a signal, so that the launcher can tell the rank
-// that was killed outright from those stopped after it.
+// which signal ended it (a stop signal or a crash), so that the launcher can
+// name the rank that went first and keep its signal in the exit status, as
+// it does for ranks it forked itself. Installed before MPI_Init, which then
+// leaves these handlers in place (OpenMPI's opal_signal).
 void FollowMpirun() {
   const pid_t parent = ::getppid();
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(128 + SIGKILL);  // mpirun died before the prctl
-  ::signal(SIGTERM, EndBySignal);
-  ::signal(SIGINT, EndBySignal);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::signal(sig, EndBySignal);
 }
 
 }  // namespace
@@ -98,7 +105,9 @@ RankPulse HeartbeatBoard::Read(int slot) const {
   p.step = s.step.load(std::memory_order_relaxed);
   p.quiet_s = p.started ? static_cast<double>(NowNs() - beat) / 1e9 : 0;
   p.pid = s.pid.load(std::memory_order_relaxed);
-  p.ended = static_cast<RankEnd>(s.ended.load(std::memory_order_relaxed));
+  p.ended = static_cast<RankEnd>(s.ended.load(std::memory_order_acquire));
+  p.signal = s.signal.load(std::memory_order_relaxed);
+  p.ended_ns = s.ended_ns.load(std::memory_order_relaxed);
   return p;
 }
 
@@ -129,12 +138,21 @@ Status AttachHeartbeat() {
   own_slot = static_cast<Slot*>(map) + slot;
   own_slot->pid.store(static_cast<int32_t>(::getpid()), std::memory_order_relaxed);
   if (by_path) FollowMpirun();
+  // An exit() inside a library (OpenMPI's abort in MPI_Init) is an exit, not a vanishing.
+  std::atexit([] {
+    if (own_slot != nullptr && own_slot->ended.load() == static_cast<int32_t>(RankEnd::kRunning)) {
+      HeartbeatEnd(RankEnd::kExited);
+    }
+  });
   HeartbeatBeat();
   return Status::OK();
 }
 
-void HeartbeatEnd(RankEnd how) {
-  if (own_slot != nullptr) own_slot->ended.store(static_cast<int32_t>(how), std::memory_order_relaxed);
+void HeartbeatEnd(RankEnd how, int signal) {
+  if (own_slot == nullptr) return;
+  own_slot->signal.store(signal, std::memory_order_relaxed);
+  own_slot->ended_ns.store(NowNs(), std::memory_order_relaxed);
+  own_slot->ended.store(static_cast<int32_t>(how), std::memory_order_release);
 }
 
 void HeartbeatBeat() {

@@ -26,6 +26,8 @@ struct RankPulse {
   double quiet_s = 0;    // seconds since it last showed a sign of life
   int pid = 0;           // the rank's process (0: not attached)
   RankEnd ended = RankEnd::kRunning;
+  int signal = 0;        // kSignalled: the signal it said ended it
+  int64_t ended_ns = 0;  // when it said how it ended (CLOCK_MONOTONIC), to tell who went first
 };
 
 // The launcher's side: one slot per local rank in an anonymous shared file
@@ -56,8 +58,9 @@ class HeartbeatBoard {
 Status AttachHeartbeat();
 void HeartbeatBeat();              // a sign of life (an evaluation batch, ...)
 void HeartbeatStep(int64_t step);  // an optimizer step taken
-// How this rank is ending (async-signal-safe: a signal handler may call it).
-void HeartbeatEnd(RankEnd how);
+// How this rank is ending (async-signal-safe: a signal handler may call it);
+// `signal`: the one that ends it, for kSignalled.
+void HeartbeatEnd(RankEnd how, int signal = 0);
 
 // Marks this rank as blocked on its peers for its lifetime (collectives nest:
 // the outermost one counts).

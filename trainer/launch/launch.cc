@@ -118,7 +118,8 @@ RankExec PrepareRank(const LaunchOptions& o, const HeartbeatBoard& board, int re
 RankExec PrepareMpirun(const LaunchOptions& o, const HeartbeatBoard& board, const std::string& program,
                        const std::string& session_dir) {
   RankExec e;
-  e.args = {o.mpirun, "--quiet", "--bind-to", "none", "--oversubscribe"};
+  // Not --quiet: OpenMPI's own account of a failure passes, summed up, through the relay (MpirunStderrFilter).
+  e.args = {o.mpirun, "--bind-to", "none", "--oversubscribe"};
   if (::geteuid() == 0) e.args.push_back("--allow-run-as-root");  // the user chose to run as root
   // One machine: the ranks meet through shared memory only (OpenMPI's TCP
   // transport would listen on every interface) and mpirun talks to them on
@@ -270,6 +271,12 @@ std::string RankName(const LaunchOptions& o, int rank) {
          (o.nnodes > 1 ? " on node " + std::to_string(o.node_rank) : "");
 }
 
+// True if `pid` has ended (a zombie not yet reaped, or gone).
+bool IsGone(pid_t pid) {
+  const char state = pid > 0 ? ReadProcState(pid).state : 0;
+  return state == 0 || state == 'Z';
+}
+
 // True if the kernel says the process is stopped (SIGSTOP, a debugger).
 bool IsStopped(pid_t pid) {
   const char state = pid > 0 ? ReadProcState(pid).state : 0;
@@ -305,6 +312,32 @@ std::string FindHungRank(const LaunchOptions& o, const HeartbeatBoard& board, co
            (stopped ? "; its process is stopped" : "") + ") while its peers waited for it; stopping the run";
   }
   return waiting_line;
+}
+
+// Under mpirun: the rank that said first that a signal ended it (a stop
+// signal from outside, or a crash), while the launcher had stopped nothing;
+// "" if none. Every rank ended by one signal at once (within 50 ms) was
+// mpirun's doing (mpirun sent SIGTERM, say): named as mpirun's. *signal: the
+// signal, for the exit status.
+std::string FindSignalledRank(const LaunchOptions& o, const HeartbeatBoard& board, pid_t mpirun, int* signal) {
+  int first = -1, ended = 0;
+  RankPulse p0;
+  int64_t last_ns = 0;
+  for (int r = 0; r < o.ranks; ++r) {
+    const RankPulse p = board.Read(r);
+    if (p.ended != RankEnd::kSignalled || p.signal <= 0) continue;
+    ++ended;
+    last_ns = std::max(last_ns, p.ended_ns);
+    if (first < 0 || p.ended_ns < p0.ended_ns) first = r, p0 = p;
+  }
+  if (first < 0) return "";
+  *signal = p0.signal;
+  const std::string name = std::to_string(p0.signal) + " (" + ::strsignal(p0.signal) + ")";
+  if (ended == o.ranks && o.ranks > 1 && last_ns - p0.ended_ns < 50 * 1000 * 1000) {
+    return "mpirun (pid " + std::to_string(mpirun) + ") ended the job: every rank was stopped by signal " + name +
+           " at once (was mpirun sent it?)";
+  }
+  return RankName(o, first) + " was killed by signal " + name + "; stopping the other ranks";
 }
 
 // Under mpirun: the first rank whose process is gone without having said how
@@ -413,8 +446,8 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
   MpiSessionDir session;
   if (mpi) {
     session.Create();
-    StatusOr<std::unique_ptr<OutputRelay>> made = OutputRelay::Create(o.stdout_fd >= 0 ? o.stdout_fd : STDOUT_FILENO,
-                                                                       o.stderr_fd >= 0 ? o.stderr_fd : STDERR_FILENO);
+    StatusOr<std::unique_ptr<OutputRelay>> made = OutputRelay::Create(
+        o.stdout_fd >= 0 ? o.stdout_fd : STDOUT_FILENO, o.stderr_fd >= 0 ? o.stderr_fd : STDERR_FILENO, /*mpirun=*/true);
     if (!made.ok()) return made.status();
     relay = std::move(made).value();
   }
@@ -449,8 +482,11 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
     kill_at = Clock::now() + std::chrono::seconds(o.grace_s);
   };
   MpirunWatch mpirun_watch;
+  const pid_t mpirun_pid = mpi ? ranks.pids[0] : 0;
   while (ranks.running > 0) {
-    if (mpi && !stopping) {  // a rank killed outright: mpirun would only say so in its own words
+    // A rank killed outright (mpirun would only say so in its own words); not
+    // while mpirun itself is gone, whose ranks die with it.
+    if (mpi && !stopping && !IsGone(ranks.pids[0])) {
       outcome.failure = FindVanishedRank(o, board.value(), ranks);
       if (!outcome.failure.empty()) {
         outcome.exit_code = 128 + SIGKILL;
@@ -469,8 +505,17 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
       const int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
       if (code == 0 || outcome.exit_code != 0) return;
       outcome.exit_code = code;
-      if (mpi && !stopping) {  // mpirun ended the job: a rank said why, or vanished, or hung
-        outcome.failure = FindVanishedRank(o, board.value(), ranks);
+      if (mpi && !stopping) {  // mpirun ended the job: killed itself, a rank said why, or vanished, or hung
+        int signal = 0;
+        if (WIFSIGNALED(wstatus)) {
+          outcome.failure = "mpirun (pid " + std::to_string(mpirun_pid) + ") was killed by signal " +
+                            std::to_string(WTERMSIG(wstatus)) + " (" + ::strsignal(WTERMSIG(wstatus)) +
+                            "); its ranks end with it";
+        } else if (outcome.failure = FindSignalledRank(o, board.value(), mpirun_pid, &signal);
+                   !outcome.failure.empty()) {
+          outcome.exit_code = 128 + signal;  // as over Gloo: the rank's signal, not mpirun's status
+        }
+        if (outcome.failure.empty()) outcome.failure = FindVanishedRank(o, board.value(), ranks);
         if (outcome.failure.empty() && o.timeout_s > 0) {
           outcome.failure = FindHungRank(o, board.value(), ranks, 0.9 * o.timeout_s, false, SecondsSince(launched));
         }

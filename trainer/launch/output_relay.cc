@@ -27,10 +27,86 @@ int WriteAll(int fd, const char* data, size_t n) {
   return 0;
 }
 
+bool IsBoxEdge(const std::string& line) { return line.size() >= 20 && line.find_first_not_of('-') == std::string::npos; }
+
+bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// "Host:      vm" and the like: a key, a colon, a value.
+bool IsKeyValue(const std::string& line) {
+  const size_t colon = line.find(':');
+  return colon != std::string::npos && colon > 0 && colon < 24 && line[0] != ' ' &&
+         line.find_first_not_of(' ', colon + 1) != std::string::npos && line.find(". ") == std::string::npos;
+}
+
 }  // namespace
 
-StatusOr<std::unique_ptr<OutputRelay>> OutputRelay::Create(int stdout_fd, int stderr_fd) {
+std::string MpirunStderrFilter::Feed(const char* bytes, size_t n) {
+  pending_.append(bytes, n);
+  std::string out;
+  size_t start = 0;
+  for (size_t end; (end = pending_.find('\n', start)) != std::string::npos; start = end + 1) {
+    out += Line(pending_.substr(start, end - start));
+  }
+  pending_.erase(0, start);
+  return out;
+}
+
+std::string MpirunStderrFilter::Finish() {
+  std::string out = pending_.empty() ? "" : Line(pending_);
+  pending_.clear();
+  return out;
+}
+
+std::string MpirunStderrFilter::Line(const std::string& line) {
+  if (IsBoxEdge(line)) {
+    if (!in_box_) {
+      in_box_ = true;
+      box_.clear();
+      return "";
+    }
+    in_box_ = false;
+    // Boxes that repeat what the launcher says itself, and all after the first.
+    // (mpirun reporting how its ranks ended: "mpirun noticed that process rank 1 ... exited on signal 15").
+    if (told_ || box_.empty() || StartsWith(box_[0], "Primary job") || StartsWith(box_[0], "mpirun ") ||
+        StartsWith(box_[0], "mpiexec ")) {
+      return "";
+    }
+    told_ = true;
+    std::string sentence, details;
+    for (const std::string& l : box_) {
+      if (l.find_first_not_of(' ') == std::string::npos) {
+        if (!sentence.empty()) break;
+        continue;
+      }
+      sentence += (sentence.empty() ? "" : " ") + l.substr(l.find_first_not_of(' '));
+    }
+    const size_t stop = sentence.find(". ");
+    if (stop != std::string::npos) sentence.resize(stop + 1);
+    for (const std::string& l : box_) {
+      if (IsKeyValue(l)) {
+        std::string compact = l.substr(0, l.find(':') + 1) + " " + l.substr(l.find_first_not_of(' ', l.find(':') + 1));
+        details += (details.empty() ? "" : "; ") + compact;
+      }
+    }
+    return "train: OpenMPI: " + sentence + (details.empty() ? "" : " (" + details + ")") + "\n";
+  }
+  if (in_box_) {
+    box_.push_back(line);
+    return "";
+  }
+  // OpenMPI's own lines start "[host:pid]" (abort notices, help counts, ORTE_ERROR_LOG); the ranks' never do.
+  const size_t close = line.find("] ");
+  if ((StartsWith(line, "[") && close != std::string::npos && line.find(':') < close) ||
+      line.find("Set MCA parameter \"orte_base_help_aggregate\"") != std::string::npos ||
+      line.find("Read -1, expected") != std::string::npos) {
+    return "";
+  }
+  return line + "\n";
+}
+
+StatusOr<std::unique_ptr<OutputRelay>> OutputRelay::Create(int stdout_fd, int stderr_fd, bool mpirun) {
   std::unique_ptr<OutputRelay> relay(new OutputRelay());
+  if (mpirun) relay->filter_ = std::make_unique<MpirunStderrFilter>();
   relay->target_[0] = stdout_fd;
   relay->target_[1] = stderr_fd;
   for (int i = 0; i < 2; ++i) {
@@ -94,10 +170,19 @@ void OutputRelay::Copy() {
         continue;
       }
       if (i == 0 && stdout_error_ != 0) continue;  // stdout failed once: the rest is drained, not written
+      if (i == 1 && filter_) {
+        const std::string lines = filter_->Feed(buffer, static_cast<size_t>(n));
+        (void)WriteAll(target_[1], lines.data(), lines.size());
+        continue;
+      }
       const int err = WriteAll(target_[i], buffer, static_cast<size_t>(n));
       if (i == 0 && err != 0) stdout_error_ = err;
     }
     if (stop_at >= 0 && NowSeconds() >= stop_at) break;
+  }
+  if (filter_) {
+    const std::string rest = filter_->Finish();
+    (void)WriteAll(target_[1], rest.data(), rest.size());
   }
 }
 

@@ -8,16 +8,41 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "store/status.h"
 
 namespace granary {
 
+// What mpirun writes on stderr, told apart from the ranks' own lines: of
+// OpenMPI's boxed messages ("-----" lines around a paragraph) the first that
+// says what went wrong becomes one line, "train: OpenMPI: <its first
+// sentence> (Key: value; ...)"; the rest of OpenMPI's talk (the boxes that
+// repeat what the launcher says itself, its "[host:pid] ..." lines: abort
+// notices, help counts, ORTE_ERROR_LOG; shared memory's "Read -1, expected
+// N" after a stop) is dropped; every other line passes as it came.
+class MpirunStderrFilter {
+ public:
+  // The lines of `bytes` to write on (possibly none), whole lines only.
+  std::string Feed(const char* bytes, size_t n);
+  // What is left at the end (a last line without its newline).
+  std::string Finish();
+
+ private:
+  std::string Line(const std::string& line);  // what one whole line becomes
+  std::string pending_;             // bytes of a line not yet ended
+  bool in_box_ = false;
+  bool told_ = false;               // a box has been summarised
+  std::vector<std::string> box_;    // the lines of the box being read
+};
+
 class OutputRelay {
  public:
-  // Pipes whose reading ends are copied to `stdout_fd` and `stderr_fd`.
-  static StatusOr<std::unique_ptr<OutputRelay>> Create(int stdout_fd, int stderr_fd);
+  // Pipes whose reading ends are copied to `stdout_fd` and `stderr_fd`;
+  // `mpirun`: stderr is mpirun's, passed through MpirunStderrFilter.
+  static StatusOr<std::unique_ptr<OutputRelay>> Create(int stdout_fd, int stderr_fd, bool mpirun = false);
   ~OutputRelay();
   OutputRelay(const OutputRelay&) = delete;
   OutputRelay& operator=(const OutputRelay&) = delete;
@@ -44,6 +69,7 @@ class OutputRelay {
   int write_[2] = {-1, -1};  // their writing ends, until Start
   int target_[2] = {-1, -1};
   int stdout_error_ = 0;
+  std::unique_ptr<MpirunStderrFilter> filter_;  // set for mpirun's stderr
   std::atomic<double> stop_at_s_{-1};  // on the steady clock, set by Finish; -1: copy until end of file
   std::thread thread_;
 };
