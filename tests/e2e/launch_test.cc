@@ -219,7 +219,8 @@ TEST_F(EndToEnd, ARankThatHangsOrDiesOnAnotherNodeEndsBothLaunchers) {
                                " --timeout 3; echo status $? seconds $(( $(date +%s) - start )); }",
                            dir_);
   EXPECT_NE(lonely.out.find("status 1 "), std::string::npos) << lonely.out;
-  EXPECT_LE(std::stoi(lonely.out.substr(lonely.out.find("seconds ") + 8)), 3 + 5) << lonely.out;
+  // --timeout, and slack for a loaded machine: the time includes the process's own start.
+  EXPECT_LE(std::stoi(lonely.out.substr(lonely.out.find("seconds ") + 8)), 3 + 8) << lonely.out;
   ExpectOneLineError(testing::CommandResult{1, "", lonely.err}, "rendezvous with 127.0.0.1:" + std::to_string(port));
 }
 

@@ -33,6 +33,11 @@ using Clock = std::chrono::steady_clock;
 // after --timeout, say so first.
 constexpr double kHangSlack_s = 2;
 
+// A rank's start (exec, loading LibTorch, the rendezvous) is given at least
+// this long before it counts as hung, whatever --timeout says: on a loaded
+// machine a start alone can take several seconds.
+constexpr double kStartAllowance_s = 10;
+
 // The signals the launcher handles synchronously (sigtimedwait) while it waits.
 sigset_t WatchedSignals() {
   sigset_t set;
@@ -294,7 +299,7 @@ std::string FindHungRank(const LaunchOptions& o, const HeartbeatBoard& board, co
     if (!ranks.Alive(r)) continue;
     const RankPulse p = board.Read(r);
     const double quiet = p.started ? p.quiet_s : launched_s;
-    if (quiet < quiet_s) continue;
+    if (quiet < (p.started ? quiet_s : std::max(quiet_s, kStartAllowance_s))) continue;
     const bool stopped = IsStopped(ranks.RankPid(r));
     const std::string name = RankName(o, r);
     const std::string seconds = std::to_string(static_cast<long>(quiet)) + " s";
