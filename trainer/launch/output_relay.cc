@@ -98,6 +98,8 @@ std::string MpirunStderrFilter::Line(const std::string& line) {
   const size_t close = line.find("] ");
   if ((StartsWith(line, "[") && close != std::string::npos && line.find(':') < close) ||
       line.find("Set MCA parameter \"orte_base_help_aggregate\"") != std::string::npos ||
+      ((StartsWith(line, "mpiexec: ") || StartsWith(line, "mpirun: ")) &&
+       line.find("Forwarding signal") != std::string::npos) ||
       line.find("Read -1, expected") != std::string::npos) {
     return "";
   }

@@ -21,8 +21,9 @@ namespace granary {
 // says what went wrong becomes one line, "train: OpenMPI: <its first
 // sentence> (Key: value; ...)"; the rest of OpenMPI's talk (the boxes that
 // repeat what the launcher says itself, its "[host:pid] ..." lines: abort
-// notices, help counts, ORTE_ERROR_LOG; shared memory's "Read -1, expected
-// N" after a stop) is dropped; every other line passes as it came.
+// notices, help counts, ORTE_ERROR_LOG; "Forwarding signal N to job";
+// shared memory's "Read -1, expected N" after a stop) is dropped; every
+// other line passes as it came.
 class MpirunStderrFilter {
  public:
   // The lines of `bytes` to write on (possibly none), whole lines only.
