@@ -352,7 +352,9 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
   std::vector<std::pair<std::string, fs::path>> split_roots;  // name, folder of class folders
   if (layout.value() == FolderLayout::kSplits) {
     for (const char* split : {"train", "val", "validation", "test"}) {
-      if (std::find(top.begin(), top.end(), split) != top.end()) split_roots.push_back({SplitOfFolder(split), raw / split});
+      if (std::find(top.begin(), top.end(), split) != top.end()) {
+        split_roots.push_back({SplitOfFolder(split), raw / split});
+      }
     }
   } else {
     split_roots.push_back({"train", raw});

@@ -1,6 +1,7 @@
 // --limit N as a stratified subset: every class keeps its share of N.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -11,7 +12,7 @@ namespace granary {
 // by largest remainder, ties to the smaller label), its first items in
 // their order; the positions ascending. Every position if `limit` is 0 or
 // at least the count.
-std::vector<size_t> StratifiedFirst(const std::vector<int64_t>& labels, uint64_t limit);
+std::vector<std::size_t> StratifiedFirst(const std::vector<int64_t>& labels, uint64_t limit);
 
 // `items` reduced to StratifiedFirst of their labels (`label_of(item)`).
 template <typename T, typename LabelOf>
@@ -21,7 +22,7 @@ void KeepStratified(std::vector<T>* items, uint64_t limit, LabelOf label_of) {
   labels.reserve(items->size());
   for (const T& item : *items) labels.push_back(label_of(item));
   std::vector<T> kept;
-  for (size_t i : StratifiedFirst(labels, limit)) kept.push_back(std::move((*items)[i]));
+  for (std::size_t i : StratifiedFirst(labels, limit)) kept.push_back(std::move((*items)[i]));
   items->swap(kept);
 }
 

@@ -142,7 +142,7 @@ Status FromMpiJob(TrainConfig* config, int* rank, std::string* launcher, std::st
     return Status::InvalidArgument(
         "--backend gloo under " + *launcher + " (a job of " + std::to_string(world) +
         " processes): each process is one rank of that MPI job, whose ranks meet over MPI; use --backend mpi "
-        "(or auto), or start train without mpirun to run its ranks over Gloo");
+        "(or auto), or start train without " + *launcher + " to run its ranks over Gloo");
   }
   config->dist.backend = "mpi";
   config->dist.ranks = local_world;

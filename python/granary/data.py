@@ -169,8 +169,8 @@ class Loader:
     around so every rank gets as many samples, unless sampler_drop_last
     (DistributedSampler's drop_last: the epoch's tail is dropped instead).
     drop_last is DataLoader's: this rank's last batch, if short, is not
-    given. Set the epoch
-    with set_epoch(e) before iterating, as with DistributedSampler.
+    given. Set the epoch with set_epoch(e) before iterating, as with
+    DistributedSampler.
     state_dict() after some batches and load_state_dict() on a new Loader (any
     world size) continue the epoch where it stopped.
 
@@ -221,7 +221,7 @@ class Loader:
         self._position = 0
 
     def __len__(self):
-        """Batches this rank gets in the coming iteration (the last may be smaller)."""
+        """Batches this rank gets in the coming iteration (the last may be smaller, unless drop_last)."""
         per_rank = self._loader.plan(self._position)["samples_per_rank"]
         return per_rank // self._batch if self.drop_last else (per_rank + self._batch - 1) // self._batch
 

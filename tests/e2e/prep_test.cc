@@ -35,7 +35,8 @@ TEST_F(EndToEnd, ABuildsNotesAreKeptAndAFailedJsonBuildSaysWhy) {
   fs::create_directories(raw + "/empty");
   fs::copy_file(std::string(kFashion) + "/train-labels-idx1-ubyte.gz", raw + "/a/notes.gz");  // no image extension
   ASSERT_EQ(PrepFashion(dir_.Sub("one.db"), "--limit 1 --no-progress", dir_).exit_code, 0);
-  ASSERT_EQ(RunCommand(kPrep + " cat " + dir_.Sub("one.db") + " --index 0 --png " + raw + "/a/1.png", dir_).exit_code, 0);
+  const std::string png = kPrep + " cat " + dir_.Sub("one.db") + " --index 0 --png " + raw + "/a/1.png";
+  ASSERT_EQ(RunCommand(png, dir_).exit_code, 0);
   const std::string db = dir_.Sub("db");
   auto built = RunCommand(kPrep + " build " + raw + " " + db + " --size 8 --json", dir_);
   ASSERT_EQ(built.exit_code, 0) << built.err;
@@ -228,7 +229,15 @@ TEST_F(EndToEnd, AFullDiskSaysSoAndResumeFinishesAfterFreeingSpace) {
   EXPECT_NE(r.err.find("first 1"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("db exists"), std::string::npos) << r.err;
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(nlohmann::json::parse(r.out)["content_hash"], nlohmann::json::parse(reference.out)["content_hash"]);
+  // Two JSON lines: the failed build's error object, then the resumed build's summary.
+  const size_t newline = r.out.find('\n');
+  ASSERT_NE(newline, std::string::npos) << r.out;
+  const auto failed = nlohmann::json::parse(r.out.substr(0, newline));
+  EXPECT_EQ(failed["ok"], false);
+  EXPECT_NE(failed["error"].get<std::string>().find("free space on its disk, then add --resume"), std::string::npos)
+      << failed;
+  EXPECT_EQ(nlohmann::json::parse(r.out.substr(newline + 1))["content_hash"],
+            nlohmann::json::parse(reference.out)["content_hash"]);
 }
 
 // A shard that fills its map (--max-shard-mb) fails the build with

@@ -135,7 +135,8 @@ TEST(Idx, FindsDatasetFilesAndNamesWhatIsMissing) {
   WriteGz(dir.Sub("train-labels.idx1-ubyte.gz"), LabelsIdx(5));
   auto both = FindIdxDataset(dir.path());
   ASSERT_FALSE(both.ok());
-  EXPECT_NE(both.status().message().find("train-labels.idx1-ubyte and "), std::string::npos) << both.status().ToString();
+  EXPECT_NE(both.status().message().find("train-labels.idx1-ubyte and "), std::string::npos)
+      << both.status().ToString();
   EXPECT_NE(both.status().message().find("train-labels.idx1-ubyte.gz are there, and they differ"), std::string::npos)
       << both.status().ToString();
 }

@@ -580,7 +580,9 @@ TEST_F(FolderLayouts, AClassNamedTrainBesideOtherClassesIsAClass) {
 // folder instead of being dropped.
 TEST_F(FolderLayouts, SplitFoldersHoldingClassesAreSplits) {
   for (const char* split : {"train", "validation"}) {
-    for (const char* c : {"a", "b"}) Image(std::string(split) + "/" + c + "/1.jpg"), Image(std::string(split) + "/" + c + "/2.jpg");
+    for (const char* c : {"a", "b"}) {
+      for (const char* name : {"/1.jpg", "/2.jpg"}) Image(std::string(split) + "/" + c + name);
+    }
   }
   auto source = Open();
   ASSERT_TRUE(source.ok()) << source.status().ToString();
@@ -645,8 +647,9 @@ TEST_F(FolderLayouts, DotfilesHiddenFoldersAndDbsInsideAreSkippedAndNoted) {
   EXPECT_EQ(source->info.class_names, (std::vector<std::string>{"a", "b", "empty"}));
   EXPECT_EQ(source->splits[0]->size(), 2u);
   const std::string notes = Notes(source.value());
-  for (const char* part : {"hidden file(s) or folder(s) (a name starting with '.'): a/._1.jpg", "hidden folder(s) .git/",
-                           "granary db(s) old.db/", "1 class(es) with no image in train: empty"}) {
+  for (const char* part : {"hidden file(s) or folder(s) (a name starting with '.'): a/._1.jpg",
+                           "hidden folder(s) .git/", "granary db(s) old.db/",
+                           "1 class(es) with no image in train: empty"}) {
     EXPECT_NE(notes.find(part), std::string::npos) << part << " not in: " << notes;
   }
 }

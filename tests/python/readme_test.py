@@ -48,7 +48,8 @@ def small(command):
     """The command as this test runs it: small data, one epoch, placeholders filled."""
     c = command.replace("build/", BUILD + "/")
     c = re.sub(r"\[[^\]]*\]", "", c)  # [--json], [--seed 0]: optional
-    c = c.replace("/usr/share/datasets/fashion-mnist fmnist.db", "/usr/share/datasets/fashion-mnist fmnist.db --limit 600")
+    fashion = "/usr/share/datasets/fashion-mnist fmnist.db"
+    c = c.replace(fashion, fashion + " --limit 600")
     c = re.sub(r"--epochs \d+", "--epochs 1", c)
     c = re.sub(r"\bDB\b", "fmnist.db", c)
     c = re.sub(r"--size \d+", "--size 16", c)

@@ -5,7 +5,7 @@ import os
 import shutil
 import textwrap
 
-from drill_cases.common import FASHION, PREP, TRAIN, image_folder, run, sh
+from drill_cases.common import FASHION, PREP, ROOT, TRAIN, image_folder, run, sh
 
 MPIRUN = ["mpirun"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
 
@@ -16,11 +16,14 @@ def db_count(db):
 
 
 def hostile_round4(d, w):
-    """Round 4: folders, mpirun, signals to train's own mpirun, Python."""
+    """Round 4: folders, tables, mpirun, signals to train's own mpirun, Python, tools."""
     round4_folders(d, w)
+    round4_tables(d, w)
     if shutil.which("mpirun"):
         round4_mpirun(d, w)
+        round4_mpirun_ends(d, w)
     round4_python(d, w)
+    round4_tools(d, w)
 
 
 def round4_folders(d, w):
@@ -54,6 +57,47 @@ def round4_folders(d, w):
     d.case("items 25, 26, 28: ._0.jpg, .git/ and a db inside RAW: skipped, noted, 6 images",
            [PREP, "build", kept, os.path.join(kept, "my2.db"), "--size", "8", "--no-progress"], 0,
            check=lambda: "" if db_count(os.path.join(kept, "my2.db")) == 6 else "not 6 samples")
+
+
+def round4_tables(d, w):
+    """Items 7, 8, 31, 32, 35: CSV and IDX files as people keep them."""
+    os.makedirs(w("r4t"))
+    with open(w("r4t", "floats.csv"), "w") as f:
+        f.write("x,y,target\n" + "".join(f"{i},{i % 3},{i % 12}.0\n" for i in range(240)))
+    d.case("item 7: labels 0.0 .. 11.0 (pandas' integers): class 10 is 10.0",
+           [PREP, "build", w("r4t", "floats.csv"), w("r4f.db"), "--label", "target", "--no-progress"], 0,
+           check=lambda: "" if class_names(w("r4f.db"))[10] == "10" else f"classes {class_names(w('r4f.db'))}")
+    with open(w("r4t", "missing.csv"), "w") as f:
+        f.write("a,b,target\n" + "".join(f"{i % 17},{'NA' if i % 4 == 0 else i % 5},{(i % 17) % 2}\n"
+                                         for i in range(400)))
+    run([PREP, "build", w("r4t", "missing.csv"), w("r4n.db"), "--label", "target", "--missing", "nan",
+         "--val-fraction", "0.2", "--no-progress"])
+    d.case("item 8: --missing nan, then train: features standardised over the values present",
+           [TRAIN, "--db", w("r4n.db"), "--ranks", "1", "--epochs", "3", "--batch-size", "32"], 0)
+    with open(w("r4t", "semi.csv"), "w") as f:
+        f.write("a;b;target\n1;2;0\n")
+    d.case("item 31: a ';'-separated table", [PREP, "build", w("r4t", "semi.csv"), w("r4s.db"), "--label",
+           "target"], 1, needle="the header is one column holding ';'")
+    with open(w("r4t", "PLAIN.CSV"), "w") as f:
+        f.write("a,target\n1,0\n2,1\n")
+    d.case("item 31: PLAIN.CSV is a table", [PREP, "build", w("r4t", "PLAIN.CSV"), w("r4p.db"), "--label", "target",
+           "--no-progress"], 0)
+    idx = w("r4t", "idx")
+    os.makedirs(idx)
+    for name in ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"):
+        shutil.copy(os.path.join(FASHION, name), idx)
+    with open(os.path.join(idx, "train-labels-idx1-ubyte"), "wb") as f:
+        f.write(bytes([0, 0, 8, 1, 0, 0, 0, 1, 3]))
+    d.case("item 32: train-labels-idx1-ubyte and a different .gz", [PREP, "build", idx, w("r4i.db")], 1,
+           needle="are there, and they differ")
+    os.makedirs(w("r4out"))
+    d.case("item 35: a db path with a trailing slash", [PREP, "build", FASHION, w("r4out", "new.db") + "/",
+           "--limit", "100", "--no-progress"], 0)
+
+
+def class_names(db):
+    with open(os.path.join(db, "manifest.json")) as f:
+        return json.load(f)["class_names"]
 
 
 def round4_mpirun(d, w):
@@ -90,6 +134,29 @@ def round4_mpirun(d, w):
            needle="has been stopped for")
 
 
+def round4_mpirun_ends(d, w):
+    """Items 20, 21, 23: what ended a run over train's own mpirun; no ssh; a stray GRANARY_HEARTBEAT."""
+    db = w("r4m.db")
+    metrics = w("r4e.jsonl")
+    for signal, target, status, needle in (
+            ("KILL", f"'^[^ ]*mpiexec .*{db}'", 137, "its ranks end with it"),
+            ("TERM", f"'^{TRAIN} .*{db}.* [-]-rank 1$'", 143, "rank 1 was killed by signal 15"),
+            ("SEGV", f"'^{TRAIN} .*{db}.* [-]-rank 1$'", 139, "rank 1 was killed by signal 11")):
+        script = (" ".join([TRAIN, "--db", db, "--backend", "mpi", "--epochs", "1000", "--log-every", "1",
+                            "--metrics", metrics]) + " >/dev/null & L=$!; "
+                  f"for i in $(seq 600); do grep -q step {metrics} 2>/dev/null && break; sleep 0.1; done; "
+                  f"pkill -{signal} -f {target}; wait $L; code=$?; rm -f {metrics}; exit $code")
+        d.case(f"item 20: SIG{signal} to {'mpiexec' if 'mpiexec' in target else 'rank 1'} of train's own mpirun",
+               sh(script), status, needle=needle)
+    nossh = w("r4bin")
+    os.makedirs(nossh)
+    os.symlink(shutil.which("mpiexec"), os.path.join(nossh, "mpiexec"))
+    d.case("item 21: no ssh on PATH, --backend mpi", sh(f"env PATH={nossh} {TRAIN} --db {db} --backend mpi "
+                                                        "--epochs 1 >/dev/null"), 0)
+    d.case("item 23: GRANARY_HEARTBEAT=garbage:0 in the environment",
+           sh(f"GRANARY_HEARTBEAT=garbage:0 {TRAIN} --db {db} --epochs 1 >/dev/null"), 0)
+
+
 def round4_python(d, w):
     """Items 3 and 4: a db rebuilt under a Dataset's workers; two iterators of one Loader."""
     db = w("r4p.db")
@@ -118,3 +185,22 @@ def round4_python(d, w):
     """)
     d.case("item 4: zip(iter(L), iter(L)) over one granary.Loader", ["/usr/bin/python3", "-c", script], 1,
            needle="another iterator over this Loader was started")
+    script = textwrap.dedent(f"""
+        import sys, granary
+        sizes = [len(y) for _, y in granary.Loader({db!r}, batch_size=999, threads=1, drop_last=True)]
+        sys.exit(0 if sizes == [999] else f"batches {{sizes}}")
+    """)
+    d.case("item 37: Loader(drop_last=True) on 1,999 samples, batch 999: DataLoader's meaning",
+           ["/usr/bin/python3", "-c", script], 0)
+
+
+def round4_tools(d, w):
+    """Items 11, 12, 38: the tools refuse what they cannot use and end."""
+    tools = os.path.join(ROOT, "tools")
+    d.case("item 11: tools/netsim --mpi --rate (no value)", [os.path.join(tools, "netsim"), "--mpi", "--rate"], 2,
+           needle="--rate needs a value")
+    d.case("item 12: tools/thread_cpu -- seq 1 200000", sh(f"{tools}/thread_cpu -- seq 1 200000 >/dev/null"), 0)
+    d.case("item 38: tools/thread_cpu -- /nonexistent", [os.path.join(tools, "thread_cpu"), "--", "/nonexistent"], 1,
+           needle="cannot run /nonexistent")
+    d.case("item 38: tools/bench_comm --rounds 0", [os.path.join(tools, "bench_comm"), "--rounds", "0"], 2,
+           needle="must be a whole number in 1..1000000")

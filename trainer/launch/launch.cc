@@ -321,36 +321,37 @@ std::string FindHungRank(const LaunchOptions& o, const HeartbeatBoard& board, co
 
 // Under mpirun: the rank that said first that a signal ended it (a stop
 // signal from outside, or a crash), while the launcher had stopped nothing;
-// "" if none. Every rank ended by one signal at once (within 50 ms) was
-// mpirun's doing (mpirun sent SIGTERM, say): named as mpirun's. *signal: the
-// signal, for the exit status.
-std::string FindSignalledRank(const LaunchOptions& o, const HeartbeatBoard& board, pid_t mpirun, int* signal) {
-  int first = -1, ended = 0;
+// "" if none. mpirun's own exit status tells who sent it: mpirun exits 128 +
+// the signal of a rank that a signal ended, and 1 when it was itself sent
+// SIGTERM and stopped its ranks with it: then the line names mpirun.
+// *signal: the signal, for the exit status.
+std::string FindSignalledRank(const LaunchOptions& o, const HeartbeatBoard& board, pid_t mpirun, int mpirun_status,
+                              int* signal) {
+  int first = -1;
   RankPulse p0;
-  int64_t last_ns = 0;
   for (int r = 0; r < o.ranks; ++r) {
     const RankPulse p = board.Read(r);
     if (p.ended != RankEnd::kSignalled || p.signal <= 0) continue;
-    ++ended;
-    last_ns = std::max(last_ns, p.ended_ns);
     if (first < 0 || p.ended_ns < p0.ended_ns) first = r, p0 = p;
   }
   if (first < 0) return "";
   *signal = p0.signal;
   const std::string name = std::to_string(p0.signal) + " (" + ::strsignal(p0.signal) + ")";
-  if (ended == o.ranks && o.ranks > 1 && last_ns - p0.ended_ns < 50 * 1000 * 1000) {
-    return "mpirun (pid " + std::to_string(mpirun) + ") ended the job: every rank was stopped by signal " + name +
-           " at once (was mpirun sent it?)";
+  if (mpirun_status != 128 + p0.signal) {
+    return "mpirun (pid " + std::to_string(mpirun) + ") ended the job, stopping its ranks with signal " + name +
+           ", and exited " + std::to_string(mpirun_status) + ": was mpirun sent it?";
   }
   return RankName(o, first) + " was killed by signal " + name + "; stopping the other ranks";
 }
 
 // Under mpirun: the first rank whose process is gone without having said how
-// it ended (killed by SIGKILL or the OOM killer, or crashed), named; "" if none.
-std::string FindVanishedRank(const LaunchOptions& o, const HeartbeatBoard& board, const Ranks& ranks) {
+// it ended (killed by SIGKILL or the OOM killer, or crashed), named, its
+// index in *rank; "" if none.
+std::string FindVanishedRank(const LaunchOptions& o, const HeartbeatBoard& board, const Ranks& ranks, int* rank) {
   for (int r = 0; r < o.ranks; ++r) {
     const RankPulse p = board.Read(r);
     if (p.pid > 0 && p.ended == RankEnd::kRunning && ranks.RankPid(r) == 0) {
+      *rank = r;
       return RankName(o, r) +
              " was killed (its process ended without exiting or being stopped: SIGKILL, the OOM killer or a crash); "
              "stopping the other ranks";
@@ -451,8 +452,9 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
   MpiSessionDir session;
   if (mpi) {
     session.Create();
-    StatusOr<std::unique_ptr<OutputRelay>> made = OutputRelay::Create(
-        o.stdout_fd >= 0 ? o.stdout_fd : STDOUT_FILENO, o.stderr_fd >= 0 ? o.stderr_fd : STDERR_FILENO, /*mpirun=*/true);
+    const int out = o.stdout_fd >= 0 ? o.stdout_fd : STDOUT_FILENO;
+    const int err = o.stderr_fd >= 0 ? o.stderr_fd : STDERR_FILENO;
+    StatusOr<std::unique_ptr<OutputRelay>> made = OutputRelay::Create(out, err, /*mpirun=*/true);
     if (!made.ok()) return made.status();
     relay = std::move(made).value();
   }
@@ -488,11 +490,13 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
   };
   MpirunWatch mpirun_watch;
   const pid_t mpirun_pid = mpi ? ranks.pids[0] : 0;
+  int vanished = -1;       // the rank FindVanishedRank named, if it named one
+  bool signalled = false;  // FindSignalledRank named the failure
   while (ranks.running > 0) {
     // A rank killed outright (mpirun would only say so in its own words); not
     // while mpirun itself is gone, whose ranks die with it.
     if (mpi && !stopping && !IsGone(ranks.pids[0])) {
-      outcome.failure = FindVanishedRank(o, board.value(), ranks);
+      outcome.failure = FindVanishedRank(o, board.value(), ranks, &vanished);
       if (!outcome.failure.empty()) {
         outcome.exit_code = 128 + SIGKILL;
         stop_all();
@@ -516,11 +520,12 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
           outcome.failure = "mpirun (pid " + std::to_string(mpirun_pid) + ") was killed by signal " +
                             std::to_string(WTERMSIG(wstatus)) + " (" + ::strsignal(WTERMSIG(wstatus)) +
                             "); its ranks end with it";
-        } else if (outcome.failure = FindSignalledRank(o, board.value(), mpirun_pid, &signal);
+        } else if (outcome.failure = FindSignalledRank(o, board.value(), mpirun_pid, code, &signal);
                    !outcome.failure.empty()) {
+          signalled = true;
           outcome.exit_code = 128 + signal;  // as over Gloo: the rank's signal, not mpirun's status
         }
-        if (outcome.failure.empty()) outcome.failure = FindVanishedRank(o, board.value(), ranks);
+        if (outcome.failure.empty()) outcome.failure = FindVanishedRank(o, board.value(), ranks, &vanished);
         if (outcome.failure.empty() && o.timeout_s > 0) {
           outcome.failure = FindHungRank(o, board.value(), ranks, 0.9 * o.timeout_s, false, SecondsSince(launched));
         }
@@ -555,6 +560,11 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
   }
   if (relay) {
     relay->Finish(/*drain_s=*/2);
+    // Ranks that vanished or were signalled after OpenMPI said what went wrong
+    // (an abort inside MPI_Init) were ended by OpenMPI's abort, not by a kill.
+    if ((vanished >= 0 || signalled) && relay->openmpi_told()) {
+      outcome.failure = "OpenMPI ended the job, for the reason it gives above";
+    }
     if (relay->stdout_error() != 0 && outcome.exit_code == 0) {
       outcome.exit_code = 1;
       outcome.failure = Status::IOError("stdout", "write", relay->stdout_error()).message();

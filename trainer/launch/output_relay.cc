@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <chrono>
 
 namespace granary {
@@ -27,7 +28,10 @@ int WriteAll(int fd, const char* data, size_t n) {
   return 0;
 }
 
-bool IsBoxEdge(const std::string& line) { return line.size() >= 20 && line.find_first_not_of('-') == std::string::npos; }
+// A line of OpenMPI's boxes: dashes only.
+bool IsBoxEdge(const std::string& line) {
+  return line.size() >= 20 && line.find_first_not_of('-') == std::string::npos;
+}
 
 bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
@@ -67,11 +71,12 @@ std::string MpirunStderrFilter::Line(const std::string& line) {
     in_box_ = false;
     // Boxes that repeat what the launcher says itself, and all after the first.
     // (mpirun reporting how its ranks ended: "mpirun noticed that process rank 1 ... exited on signal 15").
-    if (told_ || box_.empty() || StartsWith(box_[0], "Primary job") || StartsWith(box_[0], "mpirun ") ||
-        StartsWith(box_[0], "mpiexec ")) {
+    if (box_.empty() || told_.size() >= kMostBoxes || StartsWith(box_[0], "Primary job") ||
+        StartsWith(box_[0], "mpirun ") || StartsWith(box_[0], "mpiexec ") ||
+        std::find(told_.begin(), told_.end(), box_[0]) != told_.end()) {  // the same box from another rank
       return "";
     }
-    told_ = true;
+    told_.push_back(box_[0]);
     std::string sentence, details;
     for (const std::string& l : box_) {
       if (l.find_first_not_of(' ') == std::string::npos) {

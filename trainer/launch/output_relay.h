@@ -16,10 +16,11 @@
 
 namespace granary {
 
-// What mpirun writes on stderr, told apart from the ranks' own lines: of
-// OpenMPI's boxed messages ("-----" lines around a paragraph) the first that
-// says what went wrong becomes one line, "train: OpenMPI: <its first
-// sentence> (Key: value; ...)"; the rest of OpenMPI's talk (the boxes that
+// What mpirun writes on stderr, told apart from the ranks' own lines: each
+// of OpenMPI's boxed messages ("-----" lines around a paragraph) that says
+// what went wrong becomes one line, "train: OpenMPI: <its first sentence>
+// (Key: value; ...)", once however many ranks send it, the first three
+// only; the rest of OpenMPI's talk (the boxes that
 // repeat what the launcher says itself, its "[host:pid] ..." lines: abort
 // notices, help counts, ORTE_ERROR_LOG; "Forwarding signal N to job";
 // shared memory's "Read -1, expected N" after a stop) is dropped; every
@@ -30,12 +31,15 @@ class MpirunStderrFilter {
   std::string Feed(const char* bytes, size_t n);
   // What is left at the end (a last line without its newline).
   std::string Finish();
+  // Whether OpenMPI has said what went wrong (a box was summarised).
+  bool Told() const { return !told_.empty(); }
 
  private:
   std::string Line(const std::string& line);  // what one whole line becomes
   std::string pending_;             // bytes of a line not yet ended
   bool in_box_ = false;
-  bool told_ = false;               // a box has been summarised
+  static constexpr size_t kMostBoxes = 3;
+  std::vector<std::string> told_;   // the first lines of the boxes summarised
   std::vector<std::string> box_;    // the lines of the box being read
 };
 
@@ -61,6 +65,8 @@ class OutputRelay {
   // errno of the first write to the stdout target that failed, or 0. Read
   // after Finish.
   int stdout_error() const { return stdout_error_; }
+  // Whether OpenMPI said what went wrong on the stderr it relayed. After Finish.
+  bool openmpi_told() const { return filter_ && filter_->Told(); }
 
  private:
   OutputRelay() = default;
