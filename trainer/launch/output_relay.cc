@@ -5,8 +5,8 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 
 namespace granary {
@@ -52,6 +52,10 @@ std::string MpirunStderrFilter::Feed(const char* bytes, size_t n) {
     out += Line(pending_.substr(start, end - start));
   }
   pending_.erase(0, start);
+  if (pending_.size() > kLongestLine) {  // output that never ends a line passes anyway
+    out += pending_;
+    pending_.clear();
+  }
   return out;
 }
 
@@ -69,8 +73,9 @@ std::string MpirunStderrFilter::Line(const std::string& line) {
       return "";
     }
     in_box_ = false;
-    // Boxes that repeat what the launcher says itself, and all after the first.
-    // (mpirun reporting how its ranks ended: "mpirun noticed that process rank 1 ... exited on signal 15").
+    // Not summed up: boxes that repeat what the launcher says itself (mpirun
+    // reporting how its ranks ended: "mpirun noticed that process rank 1 ...
+    // exited on signal 15"), one already told, and any past kMostBoxes.
     if (box_.empty() || told_.size() >= kMostBoxes || StartsWith(box_[0], "Primary job") ||
         StartsWith(box_[0], "mpirun ") || StartsWith(box_[0], "mpiexec ") ||
         std::find(told_.begin(), told_.end(), box_[0]) != told_.end()) {  // the same box from another rank
@@ -89,8 +94,9 @@ std::string MpirunStderrFilter::Line(const std::string& line) {
     if (stop != std::string::npos) sentence.resize(stop + 1);
     for (const std::string& l : box_) {
       if (IsKeyValue(l)) {
-        std::string compact = l.substr(0, l.find(':') + 1) + " " + l.substr(l.find_first_not_of(' ', l.find(':') + 1));
-        details += (details.empty() ? "" : "; ") + compact;
+        const size_t colon = l.find(':');
+        details += (details.empty() ? "" : "; ") + l.substr(0, colon + 1) + " " +
+                   l.substr(l.find_first_not_of(' ', colon + 1));
       }
     }
     return "train: OpenMPI: " + sentence + (details.empty() ? "" : " (" + details + ")") + "\n";

@@ -39,6 +39,7 @@ class MpirunStderrFilter {
   std::string pending_;             // bytes of a line not yet ended
   bool in_box_ = false;
   static constexpr size_t kMostBoxes = 3;
+  static constexpr size_t kLongestLine = size_t{1} << 16;
   std::vector<std::string> told_;   // the first lines of the boxes summarised
   std::vector<std::string> box_;    // the lines of the box being read
 };
