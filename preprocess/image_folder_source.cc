@@ -333,6 +333,96 @@ std::string NoteListing(const std::string& what, const std::vector<std::string>&
   return note;
 }
 
+// The folders that hold a split's class folders: RAW itself, or RAW/train
+// (and val, validation, test) in the splits layout.
+struct SplitRoot {
+  std::string name;  // the split
+  fs::path root;
+};
+
+// The split roots of `layout`, and the classes: train's class folders; a
+// class in another split that train lacks is refused.
+Status FindSplitRoots(const fs::path& raw, const std::vector<std::string>& top, FolderLayout layout,
+                      std::vector<SplitRoot>* split_roots, std::vector<std::string>* classes) {
+  if (layout == FolderLayout::kSplits) {
+    for (const char* split : {"train", "val", "validation", "test"}) {
+      if (std::find(top.begin(), top.end(), split) != top.end()) {
+        split_roots->push_back({SplitOfFolder(split), raw / split});
+      }
+    }
+  } else {
+    split_roots->push_back({"train", raw});
+  }
+  const fs::path& train = (*split_roots)[0].root;
+  *classes = SortedSubdirs(train);
+  if (classes->empty()) {
+    return Status::NotFound(raw.string() + ": no class folders (expected " + train.string() +
+                            "/<class>/*.jpg|jpeg|png)");
+  }
+  for (size_t s = 1; s < split_roots->size(); ++s) {
+    for (const std::string& c : SortedSubdirs((*split_roots)[s].root)) {
+      if (std::find(classes->begin(), classes->end(), c) == classes->end()) {
+        return Status::InvalidArgument(((*split_roots)[s].root / c).string() + ": class '" + c +
+                                       "' does not appear in " + train.string());
+      }
+    }
+  }
+  return Status::OK();
+}
+
+// Notes on what RAW holds that is no class or split: hidden folders, granary
+// dbs, and (classes layout) images outside any class folder.
+void NoteTopFolders(const fs::path& raw, const std::vector<std::string>& hidden, const std::vector<std::string>& dbs,
+                    FolderLayout layout, std::vector<std::string>* notes) {
+  if (!hidden.empty()) {
+    notes->push_back("skipped hidden folder(s) " + JoinNames(hidden, "/") +
+                     " (torchvision's ImageFolder would make each a class, shifting the labels after it)");
+  }
+  if (!dbs.empty()) notes->push_back("skipped granary db(s) " + JoinNames(dbs, "/") + " inside the raw folder");
+  if (layout == FolderLayout::kClasses) {
+    if (std::vector<std::string> loose = LooseImages(raw); !loose.empty()) {
+      notes->push_back("left out " + std::to_string(loose.size()) + " image(s) outside any class folder: " +
+                       JoinNames(loose));
+    }
+  }
+}
+
+// A note naming the classes none of `items` has.
+void NoteEmptyClasses(const std::vector<ImageItem>& items, const std::vector<std::string>& classes,
+                      std::vector<std::string>* notes) {
+  std::vector<bool> has_images(classes.size(), false);
+  for (const ImageItem& item : items) has_images[static_cast<size_t>(item.label)] = true;
+  std::vector<std::string> empty;
+  for (size_t label = 0; label < classes.size(); ++label) {
+    if (!has_images[label]) empty.push_back(classes[label]);
+  }
+  if (!empty.empty()) {
+    notes->push_back(std::to_string(empty.size()) + " class(es) with no image in train: " + JoinNames(empty) +
+                     " (their labels stay, with no samples)");
+  }
+}
+
+// A note for each kind of file or folder the walk left out, or took in two splits.
+void NoteWalk(Walk* walk, std::vector<std::string>* notes) {
+  std::sort(walk->ignored.begin(), walk->ignored.end());
+  std::sort(walk->hidden.begin(), walk->hidden.end());
+  const std::pair<const std::vector<std::string>*, std::pair<const char*, const char*>> kinds[] = {
+      {&walk->ignored, {"ignored ", " file(s) without a .jpg/.jpeg/.png extension"}},
+      {&walk->hidden, {"skipped ", " hidden file(s) or folder(s) (a name starting with '.')"}},
+      {&walk->skipped_links, {"skipped ", " link(s) to a folder already walked (a cycle or a cross link)"}},
+      {&walk->reached_again, {"skipped ", " folder(s) walked earlier through a link (each is taken once)"}},
+      {&walk->aliases,
+       {"", " class folder(s) are links to another class's folder, whose images are taken once, as that class's"}},
+      {&walk->overlaps,
+       {"", " image(s) are the same file as an image of an earlier split (hard or symbolic links), kept in both: "
+            "evaluation overlaps training"}},
+      {&walk->duplicates, {"skipped ", " image(s) reached a second time through links (each is taken once)"}}};
+  for (const auto& [names, words] : kinds) {
+    if (names->empty()) continue;
+    notes->push_back(NoteListing(words.first + std::to_string(names->size()) + words.second, *names));
+  }
+}
+
 }  // namespace
 
 StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolderOptions& options) {
@@ -349,40 +439,10 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
   const std::vector<std::string> top = SortedSubdirs(raw, &hidden, &dbs);
   StatusOr<FolderLayout> layout = ChooseLayout(raw, top, options.layout, &notes);
   if (!layout.ok()) return layout.status();
-  std::vector<std::pair<std::string, fs::path>> split_roots;  // name, folder of class folders
-  if (layout.value() == FolderLayout::kSplits) {
-    for (const char* split : {"train", "val", "validation", "test"}) {
-      if (std::find(top.begin(), top.end(), split) != top.end()) {
-        split_roots.push_back({SplitOfFolder(split), raw / split});
-      }
-    }
-  } else {
-    split_roots.push_back({"train", raw});
-  }
-  const std::vector<std::string> classes = SortedSubdirs(split_roots[0].second);
-  if (classes.empty()) {
-    return Status::NotFound(dir + ": no class folders (expected " + split_roots[0].second.string() +
-                            "/<class>/*.jpg|jpeg|png)");
-  }
-  for (size_t s = 1; s < split_roots.size(); ++s) {
-    for (const std::string& c : SortedSubdirs(split_roots[s].second)) {
-      if (std::find(classes.begin(), classes.end(), c) == classes.end()) {
-        return Status::InvalidArgument((split_roots[s].second / c).string() + ": class '" + c +
-                                       "' does not appear in " + split_roots[0].second.string());
-      }
-    }
-  }
-  if (!hidden.empty()) {
-    notes.push_back("skipped hidden folder(s) " + JoinNames(hidden, "/") +
-                    " (torchvision's ImageFolder would make each a class, shifting the labels after it)");
-  }
-  if (!dbs.empty()) notes.push_back("skipped granary db(s) " + JoinNames(dbs, "/") + " inside the raw folder");
-  if (layout.value() == FolderLayout::kClasses) {
-    if (std::vector<std::string> loose = LooseImages(raw); !loose.empty()) {
-      notes.push_back("left out " + std::to_string(loose.size()) + " image(s) outside any class folder: " +
-                      JoinNames(loose));
-    }
-  }
+  std::vector<SplitRoot> split_roots;
+  std::vector<std::string> classes;
+  GRANARY_RETURN_IF_ERROR(FindSplitRoots(raw, top, layout.value(), &split_roots, &classes));
+  NoteTopFolders(raw, hidden, dbs, layout.value(), &notes);
 
   Source source;
   source.info.kind = "image-folder";
@@ -411,18 +471,7 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
     uint64_t bytes = 0;
     walk.StartSplit(name);
     GRANARY_RETURN_IF_ERROR(ListImages(root, raw, classes, &walk, &items, &bytes));
-    if (name == "train") {
-      std::vector<bool> has_images(classes.size(), false);
-      for (const ImageItem& item : items) has_images[static_cast<size_t>(item.label)] = true;
-      std::vector<std::string> empty;
-      for (size_t label = 0; label < classes.size(); ++label) {
-        if (!has_images[label]) empty.push_back(classes[label]);
-      }
-      if (!empty.empty()) {
-        source.info.notes.push_back(std::to_string(empty.size()) + " class(es) with no image in train: " +
-                                    JoinNames(empty) + " (their labels stay, with no samples)");
-      }
-    }
+    if (name == "train") NoteEmptyClasses(items, classes, &source.info.notes);
     if (split_roots.size() == 1 && options.val_fraction > 0) {
       // Deterministic split by a hash of the relative path: stable when files are added.
       std::vector<ImageItem> train, val;
@@ -446,44 +495,7 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
   }
   for (std::string& note : notes) source.info.notes.push_back(std::move(note));
   source.info.options["layout"] = layout.value() == FolderLayout::kSplits ? "splits" : "classes";
-  if (!walk.ignored.empty()) {
-    std::sort(walk.ignored.begin(), walk.ignored.end());
-    source.info.notes.push_back(NoteListing(
-        "ignored " + std::to_string(walk.ignored.size()) + " file(s) without a .jpg/.jpeg/.png extension", walk.ignored));
-  }
-  if (!walk.hidden.empty()) {
-    std::sort(walk.hidden.begin(), walk.hidden.end());
-    source.info.notes.push_back(NoteListing(
-        "skipped " + std::to_string(walk.hidden.size()) + " hidden file(s) or folder(s) (a name starting with '.')",
-        walk.hidden));
-  }
-  if (!walk.skipped_links.empty()) {
-    source.info.notes.push_back(NoteListing("skipped " + std::to_string(walk.skipped_links.size()) +
-                                                " link(s) to a folder already walked (a cycle or a cross link)",
-                                            walk.skipped_links));
-  }
-  if (!walk.reached_again.empty()) {
-    source.info.notes.push_back(NoteListing("skipped " + std::to_string(walk.reached_again.size()) +
-                                                " folder(s) walked earlier through a link (each is taken once)",
-                                            walk.reached_again));
-  }
-  if (!walk.aliases.empty()) {
-    source.info.notes.push_back(NoteListing(std::to_string(walk.aliases.size()) +
-                                                " class folder(s) are links to another class's folder, whose images "
-                                                "are taken once, as that class's",
-                                            walk.aliases));
-  }
-  if (!walk.overlaps.empty()) {
-    source.info.notes.push_back(NoteListing(std::to_string(walk.overlaps.size()) +
-                                                " image(s) are the same file as an image of an earlier split (hard or "
-                                                "symbolic links), kept in both: evaluation overlaps training",
-                                            walk.overlaps));
-  }
-  if (!walk.duplicates.empty()) {
-    source.info.notes.push_back(NoteListing("skipped " + std::to_string(walk.duplicates.size()) +
-                                                " image(s) reached a second time through links (each is taken once)",
-                                            walk.duplicates));
-  }
+  NoteWalk(&walk, &source.info.notes);
   return source;
 }
 

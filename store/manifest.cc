@@ -147,6 +147,29 @@ Status ParseSchema(const json& doc, Schema* schema, const std::string& origin) {
   return Status::OK();
 }
 
+// What a build recorded beside the records: the items it rejected, and its
+// notes (optional: dbs built before December 2026 have none).
+Status ParseBuildRecord(const json& doc, const std::string& origin, Manifest* m) {
+  auto rejected = doc.find("rejected");
+  if (rejected != doc.end() && rejected->is_array()) {
+    for (const json& r : *rejected) {
+      RejectedItem item;
+      GRANARY_RETURN_IF_ERROR(Get(r, "split", &item.split, origin + ": rejected"));
+      GRANARY_RETURN_IF_ERROR(Get(r, "item", &item.item, origin + ": rejected"));
+      GRANARY_RETURN_IF_ERROR(Get(r, "reason", &item.reason, origin + ": rejected"));
+      m->rejected.push_back(std::move(item));
+    }
+  }
+  auto notes = doc.find("notes");
+  if (notes != doc.end() && notes->is_array()) {
+    for (const json& n : *notes) {
+      if (!n.is_string()) return Status::Corruption(origin + ": notes: not an array of strings");
+      m->notes.push_back(n.get<std::string>());
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& origin) {
@@ -233,23 +256,7 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& origi
     }
     m.splits.push_back(std::move(split));
   }
-  auto rejected = doc.find("rejected");
-  if (rejected != doc.end() && rejected->is_array()) {
-    for (const json& r : *rejected) {
-      RejectedItem item;
-      GRANARY_RETURN_IF_ERROR(Get(r, "split", &item.split, origin + ": rejected"));
-      GRANARY_RETURN_IF_ERROR(Get(r, "item", &item.item, origin + ": rejected"));
-      GRANARY_RETURN_IF_ERROR(Get(r, "reason", &item.reason, origin + ": rejected"));
-      m.rejected.push_back(std::move(item));
-    }
-  }
-  auto notes = doc.find("notes");  // optional: dbs built before it have none
-  if (notes != doc.end() && notes->is_array()) {
-    for (const json& n : *notes) {
-      if (!n.is_string()) return Status::Corruption(origin + ": notes: not an array of strings");
-      m.notes.push_back(n.get<std::string>());
-    }
-  }
+  GRANARY_RETURN_IF_ERROR(ParseBuildRecord(doc, origin, &m));
   if (!m.label_field.empty() && m.schema.FieldIndex(m.label_field) < 0) {
     return Status::Corruption(origin + ": label_field '" + m.label_field + "' is not in the schema");
   }

@@ -26,6 +26,13 @@ std::vector<float> Features(const SplitSource& split, uint64_t i, int64_t* label
   return f;
 }
 
+// Every row's label, in order.
+std::vector<int64_t> LabelsOf(const SplitSource& split) {
+  std::vector<int64_t> labels(split.size());
+  for (uint64_t i = 0; i < split.size(); ++i) Features(split, i, &labels[i]);
+  return labels;
+}
+
 TEST(Csv, StringLabelsBecomeSortedClassesAndQuotingWorks) {
   TempDir dir;
   testing::WriteFile(dir.Sub("t.csv"),
@@ -70,12 +77,7 @@ TEST(Csv, DenseIntegerLabelsAreIndicesSparseOnesAreRenumbered) {
   ASSERT_TRUE(sparse.ok()) << sparse.status().ToString();
   EXPECT_EQ(sparse->info.class_names, (std::vector<std::string>{"17", "100", "594082"}));
   EXPECT_EQ(sparse->info.num_classes, 3);
-  std::vector<int64_t> labels;
-  for (uint64_t i = 0; i < 4; ++i) {
-    Features(*sparse->splits[0], i, &label);
-    labels.push_back(label);
-  }
-  EXPECT_EQ(labels, (std::vector<int64_t>{2, 0, 0, 1}));
+  EXPECT_EQ(LabelsOf(*sparse->splits[0]), (std::vector<int64_t>{2, 0, 0, 1}));
 }
 
 // Integral labels spelled as floats (pandas writes an integer column that
@@ -95,11 +97,8 @@ TEST(Csv, IntegralLabelsAreOrderedByValueHoweverSpelled) {
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   ASSERT_EQ(source->info.num_classes, 12);
   EXPECT_EQ(source->info.class_names[10], "10");
+  EXPECT_EQ(LabelsOf(*source->splits[0]), (std::vector<int64_t>{11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0}));
   int64_t label;
-  for (uint64_t i = 0; i < 12; ++i) {
-    Features(*source->splits[0], i, &label);
-    EXPECT_EQ(label, 11 - static_cast<int64_t>(i)) << "row " << i;
-  }
   auto signs = OpenCsvSource(dir.Sub("signs.csv"), o);
   ASSERT_TRUE(signs.ok()) << signs.status().ToString();
   EXPECT_EQ(signs->info.class_names, (std::vector<std::string>{"-1", "1"}));

@@ -1,4 +1,4 @@
-"""Round 4 of hostile input (issue 43): the paths real users arrive by. Image folders as people keep them,
+"""Round 4 of hostile input: the paths real users arrive by. Image folders as people keep them,
 train under the user's own mpirun, a stopped mpirun, lost output, the Python package inside DataLoader."""
 import json
 import os
@@ -27,7 +27,7 @@ def hostile_round4(d, w):
 
 
 def round4_folders(d, w):
-    """Items 1, 25, 26, 28: which folders are classes, what is skipped."""
+    """Image folders: which top folders are classes, what is skipped."""
     raw = w("r4", "vehicles")
     image_folder(raw, classes=("bus", "car"), per_class=6)
     image_folder(os.path.join(raw, "train"), classes=("steam", "electric"), per_class=1)
@@ -39,14 +39,14 @@ def round4_folders(d, w):
             return "" if m["class_names"] == ["bus", "car", "train"] and count == 14 else \
                 f"classes {m['class_names']}, {count} samples"
         return check
-    d.case("item 1: raw/{bus,car,train/{steam,electric}}: three classes, 14 images",
+    d.case("raw/{bus,car,train/{steam,electric}}: three classes, 14 images",
            [PREP, "build", raw, w("r4v.db"), "--size", "8", "--no-progress"], 0, check=classes(w("r4v.db")))
-    d.case("item 1: the same with --layout splits", [PREP, "build", raw, w("r4s.db"), "--size", "8", "--layout",
+    d.case("the same with --layout splits", [PREP, "build", raw, w("r4s.db"), "--size", "8", "--layout",
            "splits"], 1, needle="bus/, car/ beside train/ would be left out")
     amb = w("r4", "ambiguous")
     image_folder(os.path.join(amb, "train"), classes=("steam",), per_class=2)
     image_folder(os.path.join(amb, "test"), classes=("diesel",), per_class=2)
-    d.case("item 1: train/steam and test/diesel: ambiguous", [PREP, "build", amb, w("r4a.db"), "--size", "8"], 1,
+    d.case("train/steam and test/diesel: ambiguous", [PREP, "build", amb, w("r4a.db"), "--size", "8"], 1,
            needle="read as splits")
     kept = w("r4", "kept")
     image_folder(kept, classes=("a", "b"), per_class=3)
@@ -54,17 +54,17 @@ def round4_folders(d, w):
         f.write(b"\x00\x05\x16\x07 AppleDouble")
     os.makedirs(os.path.join(kept, ".git", "objects"))
     run([PREP, "build", kept, os.path.join(kept, "my.db"), "--size", "8", "--no-progress"])
-    d.case("items 25, 26, 28: ._0.jpg, .git/ and a db inside RAW: skipped, noted, 6 images",
+    d.case("._0.jpg, .git/ and a db inside RAW: skipped, noted, 6 images",
            [PREP, "build", kept, os.path.join(kept, "my2.db"), "--size", "8", "--no-progress"], 0,
            check=lambda: "" if db_count(os.path.join(kept, "my2.db")) == 6 else "not 6 samples")
 
 
 def round4_tables(d, w):
-    """Items 7, 8, 31, 32, 35: CSV and IDX files as people keep them."""
+    """CSV and IDX files as people keep them; a db path with a trailing slash."""
     os.makedirs(w("r4t"))
     with open(w("r4t", "floats.csv"), "w") as f:
         f.write("x,y,target\n" + "".join(f"{i},{i % 3},{i % 12}.0\n" for i in range(240)))
-    d.case("item 7: labels 0.0 .. 11.0 (pandas' integers): class 10 is 10.0",
+    d.case("labels 0.0 .. 11.0 (pandas' integers): class 10 is 10.0",
            [PREP, "build", w("r4t", "floats.csv"), w("r4f.db"), "--label", "target", "--no-progress"], 0,
            check=lambda: "" if class_names(w("r4f.db"))[10] == "10" else f"classes {class_names(w('r4f.db'))}")
     with open(w("r4t", "missing.csv"), "w") as f:
@@ -72,15 +72,15 @@ def round4_tables(d, w):
                                          for i in range(400)))
     run([PREP, "build", w("r4t", "missing.csv"), w("r4n.db"), "--label", "target", "--missing", "nan",
          "--val-fraction", "0.2", "--no-progress"])
-    d.case("item 8: --missing nan, then train: features standardised over the values present",
+    d.case("--missing nan, then train: features standardised over the values present",
            [TRAIN, "--db", w("r4n.db"), "--ranks", "1", "--epochs", "3", "--batch-size", "32"], 0)
     with open(w("r4t", "semi.csv"), "w") as f:
         f.write("a;b;target\n1;2;0\n")
-    d.case("item 31: a ';'-separated table", [PREP, "build", w("r4t", "semi.csv"), w("r4s.db"), "--label",
+    d.case("a ';'-separated table", [PREP, "build", w("r4t", "semi.csv"), w("r4s.db"), "--label",
            "target"], 1, needle="the header is one column holding ';'")
     with open(w("r4t", "PLAIN.CSV"), "w") as f:
         f.write("a,target\n1,0\n2,1\n")
-    d.case("item 31: PLAIN.CSV is a table", [PREP, "build", w("r4t", "PLAIN.CSV"), w("r4p.db"), "--label", "target",
+    d.case("PLAIN.CSV is a table", [PREP, "build", w("r4t", "PLAIN.CSV"), w("r4p.db"), "--label", "target",
            "--no-progress"], 0)
     idx = w("r4t", "idx")
     os.makedirs(idx)
@@ -88,10 +88,10 @@ def round4_tables(d, w):
         shutil.copy(os.path.join(FASHION, name), idx)
     with open(os.path.join(idx, "train-labels-idx1-ubyte"), "wb") as f:
         f.write(bytes([0, 0, 8, 1, 0, 0, 0, 1, 3]))
-    d.case("item 32: train-labels-idx1-ubyte and a different .gz", [PREP, "build", idx, w("r4i.db")], 1,
+    d.case("train-labels-idx1-ubyte and a different .gz", [PREP, "build", idx, w("r4i.db")], 1,
            needle="are there, and they differ")
     os.makedirs(w("r4out"))
-    d.case("item 35: a db path with a trailing slash", [PREP, "build", FASHION, w("r4out", "new.db") + "/",
+    d.case("a db path with a trailing slash", [PREP, "build", FASHION, w("r4out", "new.db") + "/",
            "--limit", "100", "--no-progress"], 0)
 
 
@@ -101,26 +101,26 @@ def class_names(db):
 
 
 def round4_mpirun(d, w):
-    """Items 2, 9, 10, 14, 15-19: train under the user's mpirun and train's own."""
+    """train under the user's mpirun, and train's own mpirun stopped or its stdout lost."""
     db = w("r4m.db")
     run([PREP, "build", FASHION, db, "--limit", "2000", "--no-progress"])
     train = [TRAIN, "--db", db, "--epochs", "1"]
-    d.case("item 15: mpirun -np 2 train --backend mpi (OpenMPI's default binding)",
+    d.case("mpirun -np 2 train --backend mpi (OpenMPI's default binding)",
            MPIRUN + ["-np", "2"] + train + ["--backend", "mpi"], 0)
-    d.case("item 15: mpirun -np 2 -H localhost:2 train --backend mpi", MPIRUN + ["-np", "2", "-H", "localhost:2"] +
+    d.case("mpirun -np 2 -H localhost:2 train --backend mpi", MPIRUN + ["-np", "2", "-H", "localhost:2"] +
            train + ["--backend", "mpi"], 0)
     for flags, needle in ((["--backend", "gloo"], "--backend gloo under mpirun"),
                           (["--ranks", "1"], "--ranks 1: mpirun's job says 2"),
                           (["--tune"], "--tune under mpirun"),
                           (["--threads", "2"], "mpirun bound this rank to CPU")):
-        d.case(f"items 2, 16, 18: mpirun -np 2 train {' '.join(flags)}", MPIRUN + ["-np", "2"] + train + flags, 1,
+        d.case(f"mpirun -np 2 train {' '.join(flags)}", MPIRUN + ["-np", "2"] + train + flags, 1,
                needle=needle, lines=None)
-    d.case("item 17: RANK=5 WORLD_SIZE=2 (torchrun's, not fitting)",
+    d.case("RANK=5 WORLD_SIZE=2 (torchrun's, not fitting)",
            sh("RANK=5 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 " +
               " ".join(train)), 1, needle="do not fit together")
-    d.case("item 19: --backend mpi --nnodes 2 without mpirun", train + ["--backend", "mpi", "--nnodes", "2"], 1,
+    d.case("--backend mpi --nnodes 2 without mpirun", train + ["--backend", "mpi", "--nnodes", "2"], 1,
            needle="train starts MPI jobs on this machine only")
-    d.case("item 10: --backend mpi > /dev/full", sh(" ".join(train + ["--backend", "mpi"]) + " > /dev/full"), 1,
+    d.case("--backend mpi > /dev/full", sh(" ".join(train + ["--backend", "mpi"]) + " > /dev/full"), 1,
            needle="stdout: write failed: No space left on device")
     metrics = w("r4m.jsonl")
     script = (" ".join(train[:-1] + ["1000", "--backend", "mpi", "--timeout", "5", "--log-every", "1", "--metrics",
@@ -130,12 +130,12 @@ def round4_mpirun(d, w):
               f"left=$(pgrep -c -f '^([^ ]*mpiexec|{TRAIN}) .*{db}'); "
               "[ -e /dev/shm/granary-mpi.$L ] && echo 'shared memory left' >&2; "
               "[ \"$left\" = 0 ] || echo \"$left processes left\" >&2; exit $code")
-    d.case("item 9: train's own mpirun SIGSTOPped mid-epoch (--timeout 5)", sh(script), 1,
+    d.case("train's own mpirun SIGSTOPped mid-epoch (--timeout 5)", sh(script), 1,
            needle="has been stopped for")
 
 
 def round4_mpirun_ends(d, w):
-    """Items 20, 21, 23: what ended a run over train's own mpirun; no ssh; a stray GRANARY_HEARTBEAT."""
+    """What ended a run over train's own mpirun; no ssh; a stray GRANARY_HEARTBEAT."""
     db = w("r4m.db")
     metrics = w("r4e.jsonl")
     for signal, target, status, needle in (
@@ -146,19 +146,19 @@ def round4_mpirun_ends(d, w):
                             "--metrics", metrics]) + " >/dev/null & L=$!; "
                   f"for i in $(seq 600); do grep -q step {metrics} 2>/dev/null && break; sleep 0.1; done; "
                   f"pkill -{signal} -f {target}; wait $L; code=$?; rm -f {metrics}; exit $code")
-        d.case(f"item 20: SIG{signal} to {'mpiexec' if 'mpiexec' in target else 'rank 1'} of train's own mpirun",
+        d.case(f"SIG{signal} to {'mpiexec' if 'mpiexec' in target else 'rank 1'} of train's own mpirun",
                sh(script), status, needle=needle)
     nossh = w("r4bin")
     os.makedirs(nossh)
     os.symlink(shutil.which("mpiexec"), os.path.join(nossh, "mpiexec"))
-    d.case("item 21: no ssh on PATH, --backend mpi", sh(f"env PATH={nossh} {TRAIN} --db {db} --backend mpi "
+    d.case("no ssh on PATH, --backend mpi", sh(f"env PATH={nossh} {TRAIN} --db {db} --backend mpi "
                                                         "--epochs 1 >/dev/null"), 0)
-    d.case("item 23: GRANARY_HEARTBEAT=garbage:0 in the environment",
+    d.case("GRANARY_HEARTBEAT=garbage:0 in the environment",
            sh(f"GRANARY_HEARTBEAT=garbage:0 {TRAIN} --db {db} --epochs 1 >/dev/null"), 0)
 
 
 def round4_python(d, w):
-    """Items 3 and 4: a db rebuilt under a Dataset's workers; two iterators of one Loader."""
+    """A db rebuilt under a Dataset's workers; two iterators of one Loader; drop_last."""
     db = w("r4p.db")
     run([PREP, "build", FASHION, db, "--limit", "2000", "--no-progress"])
     script = textwrap.dedent(f"""
@@ -172,7 +172,7 @@ def round4_python(d, w):
         except Exception as e:
             sys.exit(str(e).splitlines()[-1])
     """)
-    d.case("item 3: prep build --force under a DataLoader(granary.Dataset) between epochs",
+    d.case("prep build --force under a DataLoader(granary.Dataset) between epochs",
            ["/usr/bin/python3", "-c", script], 1, needle="the db was replaced")
     script = textwrap.dedent(f"""
         import sys, granary
@@ -183,24 +183,24 @@ def round4_python(d, w):
             sys.exit(str(e))
         print(n)
     """)
-    d.case("item 4: zip(iter(L), iter(L)) over one granary.Loader", ["/usr/bin/python3", "-c", script], 1,
+    d.case("zip(iter(L), iter(L)) over one granary.Loader", ["/usr/bin/python3", "-c", script], 1,
            needle="another iterator over this Loader was started")
     script = textwrap.dedent(f"""
         import sys, granary
         sizes = [len(y) for _, y in granary.Loader({db!r}, batch_size=999, threads=1, drop_last=True)]
         sys.exit(0 if sizes == [999, 999] else f"batches {{sizes}}")  # not the short [1]
     """)
-    d.case("item 37: Loader(drop_last=True) on 1,999 samples, batch 999: DataLoader's meaning",
+    d.case("Loader(drop_last=True) on 1,999 samples, batch 999: DataLoader's meaning",
            ["/usr/bin/python3", "-c", script], 0)
 
 
 def round4_tools(d, w):
-    """Items 11, 12, 38: the tools refuse what they cannot use and end."""
+    """The tools refuse what they cannot use and end."""
     tools = os.path.join(ROOT, "tools")
-    d.case("item 11: tools/netsim --mpi --rate (no value)", [os.path.join(tools, "netsim"), "--mpi", "--rate"], 2,
+    d.case("tools/netsim --mpi --rate (no value)", [os.path.join(tools, "netsim"), "--mpi", "--rate"], 2,
            needle="--rate needs a value")
-    d.case("item 12: tools/thread_cpu -- seq 1 200000", sh(f"{tools}/thread_cpu -- seq 1 200000 >/dev/null"), 0)
-    d.case("item 38: tools/thread_cpu -- /nonexistent", [os.path.join(tools, "thread_cpu"), "--", "/nonexistent"], 1,
+    d.case("tools/thread_cpu -- seq 1 200000", sh(f"{tools}/thread_cpu -- seq 1 200000 >/dev/null"), 0)
+    d.case("tools/thread_cpu -- /nonexistent", [os.path.join(tools, "thread_cpu"), "--", "/nonexistent"], 1,
            needle="cannot run /nonexistent")
-    d.case("item 38: tools/bench_comm --rounds 0", [os.path.join(tools, "bench_comm"), "--rounds", "0"], 2,
+    d.case("tools/bench_comm --rounds 0", [os.path.join(tools, "bench_comm"), "--rounds", "0"], 2,
            needle="must be a whole number in 1..1000000")
