@@ -5,7 +5,6 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,11 +14,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 
 #include "trainer/launch/heartbeat.h"
+#include "trainer/launch/mpi_session_dir.h"
 #include "trainer/launch/output_relay.h"
 
 namespace granary {
@@ -390,51 +389,74 @@ class MpirunWatch {
   Clock::time_point since_ = Clock::now();
 };
 
-// A folder for one MPI job's shared-memory segments and session files,
-// /dev/shm/granary-mpi.PID (PID: the launcher's), removed with what OpenMPI
-// left in it once mpirun has ended, however it ended. Folders of launchers
-// that were killed outright are removed by the next launch. Only folders of
-// this name, whose launcher is gone, are ever removed.
-class MpiSessionDir {
- public:
-  MpiSessionDir() = default;
-  MpiSessionDir(const MpiSessionDir&) = delete;
-  MpiSessionDir& operator=(const MpiSessionDir&) = delete;
-  ~MpiSessionDir() {
-    if (!path_.empty()) RemoveTree(path_);
+// Why mpirun ended the job, once it has: mpirun killed itself, a rank a
+// signal ended (*exit_code then keeps that signal, as over Gloo), a rank
+// that vanished, or one that hung; "" if none. *vanished and *signalled say
+// which finder named it.
+std::string MpirunEndCause(const LaunchOptions& o, const HeartbeatBoard& board, const Ranks& ranks, pid_t mpirun,
+                           int wstatus, double launched_s, int* exit_code, int* vanished, bool* signalled) {
+  if (WIFSIGNALED(wstatus)) {
+    return "mpirun (pid " + std::to_string(mpirun) + ") was killed by signal " + std::to_string(WTERMSIG(wstatus)) +
+           " (" + ::strsignal(WTERMSIG(wstatus)) + "); its ranks end with it";
   }
+  int signal = 0;
+  std::string line = FindSignalledRank(o, board, mpirun, WEXITSTATUS(wstatus), &signal);
+  if (!line.empty()) {
+    *signalled = true;
+    *exit_code = 128 + signal;
+    return line;
+  }
+  line = FindVanishedRank(o, board, ranks, vanished);
+  if (line.empty() && o.timeout_s > 0) line = FindHungRank(o, board, ranks, 0.9 * o.timeout_s, false, launched_s);
+  return line;
+}
 
-  // Sweeps dead launchers' folders, then makes this one's; path() stays ""
-  // if it cannot be made (OpenMPI's defaults are used then).
-  void Create() {
-    std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(kRoot, ec)) {
-      const std::string name = entry.path().filename().string();
-      if (name.rfind(kPrefix, 0) != 0) continue;
-      const long pid = std::strtol(name.c_str() + std::strlen(kPrefix), nullptr, 10);
-      if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) RemoveTree(entry.path());
+// Once mpirun has ended: the rest of its output relayed; a job that OpenMPI
+// said it aborted (ranks that `ended_by_mpi` vanished or were signalled
+// after OpenMPI said what went wrong, as in MPI_Init) is said to be ended by
+// OpenMPI, not killed; a stdout that could not be written fails the run.
+void FinishMpirunOutput(OutputRelay* relay, bool ended_by_mpi, LaunchOutcome* outcome) {
+  relay->Finish(/*drain_s=*/2);
+  if (ended_by_mpi && relay->openmpi_told()) outcome->failure = "OpenMPI ended the job, for the reason it gives above";
+  if (relay->stdout_error() != 0 && outcome->exit_code == 0) {
+    outcome->exit_code = 1;
+    outcome->failure = Status::IOError("stdout", "write", relay->stdout_error()).message();
+  }
+}
+
+// Forks the ranks (under mpirun: mpirun alone, which starts them), each
+// exec'd as `o` says, into *ranks; `relay`: mpirun's output goes through it.
+// On a failed fork, what was started is killed.
+Status StartProcesses(const LaunchOptions& o, const HeartbeatBoard& board, int rendezvous_fd,
+                      const std::string& session_dir, const OutputRelay* relay, const sigset_t& mask, Ranks* ranks) {
+  const bool mpi = !o.mpirun.empty();
+  const pid_t launcher = ::getpid();
+  const std::string program = ProgramPath(o.program);
+  for (int rank = 0; rank < (mpi ? 1 : o.ranks); ++rank) {
+    RankExec exec = mpi ? PrepareMpirun(o, board, program, session_dir) : PrepareRank(o, board, rendezvous_fd, rank);
+    std::fflush(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      const int err = errno;
+      ranks->SignalAll(SIGKILL, o.ranks);
+      ranks->Reap([](int, int) {});
+      return Status::IOError("fork", mpi ? "start mpirun" : "start rank " + std::to_string(rank), err);
     }
-    const std::string path = std::string(kRoot) + "/" + kPrefix + std::to_string(::getpid());
-    if (::mkdir(path.c_str(), 0700) == 0) path_ = path;
+    if (pid == 0) {
+      ExecRank(o, exec, rank, launcher, mask, relay ? relay->child_stdout() : o.stdout_fd,
+               relay ? relay->child_stderr() : o.stderr_fd);
+    }
+    ranks->pids.push_back(pid);
+    ++ranks->running;
   }
-  const std::string& path() const { return path_; }
-
- private:
-  static constexpr const char* kRoot = "/dev/shm";
-  static constexpr const char* kPrefix = "granary-mpi.";
-  static void RemoveTree(const std::filesystem::path& p) {
-    std::error_code ec;
-    std::filesystem::remove_all(p, ec);  // best effort: a file still mapped is unlinked all the same
-  }
-  std::string path_;
-};
+  return Status::OK();
+}
 
 }  // namespace
 
 StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
   const sigset_t watched = WatchedSignals();
   SignalMaskGuard guard(watched);  // from here, these signals wait for sigtimedwait
-  const pid_t launcher = ::getpid();
   StatusOr<HeartbeatBoard> board = HeartbeatBoard::Create(o.ranks);
   if (!board.ok()) return board.status();
   OwnedFd rendezvous;  // inherited by the ranks (no CLOEXEC)
@@ -445,7 +467,6 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
   Ranks ranks;
   const bool mpi = !o.mpirun.empty();
   if (mpi) ranks.board = &board.value();
-  const std::string program = ProgramPath(o.program);
   // mpirun's output passes through the launcher (output_relay.h), and its
   // shared memory and session files lie in a folder of the launcher's.
   std::unique_ptr<OutputRelay> relay;
@@ -458,24 +479,8 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
     if (!made.ok()) return made.status();
     relay = std::move(made).value();
   }
-  for (int rank = 0; rank < (mpi ? 1 : o.ranks); ++rank) {
-    RankExec exec = mpi ? PrepareMpirun(o, board.value(), program, session.path())
-                        : PrepareRank(o, board.value(), rendezvous.fd, rank);
-    std::fflush(nullptr);
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-      const int err = errno;
-      ranks.SignalAll(SIGKILL, o.ranks);
-      ranks.Reap([](int, int) {});
-      return Status::IOError("fork", mpi ? "start mpirun" : "start rank " + std::to_string(rank), err);
-    }
-    if (pid == 0) {
-      ExecRank(o, exec, rank, launcher, guard.saved(), relay ? relay->child_stdout() : o.stdout_fd,
-               relay ? relay->child_stderr() : o.stderr_fd);
-    }
-    ranks.pids.push_back(pid);
-    ++ranks.running;
-  }
+  GRANARY_RETURN_IF_ERROR(
+      StartProcesses(o, board.value(), rendezvous.fd, session.path(), relay.get(), guard.saved(), &ranks));
   if (relay) relay->Start();
 
   const Clock::time_point launched = Clock::now();
@@ -514,21 +519,9 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
       const int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
       if (code == 0 || outcome.exit_code != 0) return;
       outcome.exit_code = code;
-      if (mpi && !stopping) {  // mpirun ended the job: killed itself, a rank said why, or vanished, or hung
-        int signal = 0;
-        if (WIFSIGNALED(wstatus)) {
-          outcome.failure = "mpirun (pid " + std::to_string(mpirun_pid) + ") was killed by signal " +
-                            std::to_string(WTERMSIG(wstatus)) + " (" + ::strsignal(WTERMSIG(wstatus)) +
-                            "); its ranks end with it";
-        } else if (outcome.failure = FindSignalledRank(o, board.value(), mpirun_pid, code, &signal);
-                   !outcome.failure.empty()) {
-          signalled = true;
-          outcome.exit_code = 128 + signal;  // as over Gloo: the rank's signal, not mpirun's status
-        }
-        if (outcome.failure.empty()) outcome.failure = FindVanishedRank(o, board.value(), ranks, &vanished);
-        if (outcome.failure.empty() && o.timeout_s > 0) {
-          outcome.failure = FindHungRank(o, board.value(), ranks, 0.9 * o.timeout_s, false, SecondsSince(launched));
-        }
+      if (mpi && !stopping) {  // mpirun ended the job
+        outcome.failure = MpirunEndCause(o, board.value(), ranks, mpirun_pid, wstatus, SecondsSince(launched),
+                                         &outcome.exit_code, &vanished, &signalled);
       } else if (WIFSIGNALED(wstatus) && !stopping) {
         outcome.failure = RankName(o, rank) + " was killed by signal " + std::to_string(WTERMSIG(wstatus)) + " (" +
                           ::strsignal(WTERMSIG(wstatus)) + "); stopping the other ranks";
@@ -558,18 +551,7 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
       stop_all();
     }
   }
-  if (relay) {
-    relay->Finish(/*drain_s=*/2);
-    // Ranks that vanished or were signalled after OpenMPI said what went wrong
-    // (an abort inside MPI_Init) were ended by OpenMPI's abort, not by a kill.
-    if ((vanished >= 0 || signalled) && relay->openmpi_told()) {
-      outcome.failure = "OpenMPI ended the job, for the reason it gives above";
-    }
-    if (relay->stdout_error() != 0 && outcome.exit_code == 0) {
-      outcome.exit_code = 1;
-      outcome.failure = Status::IOError("stdout", "write", relay->stdout_error()).message();
-    }
-  }
+  if (relay) FinishMpirunOutput(relay.get(), vanished >= 0 || signalled, &outcome);
   return outcome;
 }
 
