@@ -6,15 +6,13 @@
 #include <algorithm>
 #include <cassert>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <thread>
 
 #include "loader/pixels.h"
-#include "store/mutex.h"
+#include "base/mutex.h"
 
 namespace granary {
 
@@ -157,22 +155,20 @@ StatusOr<Normalisation> ResolveNormalisation(const LoaderOptions& options, const
 }  // namespace
 
 struct Loader::Impl {
-  Impl(const LoaderOptions& o, Sampler s) : options(o), sampler(std::move(s)) {}
+  Impl(const LoaderOptions& o, Sampler s, const BatchGeometry& g, Normalisation n,
+       std::vector<std::unique_ptr<SplitReader>> r)
+      : options(o),
+        sampler(std::move(s)),
+        geometry(g),
+        normalisation(std::move(n)),
+        scratch(static_cast<size_t>(o.threads)),
+        readers(std::move(r)) {}
 
-  LoaderOptions options;
-  Sampler sampler;
-  int input_index = 0;
-  int target_index = 0;
-  DType input_dtype = DType::kUInt8;
-  DType target_dtype = DType::kInt64;
-  Shape field_shape;   // as stored
-  Shape sample_shape;  // as converted: CHW for image fields stored HWC
-  Shape batch_shape;   // as batched: sample_shape, or HWC with channels_last
-  bool hwc = false;
-  bool fused_normalise = true;
-  std::vector<float> means, inv_stds;  // per channel, when not fused
+  const LoaderOptions options;
+  const Sampler sampler;
+  const BatchGeometry geometry;
+  const Normalisation normalisation;
   std::vector<std::vector<float>> scratch;  // per worker, for augmentation
-  size_t sample_elements = 0;
   std::vector<std::unique_ptr<SplitReader>> readers;  // one per worker
 
   // The stream: batches of epoch stream_epoch from stream_position, then of
@@ -180,37 +176,42 @@ struct Loader::Impl {
   // the next epoch, so a new epoch starts without a stall.
   // Invariant: a worker fills batch g only once g < consumed + prefetch, so
   // slot g % prefetch held batch g - prefetch, which the consumer has taken.
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<Slot> slots;
+  // The stream's shape (stream_epoch to epoch_batches) is set while no
+  // worker runs (StartEpoch, between StopWorkers and starting them), and
+  // only read while they do: it needs no lock.
   uint64_t stream_epoch = 0;
   uint64_t stream_position = 0;
   uint64_t first_epoch_batches = 0;  // of stream_epoch, from stream_position
   uint64_t epoch_batches = 0;        // of a whole epoch
-  uint64_t consumed = 0;             // batches of the stream taken by Next()
+  std::vector<std::thread> workers;  // the consumer's thread only
+  // What the workers and the consumer share.
+  mutable Mutex mu;
+  CondVar cv;  // a slot filled or taken, or stop
+  std::vector<Slot> slots GRANARY_GUARDED_BY(mu);
+  uint64_t consumed GRANARY_GUARDED_BY(mu) = 0;  // batches of the stream taken by Next()
   // The epoch Next() is in: its number, where it started in the stream and
-  // in the epoch's order, its batches, and its samples taken so far.
-  uint64_t epoch = 0;
-  uint64_t epoch_first_batch = 0;
-  uint64_t start_position = 0;
-  uint64_t samples_consumed = 0;
-  bool stop = false;
-  bool running = false;
-  std::vector<std::thread> workers;
-  LoaderStats stats;
+  // in the epoch's order, and its samples taken so far.
+  uint64_t epoch GRANARY_GUARDED_BY(mu) = 0;
+  uint64_t epoch_first_batch GRANARY_GUARDED_BY(mu) = 0;
+  uint64_t start_position GRANARY_GUARDED_BY(mu) = 0;
+  uint64_t samples_consumed GRANARY_GUARDED_BY(mu) = 0;
+  bool stop GRANARY_GUARDED_BY(mu) = false;
+  bool running GRANARY_GUARDED_BY(mu) = false;
+  LoaderStats stats GRANARY_GUARDED_BY(mu);
   // This rank's orders of recent epochs, guarded by order_mu (not mu, so the
   // consumer never waits for an order being computed).
   Mutex order_mu;
   std::map<uint64_t, std::shared_ptr<const std::vector<uint64_t>>> orders GRANARY_GUARDED_BY(order_mu);
 
-  void StopWorkers() {
+  void StopWorkers() GRANARY_EXCLUDES(mu) {
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       stop = true;
     }
-    cv.notify_all();
+    cv.NotifyAll();
     for (std::thread& t : workers) t.join();
     workers.clear();
+    MutexLock lock(&mu);
     running = false;
   }
 
@@ -242,38 +243,38 @@ struct Loader::Impl {
   // augmentation is off). Precondition: a C x H x W sample shape.
   AugmentPlan PlanFor(uint64_t e, uint64_t index) const {
     if (!options.augment.any()) return AugmentPlan();
-    return PlanAugment(options.augment, AugmentKey(options.sampler.seed, e, index), static_cast<int>(sample_shape[1]),
-                       static_cast<int>(sample_shape[2]));
+    return PlanAugment(options.augment, AugmentKey(options.sampler.seed, e, index), static_cast<int>(geometry.sample_shape[1]),
+                       static_cast<int>(geometry.sample_shape[2]));
   }
 
   // One sample's input as normalised (and augmented) float C x H x W (or the
   // field's own shape for non-images) at dst.
   void ConvertFloat(int worker, uint64_t e, uint64_t index, const FieldView& in, float* dst) {
     const float inv_std = 1.0f / options.stddev;
-    if (fused_normalise) {  // normalisation folded into the conversion
-      if (hwc) {
-        HwcToChw(in.data, field_shape, options.scale, options.mean, inv_std, dst);
+    if (normalisation.fused) {  // normalisation folded into the conversion
+      if (geometry.hwc) {
+        HwcToChw(in.data, geometry.field_shape, options.scale, options.mean, inv_std, dst);
       } else {
-        ToFloat(input_dtype, in.data, sample_elements, options.scale, options.mean, inv_std, dst);
+        ToFloat(geometry.input_dtype, in.data, geometry.sample_elements, options.scale, options.mean, inv_std, dst);
       }
       return;
     }
-    const int h = static_cast<int>(sample_shape[1]), w = static_cast<int>(sample_shape[2]);
+    const int h = static_cast<int>(geometry.sample_shape[1]), w = static_cast<int>(geometry.sample_shape[2]);
     const AugmentPlan plan = PlanFor(e, index);
-    if (hwc && !plan.resized_crop) {
-      HwcToChwShifted(in.data, field_shape, plan, options.scale, means, inv_stds, dst);  // one pass
+    if (geometry.hwc && !plan.resized_crop) {
+      HwcToChwShifted(in.data, geometry.field_shape, plan, options.scale, normalisation.means, normalisation.inv_stds, dst);  // one pass
       return;
     }
-    if (hwc) {
-      HwcToChw(in.data, field_shape, options.scale, 0.0f, 1.0f, dst);
+    if (geometry.hwc) {
+      HwcToChw(in.data, geometry.field_shape, options.scale, 0.0f, 1.0f, dst);
     } else {
-      ToFloat(input_dtype, in.data, sample_elements, options.scale, 0.0f, 1.0f, dst);
+      ToFloat(geometry.input_dtype, in.data, geometry.sample_elements, options.scale, 0.0f, 1.0f, dst);
     }
-    ApplyAugment(plan, static_cast<int>(sample_shape[0]), h, w, dst, &scratch[worker]);
+    ApplyAugment(plan, static_cast<int>(geometry.sample_shape[0]), h, w, dst, &scratch[worker]);
     const size_t plane = static_cast<size_t>(h) * w;
-    for (size_t ch = 0; ch < means.size(); ++ch) {
+    for (size_t ch = 0; ch < normalisation.means.size(); ++ch) {
       float* p = dst + ch * plane;
-      for (size_t k = 0; k < plane; ++k) p[k] = (p[k] - means[ch]) * inv_stds[ch];
+      for (size_t k = 0; k < plane; ++k) p[k] = (p[k] - normalisation.means[ch]) * normalisation.inv_stds[ch];
     }
   }
 
@@ -285,11 +286,11 @@ struct Loader::Impl {
     batch->index = b;
     batch->size = size;
     batch->input_shape.assign(1, static_cast<int64_t>(size));
-    batch->input_shape.insert(batch->input_shape.end(), batch_shape.begin(), batch_shape.end());
+    batch->input_shape.insert(batch->input_shape.end(), geometry.batch_shape.begin(), geometry.batch_shape.end());
     if (options.uint8_batches) {
-      batch->input_u8.resize(size * sample_elements);
+      batch->input_u8.resize(size * geometry.sample_elements);
     } else {
-      batch->input.resize(size * sample_elements);
+      batch->input.resize(size * geometry.sample_elements);
     }
     batch->target.resize(size);
     batch->skipped_reasons.clear();
@@ -309,48 +310,51 @@ struct Loader::Impl {
         batch->skipped_reasons.push_back("sample " + std::to_string(index) + ": " + read.message());
         continue;
       }
-      const FieldView& in = fields[input_index];
-      if (in.shape != field_shape) {
+      const FieldView& in = fields[geometry.input_index];
+      if (in.shape != geometry.field_shape) {
         return Status::InvalidArgument("split '" + options.split + "', sample " + std::to_string(index) +
                                        ": field '" + options.input_field + "' has shape " + ShapeToString(in.shape) +
-                                       ", the batch needs " + ShapeToString(field_shape));
+                                       ", the batch needs " + ShapeToString(geometry.field_shape));
       }
       const size_t out = kept++;
-      batch->target[out] = ToInt64(target_dtype, fields[target_index].data);
+      batch->target[out] = ToInt64(geometry.target_dtype, fields[geometry.target_index].data);
       if (options.uint8_batches) {
-        uint8_t* dst = batch->input_u8.data() + out * sample_elements;
-        if (sample_shape.size() != 3) {
-          std::memcpy(dst, in.data, sample_elements);
+        uint8_t* dst = batch->input_u8.data() + out * geometry.sample_elements;
+        if (geometry.sample_shape.size() != 3) {
+          std::memcpy(dst, in.data, geometry.sample_elements);
           continue;
         }
-        CopyImage(in.data, static_cast<int>(sample_shape[0]), static_cast<int>(sample_shape[1]),
-                  static_cast<int>(sample_shape[2]), hwc, PlanFor(e, index), options.channels_last, dst);
+        CopyImage(in.data, static_cast<int>(geometry.sample_shape[0]), static_cast<int>(geometry.sample_shape[1]),
+                  static_cast<int>(geometry.sample_shape[2]), geometry.hwc, PlanFor(e, index), options.channels_last, dst);
         continue;
       }
-      float* dst = batch->input.data() + out * sample_elements;
+      float* dst = batch->input.data() + out * geometry.sample_elements;
       ConvertFloat(worker, e, index, in, dst);
       // Computed as CHW, then transposed: NHWC float is the rarer request.
-      if (options.channels_last) ChwToHwc(sample_shape, dst, &scratch[worker]);
+      if (options.channels_last) ChwToHwc(geometry.sample_shape, dst, &scratch[worker]);
     }
     batch->skipped = size - kept;
     if (kept < size) {  // skipped corrupt samples
       batch->size = kept;
       batch->input_shape[0] = static_cast<int64_t>(kept);
-      (options.uint8_batches ? batch->input_u8.resize(kept * sample_elements)
-                             : batch->input.resize(kept * sample_elements));
+      (options.uint8_batches ? batch->input_u8.resize(kept * geometry.sample_elements)
+                             : batch->input.resize(kept * geometry.sample_elements));
       batch->target.resize(kept);
     }
     return Status::OK();
   }
 
-  void Work(int worker) {
-    const uint64_t prefetch = slots.size();
+  void Work(int worker) GRANARY_EXCLUDES(mu) {
+    const uint64_t prefetch = options.prefetch;
     const uint64_t step = workers_count();
     for (uint64_t g = static_cast<uint64_t>(worker);; g += step) {
       Batch batch;
       {
-        std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return stop || g < consumed + prefetch; });
+        MutexLock lock(&mu);
+        cv.Wait(mu, [&] {
+          mu.AssertHeld();
+          return stop || g < consumed + prefetch;
+        });
         if (stop) return;
         assert(!slots[g % prefetch].ready && "the slot still holds batch g - prefetch, not yet consumed");
         std::swap(batch, slots[g % prefetch].batch);  // take the slot's buffers
@@ -358,13 +362,13 @@ struct Loader::Impl {
       const auto [e, b] = Locate(g);
       Status status = Fill(worker, e, b, *Order(e), &batch);
       {
-        std::lock_guard<std::mutex> lock(mu);
+        MutexLock lock(&mu);
         Slot& slot = slots[g % prefetch];
         std::swap(slot.batch, batch);
         slot.status = status;
         slot.ready = true;
       }
-      cv.notify_all();
+      cv.NotifyAll();
       if (!status.ok()) return;
     }
   }
@@ -375,20 +379,20 @@ struct Loader::Impl {
 Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Loader::~Loader() { impl_->StopWorkers(); }
 const Sampler& Loader::sampler() const { return impl_->sampler; }
-const Shape& Loader::sample_shape() const { return impl_->sample_shape; }
+const Shape& Loader::sample_shape() const { return impl_->geometry.sample_shape; }
 uint64_t Loader::batches_per_epoch() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   return impl_->running ? impl_->BatchesOf(impl_->epoch) : impl_->epoch_batches;
 }
 LoaderState Loader::state() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
   const Impl& s = *impl_;
+  MutexLock lock(&s.mu);
   const uint64_t world = static_cast<uint64_t>(s.options.sampler.world);
   return {s.epoch, std::min(s.sampler.dataset_size(), s.start_position + s.samples_consumed * world)};
 }
 
 LoaderStats Loader::stats() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   return impl_->stats;
 }
 
@@ -404,45 +408,31 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const Loade
   // than in the first batch.
   std::vector<std::unique_ptr<SplitReader>> readers;
   for (int w = 0; w < options.threads; ++w) {
-    StatusOr<std::unique_ptr<SplitReader>> reader = SplitReader::Create(db, options.split);
-    if (!reader.ok()) return reader.status();
-    GRANARY_RETURN_IF_ERROR(reader.value()->LoadIndex());
-    readers.push_back(std::move(reader).value());
+    GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<SplitReader> reader, SplitReader::Create(db, options.split));
+    GRANARY_RETURN_IF_ERROR(reader->LoadIndex());
+    readers.push_back(std::move(reader));
   }
   StatusOr<Sampler> sampler = Sampler::Create(split->count, options.sampler);
   if (!sampler.ok()) return sampler.status().WithContext(db.path() + ": split '" + options.split + "'");
-  StatusOr<BatchGeometry> geometry = ResolveGeometry(db, options);
-  if (!geometry.ok()) return geometry.status();
-  const BatchGeometry& g = geometry.value();
-  GRANARY_RETURN_IF_ERROR(CheckPrefetchFits(options, g.sample_elements));
-  StatusOr<Normalisation> normalisation = ResolveNormalisation(options, g);
-  if (!normalisation.ok()) return normalisation.status();
+  GRANARY_ASSIGN_OR_RETURN(const BatchGeometry geometry, ResolveGeometry(db, options));
+  GRANARY_RETURN_IF_ERROR(CheckPrefetchFits(options, geometry.sample_elements));
+  GRANARY_ASSIGN_OR_RETURN(Normalisation normalisation, ResolveNormalisation(options, geometry));
 
-  auto impl = std::make_unique<Impl>(options, std::move(sampler).value());
-  impl->input_index = g.input_index;
-  impl->target_index = g.target_index;
-  impl->input_dtype = g.input_dtype;
-  impl->target_dtype = g.target_dtype;
-  impl->field_shape = g.field_shape;
-  impl->sample_shape = g.sample_shape;
-  impl->batch_shape = g.batch_shape;
-  impl->hwc = g.hwc;
-  impl->sample_elements = g.sample_elements;
-  impl->fused_normalise = normalisation->fused;
-  impl->means = normalisation->means;
-  impl->inv_stds = normalisation->inv_stds;
-  impl->scratch.resize(options.threads);
+  auto impl = std::make_unique<Impl>(options, std::move(sampler).value(), geometry, std::move(normalisation),
+                                     std::move(readers));
   const uint64_t per_rank = impl->sampler.samples_per_rank();
   impl->epoch_batches = (per_rank + options.batch_size - 1) / options.batch_size;
-  impl->readers = std::move(readers);
-  impl->slots.resize(options.prefetch);
+  {
+    MutexLock lock(&impl->mu);  // no worker yet: for the analysis
+    impl->slots.resize(options.prefetch);
+  }
   return std::unique_ptr<Loader>(new Loader(std::move(impl)));
 }
 
 void Loader::StartEpoch(uint64_t epoch, uint64_t position) {
   Impl& s = *impl_;
   {
-    std::lock_guard<std::mutex> lock(s.mu);
+    MutexLock lock(&s.mu);
     // The next epoch of a running stream: its batches may be ready already.
     if (s.running && position == 0 && epoch == s.epoch + 1 &&
         s.consumed == s.epoch_first_batch + s.BatchesOf(s.epoch)) {
@@ -454,44 +444,53 @@ void Loader::StartEpoch(uint64_t epoch, uint64_t position) {
     }
   }
   s.StopWorkers();
-  s.stream_epoch = s.epoch = epoch;
-  s.stream_position = s.start_position = position;
-  s.samples_consumed = 0;
   {
     MutexLock lock(&s.order_mu);
     s.orders.clear();
   }
   const uint64_t bs = s.options.batch_size;
+  s.stream_epoch = epoch;
+  s.stream_position = position;
   s.first_epoch_batches = (s.sampler.samples_per_rank(position) + bs - 1) / bs;
   s.epoch_batches = std::max<uint64_t>(1, (s.sampler.samples_per_rank(0) + bs - 1) / bs);
-  s.consumed = s.epoch_first_batch = 0;
-  s.stop = false;
-  for (Slot& slot : s.slots) {
-    slot.ready = false;
-    slot.status = Status::OK();
+  {
+    MutexLock lock(&s.mu);
+    s.epoch = epoch;
+    s.start_position = position;
+    s.samples_consumed = 0;
+    s.consumed = s.epoch_first_batch = 0;
+    s.stop = false;
+    for (Slot& slot : s.slots) {
+      slot.ready = false;
+      slot.status = Status::OK();
+    }
+    s.running = true;
   }
-  s.running = true;
   for (int w = 0; w < s.options.threads; ++w) s.workers.emplace_back([&s, w] { s.Work(w); });
 }
 
 StatusOr<bool> Loader::Next(Batch* batch) {
   Impl& s = *impl_;
   const auto start = std::chrono::steady_clock::now();
-  std::unique_lock<std::mutex> lock(s.mu);
-  if (!s.running || s.consumed >= s.epoch_first_batch + s.BatchesOf(s.epoch)) return false;
-  for (const Slot& ready : s.slots) s.stats.ready_sum += ready.ready;
-  Slot& slot = s.slots[s.consumed % s.slots.size()];
-  s.cv.wait(lock, [&] { return slot.ready; });
-  s.stats.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!slot.status.ok()) return slot.status;
-  std::swap(*batch, slot.batch);  // the slot keeps the consumer's old buffers for reuse
-  slot.ready = false;
-  ++s.consumed;
-  s.samples_consumed += batch->size + batch->skipped;
-  ++s.stats.batches;
-  s.stats.skipped_corrupt += batch->skipped;
-  lock.unlock();
-  s.cv.notify_all();
+  {
+    MutexLock lock(&s.mu);
+    if (!s.running || s.consumed >= s.epoch_first_batch + s.BatchesOf(s.epoch)) return false;
+    for (const Slot& ready : s.slots) s.stats.ready_sum += ready.ready;
+    Slot& slot = s.slots[s.consumed % s.slots.size()];
+    s.cv.Wait(s.mu, [&] {
+      s.mu.AssertHeld();
+      return slot.ready;
+    });
+    s.stats.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!slot.status.ok()) return slot.status;
+    std::swap(*batch, slot.batch);  // the slot keeps the consumer's old buffers for reuse
+    slot.ready = false;
+    ++s.consumed;
+    s.samples_consumed += batch->size + batch->skipped;
+    ++s.stats.batches;
+    s.stats.skipped_corrupt += batch->skipped;
+  }
+  s.cv.NotifyAll();
   return true;
 }
 

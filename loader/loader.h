@@ -15,7 +15,7 @@
 #include "loader/augment.h"
 #include "loader/sampler.h"
 #include "store/db.h"
-#include "store/status.h"
+#include "base/status.h"
 
 namespace granary {
 

@@ -13,10 +13,10 @@
 
 #include "loader/loader.h"
 #include "loader/sampler.h"
-#include "store/cli.h"
+#include "base/cli.h"
 #include "store/db.h"
-#include "store/file.h"
-#include "store/json_text.h"
+#include "base/file.h"
+#include "base/json_text.h"
 
 namespace {
 

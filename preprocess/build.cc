@@ -23,7 +23,7 @@
 #include "preprocess/progress.h"
 #include "store/db.h"
 #include "store/db_writer.h"
-#include "store/json_text.h"
+#include "base/json_text.h"
 #include "store/record.h"
 
 namespace granary {
@@ -333,8 +333,7 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
   wopts.inputs = {source.info.path};
   if (options.records_per_commit > 0) wopts.records_per_commit = options.records_per_commit;
   ResumePoint resume;
-  StatusOr<std::unique_ptr<DbWriter>> writer = DbWriter::Create(wopts, options.resume ? &resume : nullptr);
-  if (!writer.ok()) return writer.status();
+  GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<DbWriter> writer, DbWriter::Create(wopts, options.resume ? &resume : nullptr));
 
   // The state a resumed build continues from: what every split has read,
   // written and rejected, and the next item of the split in progress.
@@ -353,9 +352,9 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
   auto checkpoint = [&] { return CheckpointJson(summary, current, next_item); };
 
   StatusOr<std::shared_ptr<const CompressionDictionary>> dictionary =
-      ChooseDictionary(source, options, block_bytes, resume, writer->get(), &summary);
+      ChooseDictionary(source, options, block_bytes, resume, writer.get(), &summary);
   if (!dictionary.ok()) return dictionary.status();
-  Status journal = writer.value()->StartJournal(Fingerprint(source, options, block_bytes), checkpoint);
+  Status journal = writer->StartJournal(Fingerprint(source, options, block_bytes), checkpoint);
   if (!journal.ok() && resume.resuming) {
     return Status::FailedPrecondition(journal.message() +
                                       "; resume with the same ones, or build again without --resume to replace it");
@@ -372,12 +371,12 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
       next_item = 0;
     }
     GRANARY_RETURN_IF_ERROR(BuildSplit(source.info, *split, options, max_in_flight, block_bytes, dictionary.value(),
-                                       writer->get(), &next_item, &current, &summary));
+                                       writer.get(), &next_item, &current, &summary));
     summary.splits.push_back(current);
     current = SplitSummary();
   }
   SortSplits(source, &summary);
-  GRANARY_RETURN_IF_ERROR(writer.value()->Finish(MakeManifest(source, options, summary)));
+  GRANARY_RETURN_IF_ERROR(writer->Finish(MakeManifest(source, options, summary)));
 
   GRANARY_RETURN_IF_ERROR(MeasureDb(options.db_path, &summary));
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

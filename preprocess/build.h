@@ -14,7 +14,7 @@
 
 #include "preprocess/source.h"
 #include "store/manifest.h"
-#include "store/status.h"
+#include "base/status.h"
 
 namespace granary {
 

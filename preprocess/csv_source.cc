@@ -13,7 +13,7 @@
 
 #include "preprocess/source.h"
 #include "preprocess/stratified.h"
-#include "store/file.h"
+#include "base/file.h"
 
 namespace granary {
 namespace {
@@ -293,9 +293,8 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
   std::error_code ec;
   if (!fs::exists(raw, ec)) return Status::NotFound(raw + ": no such file or folder");
   if (options.label.empty()) return Status::InvalidArgument("CSV input needs --label COLUMN");
-  StatusOr<std::vector<CsvFile>> read = ReadCsvFiles(raw);
-  if (!read.ok()) return read.status();
-  std::vector<CsvFile> files = std::move(read).value();
+  GRANARY_ASSIGN_OR_RETURN(std::vector<CsvFile> read, ReadCsvFiles(raw));
+  std::vector<CsvFile> files = std::move(read);
   const std::vector<std::string>& header = files[0].header;
   for (const CsvFile& f : files) {
     if (f.header != header) return Status::InvalidArgument(f.path + ": header differs from " + files[0].path + "'s");

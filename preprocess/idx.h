@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "store/schema.h"
-#include "store/status.h"
+#include "base/status.h"
 
 namespace granary {
 

@@ -55,8 +55,7 @@ uint64_t FileBytes(const std::string& path) {
 }  // namespace
 
 StatusOr<Source> OpenIdxSource(const std::string& dir, const IdxSourceOptions& options) {
-  StatusOr<std::vector<IdxSplitFiles>> found = FindIdxDataset(dir);
-  if (!found.ok()) return found.status();
+  GRANARY_ASSIGN_OR_RETURN(std::vector<IdxSplitFiles> found, FindIdxDataset(dir));
 
   Source source;
   source.info.kind = "idx";
@@ -65,28 +64,26 @@ StatusOr<Source> OpenIdxSource(const std::string& dir, const IdxSourceOptions& o
   Shape image_shape;
   int max_label = -1;
   std::set<uint8_t> seen_labels;  // in any split
-  for (const IdxSplitFiles& files : found.value()) {
-    StatusOr<IdxArray> images = ReadIdxFile(files.images_path);
-    if (!images.ok()) return images.status();
-    StatusOr<IdxArray> labels = ReadIdxFile(files.labels_path);
-    if (!labels.ok()) return labels.status();
-    if (images->dtype != DType::kUInt8 || images->dims.size() < 2 || images->dims.size() > 4) {
+  for (const IdxSplitFiles& files : found) {
+    GRANARY_ASSIGN_OR_RETURN(IdxArray images, ReadIdxFile(files.images_path));
+    GRANARY_ASSIGN_OR_RETURN(IdxArray labels, ReadIdxFile(files.labels_path));
+    if (images.dtype != DType::kUInt8 || images.dims.size() < 2 || images.dims.size() > 4) {
       return Status::InvalidArgument(files.images_path + ": expected uint8 images with 2 or 3 dims per image");
     }
-    for (int64_t dim : images->dims) {
+    for (int64_t dim : images.dims) {
       if (dim <= 0) {
-        return Status::InvalidArgument(files.images_path + ": declares dims " + ShapeToString(images->dims) +
+        return Status::InvalidArgument(files.images_path + ": declares dims " + ShapeToString(images.dims) +
                                        ", no images to read (every dim must be at least 1)");
       }
     }
-    if (labels->dtype != DType::kUInt8 || labels->dims.size() != 1) {
+    if (labels.dtype != DType::kUInt8 || labels.dims.size() != 1) {
       return Status::InvalidArgument(files.labels_path + ": expected a 1-dim uint8 label file");
     }
-    if (labels->dims[0] != images->dims[0]) {
-      return Status::InvalidArgument(files.labels_path + ": " + std::to_string(labels->dims[0]) + " labels for " +
-                                     std::to_string(images->dims[0]) + " images in " + files.images_path);
+    if (labels.dims[0] != images.dims[0]) {
+      return Status::InvalidArgument(files.labels_path + ": " + std::to_string(labels.dims[0]) + " labels for " +
+                                     std::to_string(images.dims[0]) + " images in " + files.images_path);
     }
-    Shape shape(images->dims.begin() + 1, images->dims.end());
+    Shape shape(images.dims.begin() + 1, images.dims.end());
     if (shape.size() == 2) shape.insert(shape.begin(), 1);  // CHW with C = 1
     if (image_shape.empty()) {
       image_shape = shape;
@@ -94,15 +91,15 @@ StatusOr<Source> OpenIdxSource(const std::string& dir, const IdxSourceOptions& o
       return Status::InvalidArgument(files.images_path + ": image shape " + ShapeToString(shape) + " differs from " +
                                      ShapeToString(image_shape) + " of the train split");
     }
-    for (uint8_t l : labels->data) {
+    for (uint8_t l : labels.data) {
       max_label = std::max<int>(max_label, l);
       seen_labels.insert(l);
     }
-    uint64_t count = static_cast<uint64_t>(images->dims[0]);
+    uint64_t count = static_cast<uint64_t>(images.dims[0]);
     if (options.limit > 0) count = std::min(count, options.limit);
     uint64_t raw = FileBytes(files.images_path) + FileBytes(files.labels_path);
-    source.splits.push_back(std::make_unique<IdxSplit>(files.name, files.images_path, std::move(images).value(),
-                                                       std::move(labels).value(), count, raw));
+    source.splits.push_back(std::make_unique<IdxSplit>(files.name, files.images_path, std::move(images),
+                                                       std::move(labels), count, raw));
   }
   source.info.schema.fields = {{"image", DType::kUInt8, image_shape, image_shape.size() == 3 ? "CHW" : ""},
                                {"label", DType::kInt64, {}, ""}};

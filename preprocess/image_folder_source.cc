@@ -14,7 +14,7 @@
 #include "preprocess/image.h"
 #include "preprocess/source.h"
 #include "preprocess/stratified.h"
-#include "store/file.h"
+#include "base/file.h"
 #include "store/output_path.h"
 
 namespace granary {
@@ -437,12 +437,11 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
   const fs::path raw(dir);
   std::vector<std::string> notes, hidden, dbs;
   const std::vector<std::string> top = SortedSubdirs(raw, &hidden, &dbs);
-  StatusOr<FolderLayout> layout = ChooseLayout(raw, top, options.layout, &notes);
-  if (!layout.ok()) return layout.status();
+  GRANARY_ASSIGN_OR_RETURN(FolderLayout layout, ChooseLayout(raw, top, options.layout, &notes));
   std::vector<SplitRoot> split_roots;
   std::vector<std::string> classes;
-  GRANARY_RETURN_IF_ERROR(FindSplitRoots(raw, top, layout.value(), &split_roots, &classes));
-  NoteTopFolders(raw, hidden, dbs, layout.value(), &notes);
+  GRANARY_RETURN_IF_ERROR(FindSplitRoots(raw, top, layout, &split_roots, &classes));
+  NoteTopFolders(raw, hidden, dbs, layout, &notes);
 
   Source source;
   source.info.kind = "image-folder";
@@ -494,7 +493,7 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
     source.splits.push_back(std::make_unique<ImageSplit>(name, dir, std::move(items), bytes, transform));
   }
   for (std::string& note : notes) source.info.notes.push_back(std::move(note));
-  source.info.options["layout"] = layout.value() == FolderLayout::kSplits ? "splits" : "classes";
+  source.info.options["layout"] = layout == FolderLayout::kSplits ? "splits" : "classes";
   NoteWalk(&walk, &source.info.notes);
   return source;
 }

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "preprocess/png.h"
-#include "store/json_text.h"
+#include "base/json_text.h"
 
 namespace granary {
 namespace {

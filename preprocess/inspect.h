@@ -6,7 +6,7 @@
 #include <string>
 
 #include "store/db.h"
-#include "store/status.h"
+#include "base/status.h"
 
 namespace granary {
 

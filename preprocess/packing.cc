@@ -68,8 +68,8 @@ std::vector<BlockPtr> Packer::Add(const EncodedPtr& e) {
   std::vector<BlockPtr> done;
   if (e->reject.empty()) {
     const size_t share = e->value.size() - RecordOverheadBytes(schema_, 1);
-    // Compressed together, samples take a little more than alone (~0.5% on
-    // Fashion-MNIST); 2% headroom keeps blocks from spilling into one more page.
+    // Compressed together, samples take a little more than alone; 2%
+    // headroom keeps blocks from spilling into one more page.
     const size_t expected = RecordOverheadBytes(schema_, accepted_ + 1) + (body_bytes_ + share) * 102 / 100;
     const bool fits = accepted_ == 0 ||
                       (expected <= block_bytes_ && payload_bytes_ + e->payload_bytes <= kMaxBlockPayloadBytes);

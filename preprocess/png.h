@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "store/status.h"
+#include "base/status.h"
 
 namespace granary {
 

@@ -1,7 +1,7 @@
 // The fast path for the PNGs photo folders hold: non-interlaced, 8 bits a
 // sample, gray or RGB. Debian's libspng and libpng unfilter these a byte at a
-// time with a branch per byte (no SIMD in their builds): 60% of a photo PNG's
-// build time went there. This path inflates with libdeflate and unfilters a
+// time with a branch per byte (no SIMD in their builds), where most of a
+// photo PNG's build time went (docs/BENCHMARKS.md). This path inflates with libdeflate and unfilters a
 // pixel at a time; every other PNG, and every PNG this path finds fault with,
 // goes to libspng, whose verdict and message stand.
 #ifndef GRANARY_PREPROCESS_PNG_PIXELS_H_

@@ -8,7 +8,7 @@
 #include <string>
 #include <thread>
 
-#include "store/mutex.h"
+#include "base/mutex.h"
 
 namespace granary {
 

@@ -10,7 +10,7 @@
 
 #include "preprocess/image.h"
 #include "store/schema.h"
-#include "store/status.h"
+#include "base/status.h"
 
 namespace granary {
 

@@ -13,7 +13,6 @@
 
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,7 +23,8 @@
 #include "loader/sampler.h"
 #include "store/db.h"
 #include "store/schema.h"
-#include "store/status.h"
+#include "base/mutex.h"
+#include "base/status.h"
 
 namespace py = pybind11;
 
@@ -119,7 +119,7 @@ class SplitHandle {
     Status read;
     {
       py::gil_scoped_release unlocked;
-      std::lock_guard<std::mutex> one_reader(mutex_);
+      MutexLock one_reader(&mutex_);
       const FieldView* fields = nullptr;
       read = reader_->Read(static_cast<uint64_t>(index), &fields);
       for (size_t f = 0; read.ok() && f < db_->schema().fields.size(); ++f) {
@@ -146,27 +146,27 @@ class SplitHandle {
  private:
   std::shared_ptr<DbReader> db_;
   std::unique_ptr<SplitReader> reader_;
-  std::mutex mutex_;
+  Mutex mutex_;  // one Read at a time: the reader keeps one record's buffers
 };
 
 // Batches whose arrays Python has dropped, for the loader to fill again.
 class BatchPool {
  public:
   std::unique_ptr<Batch> Take() {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (free_.empty()) return std::make_unique<Batch>();
     std::unique_ptr<Batch> b = std::move(free_.back());
     free_.pop_back();
     return b;
   }
   void Give(Batch* b) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     free_.emplace_back(b);
   }
 
  private:
-  std::mutex mutex_;
-  std::vector<std::unique_ptr<Batch>> free_;
+  Mutex mutex_;
+  std::vector<std::unique_ptr<Batch>> free_ GRANARY_GUARDED_BY(mutex_);
 };
 
 // An array over `data` whose base keeps `owner` (and so the Batch) alive.
@@ -297,7 +297,7 @@ class LoaderHandle {
                                            std::to_string(sampler.dataset_size()) + " samples"));
     }
     py::gil_scoped_release unlocked;
-    std::lock_guard<std::mutex> one_consumer(consumer_);
+    MutexLock one_consumer(&consumer_);
     loader_->StartEpoch(epoch, position);
   }
 
@@ -307,7 +307,7 @@ class LoaderHandle {
     std::unique_ptr<Batch> batch = pool_->Take();
     StatusOr<bool> more = [&] {
       py::gil_scoped_release unlocked;
-      std::lock_guard<std::mutex> one_consumer(consumer_);
+      MutexLock one_consumer(&consumer_);
       return loader_->Next(batch.get());
     }();
     if (!ValueOrThrow(std::move(more))) {
@@ -334,7 +334,7 @@ class LoaderHandle {
     CheckSameProcess();
     const LoaderState s = [&] {
       py::gil_scoped_release unlocked;
-      std::lock_guard<std::mutex> one_consumer(consumer_);
+      MutexLock one_consumer(&consumer_);
       return loader_->state();
     }();
     return py::make_tuple(s.epoch, s.position);
@@ -381,7 +381,7 @@ class LoaderHandle {
   // The C++ loader has one consumer; Python threads sharing a Loader take
   // turns (each takes the lock with the GIL released, so neither waits on
   // the other's GIL).
-  std::mutex consumer_;
+  Mutex consumer_;
 };
 
 }  // namespace

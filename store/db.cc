@@ -13,10 +13,10 @@
 #include <functional>
 
 #include "store/db_directory.h"
-#include "store/file.h"
+#include "base/file.h"
 #include "store/format.h"
 #include "store/lmdb_handles.h"
-#include "store/mutex.h"
+#include "base/mutex.h"
 #include "store/shard_index.h"
 
 namespace granary {
@@ -207,9 +207,8 @@ struct SplitReader::Impl {
 
   Status LoadIndex() {
     if (shard_indexes != nullptr) return Status::OK();
-    StatusOr<const std::vector<ShardIndex>*> built = db->Index(split_id);
-    if (!built.ok()) return built.status();
-    shard_indexes = built.value();
+    GRANARY_ASSIGN_OR_RETURN(const std::vector<ShardIndex>* built, db->Index(split_id));
+    shard_indexes = built;
     // A buffer for the largest record, so reads never allocate.
     size_t largest = 0;
     for (const ShardIndex& shard : *shard_indexes) largest = std::max<size_t>(largest, shard.max_bytes);

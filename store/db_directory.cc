@@ -1,6 +1,6 @@
 #include "store/db_directory.h"
 
-#include "store/file.h"
+#include "base/file.h"
 #include "store/format.h"
 
 namespace granary {

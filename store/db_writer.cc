@@ -15,9 +15,9 @@
 
 #include "store/content_hash.h"
 #include "store/db_directory.h"
-#include "store/file.h"
+#include "base/file.h"
 #include "store/format.h"
-#include "store/json_text.h"
+#include "base/json_text.h"
 #include "store/lmdb_handles.h"
 #include "store/shard_index.h"
 

@@ -25,7 +25,7 @@
 
 #include "store/manifest.h"
 #include "store/record.h"
-#include "store/status.h"
+#include "base/status.h"
 
 namespace granary {
 

@@ -13,7 +13,7 @@ inline constexpr char kFormatName[] = "granary-db";
 inline constexpr int kFormatVersion = 1;
 inline constexpr char kManifestFile[] = "manifest.json";
 // Readers refuse a larger manifest before reading it (and, in any JSON
-// document, nesting deeper than 64 levels: store/json_text.h).
+// document, nesting deeper than 64 levels: base/json_text.h).
 inline constexpr uint64_t kMaxManifestBytes = uint64_t{64} << 20;
 // A db being built lives under "<db>" + kPartialSuffix until it is complete.
 inline constexpr char kPartialSuffix[] = ".partial";

@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "store/status.h"
+#include "base/status.h"
 
 namespace granary::lmdb {
 

@@ -7,7 +7,7 @@
 #include <type_traits>
 
 #include "store/format.h"
-#include "store/json_text.h"
+#include "base/json_text.h"
 
 namespace granary {
 

@@ -13,7 +13,7 @@
 #include <fstream>
 
 #include "store/db_directory.h"
-#include "store/file.h"
+#include "base/file.h"
 #include "store/format.h"
 
 namespace granary {
@@ -230,9 +230,8 @@ Status CheckOutputs(const std::vector<OutputPath>& outputs, const std::vector<Fl
   std::vector<std::pair<const OutputPath*, Target>> checked;
   for (const OutputPath& o : outputs) {
     if (o.path.empty()) continue;
-    StatusOr<Target> resolved = Resolve(o);
-    if (!resolved.ok()) return resolved.status();
-    const Target& t = resolved.value();
+    GRANARY_ASSIGN_OR_RETURN(Target resolved, Resolve(o));
+    const Target& t = resolved;
     const bool is_dir = o.kind == OutputKind::kDirectory && t.exists;
     if (const fs::path db = EnclosingDb(is_dir ? t.path : t.path.parent_path()); !db.empty()) {
       return Refused(o, (db == t.path ? "is the db " : "is inside the db ") + db.string() +

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "store/record.h"
-#include "store/status.h"
+#include "base/status.h"
 
 namespace granary {
 

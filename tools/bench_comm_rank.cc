@@ -37,9 +37,11 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup);
   app.add_option("--iters", iters);
   CLI11_PARSE(app, argc, argv);
-  if (o.backend == "mpi" && std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr) {  // the mpirun job's shape
-    o.rank = std::atoi(std::getenv("OMPI_COMM_WORLD_RANK"));
-    o.world = std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE"));
+  const granary::Environment env = granary::Environment::OfProcess();
+  o.mpi_job = granary::StartedByMpiLauncher(env);
+  if (o.backend == "mpi" && env.Has("OMPI_COMM_WORLD_SIZE")) {  // the mpirun job's shape
+    o.rank = env.Number("OMPI_COMM_WORLD_RANK");
+    o.world = env.Number("OMPI_COMM_WORLD_SIZE");
   }
   torch::set_num_threads(1);
   granary::StatusOr<std::unique_ptr<granary::Comm>> comm = granary::Comm::Create(o);

@@ -7,9 +7,14 @@
 
 namespace granary {
 
+// Seconds of the steady clock from `start` to `end`.
+inline double SecondsBetween(std::chrono::steady_clock::time_point start, std::chrono::steady_clock::time_point end) {
+  return std::chrono::duration<double>(end - start).count();
+}
+
 // Seconds of the steady clock since `start`.
 inline double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return SecondsBetween(start, std::chrono::steady_clock::now());
 }
 
 // CPU seconds this process has spent so far, over all its threads.

@@ -7,10 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "loader/loader.h"
-#include "store/cli.h"
-#include "store/json_text.h"
-#include "trainer/loop/evaluate.h"
-#include "trainer/loop/inference_rates.h"
+#include "base/cli.h"
+#include "base/json_text.h"
+#include "trainer/eval/evaluate.h"
+#include "trainer/eval/inference_rates.h"
 #include "trainer/loop/loader_options.h"
 #include "trainer/loop/rank.h"
 #include "trainer/loop/rank_model.h"
@@ -81,7 +81,7 @@ int RunEvalOnly(TrainConfig config, bool json, const std::vector<std::string>& g
                                         config.model.name + "')"));
   }
   if (Status valid = config.ValidateEvaluation(UsableCpuCount()); !valid.ok()) return Fail(valid);
-  StatusOr<ResolvedRun> resolved = ResolveRun(std::move(config));
+  StatusOr<ResolvedRun> resolved = ResolveRun(std::move(config), Environment::OfProcess());
   if (!resolved.ok()) return Fail(resolved.status());
   const ResolvedRun& run = resolved.value();
   const TrainConfig& c = run.config;
@@ -93,8 +93,8 @@ int RunEvalOnly(TrainConfig config, bool json, const std::vector<std::string>& g
     return Fail(splits);
   }
   // The model takes the db's input and gives a logit per class (bounded by --timeout).
-  if (Status fits = CheckModelFits(c, run.workload, run.db->manifest().num_classes, ModelUse::kEvaluate); !fits.ok()) {
-    ExitAtOnce(Fail(fits.WithContext("--eval-only")));  // a model past --timeout still runs on a thread
+  if (Status fits = CheckModelFits(c, run.workload, run.db->manifest().num_classes, ModelUse::kInfer); !fits.ok()) {
+    return Fail(fits.WithContext("--eval-only"));  // (past --timeout main exits at once: DryForwardLeftRunning)
   }
   StatusOr<Evaluation> e = EvaluateSaved(run);
   if (!e.ok()) return Fail(e.status());

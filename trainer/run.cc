@@ -13,9 +13,9 @@
 #include <optional>
 #include <utility>
 
-#include "store/cli.h"
+#include "base/cli.h"
 #include "store/db.h"
-#include "store/json_text.h"
+#include "base/json_text.h"
 #include "store/output_path.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/workload.h"
@@ -23,12 +23,13 @@
 #include "trainer/launch/heartbeat.h"
 #include "trainer/launch/launch.h"
 #include "trainer/launch/layout.h"
-#include "trainer/loop/int8_export.h"
+#include "trainer/features/features.h"
 #include "trainer/loop/rank.h"
 #include "trainer/loop/rank_model.h"
 #include "trainer/models/precision.h"
 #include "trainer/models/registry.h"
 #include "trainer/report/report.h"
+#include "trainer/run_rank.h"
 #include "trainer/tune_run.h"
 #include "trainer/number_text.h"
 
@@ -44,8 +45,9 @@ int Fail(const Status& s, int rank, bool name_rank = false) {
 }
 
 // The launcher's part: exit status of the run.
-int Launch(const TrainConfig& config, const Layout& layout, const std::vector<std::string>& argv) {
-  StatusOr<LaunchOutcome> outcome = LaunchRanks(RankLaunchOptions(config, layout, argv, MpirunPath()));
+int Launch(const TrainConfig& config, const Layout& layout, const std::vector<std::string>& argv,
+           const Environment& env) {
+  StatusOr<LaunchOutcome> outcome = LaunchRanks(RankLaunchOptions(config, layout, argv, MpirunPath(), env));
   if (!outcome.ok()) return Fail(outcome.status(), 0);
   if (!outcome->failure.empty()) std::fprintf(stderr, "train: %s\n", outcome->failure.c_str());
   return outcome->exit_code;
@@ -55,49 +57,26 @@ int Launch(const TrainConfig& config, const Layout& layout, const std::vector<st
 // (store/output_path.h): a finished run is not lost to a bad path, and no
 // output replaces a db's file, an input or another output.
 Status CheckOutputPaths(const TrainConfig& config) {
-  std::vector<OutputPath> outputs = {{"--save", config.output.save, OutputKind::kModel},
-                                     {"--quantize int8",
-                                      config.shrink.quantize == "int8" ? Int8Path(config.output.save) : "",
-                                      OutputKind::kModel},
-                                     {"--metrics", config.output.metrics, OutputKind::kJsonLines},
-                                     {"--report", config.output.report, OutputKind::kHtml},
-                                     {"--checkpoint-dir", config.checkpoint.dir, OutputKind::kDirectory}};
+  std::vector<OutputPath> outputs;  // an output is refused naming the one before it that it repeats
+  for (const std::unique_ptr<Feature>& feature : AllFeatures()) feature->Outputs(config, &outputs);
+  outputs.insert(outputs.end(), {{"--metrics", config.output.metrics, OutputKind::kJsonLines},
+                                 {"--report", config.output.report, OutputKind::kHtml}});
   if (std::optional<OutputPath> out = RedirectedStdout()) outputs.push_back(*out);
   std::vector<FlagPath> inputs = {{"--db", config.data.db}, {"--resume", config.checkpoint.resume}};
   if (IsModelFile(config.model.name)) inputs.push_back({"--model", config.model.name});
   return CheckOutputs(outputs, inputs);
 }
 
-// --quantize int8 is checked before any rank starts (CheckQuantizable); the
-// layers that will stay fp32 are named then, one line each.
-Status AnnounceQuantization(const ResolvedRun& run) {
-  StatusOr<std::vector<std::string>> fp32 =
-      CheckQuantizable(run.config, run.workload, run.db->manifest().num_classes);
-  if (!fp32.ok()) return fp32.status();
-  for (const std::string& layer : fp32.value()) {
-    std::fprintf(stderr, "train: --quantize int8: will stay fp32: %s\n", Printable(layer).c_str());
-  }
-  return Status::OK();
-}
-
 // The checks a run passes before any rank trains, made once by the process
 // that answers for it (the launcher, or rank 0 of a job started by torchrun,
 // mpirun or srun): the model fits the db (a dry forward, bounded by
-// --timeout), what --quantize int8 leaves in fp32 is named, every output can
-// be written, --stop-at-accuracy has a split to measure on, and bf16 on a CPU that only emulates it is warned of.
+// --timeout), each feature's own checks (features/feature.h), every output
+// can be written, and bf16 on a CPU that only emulates it is warned of.
 Status Preflight(const ResolvedRun& run) {
   const TrainConfig& c = run.config;
-  if (Status fits = CheckModelFits(c, run.workload, run.db->manifest().num_classes, ModelUse::kTrain); !fits.ok()) {
-    // A model past --timeout still runs on a thread: exit without running
-    // LibTorch's static destructors under it (that crashed 1 exit in 3).
-    ExitAtOnce(Fail(fits, 0));
-  }
-  GRANARY_RETURN_IF_ERROR(AnnounceQuantization(run));
-  if (c.optim.stop_at_accuracy > 0 && c.data.eval_split.empty()) {
-    return Status::InvalidArgument("--stop-at-accuracy " + NumberText(c.optim.stop_at_accuracy) +
-                                   ": the run has no eval split to measure it on (the db has no test or val "
-                                   "split, or --eval-split \"\")");
-  }
+  // (A model past --timeout still runs on a thread: main then exits at once, DryForwardLeftRunning.)
+  GRANARY_RETURN_IF_ERROR(CheckModelFits(c, run.workload, run.db->manifest().num_classes, ModelUse::kTrain));
+  for (const std::unique_ptr<Feature>& feature : AllFeatures()) GRANARY_RETURN_IF_ERROR(feature->Preflight(run));
   GRANARY_RETURN_IF_ERROR(CheckOutputPaths(c));
   if (c.model.precision == "bf16" && !CpuHasNativeBf16()) {
     std::fprintf(stderr,
@@ -107,13 +86,15 @@ Status Preflight(const ResolvedRun& run) {
   return Status::OK();
 }
 
-// An environment variable as a number; -1 if it is not set or not a number.
-int EnvNumber(const char* name) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return -1;
-  char* end = nullptr;
-  const long v = std::strtol(value, &end, 10);
-  return *end == '\0' && v >= 0 && v <= INT32_MAX ? static_cast<int>(v) : -1;
+// A job's shape (checked by the caller) as the run's: `local_world` ranks
+// on each of world / local_world nodes, this process rank `global`; the
+// job's launcher places the processes, so train pins none.
+void FillJobShape(int global, int world, int local_world, TrainConfig* config, int* rank) {
+  config->dist.ranks = local_world;
+  config->dist.nnodes = world / local_world;
+  config->dist.node_rank = global / local_world;
+  config->dist.pin = false;
+  *rank = global;
 }
 
 // Started by mpirun or srun (StartedByMpiLauncher; no --rank): this process
@@ -121,14 +102,14 @@ int EnvNumber(const char* name) {
 // OMPI_COMM_WORLD_* or SLURM_*) is the run's; ranks must be numbered node by
 // node (mpirun's and srun's default block mapping). Pinning is the MPI
 // launcher's. *launcher: "mpirun" or "srun"; *where: the variables read.
-Status FromMpiJob(TrainConfig* config, int* rank, std::string* launcher, std::string* where) {
+Status FromMpiJob(const Environment& env, TrainConfig* config, int* rank, std::string* launcher, std::string* where) {
   *launcher = "mpirun";
-  int global = EnvNumber("OMPI_COMM_WORLD_RANK"), world = EnvNumber("OMPI_COMM_WORLD_SIZE");
-  int local = EnvNumber("OMPI_COMM_WORLD_LOCAL_RANK"), local_world = EnvNumber("OMPI_COMM_WORLD_LOCAL_SIZE");
+  int global = env.Number("OMPI_COMM_WORLD_RANK"), world = env.Number("OMPI_COMM_WORLD_SIZE");
+  int local = env.Number("OMPI_COMM_WORLD_LOCAL_RANK"), local_world = env.Number("OMPI_COMM_WORLD_LOCAL_SIZE");
   *where = "mpirun's OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE";
   if (world < 0) {  // srun
-    global = EnvNumber("SLURM_PROCID"), world = EnvNumber("SLURM_NTASKS"), local = EnvNumber("SLURM_LOCALID");
-    const int nodes = EnvNumber("SLURM_NNODES");
+    global = env.Number("SLURM_PROCID"), world = env.Number("SLURM_NTASKS"), local = env.Number("SLURM_LOCALID");
+    const int nodes = env.Number("SLURM_NNODES");
     local_world = nodes > 0 && world > 0 && world % nodes == 0 ? world / nodes : -1;
     *launcher = "srun";
     *where = "srun's SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NNODES (the same tasks on every node)";
@@ -145,11 +126,7 @@ Status FromMpiJob(TrainConfig* config, int* rank, std::string* launcher, std::st
         "(or auto), or start train without " + *launcher + " to run its ranks over Gloo");
   }
   config->dist.backend = "mpi";
-  config->dist.ranks = local_world;
-  config->dist.nnodes = world / local_world;
-  config->dist.node_rank = global / local_world;
-  config->dist.pin = false;  // the MPI launcher places its processes
-  *rank = global;
+  FillJobShape(global, world, local_world, config, rank);  // the MPI launcher places its processes
   return Status::OK();
 }
 
@@ -159,9 +136,9 @@ Status FromMpiJob(TrainConfig* config, int* rank, std::string* launcher, std::st
 // 4.1's mpirun listens on every interface for PMIx tools, which a
 // one-machine run over Gloo never does: so it is asked for, not chosen.)
 // --backend mpi in a build without it is refused.
-Status ResolveBackend(TrainConfig* config, bool is_rank) {
+Status ResolveBackend(const Environment& env, TrainConfig* config, bool is_rank) {
   std::string& backend = config->dist.backend;
-  if (backend == "auto") backend = is_rank && StartedByMpiLauncher() ? "mpi" : "gloo";
+  if (backend == "auto") backend = is_rank && StartedByMpiLauncher(env) ? "mpi" : "gloo";
   if (backend == "mpi" && !CommHasMpi()) {
     return Status::InvalidArgument(
         "--backend mpi: this build of train has no MPI (install libopenmpi-dev, e.g. with tools/setup, and rebuild)");
@@ -171,25 +148,24 @@ Status ResolveBackend(TrainConfig* config, bool is_rank) {
 
 // Whether torchrun's variables are in the environment (RANK and WORLD_SIZE;
 // the rest are then required).
-bool TorchrunVariablesSet() { return std::getenv("RANK") != nullptr && std::getenv("WORLD_SIZE") != nullptr; }
+bool TorchrunVariablesSet(const Environment& env) { return env.Has("RANK") && env.Has("WORLD_SIZE"); }
 
 // Started by torchrun (RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and
 // MASTER_PORT set, no --rank): this process is that rank; the run's shape
 // comes from the environment.
-Status FromTorchrun(TrainConfig* config, int* rank) {
+Status FromTorchrun(const Environment& env, TrainConfig* config, int* rank) {
   const char* names[] = {"RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
   std::vector<std::string> v;
   for (const char* name : names) {
-    const char* value = std::getenv(name);
-    if (value == nullptr) {
+    if (!env.Has(name)) {
       return Status::InvalidArgument("torchrun environment: RANK and WORLD_SIZE are set but " + std::string(name) +
                                      " is not (torchrun sets RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, "
                                      "MASTER_PORT)");
     }
-    v.emplace_back(value);
+    v.push_back(env.Get(name));
   }
-  const int global = EnvNumber("RANK"), world = EnvNumber("WORLD_SIZE"), local_world = EnvNumber("LOCAL_WORLD_SIZE");
-  const int port = EnvNumber("MASTER_PORT");
+  const int global = env.Number("RANK"), world = env.Number("WORLD_SIZE"), local_world = env.Number("LOCAL_WORLD_SIZE");
+  const int port = env.Number("MASTER_PORT");
   if (global < 0 || world < 0 || local_world < 0 || port < 0) {
     return Status::InvalidArgument("torchrun environment: RANK " + v[0] + ", WORLD_SIZE " + v[1] +
                                    ", LOCAL_WORLD_SIZE " + v[2] + ", MASTER_PORT " + v[4] +
@@ -202,14 +178,10 @@ Status FromTorchrun(TrainConfig* config, int* rank) {
                                    " do not fit together (RANK < WORLD_SIZE, a multiple of LOCAL_WORLD_SIZE; "
                                    "a port in 1..65535)");
   }
-  config->dist.ranks = local_world;
-  config->dist.nnodes = world / local_world;
-  config->dist.node_rank = global / local_world;
+  FillJobShape(global, world, local_world, config, rank);  // torchrun places its processes
   config->dist.host = v[3];
   config->dist.port = port;
-  config->dist.pin = false;  // torchrun places its processes
   if (config->dist.backend == "auto") config->dist.backend = "gloo";  // torchrun's is a Gloo rendezvous
-  *rank = global;
   return Status::OK();
 }
 
@@ -219,19 +191,19 @@ Status FromTorchrun(TrainConfig* config, int* rank) {
 // Refused, before anything starts: two launchers' variables at once, flags
 // that contradict the job's shape (given: the flags on the command line),
 // and --tune, which starts processes of its own.
-StatusOr<std::string> FromJob(TrainConfig* config, const std::vector<std::string>& given, const TuneRequest& tune,
-                              int* rank) {
-  const bool torchrun = TorchrunVariablesSet(), mpi = StartedByMpiLauncher();
+StatusOr<std::string> FromJob(const Environment& env, TrainConfig* config, const std::vector<std::string>& given,
+                              const TuneRequest& tune, int* rank) {
+  const bool torchrun = TorchrunVariablesSet(env), mpi = StartedByMpiLauncher(env);
   if (!torchrun && !mpi) return std::string();
   if (torchrun && mpi) {
-    return Status::InvalidArgument(std::string("both torchrun's variables (RANK ") + std::getenv("RANK") +
-                                   ", WORLD_SIZE " + std::getenv("WORLD_SIZE") +
+    return Status::InvalidArgument("both torchrun's variables (RANK " + env.Get("RANK") +
+                                   ", WORLD_SIZE " + env.Get("WORLD_SIZE") +
                                    ") and an MPI launcher's (OMPI_COMM_WORLD_* or PMI_RANK) are set: which job is "
                                    "this process a rank of? Unset one (mpirun -x RANK passes torchrun's on)");
   }
   const TrainConfig asked = *config;
   std::string launcher = "torchrun", where = "torchrun's RANK, WORLD_SIZE, LOCAL_WORLD_SIZE";
-  GRANARY_RETURN_IF_ERROR(torchrun ? FromTorchrun(config, rank) : FromMpiJob(config, rank, &launcher, &where));
+  GRANARY_RETURN_IF_ERROR(torchrun ? FromTorchrun(env, config, rank) : FromMpiJob(env, config, rank, &launcher, &where));
   auto given_flag = [&](const char* flag) { return std::find(given.begin(), given.end(), flag) != given.end(); };
   const std::pair<const char*, std::pair<int, int>> shape[] = {
       {"--ranks", {asked.dist.ranks, config->dist.ranks}},
@@ -257,12 +229,12 @@ StatusOr<std::string> FromJob(TrainConfig* config, const std::vector<std::string
 // default --bind-to core, srun's --cpu-bind): its threads are checked against
 // those CPUs, not the node's; the layout says so. A rank not bound shares the
 // node's CPUs with the node's other ranks, as train's own ranks would.
-StatusOr<Layout> JobRankLayout(TrainConfig* config, const std::string& launcher) {
+StatusOr<Layout> JobRankLayout(const Environment& env, TrainConfig* config, const std::string& launcher) {
   const std::vector<int> mine = UsableCpus();
   const int own = std::max<int>(1, static_cast<int>(mine.size()));
-  const char* bind = std::getenv("SLURM_CPU_BIND_TYPE");
-  const bool bound = EnvNumber("OMPI_MCA_orte_bound_at_launch") == 1 ||
-                     (bind != nullptr && *bind != '\0' && std::strstr(bind, "none") == nullptr);
+  const std::string bind = env.Get("SLURM_CPU_BIND_TYPE");
+  const bool bound = env.Number("OMPI_MCA_orte_bound_at_launch") == 1 ||
+                     (!bind.empty() && bind.find("none") == std::string::npos);
   const std::string cpus_text = (own == 1 ? "CPU " : "CPUs ") + Layout::CpuListText(mine);
   if (!bound) {
     const int64_t used = int64_t{config->dist.ranks} * config->ThreadsPerRank(own);
@@ -291,9 +263,9 @@ StatusOr<Layout> JobRankLayout(TrainConfig* config, const std::string& launcher)
 // This process's rank in the job its environment describes (OpenMPI's,
 // srun's or torchrun's variable), or -1: known even where the rest of the
 // environment is refused, to name the rank that says why.
-int RankFromEnvironment() {
+int RankFromEnvironment(const Environment& env) {
   for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "RANK"}) {
-    if (std::getenv(name) != nullptr) return EnvNumber(name);
+    if (env.Has(name)) return env.Number(name);
   }
   return -1;
 }
@@ -308,14 +280,15 @@ enum class Role {
 }  // namespace
 
 int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::string>& argv,
-             const std::string& layout_json, const TuneRequest& tune, const std::vector<std::string>& given) {
+             const std::string& layout_json, const TuneRequest& tune, const std::vector<std::string>& given,
+             const Environment& env) {
   Role role = rank >= 0 ? Role::kLaunchedRank : Role::kLauncher;
   std::string job_launcher;  // torchrun, mpirun or srun for a job's rank
   if (role == Role::kLaunchedRank) {
-    if (Status attached = AttachHeartbeat(); !attached.ok()) return Fail(attached, rank);
+    if (Status attached = AttachHeartbeat(env); !attached.ok()) return Fail(attached, rank);
   } else {
-    StatusOr<std::string> job = FromJob(&config, given, tune, &rank);
-    if (!job.ok()) return Fail(job.status(), RankFromEnvironment());
+    StatusOr<std::string> job = FromJob(env, &config, given, tune, &rank);
+    if (!job.ok()) return Fail(job.status(), RankFromEnvironment(env));
     if (!job->empty()) role = Role::kJobRank;
     job_launcher = std::move(job).value();
   }
@@ -328,27 +301,21 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
   }
   const int named_rank = std::max(rank, 0);  // the launcher's failures are said as rank 0's
   const bool backend_asked = config.dist.backend != "auto";  // else --tune may choose it
-  if (Status backend = ResolveBackend(&config, role != Role::kLauncher); !backend.ok()) {
+  if (Status backend = ResolveBackend(env, &config, role != Role::kLauncher); !backend.ok()) {
     return Fail(backend, named_rank);
   }
   // The launcher plans the layout over the CPUs it may use; a rank, pinned to
   // its own, is told it (and checks the config against the launcher's cores).
-  StatusOr<Layout> layout = Status::FailedPrecondition("no layout");
-  if (role == Role::kLaunchedRank && !layout_json.empty()) {
-    layout = Layout::FromJson(layout_json);
-    if (!layout.ok()) return Fail(layout.status(), rank);
-  } else if (role == Role::kJobRank) {
-    layout = JobRankLayout(&config, job_launcher);
-    if (!layout.ok()) return Fail(layout.status(), named_rank);
-  } else {
-    layout = PlanLayout(config, UsableCpus());
-  }
+  StatusOr<Layout> layout = role == Role::kLaunchedRank && !layout_json.empty() ? Layout::FromJson(layout_json)
+                            : role == Role::kJobRank ? JobRankLayout(env, &config, job_launcher)
+                                                     : StatusOr<Layout>(PlanLayout(config, UsableCpus()));
+  if (!layout.ok()) return Fail(layout.status(), named_rank);
   config.ResolveDefaults();
   if (Status valid = config.Validate(layout->cores); !valid.ok()) return Fail(valid, named_rank);
   config.dist.threads = layout->threads;  // what runs is what is printed
   // The db decides the input, the evaluated split and `--model auto`, the
   // same way in every process; a rank trains on what its process resolved.
-  StatusOr<ResolvedRun> resolved = ResolveRun(std::move(config));
+  StatusOr<ResolvedRun> resolved = ResolveRun(std::move(config), env);
   if (!resolved.ok()) return Fail(resolved.status(), named_rank);
   ResolvedRun run = std::move(resolved).value();
   const Manifest& manifest = run.db->manifest();
@@ -367,7 +334,7 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
   }
   if (role == Role::kLauncher && (tune.tune || tune.only)) {
     resumed.reset();  // not held by a launcher: the tuned run reads it
-    return RunTune(run.config, run.workload, tune, backend_asked, json);
+    return RunTune(run.config, run.workload, tune, backend_asked, json, env);
   }
   DirectoryLock checkpoint_lock;  // held while this process lives: the checkpoint directory is this run's
   if (answers && run.config.dist.node_rank == 0 && !run.config.checkpoint.dir.empty()) {  // rank 0's node keeps them
@@ -379,7 +346,7 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
     if (run.config.World() > 1) {
       resumed.reset();  // not held by a launcher: its ranks read it, and open the db
       run.db.reset();
-      return Launch(run.config, layout.value(), argv);
+      return Launch(run.config, layout.value(), argv, env);
     }
     rank = 0;  // one rank: the launcher trains, pinned before its thread pools start
     if (!layout->cpus.empty()) {

@@ -1,12 +1,13 @@
 // A whole `train` run from its TrainConfig: as the launcher (rank < 0) it
 // checks the config and the db, then runs the ranks (trainer/launch/launch.h) and
-// waits; as a rank it trains (trainer/loop/rank.h) and reports
+// waits; as a rank it trains (trainer/run_rank.h) and reports
 // (trainer/report/report.h). Errors are printed as one line; returns the exit status.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "base/environment.h"
 #include "trainer/config/config.h"
 
 namespace granary {
@@ -27,8 +28,10 @@ struct TuneRequest {
 // text. `layout_json`: a rank's layout, as the launcher planned it ("" in the
 // launcher, which plans it). `given`: the flags on the command line
 // ("--ranks"), which a job's shape (torchrun, mpirun, srun) must not contradict.
+// `env`: the process's environment, read once by main: every variable the
+// run reads (a job's shape, the heartbeat, the allocator's) is read from it.
 int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::string>& argv,
-             const std::string& layout_json, const TuneRequest& tune = {},
-             const std::vector<std::string>& given = {});
+             const std::string& layout_json, const TuneRequest& tune, const std::vector<std::string>& given,
+             const Environment& env);
 
 }  // namespace granary

@@ -4,7 +4,7 @@
 #include <exception>
 #include <string>
 
-#include "store/status.h"
+#include "base/status.h"
 
 namespace granary {
 
@@ -29,6 +29,17 @@ Status CatchTorch(const char* what, F&& f) {
   try {
     f();
     return Status::OK();
+  } catch (const std::exception& e) {
+    return Status::FailedPrecondition(std::string(what) + ": " + TorchMessage(e.what()));
+  }
+}
+
+// Runs f(), which returns a StatusOr; an exception becomes
+// FailedPrecondition("<what>: <TorchMessage>") in its place.
+template <typename F>
+auto CatchTorchOr(const char* what, F&& f) -> decltype(f()) {
+  try {
+    return f();
   } catch (const std::exception& e) {
     return Status::FailedPrecondition(std::string(what) + ": " + TorchMessage(e.what()));
   }

@@ -6,11 +6,13 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "store/file.h"
+#include "base/cli.h"
+#include "base/file.h"
 #include "trainer/config/choices.h"
 #include "trainer/config/config.h"
 #include "trainer/eval_only.h"
 #include "trainer/launch/heartbeat.h"
+#include "trainer/loop/rank_model.h"
 #include "trainer/run.h"
 #include "trainer/tune/tune.h"
 
@@ -209,7 +211,10 @@ int main(int argc, char** argv) {
   }
   const int code =
       eval_only ? granary::RunEvalOnly(config, json, given)
-                : granary::RunTrain(config, rank, json, args, layout, tune, given);
+                : granary::RunTrain(config, rank, json, args, layout, tune, given,
+                                     granary::Environment::OfProcess());
+  // A model's dry forward past --timeout still runs: no static destructor may run under it.
+  if (granary::DryForwardLeftRunning()) granary::ExitAtOnce(code);
   granary::HeartbeatEnd(granary::RankEnd::kExited);  // a rank's launcher: it said why, if it failed
   if (granary::Status flushed = granary::FlushStdout(); code == 0 && !flushed.ok()) {
     std::fprintf(stderr, "train: %s\n", flushed.message().c_str());

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "loader/loader.h"
-#include "store/cli.h"
-#include "store/json_text.h"
+#include "base/cli.h"
+#include "base/json_text.h"
 #include "trainer/comm/comm.h"
 #include "trainer/launch/launch.h"
 #include "trainer/launch/layout.h"
@@ -48,30 +48,30 @@ class Capture {
 };
 
 // One --tune probe: the ranks of `config` (started by this process, as a
-// run's launcher starts them), each with `args`; what rank 0 printed.
-StatusOr<ProbeOutput> RunProbe(const TrainConfig& config, const std::vector<std::string>& args) {
+// run's launcher starts them), each with `args` and `env`; what rank 0 printed.
+StatusOr<ProbeOutput> RunProbe(const TrainConfig& config, const std::vector<std::string>& args,
+                               const Environment& env) {
   Capture out, err;
   if (out.fd() < 0 || err.fd() < 0) return Status::IOError("memfd", "capture a probe's output", errno);
   const Layout layout = PlanLayout(config, UsableCpus());
-  LaunchOptions launch = RankLaunchOptions(config, layout, args, MpirunPath());
+  LaunchOptions launch = RankLaunchOptions(config, layout, args, MpirunPath(), env);
   launch.stdout_fd = out.fd();
   launch.stderr_fd = err.fd();
-  StatusOr<LaunchOutcome> outcome = LaunchRanks(launch);
-  if (!outcome.ok()) return outcome.status();
-  if (outcome->stopped_by != 0) {
-    return Status::FailedPrecondition(std::string("stopped by ") + ::strsignal(outcome->stopped_by));
+  GRANARY_ASSIGN_OR_RETURN(LaunchOutcome outcome, LaunchRanks(launch));
+  if (outcome.stopped_by != 0) {
+    return Status::FailedPrecondition(std::string("stopped by ") + ::strsignal(outcome.stopped_by));
   }
   ProbeOutput p;
-  p.exit_code = outcome->exit_code;
+  p.exit_code = outcome.exit_code;
   p.out = out.Text();
-  p.err = outcome->failure.empty() ? err.Text() : outcome->failure;
+  p.err = outcome.failure.empty() ? err.Text() : outcome.failure;
   return p;
 }
 
 }  // namespace
 
 int RunTune(const TrainConfig& config, const Workload& workload, const TuneRequest& request, bool backend_asked,
-            bool json) {
+            bool json, const Environment& env) {
   TuneOptions options;
   options.cores = UsableCpuCount();
   if (Status bounded = CheckTuneSeconds(request.seconds); !bounded.ok()) return PrintFailure("train", bounded);
@@ -98,7 +98,7 @@ int RunTune(const TrainConfig& config, const Workload& workload, const TuneReque
   options.run_probe = [&](const TrainConfig& probe, const TuneCandidate& candidate) {
     std::vector<std::string> args = ArgsFor(probe_args, candidate);
     args.insert(args.end(), {"--tune-probe", std::to_string(probe.data.probe_s), "--json"});
-    return RunProbe(probe, args);
+    return RunProbe(probe, args, env);
   };
   std::fprintf(stderr, "train: --tune: measuring layouts on %d cores, about %g s each\n", options.cores,
                request.seconds);

@@ -4,6 +4,7 @@
 // choosing is the tuner's (tune/tune.h).
 #pragma once
 
+#include "base/environment.h"
 #include "trainer/config/config.h"
 #include "trainer/config/workload.h"
 #include "trainer/run.h"
@@ -14,6 +15,6 @@ namespace granary {
 // choose). Returns an exit status (after --tune-only, or if the tuned run
 // could not start); otherwise does not return.
 int RunTune(const TrainConfig& config, const Workload& workload, const TuneRequest& request, bool backend_asked,
-            bool json);
+            bool json, const Environment& env);
 
 }  // namespace granary

@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "store/file.h"
-#include "store/json_text.h"
+#include "base/file.h"
+#include "base/json_text.h"
 #include "tests/test_util.h"
 
 namespace granary {

@@ -171,7 +171,7 @@ TEST_F(EndToEnd, ALyingManifestEndsEveryToolWithOneLine) {
 
 // Names are bytes. A RAW path, db path, class name or rejected
 // file name that is not UTF-8 (or holds a newline) never aborts a tool; JSON
-// output stores it losslessly (store/json_text.h) and messages stay one line.
+// output stores it losslessly (base/json_text.h) and messages stay one line.
 TEST_F(EndToEnd, NamesThatAreNotUtf8NeverAbortAndComeBackExactly) {
   const std::string raw = dir_.Sub("raw\xff");
   fs::create_directory(raw);

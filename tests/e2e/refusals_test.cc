@@ -143,7 +143,7 @@ TEST_F(Refusals, ModelsThatCannotTrainAreNamedBeforeAnyRankStarts) {
                 .exit_code,
             0);
   ExpectOneLineError(RunCommand(train_ + "--ranks 2 --model " + dir_.Sub("q.int8.pt"), dir_),
-                     "q.int8.pt: has no trainable parameters (an INT8 model? evaluate it with --eval-only)");
+                     "q.int8.pt: has no trainable parameters (a model saved for inference only? run it with --eval-only)");
   EXPECT_EQ(RunCommand("pgrep -f -- 'q.int8.pt --[l]ayout'", dir_).out, "");  // no rank was started
   // --quantize with random batches wrote nothing and said nothing; a flag for a feature that is off.
   ExpectOneLineError(RunCommand(train_ + "--quantize int8 --synthetic --save " + dir_.Sub("s.pt"), dir_),

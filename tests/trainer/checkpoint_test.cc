@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "store/file.h"
+#include "base/file.h"
 #include "tests/test_util.h"
 #include "trainer/models/registry.h"
 #include "trainer/optim/optimizer.h"

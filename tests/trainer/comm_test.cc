@@ -18,6 +18,16 @@
 namespace granary {
 namespace {
 
+// Whether MPI_Init would join a job is the environment's question alone: a
+// test gives the environment, no setenv.
+TEST(Comm, AnMpiJobIsKnownByItsLaunchersVariables) {
+  EXPECT_FALSE(StartedByMpiLauncher(Environment()));
+  EXPECT_FALSE(StartedByMpiLauncher(Environment().With("SLURM_PROCID", "0")));  // a batch script, not a task
+  EXPECT_TRUE(StartedByMpiLauncher(Environment().With("OMPI_COMM_WORLD_SIZE", "2")));
+  EXPECT_TRUE(StartedByMpiLauncher(Environment().With("PMIX_RANK", "1")));
+  EXPECT_TRUE(StartedByMpiLauncher(Environment().With("PMI_RANK", "0")));
+}
+
 TEST(Comm, AllReduceMeanAveragesEveryTensorOverRanks) {
   std::vector<torch::Tensor> out(2);
   OnTwoRanks([&](Comm& comm) {

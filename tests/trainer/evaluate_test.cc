@@ -1,6 +1,6 @@
 // Evaluation reads a split once, shares it between ranks, and hands back
 // what it skipped for the caller to report (the observer, in training).
-#include "trainer/loop/evaluate.h"
+#include "trainer/eval/evaluate.h"
 
 #include <gtest/gtest.h>
 

@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   o.rank = std::atoi(rank);
   o.world = std::atoi(world);
   o.timeout_s = 60;
+  o.mpi_job = granary::StartedByMpiLauncher(granary::Environment::OfProcess());
   torch::set_num_threads(1);
   granary::StatusOr<std::unique_ptr<granary::Comm>> created = granary::Comm::Create(o);
   ExitUnlessOk(created.status());

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/trainer/models_util.h"
-#include "trainer/loop/pruner.h"
+#include "trainer/features/prune/pruner.h"
 #include "trainer/models/script.h"
 
 namespace granary {

@@ -8,11 +8,11 @@ import subprocess
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/drill_cases/..
-PREP = os.path.join(ROOT, "build/preprocess/prep")
-TRAIN = os.path.join(ROOT, "build/trainer/train")
-LOADER = os.path.join(ROOT, "build/loader/loader")
-FASHION = "/usr/share/datasets/fashion-mnist"
+import benchlib
+
+# The cases take these from here.
+FASHION, PREP, ROOT, TRAIN, free_port = benchlib.FASHION, benchlib.PREP, benchlib.ROOT, benchlib.TRAIN, benchlib.free_port
+LOADER = benchlib.program("loader")
 
 
 def own_peak_rss_mib():
@@ -41,15 +41,22 @@ def run(args, stdin=subprocess.DEVNULL, timeout=600):
         return code, out.read(), err.read(), usage.ru_maxrss / 1024, seconds
 
 
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def sh(script):
     return ["/bin/sh", "-c", script]
+
+
+def wait_for_step_sh(metrics, seconds=60):
+    """Shell that waits, at most `seconds`, until a run's --metrics file
+    holds its first step (as the e2e tests' WaitForFirstStep): the run is
+    then training, its ranks started, whatever the machine's speed."""
+    return f"for i in $(seq {seconds * 10}); do grep -q step {metrics} 2>/dev/null && break; sleep 0.1; done; "
+
+
+def wait_until_none_sh(pattern, seconds=10):
+    """Shell that waits, at most `seconds`, until no process's command line
+    matches `pattern` (pgrep -f), then leaves their count in $n."""
+    return (f"for i in $(seq {seconds * 10}); do n=$(pgrep -c -f {pattern}); test $n -eq 0 && break; sleep 0.1; "
+            f"done; ")
 
 
 def fashion_copy(path, files=("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz")):

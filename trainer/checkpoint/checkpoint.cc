@@ -12,8 +12,8 @@
 #include <random>
 #include <sstream>
 
-#include "store/file.h"
-#include "store/json_text.h"
+#include "base/file.h"
+#include "base/json_text.h"
 #include "store/manifest.h"
 #include "trainer/torch_guard.h"
 
@@ -308,9 +308,8 @@ std::string UtcNow() {
 
 Status WriteCheckpoint(const std::string& dir, const CheckpointHeader& header, const torch::nn::Module& model,
                        const torch::optim::Optimizer& optimizer, int keep, const SavedCompression& compression) {
-  StatusOr<std::string> file = CheckpointFile(header, model, optimizer, compression);
-  if (!file.ok()) return file.status();
-  return StoreCheckpointFile(dir, header.run, header.at.global_step, file.value(), keep);
+  GRANARY_ASSIGN_OR_RETURN(std::string file, CheckpointFile(header, model, optimizer, compression));
+  return StoreCheckpointFile(dir, header.run, header.at.global_step, file, keep);
 }
 
 // Only a run that is ending by another error gets here with a write in
@@ -392,9 +391,8 @@ StatusOr<std::string> LatestCheckpoint(const std::string& dir) {
 StatusOr<Checkpoint> ResolveResume(const std::string& db_content_hash, TrainConfig* config) {
   std::string& resume = config->checkpoint.resume;
   if (resume == "latest") {
-    StatusOr<std::string> latest = LatestCheckpoint(config->checkpoint.dir);
-    if (!latest.ok()) return latest.status();
-    resume = latest.value();
+    GRANARY_ASSIGN_OR_RETURN(std::string latest, LatestCheckpoint(config->checkpoint.dir));
+    resume = latest;
   }
   StatusOr<Checkpoint> c = ReadCheckpoint(resume);
   if (!c.ok()) return c.status().WithContext("--resume");

@@ -22,8 +22,8 @@
 #include <utility>
 #include <vector>
 
-#include "store/file.h"
-#include "store/status.h"
+#include "base/file.h"
+#include "base/status.h"
 #include "trainer/config/config.h"
 
 namespace granary {

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "trainer/clock.h"
 #include "trainer/comm/comm.h"
 
 namespace granary {
@@ -16,7 +17,7 @@ Status AfterBackwardSync::FinishStep() {
   for (const torch::Tensor& p : params_) grads_.push_back(p.grad());
   const auto start = std::chrono::steady_clock::now();
   Status s = comm_.AllReduceMean(grads_);
-  blocked_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  blocked_seconds_ += SecondsSince(start);
   return s;
 }
 

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "trainer/clock.h"
 #include "trainer/torch_guard.h"
 
 namespace granary {
@@ -218,7 +219,7 @@ Status BucketedSync::FinishStep() {
     b->reduce.reset();
     if (status.ok()) status = waited;
   }
-  blocked_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  blocked_seconds_ += SecondsSince(start);
   GRANARY_RETURN_IF_ERROR(status);
   return CatchTorch("bucketed sync: gradients", [&] {
     torch::NoGradGuard no_grad;

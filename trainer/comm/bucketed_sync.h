@@ -16,7 +16,7 @@
 #include <memory>
 #include <vector>
 
-#include "store/status.h"
+#include "base/status.h"
 #include "trainer/comm/comm.h"
 #include "trainer/comm/gradient_sync.h"
 

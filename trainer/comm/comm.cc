@@ -4,7 +4,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "store/json_text.h"
+#include "base/json_text.h"
 #include "trainer/comm/comm_backend.h"
 #include "trainer/torch_guard.h"
 
@@ -53,12 +53,12 @@ Comm::~Comm() = default;
 int Comm::rank() const { return impl_->options.rank; }
 int Comm::world() const { return impl_->options.world; }
 
-bool StartedByMpiLauncher() {
+bool StartedByMpiLauncher(const Environment& env) {
   // mpirun (ORTE) sets OMPI_COMM_WORLD_*; srun's PMI and PMIx plugins set
   // PMI_RANK or PMIX_RANK in each task (SLURM_PROCID alone is also set in a
   // batch script, which is no MPI job).
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
-    if (std::getenv(name) != nullptr) return true;
+    if (env.Has(name)) return true;
   }
   return false;
 }

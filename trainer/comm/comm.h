@@ -22,7 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "store/status.h"
+#include "base/environment.h"
+#include "base/status.h"
 
 namespace granary {
 
@@ -44,15 +45,20 @@ struct CommOptions {
   // ends the rendezvous on every rank, naming the member and both values.
   std::string recipe = "{}";
   std::string backend = "gloo";  // or "mpi" (CommHasMpi)
+  // From the process's environment (StartedByMpiLauncher and the variables
+  // below), so a backend reads no environment of its own.
+  bool mpi_job = false;             // an MPI launcher started this process: MPI_Init joins its job
+  std::string gloo_socket_ifname;   // GLOO_SOCKET_IFNAME
+  bool agent_store = false;         // TORCHELASTIC_USE_AGENT_STORE=True: torchrun's agent serves the TCPStore
 };
 
 // Whether this build has the MPI backend (CMake found MPI; defined in
 // mpi_comm.cc or no_mpi_comm.cc), and the mpirun it came with ("" without).
 bool CommHasMpi();
 std::string MpirunPath();
-// Whether an MPI launcher (mpirun, or srun with PMI/PMIx) started this
-// process, so that MPI_Init joins its job.
-bool StartedByMpiLauncher();
+// Whether an MPI launcher (mpirun, or srun with PMI/PMIx) started the
+// process whose environment `env` is, so that MPI_Init joins its job.
+bool StartedByMpiLauncher(const Environment& env);
 
 // A collective started and not yet waited for (Comm::AllReduceSumAsync, AllGatherAsync).
 class PendingCollective {

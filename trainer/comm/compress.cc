@@ -68,10 +68,9 @@ class Fp16 : public BucketCompression {
                                                      const std::vector<std::vector<int64_t>>&) override {
     torch::Tensor half;
     GRANARY_RETURN_IF_ERROR(CatchTorch("--sync-compress fp16", [&] { half = flat.to(torch::kHalf); }));
-    StatusOr<std::unique_ptr<PendingCollective>> reduce = comm_.AllReduceSumAsync(half);
-    if (!reduce.ok()) return reduce.status();
+    GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<PendingCollective> reduce, comm_.AllReduceSumAsync(half));
     const double world = comm_.world();
-    return Then(std::move(reduce).value(), [flat, half, world] {
+    return Then(std::move(reduce), [flat, half, world] {
       return CatchTorch("--sync-compress fp16", [&] {
         torch::Tensor mean = flat;  // written in float32 as it is divided: one pass
         torch::div_out(mean, half, torch::scalar_tensor(world));
@@ -92,9 +91,8 @@ class Bf16 : public BucketCompression {
     GRANARY_RETURN_IF_ERROR(
         CatchTorch("--sync-compress bf16", [&] { bits = flat.to(torch::kBFloat16).view(torch::kHalf); }));
     auto gathered = std::make_shared<std::vector<torch::Tensor>>();
-    StatusOr<std::unique_ptr<PendingCollective>> reduce = comm_.AllGatherAsync(bits, gathered.get());
-    if (!reduce.ok()) return reduce.status();
-    return Then(std::move(reduce).value(), [flat, bits, gathered] {
+    GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<PendingCollective> reduce, comm_.AllGatherAsync(bits, gathered.get()));
+    return Then(std::move(reduce), [flat, bits, gathered] {
       return CatchTorch("--sync-compress bf16", [&] {
         // Widened as they are added (no float32 copies of the parts): the
         // same sums, three passes over the bucket instead of six.
@@ -135,9 +133,8 @@ class PowerSgd : public BucketCompression {
     auto step = std::make_shared<InFlight>();
     GRANARY_RETURN_IF_ERROR(
         CatchTorch("--sync-compress powersgd", [&] { Compress(s, flat, *step); }));
-    StatusOr<std::unique_ptr<PendingCollective>> reduce = comm_.AllReduceSumAsync(step->first);
-    if (!reduce.ok()) return reduce.status();
-    return Then(std::move(reduce).value(), [this, &s, flat, step] { return Finish(s, flat, *step); });
+    GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<PendingCollective> reduce, comm_.AllReduceSumAsync(step->first));
+    return Then(std::move(reduce), [this, &s, flat, step] { return Finish(s, flat, *step); });
   }
 
   CompressionState SaveState() const override {

@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "store/status.h"
+#include "base/status.h"
 #include "trainer/config/choices.h"
 #include "trainer/comm/comm.h"
 
@@ -62,8 +62,10 @@ class BucketCompression {
   // The state after the last Wait(), copied.
   virtual CompressionState SaveState() const { return {}; }
   // Before the first Start: continue from `state`, SaveState's of a run with
-  // the same method, options and buckets. InvalidArgument if it does not fit
-  // (checked as each bucket first needs it).
+  // the same method, options and buckets. InvalidArgument here if the method
+  // keeps no state and `state` is not empty; whether each bucket's state
+  // fits is checked as the bucket first needs it: that Start returns
+  // FailedPrecondition naming the bucket and the part that does not fit.
   virtual Status LoadState(const CompressionState& state);
 };
 

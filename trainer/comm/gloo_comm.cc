@@ -1,15 +1,14 @@
 // The Gloo backend (comm_backend.h): a TCPStore or FileStore rendezvous, the
 // ranks' beats in the TCPStore (comm.h), and ProcessGroupGloo's collectives.
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <future>
-#include <mutex>
 #include <thread>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "base/mutex.h"
 #include "trainer/comm/comm_backend.h"
 #include "trainer/comm/gloo_device.h"
 #include "trainer/launch/heartbeat.h"
@@ -32,10 +31,14 @@ class Liveness {
     std::thread([where = where_, beats = beats_] { Beat(*where, *beats); }).detach();
   }
   ~Liveness() {
-    std::unique_lock<std::mutex> lock(beats_->mutex);
-    beats_->stop = true;
-    beats_->wake.notify_all();
-    beats_->wake.wait_for(lock, std::chrono::milliseconds(200), [&] { return beats_->ended; });
+    Beats& beats = *beats_;
+    MutexLock lock(&beats.mutex);
+    beats.stop = true;
+    beats.wake.NotifyAll();
+    beats.wake.WaitFor(beats.mutex, std::chrono::milliseconds(200), [&] {
+      beats.mutex.AssertHeld();
+      return beats.ended;
+    });
   }
 
   // `failed` (a collective's error) prefixed with the ranks that have stopped
@@ -71,9 +74,10 @@ class Liveness {
     uint16_t port;
   };
   struct Beats {
-    std::mutex mutex;
-    std::condition_variable wake;
-    bool stop = false, ended = false;
+    Mutex mutex;
+    CondVar wake;
+    bool stop GRANARY_GUARDED_BY(mutex) = false;
+    bool ended GRANARY_GUARDED_BY(mutex) = false;
   };
 
   static std::string Key(int rank) { return "granary/alive/" + std::to_string(rank); }
@@ -86,22 +90,29 @@ class Liveness {
     return std::make_unique<c10d::TCPStore>(where.options.host, o);
   }
 
-  static void Beat(const Where& where, Beats& beats) {
+  static void Beat(const Where& where, Beats& beats) GRANARY_EXCLUDES(beats.mutex) {
     std::unique_ptr<c10d::TCPStore> store;
-    std::unique_lock<std::mutex> lock(beats.mutex);
-    while (!beats.stop) {
-      lock.unlock();
+    auto stopped = [&] {
+      beats.mutex.AssertHeld();
+      return beats.stop;
+    };
+    for (;;) {
+      {
+        MutexLock lock(&beats.mutex);
+        if (stopped()) break;
+      }
       try {
         if (!store) store = Connect(where);
         store->add(Key(where.options.rank), 1);
       } catch (const std::exception&) {
         store.reset();  // reconnect at the next beat (the store's end, or a link down)
       }
-      lock.lock();
-      beats.wake.wait_for(lock, kBeat, [&] { return beats.stop; });
+      MutexLock lock(&beats.mutex);
+      if (beats.wake.WaitFor(beats.mutex, kBeat, stopped)) break;
     }
+    MutexLock lock(&beats.mutex);
     beats.ended = true;
-    beats.wake.notify_all();
+    beats.wake.NotifyAll();
   }
 
   // The other ranks whose counts did not move in kLostAfter; throws if the
@@ -254,9 +265,7 @@ StatusOr<std::unique_ptr<CommBackend>> CreateGlooBackend(const CommOptions& opti
   const std::string where = file ? "rendezvous through " + options.store_file
                                  : "rendezvous with " + options.host + ":" + std::to_string(options.port);
   // Chosen before the rendezvous, so that an address no other node can reach is refused first.
-  const char* env_iface = std::getenv("GLOO_SOCKET_IFNAME");
-  StatusOr<GlooDevice> device = ChooseGlooDevice(file ? "" : options.host, options.iface,
-                                                 env_iface != nullptr ? env_iface : "");
+  StatusOr<GlooDevice> device = ChooseGlooDevice(file ? "" : options.host, options.iface, options.gloo_socket_ifname);
   if (!device.ok()) return device.status().WithContext("rank " + std::to_string(options.rank));
   WaitingForPeers waiting;
   Status agreed;
@@ -268,8 +277,7 @@ StatusOr<std::unique_ptr<CommBackend>> CreateGlooBackend(const CommOptions& opti
       c10d::TCPStoreOptions store_options;
       store_options.port = static_cast<uint16_t>(options.port);
       // Under torchrun the agent serves the store (TORCHELASTIC_USE_AGENT_STORE).
-      const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
-      store_options.isServer = options.rank == 0 && !(agent_store != nullptr && std::string(agent_store) == "True");
+      store_options.isServer = options.rank == 0 && !options.agent_store;
       store_options.numWorkers = options.world;
       store_options.waitWorkers = true;
       store_options.timeout = std::chrono::seconds(options.timeout_s);

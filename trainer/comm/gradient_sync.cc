@@ -43,9 +43,8 @@ StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(const std::string& me
   if (compress.method != "none" && method != "bucketed") {
     return Status::InvalidArgument("--sync-compress " + compress.method + " needs --sync bucketed");
   }
-  StatusOr<std::unique_ptr<BucketCompression>> compression = CreateBucketCompression(compress, comm);
-  if (!compression.ok()) return compression.status();
-  return m->create(comm, bucket_bytes, std::move(compression).value());
+  GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<BucketCompression> compression, CreateBucketCompression(compress, comm));
+  return m->create(comm, bucket_bytes, std::move(compression));
 }
 
 bool IsKnownGradientSync(const std::string& method) { return FindByName(kSyncMethods, method) != nullptr; }

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "store/status.h"
+#include "base/status.h"
 #include "trainer/config/choices.h"
 #include "trainer/comm/compress.h"
 

@@ -31,7 +31,7 @@
 #include <thread>
 #include <utility>
 
-#include "store/mutex.h"
+#include "base/mutex.h"
 #include "trainer/comm/comm_backend.h"
 #include "trainer/launch/heartbeat.h"
 #include "trainer/torch_guard.h"
@@ -92,9 +92,9 @@ class MpiThread {
   };
 
  private:
-  // The sleep between tests while no one waits. Sleeps of 20, 50 or 1,000
-  // us, or spinning through a collective's first 2 or 5 ms, trained at the
-  // same samples/s as 200 us within the machine's noise (docs/BENCHMARKS.md).
+  // The sleep between tests while no one waits: shorter or longer sleeps,
+  // or spinning through a collective's first milliseconds, trained no
+  // faster (docs/BENCHMARKS.md).
   static constexpr std::chrono::microseconds kNap{200};
 
   MpiThread() { std::thread([this] { Loop(); }).detach(); }
@@ -150,11 +150,11 @@ int MpiInit() {
   MPI_Finalized(&finalized);
   if (finalized) return MPI_ERR_OTHER;
   if (!initialized) {
-    // The ring, unless the user set an algorithm. OpenMPI 4.1's blocking
-    // all-reduce of large buffers is Rabenseifner's, which here took 14x the
-    // ring's time for 50 MiB between 2 ranks (145 vs 10 ms); its
-    // non-blocking one (libnbc, the one used) defaults to a binomial tree,
-    // 2.6x the ring's time for 12.5 MiB (6.5 vs 2.5 ms, tools/bench_comm).
+    // The ring, unless the user set an algorithm: OpenMPI 4.1's blocking
+    // all-reduce of large buffers is Rabenseifner's, and its non-blocking one
+    // (libnbc, the one used) defaults to a binomial tree, both far slower
+    // than the ring between ranks on one machine (docs/BENCHMARKS.md,
+    // "Backends", measured with tools/bench_comm).
     ::setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", /*overwrite=*/0);
     ::setenv("OMPI_MCA_coll_tuned_allreduce_algorithm", "4", /*overwrite=*/0);
     ::setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", /*overwrite=*/0);
@@ -283,20 +283,19 @@ class MpiBackend : public CommBackend {
   }
 
   Status AllReduceSum(torch::Tensor& tensor) override {
-    StatusOr<std::unique_ptr<PendingCollective>> pending = AllReduceSumAsync(tensor);
-    if (!pending.ok()) return pending.status();
-    return pending.value()->Wait();
+    GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<PendingCollective> pending, AllReduceSumAsync(tensor));
+    return pending->Wait();
   }
 
   StatusOr<std::unique_ptr<PendingCollective>> AllReduceSumAsync(const torch::Tensor& tensor) override {
-    StatusOr<Wire> wire = WireOf(tensor, "all-reduce");
-    if (!wire.ok()) return wire.status();
-    // In slices of at most kSliceBytes: libnbc's ring took 1.8x the time
-    // of 16 MiB slices for 50 and for 100 MiB (tools/bench_comm_rank).
+    GRANARY_ASSIGN_OR_RETURN(Wire wire, WireOf(tensor, "all-reduce"));
+    // In slices of at most kSliceBytes: libnbc's ring is slower on one piece
+    // of 50 MiB or more than on 16 MiB slices (docs/BENCHMARKS.md, the
+    // libnbc table; tools/bench_comm_rank).
     const int64_t slice = std::max<int64_t>(1, kSliceBytes / static_cast<int64_t>(tensor.element_size()));
     const int64_t count = tensor.numel();
     // The op holds the tensor: its storage lives until the MPI thread is done with it.
-    return Pending(MpiThread::Get().Post([tensor, count, slice, type = wire->type, op = wire->sum] {
+    return Pending(MpiThread::Get().Post([tensor, count, slice, type = wire.type, op = wire.sum] {
       char* data = static_cast<char*>(tensor.data_ptr());
       for (int64_t first = 0; first < count; first += slice) {
         const int n = static_cast<int>(std::min(slice, count - first));
@@ -312,15 +311,14 @@ class MpiBackend : public CommBackend {
 
   StatusOr<std::unique_ptr<PendingCollective>> AllGatherAsync(const torch::Tensor& input,
                                                               std::vector<torch::Tensor>* outputs) override {
-    StatusOr<Wire> wire = WireOf(input, "all-gather");
-    if (!wire.ok()) return wire.status();
+    GRANARY_ASSIGN_OR_RETURN(Wire wire, WireOf(input, "all-gather"));
     torch::Tensor all;
     GRANARY_RETURN_IF_ERROR(CatchTorch("all-gather", [&] {
       all = torch::empty({options_.world, input.numel()}, input.options());
       for (int r = 0; r < options_.world; ++r) outputs->push_back(all[r].view(input.sizes()));
     }));
     const int count = static_cast<int>(input.numel());
-    return Pending(MpiThread::Get().Post([input, all, count, type = wire->type] {
+    return Pending(MpiThread::Get().Post([input, all, count, type = wire.type] {
       return NonBlocking([&](MPI_Request* request) {
         return MPI_Iallgather(input.data_ptr(), count, type, all.data_ptr(), count, type, MPI_COMM_WORLD, request);
       });
@@ -328,10 +326,9 @@ class MpiBackend : public CommBackend {
   }
 
   Status Broadcast(torch::Tensor& tensor) override {
-    StatusOr<Wire> wire = WireOf(tensor, "broadcast");
-    if (!wire.ok()) return wire.status();
+    GRANARY_ASSIGN_OR_RETURN(Wire wire, WireOf(tensor, "broadcast"));
     const int count = static_cast<int>(tensor.numel());
-    return Pending(MpiThread::Get().Post([tensor, count, type = wire->type] {
+    return Pending(MpiThread::Get().Post([tensor, count, type = wire.type] {
       return NonBlocking([&](MPI_Request* request) {
         return MPI_Ibcast(tensor.data_ptr(), count, type, 0, MPI_COMM_WORLD, request);
       });
@@ -359,7 +356,7 @@ bool CommHasMpi() { return true; }
 std::string MpirunPath() { return GRANARY_MPIRUN; }
 
 StatusOr<std::unique_ptr<CommBackend>> CreateMpiBackend(const CommOptions& options) {
-  if (!StartedByMpiLauncher()) {
+  if (!options.mpi_job) {
     return Status::FailedPrecondition("--backend mpi: this process was not started by mpirun or srun (" +
                                       std::to_string(options.world) + " ranks in all)");
   }

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "store/status.h"
+#include "base/status.h"
 
 namespace granary {
 
@@ -68,7 +68,7 @@ struct OptimConfig {
   int64_t base_batch = 256;
   double label_smoothing = 0;
   // Stop after the first evaluation at or above this test accuracy, in
-  // (0, 1]; 0: train every epoch (trainer/loop/target_accuracy.h).
+  // (0, 1]; 0: train every epoch (trainer/features/stop_at_accuracy/target_accuracy.h).
   double stop_at_accuracy = 0;
 };
 
@@ -104,11 +104,11 @@ struct DistConfig {
 };
 
 // Lighter models (docs/CPU_TRAINING.md): INT8 quantization after training
-// (trainer/loop/int8_export.h) and structured pruning during it.
+// (trainer/features/int8/int8_export.h) and structured pruning during it.
 struct ShrinkConfig {
   std::string quantize = "none";  // or "int8": post-training, writes FILE.int8.pt beside --save FILE.pt
   int calibration_batches = 32;   // training batches (a rank's) the activation ranges are observed on
-  // Structured pruning (trainer/loop/pruner.h): this fraction of each
+  // Structured pruning (trainer/features/prune/pruner.h): this fraction of each
   // prunable layer's channels removed by the end of epoch B of prune_epochs
   // "A-B" (1-based; "" for the first half of the run); 0: none.
   double prune = 0;

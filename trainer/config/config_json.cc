@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "store/json_text.h"
+#include "base/json_text.h"
 
 namespace granary {
 

@@ -46,9 +46,8 @@ std::string AutoModel(InputKind kind, const Shape& input_shape) {
 StatusOr<Workload> ResolveWorkload(const Manifest& manifest, const std::string& db, TrainConfig* config) {
   const Schema& schema = manifest.schema;
   Workload w;
-  StatusOr<BatchFields> fields = ChooseBatchFields(manifest, db, config->data.input_field);
-  if (!fields.ok()) return fields.status();
-  w.target_field = fields->target;
+  GRANARY_ASSIGN_OR_RETURN(BatchFields fields, ChooseBatchFields(manifest, db, config->data.input_field));
+  w.target_field = fields.target;
   const FieldSpec& target = schema.fields[schema.FieldIndex(w.target_field)];
   if (!target.shape.empty() || !IsInteger(target.dtype)) {
     return Status::InvalidArgument(db + ": label field '" + target.name + "' is " + DTypeName(target.dtype) + " " +
@@ -60,7 +59,7 @@ StatusOr<Workload> ResolveWorkload(const Manifest& manifest, const std::string& 
   }
 
   DataConfig& d = config->data;
-  d.input_field = fields->input;
+  d.input_field = fields.input;
   const int index = schema.FieldIndex(d.input_field);
   const FieldSpec& input = schema.fields[index];
   w.input_field = input.name;

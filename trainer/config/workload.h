@@ -8,7 +8,7 @@
 #include <string>
 
 #include "store/manifest.h"
-#include "store/status.h"
+#include "base/status.h"
 #include "trainer/config/config.h"
 
 namespace granary {

@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <ctime>
 
-#include "store/file.h"
+#include "base/file.h"
 
 namespace granary {
 namespace {
@@ -111,10 +111,9 @@ RankPulse HeartbeatBoard::Read(int slot) const {
   return p;
 }
 
-Status AttachHeartbeat() {
-  const char* value = std::getenv("GRANARY_HEARTBEAT");
-  if (value == nullptr || own_slot != nullptr) return Status::OK();
-  const std::string v = value;
+Status AttachHeartbeat(const Environment& env) {
+  if (!env.Has("GRANARY_HEARTBEAT") || own_slot != nullptr) return Status::OK();
+  const std::string v = env.Get("GRANARY_HEARTBEAT");
   int fd = -1, slot = -1;
   const size_t colon = v.rfind(':');
   const std::string board = v.substr(0, colon);

@@ -9,7 +9,8 @@
 #include <cstdint>
 #include <string>
 
-#include "store/status.h"
+#include "base/environment.h"
+#include "base/status.h"
 
 namespace granary {
 
@@ -53,9 +54,9 @@ class HeartbeatBoard {
   int ranks_ = 0;
 };
 
-// The rank's side. AttachHeartbeat reads GRANARY_HEARTBEAT once, at start,
+// The rank's side. AttachHeartbeat reads GRANARY_HEARTBEAT of `env` once, at start,
 // from the main thread; the others may be called from any thread.
-Status AttachHeartbeat();
+Status AttachHeartbeat(const Environment& env);
 void HeartbeatBeat();              // a sign of life (an evaluation batch, ...)
 void HeartbeatStep(int64_t step);  // an optimizer step taken
 // How this rank is ending (async-signal-safe: a signal handler may call it);

@@ -92,8 +92,7 @@ RankExec PrepareRank(const LaunchOptions& o, const HeartbeatBoard& board, int re
   // GRANARY_HEARTBEAT in the user's environment included).
   std::vector<std::string> own = o.env;
   own.push_back(board.Environment(rank));
-  for (char** v = environ; *v != nullptr; ++v) {
-    const std::string var = *v;
+  for (const std::string& var : o.parent.Entries()) {
     const std::string name = var.substr(0, var.find('=') + 1);
     const bool replaced = std::any_of(own.begin(), own.end(),
                                       [&](const std::string& s) { return s.compare(0, name.size(), name) == 0; });
@@ -136,7 +135,7 @@ RankExec PrepareMpirun(const LaunchOptions& o, const HeartbeatBoard& board, cons
     mca.insert(mca.end(), {{"btl_vader_backing_directory", session_dir}, {"orte_tmpdir_base", session_dir}});
   }
   for (const auto& [name, value] : mca) {
-    if (std::getenv(("OMPI_MCA_" + name).c_str()) == nullptr) {
+    if (!o.parent.Has("OMPI_MCA_" + name)) {
       e.args.insert(e.args.end(), {"--mca", name, value});
     }
   }
@@ -152,7 +151,8 @@ RankExec PrepareMpirun(const LaunchOptions& o, const HeartbeatBoard& board, cons
   }
   for (std::string& a : e.args) e.argv.push_back(a.data());
   e.argv.push_back(nullptr);
-  for (char** v = environ; *v != nullptr; ++v) e.envp.push_back(*v);
+  e.env = o.parent.Entries();
+  for (std::string& v : e.env) e.envp.push_back(v.data());
   e.envp.push_back(nullptr);
   CPU_ZERO(&e.cpus);
   return e;
@@ -475,9 +475,8 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
     session.Create();
     const int out = o.stdout_fd >= 0 ? o.stdout_fd : STDOUT_FILENO;
     const int err = o.stderr_fd >= 0 ? o.stderr_fd : STDERR_FILENO;
-    StatusOr<std::unique_ptr<OutputRelay>> made = OutputRelay::Create(out, err, /*mpirun=*/true);
-    if (!made.ok()) return made.status();
-    relay = std::move(made).value();
+    GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<OutputRelay> made, OutputRelay::Create(out, err, /*mpirun=*/true));
+    relay = std::move(made);
   }
   GRANARY_RETURN_IF_ERROR(
       StartProcesses(o, board.value(), rendezvous.fd, session.path(), relay.get(), guard.saved(), &ranks));
@@ -556,7 +555,7 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
 }
 
 LaunchOptions RankLaunchOptions(const TrainConfig& config, const Layout& layout, const std::vector<std::string>& argv,
-                                const std::string& mpirun) {
+                                const std::string& mpirun, const Environment& env) {
   LaunchOptions launch;
   launch.args = argv;
   launch.args.insert(launch.args.end(), {"--layout", layout.ToJson()});
@@ -571,7 +570,8 @@ LaunchOptions RankLaunchOptions(const TrainConfig& config, const Layout& layout,
   if (config.dist.backend == "mpi") launch.mpirun = mpirun;
   // c10d logs through glog to stderr what the rank's own line says again (a
   // rendezvous that timed out, ...); a GLOG_minloglevel of the user's wins.
-  if (std::getenv("GLOG_minloglevel") == nullptr) launch.env.push_back("GLOG_minloglevel=3");
+  launch.parent = env;
+  if (!env.Has("GLOG_minloglevel")) launch.env.push_back("GLOG_minloglevel=3");
   return launch;
 }
 

@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "store/status.h"
+#include "base/environment.h"
+#include "base/status.h"
 #include "trainer/config/config.h"
 #include "trainer/launch/layout.h"
 
@@ -28,7 +29,10 @@ struct LaunchOptions {
   int port = 0;
   // Rank r runs on cpus[r] only, when given (one entry per rank).
   std::vector<std::vector<int>> cpus;
-  // "NAME=value" set in every rank's environment, over the launcher's.
+  // The launcher's environment, which every rank inherits (this process's
+  // unless a caller gives another), and "NAME=value" set in every rank's
+  // over it.
+  Environment parent = Environment::OfProcess();
   std::vector<std::string> env;
   // After a rank fails or the launcher is told to stop, the other ranks get
   // SIGTERM, and SIGKILL if they are still running this much later.
@@ -71,8 +75,8 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& options);
 
 // How the ranks of `config` laid out as `layout` are started, each with
 // `argv` (plus "--layout JSON"); `mpirun`: the mpirun of a run over MPI
-// (--backend mpi), unused otherwise.
+// (--backend mpi), unused otherwise; `env`: the launcher's environment.
 LaunchOptions RankLaunchOptions(const TrainConfig& config, const Layout& layout, const std::vector<std::string>& argv,
-                                const std::string& mpirun);
+                                const std::string& mpirun, const Environment& env);
 
 }  // namespace granary

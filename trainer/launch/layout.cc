@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
-#include "store/json_text.h"
+#include "base/json_text.h"
 
 namespace granary {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "store/status.h"
+#include "base/status.h"
 #include "trainer/config/config.h"
 
 namespace granary {

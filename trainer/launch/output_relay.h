@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "store/status.h"
+#include "base/status.h"
 
 namespace granary {
 

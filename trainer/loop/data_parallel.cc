@@ -4,7 +4,7 @@
 
 namespace granary {
 
-StatusOr<DataParallel> DataParallel::Join(const TrainConfig& c, int rank, Classifier& net,
+StatusOr<DataParallel> DataParallel::Join(const TrainConfig& c, const Environment& env, int rank, Classifier& net,
                                           const std::string& recipe) {
   CommOptions co;
   co.rank = rank;
@@ -17,6 +17,9 @@ StatusOr<DataParallel> DataParallel::Join(const TrainConfig& c, int rank, Classi
   co.ranks_per_node = c.dist.ranks;
   co.recipe = recipe;
   co.backend = c.dist.backend;  // resolved by RunTrain: gloo or mpi
+  co.mpi_job = StartedByMpiLauncher(env);
+  co.gloo_socket_ifname = env.Get("GLOO_SOCKET_IFNAME");
+  co.agent_store = env.Get("TORCHELASTIC_USE_AGENT_STORE") == "True";
   DataParallel dp;
   StatusOr<std::unique_ptr<Comm>> comm = Comm::Create(co);
   if (!comm.ok()) return comm.status();

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "store/status.h"
+#include "base/status.h"
 #include "trainer/config/config.h"
 #include "trainer/comm/comm.h"
 #include "trainer/comm/gradient_sync.h"
@@ -28,8 +28,10 @@ struct DataParallel {
   std::vector<torch::Tensor> buffers;
   bool compressed = false;  // --sync-compress other than none
 
-  // `recipe`: what every rank must agree on (RecipeJson), checked at rendezvous.
-  static StatusOr<DataParallel> Join(const TrainConfig& c, int rank, Classifier& net, const std::string& recipe);
+  // `recipe`: what every rank must agree on (RecipeJson), checked at
+  // rendezvous; `env`: the process's environment (an MPI job's, torchrun's).
+  static StatusOr<DataParallel> Join(const TrainConfig& c, const Environment& env, int rank, Classifier& net,
+                                     const std::string& recipe);
   // After the model's parameters changed shape (a prune): a new gradient
   // sync attached to them, their gradients cleared. Parts again after it.
   Status Reattach(const TrainConfig& c, Classifier& net);

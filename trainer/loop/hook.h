@@ -1,11 +1,10 @@
-// A feature of a rank's run, called by the loop (loop/rank.cc) at fixed
-// points: before the first step, after every optimizer step, after every
-// epoch's report is closed, after the last epoch. The loop knows no feature:
-// the evaluation, the pruner, the checkpointer, the tune probe, the saved
-// model, the INT8 export, the progress lines are each a hook in a file of
-// its own, and loop/hooks.cc assembles them once from the TrainConfig, in
-// the order they run. Adding a feature adds a hook there, not a branch in
-// the loop.
+// A feature's part in a rank's run (features/feature.h), called by the loop
+// (loop/rank.cc) at fixed points: before the first step, after every
+// optimizer step, after every epoch's report is closed, after the last
+// epoch. The loop knows no feature: each feature's hook lives in its folder
+// under features/, and features/features.cc assembles the hooks once, in
+// the order they run. Adding a feature adds a folder and a line there, not a
+// branch in the loop.
 //
 // What a hook may do:
 // - Add to the epoch's report (AfterEpoch): later hooks see what earlier
@@ -31,8 +30,7 @@
 #include <memory>
 #include <vector>
 
-#include "store/status.h"
-#include "trainer/checkpoint/checkpoint.h"
+#include "base/status.h"
 #include "trainer/loop/step.h"
 #include "trainer/report/observer.h"
 
@@ -42,6 +40,17 @@ class Loader;
 struct DataParallel;
 struct RankModel;
 struct ResolvedRun;
+
+// Where a rank's run starts: the beginning, or where a resumed run left off
+// (features/checkpoints/resume_point.h fills it in).
+struct RankStart {
+  uint64_t epoch = 0;        // 0-based
+  uint64_t position = 0;     // samples of that epoch already trained (the loader's position)
+  int64_t global_step = 0;   // optimizer steps already taken
+  double loss_sum = 0;       // this rank's share of that epoch's training loss x samples so far
+  double samples = 0;        // and of its samples
+  bool resumed = false;      // false: the beginning
+};
 
 // What a hook may read and change of the rank's run; the loop owns it and
 // every part outlives the hooks.
@@ -54,8 +63,11 @@ struct RankState {
   torch::optim::Optimizer& optimizer;
   Loader& train;        // the training split's loader (its shape even with --synthetic)
   StepParts parts;      // what each step works on (DataParallel::Parts)
-  RunPosition start;    // where the run starts: a resumed checkpoint's position, or the beginning
+  RankStart start;      // where the run starts
   int64_t global_step;  // optimizer steps so far
+  // This rank's totals over the run so far (loop/epoch_figures.h).
+  double samples_trained = 0;  // by this run (a resumed part not counted)
+  double compute_seconds = 0;  // forward, backward and optimizer step
 };
 
 // Where an epoch stands on this rank, as of the last step.
@@ -64,7 +76,6 @@ struct EpochTally {
   double loss_sum = 0;        // training loss x samples, the epoch so far (a resumed part included)
   double samples = 0;
   double samples_before = 0;  // of those, trained before this run (not in samples/s)
-  double compute_seconds = 0;
 };
 
 struct StepEvent {
@@ -95,6 +106,9 @@ class RunHook {
   // After training ended (its epochs done or a hook stopped it), with the
   // run's reports so far, which a hook may replace (the tune probe's window).
   virtual Status AfterRun(RankState&, std::vector<EpochReport>*) { return Status::OK(); }
+  // True for a hook that ends the run itself (with kStop): the loop then
+  // trains past --epochs until it does (the tune probe's window).
+  virtual bool EndsTheRun() const { return false; }
 };
 
 using RunHooks = std::vector<std::unique_ptr<RunHook>>;

@@ -18,9 +18,8 @@ StatusOr<InputStatistics> ComputeInputStatistics(const DbReader& db, LoaderOptio
   double count = 0;
   Batch batch;
   for (;;) {
-    StatusOr<bool> more = loader.value()->Next(&batch);
-    if (!more.ok()) return more.status();
-    if (!more.value()) break;
+    GRANARY_ASSIGN_OR_RETURN(bool more, loader.value()->Next(&batch));
+    if (!more) break;
     GRANARY_RETURN_IF_ERROR(CatchTorch("input statistics", [&] {
       torch::Tensor x = InputTensor(batch).to(torch::kFloat64).flatten(1);
       if (!sum.defined()) {

@@ -5,7 +5,7 @@
 #include <torch/torch.h>
 
 #include "loader/loader.h"
-#include "store/status.h"
+#include "base/status.h"
 
 namespace granary {
 

@@ -1,4 +1,3 @@
-#include "trainer/clock.h"
 #include "trainer/loop/rank.h"
 
 #include <malloc.h>
@@ -8,23 +7,17 @@
 #include <cstdlib>
 #include <limits>
 #include <mutex>
-#include <optional>
 
 #include "loader/loader.h"
 #include "store/db.h"
+#include "trainer/clock.h"
 #include "trainer/comm/comm.h"
-#include "trainer/comm/gradient_sync.h"
 #include "trainer/launch/heartbeat.h"
 #include "trainer/loop/data_parallel.h"
-#include "trainer/loop/hooks.h"
-#include "trainer/loop/input_statistics.h"
-#include "trainer/loop/loader_options.h"
-#include "trainer/loop/probe_window.h"
+#include "trainer/loop/epoch_figures.h"
 #include "trainer/loop/rank_model.h"
-#include "trainer/loop/run_checkpointer.h"
 #include "trainer/loop/step.h"
 #include "trainer/loop/train_batches.h"
-#include "trainer/optim/optimizer.h"
 #include "trainer/optim/schedule.h"
 #include "trainer/torch_guard.h"
 
@@ -44,21 +37,15 @@ void SizeThreadPools(int threads) {
 // glibc's allocator, left to itself, hands the step's large tensors back to
 // the kernel as they are freed (mmap above a threshold that adapts, heap trim
 // below it) and takes them again next step: every step then pays page faults
-// and page clearing for tens of MiB, a quarter to a third of a bf16 step on
+// and page clearing for tens of MiB, a large share of a bf16 step on
 // the standard machine (docs/BENCHMARKS.md). Kept instead: allocations up to
 // 32 MiB (glibc's largest threshold) come from the heap, which is not
 // trimmed, so RSS stays at the step's peak. A MALLOC_* setting in the
 // environment is the user's choice and wins.
-void KeepFreedMemory() {
-  if (std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr || std::getenv("MALLOC_TRIM_THRESHOLD_") != nullptr) return;
+void KeepFreedMemory(const Environment& env) {
+  if (env.Has("MALLOC_MMAP_THRESHOLD_") || env.Has("MALLOC_TRIM_THRESHOLD_")) return;
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
-}
-
-// The process around a rank: its thread pools and its allocator.
-void SetUpProcess(const TrainConfig& c) {
-  SizeThreadPools(c.ThreadsPerRank(UsableCpuCount()));  // threads resolved by the launcher
-  KeepFreedMemory();
 }
 
 // A rank's run, epoch by epoch: train its steps, close the epoch (the
@@ -66,12 +53,12 @@ void SetUpProcess(const TrainConfig& c) {
 // knows no feature: what follows a step, an epoch or the run is a hook's.
 class RankLoop {
  public:
-  RankLoop(RankState& state, TrainBatches& batches, LoopPlan plan)
+  RankLoop(RankState& state, TrainBatches& batches, RunHooks hooks)
       : state_(state),
         c_(state.run.config),
         batches_(batches),
-        hooks_(std::move(plan.hooks)),
-        end_epoch_(plan.end_epoch),
+        hooks_(std::move(hooks)),
+        end_epoch_(EndEpoch(hooks_, c_.optim.epochs)),
         schedule_(c_.optim,
                   static_cast<int64_t>((state.train.batches_per_epoch() + c_.optim.accum - 1) / c_.optim.accum)) {}
 
@@ -87,12 +74,8 @@ class RankLoop {
       StatusOr<EpochReport> report = CloseEpoch(static_cast<int>(epoch), tally);
       if (!report.ok()) return report.status();
       const EpochEvent event{static_cast<int>(epoch), epoch + 1 == c_.optim.epochs};
-      Flow flow = Flow::kGoOn;
-      for (const std::unique_ptr<RunHook>& hook : hooks_) {
-        StatusOr<Flow> after = hook->AfterEpoch(state_, event, &report.value());
-        if (!after.ok()) return after.status();
-        if (after.value() == Flow::kStop) flow = Flow::kStop;
-      }
+      GRANARY_ASSIGN_OR_RETURN(const Flow flow,
+                               EveryHook([&](RunHook& hook) { return hook.AfterEpoch(state_, event, &report.value()); }));
       GRANARY_RETURN_IF_ERROR(state_.dp.comm->Barrier());
       reports.push_back(report.value());
       state_.observer.Epoch(report.value());
@@ -103,6 +86,26 @@ class RankLoop {
   }
 
  private:
+  // `call` on every hook, in order: kStop if any returned it (the others
+  // still run, hook.h); the first error ends the run.
+  template <typename Call>
+  StatusOr<Flow> EveryHook(Call call) {
+    Flow flow = Flow::kGoOn;
+    for (const std::unique_ptr<RunHook>& hook : hooks_) {
+      GRANARY_ASSIGN_OR_RETURN(const Flow after, call(*hook));
+      if (after == Flow::kStop) flow = Flow::kStop;
+    }
+    return flow;
+  }
+
+  // The loop trains epochs [start, end): --epochs, or until a hook that ends
+  // the run stops it.
+  static int64_t EndEpoch(const RunHooks& hooks, int64_t epochs) {
+    const bool until_stopped =
+        std::any_of(hooks.begin(), hooks.end(), [](const std::unique_ptr<RunHook>& h) { return h->EndsTheRun(); });
+    return until_stopped ? std::numeric_limits<int64_t>::max() : epochs;
+  }
+
   // What every rank reads per epoch, told before training starts.
   void TellPlan() {
     const Sampler& sampler = state_.train.sampler();
@@ -121,20 +124,15 @@ class RankLoop {
   // by the heartbeat and the hooks; kStop if a hook stopped training.
   StatusOr<Flow> TrainEpoch(int epoch, EpochTally* t) {
     t->start = std::chrono::steady_clock::now();
-    loader_before_ = state_.train.stats();
-    sync_before_ = state_.dp.sync->blocked_seconds();
+    epoch_start_ = ReadCounters(state_);
     parameters_ = ParameterCount(*state_.model.net);
-    // A resumed epoch goes on where the checkpoint was, with its loss so far:
-    // each rank its own, or all of it on rank 0 in another world.
-    const RunPosition& start = state_.start;
+    // A resumed epoch goes on where the run started, with this rank's loss so far.
+    const RankStart& start = state_.start;
     const bool resumed_epoch = static_cast<uint64_t>(epoch) == start.epoch;
     batches_.StartEpoch(static_cast<uint64_t>(epoch), resumed_epoch ? start.position : 0);
-    const bool same_world = start.world == c_.World();
-    for (size_t r = 0; resumed_epoch && r < start.loss_sums.size(); ++r) {
-      if (same_world ? static_cast<int>(r) == state_.rank : state_.rank == 0) {
-        t->loss_sum += start.loss_sums[r];
-        t->samples += start.sample_counts[r];
-      }
+    if (resumed_epoch) {
+      t->loss_sum = start.loss_sum;
+      t->samples = start.samples;
     }
     t->samples_before = t->samples;
     const uint64_t batches = state_.train.batches_per_epoch(), accum = static_cast<uint64_t>(c_.optim.accum);
@@ -143,55 +141,37 @@ class RankLoop {
       const int group = static_cast<int>(std::min(accum, batches - done));
       StepEvent event;
       event.lr = schedule_.At(state_.global_step);
-      StatusOr<StepResult> stepped = Step(state_.parts, state_.global_step, group, event.lr, next);
-      if (!stepped.ok()) return stepped.status();
+      GRANARY_ASSIGN_OR_RETURN(StepResult stepped, Step(state_.parts, state_.global_step, group, event.lr, next));
       ++state_.global_step;
       done += static_cast<uint64_t>(group);
-      t->loss_sum += stepped->loss_sum;
-      t->samples += stepped->samples;
-      t->compute_seconds += stepped->compute_seconds;
+      t->loss_sum += stepped.loss_sum;
+      t->samples += stepped.samples;
+      state_.samples_trained += stepped.samples;
+      state_.compute_seconds += stepped.compute_seconds;
       HeartbeatStep(state_.global_step);
       event.epoch = epoch;
       event.step = (done + accum - 1) / accum;
       event.steps = (batches + accum - 1) / accum;
       event.epoch_end = done == batches;
-      event.result = stepped.value();
+      event.result = stepped;
       event.tally = t;
-      Flow flow = Flow::kGoOn;
-      for (const std::unique_ptr<RunHook>& hook : hooks_) {
-        StatusOr<Flow> after = hook->AfterStep(state_, event);
-        if (!after.ok()) return after.status();
-        if (after.value() == Flow::kStop) flow = Flow::kStop;
-      }
+      GRANARY_ASSIGN_OR_RETURN(const Flow flow, EveryHook([&](RunHook& hook) { return hook.AfterStep(state_, event); }));
       if (flow == Flow::kStop) return flow;
     }
     return Flow::kGoOn;
   }
 
-  // The epoch's report: the ranks' sums of loss, samples and memory.
+  // The epoch's report: its figures (loop/epoch_figures.h) and the ranks'
+  // summed training loss.
   StatusOr<EpochReport> CloseEpoch(int epoch, const EpochTally& t) {
-    const double seconds = SecondsSince(t.start);
-    torch::Tensor totals = torch::tensor({t.loss_sum, t.samples, t.samples_before, PeakRssMb()}, torch::kFloat64);
-    GRANARY_RETURN_IF_ERROR(state_.dp.comm->AllReduceSum(totals));
-    const double samples = totals[1].item<double>();
-    const double trained = samples - totals[2].item<double>();  // by this run
     EpochReport r;
+    std::vector<double> loss = {t.loss_sum, t.samples};
+    GRANARY_RETURN_IF_ERROR(WindowFigures(epoch_start_, ReadCounters(state_), *state_.dp.comm, &r, &loss));
     r.epoch = epoch + 1;
-    r.train_loss = totals[0].item<double>() / std::max(1.0, samples);
+    r.train_loss = loss[0] / std::max(1.0, loss[1]);
     r.lr = schedule_.At(std::max<int64_t>(0, state_.global_step - 1));
-    r.seconds = seconds;
-    r.samples_per_s = trained / seconds;
-    const LoaderStats after = state_.train.stats();
-    r.stall_fraction = (after.wait_seconds - loader_before_.wait_seconds) / seconds;
-    r.queue_depth = after.batches > loader_before_.batches
-                        ? static_cast<double>(after.ready_sum - loader_before_.ready_sum) /
-                              static_cast<double>(after.batches - loader_before_.batches)
-                        : 0.0;
-    r.comm_fraction = (state_.dp.sync->blocked_seconds() - sync_before_) / seconds;
-    r.compute_fraction = t.compute_seconds / seconds;
-    r.peak_rss_mb = totals[3].item<double>();
     r.parameters = parameters_;
-    r.parameters_after = parameters_;  // a prune's hook tells what it left
+    r.parameters_after = parameters_;  // a hook that changes the model tells what it left
     return r;
   }
 
@@ -202,115 +182,30 @@ class RankLoop {
   const int64_t end_epoch_;
   const LrSchedule schedule_;
   // The epoch in progress, at its start.
-  LoaderStats loader_before_;
-  double sync_before_ = 0;  // the sync's blocked seconds
+  RankCounters epoch_start_;
   uint64_t parameters_ = 0;
 };
 
 }  // namespace
 
-StatusOr<ResolvedRun> ResolveRun(TrainConfig config) {
+void SetUpRankProcess(const TrainConfig& c, const Environment& env) {
+  SizeThreadPools(c.ThreadsPerRank(UsableCpuCount()));  // threads resolved by the launcher
+  KeepFreedMemory(env);
+}
+
+StatusOr<std::vector<EpochReport>> TrainRank(RankState& state, TrainBatches& batches, RunHooks hooks) {
+  RankLoop loop(state, batches, std::move(hooks));
+  return loop.Run();
+}
+
+StatusOr<ResolvedRun> ResolveRun(TrainConfig config, Environment env) {
   ResolvedRun run;
-  StatusOr<std::unique_ptr<DbReader>> db = DbReader::Open(config.data.db);
-  if (!db.ok()) return db.status();
-  run.db = std::move(db).value();
+  run.env = std::move(env);
+  GRANARY_ASSIGN_OR_RETURN(run.db, DbReader::Open(config.data.db));
   GRANARY_RETURN_IF_ERROR(ApplySavedModelsInput(run.db->manifest(), &config));
-  StatusOr<Workload> workload = ResolveWorkload(run.db->manifest(), config.data.db, &config);
-  if (!workload.ok()) return workload.status();
-  run.workload = workload.value();
+  GRANARY_ASSIGN_OR_RETURN(run.workload, ResolveWorkload(run.db->manifest(), config.data.db, &config));
   run.config = std::move(config);
   return run;
-}
-
-namespace {
-
-// A line naming the features (by index, as the db stores them) that hold
-// missing values, and what the model does with them; "" if none does.
-std::string MissingFeaturesNote(const InputStatistics& s) {
-  const torch::Tensor holding = torch::nonzero(s.missing).flatten();
-  if (holding.numel() == 0) return "";
-  std::string which;
-  for (int64_t i = 0; i < holding.numel() && i < 8; ++i) {
-    const int64_t f = holding[i].item<int64_t>();
-    which += (i > 0 ? ", " : "") + std::to_string(f) + " (" + std::to_string(s.missing[f].item<int64_t>()) + ")";
-  }
-  if (holding.numel() > 8) which += ", ...";
-  return std::to_string(holding.numel()) + " feature(s) hold missing values (NaN) in the training split: " + which +
-         " (feature index, samples missing it): each is standardised over the values present, and a missing "
-         "value is taken as its feature's mean";
-}
-
-}  // namespace
-
-StatusOr<std::vector<EpochReport>> RunRank(const ResolvedRun& run, int rank, RunObserver& observer,
-                                           std::optional<Checkpoint> resumed) {
-  const TrainConfig& c = run.config;
-  SetUpProcess(c);
-  StatusOr<std::unique_ptr<Loader>> train = Loader::Create(*run.db, TrainLoaderOptions(c, run.workload, rank));
-  if (!train.ok()) return train.status();
-  if (!c.data.eval_split.empty() && run.db->manifest().FindSplit(c.data.eval_split) == nullptr) {
-    return Status::NotFound(c.data.db + ": no split '" + c.data.eval_split + "' to evaluate on");
-  }
-  if (!c.checkpoint.resume.empty() && !resumed) {  // resolved to a file and checked by RunTrain
-    StatusOr<Checkpoint> read = ReadCheckpoint(c.checkpoint.resume);
-    if (!read.ok()) return read.status().WithContext("--resume");
-    resumed = std::move(read).value();
-  }
-  const Checkpoint* from = resumed ? &*resumed : nullptr;
-  std::optional<CheckpointArchive> archive;  // the payload parsed once, for the model, optimizer and compression
-  if (from != nullptr) {
-    StatusOr<CheckpointArchive> parsed = CheckpointArchive::Parse(*from);
-    if (!parsed.ok()) return parsed.status().WithContext("--resume");
-    archive = std::move(parsed).value();
-  }
-  ModelSpec spec = SpecFor(c.model, run.workload, run.db->manifest().num_classes);
-  if (run.workload.kind == InputKind::kFeatures && !c.data.synthetic) {  // a feature model standardises its input
-    StatusOr<InputStatistics> s =
-        ComputeInputStatistics(*run.db, TrainSplitPassOptions(c, run.workload, 1024, /*shuffled=*/false));
-    if (!s.ok()) return s.status();
-    spec.input_mean = s->mean;
-    spec.input_std = s->stddev;
-    if (rank == 0) {
-      if (std::string note = MissingFeaturesNote(s.value()); !note.empty()) observer.Note(note);
-    }
-  }
-  StatusOr<RankModel> model = BuildRankModel(c, spec, archive ? &*archive : nullptr);
-  if (!model.ok()) return model.status();
-  std::string checkpoint_run;  // rank 0's checkpoints name the run that claimed --checkpoint-dir
-  if (rank == 0 && !c.checkpoint.dir.empty()) {
-    StatusOr<std::string> owner = CheckpointDirRun(c.checkpoint.dir);
-    if (!owner.ok()) return owner.status().WithContext("--checkpoint-dir");
-    checkpoint_run = owner.value();
-  }
-  const std::string recipe = RecipeJson(c, run.db->manifest().content_hash,
-                                        from != nullptr ? static_cast<int64_t>(from->header.at.global_step) : -1);
-  StatusOr<DataParallel> dp = DataParallel::Join(c, rank, *model->net, recipe);
-  if (!dp.ok()) return dp.status();
-  StatusOr<std::unique_ptr<torch::optim::Optimizer>> optimizer = CreateOptimizer(c.optim, model->net->parameters());
-  if (!optimizer.ok()) return optimizer.status();
-  if (archive) {
-    GRANARY_RETURN_IF_ERROR(archive->RestoreOptimizer(*optimizer.value()));
-    StatusOr<SavedCompression> compression = archive->Compression();
-    if (!compression.ok()) return compression.status();
-    GRANARY_RETURN_IF_ERROR(ResumeCompression(*from, compression.value(), rank, c.World(), *dp->sync, observer));
-  }
-  RankState state{run, rank, observer, model.value(), dp.value(), *optimizer.value(), *train.value(), {},
-                  from != nullptr ? from->header.at : RunPosition{}, 0};
-  state.global_step = state.start.global_step;
-  dp->Parts(/*apart=*/c.data.synthetic, &state.parts);
-  state.parts.net = model->net.get();
-  state.parts.precision = &model->precision;
-  state.parts.optimizer = optimizer.value().get();
-  state.parts.label_smoothing = c.optim.label_smoothing;
-  state.parts.seed = c.optim.seed;
-  state.parts.rank = rank;
-  StatusOr<std::unique_ptr<TrainBatches>> batches =
-      MakeTrainBatches(c, *train.value(), run.db->manifest().num_classes, rank, observer);
-  if (!batches.ok()) return batches.status();
-  StatusOr<LoopPlan> plan = AssembleHooks(state, from, std::move(checkpoint_run));
-  if (!plan.ok()) return plan.status();
-  RankLoop loop(state, *batches.value(), std::move(plan).value());
-  return loop.Run();
 }
 
 }  // namespace granary

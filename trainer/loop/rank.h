@@ -1,21 +1,17 @@
-// One rank's run: a Loader feeds this rank's part of each epoch, each
-// optimizer step is a Step (loop/step.h) whose gradients GradientSync
-// averages over ranks, and the ranks evaluate a share each after each epoch.
-// With data.probe_s (train --tune's measurement) it trains only long enough
-// to time the steady state and returns one report of that window. RunRank
-// blocks for the whole run; call it once per process (launch/launch.h starts
-// the processes).
+// The engine of one rank's run: the process set up for it (its thread
+// pools, its allocator) and the loop that trains its epochs, calling the
+// run's hooks (loop/hook.h). It knows no feature. A rank's run is assembled
+// by run_rank.h; launch/launch.h starts the processes.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "store/db.h"
-#include "store/status.h"
-#include "trainer/checkpoint/checkpoint.h"
+#include "base/environment.h"
+#include "base/status.h"
 #include "trainer/config/config.h"
 #include "trainer/config/workload.h"
 #include "trainer/report/observer.h"
@@ -27,19 +23,28 @@ namespace granary {
 // and what the db feeds the model.
 struct ResolvedRun {
   TrainConfig config;
+  Environment env;  // the process's, read once at start (main)
   std::shared_ptr<const DbReader> db;
   Workload workload;
 };
 
 // Opens config.data.db and resolves the workload (ResolveWorkload) into the
 // config; the db's error naming it otherwise.
-StatusOr<ResolvedRun> ResolveRun(TrainConfig config);
+StatusOr<ResolvedRun> ResolveRun(TrainConfig config, Environment env);
 
-// Runs rank `rank` of `run` (its rendezvous set when ranks > 1), telling
-// `observer` as it goes. `resumed`: the checkpoint
-// config.checkpoint.resume names, already read and checked (ResolveResume);
-// read here if not given.
-StatusOr<std::vector<EpochReport>> RunRank(const ResolvedRun& run, int rank, RunObserver& observer,
-                                           std::optional<Checkpoint> resumed = std::nullopt);
+// This process as a rank needs it: `config`'s threads per rank in its
+// LibTorch pools, and freed memory kept for the next step (unless `env`
+// sets glibc's MALLOC_* thresholds).
+void SetUpRankProcess(const TrainConfig& config, const Environment& env);
+
+class TrainBatches;
+struct RankState;
+class RunHook;
+
+// Trains `state`'s epochs from state.start on `batches`, calling `hooks` in
+// order at each point (loop/hook.h); blocks for the whole run. The epochs'
+// reports, as the hooks left them.
+StatusOr<std::vector<EpochReport>> TrainRank(RankState& state, TrainBatches& batches,
+                                             std::vector<std::unique_ptr<RunHook>> hooks);
 
 }  // namespace granary

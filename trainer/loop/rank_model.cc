@@ -1,15 +1,22 @@
 #include "trainer/loop/rank_model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <thread>
 
-#include "store/mutex.h"
-#include "trainer/loop/pruner.h"
+#include "base/mutex.h"
 #include "trainer/models/model_card.h"
 #include "trainer/torch_guard.h"
 
 namespace granary {
+namespace {
+
+std::atomic<bool> dry_forward_left_running{false};
+
+}  // namespace
+
+bool DryForwardLeftRunning() { return dry_forward_left_running.load(); }
 
 ModelSpec SpecFor(const ModelConfig& m, const Workload& workload, int64_t classes) {
   ModelSpec spec;
@@ -35,9 +42,8 @@ std::string ModelCardOf(const TrainConfig& config, const Workload& workload, con
 
 Status ApplySavedModelsInput(const Manifest& manifest, TrainConfig* config) {
   if (!IsModelFile(config->model.name)) return Status::OK();
-  StatusOr<std::optional<ModelCard>> read = ReadModelCard(config->model.name);
-  if (!read.ok()) return read.status();
-  const std::optional<ModelCard>& card = read.value();
+  GRANARY_ASSIGN_OR_RETURN(std::optional<ModelCard> read, ReadModelCard(config->model.name));
+  const std::optional<ModelCard>& card = read;
   if (!card.has_value()) return Status::OK();
   GRANARY_RETURN_IF_ERROR(ApplyModelCard(*card, config->model.name, &config->data.mean, &config->data.stddev));
   if (config->data.input_field.empty() && manifest.schema.FieldIndex(card->input_field) >= 0) {
@@ -49,14 +55,13 @@ Status ApplySavedModelsInput(const Manifest& manifest, TrainConfig* config) {
 Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64_t classes, ModelUse use) {
   const std::string context = config.data.db + ": field '" + workload.input_field + "'";
   ModelSpec spec = SpecFor(config.model, workload, classes);
-  StatusOr<std::shared_ptr<Classifier>> model = Status::FailedPrecondition("no model");
-  GRANARY_RETURN_IF_ERROR(CatchTorch("building the model", [&] { model = CreateModel(spec); }));
+  StatusOr<std::shared_ptr<Classifier>> model = CatchTorchOr("building the model", [&] { return CreateModel(spec); });
   if (!model.ok()) return model.status().WithContext(context);
   if (use == ModelUse::kTrain) {
     const auto parameters = model.value()->parameters();
     if (std::none_of(parameters.begin(), parameters.end(), [](const torch::Tensor& p) { return p.requires_grad(); })) {
       return Status::InvalidArgument("--model " + spec.name +
-                                     ": has no trainable parameters (an INT8 model? evaluate it with --eval-only)");
+                                     ": has no trainable parameters (a model saved for inference only? run it with --eval-only)");
     }
   }
   // A dry forward of a batch of two: the model takes the db's input and
@@ -90,6 +95,7 @@ Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64
         dry->mutex.AssertHeld();
         return dry->done;
       })) {
+    dry_forward_left_running.store(true);
     return Status::FailedPrecondition(context + ": " + shapes + ": the forward did not return within --timeout " +
                                       std::to_string(config.dist.timeout_s) + " s (does the model loop?)");
   }
@@ -110,26 +116,19 @@ Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64
   return Status::OK();
 }
 
-StatusOr<RankModel> BuildRankModel(const TrainConfig& c, const ModelSpec& spec, const CheckpointArchive* resumed) {
+StatusOr<RankModel> BuildRankModel(const TrainConfig& c, const ModelSpec& spec, const RestoreWeights& restore) {
   torch::manual_seed(c.optim.seed);
   RankModel m;
-  StatusOr<std::shared_ptr<Classifier>> model = Status::FailedPrecondition("no model");
-  GRANARY_RETURN_IF_ERROR(CatchTorch("building the model", [&] { model = CreateModel(spec); }));
+  m.spec = spec;
+  StatusOr<std::shared_ptr<Classifier>> model = CatchTorchOr("building the model", [&] { return CreateModel(spec); });
   if (!model.ok()) return model.status().WithContext(c.data.db);
   m.net = model.value();
-  StatusOr<Precision> precision = Precision::Create(c.model);
-  if (!precision.ok()) return precision.status();
-  m.precision = precision.value();
-  m.channels_at_build = ChannelCounts(*m.net);
-  if (resumed != nullptr) {
-    GRANARY_RETURN_IF_ERROR(resumed->RestoreModel(*m.net));
-    MatchLayersToCheckpoint(*m.net);  // a pruned checkpoint's tensors are smaller
-  }
+  GRANARY_ASSIGN_OR_RETURN(m.precision, Precision::Create(c.model));
+  if (restore) GRANARY_RETURN_IF_ERROR(restore(*m.net));
   // After the restore, which takes the saved tensors' layout.
   GRANARY_RETURN_IF_ERROR(CatchTorch("channels-last weights", [&] { m.precision.Prepare(*m.net); }));
   return m;
 }
-
 
 uint64_t ParameterCount(const torch::nn::Module& net) {
   uint64_t n = 0;

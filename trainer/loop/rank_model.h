@@ -4,11 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
-#include "store/status.h"
-#include "trainer/checkpoint/checkpoint.h"
+#include "base/status.h"
 #include "trainer/config/config.h"
 #include "trainer/config/workload.h"
 #include "trainer/models/precision.h"
@@ -20,15 +20,21 @@ namespace granary {
 ModelSpec SpecFor(const ModelConfig& m, const Workload& workload, int64_t classes);
 
 // What a model is checked for: training needs a parameter to train.
-enum class ModelUse { kTrain, kEvaluate };
+enum class ModelUse { kTrain, kInfer };  // kInfer: train --eval-only
 
 // OK if `config.model` can be built for `workload` and a dry forward of two
 // samples gives one floating-point logit per class (bounded by --timeout: a
-// model that loops is named; its forward then still runs on a thread, so the
-// caller must end the process without static destructors). Else
+// model that loops is named; its forward then still runs on a thread, so
+// the process must end without static destructors: DryForwardLeftRunning).
+// Else
 // InvalidArgument or FailedPrecondition naming the db, the model and the
 // shapes, or, for kTrain, that it has no trainable parameter (an INT8 model).
 Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64_t classes, ModelUse use);
+
+// True once a dry forward of CheckModelFits outlived --timeout: its thread
+// still runs LibTorch, so main must end the process at once (ExitAtOnce:
+// LibTorch's static destructors under it crashed 1 exit in 3).
+bool DryForwardLeftRunning();
 
 // What the saved model expects of its input (models/model_card.h), as the
 // JSON --save and --quantize's INT8 file record.
@@ -44,17 +50,20 @@ Status ApplySavedModelsInput(const Manifest& manifest, TrainConfig* config);
 struct RankModel {
   std::shared_ptr<Classifier> net;
   Precision precision;
-  std::vector<int64_t> channels_at_build;  // each channel group's, before a resumed pruning (loop/pruner.h)
+  ModelSpec spec;  // what it was built from
 };
 
 // The trainable values of `net` (its parameters' elements).
 uint64_t ParameterCount(const torch::nn::Module& net);
 
+// Puts saved weights (and the shapes they have) into a model just built.
+using RestoreWeights = std::function<Status(Classifier& net)>;
+
 // `spec` built with the same initial weights on every rank (seeded from
 // config.optim.seed; rank 0's broadcast follows when the ranks join), in
-// config.model's precision, with the checkpoint's weights if `resumed` (a
-// pruned model's shapes too).
+// config.model's precision, with `restore`'s weights if given (a resumed
+// run's).
 StatusOr<RankModel> BuildRankModel(const TrainConfig& config, const ModelSpec& spec,
-                                   const CheckpointArchive* resumed);
+                                   const RestoreWeights& restore = nullptr);
 
 }  // namespace granary

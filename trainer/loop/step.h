@@ -11,7 +11,7 @@
 #include <functional>
 #include <vector>
 
-#include "store/status.h"
+#include "base/status.h"
 
 namespace granary {
 

@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "loader/loader.h"
-#include "store/status.h"
+#include "base/status.h"
 #include "trainer/config/config.h"
 #include "trainer/loop/step.h"
 #include "trainer/report/observer.h"

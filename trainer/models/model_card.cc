@@ -5,7 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "store/json_text.h"
+#include "base/json_text.h"
 #include "trainer/models/script.h"
 #include "trainer/number_text.h"
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "store/status.h"
+#include "base/status.h"
 #include "trainer/config/config.h"
 #include "trainer/models/registry.h"
 

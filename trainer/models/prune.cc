@@ -1,5 +1,7 @@
 #include "trainer/models/prune.h"
 
+#include "trainer/models/registry.h"
+
 namespace granary {
 namespace {
 
@@ -85,6 +87,20 @@ void MatchOptionsToTensors(ChannelGroup& g) {
   }
   for (auto& conv : g.conv_consumers) conv->options.in_channels(conv->weight.size(1));
   for (auto& [fc, span] : g.linear_consumers) fc->options.in_features(fc->weight.size(1));
+}
+
+std::vector<int64_t> ChannelCounts(Classifier& net) {
+  std::vector<int64_t> out;
+  if (auto* prunable = dynamic_cast<Prunable*>(&net)) {
+    for (const ChannelGroup& g : prunable->ChannelGroups()) out.push_back(g.channels());
+  }
+  return out;
+}
+
+void MatchLayersToTensors(Classifier& net) {
+  if (auto* prunable = dynamic_cast<Prunable*>(&net)) {
+    for (ChannelGroup& g : prunable->ChannelGroups()) MatchOptionsToTensors(g);
+  }
 }
 
 }  // namespace granary

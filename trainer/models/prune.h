@@ -16,6 +16,8 @@
 
 namespace granary {
 
+class Classifier;
+
 // Channels that are pruned together: removing channel c removes filter c of
 // every producer (and its BatchNorm entries) and input channel c of every
 // consumer. A depthwise conv passes its channels through: it shrinks along
@@ -80,5 +82,13 @@ void KeepChannels(ChannelGroup& g, const torch::Tensor& keep, const ShrinkHook& 
 // to what its tensors hold: after a checkpoint of a pruned model was loaded
 // into a full-size one (loading takes the saved shapes).
 void MatchOptionsToTensors(ChannelGroup& g);
+
+// Each group's channels of `net` now; empty if it cannot be pruned.
+std::vector<int64_t> ChannelCounts(Classifier& net);
+
+// After saved weights of a pruned model were loaded into a full-size one
+// (loading takes the saved shapes): every group's options follow its
+// tensors (MatchOptionsToTensors); nothing for a model that cannot be pruned.
+void MatchLayersToTensors(Classifier& net);
 
 }  // namespace granary

@@ -160,8 +160,7 @@ StatusOr<std::string> UseInt8Engine() {
 
 StatusOr<Int8Model> QuantizeInt8(const torch::jit::Module& fp32, const CalibrationBatches& next,
                                  const std::string& what) {
-  StatusOr<std::string> engine = UseInt8Engine();
-  if (!engine.ok()) return engine.status();
+  GRANARY_ASSIGN_OR_RETURN(std::string engine, UseInt8Engine());
   torch::jit::Module observed;
   GRANARY_RETURN_IF_ERROR(CatchTorch("--quantize int8: observing", [&] {
     torch::jit::Module model = fp32.clone();
@@ -172,9 +171,8 @@ StatusOr<Int8Model> QuantizeInt8(const torch::jit::Module& fp32, const Calibrati
   torch::NoGradGuard no_grad;
   for (;;) {
     torch::Tensor batch;
-    StatusOr<bool> more = next(&batch);
-    if (!more.ok()) return more.status();
-    if (!more.value()) break;
+    GRANARY_ASSIGN_OR_RETURN(bool more, next(&batch));
+    if (!more) break;
     GRANARY_RETURN_IF_ERROR(CatchTorch("--quantize int8: calibration", [&] { observed.forward({batch}); }));
   }
   Int8Model out;

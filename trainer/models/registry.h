@@ -10,7 +10,7 @@
 #include <string>
 
 #include "store/schema.h"
-#include "store/status.h"
+#include "base/status.h"
 #include "trainer/config/choices.h"
 
 namespace granary {

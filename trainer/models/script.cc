@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <sstream>
 
-#include "store/file.h"
+#include "base/file.h"
 #include "trainer/models/model_card.h"
 #include "trainer/torch_guard.h"
 
@@ -98,9 +98,8 @@ StatusOr<torch::jit::Module> Export(const nn::Module& m, const std::shared_ptr<t
     out.register_buffer(b.key(), b.value().detach().contiguous().clone());
   }
   for (const auto& child : m.named_children()) {
-    StatusOr<torch::jit::Module> sub = Export(*child.value(), unit, path + "." + child.key(), counter);
-    if (!sub.ok()) return sub.status();
-    out.register_module(child.key(), sub.value());
+    GRANARY_ASSIGN_OR_RETURN(torch::jit::Module sub, Export(*child.value(), unit, path + "." + child.key(), counter));
+    out.register_module(child.key(), sub);
   }
   out.define(source);
   return out;
@@ -180,10 +179,9 @@ StatusOr<torch::jit::Module> ToTorchScript(const Classifier& model) {
 }
 
 Status SaveTorchScript(const Classifier& model, const std::string& path, const std::string& card_json) {
-  StatusOr<torch::jit::Module> module = ToTorchScript(model);
-  if (!module.ok()) return module.status();
+  GRANARY_ASSIGN_OR_RETURN(torch::jit::Module module, ToTorchScript(model));
   std::ostringstream bytes;
-  GRANARY_RETURN_IF_ERROR(CatchTorch("--save", [&] { module->save(bytes, {{kModelCardName, card_json}}); }));
+  GRANARY_RETURN_IF_ERROR(CatchTorch("--save", [&] { module.save(bytes, {{kModelCardName, card_json}}); }));
   return WriteFileAtomically(path, bytes.str()).WithContext("--save " + path);
 }
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "store/status.h"
+#include "base/status.h"
 #include "trainer/config/choices.h"
 #include "trainer/config/config.h"
 

@@ -2,6 +2,7 @@
 
 #include <string>
 #include <type_traits>
+#include <variant>
 
 namespace granary {
 namespace {
@@ -20,57 +21,77 @@ Status Read(const nlohmann::json& j, const char* name, T* out) {
   return Status::OK();
 }
 
+// Every member of an EpochReport in its JSON form, in one list: its name,
+// the member, and when it is written (and so required when read).
+enum class When {
+  kAlways,
+  kIfSet,        // a string, when not empty
+  kIfEvaluated,  // with the epoch's evaluation (EpochReport::evaluated)
+  kIfReached,    // when --stop-at-accuracy's target was reached (target_reached)
+};
+using Member = std::variant<int EpochReport::*, double EpochReport::*, uint64_t EpochReport::*,
+                            std::string EpochReport::*>;
+struct Field {
+  const char* name;
+  Member member;
+  When when;
+};
+const Field kFields[] = {
+    {"epoch", &EpochReport::epoch, When::kAlways},
+    {"train_loss", &EpochReport::train_loss, When::kAlways},
+    {"lr", &EpochReport::lr, When::kAlways},
+    {"seconds", &EpochReport::seconds, When::kAlways},
+    {"samples_per_s", &EpochReport::samples_per_s, When::kAlways},
+    {"stall_fraction", &EpochReport::stall_fraction, When::kAlways},
+    {"comm_fraction", &EpochReport::comm_fraction, When::kAlways},
+    {"compute_fraction", &EpochReport::compute_fraction, When::kAlways},
+    {"queue_depth", &EpochReport::queue_depth, When::kAlways},
+    {"peak_rss_mb", &EpochReport::peak_rss_mb, When::kAlways},
+    {"parameters", &EpochReport::parameters, When::kAlways},
+    {"parameters_after", &EpochReport::parameters_after, When::kAlways},
+    {"pruned", &EpochReport::pruned, When::kIfSet},
+    {"weights_hash", &EpochReport::weights_hash, When::kIfSet},
+    {"test_loss", &EpochReport::test_loss, When::kIfEvaluated},
+    {"test_accuracy", &EpochReport::test_accuracy, When::kIfEvaluated},
+    {"test_samples", &EpochReport::test_samples, When::kIfEvaluated},
+    {"seconds_to_target", &EpochReport::seconds_to_target, When::kIfReached},
+};
+
+// Whether `field` is written for `r`.
+bool Written(const Field& field, const EpochReport& r) {
+  switch (field.when) {
+    case When::kAlways: return true;
+    case When::kIfSet: return !(r.*std::get<std::string EpochReport::*>(field.member)).empty();
+    case When::kIfEvaluated: return r.evaluated;
+    case When::kIfReached: return r.target_reached;
+  }
+  return false;
+}
+
 }  // namespace
 
 nlohmann::json EpochToJson(const EpochReport& r) {
-  nlohmann::json j = {{"epoch", r.epoch},
-                      {"train_loss", r.train_loss},
-                      {"lr", r.lr},
-                      {"seconds", r.seconds},
-                      {"samples_per_s", r.samples_per_s},
-                      {"stall_fraction", r.stall_fraction},
-                      {"comm_fraction", r.comm_fraction},
-                      {"compute_fraction", r.compute_fraction},
-                      {"queue_depth", r.queue_depth},
-                      {"peak_rss_mb", r.peak_rss_mb},
-                      {"parameters", r.parameters},
-                      {"parameters_after", r.parameters_after}};
-  if (!r.pruned.empty()) j["pruned"] = r.pruned;
-  if (!r.weights_hash.empty()) j["weights_hash"] = r.weights_hash;
-  if (r.evaluated) {
-    j["test_loss"] = r.test_loss;
-    j["test_accuracy"] = r.test_accuracy;
-    j["test_samples"] = r.test_samples;
+  nlohmann::json j = nlohmann::json::object();
+  for (const Field& field : kFields) {
+    if (Written(field, r)) std::visit([&](auto member) { j[field.name] = r.*member; }, field.member);
   }
-  if (r.target_reached) j["seconds_to_target"] = r.seconds_to_target;
   return j;
 }
 
 StatusOr<EpochReport> EpochFromJson(const nlohmann::json& j) {
   if (!j.is_object()) return Status::InvalidArgument("epoch report: not a JSON object");
   EpochReport r;
-  GRANARY_RETURN_IF_ERROR(Read(j, "epoch", &r.epoch));
-  GRANARY_RETURN_IF_ERROR(Read(j, "train_loss", &r.train_loss));
-  GRANARY_RETURN_IF_ERROR(Read(j, "lr", &r.lr));
-  GRANARY_RETURN_IF_ERROR(Read(j, "seconds", &r.seconds));
-  GRANARY_RETURN_IF_ERROR(Read(j, "samples_per_s", &r.samples_per_s));
-  GRANARY_RETURN_IF_ERROR(Read(j, "stall_fraction", &r.stall_fraction));
-  GRANARY_RETURN_IF_ERROR(Read(j, "comm_fraction", &r.comm_fraction));
-  GRANARY_RETURN_IF_ERROR(Read(j, "compute_fraction", &r.compute_fraction));
-  GRANARY_RETURN_IF_ERROR(Read(j, "queue_depth", &r.queue_depth));
-  GRANARY_RETURN_IF_ERROR(Read(j, "peak_rss_mb", &r.peak_rss_mb));
-  GRANARY_RETURN_IF_ERROR(Read(j, "parameters", &r.parameters));
-  GRANARY_RETURN_IF_ERROR(Read(j, "parameters_after", &r.parameters_after));
-  if (j.contains("pruned")) GRANARY_RETURN_IF_ERROR(Read(j, "pruned", &r.pruned));
-  if (j.contains("weights_hash")) GRANARY_RETURN_IF_ERROR(Read(j, "weights_hash", &r.weights_hash));
-  r.evaluated = j.contains("test_loss") || j.contains("test_accuracy") || j.contains("test_samples");
-  if (r.evaluated) {
-    GRANARY_RETURN_IF_ERROR(Read(j, "test_loss", &r.test_loss));
-    GRANARY_RETURN_IF_ERROR(Read(j, "test_accuracy", &r.test_accuracy));
-    GRANARY_RETURN_IF_ERROR(Read(j, "test_samples", &r.test_samples));
+  for (const Field& field : kFields) {
+    if (j.contains(field.name)) {
+      r.evaluated = r.evaluated || field.when == When::kIfEvaluated;
+      r.target_reached = r.target_reached || field.when == When::kIfReached;
+    }
   }
-  r.target_reached = j.contains("seconds_to_target");
-  if (r.target_reached) GRANARY_RETURN_IF_ERROR(Read(j, "seconds_to_target", &r.seconds_to_target));
+  for (const Field& field : kFields) {
+    if (field.when == When::kIfSet && !j.contains(field.name)) continue;
+    if (!Written(field, r) && field.when != When::kIfSet) continue;
+    GRANARY_RETURN_IF_ERROR(std::visit([&](auto member) { return Read(j, field.name, &(r.*member)); }, field.member));
+  }
   return r;
 }
 

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "store/status.h"
+#include "base/status.h"
 #include "trainer/report/observer.h"
 
 namespace granary {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "store/json_text.h"
+#include "base/json_text.h"
 
 namespace granary {
 namespace {

@@ -62,25 +62,16 @@ struct StepReport {
   double seconds = 0;          // since the epoch started
 };
 
-// The trained model against its INT8 quantization (train --quantize int8),
-// both evaluated on the eval split by rank 0 at its threads.
-struct QuantizedReport {
-  std::string engine;  // LibTorch's quantized engine: onednn or qnnpack
-  int threads = 0;     // intra-op threads of the inference measurement
-  uint64_t calibration_samples = 0;
-  uint64_t eval_samples = 0;
-  double fp32_accuracy = 0, int8_accuracy = 0;
-  double fp32_loss = 0, int8_loss = 0;                    // mean over the samples
-  // Inference: the median of five forwards of the eval split's first batch
-  // (256), the two models alternated; fp32 frozen (BatchNorm folded).
-  double fp32_samples_per_s = 0, int8_samples_per_s = 0;
-  uint64_t fp32_bytes = 0, int8_bytes = 0;                // saved as TorchScript
-  int int8_layers = 0;
-  std::vector<std::string> fp32_layers;  // weighted ops left in fp32, each with why
-  std::string path;                      // where the INT8 model was written ("" nowhere)
+// What a feature (features/feature.h) found over the whole run, told once
+// by rank 0: its JSON goes into --json under `name` and to --metrics as a
+// line of type `name`; its lines are printed with the text report.
+struct RunResult {
+  std::string name;                // "quantized", "stop_at_accuracy"
+  std::string json;                // a JSON object, as text
+  std::vector<std::string> lines;  // each without a newline
 };
 
-// What a run tells as it goes. RunRank calls it on the training thread;
+// What a run tells as it goes. A rank calls it on the training thread;
 // Step is called on rank 0 only, after every optimizer step.
 class RunObserver {
  public:
@@ -88,7 +79,7 @@ class RunObserver {
   virtual void Plan(const EpochPlanReport& plan) = 0;  // once, before the first epoch
   virtual void Step(const StepReport& step) = 0;
   virtual void Epoch(const EpochReport& epoch) = 0;
-  virtual void Quantized(const QuantizedReport& report) = 0;  // rank 0, after the last epoch
+  virtual void Result(const RunResult& result) = 0;  // rank 0, after the last epoch
   // One line for the user (no "train: " prefix, no newline), on any rank.
   virtual void Note(const std::string& line) = 0;
 };

@@ -7,8 +7,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "store/file.h"
-#include "store/json_text.h"
+#include "base/file.h"
+#include "base/json_text.h"
 #include "trainer/report/epoch_json.h"
 #include "trainer/report/html_report.h"
 
@@ -133,40 +133,15 @@ void RunReport::Epoch(const EpochReport& r) {
   std::fflush(stdout);
 }
 
-nlohmann::json QuantizedJson(const QuantizedReport& q) {
-  return {{"fp32_accuracy", q.fp32_accuracy},
-          {"int8_accuracy", q.int8_accuracy},
-          {"fp32_loss", q.fp32_loss},
-          {"int8_loss", q.int8_loss},
-          {"fp32_samples_per_s", q.fp32_samples_per_s},
-          {"int8_samples_per_s", q.int8_samples_per_s},
-          {"fp32_bytes", q.fp32_bytes},
-          {"int8_bytes", q.int8_bytes},
-          {"threads", q.threads},
-          {"engine", q.engine},
-          {"calibration_samples", q.calibration_samples},
-          {"eval_samples", q.eval_samples},
-          {"int8_layers", q.int8_layers},
-          {"fp32_layers", q.fp32_layers},
-          {"path", q.path}};
-}
-
-void RunReport::Quantized(const QuantizedReport& q) {
-  quantized_ = q;
+void RunReport::Result(const RunResult& result) {
+  results_.push_back(result);
   if (metrics_ != nullptr) {
-    nlohmann::json j = QuantizedJson(q);
-    j["type"] = "quantized";
+    nlohmann::json j = ParseJson(result.json);
+    j["type"] = result.name;
     WriteMetrics(DumpJson(j));
   }
-  for (const std::string& layer : q.fp32_layers) Note("--quantize int8: stays fp32: " + layer);
   if (!text()) return;
-  std::printf("int8  acc %.4f (fp32 %.4f)  loss %.4f (fp32 %.4f)  samples/s %.0f (fp32 %.0f, %.2fx)  "
-              "size %.2f MB (fp32 %.2f MB, %.2fx)  layers %d int8, %zu fp32  %s, %d thread%s%s%s\n",
-              q.int8_accuracy, q.fp32_accuracy, q.int8_loss, q.fp32_loss, q.int8_samples_per_s, q.fp32_samples_per_s,
-              q.int8_samples_per_s / std::max(q.fp32_samples_per_s, 1e-9), q.int8_bytes / 1e6, q.fp32_bytes / 1e6,
-              static_cast<double>(q.int8_bytes) / std::max<double>(static_cast<double>(q.fp32_bytes), 1),
-              q.int8_layers, q.fp32_layers.size(), q.engine.c_str(), q.threads, q.threads == 1 ? "" : "s",
-              q.path.empty() ? "" : "  -> ", q.path.c_str());
+  for (const std::string& line : result.lines) std::printf("%s\n", line.c_str());
   std::fflush(stdout);
 }
 
@@ -209,16 +184,7 @@ Status RunReport::Finish(const std::vector<EpochReport>& reports) {
                         {"epochs", nlohmann::json::array()}};
   for (const EpochReport& r : reports) out["epochs"].push_back(EpochToJson(r));
   if (!tune_table_.empty()) out["tune"] = ParseJson(tune_table_);
-  if (quantized_) out["quantized"] = QuantizedJson(*quantized_);
-  if (config_.optim.stop_at_accuracy > 0) {
-    const auto reached = std::find_if(reports.begin(), reports.end(),
-                                      [](const EpochReport& r) { return r.target_reached; });
-    out["stop_at_accuracy"] = {{"target", config_.optim.stop_at_accuracy}, {"reached", reached != reports.end()}};
-    if (reached != reports.end()) {
-      out["stop_at_accuracy"]["epoch"] = reached->epoch;
-      out["stop_at_accuracy"]["seconds"] = reached->seconds_to_target;
-    }
-  }
+  for (const RunResult& result : results_) out[result.name] = ParseJson(result.json);
   std::cout << DumpJson(out) << std::endl;
   return Status::OK();
 }

@@ -10,7 +10,7 @@
 #include <optional>
 #include <vector>
 
-#include "store/status.h"
+#include "base/status.h"
 #include "trainer/config/config.h"
 #include "trainer/launch/layout.h"
 #include "trainer/report/observer.h"
@@ -32,7 +32,7 @@ class RunReport : public RunObserver {
   void Epoch(const EpochReport& report) override;
   // Text: a line of the figures and one per layer left in fp32 (stderr);
   // json: the "quantized" member; --metrics: a "quantized" line.
-  void Quantized(const QuantizedReport& report) override;
+  void Result(const RunResult& result) override;
   // "train: <line>" on stderr, clearing a progress line first.
   void Note(const std::string& line) override;
   // The JSON object (json) and --report; closes --metrics. IOError naming
@@ -48,7 +48,7 @@ class RunReport : public RunObserver {
   const TrainConfig& config_;
   const Layout& layout_;
   std::string tune_table_;
-  std::optional<QuantizedReport> quantized_;
+  std::vector<RunResult> results_;
   int rank_;
   bool json_;
   bool progress_;  // rank 0, text, stderr a terminal

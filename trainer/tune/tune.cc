@@ -5,7 +5,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "store/json_text.h"
+#include "base/json_text.h"
+#include "trainer/clock.h"
 #include "trainer/report/epoch_json.h"
 
 namespace granary {
@@ -167,9 +168,8 @@ StatusOr<TuneTable> RunTune(const TrainConfig& config, const TuneOptions& o) {
       const bool seen = std::any_of(table.rows.begin(), table.rows.end(),
                                     [&](const TuneRow& r) { return r.candidate.Describe() == c.Describe(); });
       if (seen) continue;
-      StatusOr<TuneRow> row = Measure(config, c, o);
-      if (!row.ok()) return row.status();
-      table.rows.push_back(std::move(row).value());
+      GRANARY_ASSIGN_OR_RETURN(TuneRow row, Measure(config, c, o));
+      table.rows.push_back(std::move(row));
     }
     return Status::OK();
   };
@@ -227,7 +227,7 @@ StatusOr<TuneTable> RunTune(const TrainConfig& config, const TuneOptions& o) {
     GRANARY_RETURN_IF_ERROR(try_all({c}));
   }
   best()->chosen = true;
-  table.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  table.seconds = SecondsSince(start);
   return table;
 }
 

@@ -2,7 +2,7 @@
 // measuring, not by rules of thumb. Each candidate (ranks x threads, and, on
 // the best of those, channels-last; with --tune-numerics also bf16 and a
 // doubled global batch) is a probe: the run's ranks in the candidate's
-// layout with data.probe_s set (trainer/loop/rank.h), real steps on the user's
+// layout with data.probe_s set (trainer/features/tune_probe/probe_window.h), real steps on the user's
 // db and model, loader and gradient sync included, warm-up excluded, about
 // --tune-seconds each. The search is greedy, one
 // lever at a time, so its cost grows with the levers, not their product.
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "store/status.h"
+#include "base/status.h"
 #include "trainer/config/config.h"
 
 namespace granary {

@@ -1,0 +1,333 @@
+#include "base/file.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <utility>
+
+namespace granary {
+
+const char* FileTypeName(unsigned mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symlink";
+  return "not a regular file";
+}
+
+Status ReadFile(const std::string& path, std::string* out) {
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), std::fclose);
+  if (!f) {
+    if (errno == ENOENT) return Status::NotFound(path + ": no such file");
+    return Status::IOError(path, "open", errno);
+  }
+  out->clear();
+  char buf[1 << 16];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f.get())) > 0;) out->append(buf, n);
+  if (std::ferror(f.get())) return Status::IOError(path, "read", errno);
+  return Status::OK();
+}
+
+Status ReadBoundedFile(const std::string& path, uint64_t max_bytes, std::string* out) {
+  ReadOnlyFile file;
+  if (Status opened = file.Open(path); !opened.ok()) {
+    if (errno == ENOENT && opened.code() == Status::Code::kIOError) return Status::NotFound(path + ": no such file");
+    return opened;
+  }
+  if (file.size_bytes() > max_bytes) {
+    return Status::Corruption(path + ": is " + std::to_string(file.size_bytes()) + " bytes, more than the " +
+                              std::to_string(max_bytes) + " it may have");
+  }
+  out->resize(file.size_bytes());
+  return file.ReadAt(0, out->size(), out->data());
+}
+
+namespace {
+
+// The suffix of a temporary file's name: ".tmp-" and kTemporaryChars characters.
+constexpr char kTemporaryMark[] = ".tmp-";
+constexpr size_t kTemporaryChars = 6;
+
+// Writes all of `contents` to `fd` and closes it (fsynced first when
+// `sync`); IOError naming `path` otherwise (the descriptor closed too).
+Status WriteAndClose(int fd, const std::string& path, const std::string& contents, bool sync) {
+  for (size_t done = 0; done < contents.size();) {
+    const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      return Status::IOError(path, "write", err);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (sync && ::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Status::IOError(path, "fsync", err);
+  }
+  if (::close(fd) != 0) return Status::IOError(path, "close", errno);
+  return Status::OK();
+}
+
+// Creates a file of a new name "<path>.tmp-XXXXXX" for writing, as mkstemp
+// does (O_EXCL: nothing already there, a link included, is opened) but with
+// mode 0666 less the umask, as the file it becomes would have.
+StatusOr<std::pair<int, std::string>> CreateTemporary(const std::string& path) {
+  static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  thread_local std::mt19937_64 random(std::random_device{}() ^
+                                      static_cast<uint64_t>(::getpid()) << 32 ^
+                                      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  int err = EEXIST;
+  for (int attempt = 0; attempt < 100 && err == EEXIST; ++attempt) {
+    std::string name = path + kTemporaryMark;
+    for (size_t i = 0; i < kTemporaryChars; ++i) name += kChars[random() % (sizeof(kChars) - 1)];
+    const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd >= 0) return std::make_pair(fd, std::move(name));
+    err = errno;
+  }
+  return Status::IOError(path, "create a temporary file beside", err);
+}
+
+// The temporary files being written (WriteFileAtomically), for the handler
+// RemoveTemporariesOnStopSignals installs: slots a writer claims (kClaimed),
+// fills, then publishes (kReady); the handler reads only published ones.
+constexpr int kFree = 0, kClaimed = 1, kReady = 2;
+struct TemporarySlot {
+  std::atomic<int> state{kFree};
+  char path[4096];
+};
+TemporarySlot g_temporaries[16];
+static_assert(std::atomic<int>::is_always_lock_free, "the signal handler reads the slots");
+
+// Publishes `path` for the handler while it lives; a path too long, or no
+// free slot, is simply not published.
+class PublishedTemporary {
+ public:
+  explicit PublishedTemporary(const std::string& path) {
+    if (path.size() >= sizeof(TemporarySlot::path)) return;
+    for (TemporarySlot& slot : g_temporaries) {
+      int expected = kFree;
+      if (slot.state.compare_exchange_strong(expected, kClaimed)) {
+        std::memcpy(slot.path, path.c_str(), path.size() + 1);
+        slot.state.store(kReady);
+        slot_ = &slot;
+        return;
+      }
+    }
+  }
+  ~PublishedTemporary() {
+    if (slot_ != nullptr) slot_->state.store(kFree);
+  }
+  PublishedTemporary(const PublishedTemporary&) = delete;
+  PublishedTemporary& operator=(const PublishedTemporary&) = delete;
+
+ private:
+  TemporarySlot* slot_ = nullptr;
+};
+
+// Async-signal-safe: unlinks every published temporary file, then dies of
+// the signal as it would have without the handler.
+extern "C" void RemoveTemporariesAndDie(int sig) {
+  RemoveTemporaryFilesNow();
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+std::string DirectoryOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+}  // namespace
+
+Status WriteFileSynced(const std::string& path, const std::string& contents) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+  if (fd < 0) return Status::IOError(path, "create", errno);
+  return WriteAndClose(fd, path, contents, /*sync=*/true);
+}
+
+Status WriteFileAtomically(const std::string& path, const std::string& contents, const AtomicWriteOptions& options) {
+  std::string target = path;
+  struct stat link;
+  if (::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
+    if (!options.through_links) {
+      return Status::InvalidArgument(path + ": is a symlink; granary writes this file itself and never through a link");
+    }
+    char* real = ::realpath(path.c_str(), nullptr);  // the link stays, what it names is replaced
+    if (real == nullptr) return Status::IOError(path, "resolve the symlink", errno);
+    target = real;
+    std::free(real);
+  }
+  StatusOr<std::pair<int, std::string>> created = CreateTemporary(target);
+  if (!created.ok()) return created.status();
+  const auto& [fd, tmp] = created.value();
+  const PublishedTemporary published(tmp);  // a stop signal from here on removes it
+  Status written = WriteAndClose(fd, tmp, contents, options.sync);
+  if (written.ok() && std::rename(tmp.c_str(), target.c_str()) != 0) {
+    written = Status::IOError(target, "rename from " + tmp, errno);
+  }
+  if (!written.ok()) {
+    ::unlink(tmp.c_str());  // no half-written file left behind
+    return written;
+  }
+  return options.sync ? FsyncPath(DirectoryOf(target)) : Status::OK();
+}
+
+void RemoveTemporaryFilesNow() {
+  for (TemporarySlot& slot : g_temporaries) {
+    if (slot.state.load() == kReady) ::unlink(slot.path);
+  }
+}
+
+void RemoveTemporariesOnStopSignals() {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction current {};
+    if (::sigaction(sig, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) continue;  // the program's own
+    struct sigaction action {};
+    action.sa_handler = RemoveTemporariesAndDie;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(sig, &action, nullptr);
+  }
+}
+
+std::string TemporaryNameBase(const std::string& name) {
+  const size_t mark = sizeof(kTemporaryMark) - 1;
+  if (name.size() > mark + kTemporaryChars &&
+      name.compare(name.size() - kTemporaryChars - mark, mark, kTemporaryMark) == 0) {
+    return name.substr(0, name.size() - kTemporaryChars - mark);
+  }
+  if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) return name.substr(0, name.size() - 4);
+  return "";
+}
+
+Status FlushStdout() {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) return Status::IOError("stdout", "write", errno);
+  return Status::OK();
+}
+
+Status FsyncPath(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::IOError(path, "open for fsync", errno);
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) return Status::IOError(path, "fsync", err);
+  return Status::OK();
+}
+
+void RaiseOpenFileLimit() {
+  rlimit limit;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);  // best effort: opening shards reports EMFILE otherwise
+  }
+}
+
+DirectoryLock::~DirectoryLock() { Release(); }
+
+void DirectoryLock::Release() {
+  if (fd_ >= 0) ::close(fd_);  // closing the last descriptor drops the flock
+  fd_ = -1;
+}
+
+Status DirectoryLock::TryLock(const std::string& path) {
+  Release();
+  // A few attempts: each fails only if the directory was renamed or replaced
+  // between our open and our lock, i.e. while its holder was finishing.
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return Status::IOError(path, "open to lock", errno);
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      ::close(fd);
+      if (err == EWOULDBLOCK) return Status::Busy(path + ": locked by another process");
+      return Status::IOError(path, "lock", err);
+    }
+    struct stat held, named;
+    if (::fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
+        held.st_ino == named.st_ino) {
+      fd_ = fd;
+      return Status::OK();
+    }
+    ::close(fd);
+  }
+  return Status::Busy(path + ": replaced repeatedly while being locked");
+}
+
+ReadOnlyFile::~ReadOnlyFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+ReadOnlyFile::ReadOnlyFile(ReadOnlyFile&& other) noexcept
+    : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)), size_bytes_(other.size_bytes_) {}
+
+ReadOnlyFile& ReadOnlyFile::operator=(ReadOnlyFile&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    path_ = std::move(other.path_);
+    fd_ = std::exchange(other.fd_, -1);
+    size_bytes_ = other.size_bytes_;
+  }
+  return *this;
+}
+
+Status ReadOnlyFile::Open(const std::string& path) {
+  // Non-blocking: opening a FIFO would otherwise wait for a writer for ever.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return Status::IOError(path, "open", errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Status::IOError(path, "stat", err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::InvalidArgument(path + ": is " + FileTypeName(st.st_mode) + ", not a regular file");
+  }
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+  path_ = path;
+  size_bytes_ = static_cast<uint64_t>(st.st_size);
+  return Status::OK();
+}
+
+Status ReadOnlyFile::ReadAt(uint64_t offset, size_t bytes, char* dst) const {
+  size_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = ::pread(fd_, dst + done, bytes - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::IOError(path_, "read " + std::to_string(bytes) + " bytes at " + std::to_string(offset), errno);
+    }
+    if (n == 0) {
+      return Status::Corruption(path_ + ": ends before byte " + std::to_string(offset + bytes) +
+                                " (a read of " + std::to_string(bytes) + " bytes at " + std::to_string(offset) + ")");
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::OK();
+}
+
+void ReadOnlyFile::WillNeed(uint64_t offset, size_t bytes) const {
+  ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(bytes), POSIX_FADV_WILLNEED);
+}
+
+}  // namespace granary

@@ -1,0 +1,126 @@
+// Files with errors as Status: whole-file reads and synced or atomic writes,
+// positioned reads, and an exclusive lock on a directory. Thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+
+namespace granary {
+
+// "a regular file", "a directory", "a FIFO", ... for a stat(2) st_mode.
+const char* FileTypeName(unsigned mode);
+
+// Replaces *out with the contents of `path`. NotFound if it does not exist,
+// IOError (with errno) if it cannot be opened or read. Reuses *out's capacity.
+Status ReadFile(const std::string& path, std::string* out);
+
+// As ReadFile, for a regular file of at most `max_bytes`, checked before
+// anything is read: InvalidArgument naming the file if it is not a regular
+// file (a FIFO, a device), Corruption if it is larger.
+Status ReadBoundedFile(const std::string& path, uint64_t max_bytes, std::string* out);
+
+// Writes `contents` to `path` (created or truncated) and fsyncs it. A
+// symlink at `path` is refused (ELOOP), never written through.
+Status WriteFileSynced(const std::string& path, const std::string& contents);
+
+// How WriteFileAtomically treats a symlink at its path, and how durable the
+// new contents are.
+struct AtomicWriteOptions {
+  // True: the file the link names is replaced and the link kept (a path a
+  // user gave, such as --save). False: refused with InvalidArgument naming
+  // the path (a file in a directory granary owns: a checkpoint, a run record).
+  bool through_links = true;
+  // Also fsync the file before its rename and its directory after: it
+  // survives the machine, not only the process.
+  bool sync = false;
+};
+
+// Writes `contents` to a temporary file of a new, unique name beside `path`
+// (created with O_EXCL | O_NOFOLLOW, so no link or file already there is
+// ever written through; see TemporaryNameBase) and renames it over `path`, so
+// a killed process leaves the old or the new contents, never a mix; a failed
+// write leaves no temporary file. The file's mode is 0666 less the umask.
+Status WriteFileAtomically(const std::string& path, const std::string& contents,
+                           const AtomicWriteOptions& options = {});
+
+// From now on SIGINT, SIGTERM and SIGHUP, where the program left them at
+// their default action, first remove the temporary files WriteFileAtomically
+// is writing (a checkpoint, a saved model), then end the process as before:
+// a stopped run leaves no BASE.tmp-XXXXXX behind.
+void RemoveTemporariesOnStopSignals();
+// Removes the temporary files WriteFileAtomically is writing, now
+// (async-signal-safe: for a program's own signal handler).
+void RemoveTemporaryFilesNow();
+
+// The name of the file whose temporary file WriteFileAtomically would name
+// `name` (a file name, no directory): BASE for "BASE.tmp-XXXXXX", or for
+// "BASE.tmp" as earlier versions named it; "" if `name` is neither. A write
+// killed before its rename leaves one.
+std::string TemporaryNameBase(const std::string& name);
+
+// Flushes stdout (and std::cout, which writes through it); IOError naming
+// "stdout" if anything written to it was lost (a full disk, /dev/full).
+Status FlushStdout();
+
+// fsync of a file or directory (a directory's, after a rename into it).
+Status FsyncPath(const std::string& path);
+
+// Raises this process's soft limit on open files to its hard limit: a reader
+// keeps two descriptors per shard, and a db may have thousands of shards.
+void RaiseOpenFileLimit();
+
+// An exclusive advisory lock (flock) on a directory, held while the object
+// lives and released by the kernel if the process dies, so a lock left by a
+// killed process never blocks anyone.
+class DirectoryLock {
+ public:
+  DirectoryLock() = default;
+  ~DirectoryLock();
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+  // Locks the directory at `path` without waiting. Busy if another process
+  // (or another DirectoryLock) holds it; IOError naming `path` otherwise. On success the
+  // directory still has that name (a directory renamed or removed between the
+  // open and the lock is not the one asked for: that is retried).
+  Status TryLock(const std::string& path);
+  bool held() const { return fd_ >= 0; }
+  void Release();
+
+ private:
+  int fd_ = -1;
+};
+
+// A file opened read-only for positioned reads, which any number of threads
+// may issue at once. Closes the file on destruction.
+class ReadOnlyFile {
+ public:
+  ReadOnlyFile() = default;
+  ~ReadOnlyFile();
+  ReadOnlyFile(ReadOnlyFile&& other) noexcept;
+  ReadOnlyFile& operator=(ReadOnlyFile&& other) noexcept;
+  ReadOnlyFile(const ReadOnlyFile&) = delete;
+  ReadOnlyFile& operator=(const ReadOnlyFile&) = delete;
+
+  // IOError naming `path` (with errno) if it cannot be opened;
+  // InvalidArgument if it is not a regular file (a FIFO, a device).
+  Status Open(const std::string& path);
+  // Reads exactly `bytes` at `offset` into dst. IOError naming the file, or
+  // Corruption if the file ends first.
+  Status ReadAt(uint64_t offset, size_t bytes, char* dst) const;
+  // Tells the kernel the range will be read soon; a hint, failures ignored.
+  void WillNeed(uint64_t offset, size_t bytes) const;
+  const std::string& path() const { return path_; }
+  // The file's size when it was opened.
+  uint64_t size_bytes() const { return size_bytes_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_bytes_ = 0;
+};
+
+}  // namespace granary

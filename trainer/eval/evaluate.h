@@ -1,0 +1,47 @@
+// Evaluation of a model on a split (mean loss and accuracy), the samples
+// shared between ranks. Runs on the calling thread with its own loader.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <torch/script.h>
+
+#include "loader/loader.h"
+#include "trainer/config/config.h"
+#include "trainer/config/workload.h"
+#include "trainer/eval/forward.h"
+#include "trainer/models/precision.h"
+#include "trainer/models/registry.h"
+
+namespace granary {
+
+struct EvalResult {
+  double loss_sum = 0;  // summed over the samples
+  uint64_t correct = 0;
+  uint64_t samples = 0;
+  // Why each record this rank skipped was skipped (--skip-corrupt), for the
+  // caller to report: the observer in training, stderr in --eval-only.
+  std::vector<std::string> skipped;
+};
+
+// Evaluate, of any forward: a TorchScript module, an INT8 one. The caller
+// holds the grad mode and the model's eval mode.
+StatusOr<EvalResult> EvaluateForward(const DbReader& db, LoaderOptions options, const ForwardFn& forward, int rank = 0,
+                                     int world = 1);
+
+// Evaluates rank `rank`'s share of `options.split` (of `world` ranks: every
+// sample is evaluated by exactly one rank, in order, unaugmented; options'
+// sampler and augmentation are overridden). Sum the ranks' results for the
+// split's. Errors from the loader or LibTorch come back as Status.
+StatusOr<EvalResult> Evaluate(const DbReader& db, LoaderOptions options, Classifier& model, const Precision& precision,
+                              int rank = 0, int world = 1);
+
+// `module` on all of `data.eval_split`, in batches of kEvalBatchSize, the
+// caller holding the grad mode; `*first` (if not null and undefined) becomes
+// a copy of the first input batch (what InferenceRates times).
+StatusOr<EvalResult> EvaluateModule(const DbReader& db, const DataConfig& data, const Workload& workload,
+                                    torch::jit::Module& module, torch::Tensor* first = nullptr);
+
+}  // namespace granary

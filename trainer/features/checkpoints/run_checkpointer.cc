@@ -1,0 +1,147 @@
+#include "trainer/features/checkpoints/run_checkpointer.h"
+
+#include <chrono>
+#include <thread>
+#include <utility>
+
+#include "loader/loader.h"
+#include "trainer/comm/comm.h"
+#include "trainer/launch/heartbeat.h"
+#include "trainer/loop/data_parallel.h"
+#include "trainer/loop/rank.h"
+#include "trainer/loop/rank_model.h"
+
+namespace granary {
+
+RunCheckpointer::RunCheckpointer(const TrainConfig& config, std::string db_content_hash, std::string run, int rank,
+                                 Comm& comm, const torch::nn::Module& net, const torch::optim::Optimizer& optimizer,
+                                 RunObserver& observer)
+    : config_(config),
+      db_content_hash_(std::move(db_content_hash)),
+      run_(std::move(run)),
+      rank_(rank),
+      comm_(comm),
+      net_(net),
+      optimizer_(optimizer),
+      observer_(observer) {}
+
+namespace {
+
+// Every rank's `state` on rank 0: the shared tensors as they are, each
+// rank's own stacked (a collective: the ranks' states have the same names and
+// shapes, as their buckets are the same).
+StatusOr<SavedCompression> GatherCompression(const CompressionState& state, Comm& comm) {
+  SavedCompression saved;
+  saved.shared = state.shared;
+  for (const auto& [name, tensor] : state.own) {
+    std::vector<torch::Tensor> all;
+    GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<PendingCollective> gather, comm.AllGatherAsync(tensor, &all));
+    GRANARY_RETURN_IF_ERROR(gather->Wait());
+    saved.ranks[name] = torch::stack(all);
+  }
+  return saved;
+}
+
+}  // namespace
+
+Status RunCheckpointer::Save(RunPosition at, double loss_sum, double samples, const CompressionState& compression,
+                             bool final) {
+  // Every rank's row: a sum where only row `rank` is not zero is exact.
+  const int world = config_.World();
+  torch::Tensor rows = torch::zeros({world, 2}, torch::kFloat64);
+  rows[rank_][0] = loss_sum;
+  rows[rank_][1] = samples;
+  GRANARY_RETURN_IF_ERROR(comm_.AllReduceSum(rows));
+  at.world = world;
+  for (int r = 0; r < world; ++r) {
+    at.loss_sums.push_back(rows[r][0].item<double>());
+    at.sample_counts.push_back(rows[r][1].item<double>());
+  }
+  GRANARY_ASSIGN_OR_RETURN(SavedCompression gathered, GatherCompression(compression, comm_));
+  if (rank_ != 0) return Status::OK();
+  CheckpointHeader header{config_, db_content_hash_, at, run_};
+  if (final) {
+    final_ = header;
+    final_compression_ = std::move(gathered);
+    return Status::OK();
+  }
+  if (writer_.Busy()) {
+    observer_.Note("checkpoint of step " + std::to_string(at.global_step) +
+                   " skipped: the one before is still being written (a slow disk? a larger --checkpoint-every)");
+    return Status::OK();
+  }
+  return writer_.Write(config_.checkpoint.dir, header, net_, optimizer_, config_.checkpoint.keep, gathered);
+}
+
+StatusOr<Flow> RunCheckpointer::AfterStep(RankState& state, const StepEvent& step) {
+  const int every = config_.checkpoint.every;
+  if (every > 0 && state.global_step % every == 0 && !step.epoch_end) {
+    RunPosition at;
+    at.global_step = state.global_step;
+    at.epoch = static_cast<uint64_t>(step.epoch);
+    at.position = state.train.state().position;
+    GRANARY_RETURN_IF_ERROR(Save(at, step.tally->loss_sum, step.tally->samples, state.dp.sync->SaveState()));
+  }
+  GRANARY_RETURN_IF_ERROR(Failed());
+  return Flow::kGoOn;
+}
+
+StatusOr<Flow> RunCheckpointer::AfterEpoch(RankState& state, const EpochEvent& epoch, EpochReport*) {
+  RunPosition at;
+  at.global_step = state.global_step;
+  at.epoch = static_cast<uint64_t>(epoch.epoch) + 1;
+  GRANARY_RETURN_IF_ERROR(Save(at, 0, 0, state.dp.sync->SaveState(), /*final=*/epoch.last));
+  return Flow::kGoOn;
+}
+
+Status RunCheckpointer::AfterRun(RankState&, std::vector<EpochReport>*) { return Finish(); }
+
+Status RunCheckpointer::Failed() {
+  if (writer_.Busy()) return Status::OK();
+  return writer_.Wait();  // the finished write's outcome, once
+}
+
+Status RunCheckpointer::Finish() {
+  auto wait_for_disk = [&] {
+    while (writer_.Busy()) {
+      HeartbeatBeat();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return writer_.Wait();
+  };
+  if (final_) {
+    GRANARY_RETURN_IF_ERROR(wait_for_disk());
+    GRANARY_RETURN_IF_ERROR(
+        writer_.Write(config_.checkpoint.dir, *final_, net_, optimizer_, config_.checkpoint.keep, final_compression_));
+  }
+  return wait_for_disk();
+}
+
+namespace {
+
+class CheckpointsFeature : public Feature {
+ public:
+  void Outputs(const TrainConfig& c, std::vector<OutputPath>* outputs) const override {
+    outputs->push_back({"--checkpoint-dir", c.checkpoint.dir, OutputKind::kDirectory});
+  }
+
+  StatusOr<std::unique_ptr<RunHook>> Hook(RankState& state) const override {
+    const TrainConfig& c = state.run.config;
+    if (c.data.synthetic || c.checkpoint.dir.empty()) return std::unique_ptr<RunHook>();
+    std::string run;  // rank 0's checkpoints name the run that claimed --checkpoint-dir
+    if (state.rank == 0) {
+      StatusOr<std::string> owner = CheckpointDirRun(c.checkpoint.dir);
+      if (!owner.ok()) return owner.status().WithContext("--checkpoint-dir");
+      run = owner.value();
+    }
+    return std::unique_ptr<RunHook>(std::make_unique<RunCheckpointer>(
+        c, state.run.db->manifest().content_hash, std::move(run), state.rank, *state.dp.comm, *state.model.net,
+        state.optimizer, state.observer));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Feature> MakeCheckpointsFeature() { return std::make_unique<CheckpointsFeature>(); }
+
+}  // namespace granary

@@ -1,0 +1,112 @@
+#include "trainer/run_rank.h"
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "loader/loader.h"
+#include "store/db.h"
+#include "trainer/comm/gradient_sync.h"
+#include "trainer/features/checkpoints/resume_point.h"
+#include "trainer/features/features.h"
+#include "trainer/loop/data_parallel.h"
+#include "trainer/loop/hook.h"
+#include "trainer/loop/input_statistics.h"
+#include "trainer/loop/loader_options.h"
+#include "trainer/loop/rank_model.h"
+#include "trainer/loop/train_batches.h"
+#include "trainer/optim/optimizer.h"
+
+namespace granary {
+namespace {
+
+// A line naming the features (by index, as the db stores them) that hold
+// missing values, and what the model does with them; "" if none does.
+std::string MissingFeaturesNote(const InputStatistics& s) {
+  const torch::Tensor holding = torch::nonzero(s.missing).flatten();
+  if (holding.numel() == 0) return "";
+  std::string which;
+  for (int64_t i = 0; i < holding.numel() && i < 8; ++i) {
+    const int64_t f = holding[i].item<int64_t>();
+    which += (i > 0 ? ", " : "") + std::to_string(f) + " (" + std::to_string(s.missing[f].item<int64_t>()) + ")";
+  }
+  if (holding.numel() > 8) which += ", ...";
+  return std::to_string(holding.numel()) + " feature(s) hold missing values (NaN) in the training split: " + which +
+         " (feature index, samples missing it): each is standardised over the values present, and a missing "
+         "value is taken as its feature's mean";
+}
+
+// The model `run` trains: a feature model standardises its input by the
+// training split's statistics (told to rank 0's observer when values are
+// missing).
+StatusOr<ModelSpec> SpecOf(const ResolvedRun& run, int rank, RunObserver& observer) {
+  const TrainConfig& c = run.config;
+  ModelSpec spec = SpecFor(c.model, run.workload, run.db->manifest().num_classes);
+  if (run.workload.kind != InputKind::kFeatures || c.data.synthetic) return spec;
+  GRANARY_ASSIGN_OR_RETURN(const InputStatistics s,
+                           ComputeInputStatistics(*run.db, TrainSplitPassOptions(c, run.workload, 1024,
+                                                                                 /*shuffled=*/false)));
+  spec.input_mean = s.mean;
+  spec.input_std = s.stddev;
+  if (rank == 0) {
+    if (std::string note = MissingFeaturesNote(s); !note.empty()) observer.Note(note);
+  }
+  return spec;
+}
+
+}  // namespace
+
+StatusOr<std::vector<EpochReport>> RunRank(const ResolvedRun& run, int rank, RunObserver& observer,
+                                           std::optional<Checkpoint> resumed) {
+  const TrainConfig& c = run.config;
+  SetUpRankProcess(c, run.env);
+  GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<Loader> train,
+                           Loader::Create(*run.db, TrainLoaderOptions(c, run.workload, rank)));
+  if (!c.data.eval_split.empty() && run.db->manifest().FindSplit(c.data.eval_split) == nullptr) {
+    return Status::NotFound(c.data.db + ": no split '" + c.data.eval_split + "' to evaluate on");
+  }
+  // --resume: read (if the caller has not) and parsed once, for everything a
+  // rank resumes with.
+  std::optional<ResumePoint> resume;
+  if (!c.checkpoint.resume.empty()) {
+    if (!resumed) {  // resolved to a file and checked by RunTrain
+      StatusOr<Checkpoint> read = ReadCheckpoint(c.checkpoint.resume);
+      if (!read.ok()) return read.status().WithContext("--resume");
+      resumed = std::move(read).value();
+    }
+    StatusOr<ResumePoint> opened = ResumePoint::Open(std::move(resumed).value());
+    if (!opened.ok()) return opened.status().WithContext("--resume");
+    resume = std::move(opened).value();
+  }
+  GRANARY_ASSIGN_OR_RETURN(const ModelSpec spec, SpecOf(run, rank, observer));
+  RestoreWeights restore;
+  if (resume) restore = [&resume](Classifier& net) { return resume->RestoreModel(net); };
+  GRANARY_ASSIGN_OR_RETURN(RankModel model, BuildRankModel(c, spec, restore));
+  const RankStart start = resume ? resume->StartOf(rank, c.World()) : RankStart{};
+  const std::string recipe =
+      RecipeJson(c, run.db->manifest().content_hash, start.resumed ? start.global_step : -1);
+  GRANARY_ASSIGN_OR_RETURN(DataParallel dp, DataParallel::Join(c, run.env, rank, *model.net, recipe));
+  GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<torch::optim::Optimizer> optimizer,
+                           CreateOptimizer(c.optim, model.net->parameters()));
+  if (resume) {
+    GRANARY_RETURN_IF_ERROR(resume->RestoreOptimizer(*optimizer));
+    GRANARY_RETURN_IF_ERROR(resume->RestoreCompression(rank, c.World(), *dp.sync, observer));
+    if (rank == 0) resume->Tell(c, observer);
+  }
+  RankState state{run, rank, observer, model, dp, *optimizer, *train, {}, start, start.global_step};
+  dp.Parts(/*apart=*/c.data.synthetic, &state.parts);
+  state.parts.net = model.net.get();
+  state.parts.precision = &model.precision;
+  state.parts.optimizer = optimizer.get();
+  state.parts.label_smoothing = c.optim.label_smoothing;
+  state.parts.seed = c.optim.seed;
+  state.parts.rank = rank;
+  GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<TrainBatches> batches,
+                           MakeTrainBatches(c, *train, run.db->manifest().num_classes, rank, observer));
+  GRANARY_ASSIGN_OR_RETURN(RunHooks hooks, AssembleHooks(state));
+  return TrainRank(state, *batches, std::move(hooks));
+}
+
+}  // namespace granary
