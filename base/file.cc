@@ -218,7 +218,10 @@ std::string TemporaryNameBase(const std::string& name) {
 }
 
 Status FlushStdout() {
-  if (std::fflush(stdout) != 0 || std::ferror(stdout)) return Status::IOError("stdout", "write", errno);
+  if (std::fflush(stdout) != 0) return Status::IOError("stdout", "write", errno);
+  // A write that failed earlier (the stream's error flag) left no errno that
+  // still means it: no reason is better than another call's.
+  if (std::ferror(stdout)) return Status::IOError("stdout", "write", 0);
   return Status::OK();
 }
 
