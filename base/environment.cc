@@ -14,7 +14,8 @@ Environment Environment::OfProcess() {
   for (char** v = environ; *v != nullptr; ++v) {
     const char* equals = std::strchr(*v, '=');
     if (equals == nullptr) continue;  // not NAME=value: nothing to read
-    variables.emplace(std::string(*v, static_cast<size_t>(equals - *v)), equals + 1);  // the first of a name wins, as getenv's
+    // The first of a name wins, as getenv's does.
+    variables.emplace(std::string(*v, static_cast<size_t>(equals - *v)), equals + 1);
   }
   return Environment(std::move(variables));
 }

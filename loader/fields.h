@@ -7,8 +7,8 @@
 
 #include <string>
 
-#include "store/manifest.h"
 #include "base/status.h"
+#include "store/manifest.h"
 
 namespace granary {
 

@@ -11,8 +11,8 @@
 #include <map>
 #include <thread>
 
-#include "loader/pixels.h"
 #include "base/mutex.h"
+#include "loader/pixels.h"
 
 namespace granary {
 
@@ -243,8 +243,8 @@ struct Loader::Impl {
   // augmentation is off). Precondition: a C x H x W sample shape.
   AugmentPlan PlanFor(uint64_t e, uint64_t index) const {
     if (!options.augment.any()) return AugmentPlan();
-    return PlanAugment(options.augment, AugmentKey(options.sampler.seed, e, index), static_cast<int>(geometry.sample_shape[1]),
-                       static_cast<int>(geometry.sample_shape[2]));
+    return PlanAugment(options.augment, AugmentKey(options.sampler.seed, e, index),
+                       static_cast<int>(geometry.sample_shape[1]), static_cast<int>(geometry.sample_shape[2]));
   }
 
   // One sample's input as normalised (and augmented) float C x H x W (or the
@@ -262,7 +262,8 @@ struct Loader::Impl {
     const int h = static_cast<int>(geometry.sample_shape[1]), w = static_cast<int>(geometry.sample_shape[2]);
     const AugmentPlan plan = PlanFor(e, index);
     if (geometry.hwc && !plan.resized_crop) {
-      HwcToChwShifted(in.data, geometry.field_shape, plan, options.scale, normalisation.means, normalisation.inv_stds, dst);  // one pass
+      HwcToChwShifted(in.data, geometry.field_shape, plan, options.scale, normalisation.means, normalisation.inv_stds,
+                      dst);  // one pass
       return;
     }
     if (geometry.hwc) {
@@ -324,8 +325,9 @@ struct Loader::Impl {
           std::memcpy(dst, in.data, geometry.sample_elements);
           continue;
         }
-        CopyImage(in.data, static_cast<int>(geometry.sample_shape[0]), static_cast<int>(geometry.sample_shape[1]),
-                  static_cast<int>(geometry.sample_shape[2]), geometry.hwc, PlanFor(e, index), options.channels_last, dst);
+        const Shape& shape = geometry.sample_shape;
+        CopyImage(in.data, static_cast<int>(shape[0]), static_cast<int>(shape[1]), static_cast<int>(shape[2]),
+                  geometry.hwc, PlanFor(e, index), options.channels_last, dst);
         continue;
       }
       float* dst = batch->input.data() + out * geometry.sample_elements;

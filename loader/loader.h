@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "loader/augment.h"
 #include "loader/sampler.h"
 #include "store/db.h"
-#include "base/status.h"
 
 namespace granary {
 

@@ -11,12 +11,12 @@
 #include <fstream>
 #include <iostream>
 
-#include "loader/loader.h"
-#include "loader/sampler.h"
 #include "base/cli.h"
-#include "store/db.h"
 #include "base/file.h"
 #include "base/json_text.h"
+#include "loader/loader.h"
+#include "loader/sampler.h"
+#include "store/db.h"
 
 namespace {
 

@@ -18,12 +18,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_text.h"
 #include "preprocess/dictionary_choice.h"
 #include "preprocess/packing.h"
 #include "preprocess/progress.h"
 #include "store/db.h"
 #include "store/db_writer.h"
-#include "base/json_text.h"
 #include "store/record.h"
 
 namespace granary {
@@ -333,7 +333,8 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
   wopts.inputs = {source.info.path};
   if (options.records_per_commit > 0) wopts.records_per_commit = options.records_per_commit;
   ResumePoint resume;
-  GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<DbWriter> writer, DbWriter::Create(wopts, options.resume ? &resume : nullptr));
+  GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<DbWriter> writer,
+                           DbWriter::Create(wopts, options.resume ? &resume : nullptr));
 
   // The state a resumed build continues from: what every split has read,
   // written and rejected, and the next item of the split in progress.

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "preprocess/source.h"
 #include "store/manifest.h"
-#include "base/status.h"
 
 namespace granary {
 

@@ -11,9 +11,9 @@
 #include <map>
 #include <set>
 
+#include "base/file.h"
 #include "preprocess/source.h"
 #include "preprocess/stratified.h"
-#include "base/file.h"
 
 namespace granary {
 namespace {

@@ -11,10 +11,10 @@
 #include <set>
 #include <tuple>
 
+#include "base/file.h"
 #include "preprocess/image.h"
 #include "preprocess/source.h"
 #include "preprocess/stratified.h"
-#include "base/file.h"
 #include "store/output_path.h"
 
 namespace granary {

@@ -8,8 +8,8 @@
 #include <type_traits>
 #include <sstream>
 
-#include "preprocess/png.h"
 #include "base/json_text.h"
+#include "preprocess/png.h"
 
 namespace granary {
 namespace {

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "store/db.h"
 #include "base/status.h"
+#include "store/db.h"
 
 namespace granary {
 

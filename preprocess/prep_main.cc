@@ -17,14 +17,14 @@
 #include <optional>
 #include <sstream>
 
+#include "base/cli.h"
+#include "base/file.h"
+#include "base/json_text.h"
 #include "preprocess/build.h"
 #include "preprocess/inspect.h"
 #include "preprocess/source.h"
-#include "base/cli.h"
 #include "store/db.h"
 #include "store/db_writer.h"
-#include "base/file.h"
-#include "base/json_text.h"
 #include "store/output_path.h"
 #include "store/verify.h"
 

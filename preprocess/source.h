@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "preprocess/image.h"
 #include "store/schema.h"
-#include "base/status.h"
 
 namespace granary {
 

@@ -17,14 +17,14 @@
 #include <utility>
 #include <vector>
 
+#include "base/mutex.h"
+#include "base/status.h"
 #include "loader/augment.h"
 #include "loader/fields.h"
 #include "loader/loader.h"
 #include "loader/sampler.h"
 #include "store/db.h"
 #include "store/schema.h"
-#include "base/mutex.h"
-#include "base/status.h"
 
 namespace py = pybind11;
 

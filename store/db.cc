@@ -12,11 +12,11 @@
 #include <filesystem>
 #include <functional>
 
-#include "store/db_directory.h"
 #include "base/file.h"
+#include "base/mutex.h"
+#include "store/db_directory.h"
 #include "store/format.h"
 #include "store/lmdb_handles.h"
-#include "base/mutex.h"
 #include "store/shard_index.h"
 
 namespace granary {

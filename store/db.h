@@ -12,9 +12,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
 #include "store/manifest.h"
 #include "store/record.h"
-#include "base/status.h"
 
 namespace granary {
 

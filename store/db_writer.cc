@@ -13,11 +13,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/file.h"
+#include "base/json_text.h"
 #include "store/content_hash.h"
 #include "store/db_directory.h"
-#include "base/file.h"
 #include "store/format.h"
-#include "base/json_text.h"
 #include "store/lmdb_handles.h"
 #include "store/shard_index.h"
 

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <type_traits>
 
-#include "store/format.h"
 #include "base/json_text.h"
+#include "store/format.h"
 
 namespace granary {
 

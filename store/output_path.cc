@@ -12,8 +12,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "store/db_directory.h"
 #include "base/file.h"
+#include "store/db_directory.h"
 #include "store/format.h"
 
 namespace granary {

@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "store/schema.h"
 #include "base/status.h"
+#include "store/schema.h"
 
 namespace granary {
 

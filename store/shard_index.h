@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "store/record.h"
 #include "base/status.h"
+#include "store/record.h"
 
 namespace granary {
 

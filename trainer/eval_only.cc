@@ -6,9 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "loader/loader.h"
 #include "base/cli.h"
 #include "base/json_text.h"
+#include "loader/loader.h"
 #include "trainer/eval/evaluate.h"
 #include "trainer/eval/inference_rates.h"
 #include "trainer/loop/loader_options.h"

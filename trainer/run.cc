@@ -14,24 +14,24 @@
 #include <utility>
 
 #include "base/cli.h"
-#include "store/db.h"
 #include "base/json_text.h"
+#include "store/db.h"
 #include "store/output_path.h"
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/config/workload.h"
 #include "trainer/comm/comm.h"
+#include "trainer/config/workload.h"
+#include "trainer/features/features.h"
 #include "trainer/launch/heartbeat.h"
 #include "trainer/launch/launch.h"
 #include "trainer/launch/layout.h"
-#include "trainer/features/features.h"
 #include "trainer/loop/rank.h"
 #include "trainer/loop/rank_model.h"
 #include "trainer/models/precision.h"
 #include "trainer/models/registry.h"
+#include "trainer/number_text.h"
 #include "trainer/report/report.h"
 #include "trainer/run_rank.h"
 #include "trainer/tune_run.h"
-#include "trainer/number_text.h"
 
 namespace granary {
 namespace {
@@ -203,7 +203,8 @@ StatusOr<std::string> FromJob(const Environment& env, TrainConfig* config, const
   }
   const TrainConfig asked = *config;
   std::string launcher = "torchrun", where = "torchrun's RANK, WORLD_SIZE, LOCAL_WORLD_SIZE";
-  GRANARY_RETURN_IF_ERROR(torchrun ? FromTorchrun(env, config, rank) : FromMpiJob(env, config, rank, &launcher, &where));
+  GRANARY_RETURN_IF_ERROR(torchrun ? FromTorchrun(env, config, rank)
+                                   : FromMpiJob(env, config, rank, &launcher, &where));
   auto given_flag = [&](const char* flag) { return std::find(given.begin(), given.end(), flag) != given.end(); };
   const std::pair<const char*, std::pair<int, int>> shape[] = {
       {"--ranks", {asked.dist.ranks, config->dist.ranks}},

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "loader/loader.h"
 #include "base/cli.h"
 #include "base/json_text.h"
+#include "loader/loader.h"
 #include "trainer/comm/comm.h"
 #include "trainer/launch/launch.h"
 #include "trainer/launch/layout.h"

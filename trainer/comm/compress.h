@@ -31,8 +31,8 @@
 #include <vector>
 
 #include "base/status.h"
-#include "trainer/config/choices.h"
 #include "trainer/comm/comm.h"
+#include "trainer/config/choices.h"
 
 namespace granary {
 

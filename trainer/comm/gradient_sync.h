@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "base/status.h"
-#include "trainer/config/choices.h"
 #include "trainer/comm/compress.h"
+#include "trainer/config/choices.h"
 
 namespace granary {
 

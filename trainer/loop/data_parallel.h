@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "base/status.h"
-#include "trainer/config/config.h"
 #include "trainer/comm/comm.h"
 #include "trainer/comm/gradient_sync.h"
+#include "trainer/config/config.h"
 #include "trainer/loop/step.h"
 #include "trainer/models/registry.h"
 

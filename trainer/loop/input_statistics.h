@@ -4,8 +4,8 @@
 
 #include <torch/torch.h>
 
-#include "loader/loader.h"
 #include "base/status.h"
+#include "loader/loader.h"
 
 namespace granary {
 

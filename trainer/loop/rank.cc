@@ -71,14 +71,13 @@ class RankLoop {
       const StatusOr<Flow> trained = TrainEpoch(static_cast<int>(epoch), &tally);
       if (!trained.ok()) return trained.status();
       if (trained.value() == Flow::kStop) break;  // mid-epoch: no report of a part
-      StatusOr<EpochReport> report = CloseEpoch(static_cast<int>(epoch), tally);
-      if (!report.ok()) return report.status();
+      GRANARY_ASSIGN_OR_RETURN(EpochReport report, CloseEpoch(static_cast<int>(epoch), tally));
       const EpochEvent event{static_cast<int>(epoch), epoch + 1 == c_.optim.epochs};
       GRANARY_ASSIGN_OR_RETURN(const Flow flow,
-                               EveryHook([&](RunHook& hook) { return hook.AfterEpoch(state_, event, &report.value()); }));
+                               EveryHook([&](RunHook& hook) { return hook.AfterEpoch(state_, event, &report); }));
       GRANARY_RETURN_IF_ERROR(state_.dp.comm->Barrier());
-      reports.push_back(report.value());
-      state_.observer.Epoch(report.value());
+      reports.push_back(report);
+      state_.observer.Epoch(report);
       if (flow == Flow::kStop) break;
     }
     for (const std::unique_ptr<RunHook>& hook : hooks_) GRANARY_RETURN_IF_ERROR(hook->AfterRun(state_, &reports));
@@ -155,7 +154,8 @@ class RankLoop {
       event.epoch_end = done == batches;
       event.result = stepped;
       event.tally = t;
-      GRANARY_ASSIGN_OR_RETURN(const Flow flow, EveryHook([&](RunHook& hook) { return hook.AfterStep(state_, event); }));
+      GRANARY_ASSIGN_OR_RETURN(const Flow flow,
+                               EveryHook([&](RunHook& hook) { return hook.AfterStep(state_, event); }));
       if (flow == Flow::kStop) return flow;
     }
     return Flow::kGoOn;

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "store/db.h"
 #include "base/environment.h"
 #include "base/status.h"
+#include "store/db.h"
 #include "trainer/config/config.h"
 #include "trainer/config/workload.h"
 #include "trainer/report/observer.h"

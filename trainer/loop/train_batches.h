@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "loader/loader.h"
 #include "base/status.h"
+#include "loader/loader.h"
 #include "trainer/config/config.h"
 #include "trainer/loop/step.h"
 #include "trainer/report/observer.h"

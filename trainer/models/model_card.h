@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "store/schema.h"
 #include "base/status.h"
+#include "store/schema.h"
 
 namespace granary {
 

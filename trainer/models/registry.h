@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
-#include "store/schema.h"
 #include "base/status.h"
+#include "store/schema.h"
 #include "trainer/config/choices.h"
 
 namespace granary {

@@ -15,9 +15,9 @@
 
 #include "base/status.h"
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/config/config.h"
 #include "trainer/comm/compress.h"
 #include "trainer/comm/gradient_sync.h"
+#include "trainer/config/config.h"
 #include "trainer/features/feature.h"
 #include "trainer/loop/hook.h"
 #include "trainer/report/observer.h"

@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "trainer/comm/comm.h"
-#include "trainer/loop/data_parallel.h"
 #include "trainer/eval/evaluate.h"
+#include "trainer/loop/data_parallel.h"
 #include "trainer/loop/loader_options.h"
 #include "trainer/loop/rank.h"
 #include "trainer/loop/rank_model.h"

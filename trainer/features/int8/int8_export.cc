@@ -8,10 +8,10 @@
 
 #include "base/file.h"
 #include "base/json_text.h"
-#include "trainer/launch/heartbeat.h"
-#include "trainer/loop/batch_tensors.h"
 #include "trainer/eval/evaluate.h"
 #include "trainer/eval/inference_rates.h"
+#include "trainer/launch/heartbeat.h"
+#include "trainer/loop/batch_tensors.h"
 #include "trainer/loop/loader_options.h"
 #include "trainer/loop/rank.h"
 #include "trainer/loop/rank_model.h"
@@ -216,7 +216,8 @@ class Int8ExportFeature : public Feature {
   }
 
   void Outputs(const TrainConfig& c, std::vector<OutputPath>* outputs) const override {
-    if (c.shrink.quantize == "int8") outputs->push_back({"--quantize int8", Int8Path(c.output.save), OutputKind::kModel});
+    if (c.shrink.quantize != "int8") return;
+    outputs->push_back({"--quantize int8", Int8Path(c.output.save), OutputKind::kModel});
   }
 
   StatusOr<std::unique_ptr<RunHook>> Hook(RankState& state) const override {

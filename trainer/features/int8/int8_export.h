@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "store/db.h"
 #include "base/status.h"
+#include "store/db.h"
 #include "trainer/config/config.h"
 #include "trainer/config/workload.h"
 #include "trainer/features/feature.h"

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "base/status.h"
-#include "trainer/config/config.h"
 #include "trainer/comm/comm.h"
+#include "trainer/config/config.h"
 #include "trainer/features/feature.h"
 #include "trainer/models/registry.h"
 
