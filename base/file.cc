@@ -217,11 +217,24 @@ std::string TemporaryNameBase(const std::string& name) {
   return "";
 }
 
+namespace {
+
+// Why stdout's first failed flush failed (0: none failed, or none was seen).
+std::atomic<int> stdout_errno{0};
+
+}  // namespace
+
+void FlushStdoutNoting() {
+  if (std::fflush(stdout) == 0) return;
+  int none = 0;
+  stdout_errno.compare_exchange_strong(none, errno);
+}
+
 Status FlushStdout() {
   if (std::fflush(stdout) != 0) return Status::IOError("stdout", "write", errno);
-  // A write that failed earlier (the stream's error flag) left no errno that
-  // still means it: no reason is better than another call's.
-  if (std::ferror(stdout)) return Status::IOError("stdout", "write", 0);
+  // A write that failed earlier (the stream's error flag) is named with the
+  // reason FlushStdoutNoting saw then, or none: errno now is another call's.
+  if (std::ferror(stdout)) return Status::IOError("stdout", "write", stdout_errno.load());
   return Status::OK();
 }
 

@@ -64,6 +64,9 @@ std::string TemporaryNameBase(const std::string& name);
 // Flushes stdout (and std::cout, which writes through it); IOError naming
 // "stdout" if anything written to it was lost (a full disk, /dev/full).
 Status FlushStdout();
+// Flushes stdout as a report goes, keeping the first failure's errno for
+// FlushStdout, which names it (the stream's error flag keeps no reason).
+void FlushStdoutNoting();
 
 // fsync of a file or directory (a directory's, after a rename into it).
 Status FsyncPath(const std::string& path);

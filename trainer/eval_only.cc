@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/cli.h"
+#include "base/file.h"
 #include "base/json_text.h"
 #include "loader/loader.h"
 #include "trainer/eval/evaluate.h"
@@ -115,7 +116,8 @@ int RunEvalOnly(TrainConfig config, bool json, const std::vector<std::string>& g
                                 {"threads", e->threads},
                                 {"batch_size", kEvalBatchSize},
                                 {"int8_layers", e->int8_layers}};
-    std::cout << DumpJson(out) << std::endl;
+    std::cout << DumpJson(out) << '\n';
+    FlushStdoutNoting();
   } else {
     std::printf("eval %s on %s split %s: %llu samples  acc %.4f  loss %.4f  samples/s %.0f  (%s, %d thread%s)\n",
                 c.model.name.c_str(), c.data.db.c_str(), c.data.eval_split.c_str(),

@@ -201,5 +201,5 @@ def smaller_ones(d, w, db, base, train, kd, a):
            1, None, "start every node with the same --ranks and --nnodes")
     if os.path.exists(stop):
         d.case("a rank stopped during start-up (rank 0's line, then the launcher's)",
-               sh(f"LD_PRELOAD={stop} GRANARY_TEST_STOP_RANK=1 {' '.join(train)} --ranks 2 --timeout 2"), 1, None,
+               sh(f"LD_PRELOAD={stop} GRANARY_TEST_STOP_RANK=1 {' '.join(train)} --ranks 2 --timeout 10"), 1, None,
                "rank 1 did not start in", lines=2)

@@ -58,7 +58,7 @@ Status RunReport::Start() {
               Printable(config_.data.db).c_str(),
               config_.data.synthetic ? " (--synthetic: random batches, no loader, no sync)" : "");
   std::printf("train: config %s\n", config_.ToJson().c_str());
-  std::fflush(stdout);
+  FlushStdoutNoting();
   return Status::OK();
 }
 
@@ -70,7 +70,7 @@ void RunReport::Plan(const EpochPlanReport& plan) {
   if (plan.padded > 0) std::printf(", %llu padded", static_cast<unsigned long long>(plan.padded));
   if (plan.dropped > 0) std::printf(", %llu dropped", static_cast<unsigned long long>(plan.dropped));
   std::printf("\n");
-  std::fflush(stdout);
+  FlushStdoutNoting();
 }
 
 void RunReport::Step(const StepReport& step) {
@@ -130,7 +130,7 @@ void RunReport::Epoch(const EpochReport& r) {
                 r.pruned.c_str(), static_cast<unsigned long long>(r.parameters),
                 static_cast<unsigned long long>(r.parameters_after), r.evaluated ? " (test_acc is after the prune)" : "");
   }
-  std::fflush(stdout);
+  FlushStdoutNoting();
 }
 
 void RunReport::Result(const RunResult& result) {
@@ -142,7 +142,7 @@ void RunReport::Result(const RunResult& result) {
   }
   if (!text()) return;
   for (const std::string& line : result.lines) std::printf("%s\n", line.c_str());
-  std::fflush(stdout);
+  FlushStdoutNoting();
 }
 
 void RunReport::Note(const std::string& line) {
@@ -185,7 +185,8 @@ Status RunReport::Finish(const std::vector<EpochReport>& reports) {
   for (const EpochReport& r : reports) out["epochs"].push_back(EpochToJson(r));
   if (!tune_table_.empty()) out["tune"] = ParseJson(tune_table_);
   for (const RunResult& result : results_) out[result.name] = ParseJson(result.json);
-  std::cout << DumpJson(out) << std::endl;
+  std::cout << DumpJson(out) << '\n';
+  FlushStdoutNoting();
   return Status::OK();
 }
 
