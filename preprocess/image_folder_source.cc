@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "base/file.h"
+#include "preprocess/folder_layout.h"
 #include "preprocess/image.h"
 #include "preprocess/source.h"
 #include "preprocess/stratified.h"
@@ -28,158 +29,6 @@ struct ImageItem {
   std::string name;
   int64_t label = 0;
 };
-
-bool HasImageExtension(const fs::path& p) {
-  std::string ext = p.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-  return ext == ".jpg" || ext == ".jpeg" || ext == ".png";
-}
-
-// The folders directly in `dir`, sorted by name: hidden ones (".git") and
-// granary dbs (a db built inside its own raw folder) are not classes or
-// splits; they are set aside into *hidden and *dbs when given.
-std::vector<std::string> SortedSubdirs(const fs::path& dir, std::vector<std::string>* hidden = nullptr,
-                                       std::vector<std::string>* dbs = nullptr) {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (!e.is_directory(ec)) continue;
-    const std::string name = e.path().filename().string();
-    if (name[0] == '.') {
-      if (hidden != nullptr) hidden->push_back(name);
-    } else if (IsDbOrPartial(e.path().string())) {
-      if (dbs != nullptr) dbs->push_back(name);
-    } else {
-      names.push_back(name);
-    }
-  }
-  for (std::vector<std::string>* list : {&names, hidden, dbs}) {
-    if (list != nullptr) std::sort(list->begin(), list->end());
-  }
-  return names;
-}
-
-// The images directly in `dir` (not in its subfolders), sorted.
-std::vector<std::string> LooseImages(const fs::path& dir) {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name[0] != '.' && e.is_regular_file(ec) && HasImageExtension(e.path())) names.push_back(name);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-// Whether any image lies below `dir` (following links, each folder once).
-bool HoldsImages(const fs::path& dir) {
-  std::set<std::pair<dev_t, ino_t>> seen;
-  std::vector<fs::path> pending = {dir};
-  while (!pending.empty()) {
-    const fs::path current = std::move(pending.back());
-    pending.pop_back();
-    struct stat st;
-    if (::stat(current.c_str(), &st) != 0 || !seen.insert({st.st_dev, st.st_ino}).second) continue;
-    std::error_code ec;
-    for (fs::directory_iterator it(current, ec), end; !ec && it != end; it.increment(ec)) {
-      if (it->path().filename().string()[0] == '.') continue;
-      if (it->is_directory(ec)) {
-        pending.push_back(it->path());
-      } else if (it->is_regular_file(ec) && HasImageExtension(it->path())) {
-        return true;
-      }
-    }
-  }
-  return false;
-}
-
-// The split a top folder stands for in the splits layout ("validation" is
-// split "val"); empty if its name is no split's.
-std::string SplitOfFolder(const std::string& name) {
-  if (name == "train" || name == "val" || name == "test") return name;
-  if (name == "validation") return "val";
-  return "";
-}
-
-std::string JoinNames(const std::vector<std::string>& names, const char* suffix = "") {
-  std::string text;
-  for (size_t i = 0; i < names.size() && i < 8; ++i) text += (i > 0 ? ", " : "") + names[i] + suffix;
-  if (names.size() > 8) text += ", ... (" + std::to_string(names.size()) + " in all)";
-  return text;
-}
-
-// How RAW's top folders are read, decided from the whole folder unless
-// `requested` says: as splits (train/ and val|validation|test/ holding the
-// class folders, nothing else beside them) when that reading leaves out no
-// image; as classes (each top folder a class, as torchvision's ImageFolder
-// reads any folder) when there is no train/, or when reading train/ as a
-// split would leave out images (class folders beside it, images loose in
-// it). Where both readings take every image but folders without images
-// stand beside the splits, or a split holds a class train/ lacks, the folder
-// is ambiguous: refused, naming both readings.
-// Notes what a user might not expect into *notes.
-StatusOr<FolderLayout> ChooseLayout(const fs::path& raw, const std::vector<std::string>& top, FolderLayout requested,
-                                    std::vector<std::string>* notes) {
-  std::vector<std::string> splits, others;  // top folders by what their name says
-  for (const std::string& name : top) (SplitOfFolder(name).empty() ? others : splits).push_back(name);
-  const bool has_train = std::find(splits.begin(), splits.end(), "train") != splits.end();
-  const bool val_twice = std::find(splits.begin(), splits.end(), "val") != splits.end() &&
-                         std::find(splits.begin(), splits.end(), "validation") != splits.end();
-  if (requested == FolderLayout::kClasses) return requested;
-  const std::string where = raw.string();
-  if (requested == FolderLayout::kSplits) {
-    if (!has_train) return Status::InvalidArgument(where + ": --layout splits needs a train/ folder");
-    if (!others.empty()) {
-      return Status::InvalidArgument(where + ": --layout splits: " + JoinNames(others, "/") +
-                                     " beside train/ would be left out (split folders are train, val or "
-                                     "validation, test; --layout classes reads every folder as a class)");
-    }
-  }
-  if (!has_train) return FolderLayout::kClasses;
-  if (val_twice) {
-    return Status::InvalidArgument(where + ": both val/ and validation/: which one is the validation split?");
-  }
-  // What reading train/ (val/, test/) as splits would leave out.
-  std::vector<std::string> left_out;
-  for (const std::string& name : others) {
-    if (HoldsImages(raw / name)) left_out.push_back(name + "/");
-  }
-  for (const std::string& name : splits) {
-    if (!LooseImages(raw / name).empty()) left_out.push_back("the images directly in " + name + "/");
-  }
-  std::vector<std::string> train_classes = SortedSubdirs(raw / "train");
-  if (requested == FolderLayout::kSplits) {
-    if (!left_out.empty()) notes->push_back("--layout splits leaves out " + JoinNames(left_out));
-    return requested;
-  }
-  if (!left_out.empty()) {
-    if (!train_classes.empty()) {
-      const bool one = splits.size() == 1;
-      notes->push_back("read as class folders (" + JoinNames(top) + "), as torchvision's ImageFolder would: " +
-                       JoinNames(splits, "/") + (one ? " is a class" : " are classes") + " here, since reading " +
-                       (one ? "it as a split" : "them as splits") + " would leave out " + JoinNames(left_out) +
-                       " (--layout splits says otherwise)");
-    }
-    return FolderLayout::kClasses;
-  }
-  // Every image is in a split's class folders: the splits reading, unless
-  // folders without images stand beside them or a split names a class
-  // train/ lacks, where either reading may be meant.
-  std::string doubt;
-  if (!others.empty()) doubt = JoinNames(others, "/") + " beside them hold no images";
-  for (const std::string& name : splits) {
-    for (const std::string& c : SortedSubdirs(raw / name)) {
-      if (doubt.empty() && std::find(train_classes.begin(), train_classes.end(), c) == train_classes.end()) {
-        doubt = name + "/" + c + "/ is not a class of train/";
-      }
-    }
-  }
-  if (doubt.empty()) return FolderLayout::kSplits;
-  return Status::InvalidArgument(where + ": ambiguous layout: read as splits, " + JoinNames(splits, "/") +
-                                 " hold class folders (train/'s: " + JoinNames(train_classes) +
-                                 "); read as classes, the classes are " + JoinNames(top) + "; " + doubt +
-                                 ". Say which with --layout splits or --layout classes");
-}
 
 class ImageSplit : public SplitSource {
  public:
@@ -333,56 +182,19 @@ std::string NoteListing(const std::string& what, const std::vector<std::string>&
   return note;
 }
 
-// The folders that hold a split's class folders: RAW itself, or RAW/train
-// (and val, validation, test) in the splits layout.
-struct SplitRoot {
-  std::string name;  // the split
-  fs::path root;
-};
-
-// The split roots of `layout`, and the classes: train's class folders; a
-// class in another split that train lacks is refused.
-Status FindSplitRoots(const fs::path& raw, const std::vector<std::string>& top, FolderLayout layout,
-                      std::vector<SplitRoot>* split_roots, std::vector<std::string>* classes) {
-  if (layout == FolderLayout::kSplits) {
-    for (const char* split : {"train", "val", "validation", "test"}) {
-      if (std::find(top.begin(), top.end(), split) != top.end()) {
-        split_roots->push_back({SplitOfFolder(split), raw / split});
-      }
-    }
-  } else {
-    split_roots->push_back({"train", raw});
-  }
-  const fs::path& train = (*split_roots)[0].root;
-  *classes = SortedSubdirs(train);
-  if (classes->empty()) {
-    return Status::NotFound(raw.string() + ": no class folders (expected " + train.string() +
-                            "/<class>/*.jpg|jpeg|png)");
-  }
-  for (size_t s = 1; s < split_roots->size(); ++s) {
-    for (const std::string& c : SortedSubdirs((*split_roots)[s].root)) {
-      if (std::find(classes->begin(), classes->end(), c) == classes->end()) {
-        return Status::InvalidArgument(((*split_roots)[s].root / c).string() + ": class '" + c +
-                                       "' does not appear in " + train.string());
-      }
-    }
-  }
-  return Status::OK();
-}
-
 // Notes on what RAW holds that is no class or split: hidden folders, granary
 // dbs, and (classes layout) images outside any class folder.
 void NoteTopFolders(const fs::path& raw, const std::vector<std::string>& hidden, const std::vector<std::string>& dbs,
                     FolderLayout layout, std::vector<std::string>* notes) {
   if (!hidden.empty()) {
-    notes->push_back("skipped hidden folder(s) " + JoinNames(hidden, "/") +
+    notes->push_back("skipped hidden folder(s) " + FolderNames(hidden, "/") +
                      " (torchvision's ImageFolder would make each a class, shifting the labels after it)");
   }
-  if (!dbs.empty()) notes->push_back("skipped granary db(s) " + JoinNames(dbs, "/") + " inside the raw folder");
+  if (!dbs.empty()) notes->push_back("skipped granary db(s) " + FolderNames(dbs, "/") + " inside the raw folder");
   if (layout == FolderLayout::kClasses) {
     if (std::vector<std::string> loose = LooseImages(raw); !loose.empty()) {
       notes->push_back("left out " + std::to_string(loose.size()) + " image(s) outside any class folder: " +
-                       JoinNames(loose));
+                       FolderNames(loose));
     }
   }
 }
@@ -397,7 +209,7 @@ void NoteEmptyClasses(const std::vector<ImageItem>& items, const std::vector<std
     if (!has_images[label]) empty.push_back(classes[label]);
   }
   if (!empty.empty()) {
-    notes->push_back(std::to_string(empty.size()) + " class(es) with no image in train: " + JoinNames(empty) +
+    notes->push_back(std::to_string(empty.size()) + " class(es) with no image in train: " + FolderNames(empty) +
                      " (their labels stay, with no samples)");
   }
 }

@@ -230,8 +230,7 @@ Status CheckOutputs(const std::vector<OutputPath>& outputs, const std::vector<Fl
   std::vector<std::pair<const OutputPath*, Target>> checked;
   for (const OutputPath& o : outputs) {
     if (o.path.empty()) continue;
-    GRANARY_ASSIGN_OR_RETURN(Target resolved, Resolve(o));
-    const Target& t = resolved;
+    GRANARY_ASSIGN_OR_RETURN(const Target t, Resolve(o));
     const bool is_dir = o.kind == OutputKind::kDirectory && t.exists;
     if (const fs::path db = EnclosingDb(is_dir ? t.path : t.path.parent_path()); !db.empty()) {
       return Refused(o, (db == t.path ? "is the db " : "is inside the db ") + db.string() +

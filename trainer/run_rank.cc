@@ -67,15 +67,9 @@ StatusOr<std::vector<EpochReport>> RunRank(const ResolvedRun& run, int rank, Run
   if (!c.data.eval_split.empty() && run.db->manifest().FindSplit(c.data.eval_split) == nullptr) {
     return Status::NotFound(c.data.db + ": no split '" + c.data.eval_split + "' to evaluate on");
   }
-  // --resume: read (if the caller has not) and parsed once, for everything a
-  // rank resumes with.
+  // --resume: parsed once, for everything a rank resumes with.
   std::optional<ResumePoint> resume;
-  if (!c.checkpoint.resume.empty()) {
-    if (!resumed) {  // resolved to a file and checked by RunTrain
-      StatusOr<Checkpoint> read = ReadCheckpoint(c.checkpoint.resume);
-      if (!read.ok()) return read.status().WithContext("--resume");
-      resumed = std::move(read).value();
-    }
+  if (resumed) {
     StatusOr<ResumePoint> opened = ResumePoint::Open(std::move(resumed).value());
     if (!opened.ok()) return opened.status().WithContext("--resume");
     resume = std::move(opened).value();

@@ -16,10 +16,9 @@
 namespace granary {
 
 // Runs rank `rank` of `run` (its rendezvous set when ranks > 1), telling
-// `observer` as it goes. `resumed`: the checkpoint
-// config.checkpoint.resume names, already read and checked (ResolveResume);
-// read here if not given.
+// `observer` as it goes. `resumed`: the checkpoint config.checkpoint.resume
+// names, read and checked by the caller (ResolveResume); none for a new run.
 StatusOr<std::vector<EpochReport>> RunRank(const ResolvedRun& run, int rank, RunObserver& observer,
-                                           std::optional<Checkpoint> resumed = std::nullopt);
+                                           std::optional<Checkpoint> resumed);
 
 }  // namespace granary

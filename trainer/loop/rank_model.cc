@@ -42,8 +42,7 @@ std::string ModelCardOf(const TrainConfig& config, const Workload& workload, con
 
 Status ApplySavedModelsInput(const Manifest& manifest, TrainConfig* config) {
   if (!IsModelFile(config->model.name)) return Status::OK();
-  GRANARY_ASSIGN_OR_RETURN(std::optional<ModelCard> read, ReadModelCard(config->model.name));
-  const std::optional<ModelCard>& card = read;
+  GRANARY_ASSIGN_OR_RETURN(const std::optional<ModelCard> card, ReadModelCard(config->model.name));
   if (!card.has_value()) return Status::OK();
   GRANARY_RETURN_IF_ERROR(ApplyModelCard(*card, config->model.name, &config->data.mean, &config->data.stddev));
   if (config->data.input_field.empty() && manifest.schema.FieldIndex(card->input_field) >= 0) {

@@ -23,7 +23,7 @@ Status ResumePoint::RestoreOptimizer(torch::optim::Optimizer& optimizer) const {
 }
 
 RankStart ResumePoint::StartOf(int rank, int world) const {
-  const RunPosition& at = from_->header.at;
+  const RunPosition& at = from_.header.at;
   RankStart start;
   start.resumed = true;
   start.epoch = at.epoch;
@@ -42,7 +42,7 @@ RankStart ResumePoint::StartOf(int rank, int world) const {
 }
 
 Status ResumePoint::RestoreCompression(int rank, int world, GradientSync& sync, RunObserver& observer) const {
-  const Checkpoint& from = *from_;
+  const Checkpoint& from = from_;
   GRANARY_ASSIGN_OR_RETURN(const SavedCompression saved, archive_.Compression());
   CompressionState state;
   state.shared = saved.shared;
@@ -64,8 +64,8 @@ Status ResumePoint::RestoreCompression(int rank, int world, GradientSync& sync, 
 }
 
 void ResumePoint::Tell(const TrainConfig& now, RunObserver& observer) const {
-  const RunPosition& at = from_->header.at;
-  observer.Note("resuming from " + from_->path + ": epoch " + std::to_string(at.epoch + 1) + ", step " +
+  const RunPosition& at = from_.header.at;
+  observer.Note("resuming from " + from_.path + ": epoch " + std::to_string(at.epoch + 1) + ", step " +
                 std::to_string(at.global_step) + ", " + std::to_string(at.position) + " samples of the epoch done");
   if (static_cast<int64_t>(at.epoch) >= now.optim.epochs) {
     observer.Note("resume: the checkpoint is at the end of epoch " + std::to_string(at.epoch) + " of " +
@@ -76,7 +76,7 @@ void ResumePoint::Tell(const TrainConfig& now, RunObserver& observer) const {
     observer.Note("resume: " + std::to_string(at.world) + " ranks -> " + std::to_string(now.World()) +
                   ": per-rank batch " + std::to_string(batch / at.world) + " -> " +
                   std::to_string(batch / now.World()) + "; global batch " + std::to_string(batch) +
-                  " and the learning rate (" + NumberText(from_->header.config.optim.lr) + ") unchanged");
+                  " and the learning rate (" + NumberText(from_.header.config.optim.lr) + ") unchanged");
   }
 }
 

@@ -26,8 +26,6 @@ class ResumePoint {
   // Corruption naming the file otherwise.
   static StatusOr<ResumePoint> Open(Checkpoint from);
 
-  const Checkpoint& checkpoint() const { return *from_; }
-
   // The saved weights into `net`, just built at full size; its layers follow
   // the saved shapes (a pruned model's).
   Status RestoreModel(Classifier& net) const;
@@ -45,10 +43,9 @@ class ResumePoint {
   void Tell(const TrainConfig& now, RunObserver& observer) const;
 
  private:
-  ResumePoint(Checkpoint from, CheckpointArchive archive)
-      : from_(std::make_unique<Checkpoint>(std::move(from))), archive_(std::move(archive)) {}
+  ResumePoint(Checkpoint from, CheckpointArchive archive) : from_(std::move(from)), archive_(std::move(archive)) {}
 
-  std::unique_ptr<Checkpoint> from_;  // at a fixed address: the archive was parsed from its payload
+  Checkpoint from_;
   CheckpointArchive archive_;
 };
 

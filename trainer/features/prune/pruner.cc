@@ -144,11 +144,17 @@ class PruneFeature : public Feature {
   StatusOr<std::unique_ptr<RunHook>> Hook(RankState& state) const override {
     const TrainConfig& c = state.run.config;
     if (c.shrink.prune == 0) return std::unique_ptr<RunHook>();
-    // The schedule counts from the model as --model builds it, whatever a
-    // resumed checkpoint already pruned.
-    GRANARY_ASSIGN_OR_RETURN(const std::shared_ptr<Classifier> built, CreateModel(state.model.spec));
-    GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<Pruner> pruner,
-                             Pruner::Create(c, *state.model.net, ChannelCounts(*built)));
+    // The schedule counts from the model as --model builds it: the rank's
+    // own model, unless a resumed checkpoint may have pruned it already (then
+    // one is built from the spec, only to count its channels).
+    std::vector<int64_t> at_build;
+    if (state.start.resumed) {
+      GRANARY_ASSIGN_OR_RETURN(const std::shared_ptr<Classifier> built, CreateModel(state.model.spec));
+      at_build = ChannelCounts(*built);
+    } else {
+      at_build = ChannelCounts(*state.model.net);
+    }
+    GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<Pruner> pruner, Pruner::Create(c, *state.model.net, std::move(at_build)));
     return std::unique_ptr<RunHook>(std::make_unique<PruneHook>(std::move(pruner)));
   }
 };

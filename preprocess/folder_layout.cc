@@ -1,0 +1,185 @@
+#include "preprocess/folder_layout.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+#include <utility>
+
+#include "store/output_path.h"
+
+namespace granary {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Whether any image lies below `dir` (following links, each folder once).
+bool HoldsImages(const fs::path& dir) {
+  std::set<std::pair<dev_t, ino_t>> seen;
+  std::vector<fs::path> pending = {dir};
+  while (!pending.empty()) {
+    const fs::path current = std::move(pending.back());
+    pending.pop_back();
+    struct stat st;
+    if (::stat(current.c_str(), &st) != 0 || !seen.insert({st.st_dev, st.st_ino}).second) continue;
+    std::error_code ec;
+    for (fs::directory_iterator it(current, ec), end; !ec && it != end; it.increment(ec)) {
+      if (it->path().filename().string()[0] == '.') continue;
+      if (it->is_directory(ec)) {
+        pending.push_back(it->path());
+      } else if (it->is_regular_file(ec) && HasImageExtension(it->path())) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// The split a top folder stands for in the splits layout ("validation" is
+// split "val"); empty if its name is no split's.
+std::string SplitOfFolder(const std::string& name) {
+  if (name == "train" || name == "val" || name == "test") return name;
+  if (name == "validation") return "val";
+  return "";
+}
+
+}  // namespace
+
+bool HasImageExtension(const fs::path& p) {
+  std::string ext = p.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  return ext == ".jpg" || ext == ".jpeg" || ext == ".png";
+}
+
+std::vector<std::string> SortedSubdirs(const fs::path& dir, std::vector<std::string>* hidden,
+                                       std::vector<std::string>* dbs) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (!e.is_directory(ec)) continue;
+    const std::string name = e.path().filename().string();
+    if (name[0] == '.') {
+      if (hidden != nullptr) hidden->push_back(name);
+    } else if (IsDbOrPartial(e.path().string())) {
+      if (dbs != nullptr) dbs->push_back(name);
+    } else {
+      names.push_back(name);
+    }
+  }
+  for (std::vector<std::string>* list : {&names, hidden, dbs}) {
+    if (list != nullptr) std::sort(list->begin(), list->end());
+  }
+  return names;
+}
+
+std::vector<std::string> LooseImages(const fs::path& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name[0] != '.' && e.is_regular_file(ec) && HasImageExtension(e.path())) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string FolderNames(const std::vector<std::string>& names, const char* suffix) {
+  std::string text;
+  for (size_t i = 0; i < names.size() && i < 8; ++i) text += (i > 0 ? ", " : "") + names[i] + suffix;
+  if (names.size() > 8) text += ", ... (" + std::to_string(names.size()) + " in all)";
+  return text;
+}
+
+StatusOr<FolderLayout> ChooseLayout(const fs::path& raw, const std::vector<std::string>& top, FolderLayout requested,
+                                    std::vector<std::string>* notes) {
+  std::vector<std::string> splits, others;  // top folders by what their name says
+  for (const std::string& name : top) (SplitOfFolder(name).empty() ? others : splits).push_back(name);
+  const bool has_train = std::find(splits.begin(), splits.end(), "train") != splits.end();
+  const bool val_twice = std::find(splits.begin(), splits.end(), "val") != splits.end() &&
+                         std::find(splits.begin(), splits.end(), "validation") != splits.end();
+  if (requested == FolderLayout::kClasses) return requested;
+  const std::string where = raw.string();
+  if (requested == FolderLayout::kSplits) {
+    if (!has_train) return Status::InvalidArgument(where + ": --layout splits needs a train/ folder");
+    if (!others.empty()) {
+      return Status::InvalidArgument(where + ": --layout splits: " + FolderNames(others, "/") +
+                                     " beside train/ would be left out (split folders are train, val or "
+                                     "validation, test; --layout classes reads every folder as a class)");
+    }
+  }
+  if (!has_train) return FolderLayout::kClasses;
+  if (val_twice) {
+    return Status::InvalidArgument(where + ": both val/ and validation/: which one is the validation split?");
+  }
+  // What reading train/ (val/, test/) as splits would leave out.
+  std::vector<std::string> left_out;
+  for (const std::string& name : others) {
+    if (HoldsImages(raw / name)) left_out.push_back(name + "/");
+  }
+  for (const std::string& name : splits) {
+    if (!LooseImages(raw / name).empty()) left_out.push_back("the images directly in " + name + "/");
+  }
+  std::vector<std::string> train_classes = SortedSubdirs(raw / "train");
+  if (requested == FolderLayout::kSplits) {
+    if (!left_out.empty()) notes->push_back("--layout splits leaves out " + FolderNames(left_out));
+    return requested;
+  }
+  if (!left_out.empty()) {
+    if (!train_classes.empty()) {
+      const bool one = splits.size() == 1;
+      notes->push_back("read as class folders (" + FolderNames(top) + "), as torchvision's ImageFolder would: " +
+                       FolderNames(splits, "/") + (one ? " is a class" : " are classes") + " here, since reading " +
+                       (one ? "it as a split" : "them as splits") + " would leave out " + FolderNames(left_out) +
+                       " (--layout splits says otherwise)");
+    }
+    return FolderLayout::kClasses;
+  }
+  // Every image is in a split's class folders: the splits reading, unless
+  // folders without images stand beside them or a split names a class
+  // train/ lacks, where either reading may be meant.
+  std::string doubt;
+  if (!others.empty()) doubt = FolderNames(others, "/") + " beside them hold no images";
+  for (const std::string& name : splits) {
+    for (const std::string& c : SortedSubdirs(raw / name)) {
+      if (doubt.empty() && std::find(train_classes.begin(), train_classes.end(), c) == train_classes.end()) {
+        doubt = name + "/" + c + "/ is not a class of train/";
+      }
+    }
+  }
+  if (doubt.empty()) return FolderLayout::kSplits;
+  return Status::InvalidArgument(where + ": ambiguous layout: read as splits, " + FolderNames(splits, "/") +
+                                 " hold class folders (train/'s: " + FolderNames(train_classes) +
+                                 "); read as classes, the classes are " + FolderNames(top) + "; " + doubt +
+                                 ". Say which with --layout splits or --layout classes");
+}
+
+Status FindSplitRoots(const fs::path& raw, const std::vector<std::string>& top, FolderLayout layout,
+                      std::vector<SplitRoot>* split_roots, std::vector<std::string>* classes) {
+  if (layout == FolderLayout::kSplits) {
+    for (const char* split : {"train", "val", "validation", "test"}) {
+      if (std::find(top.begin(), top.end(), split) != top.end()) {
+        split_roots->push_back({SplitOfFolder(split), raw / split});
+      }
+    }
+  } else {
+    split_roots->push_back({"train", raw});
+  }
+  const fs::path& train = (*split_roots)[0].root;
+  *classes = SortedSubdirs(train);
+  if (classes->empty()) {
+    return Status::NotFound(raw.string() + ": no class folders (expected " + train.string() +
+                            "/<class>/*.jpg|jpeg|png)");
+  }
+  for (size_t s = 1; s < split_roots->size(); ++s) {
+    for (const std::string& c : SortedSubdirs((*split_roots)[s].root)) {
+      if (std::find(classes->begin(), classes->end(), c) == classes->end()) {
+        return Status::InvalidArgument(((*split_roots)[s].root / c).string() + ": class '" + c +
+                                       "' does not appear in " + train.string());
+      }
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace granary

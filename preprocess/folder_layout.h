@@ -1,0 +1,56 @@
+// Which reading of an image folder a build takes (FolderLayout: RAW's top
+// folders as classes, or as train/val/test splits holding class folders),
+// decided from the whole folder, and the folder listings it is decided from.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "preprocess/source.h"
+
+namespace granary {
+
+// Whether `p` names a JPEG or PNG by its extension (any case).
+bool HasImageExtension(const std::filesystem::path& p);
+
+// The folders directly in `dir`, sorted by name: hidden ones (".git") and
+// granary dbs (a db built inside its own raw folder) are not classes or
+// splits; they are set aside into *hidden and *dbs when given.
+std::vector<std::string> SortedSubdirs(const std::filesystem::path& dir, std::vector<std::string>* hidden = nullptr,
+                                       std::vector<std::string>* dbs = nullptr);
+
+// The images directly in `dir` (not in its subfolders), sorted.
+std::vector<std::string> LooseImages(const std::filesystem::path& dir);
+
+// "a, b, c" (each with `suffix`), the first 8 of `names` and how many in all, for a message.
+std::string FolderNames(const std::vector<std::string>& names, const char* suffix = "");
+
+// How RAW's top folders are read, decided from the whole folder unless
+// `requested` says: as splits (train/ and val|validation|test/ holding the
+// class folders, nothing else beside them) when that reading leaves out no
+// image; as classes (each top folder a class, as torchvision's ImageFolder
+// reads any folder) when there is no train/, or when reading train/ as a
+// split would leave out images (class folders beside it, images loose in
+// it). Where both readings take every image but folders without images
+// stand beside the splits, or a split holds a class train/ lacks, the folder
+// is ambiguous: refused, naming both readings.
+// Notes what a user might not expect into *notes.
+StatusOr<FolderLayout> ChooseLayout(const std::filesystem::path& raw, const std::vector<std::string>& top,
+                                    FolderLayout requested, std::vector<std::string>* notes);
+
+// The folders that hold a split's class folders: RAW itself, or RAW/train
+// (and val, validation, test) in the splits layout.
+struct SplitRoot {
+  std::string name;  // the split
+  std::filesystem::path root;
+};
+
+
+// The split roots of `layout`, and the classes: train's class folders; a
+// class in another split that train lacks is refused.
+Status FindSplitRoots(const std::filesystem::path& raw, const std::vector<std::string>& top, FolderLayout layout,
+                      std::vector<SplitRoot>* split_roots, std::vector<std::string>* classes);
+
+}  // namespace granary

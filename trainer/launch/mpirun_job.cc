@@ -1,0 +1,138 @@
+#include "trainer/launch/mpirun_job.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "trainer/clock.h"
+
+namespace granary {
+namespace {
+
+// Under mpirun: the rank that said first that a signal ended it (a stop
+// signal from outside, or a crash), while the launcher had stopped nothing;
+// "" if none. mpirun's own exit status tells who sent it: mpirun exits 128 +
+// the signal of a rank that a signal ended, and 1 when it was itself sent
+// SIGTERM and stopped its ranks with it: then the line names mpirun.
+// *signal: the signal, for the exit status.
+std::string FindSignalledRank(const LaunchOptions& o, const HeartbeatBoard& board, pid_t mpirun, int mpirun_status,
+                              int* signal) {
+  int first = -1;
+  RankPulse p0;
+  for (int r = 0; r < o.ranks; ++r) {
+    const RankPulse p = board.Read(r);
+    if (p.ended != RankEnd::kSignalled || p.signal <= 0) continue;
+    if (first < 0 || p.ended_ns < p0.ended_ns) first = r, p0 = p;
+  }
+  if (first < 0) return "";
+  *signal = p0.signal;
+  const std::string name = std::to_string(p0.signal) + " (" + ::strsignal(p0.signal) + ")";
+  if (mpirun_status != 128 + p0.signal) {
+    return "mpirun (pid " + std::to_string(mpirun) + ") ended the job, stopping its ranks with signal " + name +
+           ", and exited " + std::to_string(mpirun_status) + ": was mpirun sent it?";
+  }
+  return RankName(o, first) + " was killed by signal " + name + "; stopping the other ranks";
+}
+
+}  // namespace
+
+RankExec PrepareMpirun(const LaunchOptions& o, const HeartbeatBoard& board, const std::string& program,
+                       const std::string& session_dir) {
+  RankExec e;
+  // Not --quiet: OpenMPI's own account of a failure passes, summed up, through the relay (MpirunStderrFilter).
+  e.args = {o.mpirun, "--bind-to", "none", "--oversubscribe"};
+  if (::geteuid() == 0) e.args.push_back("--allow-run-as-root");  // the user chose to run as root
+  // One machine: the ranks meet through shared memory only (OpenMPI's TCP
+  // transport would listen on every interface) and mpirun talks to them on
+  // the loopback device, unless the user's environment chose (OMPI_MCA_*).
+  // (mpirun itself still listens on every interface for PMIx tools.)
+  // plm isolated: a one-machine job starts no remote shell, so none need be installed (ssh).
+  std::vector<std::pair<std::string, std::string>> mca = {
+      {"btl", "self,vader"}, {"oob_tcp_if_include", "lo"}, {"plm", "isolated"}};
+  if (!session_dir.empty()) {
+    mca.insert(mca.end(), {{"btl_vader_backing_directory", session_dir}, {"orte_tmpdir_base", session_dir}});
+  }
+  for (const auto& [name, value] : mca) {
+    if (!o.parent.Has("OMPI_MCA_" + name)) {
+      e.args.insert(e.args.end(), {"--mca", name, value});
+    }
+  }
+  for (int rank = 0; rank < o.ranks; ++rank) {
+    if (rank > 0) e.args.push_back(":");
+    e.args.insert(e.args.end(), {"-np", "1"});
+    std::vector<std::string> env = o.env;
+    env.push_back(board.Environment(rank, /*by_path=*/true));
+    for (const std::string& var : env) e.args.insert(e.args.end(), {"-x", var});
+    e.args.push_back(program);
+    e.args.insert(e.args.end(), o.args.begin() + 1, o.args.end());
+    e.args.insert(e.args.end(), {"--rank", std::to_string(o.first_rank + rank)});
+  }
+  for (std::string& a : e.args) e.argv.push_back(a.data());
+  e.argv.push_back(nullptr);
+  e.env = o.parent.Entries();
+  for (std::string& v : e.env) e.envp.push_back(v.data());
+  e.envp.push_back(nullptr);
+  CPU_ZERO(&e.cpus);
+  return e;
+}
+
+std::string MpirunEndCause(const LaunchOptions& o, const HeartbeatBoard& board, const Ranks& ranks, pid_t mpirun,
+                           int wstatus, double launched_s, int* exit_code, int* vanished, bool* signalled) {
+  if (WIFSIGNALED(wstatus)) {
+    return "mpirun (pid " + std::to_string(mpirun) + ") was killed by signal " + std::to_string(WTERMSIG(wstatus)) +
+           " (" + ::strsignal(WTERMSIG(wstatus)) + "); its ranks end with it";
+  }
+  int signal = 0;
+  std::string line = FindSignalledRank(o, board, mpirun, WEXITSTATUS(wstatus), &signal);
+  if (!line.empty()) {
+    *signalled = true;
+    *exit_code = 128 + signal;
+    return line;
+  }
+  line = FindVanishedRank(o, board, ranks, vanished);
+  if (line.empty() && o.timeout_s > 0) line = FindHungRank(o, board, ranks, 0.9 * o.timeout_s, false, launched_s);
+  return line;
+}
+
+void FinishMpirunOutput(OutputRelay* relay, bool ended_by_mpi, LaunchOutcome* outcome) {
+  relay->Finish(/*drain_s=*/2);
+  if (ended_by_mpi && relay->openmpi_told()) outcome->failure = "OpenMPI ended the job, for the reason it gives above";
+  if (relay->stdout_error() != 0 && outcome->exit_code == 0) {
+    outcome->exit_code = 1;
+    outcome->failure = Status::IOError("stdout", "write", relay->stdout_error()).message();
+  }
+}
+
+std::string MpirunWatch::Check(const LaunchOptions& o, const HeartbeatBoard& board, const Ranks& ranks) {
+  const pid_t mpirun = ranks.pids[0];
+  if (mpirun <= 0) return "";
+  bool all_ended = true;
+  for (int r = 0; r < o.ranks && all_ended; ++r) all_ended = board.Read(r).ended != RankEnd::kRunning;
+  const int state = IsStopped(mpirun) ? kStopped : all_ended ? kLingering : kRunning;
+  if (state != state_) state_ = state, since_ = std::chrono::steady_clock::now();
+  const double held_s = SecondsSince(since_);
+  if (state_ == kRunning || held_s < o.timeout_s) return "";
+  const std::string seconds = std::to_string(static_cast<long>(held_s)) + " s";
+  const std::string who = "mpirun (pid " + std::to_string(mpirun) + ")";
+  if (state_ == kStopped) {
+    return who + " has been stopped for " + seconds + " (SIGSTOP or a debugger), past --timeout: the ranks' " +
+           "output and exits wait on it; stopping the run";
+  }
+  return who + " has not ended " + seconds + " after every rank ended, past --timeout; stopping it";
+}
+
+std::string FindVanishedRank(const LaunchOptions& o, const HeartbeatBoard& board, const Ranks& ranks, int* rank) {
+  for (int r = 0; r < o.ranks; ++r) {
+    const RankPulse p = board.Read(r);
+    if (p.pid > 0 && p.ended == RankEnd::kRunning && ranks.RankPid(r) == 0) {
+      *rank = r;
+      return RankName(o, r) +
+             " was killed (its process ended without exiting or being stopped: SIGKILL, the OOM killer or a crash); "
+             "stopping the other ranks";
+    }
+  }
+  return "";
+}
+
+}  // namespace granary

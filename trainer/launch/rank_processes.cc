@@ -1,0 +1,131 @@
+#include "trainer/launch/rank_processes.h"
+
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+namespace granary {
+
+RankExec PrepareRank(const LaunchOptions& o, const HeartbeatBoard& board, int rendezvous_fd, int rank) {
+  RankExec e;
+  e.args = o.args;
+  e.args.insert(e.args.end(), {"--rank", std::to_string(o.first_rank + rank)});
+  if (rendezvous_fd >= 0) {
+    e.args.insert(e.args.end(), {"--rendezvous-file", "/proc/self/fd/" + std::to_string(rendezvous_fd)});
+  } else {
+    e.args.insert(e.args.end(), {"--port", std::to_string(o.port)});
+  }
+  // The launcher's variables replace the user's of the same name (a stray
+  // GRANARY_HEARTBEAT in the user's environment included).
+  std::vector<std::string> own = o.env;
+  own.push_back(board.Environment(rank));
+  for (const std::string& var : o.parent.Entries()) {
+    const std::string name = var.substr(0, var.find('=') + 1);
+    const bool replaced = std::any_of(own.begin(), own.end(),
+                                      [&](const std::string& s) { return s.compare(0, name.size(), name) == 0; });
+    if (!replaced) e.env.push_back(var);
+  }
+  e.env.insert(e.env.end(), own.begin(), own.end());
+  for (std::string& a : e.args) e.argv.push_back(a.data());
+  e.argv.push_back(nullptr);
+  for (std::string& v : e.env) e.envp.push_back(v.data());
+  e.envp.push_back(nullptr);
+  CPU_ZERO(&e.cpus);
+  if (static_cast<size_t>(rank) < o.cpus.size() && !o.cpus[rank].empty()) {
+    for (int cpu : o.cpus[rank]) {
+      if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &e.cpus);
+    }
+    e.pinned = true;
+  }
+  return e;
+}
+
+std::string ProgramPath(const std::string& program) {
+  if (program != "/proc/self/exe") return program;
+  char path[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
+  return n > 0 ? std::string(path, static_cast<size_t>(n)) : program;
+}
+
+void ExecRank(const LaunchOptions& o, RankExec& e, int rank, pid_t launcher, const sigset_t& mask, int out_fd,
+              int err_fd) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != launcher) ::_exit(128 + SIGKILL);  // the launcher died before the prctl
+  ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
+  if (out_fd >= 0) ::dup2(out_fd, STDOUT_FILENO);
+  if (err_fd >= 0) ::dup2(err_fd, STDERR_FILENO);
+  if (e.pinned && ::sched_setaffinity(0, sizeof(e.cpus), &e.cpus) != 0) {
+    std::fprintf(stderr, "train: rank %d: cannot pin to its CPUs: %s\n", rank, std::strerror(errno));
+    ::_exit(127);
+  }
+  const char* program = o.mpirun.empty() ? o.program.c_str() : o.mpirun.c_str();
+  ::execve(program, e.argv.data(), e.envp.data());
+  if (!o.mpirun.empty()) {
+    std::fprintf(stderr, "train: cannot start mpirun (%s): %s; --backend mpi needs OpenMPI's mpirun (openmpi-bin)\n",
+                 program, std::strerror(errno));
+  } else {
+    std::fprintf(stderr, "train: rank %d: exec %s failed: %s\n", rank, program, std::strerror(errno));
+  }
+  ::_exit(127);
+}
+
+ProcState ReadProcState(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  ProcState p;
+  const size_t end = line.rfind(") ");  // the name in parentheses may hold anything
+  if (end == std::string::npos || end + 2 >= line.size()) return p;
+  p.state = line[end + 2];
+  p.parent = static_cast<pid_t>(std::atol(line.c_str() + end + 4));
+  return p;
+}
+
+std::string RankName(const LaunchOptions& o, int rank) {
+  return "rank " + std::to_string(o.first_rank + rank) +
+         (o.nnodes > 1 ? " on node " + std::to_string(o.node_rank) : "");
+}
+
+bool IsGone(pid_t pid) {
+  const char state = pid > 0 ? ReadProcState(pid).state : 0;
+  return state == 0 || state == 'Z';
+}
+
+bool IsStopped(pid_t pid) {
+  const char state = pid > 0 ? ReadProcState(pid).state : 0;
+  return state == 'T' || state == 't';
+}
+
+std::string FindHungRank(const LaunchOptions& o, const HeartbeatBoard& board, const Ranks& ranks, double quiet_s,
+                         bool waiting_too, double launched_s) {
+  std::string waiting_line;
+  for (int r = 0; r < o.ranks; ++r) {
+    if (!ranks.Alive(r)) continue;
+    const RankPulse p = board.Read(r);
+    const double quiet = p.started ? p.quiet_s : launched_s;
+    if (quiet < (p.started ? quiet_s : std::max(quiet_s, kStartAllowance_s))) continue;
+    const bool stopped = IsStopped(ranks.RankPid(r));
+    const std::string name = RankName(o, r);
+    const std::string seconds = std::to_string(static_cast<long>(quiet)) + " s";
+    if (!p.started) {
+      return name + " did not start in " + seconds + (stopped ? " (its process is stopped)" : "") +
+             " while its peers waited for it; stopping the run";
+    }
+    if (p.waiting && !stopped) {
+      if (waiting_too && waiting_line.empty()) {
+        waiting_line = name + " waited " + seconds + " for the other ranks, past --timeout; stopping the run";
+      }
+      continue;
+    }
+    return name + " made no progress for " + seconds + " (after " + std::to_string(p.step) + " steps" +
+           (stopped ? "; its process is stopped" : "") + ") while its peers waited for it; stopping the run";
+  }
+  return waiting_line;
+}
+
+}  // namespace granary
