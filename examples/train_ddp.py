@@ -10,6 +10,11 @@ reads the db that `prep build` made, on its own threads. The lines marked
     build/preprocess/prep build /usr/share/datasets/fashion-mnist fashion.db
     PYTHONPATH=build/python /usr/bin/python3 examples/train_ddp.py fashion.db --world 2 --epochs 3
 
+or started by granary's launcher (or torchrun), which starts the ranks and
+gives each its CPUs and threads; the script then runs as one rank:
+
+    PYTHONPATH=build/python build/trainer/launch --ranks 2 /usr/bin/python3 examples/train_ddp.py fashion.db
+
 Prints one JSON line per epoch (rank 0): mean loss, samples, samples/s, test
 accuracy when the db has a test or val split, and a checksum of each rank's
 parameters (DDP keeps them equal).
@@ -44,18 +49,23 @@ def eval_split(about):
 
 
 def worker(rank, args, port):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=args.world)
-    torch.set_num_threads(args.threads)
+    if port is not None:  # started here by mp.spawn; under launch or torchrun, their variables say it all
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                          WORLD_SIZE=str(args.world))
+    dist.init_process_group("gloo")  # env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if args.threads is not None:  # else torch's default, or what the launcher set (OMP_NUM_THREADS)
+        torch.set_num_threads(args.threads)
     torch.manual_seed(0)  # DDP also broadcasts rank 0's parameters
 
-    # granary: this rank's share of each shuffled epoch, prefetched by C++ threads.
-    train = granary.Loader(args.db, batch_size=args.batch_size, rank=rank, world=args.world, seed=0,
-                           threads=args.loader_threads, augment=args.augment, normalize=True)
+    # granary: this rank's share of each shuffled epoch, prefetched by C++ threads
+    # (rank and world from RANK and WORLD_SIZE; threads: the launcher's share, if not given).
+    train = granary.Loader(args.db, batch_size=args.batch_size, seed=0, threads=args.loader_threads,
+                           augment=args.augment, normalize=True)
     about = granary.describe(args.db)  # splits, fields, classes, the input's shape
     held_out = eval_split(about)
-    test = granary.Loader(args.db, split=held_out, batch_size=256, rank=rank, world=args.world, shuffle="none",
-                          threads=args.loader_threads, normalize=True) if held_out else None
+    test = granary.Loader(args.db, split=held_out, batch_size=256, shuffle="none", threads=args.loader_threads,
+                          normalize=True) if held_out else None
 
     model = nn.parallel.DistributedDataParallel(make_model(about["input_shape"], about["num_classes"]))
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
@@ -85,7 +95,7 @@ def worker(rank, args, port):
             dist.all_reduce(correct)  # padding may count a sample twice across ranks
             report["test_accuracy"] = round(correct[0].item() / correct[1].item(), 4)
         checksum = sum(p.detach().double().sum().item() for p in model.parameters())
-        checksums = [None] * args.world
+        checksums = [None] * world
         dist.all_gather_object(checksums, f"{checksum:.6e}")
         report["parameter_checksums"] = checksums
         if rank == 0:
@@ -103,14 +113,21 @@ def worker(rank, args, port):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("db")
-    ap.add_argument("--world", type=int, default=2, help="processes (ranks)")
+    ap.add_argument("--world", type=int, default=2, help="processes (ranks) started here (not under launch)")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch-size", type=int, default=64, help="per rank")
     ap.add_argument("--lr", type=float, default=0.05)
-    ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
-    ap.add_argument("--loader-threads", type=int, default=1, help="granary loader threads per rank")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch threads per rank (default: 1, or the launcher's choice under launch)")
+    ap.add_argument("--loader-threads", type=int, default=None,
+                    help="granary loader threads per rank (default: 1, or the launcher's choice under launch)")
     ap.add_argument("--augment", default="", help="e.g. flip,crop")
     args = ap.parse_args()
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # one rank of launch's (or torchrun's) job
+        worker(None, args, None)
+        return
+    args.threads = 1 if args.threads is None else args.threads
+    args.loader_threads = 1 if args.loader_threads is None else args.loader_threads
     with socket.socket() as s:  # a free port for the rendezvous
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

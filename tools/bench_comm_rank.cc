@@ -14,6 +14,7 @@
 
 #include "trainer/clock.h"
 #include "trainer/comm/comm.h"
+#include "trainer/launch/job_place.h"
 
 namespace {
 

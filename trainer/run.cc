@@ -22,6 +22,7 @@
 #include "trainer/config/workload.h"
 #include "trainer/features/features.h"
 #include "trainer/launch/heartbeat.h"
+#include "trainer/launch/job_place.h"
 #include "trainer/launch/launch.h"
 #include "trainer/launch/layout.h"
 #include "trainer/loop/rank.h"
@@ -103,22 +104,10 @@ void FillJobShape(int global, int world, int local_world, TrainConfig* config, i
 // node (mpirun's and srun's default block mapping). Pinning is the MPI
 // launcher's. *launcher: "mpirun" or "srun"; *where: the variables read.
 Status FromMpiJob(const Environment& env, TrainConfig* config, int* rank, std::string* launcher, std::string* where) {
-  *launcher = "mpirun";
-  int global = env.Number("OMPI_COMM_WORLD_RANK"), world = env.Number("OMPI_COMM_WORLD_SIZE");
-  int local = env.Number("OMPI_COMM_WORLD_LOCAL_RANK"), local_world = env.Number("OMPI_COMM_WORLD_LOCAL_SIZE");
-  *where = "mpirun's OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE";
-  if (world < 0) {  // srun
-    global = env.Number("SLURM_PROCID"), world = env.Number("SLURM_NTASKS"), local = env.Number("SLURM_LOCALID");
-    const int nodes = env.Number("SLURM_NNODES");
-    local_world = nodes > 0 && world > 0 && world % nodes == 0 ? world / nodes : -1;
-    *launcher = "srun";
-    *where = "srun's SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NNODES (the same tasks on every node)";
-  }
-  if (global < 0 || world < 1 || local < 0 || local_world < 1 || world % local_world != 0 || global >= world ||
-      local != global % local_world) {
-    return Status::InvalidArgument("MPI job: " + *where +
-                                   " do not give a rank of equal nodes numbered node by node (--map-by slot)");
-  }
+  GRANARY_ASSIGN_OR_RETURN(const MpiJobPlace place, ReadMpiJobPlace(env));
+  *launcher = place.launcher;
+  *where = place.where;
+  const int global = place.global, world = place.world, local_world = place.local_world;
   if (config->dist.backend == "gloo") {
     return Status::InvalidArgument(
         "--backend gloo under " + *launcher + " (a job of " + std::to_string(world) +

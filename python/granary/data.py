@@ -155,6 +155,26 @@ def _superseded():
         "so only its newest iterator may read (make a second Loader for a second, independent pass)")
 
 
+def _from_launcher(rank, world, threads):
+    """rank and world from torchrun's RANK and WORLD_SIZE (as `launch` and
+    torchrun set them) when not given, else 0 and 1; threads from `launch`'s
+    GRANARY_LOADER_THREADS (the rank's share of its CPUs) when not given,
+    else 2."""
+    def number(name):
+        value = os.environ.get(name)
+        try:
+            return int(value) if value is not None else None
+        except ValueError:
+            raise errors.InvalidArgumentError(f"{name}={value!r} in the environment: not an integer") from None
+    if rank is None and world is None and number("WORLD_SIZE") is not None:
+        rank, world = number("RANK"), number("WORLD_SIZE")
+        if rank is None:
+            raise errors.InvalidArgumentError("WORLD_SIZE is set in the environment but RANK is not")
+    if threads is None:
+        threads = number("GRANARY_LOADER_THREADS") or 2
+    return (0 if rank is None else rank), (1 if world is None else world), threads
+
+
 class Loader:
     """granary's C++ prefetching loader over one split, for one rank.
 
@@ -164,6 +184,9 @@ class Loader:
     tensors share the loader's batch buffers (no copy); each batch's buffers
     return to the loader once both tensors are gone.
 
+    rank and world default to torchrun's RANK and WORLD_SIZE when set (under
+    torchrun or `launch`), else 0 and 1; threads to `launch`'s
+    GRANARY_LOADER_THREADS when set, else 2.
     Rank r of `world` reads positions r, r + world, ... of the epoch's shuffled
     order (the same order `train` and `loader order` use), padded by wrapping
     around so every rank gets as many samples, unless sampler_drop_last
@@ -182,11 +205,12 @@ class Loader:
     granary.describe).
     """
 
-    def __init__(self, db, split="train", batch_size=64, rank=0, world=1, seed=0, threads=2, prefetch=4, augment="",
-                 normalize=False, channels_last=False, drop_last=False, shuffle="full", input_field=None,
+    def __init__(self, db, split="train", batch_size=64, rank=None, world=None, seed=0, threads=None, prefetch=4,
+                 augment="", normalize=False, channels_last=False, drop_last=False, shuffle="full", input_field=None,
                  target_field=None, sampler_drop_last=False):
         if _native is None:
             raise errors.Error("granary.Loader needs granary's C++ module (build granary; see README)")
+        rank, world, threads = _from_launcher(rank, world, threads)
         # The loader's own bounds (loader/loader.h), checked before anything is allocated.
         bounds = _native.loader_bounds()
         for name, value, low, high in (("batch_size", batch_size, 1, bounds["batch_size"]),

@@ -465,6 +465,37 @@ class PackageTest(unittest.TestCase):
         self.assertLess(lines[1]["loss"], lines[0]["loss"])
         self.assertEqual(lines[-1]["samples"], 1200)
         self.assertEqual(len(set(lines[-1]["parameter_checksums"])), 1)  # the ranks agree
+        # The same script as two ranks of granary's launcher: the same run.
+        launch = os.path.join(os.path.dirname(PREP), "../trainer/launch")
+        under = subprocess.run([launch, "--ranks", "2", "--threads", "1", "--", sys.executable,
+                                os.path.join(ROOT, "examples/train_ddp.py"), self.dbs["fashion"], "--epochs", "2",
+                                "--batch-size", "32"], capture_output=True, text=True, env=env, timeout=240)
+        self.assertEqual(under.returncode, 0, under.stderr)
+        launched = [json.loads(line) for line in under.stdout.splitlines() if line.startswith("{")]
+        for alone, ranked in zip(lines, launched):
+            for key in ("epoch", "loss", "samples", "parameter_checksums"):
+                self.assertEqual(alone[key], ranked[key], key)
+        self.assertEqual(len(launched), 2)
+
+    def test_a_loader_takes_rank_world_and_threads_from_the_launchers_variables(self):
+        explicit = [ids_of(x) for x, _ in granary.Loader(self.dbs["ids"], batch_size=2000, rank=1, world=3, seed=2)]
+        saved = dict(os.environ)
+        try:
+            os.environ.update(RANK="1", WORLD_SIZE="3")
+            from_env = [ids_of(x) for x, _ in granary.Loader(self.dbs["ids"], batch_size=2000, seed=2)]
+            self.assertEqual(from_env, explicit)
+            given = [ids_of(x) for x, _ in granary.Loader(self.dbs["ids"], batch_size=2000, rank=0, world=1)]
+            self.assertEqual(len(given[0]), 1001)  # what the caller says wins
+            os.environ["GRANARY_LOADER_THREADS"] = "100000"
+            with self.assertRaisesRegex(granary.InvalidArgumentError, "threads must be an integer in 1..[0-9]+, "
+                                                                      "got 100000"):
+                granary.Loader(self.dbs["ids"])
+            os.environ["WORLD_SIZE"] = "two"
+            with self.assertRaisesRegex(granary.InvalidArgumentError, "WORLD_SIZE='two' in the environment"):
+                granary.Loader(self.dbs["ids"], threads=1)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
 
 
 if __name__ == "__main__":

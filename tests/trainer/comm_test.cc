@@ -14,6 +14,7 @@
 #include "tests/trainer/two_ranks.h"
 #include "trainer/comm/after_backward_sync.h"
 #include "trainer/comm/bucketed_sync.h"
+#include "trainer/launch/job_place.h"
 
 namespace granary {
 namespace {

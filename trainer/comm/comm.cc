@@ -53,16 +53,6 @@ Comm::~Comm() = default;
 int Comm::rank() const { return impl_->options.rank; }
 int Comm::world() const { return impl_->options.world; }
 
-bool StartedByMpiLauncher(const Environment& env) {
-  // mpirun (ORTE) sets OMPI_COMM_WORLD_*; srun's PMI and PMIx plugins set
-  // PMI_RANK or PMIX_RANK in each task (SLURM_PROCID alone is also set in a
-  // batch script, which is no MPI job).
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
-    if (env.Has(name)) return true;
-  }
-  return false;
-}
-
 StatusOr<std::unique_ptr<Comm>> Comm::Create(const CommOptions& options) {
   if (options.world < 1 || options.rank < 0 || options.rank >= options.world) {
     return Status::InvalidArgument("rank " + std::to_string(options.rank) + " of world " +

@@ -56,9 +56,6 @@ struct CommOptions {
 // mpi_comm.cc or no_mpi_comm.cc), and the mpirun it came with ("" without).
 bool CommHasMpi();
 std::string MpirunPath();
-// Whether an MPI launcher (mpirun, or srun with PMI/PMIx) started the
-// process whose environment `env` is, so that MPI_Init joins its job.
-bool StartedByMpiLauncher(const Environment& env);
 
 // A collective started and not yet waited for (Comm::AllReduceSumAsync, AllGatherAsync).
 class PendingCollective {

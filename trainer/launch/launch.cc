@@ -65,10 +65,12 @@ struct OwnedFd {
 };
 
 // Forks the ranks (under mpirun: mpirun alone, which starts them), each
-// exec'd as `o` says, into *ranks; `relay`: mpirun's output goes through it.
-// On a failed fork, what was started is killed.
+// exec'd as `o` says, into *ranks; `relays[r]`, where there is one: the
+// output of rank r (of mpirun) goes through it. On a failed fork, what was
+// started is killed.
 Status StartProcesses(const LaunchOptions& o, const HeartbeatBoard& board, int rendezvous_fd,
-                      const std::string& session_dir, const OutputRelay* relay, const sigset_t& mask, Ranks* ranks) {
+                      const std::string& session_dir, const std::vector<std::unique_ptr<OutputRelay>>& relays,
+                      const sigset_t& mask, Ranks* ranks) {
   const bool mpi = !o.mpirun.empty();
   const pid_t launcher = ::getpid();
   const std::string program = ProgramPath(o.program);
@@ -83,8 +85,13 @@ Status StartProcesses(const LaunchOptions& o, const HeartbeatBoard& board, int r
       return Status::IOError("fork", mpi ? "start mpirun" : "start rank " + std::to_string(rank), err);
     }
     if (pid == 0) {
+      const OutputRelay* relay = static_cast<size_t>(rank) < relays.size() ? relays[rank].get() : nullptr;
       ExecRank(o, exec, rank, launcher, mask, relay ? relay->child_stdout() : o.stdout_fd,
                relay ? relay->child_stderr() : o.stderr_fd);
+    }
+    if (o.kind == RankKind::kCommand) {
+      ::setpgid(pid, pid);  // as the child does itself: whichever runs first
+      ranks->groups.push_back(pid);
     }
     ranks->pids.push_back(pid);
     ++ranks->running;
@@ -100,7 +107,7 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
   StatusOr<HeartbeatBoard> board = HeartbeatBoard::Create(o.ranks);
   if (!board.ok()) return board.status();
   OwnedFd rendezvous;  // inherited by the ranks (no CLOEXEC)
-  if (o.port == 0) {
+  if (o.port == 0 && o.kind == RankKind::kTrain) {
     rendezvous.fd = ::memfd_create("granary-rendezvous", 0);
     if (rendezvous.fd < 0) return Status::IOError("memfd", "create the rendezvous file", errno);
   }
@@ -108,19 +115,27 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
   const bool mpi = !o.mpirun.empty();
   if (mpi) ranks.board = &board.value();
   // mpirun's output passes through the launcher (output_relay.h), and its
-  // shared memory and session files lie in a folder of the launcher's.
-  std::unique_ptr<OutputRelay> relay;
+  // shared memory and session files lie in a folder of the launcher's; so
+  // does the output of a rank whose lines get a prefix.
+  std::vector<std::unique_ptr<OutputRelay>> relays;
   MpiSessionDir session;
+  const int out = o.stdout_fd >= 0 ? o.stdout_fd : STDOUT_FILENO;
+  const int err = o.stderr_fd >= 0 ? o.stderr_fd : STDERR_FILENO;
   if (mpi) {
     session.Create();
-    const int out = o.stdout_fd >= 0 ? o.stdout_fd : STDOUT_FILENO;
-    const int err = o.stderr_fd >= 0 ? o.stderr_fd : STDERR_FILENO;
     GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<OutputRelay> made, OutputRelay::Create(out, err, /*mpirun=*/true));
-    relay = std::move(made);
+    relays.push_back(std::move(made));
+  }
+  for (size_t r = 0; !mpi && r < o.rank_prefix.size(); ++r) {
+    relays.emplace_back();
+    if (o.rank_prefix[r].empty()) continue;
+    GRANARY_ASSIGN_OR_RETURN(relays.back(), OutputRelay::Create(out, err, /*mpirun=*/false, o.rank_prefix[r]));
   }
   GRANARY_RETURN_IF_ERROR(
-      StartProcesses(o, board.value(), rendezvous.fd, session.path(), relay.get(), guard.saved(), &ranks));
-  if (relay) relay->Start();
+      StartProcesses(o, board.value(), rendezvous.fd, session.path(), relays, guard.saved(), &ranks));
+  for (const std::unique_ptr<OutputRelay>& relay : relays) {
+    if (relay) relay->Start();
+  }
 
   const Clock::time_point launched = Clock::now();
   LaunchOutcome outcome;
@@ -154,16 +169,23 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
         ::kill(ranks.pids[0], SIGCONT);  // a stopped mpirun cannot end the job
       }
     }
+    if (!stopping && o.enough && o.enough(board.value())) {
+      outcome.enough = true;
+      stop_all();
+    }
     ranks.Reap([&](int rank, int wstatus) {
       const int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
-      if (code == 0 || outcome.exit_code != 0) return;
+      if (code == 0 || outcome.exit_code != 0 || outcome.enough) return;
       outcome.exit_code = code;
       if (mpi && !stopping) {  // mpirun ended the job
         outcome.failure = MpirunEndCause(o, board.value(), ranks, mpirun_pid, wstatus, SecondsSince(launched),
                                          &outcome.exit_code, &vanished, &signalled);
       } else if (WIFSIGNALED(wstatus) && !stopping) {
         outcome.failure = RankName(o, rank) + " was killed by signal " + std::to_string(WTERMSIG(wstatus)) + " (" +
-                          ::strsignal(WTERMSIG(wstatus)) + "); stopping the other ranks";
+                          ::strsignal(WTERMSIG(wstatus)) + ")" + (o.ranks > 1 ? "; stopping the other ranks" : "");
+      } else if (o.kind == RankKind::kCommand && !stopping) {
+        outcome.failure = RankName(o, rank) + " exited with status " + std::to_string(code) +
+                          (o.ranks > 1 ? "; stopping the other ranks" : "");
       } else if (!stopping && o.timeout_s > 0) {
         // It gave up (said why itself); was it waiting for a rank that hung?
         outcome.failure = FindHungRank(o, board.value(), ranks, 0.9 * o.timeout_s, false, SecondsSince(launched));
@@ -173,7 +195,9 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
     if (ranks.running == 0) break;
     if (!stopping && o.timeout_s > 0) {
       outcome.failure =
-          FindHungRank(o, board.value(), ranks, o.timeout_s + kHangSlack_s, true, SecondsSince(launched));
+          o.kind == RankKind::kCommand
+              ? FindQuietCommandRank(o, board.value(), ranks, o.timeout_s)
+              : FindHungRank(o, board.value(), ranks, o.timeout_s + kHangSlack_s, true, SecondsSince(launched));
       if (!outcome.failure.empty()) {
         outcome.exit_code = 1;
         stop_all();
@@ -190,7 +214,19 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
       stop_all();
     }
   }
-  if (relay) FinishMpirunOutput(relay.get(), vanished >= 0 || signalled, &outcome);
+  ranks.KillLeftovers();
+  if (mpi) {
+    FinishMpirunOutput(relays[0].get(), vanished >= 0 || signalled, &outcome);
+  } else {
+    for (const std::unique_ptr<OutputRelay>& relay : relays) {
+      if (!relay) continue;
+      relay->Finish(/*drain_s=*/2);  // a process the rank left behind may hold its pipe
+      if (relay->stdout_error() != 0 && outcome.exit_code == 0) {
+        outcome.exit_code = 1;
+        outcome.failure = std::string("stdout: write failed: ") + std::strerror(relay->stdout_error());
+      }
+    }
+  }
   return outcome;
 }
 

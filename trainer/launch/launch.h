@@ -1,21 +1,41 @@
 // The launcher: starts rank processes on this machine and watches them, as
 // torchrun does; it knows nothing of models or data. Each rank is `program`
-// run with `args` plus "--rank R" and its rendezvous
-// ("--port P" or "--rendezvous-file F", below). Call from the main thread before
-// any other thread, LMDB environment or thread pool exists in this process.
+// run with `args`, plus, for train's ranks, "--rank R" and its rendezvous
+// ("--port P" or "--rendezvous-file F", below); any other command (the
+// `launch` program) gets its rank in its environment instead. Call from the
+// main thread before any other thread, LMDB environment or thread pool exists
+// in this process.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "base/environment.h"
 #include "base/status.h"
 #include "trainer/config/config.h"
+#include "trainer/launch/heartbeat.h"
 #include "trainer/launch/layout.h"
 
 namespace granary {
 
+// What the ranks are.
+enum class RankKind {
+  // train's ranks: "--rank R" and the rendezvous passed as flags; a rank
+  // says on its heartbeat when it waits for its peers, and says itself why
+  // it failed.
+  kTrain,
+  // Any command (the `launch` program): its rank and rendezvous are in
+  // `rank_env` (torchrun's variables). Its heartbeat, where it has one
+  // (granary's startup module in a Python rank), counts steps but cannot
+  // tell waiting for peers from hanging, so a rank is judged only once it
+  // has taken a step (or is stopped), and an exit status is named here.
+  kCommand,
+};
+
 struct LaunchOptions {
+  RankKind kind = RankKind::kTrain;
+  std::string name = "train";  // the program that launches, in its messages
   std::string program = "/proc/self/exe";
   std::vector<std::string> args;  // argv, args[0] included
   int ranks = 1;                  // on this node
@@ -34,6 +54,10 @@ struct LaunchOptions {
   // over it.
   Environment parent = Environment::OfProcess();
   std::vector<std::string> env;
+  // kCommand: each local rank's own "NAME=value"s (RANK, LOCAL_RANK, ...),
+  // and what starts each line of its output ("" or none: its lines as they come).
+  std::vector<std::vector<std::string>> rank_env;
+  std::vector<std::string> rank_prefix;
   // After a rank fails or the launcher is told to stop, the other ranks get
   // SIGTERM, and SIGKILL if they are still running this much later.
   int grace_s = 10;
@@ -51,6 +75,11 @@ struct LaunchOptions {
   // watches mpirun, and each rank through the heartbeat board: its process,
   // how it ended, its pulse. Pinning is the ranks' own (their --layout).
   std::string mpirun;
+  // When set, called with the board about five times a second while the
+  // ranks run; once it returns true they are stopped (SIGTERM, SIGKILL
+  // after the grace) and how they end is no failure: a probe that has
+  // measured enough.
+  std::function<bool(const HeartbeatBoard&)> enough;
 };
 
 struct LaunchOutcome {
@@ -64,6 +93,8 @@ struct LaunchOutcome {
   std::string failure;
   // The signal (SIGINT, SIGTERM) that stopped the launcher, or 0.
   int stopped_by = 0;
+  // LaunchOptions::enough stopped the ranks.
+  bool enough = false;
 };
 
 // Runs the ranks and waits for all of them. SIGINT and SIGTERM sent to the

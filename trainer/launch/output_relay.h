@@ -47,8 +47,10 @@ class MpirunStderrFilter {
 class OutputRelay {
  public:
   // Pipes whose reading ends are copied to `stdout_fd` and `stderr_fd`;
-  // `mpirun`: stderr is mpirun's, passed through MpirunStderrFilter.
-  static StatusOr<std::unique_ptr<OutputRelay>> Create(int stdout_fd, int stderr_fd, bool mpirun = false);
+  // `mpirun`: stderr is mpirun's, passed through MpirunStderrFilter;
+  // `prefix`: written before every line of both (e.g. "[rank 1] ").
+  static StatusOr<std::unique_ptr<OutputRelay>> Create(int stdout_fd, int stderr_fd, bool mpirun = false,
+                                                       std::string prefix = "");
   ~OutputRelay();
   OutputRelay(const OutputRelay&) = delete;
   OutputRelay& operator=(const OutputRelay&) = delete;
@@ -78,6 +80,10 @@ class OutputRelay {
   int target_[2] = {-1, -1};
   int stdout_error_ = 0;
   std::unique_ptr<MpirunStderrFilter> filter_;  // set for mpirun's stderr
+  std::string prefix_;
+  std::string pending_[2];  // with a prefix: a line not yet ended, per pipe
+  // With a prefix, `n` bytes read from pipe `i` as the whole lines to write.
+  std::string Prefixed(int i, const char* bytes, size_t n);
   std::atomic<double> stop_at_s_{-1};  // on the steady clock, set by Finish; -1: copy until end of file
   std::thread thread_;
 };

@@ -14,15 +14,20 @@ namespace granary {
 RankExec PrepareRank(const LaunchOptions& o, const HeartbeatBoard& board, int rendezvous_fd, int rank) {
   RankExec e;
   e.args = o.args;
-  e.args.insert(e.args.end(), {"--rank", std::to_string(o.first_rank + rank)});
-  if (rendezvous_fd >= 0) {
-    e.args.insert(e.args.end(), {"--rendezvous-file", "/proc/self/fd/" + std::to_string(rendezvous_fd)});
-  } else {
-    e.args.insert(e.args.end(), {"--port", std::to_string(o.port)});
+  if (o.kind == RankKind::kTrain) {
+    e.args.insert(e.args.end(), {"--rank", std::to_string(o.first_rank + rank)});
+    if (rendezvous_fd >= 0) {
+      e.args.insert(e.args.end(), {"--rendezvous-file", "/proc/self/fd/" + std::to_string(rendezvous_fd)});
+    } else {
+      e.args.insert(e.args.end(), {"--port", std::to_string(o.port)});
+    }
   }
   // The launcher's variables replace the user's of the same name (a stray
   // GRANARY_HEARTBEAT in the user's environment included).
   std::vector<std::string> own = o.env;
+  if (static_cast<size_t>(rank) < o.rank_env.size()) {
+    own.insert(own.end(), o.rank_env[rank].begin(), o.rank_env[rank].end());
+  }
   own.push_back(board.Environment(rank));
   for (const std::string& var : o.parent.Entries()) {
     const std::string name = var.substr(0, var.find('=') + 1);
@@ -57,10 +62,12 @@ void ExecRank(const LaunchOptions& o, RankExec& e, int rank, pid_t launcher, con
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != launcher) ::_exit(128 + SIGKILL);  // the launcher died before the prctl
   ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
+  if (o.kind == RankKind::kCommand) ::setpgid(0, 0);  // what the rank starts is stopped with it
   if (out_fd >= 0) ::dup2(out_fd, STDOUT_FILENO);
   if (err_fd >= 0) ::dup2(err_fd, STDERR_FILENO);
   if (e.pinned && ::sched_setaffinity(0, sizeof(e.cpus), &e.cpus) != 0) {
-    std::fprintf(stderr, "train: rank %d: cannot pin to its CPUs: %s\n", rank, std::strerror(errno));
+    std::fprintf(stderr, "%s: rank %d: cannot pin to its CPUs: %s\n", o.name.c_str(), o.first_rank + rank,
+                 std::strerror(errno));
     ::_exit(127);
   }
   const char* program = o.mpirun.empty() ? o.program.c_str() : o.mpirun.c_str();
@@ -69,7 +76,8 @@ void ExecRank(const LaunchOptions& o, RankExec& e, int rank, pid_t launcher, con
     std::fprintf(stderr, "train: cannot start mpirun (%s): %s; --backend mpi needs OpenMPI's mpirun (openmpi-bin)\n",
                  program, std::strerror(errno));
   } else {
-    std::fprintf(stderr, "train: rank %d: exec %s failed: %s\n", rank, program, std::strerror(errno));
+    std::fprintf(stderr, "%s: rank %d: cannot run %s: %s\n", o.name.c_str(), o.first_rank + rank, program,
+                 std::strerror(errno));
   }
   ::_exit(127);
 }
@@ -126,6 +134,50 @@ std::string FindHungRank(const LaunchOptions& o, const HeartbeatBoard& board, co
            (stopped ? "; its process is stopped" : "") + ") while its peers waited for it; stopping the run";
   }
   return waiting_line;
+}
+
+std::string FindQuietCommandRank(const LaunchOptions& o, const HeartbeatBoard& board, const Ranks& ranks,
+                                 double quiet_s) {
+  struct Quiet {
+    int rank;
+    RankPulse pulse;
+  };
+  std::vector<Quiet> quiet;
+  for (int r = 0; r < o.ranks; ++r) {
+    if (!ranks.Alive(r)) continue;
+    const RankPulse p = board.Read(r);
+    const bool stopped = IsStopped(ranks.RankPid(r));
+    if (!p.started || p.quiet_s < quiet_s || (p.step == 0 && !stopped)) continue;
+    if (stopped) {
+      return RankName(o, r) + " made no progress for " + std::to_string(static_cast<long>(p.quiet_s)) +
+             " s (after " + std::to_string(p.step) + " steps; its process is stopped); stopping the run";
+    }
+    quiet.push_back({r, p});
+  }
+  if (quiet.empty()) return "";
+  // Ranks quiet in their own code hold up those quiet inside torch (which
+  // may wait for them in a collective), if some are in each.
+  const auto in_own_code = [](const Quiet& q) { return !q.pulse.waiting; };
+  const size_t own = static_cast<size_t>(std::count_if(quiet.begin(), quiet.end(), in_own_code));
+  if (own > 0 && own < quiet.size()) {
+    quiet.erase(std::remove_if(quiet.begin(), quiet.end(), [&](const Quiet& q) { return !in_own_code(q); }),
+                quiet.end());
+  }
+  const auto fewest = std::min_element(quiet.begin(), quiet.end(),
+                                       [](const Quiet& a, const Quiet& b) { return a.pulse.step < b.pulse.step; });
+  const bool alone_behind = std::count_if(quiet.begin(), quiet.end(), [&](const Quiet& q) {
+                              return q.pulse.step == fewest->pulse.step;
+                            }) == 1;
+  const std::string since = " made no progress for " + std::to_string(static_cast<long>(fewest->pulse.quiet_s)) +
+                            " s (after " + std::to_string(fewest->pulse.step) + " steps";
+  if (alone_behind || quiet.size() == 1) {
+    return RankName(o, fewest->rank) + since + (quiet.size() > 1 ? "; its peers are ahead" : "") +
+           (own > 0 && !fewest->pulse.waiting ? "; not inside torch" : "") + "); stopping the run";
+  }
+  std::string names;
+  for (const Quiet& q : quiet) names += (names.empty() ? "" : ", ") + std::to_string(o.first_rank + q.rank);
+  return "ranks " + names + (o.nnodes > 1 ? " on node " + std::to_string(o.node_rank) : "") + since +
+         "; one may wait for another in a collective); stopping the run";
 }
 
 }  // namespace granary

@@ -58,6 +58,9 @@ struct Ranks {
   std::vector<pid_t> pids;  // forked here; -1 once reaped
   size_t running = 0;
   const HeartbeatBoard* board = nullptr;  // set under mpirun: the ranks' processes are on it
+  // RankKind::kCommand: each rank leads a process group of its own (what it
+  // starts is signalled with it), here by their leaders' pids.
+  std::vector<pid_t> groups;
 
   bool under_mpirun() const { return board != nullptr; }
   // Rank r's process while it runs (0: not known yet, or gone). Under mpirun
@@ -93,8 +96,13 @@ struct Ranks {
       }
     }
     for (pid_t p : targets) {
+      if (!groups.empty()) p = -p;
       if (::kill(p, sig) == 0 && sig != SIGKILL) ::kill(p, SIGCONT);
     }
+  }
+  // kCommand, once the ranks have ended: what they left running is killed.
+  void KillLeftovers() const {
+    for (pid_t leader : groups) ::kill(-leader, SIGKILL);
   }
   // Reaps every process forked here that has exited; calls on_exit(index, wait status).
   template <typename F>
@@ -127,5 +135,14 @@ bool IsStopped(pid_t pid);
 // was stopped inside a wait), else, if `waiting_too`, one that was; or "".
 std::string FindHungRank(const LaunchOptions& o, const HeartbeatBoard& board, const Ranks& ranks, double quiet_s,
                          bool waiting_too, double launched_s);
+
+// RankKind::kCommand's FindHungRank: a line naming the running ranks quiet
+// for at least `quiet_s` since their last step or sign of life (only ranks
+// that have taken a step count, and stopped ones whatever they did): a
+// stopped rank first; else, of the quiet ranks in their own code if some
+// are (those quiet inside torch, as its pulse's `waiting` says, may wait
+// for them), the one rank behind the others, else all of them; or "".
+std::string FindQuietCommandRank(const LaunchOptions& o, const HeartbeatBoard& board, const Ranks& ranks,
+                                 double quiet_s);
 
 }  // namespace granary

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "trainer/launch/job_place.h"
+
 namespace granary {
 
 StatusOr<DataParallel> DataParallel::Join(const TrainConfig& c, const Environment& env, int rank, Classifier& net,

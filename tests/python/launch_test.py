@@ -1,0 +1,314 @@
+#!/usr/bin/python3
+"""`launch` (build/trainer/launch) against unmodified torchrun-style scripts:
+the same parameters as under torchrun's environment set by hand, the
+environment every runtime sees inside the ranks, failures named (a rank that
+exits 3, killed, stopped, hung), restarts, signals forwarded, --tune on a
+script without granary.Loader, the user's own mpirun, two nodes through
+tools/netsim, and bad flags refused before anything starts.
+
+    GRANARY_BUILD=build /usr/bin/python3 tests/python/launch_test.py
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.abspath(os.environ.get("GRANARY_BUILD", os.path.join(ROOT, "build")))
+LAUNCH = os.path.join(BUILD, "trainer/launch")
+PYTHON = "/usr/bin/python3"
+
+# A torchrun-style DDP script (env:// rendezvous), unchanged by granary: prints
+# one JSON line per rank with what it saw and its parameters' checksum.
+DDP = """
+import json, os, sys, torch, torch.distributed as dist, torch.nn as nn
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+torch.manual_seed(0)
+model = nn.parallel.DistributedDataParallel(nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4)))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+g = torch.Generator().manual_seed(100 + rank)
+for i in range(int(os.environ.get("STEPS", "30"))):
+    x, y = torch.randn(16, 32, generator=g), torch.randint(0, 4, (16,), generator=g)
+    opt.zero_grad(); nn.functional.cross_entropy(model(x), y).backward(); opt.step()
+names = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
+         "TORCHELASTIC_RESTART_COUNT", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+         "GRANARY_LOADER_THREADS", "LD_PRELOAD", "GLOO_SOCKET_IFNAME"]
+checksum = sum(p.detach().double().sum().item() for p in model.parameters())
+print(json.dumps({"rank": rank, "world": world, "threads": torch.get_num_threads(),
+                  "cpus": sorted(os.sched_getaffinity(0)), "checksum": f"{checksum:.12e}",
+                  "env": {n: os.environ.get(n) for n in names}}), flush=True)
+del model
+dist.destroy_process_group()
+"""
+
+# Fails as argv[1] says on rank 1 at step 10; "once": only before a restart.
+FAIL = """
+import os, sys, time, torch, torch.distributed as dist, torch.nn as nn
+mode = sys.argv[1]
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+model = nn.parallel.DistributedDataParallel(nn.Linear(8, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+restart = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+for i in range(40):
+    if i == 10 and rank == 1:
+        if mode == "exit3": sys.exit(3)
+        if mode == "kill":
+            open(sys.argv[2], "w").write(str(time.time()))
+            os.kill(os.getpid(), 9)
+        if mode == "stop": os.kill(os.getpid(), 19)  # SIGSTOP
+        if mode == "sleep": time.sleep(1000)
+        if mode == "once" and restart == 0: sys.exit(5)
+        if mode == "always": sys.exit(4)
+    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()
+    time.sleep(0.02)
+sys.stdout.write(f"done {rank} restart {restart}\\n")  # one write: the ranks share the launcher's stdout
+del model
+dist.destroy_process_group()
+"""
+
+# Trains until stopped: a convnet on random data, no granary.Loader.
+CONV = """
+import torch, torch.distributed as dist, torch.nn as nn
+dist.init_process_group("gloo")
+model = nn.parallel.DistributedDataParallel(nn.Sequential(
+    nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10)))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(32, 1, 28, 28), torch.randint(0, 10, (32,))
+while True:
+    opt.zero_grad(); nn.functional.cross_entropy(model(x), y).backward(); opt.step()
+"""
+
+# Runs until stopped and never steps an optimizer.
+IDLE = "import time\nwhile True: time.sleep(0.1)\n"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def leftovers(marker):
+    """Processes whose command line holds `marker` (a test's own folder)."""
+    out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+    return [p for p in out if int(p) != os.getpid()]
+
+
+class LaunchTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="granary-launch-")
+        for name, text in (("ddp.py", DDP), ("fail.py", FAIL), ("conv.py", CONV), ("idle.py", IDLE)):
+            with open(os.path.join(self.dir, name), "w") as f:
+                f.write(textwrap.dedent(text))
+
+    def tearDown(self):
+        left = leftovers(self.dir)
+        subprocess.run(["pkill", "-9", "-f", self.dir])
+        subprocess.run(["rm", "-rf", self.dir])
+        self.assertEqual(left, [], "processes outlived their launcher")
+
+    def script(self, name):
+        return os.path.join(self.dir, name)
+
+    def launch(self, *args, timeout=240, env=None):
+        return subprocess.run([LAUNCH, *args], capture_output=True, text=True, timeout=timeout, cwd=self.dir,
+                              env=env)
+
+    def ranks_of(self, out):
+        lines = [line.split("] ", 1)[-1] for line in out.splitlines() if "{" in line]
+        return {r["rank"]: r for r in map(json.loads, lines)}
+
+    def test_same_parameters_as_torchrun_environment_by_hand(self):
+        r = self.launch("--ranks", "2", PYTHON, self.script("ddp.py"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        under_launch = self.ranks_of(r.stdout)
+        self.assertEqual(sorted(under_launch), [0, 1])
+        self.assertIn("[rank 1] {", r.stdout)  # rank 0 plain, the others prefixed
+        # torchrun's environment for 2 processes, set by hand.
+        port = free_port()
+        procs = []
+        for rank in range(2):
+            env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
+                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+            procs.append(subprocess.Popen([PYTHON, self.script("ddp.py")], env=env, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))
+        by_hand = {}
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            self.assertEqual(p.returncode, 0, err)
+            by_hand.update(self.ranks_of(out))
+        for rank in (0, 1):
+            self.assertEqual(under_launch[rank]["checksum"], by_hand[rank]["checksum"])
+        self.assertEqual(under_launch[0]["checksum"], under_launch[1]["checksum"])  # DDP kept them equal
+
+    def test_every_runtime_sees_its_share_inside_the_ranks(self):
+        cpus = len(os.sched_getaffinity(0))
+        args = ["--ranks", "2", "--threads", "1", "--loader-threads", "1", "--iface", "lo"]
+        if os.path.exists("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"):
+            args += ["--allocator", "jemalloc"]
+        r = self.launch(*args, "--", PYTHON, self.script("ddp.py"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ranks = self.ranks_of(r.stdout)
+        for rank, seen in ranks.items():
+            env = seen["env"]
+            self.assertEqual(seen["world"], 2)
+            self.assertEqual(seen["threads"], 1)  # torch read OMP_NUM_THREADS
+            for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GRANARY_LOADER_THREADS"):
+                self.assertEqual(env[name], "1", name)
+            self.assertEqual((env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"]),
+                             (str(rank), str(rank), "2", "2"))
+            self.assertEqual(env["GROUP_RANK"], "0")
+            self.assertEqual(env["TORCHELASTIC_RESTART_COUNT"], "0")
+            self.assertEqual(env["GLOO_SOCKET_IFNAME"], "lo")
+            if "--allocator" in args:
+                self.assertIn("libjemalloc.so.2", env["LD_PRELOAD"])
+            if cpus >= 2:
+                self.assertEqual(len(seen["cpus"]), 1, "each rank pinned to its own CPU")
+        if cpus >= 2:
+            self.assertNotEqual(ranks[0]["cpus"], ranks[1]["cpus"])
+        self.assertIn("pinned: rank 0 CPU", r.stderr)
+
+    def test_a_rank_that_exits_3_is_named_and_its_status_kept(self):
+        r = self.launch("--ranks", "2", PYTHON, self.script("fail.py"), "exit3")
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("launch: rank 1 exited with status 3; stopping the other ranks", r.stderr)
+
+    def test_a_killed_rank_is_named_within_2_s(self):
+        killed_at = os.path.join(self.dir, "killed_at")
+        start = time.time()
+        p = subprocess.Popen([LAUNCH, "--ranks", "2", PYTHON, self.script("fail.py"), "kill", killed_at],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = p.communicate(timeout=120)
+        ended = time.time()
+        self.assertEqual(p.returncode, 128 + 9, err)
+        self.assertIn("launch: rank 1 was killed by signal 9 (Killed)", err)
+        with open(killed_at) as f:
+            self.assertLess(ended - float(f.read()), 2.0 + 0.5, f"started {start}")
+
+    def test_a_stopped_rank_is_named_within_timeout_and_5_s(self):
+        start = time.time()
+        r = self.launch("--ranks", "2", "--timeout", "4", "--grace", "2", PYTHON, self.script("fail.py"), "stop")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("launch: rank 1 made no progress for", r.stderr)
+        self.assertIn("its process is stopped", r.stderr)
+        self.assertLess(time.time() - start, 4 + 5 + 15)  # + start-up and the grace on a loaded machine
+
+    def test_the_rank_that_hangs_in_its_own_code_is_named(self):
+        r = self.launch("--ranks", "2", "--timeout", "4", "--grace", "2", PYTHON, self.script("fail.py"), "sleep")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("launch: rank 1 made no progress for", r.stderr)
+        self.assertIn("not inside torch", r.stderr)
+
+    def test_max_restarts_starts_the_job_again(self):
+        r = self.launch("--ranks", "2", "--max-restarts", "2", PYTHON, self.script("fail.py"), "once")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("launch: rank 1 exited with status 5; stopping the other ranks; restarting the job "
+                      "(restart 1 of 2)", r.stderr)
+        self.assertIn("done 0 restart 1", r.stdout)
+        self.assertIn("done 1 restart 1", r.stdout)
+        r = self.launch("--ranks", "2", "--max-restarts", "1", "--json", PYTHON, self.script("fail.py"), "always")
+        self.assertEqual(r.returncode, 4, r.stderr)
+        self.assertIn("rank 1 exited with status 4; stopping the other ranks (after 1 restarts)", r.stderr)
+        report = json.loads(r.stdout.splitlines()[-1])
+        self.assertEqual([a["exit_code"] for a in report["attempts"]], [4, 4])
+
+    def test_sigterm_to_the_launcher_stops_every_rank(self):
+        p = subprocess.Popen([LAUNCH, "--ranks", "2", PYTHON, self.script("conv.py")], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 60
+        while len(leftovers(self.script("conv.py"))) < 2 and time.time() < deadline:
+            time.sleep(0.2)
+        time.sleep(2)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM, err)
+        self.assertIn("launch: stopped by signal 15", err)
+
+    def test_tune_measures_a_script_without_granary_loader(self):
+        r = self.launch("--tune-only", "--tune-seconds", "1", "--json", PYTHON, self.script("conv.py"), timeout=400)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        table = json.loads(r.stdout.splitlines()[-1])["tune"]
+        rows = table["rows"]
+        self.assertEqual(sum(row["chosen"] for row in rows), 1)
+        chosen = next(row for row in rows if row["chosen"])
+        self.assertEqual(chosen["steps_per_s"], max(row["steps_per_s"] for row in rows))
+        self.assertTrue(all(row["steps_per_s"] > 0 for row in rows), rows)
+        cores = len(os.sched_getaffinity(0))
+        layouts = {(row["ranks"], row["threads"]) for row in rows}
+        self.assertEqual({(r, cores // r) for r in range(1, cores + 1) if cores % r == 0} - layouts, set())
+        # --ranks given: the world stays.
+        r = self.launch("--ranks", "1", "--tune-only", "--tune-seconds", "1", "--allocator", "glibc", "--json",
+                        PYTHON, self.script("conv.py"), timeout=400)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = json.loads(r.stdout.splitlines()[-1])["tune"]["rows"]
+        self.assertEqual({row["ranks"] for row in rows}, {1})
+        self.assertEqual({row["allocator"] for row in rows}, {"glibc"})
+
+    def test_tune_refuses_a_command_without_steps(self):
+        r = self.launch("--tune-only", "--tune-seconds", "1", PYTHON, "-c", "print('hello')")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("launch: --tune: the command ended without a training step", r.stderr)
+        self.assertIn("torch.optim", r.stderr)
+
+    def test_under_the_users_mpirun(self):
+        mpirun = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]
+        env = dict(os.environ, OMPI_MCA_plm_rsh_agent="false")
+        r = subprocess.run([*mpirun, LAUNCH, "--", PYTHON, self.script("ddp.py")], capture_output=True, text=True,
+                           timeout=240, env=env, cwd=self.dir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ranks = self.ranks_of(r.stdout)
+        self.assertEqual(sorted(ranks), [0, 1])
+        self.assertEqual(ranks[0]["checksum"], ranks[1]["checksum"])
+        self.assertEqual(ranks[1]["env"]["LOCAL_RANK"], "1")
+        self.assertIn("of mpirun's job", r.stderr)
+        r = subprocess.run([*mpirun, LAUNCH, "--ranks", "2", "--", PYTHON, self.script("ddp.py")],
+                           capture_output=True, text=True, timeout=120, env=env, cwd=self.dir)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("launch: --ranks 2 under mpirun (a job of 2 processes): each process is one rank", r.stderr)
+
+    def test_two_nodes_through_netsim(self):
+        netsim = os.path.join(ROOT, "tools/netsim")
+        probe = subprocess.run([netsim, "--nodes", "1", "--rate", "1gbit", "--", "true"], capture_output=True,
+                               text=True, timeout=60)
+        if probe.returncode != 0:
+            self.skipTest("tools/netsim cannot run here: " + probe.stderr.strip())
+        command = (f"{LAUNCH} --nnodes 2 --node-rank $NODE_RANK --master-addr $MASTER_ADDR "
+                   f"--master-port $MASTER_PORT --iface eth0 --ranks 1 -- {PYTHON} {self.script('ddp.py')}")
+        r = subprocess.run([netsim, "--nodes", "2", "--rate", "1gbit", "--", command], capture_output=True,
+                           text=True, timeout=240, cwd=self.dir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ranks = self.ranks_of(r.stdout)
+        self.assertEqual(sorted(ranks), [0, 1])
+        self.assertEqual(ranks[0]["checksum"], ranks[1]["checksum"])
+        self.assertEqual(ranks[1]["env"]["GROUP_RANK"], "1")
+        self.assertEqual(ranks[1]["env"]["WORLD_SIZE"], "2")
+
+    def test_bad_flags_are_refused_before_anything_starts(self):
+        cases = [
+            (["--ranks", "0", PYTHON, "x.py"], "launch: --ranks 0: must be in 1..1024"),
+            (["--allocator", "mimalloc", PYTHON, "x.py"], "launch: --allocator mimalloc: auto, glibc, jemalloc"),
+            (["--nnodes", "2", PYTHON, "x.py"], "launch: --nnodes 2 needs --master-addr and --master-port"),
+            (["--prefix", "some", PYTHON, "x.py"], "launch: --prefix some: auto (rank 0 plain), all or none"),
+            (["--ranks", "2"], "launch: no COMMAND"),
+            (["--tune-seconds", "0", PYTHON, "x.py"], "launch: --tune-seconds 0"),
+        ]
+        for args, line in cases:
+            r = self.launch(*args)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+            self.assertEqual(r.stderr.strip().splitlines(), [r.stderr.strip()], args)  # one line
+            self.assertIn(line, r.stderr, args)
+        r = self.launch("no-such-program-here")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("launch: COMMAND no-such-program-here: no such program on PATH", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

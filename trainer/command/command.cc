@@ -1,0 +1,416 @@
+#include "trainer/command/command.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "base/cli.h"
+#include "base/json_text.h"
+#include "trainer/clock.h"
+#include "trainer/command/command_tune.h"
+#include "trainer/command/torchrun_env.h"
+#include "trainer/config/config.h"
+#include "trainer/launch/job_place.h"
+#include "trainer/launch/launch.h"
+#include "trainer/launch/layout.h"
+
+namespace granary {
+namespace {
+
+// launch's flag bounds.
+constexpr int kMostRanks = 1024, kMostThreads = 4096, kMostNodes = 4096, kMostRestarts = 100;
+constexpr int kLongestTimeout_s = 7 * 24 * 3600, kLongestGrace_s = 3600;
+// A probe's command shows its first step within this long, or cannot be tuned.
+constexpr double kFirstStepAllowance_s = 120;
+// Per rank, at least this many steps in a probe's window (a slow step makes
+// the window longer), and the window at most this many times --tune-seconds.
+constexpr int64_t kLeastProbeSteps = 10;
+constexpr double kLongestProbeFactor = 3;
+
+Status OutOfRange(const std::string& flag, long value, long low, long high) {
+  return Status::InvalidArgument(flag + " " + std::to_string(value) + ": must be in " + std::to_string(low) + ".." +
+                                 std::to_string(high));
+}
+
+// Where the job's ranks are: all started here (one node of --nnodes), or,
+// under the user's mpirun or srun, this process alone as one rank of it.
+struct Placement {
+  CommandJob job;
+  int local_ranks = 1;     // started here
+  std::string launcher;    // "mpirun" or "srun" when under one
+};
+
+StatusOr<Placement> Place(const CommandConfig& c, const Environment& env) {
+  Placement p;
+  if (!StartedByMpiLauncher(env)) {
+    p.local_ranks = c.ranks;
+    p.job.local_world = c.ranks;
+    p.job.nnodes = c.nnodes;
+    p.job.node_rank = c.node_rank;
+    p.job.world = c.ranks * c.nnodes;
+    p.job.first_rank = c.node_rank * c.ranks;
+    p.job.master_addr = c.master_addr.empty() ? "127.0.0.1" : c.master_addr;
+    p.job.master_port = c.master_port;
+    return p;
+  }
+  GRANARY_ASSIGN_OR_RETURN(const MpiJobPlace place, ReadMpiJobPlace(env));
+  p.launcher = place.launcher;
+  const std::string under = " under " + place.launcher + " (a job of " + std::to_string(place.world) +
+                            " processes): each process is one rank of that job";
+  if (c.ranks_given && c.ranks != 1) return Status::InvalidArgument("--ranks " + std::to_string(c.ranks) + under);
+  if (c.nnodes != 1 || c.node_rank != 0) {
+    return Status::InvalidArgument("--nnodes/--node-rank" + under + ", placed by " + place.launcher);
+  }
+  if (c.tune || c.tune_only) {
+    return Status::InvalidArgument("--tune" + under + "; run launch --tune on one node without " + place.launcher +
+                                   ", then start the job with the layout it chose");
+  }
+  p.job.world = place.world;
+  p.job.local_world = place.local_world;
+  p.job.nnodes = place.world / place.local_world;
+  p.job.node_rank = place.global / place.local_world;
+  p.job.first_rank = place.global;
+  p.job.first_local = place.local;
+  if (!c.master_addr.empty()) {
+    p.job.master_addr = c.master_addr;
+  } else if (p.job.nnodes == 1) {
+    p.job.master_addr = "127.0.0.1";
+  } else {
+    return Status::InvalidArgument("--master-addr is needed under " + place.launcher + " across " +
+                                   std::to_string(p.job.nnodes) + " nodes: the address of the node of rank 0");
+  }
+  p.job.master_port = c.master_port > 0 ? c.master_port : PortFromJobId(env);
+  if (p.job.master_port == 0) {
+    return Status::InvalidArgument("--master-port is needed: " + place.launcher + "'s environment names no job id "
+                                   "to derive the rendezvous port from");
+  }
+  return p;
+}
+
+// The program COMMAND names, as execve needs it: a path, or found on PATH;
+// "" if there is none to run.
+std::string FindProgram(const std::string& name, const Environment& env) {
+  if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0 ? name : "";
+  const std::string path = env.Get("PATH", "/usr/local/bin:/usr/bin:/bin");
+  size_t start = 0;
+  while (start <= path.size()) {
+    const size_t end = std::min(path.find(':', start), path.size());
+    const std::string dir = end > start ? path.substr(start, end - start) : ".";
+    const std::string candidate = dir + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return "";
+}
+
+// The shared library of `allocator` ("" for glibc's own, or if not installed).
+std::string AllocatorLibrary(const std::string& allocator) {
+  const char* file = allocator == "jemalloc" ? "libjemalloc.so.2" : allocator == "tcmalloc" ? "libtcmalloc_minimal.so.4"
+                                                                                             : nullptr;
+  if (file == nullptr) return "";
+  for (const char* dir : {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
+                          "/usr/local/lib"}) {
+    const std::string path = std::string(dir) + "/" + file;
+    if (::access(path.c_str(), R_OK) == 0) return path;
+  }
+  return "";
+}
+
+// The folder of granary's startup module (sitecustomize.py: it counts a
+// Python rank's training steps on its heartbeat), beside this program;
+// "" if it is not there.
+std::string StartupModuleDir() {
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return "";
+  std::string dir(self, static_cast<size_t>(n));
+  dir = dir.substr(0, dir.rfind('/')) + "/launch_site";
+  return ::access((dir + "/sitecustomize.py").c_str(), R_OK) == 0 ? dir : "";
+}
+
+// train's layout of `ranks` x `threads` over this process's CPUs.
+Layout PlanCommandLayout(const CommandConfig& c, int ranks, int threads, bool pin, bool under_mpi) {
+  TrainConfig t;
+  t.dist.ranks = ranks;
+  t.dist.threads = threads;
+  t.dist.pin = pin && !under_mpi;
+  t.data.loader_threads = c.loader_threads;
+  Layout layout = PlanLayout(t, UsableCpus());
+  if (under_mpi) layout.not_pinned = "placed by the MPI launcher";
+  return layout;
+}
+
+// One start of the job in `layout` with `allocator`.
+LaunchOptions OptionsFor(const CommandConfig& c, const Placement& p, const Layout& layout,
+                         const std::string& allocator, const std::string& program, const Environment& env) {
+  LaunchOptions o;
+  o.kind = RankKind::kCommand;
+  o.name = "launch";
+  o.program = program;
+  o.args = c.command;
+  o.ranks = p.local_ranks;
+  o.first_rank = p.job.first_rank;
+  o.node_rank = p.job.node_rank;
+  o.nnodes = p.job.nnodes;
+  o.cpus = layout.cpus;
+  o.parent = env;
+  o.grace_s = c.grace_s;
+  o.timeout_s = c.timeout_s;
+  o.env = layout.ThreadEnvironment();
+  o.env.push_back("GRANARY_LOADER_THREADS=" + std::to_string(c.loader_threads));
+  if (!c.iface.empty()) o.env.push_back("GLOO_SOCKET_IFNAME=" + c.iface);
+  if (const std::string site = StartupModuleDir(); !site.empty()) {
+    const std::string old = env.Get("PYTHONPATH");
+    o.env.push_back("PYTHONPATH=" + site + (old.empty() ? "" : ":" + old));
+  }
+  if (const std::string library = AllocatorLibrary(allocator); !library.empty()) {
+    const std::string old = env.Get("LD_PRELOAD");
+    o.env.push_back("LD_PRELOAD=" + library + (old.empty() ? "" : ":" + old));
+  }
+  for (int i = 0; i < p.local_ranks; ++i) {
+    o.rank_env.push_back(TorchrunVariables(p.job, i));
+    const int rank = p.job.first_rank + i;
+    const bool plain = c.prefix == "none" || (c.prefix == "auto" && rank == 0);
+    o.rank_prefix.push_back(plain ? "" : "[rank " + std::to_string(rank) + "] ");
+  }
+  return o;
+}
+
+// What a probe counts on the board: the steps of the ranks, summed.
+int64_t StepsOf(const HeartbeatBoard& board, int ranks, int64_t* fewest) {
+  int64_t sum = 0;
+  *fewest = INT64_MAX;
+  for (int r = 0; r < ranks; ++r) {
+    const int64_t steps = board.Read(r).step;
+    sum += steps;
+    *fewest = std::min(*fewest, steps);
+  }
+  return sum;
+}
+
+// Runs the job as a probe of `candidate`: from every rank's first step plus
+// a second of warm-up, its steps over about --tune-seconds; then stopped.
+StatusOr<CommandProbe> Probe(const CommandConfig& c, Placement p, const CommandCandidate& candidate,
+                             const std::string& program, const Environment& env) {
+  p.local_ranks = p.job.local_world = p.job.world = candidate.ranks;
+  p.job.master_port = FreePort();
+  const Layout layout = PlanCommandLayout(c, candidate.ranks, candidate.threads, candidate.pin, false);
+  LaunchOptions o = OptionsFor(c, p, layout, candidate.allocator, program, env);
+  o.timeout_s = 0;  // the probe's own deadline below
+  o.stdout_fd = o.stderr_fd = -1;
+  o.rank_prefix.assign(candidate.ranks, "");
+  // The command's own output would drown the table: it goes nowhere.
+  FILE* null = std::fopen("/dev/null", "w");
+  if (null != nullptr) o.stdout_fd = o.stderr_fd = ::fileno(null);
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point started = Clock::now();
+  Clock::time_point first_step, window_start;
+  int64_t steps_at_start = 0;
+  CommandProbe probe;
+  enum { kStarting, kWarming, kMeasuring } phase = kStarting;
+  o.enough = [&](const HeartbeatBoard& board) {
+    int64_t fewest = 0;
+    const int64_t steps = StepsOf(board, candidate.ranks, &fewest);
+    const Clock::time_point now = Clock::now();
+    if (phase == kStarting) {
+      if (fewest > 0) {
+        phase = kWarming;
+        first_step = now;
+      } else if (SecondsSince(started) > kFirstStepAllowance_s) {
+        probe.error = "no training step in " + std::to_string(static_cast<int>(kFirstStepAllowance_s)) + " s";
+        return true;
+      }
+      return false;
+    }
+    if (phase == kWarming) {
+      if (std::chrono::duration<double>(now - first_step).count() < 1) return false;
+      phase = kMeasuring;
+      window_start = now;
+      steps_at_start = steps;
+      return false;
+    }
+    const double window = std::chrono::duration<double>(now - window_start).count();
+    const bool long_enough = window >= c.tune_seconds && steps - steps_at_start >= kLeastProbeSteps * candidate.ranks;
+    if (!long_enough && window < kLongestProbeFactor * c.tune_seconds) return false;
+    probe.seconds = window;
+    probe.steps_per_s = static_cast<double>(steps - steps_at_start) / window;
+    return true;
+  };
+  StatusOr<LaunchOutcome> outcome = LaunchRanks(o);
+  if (null != nullptr) std::fclose(null);
+  if (!outcome.ok()) return outcome.status();
+  if (outcome->stopped_by != 0) {
+    return Status::FailedPrecondition("--tune: stopped by signal " + std::to_string(outcome->stopped_by));
+  }
+  if (!outcome->enough) {
+    probe.steps_per_s = 0;
+    probe.error = phase == kStarting
+                      ? (outcome->exit_code == 0 ? "the command ended without a training step"
+                                                 : "the command failed before its first step (exit status " +
+                                                       std::to_string(outcome->exit_code) + ")")
+                      : "the command ended before " + std::to_string(static_cast<int>(c.tune_seconds)) +
+                            " s of steps were measured; give it more work or a shorter --tune-seconds";
+    if (!outcome->failure.empty()) probe.error += ": " + outcome->failure;
+  }
+  if (phase == kStarting && !probe.error.empty()) {
+    probe.error += " (--tune counts torch.optim steps through granary's startup module, which launch puts on "
+                   "PYTHONPATH: COMMAND must be a Python program that trains with a torch.optim optimizer)";
+  }
+  return probe;
+}
+
+}  // namespace
+
+Status ValidateCommandConfig(const CommandConfig& c) {
+  if (c.command.empty()) return Status::InvalidArgument("no COMMAND: launch [flags] -- COMMAND [ARGS...]");
+  if (c.ranks < 1 || c.ranks > kMostRanks) return OutOfRange("--ranks", c.ranks, 1, kMostRanks);
+  if (c.threads < 0 || c.threads > kMostThreads) return OutOfRange("--threads", c.threads, 0, kMostThreads);
+  if (c.loader_threads < 0 || c.loader_threads > kMostThreads) {
+    return OutOfRange("--loader-threads", c.loader_threads, 0, kMostThreads);
+  }
+  if (c.nnodes < 1 || c.nnodes > kMostNodes) return OutOfRange("--nnodes", c.nnodes, 1, kMostNodes);
+  if (c.node_rank < 0 || c.node_rank >= c.nnodes) return OutOfRange("--node-rank", c.node_rank, 0, c.nnodes - 1);
+  if (c.master_port < 0 || c.master_port > 65535) return OutOfRange("--master-port", c.master_port, 0, 65535);
+  if (c.nnodes > 1 && (c.master_addr.empty() || c.master_port == 0)) {
+    return Status::InvalidArgument("--nnodes " + std::to_string(c.nnodes) +
+                                   " needs --master-addr and --master-port: where node 0's rank 0 serves the "
+                                   "rendezvous, the same on every node");
+  }
+  if (c.timeout_s < 0 || c.timeout_s > kLongestTimeout_s) return OutOfRange("--timeout", c.timeout_s, 0, kLongestTimeout_s);
+  if (c.grace_s < 0 || c.grace_s > kLongestGrace_s) return OutOfRange("--grace", c.grace_s, 0, kLongestGrace_s);
+  if (c.max_restarts < 0 || c.max_restarts > kMostRestarts) {
+    return OutOfRange("--max-restarts", c.max_restarts, 0, kMostRestarts);
+  }
+  const std::vector<std::string> allocators = {"auto", "glibc", "jemalloc", "tcmalloc"};
+  if (std::find(allocators.begin(), allocators.end(), c.allocator) == allocators.end()) {
+    return Status::InvalidArgument("--allocator " + c.allocator + ": auto, glibc, jemalloc or tcmalloc");
+  }
+  if ((c.allocator == "jemalloc" || c.allocator == "tcmalloc") && AllocatorLibrary(c.allocator).empty()) {
+    return Status::InvalidArgument("--allocator " + c.allocator + ": not installed (Debian's " +
+                                   (c.allocator == "jemalloc" ? "libjemalloc2" : "libtcmalloc-minimal4") + ")");
+  }
+  if (c.prefix != "auto" && c.prefix != "all" && c.prefix != "none") {
+    return Status::InvalidArgument("--prefix " + c.prefix + ": auto (rank 0 plain), all or none");
+  }
+  if (!(c.tune_seconds >= 1 && c.tune_seconds <= 600)) {
+    return Status::InvalidArgument("--tune-seconds " + std::to_string(c.tune_seconds) + ": must be in 1..600");
+  }
+  if ((c.tune || c.tune_only) && c.nnodes > 1) {
+    return Status::InvalidArgument("--tune with --nnodes " + std::to_string(c.nnodes) +
+                                   ": tune on one node, then start every node with the layout it chose");
+  }
+  return Status::OK();
+}
+
+int RunCommand(CommandConfig c, const Environment& env) {
+  auto fail = [](const Status& s) { return PrintFailure("launch", s); };
+  if (Status valid = ValidateCommandConfig(c); !valid.ok()) {
+    PrintFailure("launch", valid);
+    return 2;
+  }
+  StatusOr<Placement> placed = Place(c, env);
+  if (!placed.ok()) return fail(placed.status());
+  const Placement& p = placed.value();
+  const std::string program = FindProgram(c.command[0], env);
+  if (program.empty()) {
+    return fail(Status::NotFound("COMMAND " + c.command[0] + ": no such program" +
+                                 (c.command[0].find('/') == std::string::npos ? " on PATH" : "")));
+  }
+  const bool under_mpi = !p.launcher.empty();
+  const int cores = std::max<int>(1, static_cast<int>(UsableCpus().size()));
+  nlohmann::json report = {{"command", c.command}};
+
+  if (c.tune || c.tune_only) {
+    if (StartupModuleDir().empty()) {
+      return fail(Status::FailedPrecondition("--tune: granary's startup module (launch_site/sitecustomize.py) is "
+                                             "not beside this program; it counts the command's steps"));
+    }
+    CommandTuneOptions t;
+    t.cores = cores;
+    t.ranks = c.ranks_given ? c.ranks : 0;
+    for (const char* allocator : {"glibc", "jemalloc", "tcmalloc"}) {
+      if (std::string(allocator) == "glibc" || !AllocatorLibrary(allocator).empty()) t.allocators.push_back(allocator);
+    }
+    if (c.allocator != "auto") t.allocators = {c.allocator};
+    t.run_probe = [&](const CommandCandidate& candidate) {
+      std::fprintf(stderr, "launch: --tune: measuring %s\n", candidate.Describe().c_str());
+      return Probe(c, p, candidate, program, env);
+    };
+    StatusOr<CommandTuneTable> table = TuneCommand(t);
+    if (!table.ok()) return fail(table.status());
+    const CommandTuneRow& chosen = *table->Chosen();
+    report["tune"] = ParseJson(table->ToJson());
+    if (!c.json) {
+      std::fprintf(c.tune_only ? stdout : stderr, "launch: --tune on %d CPUs (%.0f s):\n%s", cores, table->seconds,
+                   table->ToText().c_str());
+    }
+    if (table->ranks_varied && chosen.candidate.ranks > 1) {
+      std::fprintf(stderr,
+                   "launch: --tune chose %d ranks: each runs the script's own batch, so the global batch is %d x "
+                   "the script's (scale the learning rate, or pass --ranks to keep one)\n",
+                   chosen.candidate.ranks, chosen.candidate.ranks);
+    }
+    c.ranks = chosen.candidate.ranks;
+    c.threads = chosen.candidate.threads;
+    c.pin = chosen.candidate.pin;
+    c.allocator = chosen.candidate.allocator;
+    if (c.tune_only) {
+      if (c.json) std::printf("%s\n", DumpJson(report).c_str());
+      return 0;
+    }
+  }
+  Placement run = p;
+  if (!under_mpi) {
+    run.local_ranks = run.job.local_world = c.ranks;
+    run.job.world = c.ranks * c.nnodes;
+    run.job.first_rank = c.node_rank * c.ranks;
+  }
+  const int threads = c.threads > 0 ? c.threads : std::max(1, cores / run.local_ranks);
+  if (int64_t{run.local_ranks} * threads > cores && !c.oversubscribe && !under_mpi) {
+    return fail(Status::InvalidArgument("--ranks " + std::to_string(run.local_ranks) + " x --threads " +
+                                        std::to_string(threads) + " threads on " + std::to_string(cores) +
+                                        " CPUs: pass --oversubscribe to run it anyway"));
+  }
+  const Layout layout = PlanCommandLayout(c, run.local_ranks, threads, c.pin, under_mpi);
+  const std::string allocator = c.allocator == "auto" ? "glibc" : c.allocator;
+  std::fprintf(stderr, "launch: %s; allocator %s%s\n", layout.Describe().c_str(), allocator.c_str(),
+               under_mpi ? ("; rank " + std::to_string(run.job.first_rank) + " of " + p.launcher + "'s job").c_str()
+                         : "");
+  if (StartupModuleDir().empty() && c.timeout_s > 0) {
+    std::fprintf(stderr, "launch: granary's startup module is not beside this program: steps are not counted and "
+                         "a hung rank is not named\n");
+  }
+  report["layout"] = ParseJson(layout.ToJson());
+  report["allocator"] = allocator;
+  report["attempts"] = nlohmann::json::array();
+  LaunchOutcome last;
+  for (int restart = 0; restart <= c.max_restarts; ++restart) {
+    run.job.restart = restart;
+    run.job.max_restarts = c.max_restarts;
+    if (run.job.master_port == 0 || (!under_mpi && c.master_port == 0)) run.job.master_port = FreePort();
+    StatusOr<LaunchOutcome> outcome = LaunchRanks(OptionsFor(c, run, layout, allocator, program, env));
+    if (!outcome.ok()) return fail(outcome.status());
+    last = outcome.value();
+    report["attempts"].push_back({{"exit_code", last.exit_code}, {"failure", last.failure}});
+    if (last.exit_code == 0 || last.stopped_by != 0) break;
+    const std::string cause = last.failure.empty() ? "exit status " + std::to_string(last.exit_code) : last.failure;
+    if (restart < c.max_restarts) {
+      std::fprintf(stderr, "launch: %s; restarting the job (restart %d of %d)\n", cause.c_str(), restart + 1,
+                   c.max_restarts);
+    } else {
+      std::fprintf(stderr, "launch: %s%s\n", cause.c_str(),
+                   c.max_restarts > 0 ? (" (after " + std::to_string(c.max_restarts) + " restarts)").c_str() : "");
+    }
+  }
+  if (last.stopped_by != 0) {
+    std::fprintf(stderr, "launch: stopped by signal %d; the ranks were stopped\n", last.stopped_by);
+  }
+  report["exit_code"] = last.exit_code;
+  if (c.json) std::printf("%s\n", DumpJson(report).c_str());
+  std::fflush(stdout);
+  return last.exit_code;
+}
+
+}  // namespace granary

@@ -1,0 +1,171 @@
+"""granary launch's startup module: a Python rank's progress on its heartbeat.
+
+`launch` puts this folder first on each rank's PYTHONPATH, so Python runs this
+file at start, before the user's script, which stays unchanged. It attaches to
+the launcher's heartbeat board (GRANARY_HEARTBEAT=<fd or path>:<slot>, the
+layout of trainer/launch/heartbeat.cc's Slot) and writes there:
+
+- the rank's training steps: every torch.optim optimizer's step() is counted
+  (the outermost call only, so a subclass calling super().step() counts once);
+  `launch` judges a hung rank and `launch --tune` measures a layout by them;
+- a sign of life while the main thread moves (a thread samples where it is
+  once a second), so a long evaluation without steps is not taken for a hang,
+  while a rank blocked in one call (a collective, a deadlock, a stopped peer)
+  stays quiet; and whether that call is inside torch (the slot's `waiting`),
+  where a quiet rank may be waiting for a peer, or in the script's own code,
+  where it is not: the launcher names the rank that holds the others up.
+
+Nothing here may break the user's program: every failure leaves it as it was.
+The sitecustomize this file shadows (Debian's) runs afterwards.
+"""
+import os
+import sys
+
+
+def _attach():
+    spec = os.environ.pop("GRANARY_HEARTBEAT", None)  # this process only, not what it starts
+    if not spec:
+        return None
+    import mmap
+    board, _, slot = spec.rpartition(":")
+    slot = int(slot)
+    fd = os.open(board, os.O_RDWR | os.O_CLOEXEC) if board.startswith("/") else int(board)
+    try:
+        mapping = mmap.mmap(fd, 64 * (slot + 1))
+    finally:
+        os.close(fd)  # the mapping keeps the board
+    view = memoryview(mapping)[64 * slot:64 * (slot + 1)]
+    words, halves = view.cast("q"), view.cast("i")  # Slot: beat_ns, step, waiting+pid, ...
+    halves[5] = os.getpid()
+    return words, halves
+
+
+def _install(words, halves):
+    import functools
+    import threading
+    import time
+
+    steps = [words[1]]
+    local = threading.local()
+
+    def beat():
+        words[0] = time.monotonic_ns()  # CLOCK_MONOTONIC, as the launcher reads it
+
+    def tick():
+        steps[0] += 1
+        words[1] = steps[0]
+        beat()
+
+    def wrap_step(cls):
+        if "_granary_counted" in cls.__dict__:
+            return
+        step = cls.step
+
+        @functools.wraps(step)
+        def counted(self, *args, **kwargs):
+            depth = getattr(local, "depth", 0)
+            local.depth = depth + 1
+            try:
+                return step(self, *args, **kwargs)
+            finally:
+                local.depth = depth
+                if depth == 0:
+                    tick()
+
+        cls.step = counted
+        cls._granary_counted = True
+
+    def patch_optimizer(module):
+        base = module.Optimizer
+        original = base.__init__
+
+        @functools.wraps(original)
+        def __init__(self, *args, **kwargs):
+            original(self, *args, **kwargs)
+            try:
+                wrap_step(type(self))
+            except Exception:  # an optimizer without a step to wrap: not counted
+                pass
+
+        base.__init__ = __init__
+
+    _after_import("torch.optim.optimizer", patch_optimizer)
+
+    main = threading.main_thread()
+
+    def sample():
+        last = None
+        while True:
+            time.sleep(1)
+            frame = sys._current_frames().get(main.ident)
+            if frame is None:
+                return
+            where = (id(frame.f_code), frame.f_lineno, frame.f_lasti, id(frame))
+            if where != last:
+                beat()
+            last = where
+            # Inside torch (a collective, DDP's backward) a quiet rank may be
+            # waiting for a peer; in the script's own code it is not.
+            torch = sys.modules.get("torch")
+            folder = os.path.dirname(getattr(torch, "__file__", None) or "/nonexistent/")
+            halves[4] = 1 if frame.f_code.co_filename.startswith(folder + os.sep) else 0
+
+    threading.Thread(target=sample, name="granary-heartbeat", daemon=True).start()
+    beat()
+
+
+def _after_import(name, patch):
+    """Calls patch(module) once `name` has been imported (now, if it already was)."""
+    if name in sys.modules:
+        patch(sys.modules[name])
+        return
+    import importlib.abc
+
+    class Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname, path, target=None):
+            if fullname != name:
+                return None
+            sys.meta_path.remove(self)
+            import importlib.util
+            spec = importlib.util.find_spec(fullname)
+            if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+                return spec
+            execute = spec.loader.exec_module
+
+            def exec_module(module):
+                execute(module)
+                try:
+                    patch(module)
+                except Exception:
+                    pass
+
+            spec.loader.exec_module = exec_module
+            return spec
+
+    sys.meta_path.insert(0, Finder())
+
+
+def _chain_shadowed():
+    """Runs the sitecustomize this one shadows on sys.path, if any."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    import importlib.util
+    for folder in sys.path:
+        if not folder or os.path.abspath(folder) == here:
+            continue
+        path = os.path.join(folder, "sitecustomize.py")
+        if os.path.isfile(path):
+            spec = importlib.util.spec_from_file_location("_granary_shadowed_sitecustomize", path)
+            spec.loader.exec_module(importlib.util.module_from_spec(spec))
+            return
+
+
+try:
+    _slot = _attach()
+    if _slot is not None:
+        _install(*_slot)
+except Exception as _error:  # never the user's problem: the rank runs as it would without launch
+    print(f"launch: rank startup module: {_error!r}; steps are not counted", file=sys.stderr)
+try:
+    _chain_shadowed()
+except Exception:
+    pass

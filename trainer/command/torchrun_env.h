@@ -1,0 +1,42 @@
+// torchrun's contract with a rank: the variables each process of a job gets
+// (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, ...), so that a script written
+// for torchrun (dist.init_process_group from env://) runs unchanged under
+// `launch`, on one machine, across nodes, or under the user's mpirun or srun.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/environment.h"
+#include "base/status.h"
+
+namespace granary {
+
+// The job of a launch: its shape and rendezvous, and this node's part.
+struct CommandJob {
+  int world = 1;        // ranks in all
+  int local_world = 1;  // ranks on each node
+  int nnodes = 1;
+  int node_rank = 0;
+  int first_rank = 0;   // the global rank of this node's first local rank started here
+  int first_local = 0;  // that rank's LOCAL_RANK (under mpirun: this process's place on its node)
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  int restart = 0;  // TORCHELASTIC_RESTART_COUNT
+  int max_restarts = 0;
+  std::string run_id = "granary";
+};
+
+// Local rank `i`'s variables ("NAME=value"), as torchrun 1.13's agent sets them.
+std::vector<std::string> TorchrunVariables(const CommandJob& job, int i);
+
+// A TCP port free on this machine now (the kernel's choice), for a
+// one-machine job's rendezvous; 0 if none could be had.
+int FreePort();
+
+// Under the user's mpirun or srun, a rendezvous port every process of the
+// job derives alike from the job's id (OpenMPI's jobid, Slurm's job and
+// step), in 20000-59999; 0 if the environment names no job.
+int PortFromJobId(const Environment& env);
+
+}  // namespace granary

@@ -1,0 +1,36 @@
+#include "trainer/launch/job_place.h"
+
+namespace granary {
+
+bool StartedByMpiLauncher(const Environment& env) {
+  // mpirun (ORTE) sets OMPI_COMM_WORLD_*; srun's PMI and PMIx plugins set
+  // PMI_RANK or PMIX_RANK in each task (SLURM_PROCID alone is also set in a
+  // batch script, which is no MPI job).
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
+    if (env.Has(name)) return true;
+  }
+  return false;
+}
+
+StatusOr<MpiJobPlace> ReadMpiJobPlace(const Environment& env) {
+  MpiJobPlace p;
+  p.launcher = "mpirun";
+  p.global = env.Number("OMPI_COMM_WORLD_RANK"), p.world = env.Number("OMPI_COMM_WORLD_SIZE");
+  p.local = env.Number("OMPI_COMM_WORLD_LOCAL_RANK"), p.local_world = env.Number("OMPI_COMM_WORLD_LOCAL_SIZE");
+  p.where = "mpirun's OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE";
+  if (p.world < 0) {  // srun
+    p.global = env.Number("SLURM_PROCID"), p.world = env.Number("SLURM_NTASKS"), p.local = env.Number("SLURM_LOCALID");
+    const int nodes = env.Number("SLURM_NNODES");
+    p.local_world = nodes > 0 && p.world > 0 && p.world % nodes == 0 ? p.world / nodes : -1;
+    p.launcher = "srun";
+    p.where = "srun's SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NNODES (the same tasks on every node)";
+  }
+  if (p.global < 0 || p.world < 1 || p.local < 0 || p.local_world < 1 || p.world % p.local_world != 0 ||
+      p.global >= p.world || p.local != p.global % p.local_world) {
+    return Status::InvalidArgument("MPI job: " + p.where +
+                                   " do not give a rank of equal nodes numbered node by node (--map-by slot)");
+  }
+  return p;
+}
+
+}  // namespace granary

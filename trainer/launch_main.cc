@@ -1,0 +1,64 @@
+// launch: train's launcher for any command, most often a user's own PyTorch
+// script: torchrun's environment for each rank, threads and pinning by
+// train's layout, failures named, restarts, and --tune measuring the
+// layout on the command itself. This file only turns flags into a
+// CommandConfig; trainer/command/command.h runs it.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "base/file.h"
+#include "trainer/command/command.h"
+
+int main(int argc, char** argv) {
+  granary::CommandConfig c;
+  CLI::App app{"Runs COMMAND as the ranks of a data-parallel job, as torchrun does, with granary's CPU recipe "
+               "(see README.md, \"Your own PyTorch script\").\n\n  launch [flags] [--] COMMAND [ARGS...]"};
+  app.prefix_command();  // the first word that is no flag of launch's starts COMMAND
+  app.add_option("--ranks", c.ranks, "rank processes on this node (default 1; with --tune: measured)");
+  app.add_option("--threads", c.threads, "intra-op threads per rank (0: the CPUs / ranks)")->capture_default_str();
+  app.add_option("--loader-threads", c.loader_threads,
+                 "granary.Loader workers per rank (GRANARY_LOADER_THREADS), on the rank's CPUs")
+      ->capture_default_str();
+  app.add_option("--pin", c.pin, "pin each rank to its own CPUs (on or off)")->capture_default_str();
+  app.add_flag("--oversubscribe", c.oversubscribe, "allow ranks x threads above this machine's CPUs");
+  app.add_option("--allocator", c.allocator,
+                 "auto (glibc, unless --tune measured another faster), glibc, jemalloc or tcmalloc (LD_PRELOAD)")
+      ->capture_default_str();
+  app.add_option("--nnodes", c.nnodes, "nodes of the job, each running --ranks ranks")->capture_default_str();
+  app.add_option("--node-rank", c.node_rank, "this node's index, 0 .. --nnodes - 1")->capture_default_str();
+  app.add_option("--master-addr", c.master_addr, "node 0's address, where rank 0 serves the rendezvous");
+  app.add_option("--master-port", c.master_port, "the rendezvous port (one node: a free one is chosen)");
+  app.add_option("--iface", c.iface, "network interface for Gloo (GLOO_SOCKET_IFNAME)");
+  app.add_option("--timeout", c.timeout_s,
+                 "seconds without a training step after which a rank is hung and the job stopped (0: never)")
+      ->capture_default_str();
+  app.add_option("--grace", c.grace_s, "seconds between SIGTERM and SIGKILL when the ranks are stopped")
+      ->capture_default_str();
+  app.add_option("--max-restarts", c.max_restarts, "start the whole job again after a failure, up to N times")
+      ->capture_default_str();
+  app.add_option("--prefix", c.prefix, "rank names before output lines: auto (all but rank 0), all or none")
+      ->capture_default_str();
+  app.add_flag("--tune", c.tune, "measure layouts and allocators on COMMAND itself, then run with the fastest");
+  app.add_flag("--tune-only", c.tune_only, "measure and print the table; do not run the job");
+  app.add_option("--tune-seconds", c.tune_seconds, "--tune: measured seconds of training per candidate")
+      ->capture_default_str();
+  app.add_flag("--json", c.json, "one JSON object (layout, tune table, attempts, exit code) as stdout's last line");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "launch: %s (see launch --help)\n", e.what());
+    return 2;
+  }
+  c.command = app.remaining();
+  if (!c.command.empty() && c.command[0] == "--") c.command.erase(c.command.begin());
+  c.ranks_given = app.count("--ranks") > 0;
+  c.threads_given = app.count("--threads") > 0;
+  const int code = granary::RunCommand(c, granary::Environment::OfProcess());
+  if (granary::Status flushed = granary::FlushStdout(); code == 0 && !flushed.ok()) {
+    std::fprintf(stderr, "launch: %s\n", flushed.message().c_str());
+    return 1;
+  }
+  return code;
+}
