@@ -19,8 +19,8 @@ FASHION = "/usr/share/datasets/fashion-mnist"
 
 
 def program(name, build=BUILD):
-    """The path of `name` ("prep", "train", "loader") in a build folder."""
-    folder = {"prep": "preprocess", "train": "trainer", "loader": "loader"}[name]
+    """The path of `name` ("prep", "train", "launch", "loader") in a build folder."""
+    folder = {"prep": "preprocess", "train": "trainer", "launch": "trainer", "loader": "loader"}[name]
     return os.path.join(build, folder, name)
 
 

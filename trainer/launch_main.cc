@@ -54,7 +54,6 @@ int main(int argc, char** argv) {
   c.command = app.remaining();
   if (!c.command.empty() && c.command[0] == "--") c.command.erase(c.command.begin());
   c.ranks_given = app.count("--ranks") > 0;
-  c.threads_given = app.count("--threads") > 0;
   const int code = granary::RunCommand(c, granary::Environment::OfProcess());
   if (granary::Status flushed = granary::FlushStdout(); code == 0 && !flushed.ok()) {
     std::fprintf(stderr, "launch: %s\n", flushed.message().c_str());

@@ -13,7 +13,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import textwrap
 import time
@@ -216,7 +215,7 @@ class LaunchTest(unittest.TestCase):
         self.assertIn("done 1 restart 1", r.stdout)
         r = self.launch("--ranks", "2", "--max-restarts", "1", "--json", PYTHON, self.script("fail.py"), "always")
         self.assertEqual(r.returncode, 4, r.stderr)
-        self.assertIn("rank 1 exited with status 4; stopping the other ranks (after 1 restarts)", r.stderr)
+        self.assertIn("rank 1 exited with status 4; stopping the other ranks (after 1 restart)", r.stderr)
         report = json.loads(r.stdout.splitlines()[-1])
         self.assertEqual([a["exit_code"] for a in report["attempts"]], [4, 4])
 

@@ -169,11 +169,20 @@ LaunchOptions OptionsFor(const CommandConfig& c, const Placement& p, const Layou
     const std::string old = env.Get("LD_PRELOAD");
     o.env.push_back("LD_PRELOAD=" + library + (old.empty() ? "" : ":" + old));
   }
+  // Rank 0 writes to a terminal itself (its progress bars and colours stay);
+  // into a pipe or file, where a line split by another rank's would be read
+  // wrong, every rank's output comes in whole lines. (Under mpirun, whose
+  // pseudo-terminal is no user's, and which interleaves what the processes
+  // write, every rank is relayed.)
+  const bool terminal = ::isatty(STDOUT_FILENO) == 1 && p.launcher.empty();
   for (int i = 0; i < p.local_ranks; ++i) {
     o.rank_env.push_back(TorchrunVariables(p.job, i));
     const int rank = p.job.first_rank + i;
-    const bool plain = c.prefix == "none" || (c.prefix == "auto" && rank == 0);
-    o.rank_prefix.push_back(plain ? "" : "[rank " + std::to_string(rank) + "] ");
+    if (c.prefix == "none" || (c.prefix == "auto" && rank == 0 && (terminal || p.job.world == 1))) {
+      o.rank_prefix.push_back(std::nullopt);
+    } else {
+      o.rank_prefix.push_back(c.prefix == "auto" && rank == 0 ? "" : "[rank " + std::to_string(rank) + "] ");
+    }
   }
   return o;
 }
@@ -200,7 +209,7 @@ StatusOr<CommandProbe> Probe(const CommandConfig& c, Placement p, const CommandC
   LaunchOptions o = OptionsFor(c, p, layout, candidate.allocator, program, env);
   o.timeout_s = 0;  // the probe's own deadline below
   o.stdout_fd = o.stderr_fd = -1;
-  o.rank_prefix.assign(candidate.ranks, "");
+  o.rank_prefix.assign(candidate.ranks, std::nullopt);
   // The command's own output would drown the table: it goes nowhere.
   FILE* null = std::fopen("/dev/null", "w");
   if (null != nullptr) o.stdout_fd = o.stderr_fd = ::fileno(null);
@@ -261,6 +270,77 @@ StatusOr<CommandProbe> Probe(const CommandConfig& c, Placement p, const CommandC
   return probe;
 }
 
+// --tune: measures the candidates on the command, prints the table (or puts
+// it in *report), and sets c's layout and allocator to the fastest.
+Status TuneInto(CommandConfig* c, const Placement& p, const std::string& program, const Environment& env, int cores,
+                nlohmann::json* report) {
+  if (StartupModuleDir().empty()) {
+    return Status::FailedPrecondition("--tune: granary's startup module (launch_site/sitecustomize.py) is not "
+                                      "beside this program; it counts the command's steps");
+  }
+  CommandTuneOptions t;
+  t.cores = cores;
+  t.ranks = c->ranks_given ? c->ranks : 0;
+  if (c->allocator != "auto") {
+    t.allocators = {c->allocator};
+  } else {
+    for (const char* allocator : {"glibc", "jemalloc", "tcmalloc"}) {
+      if (std::string(allocator) == "glibc" || !AllocatorLibrary(allocator).empty()) t.allocators.push_back(allocator);
+    }
+  }
+  t.run_probe = [&](const CommandCandidate& candidate) {
+    std::fprintf(stderr, "launch: --tune: measuring %s\n", candidate.Describe().c_str());
+    return Probe(*c, p, candidate, program, env);
+  };
+  GRANARY_ASSIGN_OR_RETURN(const CommandTuneTable table, TuneCommand(t));
+  const CommandCandidate& chosen = table.Chosen()->candidate;
+  (*report)["tune"] = ParseJson(table.ToJson());
+  if (!c->json) {
+    std::fprintf(c->tune_only ? stdout : stderr, "launch: --tune on %d CPUs (%.0f s):\n%s", cores, table.seconds,
+                 table.ToText().c_str());
+  }
+  if (table.ranks_varied && chosen.ranks > 1) {
+    std::fprintf(stderr,
+                 "launch: --tune chose %d ranks: each runs the script's own batch, so the global batch is %d x the "
+                 "script's (scale the learning rate, or pass --ranks to keep one)\n",
+                 chosen.ranks, chosen.ranks);
+  }
+  c->ranks = chosen.ranks;
+  c->threads = chosen.threads;
+  c->pin = chosen.pin;
+  c->allocator = chosen.allocator;
+  return Status::OK();
+}
+
+// The job started, and started again after a failure up to --max-restarts
+// times, each cause said; the last start's outcome. Each start is an
+// element of *attempts.
+StatusOr<LaunchOutcome> RunWithRestarts(const CommandConfig& c, Placement run, const Layout& layout,
+                                        const std::string& allocator, const std::string& program,
+                                        const Environment& env, nlohmann::json* attempts) {
+  const bool own_port = run.launcher.empty() && c.master_port == 0;  // one node, no port named: a free one each time
+  LaunchOutcome last;
+  for (int restart = 0; restart <= c.max_restarts; ++restart) {
+    run.job.restart = restart;
+    run.job.max_restarts = c.max_restarts;
+    if (own_port) run.job.master_port = FreePort();
+    GRANARY_ASSIGN_OR_RETURN(last, LaunchRanks(OptionsFor(c, run, layout, allocator, program, env)));
+    attempts->push_back({{"exit_code", last.exit_code}, {"failure", last.failure}});
+    if (last.exit_code == 0 || last.stopped_by != 0) break;
+    const std::string cause = last.failure.empty() ? "exit status " + std::to_string(last.exit_code) : last.failure;
+    if (restart < c.max_restarts) {
+      std::fprintf(stderr, "launch: %s; restarting the job (restart %d of %d)\n", cause.c_str(), restart + 1,
+                   c.max_restarts);
+    } else if (c.max_restarts > 0) {
+      std::fprintf(stderr, "launch: %s (after %d restart%s)\n", cause.c_str(), c.max_restarts,
+                   c.max_restarts == 1 ? "" : "s");
+    } else {
+      std::fprintf(stderr, "launch: %s\n", cause.c_str());
+    }
+  }
+  return last;
+}
+
 }  // namespace
 
 Status ValidateCommandConfig(const CommandConfig& c) {
@@ -312,57 +392,21 @@ int RunCommand(CommandConfig c, const Environment& env) {
   }
   StatusOr<Placement> placed = Place(c, env);
   if (!placed.ok()) return fail(placed.status());
-  const Placement& p = placed.value();
+  Placement run = placed.value();
   const std::string program = FindProgram(c.command[0], env);
   if (program.empty()) {
     return fail(Status::NotFound("COMMAND " + c.command[0] + ": no such program" +
                                  (c.command[0].find('/') == std::string::npos ? " on PATH" : "")));
   }
-  const bool under_mpi = !p.launcher.empty();
+  const bool under_mpi = !run.launcher.empty();
   const int cores = std::max<int>(1, static_cast<int>(UsableCpus().size()));
   nlohmann::json report = {{"command", c.command}};
-
   if (c.tune || c.tune_only) {
-    if (StartupModuleDir().empty()) {
-      return fail(Status::FailedPrecondition("--tune: granary's startup module (launch_site/sitecustomize.py) is "
-                                             "not beside this program; it counts the command's steps"));
-    }
-    CommandTuneOptions t;
-    t.cores = cores;
-    t.ranks = c.ranks_given ? c.ranks : 0;
-    for (const char* allocator : {"glibc", "jemalloc", "tcmalloc"}) {
-      if (std::string(allocator) == "glibc" || !AllocatorLibrary(allocator).empty()) t.allocators.push_back(allocator);
-    }
-    if (c.allocator != "auto") t.allocators = {c.allocator};
-    t.run_probe = [&](const CommandCandidate& candidate) {
-      std::fprintf(stderr, "launch: --tune: measuring %s\n", candidate.Describe().c_str());
-      return Probe(c, p, candidate, program, env);
-    };
-    StatusOr<CommandTuneTable> table = TuneCommand(t);
-    if (!table.ok()) return fail(table.status());
-    const CommandTuneRow& chosen = *table->Chosen();
-    report["tune"] = ParseJson(table->ToJson());
-    if (!c.json) {
-      std::fprintf(c.tune_only ? stdout : stderr, "launch: --tune on %d CPUs (%.0f s):\n%s", cores, table->seconds,
-                   table->ToText().c_str());
-    }
-    if (table->ranks_varied && chosen.candidate.ranks > 1) {
-      std::fprintf(stderr,
-                   "launch: --tune chose %d ranks: each runs the script's own batch, so the global batch is %d x "
-                   "the script's (scale the learning rate, or pass --ranks to keep one)\n",
-                   chosen.candidate.ranks, chosen.candidate.ranks);
-    }
-    c.ranks = chosen.candidate.ranks;
-    c.threads = chosen.candidate.threads;
-    c.pin = chosen.candidate.pin;
-    c.allocator = chosen.candidate.allocator;
+    if (Status tuned = TuneInto(&c, run, program, env, cores, &report); !tuned.ok()) return fail(tuned);
     if (c.tune_only) {
       if (c.json) std::printf("%s\n", DumpJson(report).c_str());
       return 0;
     }
-  }
-  Placement run = p;
-  if (!under_mpi) {
     run.local_ranks = run.job.local_world = c.ranks;
     run.job.world = c.ranks * c.nnodes;
     run.job.first_rank = c.node_rank * c.ranks;
@@ -375,9 +419,9 @@ int RunCommand(CommandConfig c, const Environment& env) {
   }
   const Layout layout = PlanCommandLayout(c, run.local_ranks, threads, c.pin, under_mpi);
   const std::string allocator = c.allocator == "auto" ? "glibc" : c.allocator;
-  std::fprintf(stderr, "launch: %s; allocator %s%s\n", layout.Describe().c_str(), allocator.c_str(),
-               under_mpi ? ("; rank " + std::to_string(run.job.first_rank) + " of " + p.launcher + "'s job").c_str()
-                         : "");
+  const std::string job = under_mpi ? "; rank " + std::to_string(run.job.first_rank) + " of " + run.launcher + "'s job"
+                                    : "";
+  std::fprintf(stderr, "launch: %s; allocator %s%s\n", layout.Describe().c_str(), allocator.c_str(), job.c_str());
   if (StartupModuleDir().empty() && c.timeout_s > 0) {
     std::fprintf(stderr, "launch: granary's startup module is not beside this program: steps are not counted and "
                          "a hung rank is not named\n");
@@ -385,32 +429,15 @@ int RunCommand(CommandConfig c, const Environment& env) {
   report["layout"] = ParseJson(layout.ToJson());
   report["allocator"] = allocator;
   report["attempts"] = nlohmann::json::array();
-  LaunchOutcome last;
-  for (int restart = 0; restart <= c.max_restarts; ++restart) {
-    run.job.restart = restart;
-    run.job.max_restarts = c.max_restarts;
-    if (run.job.master_port == 0 || (!under_mpi && c.master_port == 0)) run.job.master_port = FreePort();
-    StatusOr<LaunchOutcome> outcome = LaunchRanks(OptionsFor(c, run, layout, allocator, program, env));
-    if (!outcome.ok()) return fail(outcome.status());
-    last = outcome.value();
-    report["attempts"].push_back({{"exit_code", last.exit_code}, {"failure", last.failure}});
-    if (last.exit_code == 0 || last.stopped_by != 0) break;
-    const std::string cause = last.failure.empty() ? "exit status " + std::to_string(last.exit_code) : last.failure;
-    if (restart < c.max_restarts) {
-      std::fprintf(stderr, "launch: %s; restarting the job (restart %d of %d)\n", cause.c_str(), restart + 1,
-                   c.max_restarts);
-    } else {
-      std::fprintf(stderr, "launch: %s%s\n", cause.c_str(),
-                   c.max_restarts > 0 ? (" (after " + std::to_string(c.max_restarts) + " restarts)").c_str() : "");
-    }
+  StatusOr<LaunchOutcome> last = RunWithRestarts(c, run, layout, allocator, program, env, &report["attempts"]);
+  if (!last.ok()) return fail(last.status());
+  if (last->stopped_by != 0) {
+    std::fprintf(stderr, "launch: stopped by signal %d; the ranks were stopped\n", last->stopped_by);
   }
-  if (last.stopped_by != 0) {
-    std::fprintf(stderr, "launch: stopped by signal %d; the ranks were stopped\n", last.stopped_by);
-  }
-  report["exit_code"] = last.exit_code;
+  report["exit_code"] = last->exit_code;
   if (c.json) std::printf("%s\n", DumpJson(report).c_str());
   std::fflush(stdout);
-  return last.exit_code;
+  return last->exit_code;
 }
 
 }  // namespace granary

@@ -21,7 +21,6 @@ struct CommandConfig {
   int ranks = 1;                     // on this node
   bool ranks_given = false;          // --ranks on the command line (--tune leaves it alone)
   int threads = 0;                   // intra-op threads per rank; 0: the rank's CPUs
-  bool threads_given = false;
   int loader_threads = 1;            // granary.Loader's workers per rank (GRANARY_LOADER_THREADS)
   bool pin = true;
   bool oversubscribe = false;

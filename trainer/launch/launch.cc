@@ -128,8 +128,8 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
   }
   for (size_t r = 0; !mpi && r < o.rank_prefix.size(); ++r) {
     relays.emplace_back();
-    if (o.rank_prefix[r].empty()) continue;
-    GRANARY_ASSIGN_OR_RETURN(relays.back(), OutputRelay::Create(out, err, /*mpirun=*/false, o.rank_prefix[r]));
+    if (!o.rank_prefix[r]) continue;
+    GRANARY_ASSIGN_OR_RETURN(relays.back(), OutputRelay::Create(out, err, /*mpirun=*/false, *o.rank_prefix[r]));
   }
   GRANARY_RETURN_IF_ERROR(
       StartProcesses(o, board.value(), rendezvous.fd, session.path(), relays, guard.saved(), &ranks));

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,9 +56,11 @@ struct LaunchOptions {
   Environment parent = Environment::OfProcess();
   std::vector<std::string> env;
   // kCommand: each local rank's own "NAME=value"s (RANK, LOCAL_RANK, ...),
-  // and what starts each line of its output ("" or none: its lines as they come).
+  // and how its output reaches the launcher's: relayed whole lines (so
+  // ranks never split each other's lines), each after the given prefix
+  // ("[rank 1] ", or ""); nullopt (or none given): written there directly.
   std::vector<std::vector<std::string>> rank_env;
-  std::vector<std::string> rank_prefix;
+  std::vector<std::optional<std::string>> rank_prefix;
   // After a rank fails or the launcher is told to stop, the other ranks get
   // SIGTERM, and SIGKILL if they are still running this much later.
   int grace_s = 10;

@@ -118,7 +118,7 @@ std::string MpirunStderrFilter::Line(const std::string& line) {
 }
 
 StatusOr<std::unique_ptr<OutputRelay>> OutputRelay::Create(int stdout_fd, int stderr_fd, bool mpirun,
-                                                           std::string prefix) {
+                                                           std::optional<std::string> prefix) {
   std::unique_ptr<OutputRelay> relay(new OutputRelay());
   if (mpirun) relay->filter_ = std::make_unique<MpirunStderrFilter>();
   relay->prefix_ = std::move(prefix);
@@ -185,7 +185,7 @@ void OutputRelay::Copy() {
         continue;
       }
       if (i == 0 && stdout_error_ != 0) continue;  // stdout failed once: the rest is drained, not written
-      if (!prefix_.empty()) {
+      if (prefix_) {
         const std::string lines = Prefixed(i, buffer, static_cast<size_t>(n));
         const int err = WriteAll(target_[i], lines.data(), lines.size());
         if (i == 0 && err != 0) stdout_error_ = err;
@@ -207,7 +207,7 @@ void OutputRelay::Copy() {
   }
   for (int i = 0; i < 2; ++i) {  // a last line without its newline
     if (pending_[i].empty() || (i == 0 && stdout_error_ != 0)) continue;
-    const std::string rest = prefix_ + pending_[i] + "\n";
+    const std::string rest = *prefix_ + pending_[i] + "\n";
     const int err = WriteAll(target_[i], rest.data(), rest.size());
     if (i == 0 && err != 0) stdout_error_ = err;
   }
@@ -218,13 +218,13 @@ std::string OutputRelay::Prefixed(int i, const char* bytes, size_t n) {
   pending.append(bytes, n);
   std::string lines;
   size_t start = 0;
-  for (size_t end; (end = pending.find('\n', start)) != std::string::npos; start = end + 1) {
-    lines += prefix_;
+  for (size_t end; (end = pending.find_first_of("\n\r", start)) != std::string::npos; start = end + 1) {
+    lines += *prefix_;
     lines.append(pending, start, end + 1 - start);
   }
   pending.erase(0, start);
-  if (pending.size() > (size_t{1} << 16)) {  // a line without end (a progress bar): passed on in pieces
-    lines += prefix_ + pending + "\n";
+  if (pending.size() > (size_t{1} << 16)) {  // a line without end: passed on in pieces
+    lines += *prefix_ + pending + "\n";
     pending.clear();
   }
   return lines;

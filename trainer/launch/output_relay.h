@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,9 +49,10 @@ class OutputRelay {
  public:
   // Pipes whose reading ends are copied to `stdout_fd` and `stderr_fd`;
   // `mpirun`: stderr is mpirun's, passed through MpirunStderrFilter;
-  // `prefix`: written before every line of both (e.g. "[rank 1] ").
+  // `prefix`: both are copied in whole lines (a line ends at '\n' or '\r',
+  // as a progress bar's do), each after `prefix` (e.g. "[rank 1] ", or "").
   static StatusOr<std::unique_ptr<OutputRelay>> Create(int stdout_fd, int stderr_fd, bool mpirun = false,
-                                                       std::string prefix = "");
+                                                       std::optional<std::string> prefix = std::nullopt);
   ~OutputRelay();
   OutputRelay(const OutputRelay&) = delete;
   OutputRelay& operator=(const OutputRelay&) = delete;
@@ -80,9 +82,9 @@ class OutputRelay {
   int target_[2] = {-1, -1};
   int stdout_error_ = 0;
   std::unique_ptr<MpirunStderrFilter> filter_;  // set for mpirun's stderr
-  std::string prefix_;
-  std::string pending_[2];  // with a prefix: a line not yet ended, per pipe
-  // With a prefix, `n` bytes read from pipe `i` as the whole lines to write.
+  std::optional<std::string> prefix_;  // set: copied in whole lines
+  std::string pending_[2];  // in whole lines: a line not yet ended, per pipe
+  // In whole lines: `n` bytes read from pipe `i` as the whole lines to write.
   std::string Prefixed(int i, const char* bytes, size_t n);
   std::atomic<double> stop_at_s_{-1};  // on the steady clock, set by Finish; -1: copy until end of file
   std::thread thread_;
