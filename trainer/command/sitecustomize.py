@@ -92,11 +92,11 @@ def _install(words, halves):
     _after_import("torch.optim.optimizer", patch_optimizer)
 
     main = threading.main_thread()
+    stop = threading.Event()
 
     def sample():
         last = None
-        while True:
-            time.sleep(1)
+        while not stop.wait(1):
             frame = sys._current_frames().get(main.ident)
             if frame is None:
                 return
@@ -110,7 +110,15 @@ def _install(words, halves):
             folder = os.path.dirname(getattr(torch, "__file__", None) or "/nonexistent/")
             halves[4] = 1 if frame.f_code.co_filename.startswith(folder + os.sep) else 0
 
-    threading.Thread(target=sample, name="granary-heartbeat", daemon=True).start()
+    sampler = threading.Thread(target=sample, name="granary-heartbeat", daemon=True)
+    sampler.start()
+
+    def stop_sampler():  # before the interpreter ends: no thread of ours is frozen mid-call at exit
+        stop.set()
+        sampler.join(timeout=2)
+
+    import atexit
+    atexit.register(stop_sampler)
     beat()
 
 

@@ -116,7 +116,7 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
   if (mpi) ranks.board = &board.value();
   // mpirun's output passes through the launcher (output_relay.h), and its
   // shared memory and session files lie in a folder of the launcher's; so
-  // does the output of a rank whose lines get a prefix.
+  // does the output of a rank relayed in whole lines (LaunchOptions::rank_prefix).
   std::vector<std::unique_ptr<OutputRelay>> relays;
   MpiSessionDir session;
   const int out = o.stdout_fd >= 0 ? o.stdout_fd : STDOUT_FILENO;
