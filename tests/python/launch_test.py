@@ -256,6 +256,11 @@ class LaunchTest(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("launch: --tune: the command ended without a training step", r.stderr)
         self.assertIn("torch.optim", r.stderr)
+        # A command that fails is named with its own last word.
+        r = self.launch("--tune-only", "--tune-seconds", "1", PYTHON, "-c", "raise SystemExit('no data here')")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("the command failed before its first step (exit status 1)", r.stderr)
+        self.assertIn("its stderr's last line: no data here", r.stderr)
 
     def test_under_the_users_mpirun(self):
         mpirun = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]

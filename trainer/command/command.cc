@@ -1,5 +1,6 @@
 #include "trainer/command/command.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -187,6 +188,18 @@ LaunchOptions OptionsFor(const CommandConfig& c, const Placement& p, const Layou
   return o;
 }
 
+// The last non-empty line written to the file `fd` (at most its last 4 KiB read).
+std::string LastLine(int fd) {
+  const off_t size = ::lseek(fd, 0, SEEK_END);
+  if (size <= 0) return "";
+  std::string tail(static_cast<size_t>(std::min<off_t>(size, 4096)), '\0');
+  const ssize_t n = ::pread(fd, tail.data(), tail.size(), size - static_cast<off_t>(tail.size()));
+  tail.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r' || tail.back() == ' ')) tail.pop_back();
+  const size_t start = tail.find_last_of('\n');
+  return start == std::string::npos ? tail : tail.substr(start + 1);
+}
+
 // What a probe counts on the board: the steps of the ranks, summed.
 int64_t StepsOf(const HeartbeatBoard& board, int ranks, int64_t* fewest) {
   int64_t sum = 0;
@@ -210,9 +223,12 @@ StatusOr<CommandProbe> Probe(const CommandConfig& c, Placement p, const CommandC
   o.timeout_s = 0;  // the probe's own deadline below
   o.stdout_fd = o.stderr_fd = -1;
   o.rank_prefix.assign(candidate.ranks, std::nullopt);
-  // The command's own output would drown the table: it goes nowhere.
+  // The command's own output would drown the table: its stdout goes
+  // nowhere, its stderr into memory, whose last line a failed probe names.
   FILE* null = std::fopen("/dev/null", "w");
-  if (null != nullptr) o.stdout_fd = o.stderr_fd = ::fileno(null);
+  if (null != nullptr) o.stdout_fd = ::fileno(null);
+  const int err_fd = ::memfd_create("granary-probe-stderr", MFD_CLOEXEC);
+  o.stderr_fd = err_fd;
   using Clock = std::chrono::steady_clock;
   const Clock::time_point started = Clock::now();
   Clock::time_point first_step, window_start;
@@ -249,6 +265,8 @@ StatusOr<CommandProbe> Probe(const CommandConfig& c, Placement p, const CommandC
   };
   StatusOr<LaunchOutcome> outcome = LaunchRanks(o);
   if (null != nullptr) std::fclose(null);
+  const std::string said = err_fd >= 0 ? LastLine(err_fd) : "";
+  if (err_fd >= 0) ::close(err_fd);
   if (!outcome.ok()) return outcome.status();
   if (outcome->stopped_by != 0) {
     return Status::FailedPrecondition("--tune: stopped by signal " + std::to_string(outcome->stopped_by));
@@ -262,8 +280,9 @@ StatusOr<CommandProbe> Probe(const CommandConfig& c, Placement p, const CommandC
                       : "the command ended before " + std::to_string(static_cast<int>(c.tune_seconds)) +
                             " s of steps were measured; give it more work or a shorter --tune-seconds";
     if (!outcome->failure.empty()) probe.error += ": " + outcome->failure;
+    if (!said.empty()) probe.error += "; its stderr's last line: " + said;
   }
-  if (phase == kStarting && !probe.error.empty()) {
+  if (phase == kStarting && (outcome->enough || outcome->exit_code == 0)) {  // it ran, but showed no step
     probe.error += " (--tune counts torch.optim steps through granary's startup module, which launch puts on "
                    "PYTHONPATH: COMMAND must be a Python program that trains with a torch.optim optimizer)";
   }
