@@ -122,16 +122,21 @@ std::string AllocatorLibrary(const std::string& allocator) {
 // The folder of granary's startup module (sitecustomize.py: it counts a
 // Python rank's training steps on its heartbeat), beside this program;
 // "" if it is not there.
-std::string StartupModuleDir() {
-  char self[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) return "";
-  std::string dir(self, static_cast<size_t>(n));
-  dir = dir.substr(0, dir.rfind('/')) + "/launch_site";
-  return ::access((dir + "/sitecustomize.py").c_str(), R_OK) == 0 ? dir : "";
+// Looked up once: every probe and start asks.
+const std::string& StartupModuleDir() {
+  static const std::string found = [] {
+    char self[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) return std::string();
+    std::string dir(self, static_cast<size_t>(n));
+    dir = dir.substr(0, dir.rfind('/')) + "/launch_site";
+    return ::access((dir + "/sitecustomize.py").c_str(), R_OK) == 0 ? dir : std::string();
+  }();
+  return found;
 }
 
-// train's layout of `ranks` x `threads` over this process's CPUs.
+// train's layout of `ranks` x `threads` over this process's CPUs (threads 0:
+// the CPUs / ranks, as TrainConfig::ThreadsPerRank says).
 Layout PlanCommandLayout(const CommandConfig& c, int ranks, int threads, bool pin, bool under_mpi) {
   TrainConfig t;
   t.dist.ranks = ranks;
@@ -162,7 +167,7 @@ LaunchOptions OptionsFor(const CommandConfig& c, const Placement& p, const Layou
   o.env = layout.ThreadEnvironment();
   o.env.push_back("GRANARY_LOADER_THREADS=" + std::to_string(c.loader_threads));
   if (!c.iface.empty()) o.env.push_back("GLOO_SOCKET_IFNAME=" + c.iface);
-  if (const std::string site = StartupModuleDir(); !site.empty()) {
+  if (const std::string& site = StartupModuleDir(); !site.empty()) {
     const std::string old = env.Get("PYTHONPATH");
     o.env.push_back("PYTHONPATH=" + site + (old.empty() ? "" : ":" + old));
   }
@@ -411,32 +416,30 @@ int RunCommand(CommandConfig c, const Environment& env) {
   }
   StatusOr<Placement> placed = Place(c, env);
   if (!placed.ok()) return fail(placed.status());
-  Placement run = placed.value();
   const std::string program = FindProgram(c.command[0], env);
   if (program.empty()) {
     return fail(Status::NotFound("COMMAND " + c.command[0] + ": no such program" +
                                  (c.command[0].find('/') == std::string::npos ? " on PATH" : "")));
   }
-  const bool under_mpi = !run.launcher.empty();
-  const int cores = std::max<int>(1, static_cast<int>(UsableCpus().size()));
   nlohmann::json report = {{"command", c.command}};
   if (c.tune || c.tune_only) {
-    if (Status tuned = TuneInto(&c, run, program, env, cores, &report); !tuned.ok()) return fail(tuned);
+    const int cores = std::max<int>(1, static_cast<int>(UsableCpus().size()));
+    if (Status tuned = TuneInto(&c, placed.value(), program, env, cores, &report); !tuned.ok()) return fail(tuned);
     if (c.tune_only) {
       if (c.json) std::printf("%s\n", DumpJson(report).c_str());
       return 0;
     }
-    run.local_ranks = run.job.local_world = c.ranks;
-    run.job.world = c.ranks * c.nnodes;
-    run.job.first_rank = c.node_rank * c.ranks;
+    placed = Place(c, env);  // in the layout chosen
+    if (!placed.ok()) return fail(placed.status());
   }
-  const int threads = c.threads > 0 ? c.threads : std::max(1, cores / run.local_ranks);
-  if (int64_t{run.local_ranks} * threads > cores && !c.oversubscribe && !under_mpi) {
-    return fail(Status::InvalidArgument("--ranks " + std::to_string(run.local_ranks) + " x --threads " +
-                                        std::to_string(threads) + " threads on " + std::to_string(cores) +
-                                        " CPUs: pass --oversubscribe to run it anyway"));
+  const Placement& run = placed.value();
+  const bool under_mpi = !run.launcher.empty();
+  const Layout layout = PlanCommandLayout(c, run.local_ranks, c.threads, c.pin, under_mpi);
+  if (int64_t{layout.ranks} * layout.threads > layout.cores && !c.oversubscribe && !under_mpi) {
+    return fail(Status::InvalidArgument("--ranks " + std::to_string(layout.ranks) + " x --threads " +
+                                        std::to_string(layout.threads) + " threads on " +
+                                        std::to_string(layout.cores) + " CPUs: pass --oversubscribe to run it anyway"));
   }
-  const Layout layout = PlanCommandLayout(c, run.local_ranks, threads, c.pin, under_mpi);
   const std::string allocator = c.allocator == "auto" ? "glibc" : c.allocator;
   const std::string job = under_mpi ? "; rank " + std::to_string(run.job.first_rank) + " of " + run.launcher + "'s job"
                                     : "";

@@ -99,6 +99,75 @@ Status StartProcesses(const LaunchOptions& o, const HeartbeatBoard& board, int r
   return Status::OK();
 }
 
+// The relays the ranks' output goes through, one per rank (null where a
+// rank writes to the launcher's own output), or mpirun's alone: its output
+// passes through the launcher (output_relay.h), as does that of a rank
+// relayed in whole lines (LaunchOptions::rank_prefix).
+StatusOr<std::vector<std::unique_ptr<OutputRelay>>> MakeRelays(const LaunchOptions& o) {
+  const int out = o.stdout_fd >= 0 ? o.stdout_fd : STDOUT_FILENO;
+  const int err = o.stderr_fd >= 0 ? o.stderr_fd : STDERR_FILENO;
+  std::vector<std::unique_ptr<OutputRelay>> relays;
+  if (!o.mpirun.empty()) {
+    GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<OutputRelay> made, OutputRelay::Create(out, err, /*mpirun=*/true));
+    relays.push_back(std::move(made));
+    return relays;
+  }
+  for (const std::optional<std::string>& prefix : o.rank_prefix) {
+    relays.emplace_back();
+    if (!prefix) continue;
+    GRANARY_ASSIGN_OR_RETURN(relays.back(), OutputRelay::Create(out, err, /*mpirun=*/false, *prefix));
+  }
+  return relays;
+}
+
+// A line on how rank `rank`, forked here, ended with `wstatus` (not 0): killed
+// by a signal, or, for a command, its exit status; "" for a train rank that
+// exited (it said why itself).
+std::string RankExitLine(const LaunchOptions& o, int rank, int wstatus) {
+  const std::string others = o.ranks > 1 ? "; stopping the other ranks" : "";
+  if (WIFSIGNALED(wstatus)) {
+    return RankName(o, rank) + " was killed by signal " + std::to_string(WTERMSIG(wstatus)) + " (" +
+           ::strsignal(WTERMSIG(wstatus)) + ")" + others;
+  }
+  if (o.kind == RankKind::kCommand) {
+    return RankName(o, rank) + " exited with status " + std::to_string(WEXITSTATUS(wstatus)) + others;
+  }
+  return "";
+}
+
+// Once every rank has ended: the relays' rest written (under mpirun, as
+// FinishMpirunOutput says), a stdout that could not be written failing the run.
+void FinishRelays(const LaunchOptions& o, const std::vector<std::unique_ptr<OutputRelay>>& relays,
+                  bool ended_by_mpi, LaunchOutcome* outcome) {
+  if (!o.mpirun.empty()) {
+    FinishMpirunOutput(relays[0].get(), ended_by_mpi, outcome);
+    return;
+  }
+  for (const std::unique_ptr<OutputRelay>& relay : relays) {
+    if (!relay) continue;
+    relay->Finish(/*drain_s=*/2);  // a process the rank left behind may hold its pipe
+    if (relay->stdout_error() != 0 && outcome->exit_code == 0) {
+      outcome->exit_code = 1;
+      outcome->failure = std::string("stdout: write failed: ") + std::strerror(relay->stdout_error());
+    }
+  }
+}
+
+// A line naming a rank that hangs past --timeout, by the rule of the ranks'
+// kind (FindHungRank, FindQuietCommandRank), or "".
+std::string FindHang(const LaunchOptions& o, const HeartbeatBoard& board, const Ranks& ranks, double launched_s) {
+  return o.kind == RankKind::kCommand
+             ? FindQuietCommandRank(o, board, ranks, o.timeout_s)
+             : FindHungRank(o, board, ranks, o.timeout_s + kHangSlack_s, true, launched_s);
+}
+
+// The next of `watched` to arrive within a tick of the launcher's watch, or -1.
+int NextSignal(const sigset_t& watched) {
+  const timespec tick{0, 200 * 1000 * 1000};
+  siginfo_t info;
+  return ::sigtimedwait(&watched, &info, &tick);
+}
+
 }  // namespace
 
 StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
@@ -114,23 +183,10 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
   Ranks ranks;
   const bool mpi = !o.mpirun.empty();
   if (mpi) ranks.board = &board.value();
-  // mpirun's output passes through the launcher (output_relay.h), and its
-  // shared memory and session files lie in a folder of the launcher's; so
-  // does the output of a rank relayed in whole lines (LaunchOptions::rank_prefix).
-  std::vector<std::unique_ptr<OutputRelay>> relays;
+  // mpirun's shared memory and session files lie in a folder of the launcher's.
   MpiSessionDir session;
-  const int out = o.stdout_fd >= 0 ? o.stdout_fd : STDOUT_FILENO;
-  const int err = o.stderr_fd >= 0 ? o.stderr_fd : STDERR_FILENO;
-  if (mpi) {
-    session.Create();
-    GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<OutputRelay> made, OutputRelay::Create(out, err, /*mpirun=*/true));
-    relays.push_back(std::move(made));
-  }
-  for (size_t r = 0; !mpi && r < o.rank_prefix.size(); ++r) {
-    relays.emplace_back();
-    if (!o.rank_prefix[r]) continue;
-    GRANARY_ASSIGN_OR_RETURN(relays.back(), OutputRelay::Create(out, err, /*mpirun=*/false, *o.rank_prefix[r]));
-  }
+  if (mpi) session.Create();
+  GRANARY_ASSIGN_OR_RETURN(const std::vector<std::unique_ptr<OutputRelay>> relays, MakeRelays(o));
   GRANARY_RETURN_IF_ERROR(
       StartProcesses(o, board.value(), rendezvous.fd, session.path(), relays, guard.saved(), &ranks));
   for (const std::unique_ptr<OutputRelay>& relay : relays) {
@@ -180,33 +236,26 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
       if (mpi && !stopping) {  // mpirun ended the job
         outcome.failure = MpirunEndCause(o, board.value(), ranks, mpirun_pid, wstatus, SecondsSince(launched),
                                          &outcome.exit_code, &vanished, &signalled);
-      } else if (WIFSIGNALED(wstatus) && !stopping) {
-        outcome.failure = RankName(o, rank) + " was killed by signal " + std::to_string(WTERMSIG(wstatus)) + " (" +
-                          ::strsignal(WTERMSIG(wstatus)) + ")" + (o.ranks > 1 ? "; stopping the other ranks" : "");
-      } else if (o.kind == RankKind::kCommand && !stopping) {
-        outcome.failure = RankName(o, rank) + " exited with status " + std::to_string(code) +
-                          (o.ranks > 1 ? "; stopping the other ranks" : "");
-      } else if (!stopping && o.timeout_s > 0) {
-        // It gave up (said why itself); was it waiting for a rank that hung?
-        outcome.failure = FindHungRank(o, board.value(), ranks, 0.9 * o.timeout_s, false, SecondsSince(launched));
+      } else if (!stopping) {
+        outcome.failure = RankExitLine(o, rank, wstatus);
+        if (outcome.failure.empty() && o.timeout_s > 0) {
+          // It gave up (said why itself); was it waiting for a rank that hung?
+          outcome.failure =
+              FindHungRank(o, board.value(), ranks, 0.9 * o.timeout_s, false, SecondsSince(launched));
+        }
       }
       stop_all();
     });
     if (ranks.running == 0) break;
     if (!stopping && o.timeout_s > 0) {
-      outcome.failure =
-          o.kind == RankKind::kCommand
-              ? FindQuietCommandRank(o, board.value(), ranks, o.timeout_s)
-              : FindHungRank(o, board.value(), ranks, o.timeout_s + kHangSlack_s, true, SecondsSince(launched));
+      outcome.failure = FindHang(o, board.value(), ranks, SecondsSince(launched));
       if (!outcome.failure.empty()) {
         outcome.exit_code = 1;
         stop_all();
       }
     }
     if (stopping && Clock::now() >= kill_at) ranks.SignalAll(SIGKILL, o.ranks);
-    const timespec tick{0, 200 * 1000 * 1000};
-    siginfo_t info;
-    const int sig = ::sigtimedwait(&watched, &info, &tick);
+    const int sig = NextSignal(watched);
     if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
       if (outcome.exit_code == 0) outcome.exit_code = 128 + sig;
       if (outcome.stopped_by == 0) outcome.stopped_by = sig;
@@ -215,18 +264,7 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
     }
   }
   ranks.KillLeftovers();
-  if (mpi) {
-    FinishMpirunOutput(relays[0].get(), vanished >= 0 || signalled, &outcome);
-  } else {
-    for (const std::unique_ptr<OutputRelay>& relay : relays) {
-      if (!relay) continue;
-      relay->Finish(/*drain_s=*/2);  // a process the rank left behind may hold its pipe
-      if (relay->stdout_error() != 0 && outcome.exit_code == 0) {
-        outcome.exit_code = 1;
-        outcome.failure = std::string("stdout: write failed: ") + std::strerror(relay->stdout_error());
-      }
-    }
-  }
+  FinishRelays(o, relays, vanished >= 0 || signalled, &outcome);
   return outcome;
 }
 
