@@ -30,9 +30,9 @@ constexpr double kFirstStepAllowance_s = 120;
 constexpr int64_t kLeastProbeSteps = 10;
 constexpr double kLongestProbeFactor = 3;
 
-Status OutOfRange(const std::string& flag, long value, long low, long high) {
-  return Status::InvalidArgument(flag + " " + std::to_string(value) + ": must be in " + std::to_string(low) + ".." +
-                                 std::to_string(high));
+// OK if `value` is in low..high, else its refusal naming `flag`.
+Status Within(const std::string& flag, int64_t value, int64_t low, int64_t high) {
+  return value >= low && value <= high ? Status::OK() : OutOfRange(flag, std::to_string(value), Range(low, high));
 }
 
 // Where the job's ranks are: all started here (one node of --nnodes), or,
@@ -369,24 +369,20 @@ StatusOr<LaunchOutcome> RunWithRestarts(const CommandConfig& c, Placement run, c
 
 Status ValidateCommandConfig(const CommandConfig& c) {
   if (c.command.empty()) return Status::InvalidArgument("no COMMAND: launch [flags] -- COMMAND [ARGS...]");
-  if (c.ranks < 1 || c.ranks > kMostRanks) return OutOfRange("--ranks", c.ranks, 1, kMostRanks);
-  if (c.threads < 0 || c.threads > kMostThreads) return OutOfRange("--threads", c.threads, 0, kMostThreads);
-  if (c.loader_threads < 0 || c.loader_threads > kMostThreads) {
-    return OutOfRange("--loader-threads", c.loader_threads, 0, kMostThreads);
-  }
-  if (c.nnodes < 1 || c.nnodes > kMostNodes) return OutOfRange("--nnodes", c.nnodes, 1, kMostNodes);
-  if (c.node_rank < 0 || c.node_rank >= c.nnodes) return OutOfRange("--node-rank", c.node_rank, 0, c.nnodes - 1);
-  if (c.master_port < 0 || c.master_port > 65535) return OutOfRange("--master-port", c.master_port, 0, 65535);
+  GRANARY_RETURN_IF_ERROR(Within("--ranks", c.ranks, 1, kMostRanks));
+  GRANARY_RETURN_IF_ERROR(Within("--threads", c.threads, 0, kMostThreads));
+  GRANARY_RETURN_IF_ERROR(Within("--loader-threads", c.loader_threads, 0, kMostThreads));
+  GRANARY_RETURN_IF_ERROR(Within("--nnodes", c.nnodes, 1, kMostNodes));
+  GRANARY_RETURN_IF_ERROR(Within("--node-rank", c.node_rank, 0, c.nnodes - 1));
+  GRANARY_RETURN_IF_ERROR(Within("--master-port", c.master_port, 0, 65535));
   if (c.nnodes > 1 && (c.master_addr.empty() || c.master_port == 0)) {
     return Status::InvalidArgument("--nnodes " + std::to_string(c.nnodes) +
                                    " needs --master-addr and --master-port: where node 0's rank 0 serves the "
                                    "rendezvous, the same on every node");
   }
-  if (c.timeout_s < 0 || c.timeout_s > kLongestTimeout_s) return OutOfRange("--timeout", c.timeout_s, 0, kLongestTimeout_s);
-  if (c.grace_s < 0 || c.grace_s > kLongestGrace_s) return OutOfRange("--grace", c.grace_s, 0, kLongestGrace_s);
-  if (c.max_restarts < 0 || c.max_restarts > kMostRestarts) {
-    return OutOfRange("--max-restarts", c.max_restarts, 0, kMostRestarts);
-  }
+  GRANARY_RETURN_IF_ERROR(Within("--timeout", c.timeout_s, 0, kLongestTimeout_s));
+  GRANARY_RETURN_IF_ERROR(Within("--grace", c.grace_s, 0, kLongestGrace_s));
+  GRANARY_RETURN_IF_ERROR(Within("--max-restarts", c.max_restarts, 0, kMostRestarts));
   const std::vector<std::string> allocators = {"auto", "glibc", "jemalloc", "tcmalloc"};
   if (std::find(allocators.begin(), allocators.end(), c.allocator) == allocators.end()) {
     return Status::InvalidArgument("--allocator " + c.allocator + ": auto, glibc, jemalloc or tcmalloc");

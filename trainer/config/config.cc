@@ -30,12 +30,6 @@ constexpr double kMinTuneSeconds = 0.5, kMaxTuneSeconds = 600;
 constexpr int kOversubscribeFactor = 8;
 constexpr int kMaxCalibrationBatches = 100000;
 
-Status OutOfRange(const std::string& flag, const std::string& value, const std::string& bound) {
-  return Status::InvalidArgument(flag + " " + value + ": " + bound);
-}
-
-std::string Range(int64_t lo, int64_t hi) { return "must be in " + std::to_string(lo) + ".." + std::to_string(hi); }
-
 // Validate's sections, each the bounds of its flags. `cores`: the CPUs one
 // process (a rank) may use.
 Status ValidateData(const DataConfig& data, int cores) {
@@ -375,5 +369,11 @@ void TrainConfig::ClearUnused() {
   if (optim.lr_scaling == "none") optim.base_batch = defaults.optim.base_batch;
   if (checkpoint.dir.empty()) checkpoint.keep = defaults.checkpoint.keep;
 }
+
+Status OutOfRange(const std::string& flag, const std::string& value, const std::string& bound) {
+  return Status::InvalidArgument(flag + " " + value + ": " + bound);
+}
+
+std::string Range(int64_t lo, int64_t hi) { return "must be in " + std::to_string(lo) + ".." + std::to_string(hi); }
 
 }  // namespace granary

@@ -198,4 +198,9 @@ struct TrainConfig {
 std::string RecipeJson(const TrainConfig& config, const std::string& db_content_hash, int64_t resumed_step);
 
 
+// A flag refused for its value, in the one shape every program's bounds
+// use: "FLAG VALUE: BOUND", BOUND usually Range's "must be in LO..HI".
+Status OutOfRange(const std::string& flag, const std::string& value, const std::string& bound);
+std::string Range(int64_t lo, int64_t hi);
+
 }  // namespace granary
