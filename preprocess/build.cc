@@ -27,7 +27,6 @@
 #include "store/record.h"
 
 namespace granary {
-namespace {
 
 std::string NowUtc() {
   std::time_t t = std::time(nullptr);
@@ -37,6 +36,19 @@ std::string NowUtc() {
   std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
 }
+
+Status MeasureDb(const std::string& path, std::string* content_hash, uint64_t* stored_bytes) {
+  StatusOr<std::unique_ptr<DbReader>> check = DbReader::Open(path);
+  if (!check.ok()) return check.status().WithContext("reopening the new db");
+  *content_hash = check.value()->manifest().content_hash;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(path, ec)) {
+    if (entry.is_regular_file(ec)) *stored_bytes += entry.file_size(ec);
+  }
+  return Status::OK();
+}
+
+namespace {
 
 // After a split's graph: every item read, and no more rejected than
 // --max-rejects allows (naming the first rejects, so the line says why).
@@ -289,25 +301,21 @@ Manifest MakeManifest(const Source& source, const BuildOptions& options, const B
   return m;
 }
 
-// The finished db's content hash (read back, as any reader would) and bytes on disk.
-Status MeasureDb(const std::string& path, BuildSummary* summary) {
-  StatusOr<std::unique_ptr<DbReader>> check = DbReader::Open(path);
-  if (!check.ok()) return check.status().WithContext("reopening the new db");
-  summary->content_hash = check.value()->manifest().content_hash;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(path, ec)) {
-    if (entry.is_regular_file(ec)) summary->stored_bytes += entry.file_size(ec);
-  }
-  return Status::OK();
-}
-
 }  // namespace
 
+const char* DictionaryModeName(DictionaryMode mode) {
+  switch (mode) {
+    case DictionaryMode::kOn: return "on";
+    case DictionaryMode::kOff: return "off";
+    case DictionaryMode::kAuto: break;
+  }
+  return "auto";
+}
+
 std::map<std::string, std::string> RecordedOptions(const Source& source, const BuildOptions& o) {
-  static const char* const kDictionaryNames[] = {"auto", "on", "off"};  // DictionaryMode order
   std::map<std::string, std::string> recorded = source.info.options;
   recorded["zstd_level"] = std::to_string(o.zstd_level);
-  recorded["dictionary"] = kDictionaryNames[static_cast<int>(o.dictionary)];
+  recorded["dictionary"] = DictionaryModeName(o.dictionary);
   recorded["shards"] = std::to_string(o.shards);
   recorded["block_bytes"] = std::to_string(o.block_bytes);
   return recorded;
@@ -379,7 +387,7 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
   SortSplits(source, &summary);
   GRANARY_RETURN_IF_ERROR(writer->Finish(MakeManifest(source, options, summary)));
 
-  GRANARY_RETURN_IF_ERROR(MeasureDb(options.db_path, &summary));
+  GRANARY_RETURN_IF_ERROR(MeasureDb(options.db_path, &summary.content_hash, &summary.stored_bytes));
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;
 }

@@ -23,6 +23,7 @@ enum class OnError { kSkip, kFail };
 // kAuto trains a zstd dictionary when records are small (where it pays) and
 // uses none if training fails; kOn fails the build instead.
 enum class DictionaryMode { kAuto, kOn, kOff };
+const char* DictionaryModeName(DictionaryMode mode);  // "auto", "on", "off"
 
 struct BuildOptions {
   std::string db_path;
@@ -79,6 +80,13 @@ struct BuildSummary {
   std::string dictionary_note;    // why there is none, or what it was trained on
   std::string content_hash;
 };
+
+// The time now as a manifest's created_utc: "2026-12-04T18:00:00Z".
+std::string NowUtc();
+
+// The content hash of the finished db at `path` (read back, as any reader
+// would) and the bytes of all its files.
+Status MeasureDb(const std::string& path, std::string* content_hash, uint64_t* stored_bytes);
 
 // On failure nothing is left at options.db_path; "<db>.partial" stays behind
 // for `resume` once records were being written (it is never a db).

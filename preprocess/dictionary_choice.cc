@@ -11,9 +11,6 @@
 namespace granary {
 namespace {
 
-// Records whose payload is at most this are "small": a dictionary pays off.
-constexpr uint64_t kSmallRecordBytes = 4 << 10;
-
 // Items first + k * n / count of `split` for k < count (those that fail to
 // produce are left out).
 std::vector<Sample> SpacedSamples(const SplitSource& split, uint64_t count, double first) {

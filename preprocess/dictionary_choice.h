@@ -3,12 +3,16 @@
 // calls it before the first split). Internal to preprocess.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "preprocess/build.h"
 #include "preprocess/source.h"
 
 namespace granary {
+
+// Records whose payload is at most this are "small": a dictionary pays off.
+inline constexpr uint64_t kSmallRecordBytes = 4 << 10;
 
 // Trains a dictionary on evenly spaced items of `split` (rejected items are
 // left out). Returns "" with *note saying why when there is to be none. In

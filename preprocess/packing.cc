@@ -83,6 +83,8 @@ std::vector<BlockPtr> Packer::Add(const EncodedPtr& e) {
   return done;
 }
 
+BlockPtr Packer::Rest() { return current_->items.empty() ? nullptr : Take(); }
+
 BlockPtr Packer::Take() {
   BlockPtr block = std::move(current_);
   current_ = std::make_shared<Block>();

@@ -4,6 +4,7 @@
 // each block encoded as one record. Internal to preprocess.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,6 +68,11 @@ class Packer {
 
   // Adds `e`; returns the blocks that are complete (at most two).
   std::vector<BlockPtr> Add(const EncodedPtr& e);
+  // The last block of a split whose length was not known (items = kUnknown):
+  // what was added since the last complete block; null if nothing was.
+  BlockPtr Rest();
+
+  static constexpr uint64_t kUnknown = UINT64_MAX;
 
  private:
   BlockPtr Take();

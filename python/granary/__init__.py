@@ -18,8 +18,9 @@ import importlib
 
 from .errors import (CorruptionError, Error, FailedPreconditionError, FormatError, InvalidArgumentError, NotFoundError,
                      ReadError)
+from .writer import Writer, write
 
-__all__ = ["Dataset", "Loader", "describe", "model_info", "Error", "CorruptionError", "FailedPreconditionError",
+__all__ = ["Dataset", "Loader", "Writer", "write", "describe", "model_info", "Error", "CorruptionError", "FailedPreconditionError",
            "FormatError", "InvalidArgumentError", "NotFoundError", "ReadError", "native_available"]
 
 

@@ -1,0 +1,577 @@
+"""granary.write and granary.Writer: a db from any Python dataset, written
+by the same C++ writer as `prep build` (preprocess/sample_writer.h), so its
+records, checksums, shards, manifest and content hash follow docs/FORMAT.md
+and `train`, `loader bench`, granary.Loader, granary.Dataset and `prep
+info/verify/cat` read it as they read prep's.
+
+    granary.write("fashion.db", {"train": torchvision.datasets.FashionMNIST(root, train=True),
+                                 "test": torchvision.datasets.FashionMNIST(root, train=False)})
+
+    with granary.Writer("tokens.db") as w:
+        for text, label in my_generator():
+            w.write({"text": text.encode(), "label": label})
+
+The schema comes from the first sample: a dict's keys name the fields, a
+tuple's are "input" and "target" (then "field2", ...). Values may be numpy
+arrays, torch tensors, PIL images, ints, floats, bools, bytes or str:
+
+- an image-like uint8 array (H x W, H x W x C or C x H x W with C of 1, 3
+  or 4; a PIL image) is stored as an image (H x W becomes 1 x H x W, "CHW";
+  H x W x C is "HWC"), as are float C x H x W tensors (after ToTensor);
+- other arrays keep their dtype and shape (float64 stays float64);
+- ints are int64 scalars, floats float32 scalars (torch's default), bools
+  uint8;
+- bytes and str (stored as UTF-8) are variable-length uint8 vectors.
+
+Every later sample must fit: the same fields, dtypes and shapes, or it is
+refused naming its index, split and field. The label field is the one
+integer scalar field (or `label=`); with one other field besides it, that
+one is the input `train --db` reads with no flags.
+"""
+import os
+import pickle
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from .errors import InvalidArgumentError
+from .paths import os_bytes, os_str
+
+__all__ = ["Writer", "write"]
+
+_TUPLE_NAMES = ("input", "target")
+_LABEL_NAMES = ("label", "labels", "target", "targets", "y", "class")
+_IMAGE_CHANNELS = (1, 3, 4)
+_SUPPORTED = (np.uint8, np.int8, np.int16, np.int32, np.int64, np.float32, np.float64)
+
+
+class _Field:
+    """One field of the schema: name, numpy dtype, shape (None: variable
+    length, a 1-D uint8 vector) and image layout ("CHW", "HWC" or "")."""
+
+    def __init__(self, name, dtype, shape, layout=""):
+        self.name, self.dtype, self.shape, self.layout = name, np.dtype(dtype), shape, layout
+
+    def spec(self):
+        return (self.name, self.dtype.name, [-1] if self.shape is None else list(self.shape), self.layout)
+
+    def describe(self):
+        return f"{self.dtype.name} {'variable-length' if self.shape is None else list(self.shape)}"
+
+
+def _as_array(value):
+    """A sample's value as a numpy array (or bytes for variable-length ones),
+    and whether it was bytes/str."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return np.frombuffer(bytes(value), dtype=np.uint8), True
+    if isinstance(value, str):
+        return np.frombuffer(value.encode("utf-8"), dtype=np.uint8), True
+    if isinstance(value, bool) or isinstance(value, np.bool_):
+        return np.asarray(value, dtype=np.uint8), False
+    if isinstance(value, int):
+        return np.asarray(value, dtype=np.int64), False
+    if isinstance(value, float):
+        return np.asarray(value, dtype=np.float32), False
+    if hasattr(value, "detach") and hasattr(value, "numpy"):  # a torch tensor
+        return value.detach().cpu().numpy(), False
+    if hasattr(value, "getbands"):  # a PIL image
+        return np.asarray(value), False
+    return np.asarray(value), False
+
+
+def _named_values(sample, index, split):
+    """(name, value) pairs of a sample: a dict's items, or a tuple's values
+    as input, target, field2, ...; a lone value is "input"."""
+    if isinstance(sample, dict):
+        for name in sample:
+            if not isinstance(name, str) or not name:
+                raise InvalidArgumentError(f"sample {index} of split '{split}': field names must be non-empty str, "
+                                           f"not {name!r}")
+        return list(sample.items())
+    if isinstance(sample, (tuple, list)):
+        names = [_TUPLE_NAMES[k] if k < len(_TUPLE_NAMES) else f"field{k}" for k in range(len(sample))]
+        return list(zip(names, sample))
+    return [("input", sample)]
+
+
+def _infer_field(name, value):
+    array, variable = _as_array(value)
+    if variable:
+        return _Field(name, np.uint8, None)
+    if array.dtype == np.bool_:
+        array = array.astype(np.uint8)
+    if array.dtype.type not in _SUPPORTED:
+        raise InvalidArgumentError(f"field '{name}': dtype {array.dtype} is not one granary stores "
+                                   f"(uint8, int8, int16, int32, int64, float32, float64)")
+    shape, layout = tuple(array.shape), ""
+    if array.dtype == np.uint8 and array.ndim == 2:
+        shape, layout = (1,) + shape, "CHW"
+    elif array.ndim == 3 and array.dtype == np.uint8 and shape[2] in _IMAGE_CHANNELS:
+        layout = "HWC"
+    elif array.ndim == 3 and shape[0] in _IMAGE_CHANNELS and array.dtype.kind in "uf":
+        layout = "CHW"
+    if any(d == 0 for d in shape):
+        raise InvalidArgumentError(f"field '{name}': an empty array {list(array.shape)} fixes no shape")
+    return _Field(name, array.dtype, shape, layout)
+
+
+def _infer_schema(sample, index, split, schema):
+    """The fields of the db: from `schema` if given ({name: (dtype, shape[,
+    layout])}), else from the first sample."""
+    if schema is not None:
+        fields = []
+        for name, spec in schema.items():
+            dtype, shape = spec[0], spec[1]
+            layout = spec[2] if len(spec) > 2 else ""
+            fields.append(_Field(name, dtype, None if shape is None else tuple(shape), layout))
+        return fields
+    return [_infer_field(name, value) for name, value in _named_values(sample, index, split)]
+
+
+def _convert(sample, fields, index, split):
+    """The sample's values in field order, as arrays of the schema's dtype
+    and shape; InvalidArgumentError naming the sample, split and field."""
+    where = f"sample {index} of split '{split}'"
+    named = _named_values(sample, index, split)
+    if [n for n, _ in named] != [f.name for f in fields]:
+        raise InvalidArgumentError(f"{where}: fields {[n for n, _ in named]}, but the db's are "
+                                   f"{[f.name for f in fields]} (from the first sample)")
+    out = []
+    for field, (_, value) in zip(fields, named):
+        array, variable = _as_array(value)
+        if field.shape is None:
+            if not variable and not (array.dtype == np.uint8 and array.ndim == 1):
+                raise InvalidArgumentError(f"{where}: field '{field.name}' is bytes in the db, not {array.dtype} "
+                                           f"{list(array.shape)}")
+            out.append(array)
+            continue
+        if variable:
+            raise InvalidArgumentError(f"{where}: field '{field.name}' is {field.describe()}, not bytes")
+        if array.dtype == np.bool_:
+            array = array.astype(np.uint8)
+        if field.layout == "CHW" and array.ndim == len(field.shape) - 1 and field.shape[0] == 1:
+            array = array.reshape(field.shape)  # H x W, stored as 1 x H x W
+        if array.shape != field.shape:
+            raise InvalidArgumentError(f"{where}: field '{field.name}' has shape {list(array.shape)}, but the "
+                                       f"db's is {list(field.shape)} (from the first sample)")
+        if array.dtype != field.dtype:
+            if not np.can_cast(array.dtype, field.dtype, casting="same_kind"):
+                raise InvalidArgumentError(f"{where}: field '{field.name}' is {array.dtype}, but the db's is "
+                                           f"{field.dtype.name} (from the first sample)")
+            array = array.astype(field.dtype)
+        out.append(array)
+    return out
+
+
+def _label_field(fields, label):
+    """The field training predicts: `label` if named, else the one integer
+    scalar field; among several, the one named like a label (label, target,
+    y, ...), else the one int64 (bools are uint8); None if that leaves not
+    exactly one."""
+    names = [f.name for f in fields]
+    if label is not None:
+        if label not in names:
+            raise InvalidArgumentError(f"label={label!r}: not a field of the db ({names})")
+        return label
+    integer_scalars = [f for f in fields if f.shape == () and f.dtype.kind in "iu"]
+    for narrower in (lambda f: True, lambda f: f.name in _LABEL_NAMES, lambda f: f.dtype == np.int64):
+        chosen = [f.name for f in integer_scalars if narrower(f)]
+        if len(chosen) == 1:
+            return chosen[0]
+    return None
+
+
+class _Batch:
+    """Converted samples gathered for one call of the C++ writer: per field,
+    a list of arrays; columns() stacks the fixed-shape ones."""
+
+    def __init__(self, fields):
+        self.fields = fields
+        self.values = [[] for _ in fields]
+
+    def __len__(self):
+        return len(self.values[0])
+
+    def add(self, arrays):
+        for column, array in zip(self.values, arrays):
+            column.append(array)
+
+    def columns(self):
+        out = []
+        for field, column in zip(self.fields, self.values):
+            out.append(column if field.shape is None else np.stack(column) if field.shape else np.array(column))
+        self.values = [[] for _ in self.fields]
+        return out
+
+
+def _check_split_name(split):
+    if not isinstance(split, str) or not split:
+        raise InvalidArgumentError(f"split={split!r}: a split is named by a non-empty str")
+
+
+class _Spool:
+    """A split's converted samples in an unnamed temporary file (beside the
+    db), in batches, until the writer gets to that split."""
+
+    def __init__(self, fields, folder):
+        self.file = tempfile.TemporaryFile(dir=folder, prefix=".granary-spool-")
+        self.batch = _Batch(fields)
+        self.count = 0
+
+    def add(self, arrays, batch_size):
+        self.batch.add(arrays)
+        self.count += 1
+        if len(self.batch) >= batch_size:
+            self._dump()
+
+    def _dump(self):
+        if len(self.batch):
+            count = len(self.batch)
+            pickle.dump((self.batch.columns(), count), self.file, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def batches(self):
+        self._dump()
+        self.file.seek(0)
+        while True:
+            try:
+                yield pickle.load(self.file)
+            except EOFError:
+                break
+        self.file.close()
+
+
+class _Progress:
+    """A line on a terminal: samples written, rate, and the split's ETA
+    where its length is known."""
+
+    def __init__(self, show):
+        self.show = sys.stderr.isatty() if show is None else show
+        self.last = 0.0
+
+    def update(self, split, done, total, start, final=False):
+        now = time.monotonic()
+        if not self.show or (not final and now - self.last < 0.5):
+            return
+        self.last = now
+        rate = done / max(now - start, 1e-9)
+        eta = f", ETA {max(total - done, 0) / rate:.0f} s" if total and rate > 0 and not final else ""
+        of = f"/{total}" if total else ""
+        print(f"\rgranary.write: {split}: {done}{of} samples, {rate:,.0f}/s{eta}   ", end="\n" if final else "",
+              file=sys.stderr, flush=True)
+
+
+class Writer:
+    """Writes a db sample by sample:
+
+        with granary.Writer("my.db") as w:
+            for sample in samples:
+                w.write(sample)                 # split="train" by default
+            w.write(test_sample, split="test")  # splits one after another
+
+    `schema` ({name: (dtype, shape[, layout])}; shape None for bytes) fixes
+    the fields instead of the first sample. `label` names the field training
+    predicts (default: the one integer scalar field); `classes` the class
+    names in label order (default: "0".."N-1" for N = the largest label +
+    1). `threads` compress (0: every core); `zstd_level` and `dictionary`
+    ("auto", "on", "off") as prep's flags. The db appears only when close()
+    (or the end of the with block) succeeds: an exception inside the block, a
+    crash or a kill leaves no db, only "<db>.partial", which no reader opens.
+    An existing db is replaced only with overwrite=True (and only if it is a
+    granary db); a second writer of the same path fails at once.
+    """
+
+    def __init__(self, db, schema=None, *, label=None, classes=None, overwrite=False, zstd_level=3, dictionary="auto",
+                 threads=0, batch=1024, source="python", progress=None, options=None):
+        for name, value, low, high in (("zstd_level", zstd_level, 0, 22), ("threads", threads, 0, 4096),
+                                       ("batch", batch, 1, 1 << 20)):
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise InvalidArgumentError(f"{name}={value!r}: must be an int in {low}..{high}")
+        if dictionary not in ("auto", "on", "off"):
+            raise InvalidArgumentError(f"dictionary={dictionary!r}: must be 'auto', 'on' or 'off'")
+        if classes is not None:
+            classes = [str(c) for c in classes]
+        self.path = os_str(db)
+        self._db = os_bytes(db)
+        self._schema, self._label, self._classes = schema, label, classes
+        self._settings = dict(zstd_level=zstd_level, dictionary=dictionary, threads=threads, overwrite=bool(overwrite),
+                              source=str(source), options={str(k): str(v) for k, v in (options or {}).items()})
+        self._batch_size = batch
+        self._native = None
+        self._fields = None
+        self._label_name = None
+        self._max_label = -1
+        self._split = None  # the split streaming into the db
+        self._written_splits = []
+        self._spools = {}  # the other splits' samples, until close()
+        self._index = 0
+        self._expected = 0
+        self._batch = None
+        self._progress = _Progress(progress)
+        self._start = time.monotonic()
+        self.summary = None
+
+    def write(self, sample, split="train"):
+        """Appends one sample to `split`. Splits may interleave: the first
+        split's samples stream into the db, the others' wait in a temporary
+        file (unnamed: it vanishes with the process) until close()."""
+        if self._fields is not None and self._native is None:
+            raise InvalidArgumentError(f"{self.path}: the writer was closed or aborted")
+        _check_split_name(split)
+        if self._native is None:
+            self._open(sample, split)
+        if self._split is None and not self._written_splits:
+            self._stream(split)
+        if split == self._split:
+            self._add(_convert(sample, self._fields, self._index, split))
+            return
+        if split in self._written_splits:
+            raise InvalidArgumentError(f"split '{split}' was written already: write each split's samples together "
+                                       f"(splits: {self._written_splits})")
+        spool = self._spools.setdefault(split, _Spool(self._fields, os.path.dirname(self.path) or "."))
+        arrays = _convert(sample, self._fields, spool.count, split)
+        self._check_label(arrays, spool.count, split)
+        spool.add(arrays, self._batch_size)
+
+    def close(self):
+        """Publishes the db and returns the summary (also in .summary): its
+        splits (name, samples), content_hash, stored_bytes, payload_bytes,
+        dictionary, seconds, threads."""
+        if self.summary is not None:
+            return self.summary
+        if self._native is None:
+            raise InvalidArgumentError(f"{self.path}: no sample was written; a db needs at least one")
+        self._end_split()
+        for split, spool in self._spools.items():  # the splits that waited, in the order they came
+            self._stream(split, spool.count)
+            for columns, count in spool.batches():
+                self._add_columns(columns, count, -1)
+            self._end_split()
+        self._spools = {}
+        notes = []
+        classes = self._classes
+        num_classes = 0
+        if self._label_name is not None:
+            num_classes = len(classes) if classes is not None else self._max_label + 1
+            if classes is not None and self._max_label >= len(classes):
+                raise InvalidArgumentError(f"{self.path}: label {self._max_label} but only {len(classes)} classes "
+                                           f"were named")
+            classes = classes if classes is not None else [str(k) for k in range(num_classes)]
+        native, self._native = self._native, None
+        self.summary = native.finish(self._label_name or "", num_classes, classes or [], notes)
+        self.summary["splits"] = [(os.fsdecode(n) if isinstance(n, bytes) else n, c)
+                                  for n, c in self.summary["splits"]]
+        return self.summary
+
+    def abort(self):
+        """Drops what was written: no db appears (its partial folder is removed)."""
+        self._native = None
+        self._batch = None
+        self._spools = {}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        if kind is None:
+            self.close()
+        else:
+            self.abort()
+        return False
+
+    # What write() and granary.write share.
+
+    def _open(self, sample, split):
+        """Fixes the schema from `sample` and creates the C++ writer."""
+        from . import _native
+        self._fields = _infer_schema(sample, 0, split, self._schema)
+        self._label_name = _label_field(self._fields, self._label)
+        self._label_index = [f.name for f in self._fields].index(self._label_name) if self._label_name else None
+        self._batch = _Batch(self._fields)
+        s = self._settings
+        self._native = _native.Writer(self._db, [f.spec() for f in self._fields], s["zstd_level"], s["dictionary"],
+                                      s["threads"], s["overwrite"], s["source"], s["options"])
+
+    def _stream(self, split, expected=0):
+        """Ends the streaming split (if another) and streams `split`."""
+        if split == self._split:
+            return
+        _check_split_name(split)
+        if split in self._written_splits:
+            raise InvalidArgumentError(f"split '{split}' was written already: write each split's samples together "
+                                       f"(splits: {self._written_splits})")
+        self._end_split()
+        self._split, self._index, self._expected = split, 0, expected
+        self._native.begin_split(split, expected)
+        self._start = time.monotonic()
+
+    def _check_label(self, arrays, index, split):
+        if self._label_name is not None:
+            label = int(arrays[self._label_index])
+            if label < 0:
+                raise InvalidArgumentError(f"sample {index} of split '{split}': label {label} is negative; class "
+                                           f"labels are 0..N-1")
+            self._max_label = max(self._max_label, label)
+
+    def _add(self, arrays):
+        self._check_label(arrays, self._index, self._split)
+        self._batch.add(arrays)
+        self._index += 1
+        if len(self._batch) >= self._batch_size:
+            self._flush()
+
+    def _add_columns(self, columns, count, max_label):
+        """A batch converted elsewhere (a worker process)."""
+        self._flush()
+        self._native.add(columns)
+        self._index += count
+        self._max_label = max(self._max_label, max_label)
+        self._progress.update(self._split, self._index, self._expected, self._start)
+
+    def _flush(self):
+        if self._batch is not None and len(self._batch):
+            self._native.add(self._batch.columns())
+            self._progress.update(self._split, self._index, self._expected, self._start)
+
+    def _end_split(self):
+        if self._split is None:
+            return
+        self._flush()
+        self._native.end_split()
+        self._progress.update(self._split, self._index, self._expected, self._start, final=True)
+        self._written_splits.append(self._split)
+        self._split = None
+
+
+# Worker processes (workers > 1): each converts a range of a map-style
+# dataset's items into columns; the parent writes them in order.
+_WORKER = {}
+
+
+def _worker_init(dataset, fields, label_name):
+    _WORKER.update(dataset=dataset, fields=fields, label_name=label_name)
+
+
+def _worker_convert(split, indices):
+    fields = _WORKER["fields"]
+    batch = _Batch(fields)
+    max_label = -1
+    k = [f.name for f in fields].index(_WORKER["label_name"]) if _WORKER["label_name"] is not None else None
+    for position, index in indices:
+        arrays = _convert(_WORKER["dataset"][index], fields, position, split)
+        if k is not None:
+            max_label = max(max_label, int(arrays[k]))
+            if int(arrays[k]) < 0:
+                raise InvalidArgumentError(f"sample {position} of split '{split}': label {int(arrays[k])} is "
+                                           f"negative; class labels are 0..N-1")
+        batch.add(arrays)
+    return batch.columns(), len(indices), max_label
+
+
+def _is_map_style(dataset):
+    return hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__") and not isinstance(dataset, (dict, str))
+
+
+def _split_indices(count, split_of, val_fraction):
+    """{split: [item indices]} for a map-style dataset: split_of(index) names
+    each item's split, or val_fraction of the items (chosen by a hash of
+    their index, the same every run) become "val"."""
+    if split_of is not None:
+        splits = {}
+        for index in range(count):
+            splits.setdefault(str(split_of(index)), []).append(index)
+        return splits
+    chosen = np.arange(count, dtype=np.uint64)
+    with np.errstate(over="ignore"):  # splitmix64 of the index
+        z = chosen + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    val = (z >> np.uint64(11)).astype(np.float64) / float(1 << 53) < val_fraction
+    return {"train": np.flatnonzero(~val).tolist(), "val": np.flatnonzero(val).tolist()}
+
+
+def write(db, samples, *, split_of=None, val_fraction=0.0, classes=None, workers=1, label=None, schema=None,
+          overwrite=False, zstd_level=3, dictionary="auto", threads=0, progress=None):
+    """Writes `samples` into a new db at `db` and returns its summary (see
+    Writer.close). `samples` is any iterable of samples (a torch Dataset, a
+    generator, a torchvision dataset, a list), or a dict of them by split
+    name ({"train": ..., "test": ...}); a single one is split "train".
+
+    For a map-style dataset (len and []), `split_of(index)` names each
+    item's split, or `val_fraction` of its items become split "val";
+    `workers`=N reads its items in N processes (as DataLoader does), so a
+    dataset that decodes in __getitem__ is read on every core while the C++
+    side compresses. `classes` defaults to the dataset's own `.classes`
+    (torchvision's). Other arguments as granary.Writer's.
+    """
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 1024:
+        raise InvalidArgumentError(f"workers={workers!r}: must be an int in 1..1024")
+    if not 0 <= val_fraction < 1:
+        raise InvalidArgumentError(f"val_fraction={val_fraction!r}: must be in [0, 1)")
+    if (split_of is not None or val_fraction) and isinstance(samples, dict):
+        raise InvalidArgumentError("split_of and val_fraction split one dataset; samples is already a dict of splits")
+    if split_of is not None and val_fraction:
+        raise InvalidArgumentError("give split_of or val_fraction, not both")
+    splits = samples if isinstance(samples, dict) else {"train": samples}
+    if classes is None:
+        classes = next((getattr(s, "classes") for s in splits.values() if hasattr(s, "classes")), None)
+    # (split, dataset, indices or None for all in order)
+    plan = []
+    for name, dataset in splits.items():
+        if split_of is not None or val_fraction:
+            if not _is_map_style(dataset):
+                raise InvalidArgumentError("split_of and val_fraction need a map-style dataset (len and [])")
+            for part, indices in _split_indices(len(dataset), split_of, val_fraction).items():
+                plan.append((part, dataset, indices))
+        else:
+            plan.append((name, dataset, None))
+    if workers > 1:
+        for name, dataset, _ in plan:
+            if not _is_map_style(dataset):
+                raise InvalidArgumentError(f"workers={workers}: split '{name}' is not a map-style dataset (len and "
+                                           f"[]); an iterable is read in this process (workers=1)")
+    writer = Writer(db, schema, label=label, classes=classes, overwrite=overwrite, zstd_level=zstd_level,
+                    dictionary=dictionary, threads=threads, source=type(next(iter(splits.values()))).__name__,
+                    progress=progress, options={"workers": workers})
+    try:
+        for name, dataset, indices in plan:
+            expected = len(indices) if indices is not None else len(dataset) if hasattr(dataset, "__len__") else 0
+            if workers > 1:
+                _write_with_workers(writer, name, dataset, indices, expected, workers)
+            else:
+                items = (dataset[i] for i in indices) if indices is not None else iter(dataset)
+                for sample in items:
+                    if writer._native is None:
+                        writer._open(sample, name)
+                    writer._stream(name, expected)
+                    writer._add(_convert(sample, writer._fields, writer._index, name))
+            if writer._native is not None:
+                writer._stream(name, expected)  # a split with no samples is still a split
+        return writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def _write_with_workers(writer, name, dataset, indices, expected, workers):
+    import multiprocessing
+    order = indices if indices is not None else range(len(dataset))
+    if len(order) == 0:
+        return
+    if writer._native is None:
+        writer._open(dataset[order[0]], name)
+    writer._stream(name, expected)
+    chunk = 256
+    positions = list(enumerate(order))
+    ranges = [positions[k:k + chunk] for k in range(0, len(positions), chunk)]
+    context = multiprocessing.get_context("fork")
+    with context.Pool(workers, _worker_init, (dataset, writer._fields, writer._label_name)) as pool:
+        pending = []
+        for r in ranges:
+            pending.append(pool.apply_async(_worker_convert, (name, r)))
+            if len(pending) >= 2 * workers:  # a bounded window: memory does not grow with the dataset
+                writer._add_columns(*pending.pop(0).get())
+        for result in pending:
+            writer._add_columns(*result.get())

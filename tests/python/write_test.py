@@ -1,0 +1,296 @@
+#!/usr/bin/python3
+"""granary.write and granary.Writer (python/granary/write.py over
+preprocess/sample_writer.h) against prep and train: the same Fashion-MNIST
+through torchvision gives prep's content hash, dbs written from Python read
+back sample for sample and train with no flags, a torchvision ImageFolder
+trains as prep's db of the same folder does, and hostile use (a sample that
+does not fit, an exception inside the block, a killed writer, two writers
+of one path, an existing db or folder) leaves no db that looks complete.
+
+    GRANARY_BUILD=build /usr/bin/python3 tests/python/write_test.py
+"""
+import gzip
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.abspath(os.environ.get("GRANARY_BUILD", os.path.join(ROOT, "build")))
+sys.path.insert(0, os.path.join(BUILD, "python"))
+import granary  # noqa: E402
+
+PREP = os.path.join(BUILD, "preprocess/prep")
+TRAIN = os.path.join(BUILD, "trainer/train")
+FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
+
+
+def run(*args, check=True, env=None):
+    done = subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, args))} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return done
+
+
+def prep_info(db):
+    """What the db holds (granary.describe), after `prep info` described it too."""
+    assert "granary python" in run(PREP, "info", db).stdout
+    return granary.describe(db)
+
+
+class WriteTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="granary-write-test-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def assert_no_db(self, db):
+        self.assertFalse(os.path.exists(db), f"{db} exists")
+        self.assertNotIn(os.path.basename(db), os.listdir(os.path.dirname(db)))
+
+    def test_torchvision_fashion_mnist_gives_preps_content_hash(self):
+        import torchvision
+        root = self.path("tv")
+        raw = os.path.join(root, "FashionMNIST", "raw")
+        os.makedirs(raw)
+        for name in os.listdir(FASHION_MNIST):
+            with gzip.open(os.path.join(FASHION_MNIST, name)) as f, open(os.path.join(raw, name[:-3]), "wb") as out:
+                out.write(f.read())
+        prep_db, py_db = self.path("prep.db"), self.path("py.db")
+        run(PREP, "build", FASHION_MNIST, prep_db, "--no-progress")
+        summary = granary.write(py_db, {"train": torchvision.datasets.FashionMNIST(root, train=True),
+                                        "test": torchvision.datasets.FashionMNIST(root, train=False)})
+        ours, theirs = prep_info(py_db), granary.describe(prep_db)
+        self.assertEqual(summary["content_hash"], theirs["content_hash"])
+        self.assertEqual(ours["content_hash"], theirs["content_hash"])
+        self.assertEqual([(s["name"], s["samples"]) for s in ours["splits"]], [("train", 60000), ("test", 10000)])
+        self.assertEqual(ours["classes"], torchvision.datasets.FashionMNIST.classes)
+        self.assertIn("content hash matches", run(PREP, "verify", py_db).stdout)
+        d = granary.describe(py_db)
+        self.assertEqual((d["input_field"], d["target_field"], d["input_shape"]), ("input", "target", [1, 28, 28]))
+
+    def test_the_readmes_python_examples_run_and_their_dbs_train(self):
+        with open(os.path.join(ROOT, "README.md")) as f:
+            section = f.read().split("### Any dataset from Python")[1].split("\n### ")[0]
+        blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+        self.assertEqual(len(blocks), 2)
+        raw = os.path.join(self.tmp, "tv", "FashionMNIST", "raw")
+        os.makedirs(raw)
+        for name in os.listdir(FASHION_MNIST):  # the first 600 of each file: enough to run the example
+            with gzip.open(os.path.join(FASHION_MNIST, name)) as f:
+                data = f.read()
+            dims = data[3]
+            header = bytearray(data[:4 + 4 * dims])
+            count = min(600, int.from_bytes(header[4:8], "big"))
+            header[4:8] = count.to_bytes(4, "big")
+            item = len(data[4 + 4 * dims:]) // int.from_bytes(data[4:8], "big")
+            with open(os.path.join(raw, name[:-3]), "wb") as out:
+                out.write(bytes(header) + data[4 + 4 * dims:4 + 4 * dims + count * item])
+        env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"))
+        for block in blocks:
+            done = subprocess.run([sys.executable, "-c", block], cwd=self.tmp, capture_output=True, text=True, env=env)
+            self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(dict(granary.describe(self.path("fashion-tv.db"))["splits"][0]), {"name": "train",
+                                                                                        "samples": 600, "shards": 1})
+        report = json.loads(run(TRAIN, "--db", self.path("sums.db"), "--epochs", "3", "--json").stdout)
+        self.assertEqual(report["config"]["model"]["name"], "mlp")
+        self.assertGreater(report["epochs"][-1]["test_accuracy"], 0.8)
+
+    def test_every_kind_of_value_reads_back_as_written(self):
+        rng = np.random.default_rng(1)
+        samples = [{"photo": rng.integers(0, 256, (6, 5, 3), dtype=np.uint8),
+                    "gray": rng.integers(0, 256, (4, 4), dtype=np.uint8),
+                    "features": rng.standard_normal(7),  # float64 stays float64
+                    "weight": float(k) / 3,
+                    "flag": k % 2 == 0,
+                    "text": "é" * (k % 5),
+                    "blob": bytes(range(k % 9)),
+                    "label": k % 4} for k in range(300)]
+        db = self.path("kinds.db")
+        granary.write(db, samples, threads=2)
+        info = prep_info(db)
+        fields = {f["name"]: (f["dtype"], f["shape"], f.get("layout", "")) for f in info["fields"]}
+        self.assertEqual(fields["photo"], ("uint8", [6, 5, 3], "HWC"))
+        self.assertEqual(fields["gray"], ("uint8", [1, 4, 4], "CHW"))
+        self.assertEqual(fields["features"][:2], ("float64", [7]))
+        self.assertEqual(fields["weight"][:2], ("float32", []))
+        self.assertEqual(fields["text"][:2], ("uint8", [-1]))
+        self.assertEqual(info["label_field"], "label")
+        self.assertEqual(info["num_classes"], 4)
+        dataset = granary.Dataset(db, "train")
+        for k in (0, 1, 157, 299):
+            got, want = dataset[k], samples[k]
+            np.testing.assert_array_equal(got["photo"], want["photo"])
+            np.testing.assert_array_equal(got["gray"], want["gray"][None])
+            np.testing.assert_array_equal(got["features"], want["features"])
+            self.assertEqual(float(got["weight"]), float(np.float32(want["weight"])))
+            self.assertEqual(int(got["flag"]), int(want["flag"]))
+            self.assertEqual(bytes(got["text"].numpy() if hasattr(got["text"], "numpy") else got["text"]).decode(),
+                             want["text"])
+            self.assertEqual(int(got["label"]), want["label"])
+
+    def test_a_feature_db_and_an_image_db_train_with_no_flags(self):
+        rng = np.random.default_rng(2)
+        centers = rng.standard_normal((3, 10)) * 3
+        features = [(centers[k % 3] + rng.standard_normal(10)).astype(np.float32) for k in range(1500)]
+        feature_db = self.path("features.db")
+        granary.write(feature_db, {"train": [(x, k % 3) for k, x in enumerate(features[:1200])],
+                                   "test": [(x, (k + 1200) % 3) for k, x in enumerate(features[1200:])]})
+        report = json.loads(run(TRAIN, "--db", feature_db, "--epochs", "3", "--json").stdout)
+        self.assertEqual(report["config"]["model"]["name"], "mlp")  # features: the MLP, with no flags
+        self.assertGreater(report["epochs"][-1]["test_accuracy"], 0.9)
+
+        images = np.zeros((600, 8, 8), np.uint8)
+        for k in range(600):  # class k % 2: a bright top half or a bright bottom half
+            images[k, :4 if k % 2 == 0 else 8, :] = 200
+            images[k, :4 if k % 2 else 0, :] = 0
+        image_db = self.path("images.db")
+        granary.write(image_db, [(images[k], k % 2) for k in range(600)], val_fraction=0.2)
+        report = json.loads(run(TRAIN, "--db", image_db, "--epochs", "2", "--json").stdout)
+        self.assertEqual(report["config"]["data"]["eval_split"], "val")
+        loader = granary.Loader(image_db, batch_size=32, threads=1)
+        x, y = next(iter(loader))
+        self.assertEqual(tuple(x.shape), (32, 1, 8, 8))
+
+    def test_an_image_folder_through_torchvision_trains_as_preps_db_of_it(self):
+        import torchvision
+        from PIL import Image
+        folder = self.path("colours")
+        rng = np.random.default_rng(3)
+        for c, colour in enumerate(((200, 40, 40), (40, 200, 40), (40, 40, 200))):
+            os.makedirs(os.path.join(folder, f"class{c}"))
+            for k in range(60):
+                pixels = np.clip(np.array(colour) + rng.normal(0, 40, (24, 24, 3)), 0, 255).astype(np.uint8)
+                Image.fromarray(pixels).save(os.path.join(folder, f"class{c}", f"{k}.png"))
+        prep_db, py_db = self.path("prep.db"), self.path("py.db")
+        run(PREP, "build", folder, prep_db, "--size", "16", "--val-fraction", "0.25", "--no-progress")
+        dataset = torchvision.datasets.ImageFolder(folder, transform=torchvision.transforms.Resize((16, 16)))
+        granary.write(py_db, dataset, val_fraction=0.25, workers=2)
+        self.assertEqual(prep_info(py_db)["classes"], ["class0", "class1", "class2"])
+        accuracy = {}
+        for db in (prep_db, py_db):
+            report = json.loads(run(TRAIN, "--db", db, "--epochs", "4", "--batch-size", "16", "--json").stdout)
+            accuracy[db] = report["epochs"][-1]["test_accuracy"]
+        self.assertGreater(min(accuracy.values()), 0.9, accuracy)
+        self.assertLess(abs(accuracy[prep_db] - accuracy[py_db]), 0.1, accuracy)
+
+    def test_workers_and_threads_do_not_change_the_records(self):
+        rng = np.random.default_rng(4)
+        data = [(rng.integers(0, 256, (3, 9, 9), dtype=np.uint8), int(k % 7)) for k in range(2000)]
+        hashes = set()
+        for workers, threads in ((1, 1), (2, 2), (3, 0)):
+            db = self.path(f"w{workers}.db")
+            hashes.add(granary.write(db, data, workers=workers, threads=threads)["content_hash"])
+        self.assertEqual(len(hashes), 1)
+        with self.assertRaisesRegex(granary.InvalidArgumentError, "not a map-style dataset"):
+            granary.write(self.path("gen.db"), (s for s in data), workers=2)
+        self.assert_no_db(self.path("gen.db"))
+
+    def test_split_of_and_val_fraction_name_each_items_split(self):
+        data = [(np.full(4, k, np.float32), k % 2) for k in range(100)]
+        db = self.path("split_of.db")
+        granary.write(db, data, split_of=lambda i: "test" if i % 10 == 0 else "train")
+        self.assertEqual([(s["name"], s["samples"]) for s in prep_info(db)["splits"]], [("test", 10), ("train", 90)])
+        db2 = self.path("val.db")
+        s1 = granary.write(db2, data, val_fraction=0.3)
+        splits = dict(s1["splits"])
+        self.assertEqual(splits["train"] + splits["val"], 100)
+        self.assertTrue(15 <= splits["val"] <= 45, splits)
+        s2 = granary.write(self.path("val2.db"), data, val_fraction=0.3)
+        self.assertEqual(s1["content_hash"], s2["content_hash"])  # the same items each run
+
+    def test_a_sample_that_does_not_fit_is_named_and_no_db_is_left(self):
+        db = self.path("bad.db")
+        data = [(np.zeros((2, 3), np.float32), 1)] * 5 + [(np.zeros((3, 3), np.float32), 1)]
+        with self.assertRaisesRegex(granary.InvalidArgumentError,
+                                    r"sample 5 of split 'train': field 'input' has shape \[3, 3\], but the db's "
+                                    r"is \[2, 3\]"):
+            granary.write(db, data)
+        self.assert_no_db(db)
+        self.assertFalse(os.path.exists(db + ".partial"))
+        for bad, message in (({"a": 1}, r"fields \['a'\], but the db's are \['input', 'target'\]"),
+                             ((np.zeros((2, 3), np.float32), "x"), "field 'target' is int64 \\[\\], not bytes"),
+                             ((np.zeros((2, 3), np.complex64), 1), "complex64")):
+            with self.assertRaisesRegex(granary.InvalidArgumentError, message):
+                granary.write(db, data[:3] + [bad])
+            self.assert_no_db(db)
+        with self.assertRaisesRegex(granary.InvalidArgumentError, "label -1 is negative"):
+            granary.write(db, [(np.zeros(2, np.float32), -1)])
+        with self.assertRaisesRegex(granary.InvalidArgumentError, "zstd_level=30"):
+            granary.write(db, data[:3], zstd_level=30)
+        with self.assertRaisesRegex(granary.InvalidArgumentError, "sample 1 of split 'test': field 'input'"):
+            with granary.Writer(db) as w:  # a spooled split's samples are checked as they come
+                w.write(data[0], "train")
+                w.write(data[0], "test")
+                w.write(data[5], "test")
+        self.assert_no_db(db)
+        self.assertEqual([f for f in os.listdir(self.tmp) if "spool" in f], [])
+
+    def test_splits_may_interleave(self):
+        db = self.path("interleaved.db")
+        with granary.Writer(db, batch=7) as w:
+            for k in range(100):
+                w.write((np.full(3, k, np.float32), k % 2), split=("train", "val", "test")[k % 3])
+        d = granary.describe(db)
+        self.assertEqual([(s["name"], s["samples"]) for s in d["splits"]], [("train", 34), ("val", 33), ("test", 33)])
+        for split, first in (("train", 0), ("val", 1), ("test", 2)):
+            values = [int(granary.Dataset(db, split)[i]["input"][0]) for i in range(len(granary.Dataset(db, split)))]
+            self.assertEqual(values, list(range(first, 100, 3)))
+
+    def test_an_exception_in_the_block_or_a_kill_leaves_no_db(self):
+        db = self.path("aborted.db")
+        with self.assertRaises(KeyError):
+            with granary.Writer(db) as w:
+                for k in range(5000):
+                    w.write((np.full(16, k, np.float32), k % 3))
+                raise KeyError("the user's own error")
+        self.assert_no_db(db)
+        self.assertFalse(os.path.exists(db + ".partial"))
+        script = ("import os, signal, sys, numpy as np\n"
+                  f"sys.path.insert(0, {os.path.join(BUILD, 'python')!r})\n"
+                  "import granary\n"
+                  f"w = granary.Writer({db!r}, batch=100)\n"
+                  "for k in range(3000):\n"
+                  "    w.write((np.full(64, k, np.float32), k % 3))\n"
+                  "os.kill(os.getpid(), signal.SIGKILL)\n")
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+        self.assertEqual(done.returncode, -signal.SIGKILL, done.stderr)
+        self.assert_no_db(db)
+        self.assertTrue(os.path.exists(db + ".partial"))  # no reader opens it
+        self.assertNotEqual(run(PREP, "info", db, check=False).returncode, 0)
+        granary.write(db, [(np.zeros(64, np.float32), 0)])  # the killed writer's partial folder is replaced
+        self.assertEqual(prep_info(db)["splits"][0]["samples"], 1)
+        self.assertFalse(os.path.exists(db + ".partial"))
+
+    def test_two_writers_of_one_path_and_existing_paths(self):
+        db = self.path("busy.db")
+        first = granary.Writer(db)
+        first.write((np.zeros(3, np.float32), 0))
+        with self.assertRaisesRegex(granary.Error, "busy.db"):
+            granary.write(db, [(np.zeros(3, np.float32), 0)])
+        first.close()
+        with self.assertRaisesRegex(granary.Error, "exists"):
+            granary.write(db, [(np.zeros(3, np.float32), 1)])
+        self.assertEqual(granary.write(db, [(np.zeros(3, np.float32), 1)] * 2, overwrite=True)["splits"],
+                         [("train", 2)])
+        folder = self.path("mine")
+        os.makedirs(folder)
+        open(os.path.join(folder, "keep.txt"), "w").close()
+        with self.assertRaisesRegex(granary.Error, "mine"):
+            granary.write(folder, [(np.zeros(3, np.float32), 1)], overwrite=True)
+        self.assertTrue(os.path.exists(os.path.join(folder, "keep.txt")))
+
+
+if __name__ == "__main__":
+    unittest.main()
