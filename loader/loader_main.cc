@@ -14,6 +14,7 @@
 #include "base/cli.h"
 #include "base/file.h"
 #include "base/json_text.h"
+#include "loader/fields.h"
 #include "loader/loader.h"
 #include "loader/sampler.h"
 #include "store/db.h"
@@ -34,6 +35,7 @@ struct BenchArgs {
   int epochs = 1;
   double step_ms = 0;      // simulated model step per batch
   std::string shuffle = "full";
+  std::string input_field, target_field;  // "": the shared rule (loader/fields.h)
   bool normalize = false;  // ImageNet per-channel mean and std
   bool json = false;
 };
@@ -71,6 +73,13 @@ int RunBench(BenchArgs& a) {
   }
   auto db = granary::DbReader::Open(a.db);
   if (!db.ok()) return Fail(db.status());
+  // The fields `train` would read, by the one rule (a granary.write db's are "input" and "target").
+  auto fields = granary::ChooseBatchFields(db.value()->manifest(), a.db, a.input_field, a.target_field);
+  if (!fields.ok()) return Fail(fields.status());
+  a.loader.input_field = fields->input;
+  a.loader.target_field = fields->target;
+  const granary::Schema& schema = db.value()->schema();
+  a.loader.scale = schema.fields[schema.FieldIndex(fields->input)].dtype == granary::DType::kUInt8 ? 1.0f / 255.0f : 1.0f;
   auto loader = granary::Loader::Create(*db.value(), a.loader);
   if (!loader.ok()) return Fail(loader.status());
   uint64_t samples = 0, bytes = 0;
@@ -172,6 +181,8 @@ int main(int argc, char** argv) {
   bench->add_option("--shuffle", bench_args.shuffle, "full, block (chunks of consecutive samples) or none")
       ->capture_default_str();
   bench->add_flag("--skip-corrupt", bench_args.loader.skip_corrupt, "skip, count and name corrupt records");
+  bench->add_option("--input-field", bench_args.input_field, "the field batched as input (default: as train reads)");
+  bench->add_option("--target-field", bench_args.target_field, "the label field (default: the db's label field)");
   bench->add_flag("--uint8", bench_args.loader.uint8_batches, "uint8 batches (raw values) instead of float");
   bench->add_flag("--channels-last", bench_args.loader.channels_last, "NHWC batches instead of NCHW");
   bench->add_flag("--json", bench_args.json, "print the figures as JSON");

@@ -20,6 +20,7 @@
 
 #include "base/json_text.h"
 #include "preprocess/dictionary_choice.h"
+#include "preprocess/inputs.h"
 #include "preprocess/packing.h"
 #include "preprocess/progress.h"
 #include "store/db.h"
@@ -385,6 +386,7 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
     current = SplitSummary();
   }
   SortSplits(source, &summary);
+  GRANARY_RETURN_IF_ERROR(writer->AddFile(kInputsFile, InputsJson(source, options, summary)));
   GRANARY_RETURN_IF_ERROR(writer->Finish(MakeManifest(source, options, summary)));
 
   GRANARY_RETURN_IF_ERROR(MeasureDb(options.db_path, &summary.content_hash, &summary.stored_bytes));

@@ -86,6 +86,7 @@ struct Walk {
   std::vector<std::string> aliases;           // class folders that are the same folder as another class's
   std::vector<std::string> ignored;           // files without an image extension
   std::vector<std::string> hidden;            // dotfiles (macOS's ._x.jpg) and hidden folders
+  std::map<std::string, InputFile> inputs;    // every image taken, by its path relative to RAW
 
   void StartSplit(const std::string& name) {
     split = name;
@@ -132,6 +133,8 @@ Status ListImagesBelow(const fs::path& dir, const fs::path& raw, Walk* walk, std
         } else {
           found->push_back(rel);
           *bytes += static_cast<uint64_t>(st.st_size);
+          walk->inputs[rel] = {rel, static_cast<uint64_t>(st.st_size),
+                               int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec};
           const auto [first, fresh] = walk->first_split.emplace(id, walk->split);
           if (!fresh && first->second != walk->split) walk->overlaps.push_back(rel + " (" + first->second + ")");
         }
@@ -306,6 +309,8 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
   }
   for (std::string& note : notes) source.info.notes.push_back(std::move(note));
   source.info.options["layout"] = layout == FolderLayout::kSplits ? "splits" : "classes";
+  for (auto& [path, input] : walk.inputs) source.info.inputs.push_back(std::move(input));
+  source.info.items_are_files = true;
   NoteWalk(&walk, &source.info.notes);
   return source;
 }

@@ -21,6 +21,7 @@
 #include "base/file.h"
 #include "base/json_text.h"
 #include "preprocess/build.h"
+#include "preprocess/inputs.h"
 #include "preprocess/inspect.h"
 #include "preprocess/source.h"
 #include "store/db.h"
@@ -57,8 +58,48 @@ struct BuildArgs {
   double max_rejects = 0.01;
   bool json = false;
   bool no_progress = false;
+  bool update = false;
   granary::BuildOptions options;
 };
+
+// A build onto an existing db (without --force): up to date (said, and an
+// empty source returned: nothing to build), or with --update the source
+// with its unchanged items read from the old db (*reused counts them) and
+// the old db to be replaced; refused when the db was built with other
+// options, or when RAW changed and --update was not given.
+granary::StatusOr<granary::Source> UpToDateOrUpdated(BuildArgs& a, granary::Source source, uint64_t* reused) {
+  granary::StatusOr<granary::DbInputs> old = granary::ReadDbInputs(a.db);
+  if (!old.ok()) {
+    return granary::Status::FailedPrecondition(a.db + ": already exists (pass --force to replace it)");
+  }
+  const granary::InputChanges c = granary::CompareInputs(old.value(), source, a.options);
+  if (!c.options.empty()) {
+    std::string list;
+    for (const std::string& o : c.options) list += (list.empty() ? "" : "; ") + o;
+    return granary::Status::FailedPrecondition(a.db + ": was built with other options (" + list +
+                                               "): pass --force to rebuild it with these");
+  }
+  if (c.none()) {
+    if (a.json) {
+      std::cout << granary::DumpJson({{"db", a.db}, {"ok", true}, {"up_to_date", true}, {"inputs", c.unchanged}})
+                << std::endl;
+    } else {
+      std::fprintf(stderr, "prep: %s is up to date (%llu input files unchanged)\n", granary::Printable(a.db).c_str(),
+                   static_cast<unsigned long long>(c.unchanged));
+    }
+    return granary::Source();
+  }
+  if (!a.update) {
+    return granary::Status::FailedPrecondition(a.db + ": RAW changed since it was built (" + c.FilesText() +
+                                               "): pass --update to bring it up to date, or --force to rebuild it");
+  }
+  granary::StatusOr<std::unique_ptr<granary::DbReader>> old_db = granary::DbReader::Open(a.db);
+  if (!old_db.ok()) return old_db.status().WithContext("--update");
+  a.options.overwrite = true;
+  if (!a.json) std::fprintf(stderr, "prep: updating %s (%s)\n", granary::Printable(a.db).c_str(), c.FilesText().c_str());
+  return granary::ReuseUnchangedItems(std::move(source), old.value(),
+                                      std::shared_ptr<const granary::DbReader>(std::move(old_db).value()), reused);
+}
 
 int RunBuild(BuildArgs& a) {
   // A failure is one line on stderr, and with --json also an object on stdout.
@@ -69,9 +110,7 @@ int RunBuild(BuildArgs& a) {
     return Fail(status);
   };
   std::error_code ec;
-  if (!a.options.overwrite && std::filesystem::exists(std::filesystem::symlink_status(a.db, ec))) {
-    return fail(granary::Status::FailedPrecondition(a.db + ": already exists (pass --force to replace it)"));
-  }
+  const bool exists = std::filesystem::exists(std::filesystem::symlink_status(a.db, ec));
   if (!a.class_names.empty()) a.raw.class_names = SplitCommas(a.class_names);
   granary::StatusOr<granary::Source> source = granary::OpenSource(a.raw);
   if (!source.ok()) return fail(source.status());
@@ -88,6 +127,13 @@ int RunBuild(BuildArgs& a) {
   o.max_reject_fraction = a.max_rejects;
   o.show_progress = !a.no_progress && ::isatty(STDERR_FILENO);
   o.cancel = &g_cancel;
+  uint64_t reused = 0;
+  if (exists && !o.overwrite) {
+    granary::StatusOr<granary::Source> updated = UpToDateOrUpdated(a, std::move(source).value(), &reused);
+    if (!updated.ok()) return fail(updated.status());
+    if (updated->splits.empty()) return 0;  // up to date: said, nothing to build
+    source = std::move(updated);
+  }
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   auto summary = granary::BuildDb(source.value(), o);
@@ -124,6 +170,7 @@ int RunBuild(BuildArgs& a) {
                         {"items_per_s", written / std::max(s.seconds, 1e-9)},
                         {"content_hash", s.content_hash},
                         {"dictionary_bytes", s.dictionary_bytes},
+                        {"reused", reused},
                         {"splits", nlohmann::json::array()},
                         {"rejected_items", nlohmann::json::array()},
                         {"notes", source->info.notes}};
@@ -137,6 +184,10 @@ int RunBuild(BuildArgs& a) {
   }
   std::fprintf(stderr, "prep: built %s in %.2fs with %d thread(s)\n", granary::Printable(a.db).c_str(), s.seconds,
                s.threads);
+  if (reused > 0) {
+    std::fprintf(stderr, "  %llu item(s) copied from the old db, the rest read from RAW\n",
+                 static_cast<unsigned long long>(reused));
+  }
   for (const auto& split : s.splits) {
     std::fprintf(stderr, "  %-8s %llu read, %llu written, %llu rejected\n", split.name.c_str(),
                  static_cast<unsigned long long>(split.read), static_cast<unsigned long long>(split.written),
@@ -282,6 +333,8 @@ void AddBuildFlags(CLI::App* build, int cores, BuildArgs* args) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
   build->add_flag("--force", b.options.overwrite, "replace an existing db");
+  build->add_flag("--update", b.update,
+                  "bring an existing db up to date with RAW: unchanged items are copied from it, not decoded");
   build->add_flag("--resume", b.options.resume, "continue an interrupted build of DB (same RAW and options)");
   build->add_flag("--json", b.json, "print the summary as JSON on stdout");
   build->add_flag("--no-progress", b.no_progress, "no progress line even on a terminal");

@@ -35,6 +35,14 @@ class SplitSource {
   virtual uint64_t raw_bytes() const = 0;
 };
 
+// A file a source reads, as it is now: what `prep build` compares with a
+// db's record of its inputs (preprocess/inputs.h) to say it is up to date.
+struct InputFile {
+  std::string path;  // as the source names it: relative to RAW for an image folder's images
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+};
+
 // What the manifest says about a source.
 struct SourceInfo {
   std::string kind;  // "idx"
@@ -48,6 +56,12 @@ struct SourceInfo {
   // How the raw data was read (OpenSource's options that apply to its kind),
   // recorded in the manifest's build options.
   std::map<std::string, std::string> options;
+  // The files read, sorted by path; empty: every file directly in `path`
+  // (or `path` itself) is taken as an input. When `items_are_files`, each
+  // item's name is its input file's path, and `prep build --update` reuses
+  // the items whose file did not change.
+  std::vector<InputFile> inputs;
+  bool items_are_files = false;
 };
 
 struct Source {

@@ -319,6 +319,18 @@ Status DbWriter::StartJournal(const std::string& fingerprint, std::function<std:
   return s.WriteJournal();
 }
 
+Status DbWriter::AddFile(const std::string& name, const std::string& bytes) {
+  Impl& s = *impl_;
+  const bool own = name == format::kManifestFile || name == format::kDictionaryFile || name == kJournalFile ||
+                   name == kBuilderFile;
+  bool split = false;
+  for (const SplitInfo& info : s.splits) split = split || info.name == name;
+  if (name.empty() || name[0] == '.' || name.find('/') != std::string::npos || own || split) {
+    return Status::InvalidArgument("'" + name + "' cannot be a file of the db");
+  }
+  return WriteFileSynced(s.partial + "/" + name, bytes);
+}
+
 Status DbWriter::SetDictionary(const std::string& bytes) {
   Impl& s = *impl_;
   if (s.in_split || !s.splits.empty()) {

@@ -108,6 +108,10 @@ class DbWriter {
   // encoded with it (codec zstd-dict) can only be read through it.
   Status SetDictionary(const std::string& bytes);
 
+  // Writes a file of the caller's into the db (synced; published with it):
+  // `name` a plain file name that is none of the db's own files.
+  Status AddFile(const std::string& name, const std::string& bytes);
+
   // Splits are written one after another: BeginSplit, Append..., EndSplit.
   // `expected_samples` divides the split into shards of about equal size.
   Status BeginSplit(const std::string& name, uint64_t expected_samples);

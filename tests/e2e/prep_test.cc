@@ -106,10 +106,10 @@ TEST_F(EndToEnd, ForceNeverDeletesTheInputOrWhatIsNotADb) {
                      "is not a granary db");
   EXPECT_TRUE(fs::exists(raw + "/train-images-idx3-ubyte.gz"));
   EXPECT_EQ(testing::ReadFile(dir_.Sub("notes/todo.txt")), "keep me");
-  // A db is what --force replaces; without it, prep says to pass it.
+  // A db is what --force replaces; built with other options, prep says to pass it.
   ASSERT_EQ(RunCommand(kPrep + " build " + raw + " " + dir_.Sub("db") + opts, dir_).exit_code, 0);
   ExpectOneLineError(RunCommand(kPrep + " build " + raw + " " + dir_.Sub("db") + " --no-progress", dir_),
-                     "db: already exists (pass --force to replace it)");
+                     "db: was built with other options (limit: 100 -> 0): pass --force to rebuild it with these");
   ASSERT_EQ(RunCommand(kPrep + " build " + raw + " " + dir_.Sub("db") + opts, dir_).exit_code, 0);
   EXPECT_EQ(RunCommand(kPrep + " verify " + dir_.Sub("db"), dir_).exit_code, 0);
 }

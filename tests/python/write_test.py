@@ -29,6 +29,7 @@ import granary  # noqa: E402
 
 PREP = os.path.join(BUILD, "preprocess/prep")
 TRAIN = os.path.join(BUILD, "trainer/train")
+LOADER = os.path.join(BUILD, "loader/loader")
 FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
 
 
@@ -159,6 +160,8 @@ class WriteTest(unittest.TestCase):
         granary.write(image_db, [(images[k], k % 2) for k in range(600)], val_fraction=0.2)
         report = json.loads(run(TRAIN, "--db", image_db, "--epochs", "2", "--json").stdout)
         self.assertEqual(report["config"]["data"]["eval_split"], "val")
+        bench = json.loads(run(LOADER, "bench", image_db, "--json").stdout)  # the same fields as train reads
+        self.assertEqual(bench["samples"], len(granary.Dataset(image_db, "train")))
         loader = granary.Loader(image_db, batch_size=32, threads=1)
         x, y = next(iter(loader))
         self.assertEqual(tuple(x.shape), (32, 1, 8, 8))

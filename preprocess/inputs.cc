@@ -1,0 +1,204 @@
+#include "preprocess/inputs.h"
+
+#include <sys/stat.h>
+#include <tbb/enumerable_thread_specific.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <unordered_map>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "base/file.h"
+#include "base/json_text.h"
+#include "store/db.h"
+
+namespace granary {
+namespace {
+
+namespace fs = std::filesystem;
+
+InputFile Stat(const fs::path& path, const std::string& name) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {name, 0, -1};
+  return {name, static_cast<uint64_t>(st.st_size), int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec};
+}
+
+// A split whose unchanged items come from the old db: item k is sample
+// old_index[k] of the old db's split of the same name, or (-1) produced by
+// the source as before.
+class ReusingSplit : public SplitSource {
+ public:
+  ReusingSplit(std::unique_ptr<SplitSource> inner, std::shared_ptr<const DbReader> old_db, std::vector<int64_t> old_index)
+      : inner_(std::move(inner)), old_db_(std::move(old_db)), old_index_(std::move(old_index)) {}
+
+  const std::string& name() const override { return inner_->name(); }
+  uint64_t size() const override { return inner_->size(); }
+  std::string ItemName(uint64_t index) const override { return inner_->ItemName(index); }
+  uint64_t raw_bytes() const override { return inner_->raw_bytes(); }
+
+  Status Produce(uint64_t index, Sample* sample) const override {
+    if (old_index_[index] >= 0 && CopyOld(static_cast<uint64_t>(old_index_[index]), sample)) return Status::OK();
+    return inner_->Produce(index, sample);
+  }
+
+ private:
+  // The old sample's fields; false (decode it instead) if the old db fails to give it.
+  bool CopyOld(uint64_t old, Sample* sample) const {
+    std::unique_ptr<SplitReader>& reader = readers_.local();
+    if (reader == nullptr) {
+      StatusOr<std::unique_ptr<SplitReader>> r = SplitReader::Create(*old_db_, inner_->name());
+      if (!r.ok()) return false;
+      reader = std::move(r).value();
+    }
+    const FieldView* fields = nullptr;
+    if (!reader->Read(old, &fields).ok()) return false;
+    const size_t n = old_db_->schema().fields.size();
+    sample->fields.resize(n);
+    sample->shapes.resize(n);
+    for (size_t f = 0; f < n; ++f) {
+      sample->fields[f].assign(reinterpret_cast<const char*>(fields[f].data), fields[f].bytes);
+      sample->shapes[f] = fields[f].shape;
+    }
+    return true;
+  }
+
+  std::unique_ptr<SplitSource> inner_;
+  std::shared_ptr<const DbReader> old_db_;
+  std::vector<int64_t> old_index_;
+  mutable tbb::enumerable_thread_specific<std::unique_ptr<SplitReader>> readers_;
+};
+
+}  // namespace
+
+std::vector<InputFile> CurrentInputs(const SourceInfo& info) {
+  if (!info.inputs.empty()) return info.inputs;
+  std::vector<InputFile> files;
+  const fs::path raw(info.path);
+  std::error_code ec;
+  if (!fs::is_directory(raw, ec)) return {Stat(raw, raw.filename().string())};
+  for (fs::directory_iterator it(raw, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name[0] != '.' && it->is_regular_file(ec)) files.push_back(Stat(it->path(), name));
+  }
+  std::sort(files.begin(), files.end(), [](const InputFile& a, const InputFile& b) { return a.path < b.path; });
+  return files;
+}
+
+std::string InputsJson(const Source& source, const BuildOptions& options, const BuildSummary& summary) {
+  nlohmann::json files = nlohmann::json::array();
+  for (const InputFile& f : CurrentInputs(source.info)) files.push_back({f.path, f.size, f.mtime_ns});
+  nlohmann::json j = {{"raw", source.info.path},
+                      {"options", RecordedOptions(source, options)},
+                      {"class_names", source.info.class_names},
+                      {"files", files},
+                      {"items", nlohmann::json::object()}};
+  if (source.info.items_are_files) {
+    for (const auto& split : source.splits) {
+      std::set<std::string> rejected;
+      for (const RejectedItem& r : summary.rejected) {
+        if (r.split == split->name()) rejected.insert(r.item);
+      }
+      nlohmann::json names = nlohmann::json::array();
+      for (uint64_t k = 0; k < split->size(); ++k) {
+        std::string name = split->ItemName(k);
+        if (rejected.count(name) == 0) names.push_back(std::move(name));
+      }
+      j["items"][split->name()] = std::move(names);
+    }
+  }
+  return DumpJson(j);
+}
+
+StatusOr<DbInputs> ReadDbInputs(const std::string& db) {
+  const std::string path = db + "/" + kInputsFile;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return Status::NotFound(db + ": no record of what it was built from (" + kInputsFile + ")");
+  std::string text;
+  GRANARY_RETURN_IF_ERROR(ReadFile(path, &text));
+  DbInputs in;
+  try {
+    const nlohmann::json j = ParseJson(text);
+    in.raw = j.at("raw").get<std::string>();
+    in.options = j.at("options").get<std::map<std::string, std::string>>();
+    in.class_names = j.at("class_names").get<std::vector<std::string>>();
+    for (const auto& f : j.at("files")) {
+      in.files.push_back({f.at(0).get<std::string>(), f.at(1).get<uint64_t>(), f.at(2).get<int64_t>()});
+    }
+    for (const auto& [split, names] : j.at("items").items()) in.items[split] = names.get<std::vector<std::string>>();
+  } catch (const std::exception& e) {
+    return Status::Corruption(path + ": " + e.what());
+  }
+  return in;
+}
+
+std::string InputChanges::FilesText() const {
+  std::string text;
+  for (const auto& [n, what] : {std::pair{added, " added"}, {removed, " removed"}, {changed, " changed"}}) {
+    if (n > 0) text += (text.empty() ? "" : ", ") + std::to_string(n) + what;
+  }
+  return text.empty() ? "no input file changed" : "input files: " + text;
+}
+
+InputChanges CompareInputs(const DbInputs& old, const Source& source, const BuildOptions& options) {
+  InputChanges c;
+  std::unordered_map<std::string, const InputFile*> before;
+  for (const InputFile& f : old.files) before[f.path] = &f;
+  for (const InputFile& f : CurrentInputs(source.info)) {
+    auto it = before.find(f.path);
+    if (it == before.end()) {
+      ++c.added;
+    } else {
+      (it->second->size == f.size && it->second->mtime_ns == f.mtime_ns ? c.unchanged : c.changed) += 1;
+      before.erase(it);
+    }
+  }
+  c.removed = before.size();
+  const std::map<std::string, std::string> now = RecordedOptions(source, options);
+  std::set<std::string> keys;
+  for (const auto& [k, v] : now) keys.insert(k);
+  for (const auto& [k, v] : old.options) keys.insert(k);
+  for (const std::string& k : keys) {
+    auto a = old.options.find(k), b = now.find(k);
+    const std::string was = a == old.options.end() ? "(none)" : a->second;
+    const std::string is = b == now.end() ? "(none)" : b->second;
+    if (was != is) c.options.push_back(k + ": " + was + " -> " + is);
+  }
+  c.classes_differ = old.class_names != source.info.class_names;
+  return c;
+}
+
+Source ReuseUnchangedItems(Source source, const DbInputs& old, std::shared_ptr<const DbReader> old_db,
+                           uint64_t* reused) {
+  *reused = 0;
+  // A label is a class's index: with other classes an old sample's label may be wrong.
+  if (!source.info.items_are_files || old.class_names != source.info.class_names) return source;
+  std::unordered_map<std::string, const InputFile*> before;
+  for (const InputFile& f : old.files) before[f.path] = &f;
+  std::unordered_map<std::string, const InputFile*> now;
+  const std::vector<InputFile> current = CurrentInputs(source.info);
+  for (const InputFile& f : current) now[f.path] = &f;
+  for (auto& split : source.splits) {
+    auto names = old.items.find(split->name());
+    if (names == old.items.end()) continue;
+    std::unordered_map<std::string, int64_t> old_index;
+    for (size_t k = 0; k < names->second.size(); ++k) old_index[names->second[k]] = static_cast<int64_t>(k);
+    std::vector<int64_t> reuse(split->size(), -1);
+    for (uint64_t k = 0; k < split->size(); ++k) {
+      const std::string name = split->ItemName(k);
+      auto o = old_index.find(name);
+      auto was = before.find(name);
+      auto is = now.find(name);
+      if (o == old_index.end() || was == before.end() || is == now.end()) continue;
+      if (was->second->size != is->second->size || was->second->mtime_ns != is->second->mtime_ns) continue;
+      reuse[k] = o->second;
+      ++*reused;
+    }
+    split = std::make_unique<ReusingSplit>(std::move(split), old_db, std::move(reuse));
+  }
+  return source;
+}
+
+}  // namespace granary

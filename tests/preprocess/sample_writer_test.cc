@@ -1,0 +1,139 @@
+#include "preprocess/sample_writer.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "preprocess/build.h"
+#include "preprocess/source.h"
+#include "store/db.h"
+#include "tests/test_util.h"
+
+namespace granary {
+namespace {
+
+using testing::TempDir;
+
+// 6 x 6 uint8 images whose pixels spell their index (pixel k of image n is
+// n + k, and one in five is noise-free zeros, so a dictionary may pay), and
+// an int64 label n % 10.
+std::vector<Sample> Samples(int count) {
+  std::vector<Sample> out(count);
+  for (int n = 0; n < count; ++n) {
+    std::string image(36, '\0');
+    for (int k = 0; k < 36 && n % 5 != 0; ++k) image[k] = static_cast<char>(n + k);
+    const int64_t label = n % 10;
+    out[n].fields = {image, std::string(reinterpret_cast<const char*>(&label), 8)};
+  }
+  return out;
+}
+
+SampleWriterOptions Options(const std::string& path, int threads) {
+  SampleWriterOptions o;
+  o.db_path = path;
+  o.threads = threads;
+  o.dictionary_samples = 256;  // decided after 512 samples: the test's splits hold more
+  o.schema.fields = {{"image", DType::kUInt8, {1, 6, 6}, "CHW"}, {"label", DType::kInt64, {}, ""}};
+  return o;
+}
+
+// Writes `samples` as split "train" in Add calls of `batch` samples.
+StatusOr<SampleWriterSummary> Write(const SampleWriterOptions& o, const std::vector<Sample>& samples, size_t batch) {
+  GRANARY_ASSIGN_OR_RETURN(auto writer, SampleWriter::Create(o));
+  GRANARY_RETURN_IF_ERROR(writer->BeginSplit("train"));
+  for (size_t k = 0; k < samples.size(); k += batch) {
+    std::vector<Sample> part(samples.begin() + k, samples.begin() + std::min(samples.size(), k + batch));
+    GRANARY_RETURN_IF_ERROR(writer->Add(std::move(part)));
+  }
+  GRANARY_RETURN_IF_ERROR(writer->EndSplit());
+  return writer->Finish({"label", 10, {}, {}});
+}
+
+// Any batching and thread count gives the same records, read back sample for
+// sample, with a dictionary decided on the held samples.
+TEST(SampleWriter, RecordsDoNotDependOnBatchesOrThreads) {
+  TempDir dir;
+  const std::vector<Sample> samples = Samples(3000);
+  std::string first_hash;
+  for (auto [batch, threads] : {std::pair<size_t, int>{1, 1}, {7, 2}, {1000, 0}}) {
+    const std::string path = dir.Sub("db" + std::to_string(batch));
+    auto summary = Write(Options(path, threads), samples, batch);
+    ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+    ASSERT_EQ(summary->splits.size(), 1u);
+    EXPECT_EQ(summary->splits[0].written, 3000u);
+    if (first_hash.empty()) first_hash = summary->content_hash;
+    EXPECT_EQ(summary->content_hash, first_hash) << "batch " << batch;
+    auto db = DbReader::Open(path);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    EXPECT_EQ(db.value()->manifest().label_field, "label");
+    auto reader = SplitReader::Create(*db.value(), "train");
+    ASSERT_TRUE(reader.ok());
+    for (uint64_t n : {0u, 1u, 511u, 512u, 2999u}) {
+      const FieldView* f = nullptr;
+      ASSERT_TRUE(reader.value()->Read(n, &f).ok());
+      EXPECT_EQ(std::string(reinterpret_cast<const char*>(f[0].data), f[0].bytes), samples[n].fields[0]) << n;
+      EXPECT_EQ(std::string(reinterpret_cast<const char*>(f[1].data), f[1].bytes), samples[n].fields[1]) << n;
+    }
+  }
+}
+
+// The same samples through BuildDb (an IDX source) and through SampleWriter
+// have the same content hash.
+TEST(SampleWriter, SameContentHashAsPrepOfTheSameSamples) {
+  TempDir dir;
+  const std::vector<Sample> samples = Samples(700);
+  auto ours = Write(Options(dir.Sub("ours"), 2), samples, 100);
+  ASSERT_TRUE(ours.ok()) << ours.status().ToString();
+  std::string images("\0\0\x08\x03\0\0\x02\xbc\0\0\0\x06\0\0\0\x06", 16), labels("\0\0\x08\x01\0\0\x02\xbc", 8);
+  for (const Sample& s : samples) {
+    images += s.fields[0];
+    labels.push_back(s.fields[1][0]);
+  }
+  std::filesystem::create_directories(dir.Sub("raw"));
+  testing::WriteFile(dir.Sub("raw/train-images-idx3-ubyte"), images);
+  testing::WriteFile(dir.Sub("raw/train-labels-idx1-ubyte"), labels);
+  auto source = OpenIdxSource(dir.Sub("raw"), {});
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  BuildOptions b;
+  b.db_path = dir.Sub("prep");
+  auto theirs = BuildDb(source.value(), b);
+  ASSERT_TRUE(theirs.ok()) << theirs.status().ToString();
+  EXPECT_EQ(ours->content_hash, theirs->content_hash);
+}
+
+// A sample that does not fit the schema is named by split and index, and the
+// writer fails from then on; destroyed unfinished, it leaves no db.
+TEST(SampleWriter, ABadSampleIsNamedAndNoDbIsLeft) {
+  TempDir dir;
+  const std::string path = dir.Sub("bad");
+  std::vector<Sample> samples = Samples(20);
+  samples[13].fields[0].resize(35);
+  {
+    SampleWriterOptions o = Options(path, 1);
+    o.dictionary = DictionaryMode::kOff;  // written at once, not held
+    auto writer = SampleWriter::Create(o);
+    ASSERT_TRUE(writer.ok());
+    ASSERT_TRUE(writer.value()->BeginSplit("train").ok());
+    Status s = writer.value()->Add(samples);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(s.message().find("split 'train', sample 13"), std::string::npos) << s.message();
+    EXPECT_FALSE(writer.value()->EndSplit().ok());
+    EXPECT_FALSE(writer.value()->BeginSplit("test").ok());
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_FALSE(std::filesystem::exists(path + ".partial"));
+  auto twice = Write(Options(path, 1), Samples(3), 1);
+  ASSERT_TRUE(twice.ok());
+  auto writer = SampleWriter::Create(Options(dir.Sub("x"), 1));
+  ASSERT_TRUE(writer.ok());
+  ASSERT_TRUE(writer.value()->BeginSplit("a").ok());
+  EXPECT_FALSE(writer.value()->BeginSplit("b").ok());  // "a" is still open
+  ASSERT_TRUE(writer.value()->EndSplit().ok());
+  EXPECT_EQ(writer.value()->BeginSplit("a").code(), Status::Code::kInvalidArgument);  // written already
+  EXPECT_EQ(writer.value()->Finish({"nope", 0, {}, {}}).status().code(), Status::Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace granary

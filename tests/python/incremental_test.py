@@ -1,0 +1,135 @@
+#!/usr/bin/python3
+"""prep build on a db that exists: up to date when RAW and the options did
+not change, refused naming what changed otherwise, and with --update only
+the changed files read, giving the content hash of a fresh build.
+
+    GRANARY_BUILD=build /usr/bin/python3 tests/python/incremental_test.py
+"""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+import zlib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.abspath(os.environ.get("GRANARY_BUILD", os.path.join(ROOT, "build")))
+PREP = os.path.join(BUILD, "preprocess/prep")
+
+
+def png(width, height, seed):
+    """A gray PNG whose pixels depend on `seed` (zlib and a CRC: no imaging library needed)."""
+    def chunk(kind, data):
+        return len(data).to_bytes(4, "big") + kind + data + zlib.crc32(kind + data).to_bytes(4, "big")
+    rows = b"".join(b"\0" + bytes((seed * 7 + x * 3 + y * 5) % 256 for x in range(width)) for y in range(height))
+    header = width.to_bytes(4, "big") + height.to_bytes(4, "big") + bytes([8, 0, 0, 0, 0])
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+def prep(*args, check=True):
+    done = subprocess.run([PREP, *map(str, args)], capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise AssertionError(f"prep {' '.join(map(str, args))} failed ({done.returncode}):\n{done.stderr}")
+    return done
+
+
+def build_json(*args, check=True):
+    done = prep("build", *args, "--json", "--no-progress", check=check)
+    return done, json.loads(done.stdout.strip().splitlines()[-1])
+
+
+class IncrementalTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="granary-incremental-")
+        self.raw = os.path.join(self.tmp, "raw")
+        for c in range(3):
+            os.makedirs(os.path.join(self.raw, f"class{c}"))
+            for k in range(20):
+                self.put(f"class{c}/{k:02d}.png", c * 100 + k)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def put(self, name, seed):
+        with open(os.path.join(self.raw, name), "wb") as f:
+            f.write(png(12, 12, seed))
+
+    def fresh_hash(self, *flags):
+        db = os.path.join(self.tmp, "fresh.db")
+        shutil.rmtree(db, ignore_errors=True)
+        return build_json(self.raw, db, *flags)[1]["content_hash"]
+
+    def test_up_to_date_then_changed_then_updated_as_a_fresh_build(self):
+        db = os.path.join(self.tmp, "photos.db")
+        flags = ("--size", "8", "--val-fraction", "0.25")
+        _, first = build_json(self.raw, db, *flags)
+        done, again = build_json(self.raw, db, *flags)
+        self.assertEqual(again, {"db": db, "ok": True, "up_to_date": True, "inputs": 60})
+        self.assertIn("is up to date (60 input files unchanged)", prep("build", self.raw, db, *flags).stderr)
+
+        self.put("class0/03.png", 999)                        # changed
+        self.put("class1/99.png", 998)                        # added
+        self.put("class2/98.png", 997)                        # added
+        os.remove(os.path.join(self.raw, "class2/05.png"))    # removed
+        done, refused = build_json(self.raw, db, *flags, check=False)
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn("RAW changed since it was built (input files: 2 added, 1 removed, 1 changed): pass --update",
+                      refused["error"])
+        self.assertEqual(json.loads(prep("info", db, "--json").stdout)["content_hash"], first["content_hash"])
+
+        _, updated = build_json(self.raw, db, *flags, "--update")
+        self.assertEqual(updated["reused"], 58)  # 60 - 1 changed - 1 removed
+        self.assertEqual(updated["content_hash"], self.fresh_hash(*flags))
+        self.assertIn("content hash matches", prep("verify", db).stdout)
+        self.assertFalse(os.path.exists(db + ".partial"))
+        self.assertEqual(build_json(self.raw, db, *flags)[1]["up_to_date"], True)
+
+    def test_other_options_are_named_and_need_force(self):
+        db = os.path.join(self.tmp, "photos.db")
+        build_json(self.raw, db, "--size", "8")
+        for extra in ((), ("--update",)):
+            done, refused = build_json(self.raw, db, "--size", "6", *extra, check=False)
+            self.assertNotEqual(done.returncode, 0)
+            self.assertIn("was built with other options (size: 8 -> 6): pass --force", refused["error"])
+        _, rebuilt = build_json(self.raw, db, "--size", "6", "--force")
+        self.assertEqual(rebuilt["content_hash"], self.fresh_hash("--size", "6"))
+
+    def test_a_new_class_rebuilds_every_item(self):
+        db = os.path.join(self.tmp, "photos.db")
+        build_json(self.raw, db, "--size", "8")
+        os.makedirs(os.path.join(self.raw, "class0a"))
+        self.put("class0a/00.png", 555)  # sorts between class0 and class1: their labels move
+        _, updated = build_json(self.raw, db, "--size", "8", "--update")
+        self.assertEqual(updated["reused"], 0)
+        self.assertEqual(updated["content_hash"], self.fresh_hash("--size", "8"))
+
+    def test_an_idx_folder_is_up_to_date_until_a_file_changes(self):
+        raw = os.path.join(self.tmp, "idx")
+        os.makedirs(raw)
+        images = bytes([0, 0, 8, 3]) + (50).to_bytes(4, "big") + (4).to_bytes(4, "big") * 2 + bytes(range(50)) * 16
+        labels = bytes([0, 0, 8, 1]) + (50).to_bytes(4, "big") + bytes(k % 5 for k in range(50))
+        for name, data in (("train-images-idx3-ubyte", images), ("train-labels-idx1-ubyte", labels)):
+            with open(os.path.join(raw, name), "wb") as f:
+                f.write(data)
+        db = os.path.join(self.tmp, "idx.db")
+        build_json(raw, db)
+        self.assertTrue(build_json(raw, db)[1]["up_to_date"])
+        with open(os.path.join(raw, "train-labels-idx1-ubyte"), "wb") as f:
+            f.write(labels[:8] + bytes(k % 4 for k in range(50)))
+        _, updated = build_json(raw, db, "--update")
+        self.assertEqual(updated["reused"], 0)  # IDX items are not files: rebuilt whole
+        fresh = os.path.join(self.tmp, "idx-fresh.db")
+        self.assertEqual(updated["content_hash"], build_json(raw, fresh)[1]["content_hash"])
+
+    def test_a_db_without_a_record_of_its_inputs_needs_force(self):
+        db = os.path.join(self.tmp, "photos.db")
+        build_json(self.raw, db, "--size", "8")
+        os.remove(os.path.join(db, "inputs.json"))
+        done, refused = build_json(self.raw, db, "--size", "8", check=False)
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn("already exists (pass --force to replace it)", refused["error"])
+
+
+if __name__ == "__main__":
+    unittest.main()
