@@ -563,7 +563,7 @@ def _write_with_workers(writer, name, dataset, indices, expected, workers):
     if writer._native is None:
         writer._open(dataset[order[0]], name)
     writer._stream(name, expected)
-    chunk = 256
+    chunk = max(8, min(256, len(order) // (8 * workers)))  # small enough to keep every worker busy to the end
     positions = list(enumerate(order))
     ranges = [positions[k:k + chunk] for k in range(0, len(positions), chunk)]
     context = multiprocessing.get_context("fork")
@@ -571,7 +571,7 @@ def _write_with_workers(writer, name, dataset, indices, expected, workers):
         pending = []
         for r in ranges:
             pending.append(pool.apply_async(_worker_convert, (name, r)))
-            if len(pending) >= 2 * workers:  # a bounded window: memory does not grow with the dataset
+            if len(pending) >= 4 * workers:  # a bounded window: memory does not grow with the dataset
                 writer._add_columns(*pending.pop(0).get())
         for result in pending:
             writer._add_columns(*result.get())
