@@ -385,6 +385,9 @@ class Writer:
     def _open(self, sample, split):
         """Fixes the schema from `sample` and creates the C++ writer."""
         from . import _native
+        if not self._settings["overwrite"] and os.path.lexists(self._db):
+            raise InvalidArgumentError(f"{self.path}: already exists (pass overwrite=True to replace it, if it is a "
+                                       f"granary db)")
         self._fields = _infer_schema(sample, 0, split, self._schema)
         self._label_name = _label_field(self._fields, self._label)
         self._label_index = [f.name for f in self._fields].index(self._label_name) if self._label_name else None

@@ -283,7 +283,7 @@ class WriteTest(unittest.TestCase):
         with self.assertRaisesRegex(granary.Error, "busy.db"):
             granary.write(db, [(np.zeros(3, np.float32), 0)])
         first.close()
-        with self.assertRaisesRegex(granary.Error, "exists"):
+        with self.assertRaisesRegex(granary.InvalidArgumentError, r"busy.db: already exists \(pass overwrite=True"):
             granary.write(db, [(np.zeros(3, np.float32), 1)])
         self.assertEqual(granary.write(db, [(np.zeros(3, np.float32), 1)] * 2, overwrite=True)["splits"],
                          [("train", 2)])
