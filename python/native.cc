@@ -388,7 +388,7 @@ class LoaderHandle {
   Mutex consumer_;
 };
 
-// granary.Writer's C++ side (python/granary/write.py checks and converts the
+// granary.Writer's C++ side (python/granary/writer.py checks and converts the
 // user's samples): a SampleWriter fed column by column. A column is a field's
 // values for the samples of one add(): one C-contiguous array of N x its
 // shape for a fixed-shape field, or a list of N arrays for a field whose

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""granary.write and granary.Writer (python/granary/write.py over
+"""granary.write and granary.Writer (python/granary/writer.py over
 preprocess/sample_writer.h) against prep and train: the same Fashion-MNIST
 through torchvision gives prep's content hash, dbs written from Python read
 back sample for sample and train with no flags, a torchvision ImageFolder
