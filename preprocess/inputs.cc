@@ -41,6 +41,7 @@ class ReusingSplit : public SplitSource {
 
   Status Produce(uint64_t index, Sample* sample) const override {
     if (old_index_[index] >= 0 && CopyOld(static_cast<uint64_t>(old_index_[index]), sample)) return Status::OK();
+    sample->stored_record.clear();
     return inner_->Produce(index, sample);
   }
 
@@ -61,6 +62,14 @@ class ReusingSplit : public SplitSource {
     for (size_t f = 0; f < n; ++f) {
       sample->fields[f].assign(reinterpret_cast<const char*>(fields[f].data), fields[f].bytes);
       sample->shapes[f] = fields[f].shape;
+    }
+    // A record of this sample alone, compressed without a dictionary, is what
+    // the build would make of it again (same codec and level: the options
+    // match): it is kept rather than compressed anew.
+    if (reader->StoredRecordSamples() == 1 && old_db_->manifest().dictionary_path.empty()) {
+      sample->stored_record.assign(reader->StoredRecord());
+    } else {
+      sample->stored_record.clear();
     }
     return true;
   }

@@ -28,7 +28,13 @@ void EncodeProduced(const Schema& schema, Status status, EncodeScratch& s, Encod
   if (status.ok()) status = Inputs(schema, out->sample, &s.inputs[0]);
   if (status.ok()) {
     for (const std::string& f : out->sample.fields) out->payload_bytes += f.size();
-    status = s.encoder.EncodeOne(s.inputs[0], &out->value, &out->payload_hash);
+    if (!out->sample.stored_record.empty() && !s.has_dictionary) {
+      out->value = std::move(out->sample.stored_record);
+      out->payload_hash = SamplePayloadHash(out->sample.fields);
+    } else {
+      status = s.encoder.EncodeOne(s.inputs[0], &out->value, &out->payload_hash);
+    }
+    out->sample.stored_record.clear();
   }
   if (!status.ok()) {
     out->value.clear();

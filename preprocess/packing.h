@@ -47,7 +47,8 @@ inline constexpr uint64_t kMaxBlockPayloadBytes = 64 << 10;
 // Per-thread state of the encode nodes.
 struct EncodeScratch {
   EncodeScratch(const Schema& schema, int level, std::shared_ptr<const CompressionDictionary> dict)
-      : encoder(schema, level, std::move(dict)) {}
+      : has_dictionary(dict != nullptr), encoder(schema, level, std::move(dict)) {}
+  bool has_dictionary;
   RecordEncoder encoder;
   std::vector<SampleInput> inputs;
 };

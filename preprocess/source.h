@@ -19,6 +19,10 @@ namespace granary {
 struct Sample {
   std::vector<std::string> fields;
   std::vector<Shape> shapes;
+  // A record that holds exactly this sample as this build would encode it
+  // (copied from an old db by `--update`): used as it is where the build has
+  // no dictionary, instead of compressing the sample again. Usually empty.
+  std::string stored_record;
 };
 
 class SplitSource {

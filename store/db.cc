@@ -189,6 +189,7 @@ struct SplitReader::Impl {
   std::unique_ptr<RecordDecoder> decoder;
   std::unique_ptr<char[]> value;  // the last record read, as stored
   size_t value_capacity = 0;
+  size_t value_bytes = 0;
   // The last record decoded: samples cached_first .. cached_first + cached.num_samples - 1.
   DecodedRecord cached;
   uint64_t cached_first = 0;
@@ -278,6 +279,7 @@ Status SplitReader::Read(uint64_t index, const FieldView** fields) {
   }
   Status read = s.db->files[s.split_id][shard].ReadAt(at.offset[record], bytes, s.value.get());
   if (!read.ok()) return read.WithContext("reading key " + std::to_string(first));
+  s.value_bytes = bytes;
   Status decoded = s.decoder->Decode(std::string_view(s.value.get(), bytes), &s.cached);
   if (!decoded.ok()) return decoded.WithContext(path + ", key " + std::to_string(first));
   if (index - first >= s.cached.num_samples) {
@@ -290,6 +292,12 @@ Status SplitReader::Read(uint64_t index, const FieldView** fields) {
 }
 
 Status SplitReader::LoadIndex() { return impl_->LoadIndex(); }
+
+std::string_view SplitReader::StoredRecord() const {
+  return impl_->cache_valid ? std::string_view(impl_->value.get(), impl_->value_bytes) : std::string_view();
+}
+
+uint32_t SplitReader::StoredRecordSamples() const { return impl_->cache_valid ? impl_->cached.num_samples : 0; }
 
 void SplitReader::WillNeed(uint64_t index) {
   Impl& s = *impl_;

@@ -63,6 +63,11 @@ class SplitReader {
   // index >= size().
   Status Read(uint64_t index, const FieldView** fields);
 
+  // The record the last successful Read came from, as stored (its bytes on
+  // disk), and how many samples it holds; valid until the next Read.
+  std::string_view StoredRecord() const;
+  uint32_t StoredRecordSamples() const;
+
   // Builds the split's record index now (a walk of every shard's B-tree)
   // rather than on the first Read; errors name the shard file.
   Status LoadIndex();

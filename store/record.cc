@@ -408,6 +408,15 @@ size_t RecordOverheadBytes(const Schema& schema, size_t samples) {
   return format::kFixedHeaderBytes + samples * DimTableBytesPerSample(schema) + format::kChecksumBytes;
 }
 
+uint64_t SamplePayloadHash(const std::vector<std::string>& fields) {
+  XXH64_state_t* state = XXH64_createState();
+  XXH64_reset(state, format::kChecksumSeed);
+  for (const std::string& f : fields) XXH64_update(state, f.data(), f.size());
+  const uint64_t hash = XXH64_digest(state);
+  XXH64_freeState(state);
+  return hash;
+}
+
 uint64_t SamplePayloadHash(const DecodedRecord& record, size_t s) {
   const FieldView* fields = record.sample(s);
   size_t bytes = 0;

@@ -124,5 +124,7 @@ StatusOr<std::string> TrainDictionary(const std::string& samples, const std::vec
 // XXH64 of sample `s`'s uncompressed bytes (its fields in order): what content
 // hashes are made of, independent of codec, level, blocking and sharding.
 uint64_t SamplePayloadHash(const DecodedRecord& record, size_t s);
+// The same of a sample's fields (schema order) held apart.
+uint64_t SamplePayloadHash(const std::vector<std::string>& fields);
 
 }  // namespace granary

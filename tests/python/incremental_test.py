@@ -85,6 +85,33 @@ class IncrementalTest(unittest.TestCase):
         self.assertFalse(os.path.exists(db + ".partial"))
         self.assertEqual(build_json(self.raw, db, *flags)[1]["up_to_date"], True)
 
+    def test_large_samples_updated_from_their_stored_records_verify_as_a_fresh_build(self):
+        raw = os.path.join(self.tmp, "noise")  # 64 x 64 noise: one sample a record, no dictionary
+        for c in range(2):
+            os.makedirs(os.path.join(raw, f"c{c}"))
+            for k in range(15):
+                self.noise(os.path.join(raw, f"c{c}", f"{k}.png"))
+        db = os.path.join(self.tmp, "noise.db")
+        flags = ("--size", "64", "--channels", "1", "--val-fraction", "0.2")
+        build_json(raw, db, *flags)
+        for name in ("c0/3.png", "c1/7.png"):
+            self.noise(os.path.join(raw, name))
+        _, updated = build_json(raw, db, *flags, "--update")
+        self.assertEqual(updated["reused"], 28)
+        self.assertEqual(updated["dictionary_bytes"], 0)
+        fresh = os.path.join(self.tmp, "noise-fresh.db")
+        self.assertEqual(updated["content_hash"], build_json(raw, fresh, *flags)[1]["content_hash"])
+        self.assertIn("content hash matches", prep("verify", db).stdout)
+
+    def noise(self, path):
+        def chunk(kind, data):
+            return len(data).to_bytes(4, "big") + kind + data + zlib.crc32(kind + data).to_bytes(4, "big")
+        rows = b"".join(b"\0" + os.urandom(64) for _ in range(64))
+        header = (64).to_bytes(4, "big") * 2 + bytes([8, 0, 0, 0, 0])
+        with open(path, "wb") as f:
+            f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) +
+                    chunk(b"IEND", b""))
+
     def test_other_options_are_named_and_need_force(self):
         db = os.path.join(self.tmp, "photos.db")
         build_json(self.raw, db, "--size", "8")
