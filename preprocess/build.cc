@@ -386,8 +386,12 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
     current = SplitSummary();
   }
   SortSplits(source, &summary);
-  GRANARY_RETURN_IF_ERROR(writer->AddFile(kInputsFile, InputsJson(source, options, summary)));
-  GRANARY_RETURN_IF_ERROR(writer->Finish(MakeManifest(source, options, summary)));
+  // The manifest vouches for inputs.json (its hash): `--update` copies samples by it.
+  const std::string inputs = InputsJson(source, options, summary);
+  GRANARY_RETURN_IF_ERROR(writer->AddFile(kInputsFile, inputs));
+  Manifest manifest = MakeManifest(source, options, summary);
+  manifest.build_options[kInputsHashOption] = InputsHash(inputs);
+  GRANARY_RETURN_IF_ERROR(writer->Finish(std::move(manifest)));
 
   GRANARY_RETURN_IF_ERROR(MeasureDb(options.db_path, &summary.content_hash, &summary.stored_bytes));
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

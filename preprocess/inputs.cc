@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 #include <tbb/enumerable_thread_specific.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include "base/file.h"
 #include "base/json_text.h"
 #include "store/db.h"
+#include "store/manifest.h"
 
 namespace granary {
 namespace {
@@ -96,6 +98,10 @@ std::vector<InputFile> CurrentInputs(const SourceInfo& info) {
   return files;
 }
 
+std::string InputsHash(const std::string& inputs_json) {
+  return FormatHash(XXH64(inputs_json.data(), inputs_json.size(), 0));
+}
+
 std::string InputsJson(const Source& source, const BuildOptions& options, const BuildSummary& summary) {
   nlohmann::json files = nlohmann::json::array();
   for (const InputFile& f : CurrentInputs(source.info)) files.push_back({f.path, f.size, f.mtime_ns});
@@ -125,8 +131,15 @@ StatusOr<DbInputs> ReadDbInputs(const std::string& db) {
   const std::string path = db + "/" + kInputsFile;
   std::error_code ec;
   if (!fs::exists(path, ec)) return Status::NotFound(db + ": no record of what it was built from (" + kInputsFile + ")");
-  std::string text;
+  std::string text, manifest_text;
   GRANARY_RETURN_IF_ERROR(ReadFile(path, &text));
+  GRANARY_RETURN_IF_ERROR(ReadFile(db + "/manifest.json", &manifest_text));
+  GRANARY_ASSIGN_OR_RETURN(const Manifest manifest, ParseManifest(manifest_text, db + "/manifest.json"));
+  auto vouched = manifest.build_options.find(kInputsHashOption);
+  if (vouched == manifest.build_options.end() || vouched->second != InputsHash(text)) {
+    return Status::Corruption(path + ": not the file the build wrote (its hash is not the manifest's " +
+                              kInputsHashOption + ")");
+  }
   DbInputs in;
   try {
     const nlohmann::json j = ParseJson(text);

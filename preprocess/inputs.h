@@ -23,6 +23,8 @@ namespace granary {
 class DbReader;
 
 inline constexpr const char* kInputsFile = "inputs.json";
+// The manifest's build option holding inputs.json's hash ("xxh64:...").
+inline constexpr const char* kInputsHashOption = "inputs_hash";
 
 struct DbInputs {
   std::string raw;
@@ -41,8 +43,13 @@ std::vector<InputFile> CurrentInputs(const SourceInfo& info);
 // each split's items, as they are out of its samples).
 std::string InputsJson(const Source& source, const BuildOptions& options, const BuildSummary& summary);
 
+// What the manifest's kInputsHashOption holds for `inputs_json`: "xxh64:<hex>".
+std::string InputsHash(const std::string& inputs_json);
+
 // The record of the db at `db`: NotFound if it has none (made before
-// December 2026, or by granary.write), Corruption if it does not parse.
+// December 2026, or by granary.write), Corruption if it does not parse or
+// its hash is not the one the manifest holds (edited since: its mapping of
+// items to samples cannot be trusted).
 StatusOr<DbInputs> ReadDbInputs(const std::string& db);
 
 // How RAW and the options differ from what the db was built from.

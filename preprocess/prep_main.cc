@@ -70,6 +70,9 @@ struct BuildArgs {
 granary::StatusOr<granary::Source> UpToDateOrUpdated(BuildArgs& a, granary::Source source, uint64_t* reused) {
   granary::StatusOr<granary::DbInputs> old = granary::ReadDbInputs(a.db);
   if (!old.ok()) {
+    if (old.status().code() != granary::Status::Code::kNotFound) {
+      return granary::Status::FailedPrecondition(old.status().message() + "; pass --force to rebuild " + a.db);
+    }
     return granary::Status::FailedPrecondition(a.db + ": already exists (pass --force to replace it)");
   }
   const granary::InputChanges c = granary::CompareInputs(old.value(), source, a.options);

@@ -152,6 +152,12 @@ class IncrementalTest(unittest.TestCase):
     def test_a_db_without_a_record_of_its_inputs_needs_force(self):
         db = os.path.join(self.tmp, "photos.db")
         build_json(self.raw, db, "--size", "8")
+        with open(os.path.join(db, "inputs.json"), "a") as f:  # edited: its item-to-sample map is not trusted
+            f.write(" ")
+        done, refused = build_json(self.raw, db, "--size", "8", "--update", check=False)
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn("inputs.json: not the file the build wrote (its hash is not the manifest's inputs_hash); "
+                      "pass --force to rebuild", refused["error"])
         os.remove(os.path.join(db, "inputs.json"))
         done, refused = build_json(self.raw, db, "--size", "8", check=False)
         self.assertNotEqual(done.returncode, 0)
