@@ -104,6 +104,62 @@ granary::StatusOr<granary::Source> UpToDateOrUpdated(BuildArgs& a, granary::Sour
                                       std::shared_ptr<const granary::DbReader>(std::move(old_db).value()), reused);
 }
 
+// The finished build's summary: JSON on stdout with --json, else lines on stderr.
+void PrintBuildSummary(const BuildArgs& a, const granary::Source& source, const granary::BuildSummary& s,
+                       uint64_t reused) {
+  uint64_t written = 0, rejected = 0;
+  for (const auto& split : s.splits) {
+    written += split.written;
+    rejected += split.rejected;
+  }
+  if (a.json) {
+    nlohmann::json j = {{"db", a.db},
+                        {"ok", true},
+                        {"seconds", s.seconds},
+                        {"threads", s.threads},
+                        {"written", written},
+                        {"rejected", rejected},
+                        {"raw_bytes", s.raw_bytes},
+                        {"payload_bytes", s.payload_bytes},
+                        {"db_bytes", s.stored_bytes},
+                        {"items_per_s", written / std::max(s.seconds, 1e-9)},
+                        {"content_hash", s.content_hash},
+                        {"dictionary_bytes", s.dictionary_bytes},
+                        {"reused", reused},
+                        {"splits", nlohmann::json::array()},
+                        {"rejected_items", nlohmann::json::array()},
+                        {"notes", source.info.notes}};
+    for (const auto& split : s.splits) {
+      j["splits"].push_back(
+          {{"name", split.name}, {"read", split.read}, {"written", split.written}, {"rejected", split.rejected}});
+    }
+    for (const auto& r : s.rejected) j["rejected_items"].push_back({{"item", r.item}, {"reason", r.reason}});
+    std::cout << granary::DumpJson(j) << std::endl;
+    return;
+  }
+  std::fprintf(stderr, "prep: built %s in %.2fs with %d thread(s)\n", granary::Printable(a.db).c_str(), s.seconds,
+               s.threads);
+  if (reused > 0) {
+    std::fprintf(stderr, "  %llu item(s) copied from the old db, the rest read from RAW\n",
+                 static_cast<unsigned long long>(reused));
+  }
+  for (const auto& split : s.splits) {
+    std::fprintf(stderr, "  %-8s %llu read, %llu written, %llu rejected\n", split.name.c_str(),
+                 static_cast<unsigned long long>(split.read), static_cast<unsigned long long>(split.written),
+                 static_cast<unsigned long long>(split.rejected));
+  }
+  for (const auto& r : s.rejected) std::fprintf(stderr, "  rejected %s: %s\n", granary::Printable(r.item).c_str(),
+                                              granary::Printable(r.reason).c_str());
+  std::fprintf(stderr, "  %.0f items/s; raw %.1f MB, decoded %.1f MB, db %.1f MB (%.2fx of decoded, %.3fx of raw)\n",
+               written / std::max(s.seconds, 1e-9), s.raw_bytes / 1e6, s.payload_bytes / 1e6, s.stored_bytes / 1e6,
+               s.payload_bytes > 0 ? static_cast<double>(s.stored_bytes) / s.payload_bytes : 0.0,
+               s.raw_bytes > 0 ? static_cast<double>(s.stored_bytes) / s.raw_bytes : 0.0);
+  std::fprintf(stderr, "  zstd dictionary: %s%s\n",
+               s.dictionary_bytes > 0 ? (std::to_string(s.dictionary_bytes) + " bytes, ").c_str() : "",
+               s.dictionary_note.c_str());
+  std::fprintf(stderr, "  content hash %s\n", s.content_hash.c_str());
+}
+
 int RunBuild(BuildArgs& a) {
   // A failure is one line on stderr, and with --json also an object on stdout.
   auto fail = [&](const granary::Status& status) {
@@ -154,58 +210,7 @@ int RunBuild(BuildArgs& a) {
               : ": add --resume to continue)")));
   }
 
-  const granary::BuildSummary& s = summary.value();
-  uint64_t written = 0, rejected = 0;
-  for (const auto& split : s.splits) {
-    written += split.written;
-    rejected += split.rejected;
-  }
-  if (a.json) {
-    nlohmann::json j = {{"db", a.db},
-                        {"ok", true},
-                        {"seconds", s.seconds},
-                        {"threads", s.threads},
-                        {"written", written},
-                        {"rejected", rejected},
-                        {"raw_bytes", s.raw_bytes},
-                        {"payload_bytes", s.payload_bytes},
-                        {"db_bytes", s.stored_bytes},
-                        {"items_per_s", written / std::max(s.seconds, 1e-9)},
-                        {"content_hash", s.content_hash},
-                        {"dictionary_bytes", s.dictionary_bytes},
-                        {"reused", reused},
-                        {"splits", nlohmann::json::array()},
-                        {"rejected_items", nlohmann::json::array()},
-                        {"notes", source->info.notes}};
-    for (const auto& split : s.splits) {
-      j["splits"].push_back(
-          {{"name", split.name}, {"read", split.read}, {"written", split.written}, {"rejected", split.rejected}});
-    }
-    for (const auto& r : s.rejected) j["rejected_items"].push_back({{"item", r.item}, {"reason", r.reason}});
-    std::cout << granary::DumpJson(j) << std::endl;
-    return 0;
-  }
-  std::fprintf(stderr, "prep: built %s in %.2fs with %d thread(s)\n", granary::Printable(a.db).c_str(), s.seconds,
-               s.threads);
-  if (reused > 0) {
-    std::fprintf(stderr, "  %llu item(s) copied from the old db, the rest read from RAW\n",
-                 static_cast<unsigned long long>(reused));
-  }
-  for (const auto& split : s.splits) {
-    std::fprintf(stderr, "  %-8s %llu read, %llu written, %llu rejected\n", split.name.c_str(),
-                 static_cast<unsigned long long>(split.read), static_cast<unsigned long long>(split.written),
-                 static_cast<unsigned long long>(split.rejected));
-  }
-  for (const auto& r : s.rejected) std::fprintf(stderr, "  rejected %s: %s\n", granary::Printable(r.item).c_str(),
-                                              granary::Printable(r.reason).c_str());
-  std::fprintf(stderr, "  %.0f items/s; raw %.1f MB, decoded %.1f MB, db %.1f MB (%.2fx of decoded, %.3fx of raw)\n",
-               written / std::max(s.seconds, 1e-9), s.raw_bytes / 1e6, s.payload_bytes / 1e6, s.stored_bytes / 1e6,
-               s.payload_bytes > 0 ? static_cast<double>(s.stored_bytes) / s.payload_bytes : 0.0,
-               s.raw_bytes > 0 ? static_cast<double>(s.stored_bytes) / s.raw_bytes : 0.0);
-  std::fprintf(stderr, "  zstd dictionary: %s%s\n",
-               s.dictionary_bytes > 0 ? (std::to_string(s.dictionary_bytes) + " bytes, ").c_str() : "",
-               s.dictionary_note.c_str());
-  std::fprintf(stderr, "  content hash %s\n", s.content_hash.c_str());
+  PrintBuildSummary(a, source.value(), summary.value(), reused);
   return 0;
 }
 

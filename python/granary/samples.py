@@ -1,0 +1,171 @@
+"""How granary.write's samples become a db's fields: the schema inferred from
+the first sample, each later sample checked and converted to arrays of it,
+and converted samples gathered into the columns the C++ writer takes
+(python/granary/writer.py uses them; so do its worker processes)."""
+import numpy as np
+
+from .errors import InvalidArgumentError
+
+_TUPLE_NAMES = ("input", "target")
+_LABEL_NAMES = ("label", "labels", "target", "targets", "y", "class")
+_IMAGE_CHANNELS = (1, 3, 4)
+_SUPPORTED = (np.uint8, np.int8, np.int16, np.int32, np.int64, np.float32, np.float64)
+
+
+class _Field:
+    """One field of the schema: name, numpy dtype, shape (None: variable
+    length, a 1-D uint8 vector) and image layout ("CHW", "HWC" or "")."""
+
+    def __init__(self, name, dtype, shape, layout=""):
+        self.name, self.dtype, self.shape, self.layout = name, np.dtype(dtype), shape, layout
+
+    def spec(self):
+        return (self.name, self.dtype.name, [-1] if self.shape is None else list(self.shape), self.layout)
+
+    def describe(self):
+        return f"{self.dtype.name} {'variable-length' if self.shape is None else list(self.shape)}"
+
+
+def _as_array(value):
+    """A sample's value as a numpy array (or bytes for variable-length ones),
+    and whether it was bytes/str."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return np.frombuffer(bytes(value), dtype=np.uint8), True
+    if isinstance(value, str):
+        return np.frombuffer(value.encode("utf-8"), dtype=np.uint8), True
+    if isinstance(value, bool) or isinstance(value, np.bool_):
+        return np.asarray(value, dtype=np.uint8), False
+    if isinstance(value, int):
+        return np.asarray(value, dtype=np.int64), False
+    if isinstance(value, float):
+        return np.asarray(value, dtype=np.float32), False
+    if hasattr(value, "detach") and hasattr(value, "numpy"):  # a torch tensor
+        return value.detach().cpu().numpy(), False
+    if hasattr(value, "getbands"):  # a PIL image
+        return np.asarray(value), False
+    return np.asarray(value), False
+
+
+def _named_values(sample, index, split):
+    """(name, value) pairs of a sample: a dict's items, or a tuple's values
+    as input, target, field2, ...; a lone value is "input"."""
+    if isinstance(sample, dict):
+        for name in sample:
+            if not isinstance(name, str) or not name:
+                raise InvalidArgumentError(f"sample {index} of split '{split}': field names must be non-empty str, "
+                                           f"not {name!r}")
+        return list(sample.items())
+    if isinstance(sample, (tuple, list)):
+        names = [_TUPLE_NAMES[k] if k < len(_TUPLE_NAMES) else f"field{k}" for k in range(len(sample))]
+        return list(zip(names, sample))
+    return [("input", sample)]
+
+
+def _infer_field(name, value):
+    array, variable = _as_array(value)
+    if variable:
+        return _Field(name, np.uint8, None)
+    if array.dtype == np.bool_:
+        array = array.astype(np.uint8)
+    if array.dtype.type not in _SUPPORTED:
+        raise InvalidArgumentError(f"field '{name}': dtype {array.dtype} is not one granary stores "
+                                   f"(uint8, int8, int16, int32, int64, float32, float64)")
+    shape, layout = tuple(array.shape), ""
+    if array.dtype == np.uint8 and array.ndim == 2:
+        shape, layout = (1,) + shape, "CHW"
+    elif array.ndim == 3 and array.dtype == np.uint8 and shape[2] in _IMAGE_CHANNELS:
+        layout = "HWC"
+    elif array.ndim == 3 and shape[0] in _IMAGE_CHANNELS and array.dtype.kind in "uf":
+        layout = "CHW"
+    if any(d == 0 for d in shape):
+        raise InvalidArgumentError(f"field '{name}': an empty array {list(array.shape)} fixes no shape")
+    return _Field(name, array.dtype, shape, layout)
+
+
+def _infer_schema(sample, index, split, schema):
+    """The fields of the db: from `schema` if given ({name: (dtype, shape[,
+    layout])}), else from the first sample."""
+    if schema is not None:
+        fields = []
+        for name, spec in schema.items():
+            dtype, shape = spec[0], spec[1]
+            layout = spec[2] if len(spec) > 2 else ""
+            fields.append(_Field(name, dtype, None if shape is None else tuple(shape), layout))
+        return fields
+    return [_infer_field(name, value) for name, value in _named_values(sample, index, split)]
+
+
+def _convert(sample, fields, index, split):
+    """The sample's values in field order, as arrays of the schema's dtype
+    and shape; InvalidArgumentError naming the sample, split and field."""
+    where = f"sample {index} of split '{split}'"
+    named = _named_values(sample, index, split)
+    if [n for n, _ in named] != [f.name for f in fields]:
+        raise InvalidArgumentError(f"{where}: fields {[n for n, _ in named]}, but the db's are "
+                                   f"{[f.name for f in fields]} (from the first sample)")
+    out = []
+    for field, (_, value) in zip(fields, named):
+        array, variable = _as_array(value)
+        if field.shape is None:
+            if not variable and not (array.dtype == np.uint8 and array.ndim == 1):
+                raise InvalidArgumentError(f"{where}: field '{field.name}' is bytes in the db, not {array.dtype} "
+                                           f"{list(array.shape)}")
+            out.append(array)
+            continue
+        if variable:
+            raise InvalidArgumentError(f"{where}: field '{field.name}' is {field.describe()}, not bytes")
+        if array.dtype == np.bool_:
+            array = array.astype(np.uint8)
+        if field.layout == "CHW" and array.ndim == len(field.shape) - 1 and field.shape[0] == 1:
+            array = array.reshape(field.shape)  # H x W, stored as 1 x H x W
+        if array.shape != field.shape:
+            raise InvalidArgumentError(f"{where}: field '{field.name}' has shape {list(array.shape)}, but the "
+                                       f"db's is {list(field.shape)} (from the first sample)")
+        if array.dtype != field.dtype:
+            if not np.can_cast(array.dtype, field.dtype, casting="same_kind"):
+                raise InvalidArgumentError(f"{where}: field '{field.name}' is {array.dtype}, but the db's is "
+                                           f"{field.dtype.name} (from the first sample)")
+            array = array.astype(field.dtype)
+        out.append(array)
+    return out
+
+
+def _label_field(fields, label):
+    """The field training predicts: `label` if named, else the one integer
+    scalar field; among several, the one named like a label (label, target,
+    y, ...), else the one int64 (bools are uint8); None if that leaves not
+    exactly one."""
+    names = [f.name for f in fields]
+    if label is not None:
+        if label not in names:
+            raise InvalidArgumentError(f"label={label!r}: not a field of the db ({names})")
+        return label
+    integer_scalars = [f for f in fields if f.shape == () and f.dtype.kind in "iu"]
+    for narrower in (lambda f: True, lambda f: f.name in _LABEL_NAMES, lambda f: f.dtype == np.int64):
+        chosen = [f.name for f in integer_scalars if narrower(f)]
+        if len(chosen) == 1:
+            return chosen[0]
+    return None
+
+
+class _Batch:
+    """Converted samples gathered for one call of the C++ writer: per field,
+    a list of arrays; columns() stacks the fixed-shape ones."""
+
+    def __init__(self, fields):
+        self.fields = fields
+        self.values = [[] for _ in fields]
+
+    def __len__(self):
+        return len(self.values[0])
+
+    def add(self, arrays):
+        for column, array in zip(self.values, arrays):
+            column.append(array)
+
+    def columns(self):
+        out = []
+        for field, column in zip(self.fields, self.values):
+            out.append(column if field.shape is None else np.stack(column) if field.shape else np.array(column))
+        self.values = [[] for _ in self.fields]
+        return out
