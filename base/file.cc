@@ -322,6 +322,17 @@ Status ReadOnlyFile::Open(const std::string& path) {
   fd_ = fd;
   path_ = path;
   size_bytes_ = static_cast<uint64_t>(st.st_size);
+  mtime_ns_ = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  return Status::OK();
+}
+
+Status ReadOnlyFile::CheckUnchanged() const {
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) return Status::IOError(path_, "stat", errno);
+  const int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  if (static_cast<uint64_t>(st.st_size) != size_bytes_ || mtime_ns != mtime_ns_) {
+    return Status::Corruption(path_ + ": changed since it was opened (its size or modification time differs)");
+  }
   return Status::OK();
 }
 

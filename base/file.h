@@ -119,11 +119,16 @@ class ReadOnlyFile {
   const std::string& path() const { return path_; }
   // The file's size when it was opened.
   uint64_t size_bytes() const { return size_bytes_; }
+  // Corruption naming the file if its size or modification time is not what
+  // it was when opened (a file rewritten in place; one replaced by a rename
+  // is still the file this object reads).
+  Status CheckUnchanged() const;
 
  private:
   std::string path_;
   int fd_ = -1;
   uint64_t size_bytes_ = 0;
+  int64_t mtime_ns_ = 0;
 };
 
 }  // namespace granary

@@ -1,8 +1,7 @@
 // CSV tables: a header row, numeric feature columns (float32) and a label
 // column (integers, or strings mapped to class indices).
-#include <xxhash.h>
-
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -11,7 +10,7 @@
 #include <map>
 #include <set>
 
-#include "base/file.h"
+#include "preprocess/csv_table.h"
 #include "preprocess/source.h"
 #include "preprocess/stratified.h"
 
@@ -19,68 +18,6 @@ namespace granary {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct CsvRow {
-  uint64_t line = 0;  // 1-based line where the row starts
-  std::vector<std::string> fields;
-};
-
-// RFC 4180: comma separated, fields may be double-quoted (with "" for a quote
-// and commas or newlines inside); CRLF, LF or (old Mac OS) CR line ends;
-// blank lines skipped; spaces around fields are trimmed later.
-Status ParseCsv(const std::string& text, const std::string& origin, std::vector<CsvRow>* rows) {
-  CsvRow row;
-  std::string field;
-  bool quoted = false, row_started = false;
-  uint64_t line = 1;
-  row.line = 1;
-  auto end_field = [&] {
-    row.fields.push_back(std::move(field));
-    field.clear();
-  };
-  auto end_row = [&] {
-    if (row_started) {
-      end_field();
-      rows->push_back(std::move(row));
-    }
-    row = CsvRow();
-    row.line = line;
-    row_started = false;
-  };
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
-        field += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        if (c == '\n') ++line;
-        field += c;
-      }
-      continue;
-    }
-    if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') continue;
-    if (c == '\n' || c == '\r') {
-      ++line;
-      end_row();
-      continue;
-    }
-    row_started = true;
-    if (c == ',') {
-      end_field();
-    } else if (c == '"' && field.find_first_not_of(" \t") == std::string::npos) {
-      quoted = true;  // spaces before an opening quote are dropped
-      field.clear();
-    } else {
-      field += c;
-    }
-  }
-  if (quoted) return Status::InvalidArgument(origin + ":" + std::to_string(row.line) + ": unterminated quoted field");
-  end_row();
-  return Status::OK();
-}
 
 std::string Trim(const std::string& s) {
   size_t a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
@@ -102,122 +39,203 @@ bool ParseNumber(const std::string& v, double* out) {
   return end == v.c_str() + v.size() && std::isfinite(*out) && std::fabs(*out) <= std::numeric_limits<float>::max();
 }
 
+// The rows of one part of a table (all of it, its held-out rows or the
+// others), or the `kept` ones of them (--limit), read back as items.
 class CsvSplit : public SplitSource {
  public:
-  CsvSplit(std::string name, std::string origin, std::vector<CsvRow> rows, std::vector<std::string> columns,
-           size_t label_column, std::map<std::string, int64_t> classes, MissingPolicy missing, uint64_t raw_bytes)
+  CsvSplit(std::string name, std::shared_ptr<const CsvTable> table, int part, std::vector<uint64_t> kept,
+           bool subset, size_t label_column, std::shared_ptr<const std::map<std::string, int64_t>> classes,
+           MissingPolicy missing, uint64_t raw_bytes)
       : name_(std::move(name)),
-        origin_(std::move(origin)),
-        rows_(std::move(rows)),
-        columns_(std::move(columns)),
+        table_(std::move(table)),
+        part_(part),
+        kept_(std::move(kept)),
+        subset_(subset),
         label_column_(label_column),
         classes_(std::move(classes)),
         missing_(missing),
         raw_bytes_(raw_bytes) {}
 
   const std::string& name() const override { return name_; }
-  uint64_t size() const override { return rows_.size(); }
+  uint64_t size() const override { return subset_ ? kept_.size() : table_->rows(part_); }
   uint64_t raw_bytes() const override { return raw_bytes_; }
-  std::string ItemName(uint64_t index) const override { return origin_ + ":" + std::to_string(rows_[index].line); }
+  std::string ItemName(uint64_t index) const override {
+    uint64_t line = 0;
+    if (!table_->ReadRow(part_, Row(index), nullptr, &line).ok()) {
+      return table_->path() + " (data row " + std::to_string(Row(index) + 1) + ")";
+    }
+    return table_->path() + ":" + std::to_string(line);
+  }
 
   Status Produce(uint64_t index, Sample* sample) const override {
-    const CsvRow& row = rows_[index];
-    if (row.fields.size() != columns_.size()) {
-      return Status::InvalidArgument(std::to_string(row.fields.size()) + " fields, the header has " +
-                                     std::to_string(columns_.size()));
+    thread_local std::vector<std::string> fields;
+    uint64_t line = 0;
+    GRANARY_RETURN_IF_ERROR(table_->ReadRow(part_, Row(index), &fields, &line));
+    const std::vector<std::string>& columns = table_->header();
+    if (fields.size() != columns.size()) {
+      return Status::InvalidArgument(std::to_string(fields.size()) + " fields, the header has " +
+                                     std::to_string(columns.size()));
     }
     sample->fields.resize(2);
     std::string& features = sample->fields[0];
     features.clear();
-    for (size_t c = 0; c < row.fields.size(); ++c) {
+    for (size_t c = 0; c < fields.size(); ++c) {
       if (c == label_column_) continue;
-      const std::string v = Trim(row.fields[c]);
+      const std::string v = Trim(fields[c]);
       double x = 0;
       if (IsMissing(v)) {
-        if (missing_ == MissingPolicy::kReject) return Status::InvalidArgument("column '" + columns_[c] + "': missing value");
+        if (missing_ == MissingPolicy::kReject) return Status::InvalidArgument("column '" + columns[c] + "': missing value");
         x = missing_ == MissingPolicy::kNaN ? std::nan("") : 0.0;
       } else if (!ParseNumber(v, &x)) {
         const bool infinite = v.find("inf") != std::string::npos || v.find("Inf") != std::string::npos ||
                               v.find("INF") != std::string::npos;
         return Status::InvalidArgument(
-            "column '" + columns_[c] + "': '" + v + "' is not a number float32 can hold" +
+            "column '" + columns[c] + "': '" + v + "' is not a number float32 can hold" +
             (infinite ? " (features must be finite; --missing applies to empty, NA, N/A, NaN, null and ?)"
                       : v.find_first_of("xX") != std::string::npos ? " (decimal numbers only, not hexadecimal)" : ""));
       }
       const float f = static_cast<float>(x);
       features.append(reinterpret_cast<const char*>(&f), sizeof(f));
     }
-    auto label = classes_.find(Trim(row.fields[label_column_]));
-    if (label == classes_.end()) {
-      return Status::InvalidArgument("column '" + columns_[label_column_] + "': label '" +
-                                     Trim(row.fields[label_column_]) + "' is missing or not a class");
+    const std::string value = Trim(fields[label_column_]);
+    auto label = classes_->find(value);
+    if (label == classes_->end()) {
+      return Status::InvalidArgument("column '" + columns[label_column_] + "': label '" + value +
+                                     "' is missing or not a class");
     }
     sample->fields[1].assign(reinterpret_cast<const char*>(&label->second), sizeof(int64_t));
     return Status::OK();
   }
 
  private:
+  uint64_t Row(uint64_t index) const { return subset_ ? kept_[index] : index; }
+
   std::string name_;
-  std::string origin_;
-  std::vector<CsvRow> rows_;
-  std::vector<std::string> columns_;
+  std::shared_ptr<const CsvTable> table_;
+  int part_;
+  std::vector<uint64_t> kept_;  // positions in the part, ascending (subset_)
+  bool subset_;
   size_t label_column_;
-  std::map<std::string, int64_t> classes_;
+  std::shared_ptr<const std::map<std::string, int64_t>> classes_;
   MissingPolicy missing_;
   uint64_t raw_bytes_;
 };
 
-struct CsvFile {
-  std::string path;
-  std::string name;  // split
-  std::vector<std::string> header;
-  std::vector<CsvRow> rows;
-  uint64_t bytes = 0;
+// A CSV file of the input, scanned: its split, and how many rows of each
+// part hold each label value (rows with the header's number of fields and a
+// label; the others are counted in `unlabelled`).
+struct CsvInput {
+  std::string name;  // split: train, val or test
+  std::shared_ptr<const CsvTable> table;
+  std::map<std::string, std::array<uint64_t, 2>> labels;
+  uint64_t unlabelled[2] = {0, 0};
 };
 
-Status ReadCsv(const std::string& path, CsvFile* out) {
-  std::string text;
-  GRANARY_RETURN_IF_ERROR(ReadFile(path, &text));
-  out->path = path;
-  out->bytes = text.size();
-  // A UTF-8 byte order mark (spreadsheets write one) is not part of the first header.
-  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
-  if (text.compare(0, 2, "\xFF\xFE") == 0 || text.compare(0, 2, "\xFE\xFF") == 0 ||
-      (text.size() >= 2 && (text[0] == '\0' || text[1] == '\0'))) {
-    return Status::InvalidArgument(path + ": is UTF-16 (a byte order mark or NUL bytes): prep reads UTF-8 CSV; "
-                                   "save it as UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)");
+// At most this many distinct label values: a column with more is no class
+// label (a float target, an id), and its distinct values would fill memory.
+constexpr size_t kMaxLabelValues = 100000;
+
+// The label column of `header` (the first file's, at `path`), or an error
+// naming what is wrong with the header.
+StatusOr<size_t> LabelColumn(const std::string& path, const std::vector<std::string>& header,
+                             const std::string& label) {
+  auto at = std::find(header.begin(), header.end(), label);
+  if (at == header.end()) {
+    std::string found;
+    for (size_t c = 0; c < header.size() && c < 12; ++c) found += (c > 0 ? ", '" : "'") + header[c] + "'";
+    if (header.size() > 12) found += ", ... (" + std::to_string(header.size()) + " in all)";
+    std::string hint;
+    if (header.size() == 1) {
+      for (const char* separator : {";", "\t", "|"}) {
+        if (header[0].find(separator) != std::string::npos) {
+          hint = std::string("; the header is one column holding '") + (*separator == '\t' ? "\\t" : separator) +
+                 "': prep reads comma-separated files (convert it, e.g. sed 's/" + separator + "/,/g')";
+          break;
+        }
+      }
+    }
+    return Status::InvalidArgument(path + ": no column '" + label + "' for --label (the header's " +
+                                   "columns: " + found + ")" + hint);
   }
-  std::vector<CsvRow> rows;
-  GRANARY_RETURN_IF_ERROR(ParseCsv(text, path, &rows));
-  if (rows.empty()) return Status::InvalidArgument(path + ": no header row");
-  if (rows.size() == 1) return Status::InvalidArgument(path + ": a header and no data rows");
-  for (const std::string& h : rows[0].fields) out->header.push_back(Trim(h));
-  out->rows.assign(std::make_move_iterator(rows.begin() + 1), std::make_move_iterator(rows.end()));
-  return Status::OK();
+  std::map<std::string, size_t> named;  // column name -> its first column, 1-based
+  for (size_t c = 0; c < header.size(); ++c) {
+    if (header[c].empty()) {
+      return Status::InvalidArgument(path + ": column " + std::to_string(c + 1) + " of " +
+                                     std::to_string(header.size()) + " has no name" +
+                                     (c + 1 == header.size() ? " (a trailing comma on the header line?)" : ""));
+    }
+    const auto [first, fresh] = named.emplace(header[c], c + 1);
+    if (!fresh && header[c] != label) {
+      return Status::InvalidArgument(path + ": columns " + std::to_string(first->second) + " and " +
+                                     std::to_string(c + 1) + " are both named '" + header[c] + "'; rename one");
+    }
+  }
+  const size_t column = static_cast<size_t>(at - header.begin());
+  if (auto again = std::find(at + 1, header.end(), label); again != header.end()) {
+    return Status::InvalidArgument(path + ": --label " + label + ": the header has the column twice (" +
+                                   std::to_string(column + 1) + " and " + std::to_string(again - header.begin() + 1) +
+                                   "); rename one");
+  }
+  if (header.size() < 2) return Status::InvalidArgument(path + ": no feature columns besides the label");
+  return column;
 }
 
-// The CSV table(s) at `raw`: a file (split train), or a folder's train.csv
-// with val.csv and test.csv if present.
-StatusOr<std::vector<CsvFile>> ReadCsvFiles(const std::string& raw) {
+// The CSV table(s) at `raw`, scanned: a file (split train), or a folder's
+// train.csv with val.csv and test.csv if present, each with the first's header.
+StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOptions& options,
+                                             size_t* label_column) {
   std::error_code ec;
-  std::vector<CsvFile> files;
+  std::vector<std::pair<std::string, std::string>> files;  // (split, path)
   if (fs::is_directory(raw, ec)) {
     for (const char* name : {"train", "val", "test"}) {
       const fs::path p = fs::path(raw) / (std::string(name) + ".csv");
-      if (!fs::is_regular_file(p, ec)) continue;
-      files.emplace_back();
-      files.back().name = name;
-      GRANARY_RETURN_IF_ERROR(ReadCsv(p.string(), &files.back()));
+      if (fs::is_regular_file(p, ec)) files.emplace_back(name, p.string());
     }
-    if (files.empty() || files[0].name != "train") {
+    if (files.empty() || files[0].first != "train") {
       return Status::NotFound(raw + ": no train.csv (optionally with val.csv or test.csv)");
     }
   } else {
-    files.emplace_back();
-    files.back().name = "train";
-    GRANARY_RETURN_IF_ERROR(ReadCsv(raw, &files.back()));
+    files.emplace_back("train", raw);
   }
-  return files;
+  // A single file's held-out rows are split "val".
+  const double val_fraction = files.size() == 1 ? options.val_fraction : 0;
+  std::vector<CsvInput> inputs;
+  std::set<std::string> values;
+  for (const auto& file : files) {
+    const std::string& path = file.second;  // a variable, not a binding: lambdas capture it
+    CsvInput input;
+    input.name = file.first;
+    size_t columns = 0;  // the header's
+    const auto on_header = [&](const std::vector<std::string>& header) -> StatusOr<size_t> {
+      columns = header.size();
+      if (!inputs.empty()) {
+        if (header != inputs[0].table->header()) {
+          return Status::InvalidArgument(path + ": header differs from " + inputs[0].table->path() + "'s");
+        }
+        return *label_column;
+      }
+      GRANARY_ASSIGN_OR_RETURN(*label_column, LabelColumn(path, header, options.label));
+      return *label_column;
+    };
+    const auto on_row = [&](const CsvParser::Row& row, int part) -> Status {
+      const std::string value = row.fields->empty() ? "" : Trim(row.fields->front());
+      if (row.columns != columns || IsMissing(value)) {
+        ++input.unlabelled[part];
+        return Status::OK();
+      }
+      auto [at, fresh] = input.labels.try_emplace(value, std::array<uint64_t, 2>{0, 0});
+      ++at->second[part];
+      if (fresh && values.insert(value).second && values.size() > kMaxLabelValues) {
+        return Status::InvalidArgument(path + ":" + std::to_string(row.line) + ": column '" + options.label +
+                                       "' holds over " + std::to_string(kMaxLabelValues) +
+                                       " distinct values: prep reads class labels (integers or names)");
+      }
+      return Status::OK();
+    };
+    GRANARY_ASSIGN_OR_RETURN(input.table, CsvTable::Scan(path, val_fraction, on_header, on_row));
+    inputs.push_back(std::move(input));
+  }
+  return inputs;
 }
 
 // `text` as an integral number in decimal however it is spelled ("7",
@@ -236,24 +254,15 @@ bool IntegralLabel(const std::string& text, int64_t* value) {
   return true;
 }
 
-// The classes of the label column: each label value's class, and the
+// The classes of the label column's `values`: each value's class, and the
 // classes' names in order (*names).
-std::map<std::string, int64_t> ChooseClasses(const std::vector<CsvFile>& files, size_t columns, size_t label_column,
-                                             std::vector<std::string>* names) {
+std::map<std::string, int64_t> ChooseClasses(const std::set<std::string>& values, std::vector<std::string>* names) {
   // Classes: labels that are all integral numbers, however spelled, by
   // value: non-negative ones as they are, when dense (at most twice as many
   // indices as values, plus a few: a class may be absent from a small
   // table); else in numeric order, named by their values (a label of 594082
   // is one class, not 594083; -1 and 1 are classes 0 and 1). Any other
   // labels: the sorted distinct strings.
-  std::set<std::string> values;
-  for (const CsvFile& f : files) {
-    for (const CsvRow& r : f.rows) {
-      if (r.fields.size() == columns && !IsMissing(Trim(r.fields[label_column]))) {
-        values.insert(Trim(r.fields[label_column]));
-      }
-    }
-  }
   std::map<std::string, int64_t> classes;
   std::set<int64_t> numbers;  // integral labels in numeric order ("7", "07" and "7.0" are one)
   bool integers = !values.empty();
@@ -287,60 +296,53 @@ std::map<std::string, int64_t> ChooseClasses(const std::vector<CsvFile>& files, 
   return classes;
 }
 
+// For --limit: the positions in each part of `input` that a stratified
+// subset of `limit` keeps (StratifiedShares of the rows' classes, each
+// class's first rows), by a second pass over the file. Rows that will be
+// rejected count as a class of their own (-1), as with images.
+StatusOr<std::array<std::vector<uint64_t>, 2>> KeepStratifiedRows(const CsvInput& input, size_t label_column,
+                                                                   const std::map<std::string, int64_t>& classes,
+                                                                   uint64_t limit) {
+  std::array<std::map<int64_t, uint64_t>, 2> share;
+  for (int part : {0, 1}) {
+    std::map<int64_t, uint64_t> count;
+    if (input.unlabelled[part] > 0) count[-1] = input.unlabelled[part];
+    for (const auto& [value, rows] : input.labels) count[classes.at(value)] += rows[part];
+    share[part] = StratifiedShares(count, input.table->rows(part), limit);
+  }
+  const size_t columns = input.table->header().size();
+  std::array<std::vector<uint64_t>, 2> kept;
+  uint64_t seen[2] = {0, 0};
+  GRANARY_RETURN_IF_ERROR(input.table->ForEachRow(label_column, [&](const CsvParser::Row& row, int part) {
+    const std::string value = row.fields->empty() ? "" : Trim(row.fields->front());
+    const auto found = classes.find(value);
+    const int64_t label = row.columns == columns && found != classes.end() ? found->second : -1;
+    if (uint64_t& left = share[part][label]; left > 0) {
+      kept[part].push_back(seen[part]);
+      --left;
+    }
+    ++seen[part];
+    return Status::OK();
+  }));
+  return kept;
+}
+
 }  // namespace
 
 StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options) {
   std::error_code ec;
   if (!fs::exists(raw, ec)) return Status::NotFound(raw + ": no such file or folder");
   if (options.label.empty()) return Status::InvalidArgument("CSV input needs --label COLUMN");
-  GRANARY_ASSIGN_OR_RETURN(std::vector<CsvFile> read, ReadCsvFiles(raw));
-  std::vector<CsvFile> files = std::move(read);
-  const std::vector<std::string>& header = files[0].header;
-  for (const CsvFile& f : files) {
-    if (f.header != header) return Status::InvalidArgument(f.path + ": header differs from " + files[0].path + "'s");
-  }
-  auto at = std::find(header.begin(), header.end(), options.label);
-  if (at == header.end()) {
-    std::string found;
-    for (size_t c = 0; c < header.size() && c < 12; ++c) found += (c > 0 ? ", '" : "'") + header[c] + "'";
-    if (header.size() > 12) found += ", ... (" + std::to_string(header.size()) + " in all)";
-    std::string hint;
-    if (header.size() == 1) {
-      for (const char* separator : {";", "\t", "|"}) {
-        if (header[0].find(separator) != std::string::npos) {
-          hint = std::string("; the header is one column holding '") + (*separator == '\t' ? "\\t" : separator) +
-                 "': prep reads comma-separated files (convert it, e.g. sed 's/" + separator + "/,/g')";
-          break;
-        }
-      }
-    }
-    return Status::InvalidArgument(files[0].path + ": no column '" + options.label + "' for --label (the header's " +
-                                   "columns: " + found + ")" + hint);
-  }
-  std::map<std::string, size_t> named;  // column name -> its first column, 1-based
-  for (size_t c = 0; c < header.size(); ++c) {
-    if (header[c].empty()) {
-      return Status::InvalidArgument(files[0].path + ": column " + std::to_string(c + 1) + " of " +
-                                     std::to_string(header.size()) + " has no name" +
-                                     (c + 1 == header.size() ? " (a trailing comma on the header line?)" : ""));
-    }
-    const auto [first, fresh] = named.emplace(header[c], c + 1);
-    if (!fresh && header[c] != options.label) {
-      return Status::InvalidArgument(files[0].path + ": columns " + std::to_string(first->second) + " and " +
-                                     std::to_string(c + 1) + " are both named '" + header[c] + "'; rename one");
-    }
-  }
-  const size_t label_column = static_cast<size_t>(at - header.begin());
-  if (auto again = std::find(at + 1, header.end(), options.label); again != header.end()) {
-    return Status::InvalidArgument(files[0].path + ": --label " + options.label + ": the header has the column twice (" +
-                                   std::to_string(label_column + 1) + " and " +
-                                   std::to_string(again - header.begin() + 1) + "); rename one");
-  }
-  if (header.size() < 2) return Status::InvalidArgument(files[0].path + ": no feature columns besides the label");
+  size_t label_column = 0;
+  GRANARY_ASSIGN_OR_RETURN(std::vector<CsvInput> inputs, ScanCsvFiles(raw, options, &label_column));
+  const std::vector<std::string>& header = inputs[0].table->header();
 
   Source source;
-  const std::map<std::string, int64_t> classes =
-      ChooseClasses(files, header.size(), label_column, &source.info.class_names);
+  std::set<std::string> values;
+  for (const CsvInput& input : inputs) {
+    for (const auto& [value, rows] : input.labels) values.insert(value);
+  }
+  auto classes = std::make_shared<const std::map<std::string, int64_t>>(ChooseClasses(values, &source.info.class_names));
   source.info.kind = "csv";
   source.info.path = raw;
   source.info.label_field = "label";
@@ -348,33 +350,20 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
   source.info.schema.fields = {{"features", DType::kFloat32, {static_cast<int64_t>(header.size() - 1)}, ""},
                                {"label", DType::kInt64, {}, ""}};
 
-  std::vector<std::string> columns = header;
-  // A row's class for --limit's stratified subset; -1 for a row that will be rejected.
-  const auto class_of = [&](const CsvRow& r) -> int64_t {
-    if (r.fields.size() != columns.size()) return -1;
-    const auto found = classes.find(Trim(r.fields[label_column]));
-    return found == classes.end() ? -1 : found->second;
-  };
-  for (CsvFile& f : files) {
-    std::vector<CsvRow> rows = std::move(f.rows);
-    if (files.size() == 1 && options.val_fraction > 0) {
-      std::vector<CsvRow> train, val;
-      for (CsvRow& r : rows) {
-        const uint64_t h = XXH64(&r.line, sizeof(r.line), 0);  // by line number: deterministic
-        (static_cast<double>(h % 1000000) < options.val_fraction * 1e6 ? val : train).push_back(std::move(r));
-      }
-      KeepStratified(&train, options.limit, class_of);
-      KeepStratified(&val, options.limit, class_of);
-      const uint64_t bytes = f.bytes;
-      source.splits.push_back(std::make_unique<CsvSplit>("train", f.path, std::move(train), columns, label_column,
-                                                         classes, options.missing, bytes));
-      source.splits.push_back(std::make_unique<CsvSplit>("val", f.path, std::move(val), columns, label_column, classes,
-                                                         options.missing, 0));
-      continue;
+  const bool held_out = inputs.size() == 1 && options.val_fraction > 0;
+  for (const CsvInput& input : inputs) {
+    std::array<std::vector<uint64_t>, 2> kept;
+    bool subset[2] = {false, false};
+    for (int part : {0, 1}) subset[part] = options.limit > 0 && input.table->rows(part) > options.limit;
+    if (subset[0] || subset[1]) {
+      GRANARY_ASSIGN_OR_RETURN(kept, KeepStratifiedRows(input, label_column, *classes, options.limit));
     }
-    KeepStratified(&rows, options.limit, class_of);
-    source.splits.push_back(std::make_unique<CsvSplit>(f.name, f.path, std::move(rows), columns, label_column, classes,
-                                                       options.missing, f.bytes));
+    for (int part = 0; part < (held_out ? 2 : 1); ++part) {
+      const std::string name = held_out ? (part == 0 ? "train" : "val") : input.name;
+      source.splits.push_back(std::make_unique<CsvSplit>(name, input.table, part, std::move(kept[part]),
+                                                         subset[part], label_column, classes, options.missing,
+                                                         part == 0 ? input.table->bytes() : 0));
+    }
   }
   return source;
 }

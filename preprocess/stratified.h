@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <vector>
 
 namespace granary {
@@ -13,6 +14,11 @@ namespace granary {
 // their order; the positions ascending. Every position if `limit` is 0 or
 // at least the count.
 std::vector<std::size_t> StratifiedFirst(const std::vector<int64_t>& labels, uint64_t limit);
+
+// How many items of each class StratifiedFirst keeps, from the classes'
+// counts (`total` items in all): every item if `limit` is 0 or at least `total`.
+std::map<int64_t, uint64_t> StratifiedShares(const std::map<int64_t, uint64_t>& count, uint64_t total,
+                                             uint64_t limit);
 
 // `items` reduced to StratifiedFirst of their labels (`label_of(item)`).
 template <typename T, typename LabelOf>

@@ -1,0 +1,250 @@
+#include "preprocess/csv_table.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+
+namespace granary {
+
+void CsvParser::Reset(uint64_t line, uint64_t offset) {
+  keep_ = kAllColumns;
+  line_ = line;
+  offset_ = offset;
+  quoted_ = quote_pending_ = cr_pending_ = row_started_ = false;
+  field_blank_ = true;
+  column_ = 0;
+  field_.clear();
+  fields_.clear();
+}
+
+void CsvParser::EndField() {
+  if (keep_ == kAllColumns || keep_ == column_) fields_.push_back(field_);
+  field_.clear();
+  field_blank_ = true;
+  ++column_;
+}
+
+Status CsvParser::EndRow(const std::function<Status(const Row&)>& on_row) {
+  if (!row_started_) return Status::OK();
+  EndField();
+  Row row;
+  row.line = row_line_;
+  row.offset = row_offset_;
+  row.columns = column_;
+  row.fields = &fields_;
+  Status status = on_row(row);
+  row_started_ = false;
+  column_ = 0;
+  fields_.clear();
+  return status;
+}
+
+Status CsvParser::Feed(std::string_view text, const std::function<Status(const Row&)>& on_row) {
+  const bool keeping = keep_ != kNoColumn;
+  for (size_t i = 0; i < text.size(); ++i, ++offset_) {
+    const char c = text[i];
+    if (cr_pending_) {  // CRLF is one line end
+      cr_pending_ = false;
+      if (c == '\n') continue;
+    }
+    if (quote_pending_) {  // a quote inside quotes: "" is a quote, else the field's quotes close
+      quote_pending_ = false;
+      if (c == '"') {
+        if (keeping) field_ += '"';
+        continue;
+      }
+      quoted_ = false;
+    } else if (quoted_) {
+      if (c == '"') {
+        quote_pending_ = true;
+      } else {
+        if (c == '\n') ++line_;
+        if (keeping) field_ += c;
+      }
+      continue;
+    }
+    if (c == '\n' || c == '\r') {
+      ++line_;
+      cr_pending_ = c == '\r';
+      GRANARY_RETURN_IF_ERROR(EndRow(on_row));
+      continue;
+    }
+    if (!row_started_) {
+      row_started_ = true;
+      row_line_ = line_;
+      row_offset_ = offset_;
+    }
+    if (c == ',') {
+      EndField();
+    } else if (c == '"' && field_blank_) {
+      quoted_ = true;  // spaces before an opening quote are dropped
+      field_.clear();
+    } else {
+      if (keeping) field_ += c;
+      if (c != ' ' && c != '\t') field_blank_ = false;
+    }
+  }
+  return Status::OK();
+}
+
+Status CsvParser::End(const std::string& origin, const std::function<Status(const Row&)>& on_row) {
+  if (quote_pending_) quote_pending_ = quoted_ = false;  // the file ends with the closing quote
+  if (quoted_) return Status::InvalidArgument(origin + ":" + std::to_string(row_line_) + ": unterminated quoted field");
+  return EndRow(on_row);
+}
+
+bool CsvTable::HeldOut(double fraction, uint64_t line) {
+  const uint64_t h = XXH64(&line, sizeof(line), 0);  // by line number: deterministic
+  return static_cast<double>(h % 1000000) < fraction * 1e6;
+}
+
+StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
+    const std::string& path, double val_fraction,
+    const std::function<StatusOr<size_t>(const std::vector<std::string>& header)>& on_header,
+    const std::function<Status(const CsvParser::Row&, int part)>& on_row) {
+  auto table = std::make_shared<CsvTable>();
+  table->path_ = path;
+  table->val_fraction_ = val_fraction;
+  GRANARY_RETURN_IF_ERROR(table->file_.Open(path));
+  char start[3] = {0, 0, 0};
+  const size_t head = static_cast<size_t>(std::min<uint64_t>(3, table->bytes()));
+  GRANARY_RETURN_IF_ERROR(table->file_.ReadAt(0, head, start));
+  // A UTF-8 byte order mark (spreadsheets write one) is not part of the first header.
+  const bool bom = head == 3 && std::string_view(start, 3) == "\xEF\xBB\xBF";
+  const std::string_view text(start + (bom ? 3 : 0), head - (bom ? 3 : 0));
+  if (text.substr(0, 2) == "\xFF\xFE" || text.substr(0, 2) == "\xFE\xFF" ||
+      (text.size() >= 2 && (text[0] == '\0' || text[1] == '\0'))) {
+    return Status::InvalidArgument(path + ": is UTF-16 (a byte order mark or NUL bytes): prep reads UTF-8 CSV; "
+                                   "save it as UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)");
+  }
+  bool header_seen = false;
+  size_t column = CsvParser::kAllColumns;
+  GRANARY_RETURN_IF_ERROR(table->ScanRows(bom ? 3 : 0, 1, &column, [&](const CsvParser::Row& row, int part) -> Status {
+    if (!header_seen) {
+      header_seen = true;
+      for (const std::string& h : *row.fields) {
+        const size_t a = h.find_first_not_of(" \t"), b = h.find_last_not_of(" \t");
+        table->header_.push_back(a == std::string::npos ? "" : h.substr(a, b - a + 1));
+      }
+      GRANARY_ASSIGN_OR_RETURN(column, on_header(table->header_));
+      return Status::OK();
+    }
+    // Blocks start at rows, about kBlockBytes apart.
+    if (table->blocks_.empty() || row.offset - table->blocks_.back().offset >= kBlockBytes) {
+      table->blocks_.push_back({row.offset, row.line, {table->part_rows_[0], table->part_rows_[1]}});
+    }
+    ++table->part_rows_[part];
+    return on_row(row, part);
+  }));
+  if (!header_seen) return Status::InvalidArgument(path + ": no header row");
+  if (table->blocks_.empty()) return Status::InvalidArgument(path + ": a header and no data rows");
+  return std::shared_ptr<const CsvTable>(std::move(table));
+}
+
+int CsvTable::PartOf(uint64_t line) const { return val_fraction_ > 0 && HeldOut(val_fraction_, line) ? 1 : 0; }
+
+Status CsvTable::ScanRows(uint64_t offset, uint64_t line, const size_t* column,
+                          const std::function<Status(const CsvParser::Row&, int part)>& on_row) const {
+  constexpr size_t kPiece = 1 << 20;
+  std::string piece(static_cast<size_t>(std::min<uint64_t>(kPiece, bytes())), '\0');
+  CsvParser parser;
+  parser.Reset(line, offset);
+  parser.Keep(*column);
+  const auto row = [&](const CsvParser::Row& r) {
+    Status status = on_row(r, PartOf(r.line));
+    parser.Keep(*column);  // the header's callback chooses the column
+    return status;
+  };
+  for (uint64_t at = offset; at < bytes();) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kPiece, bytes() - at));
+    GRANARY_RETURN_IF_ERROR(file_.ReadAt(at, n, piece.data()));
+    GRANARY_RETURN_IF_ERROR(parser.Feed(std::string_view(piece.data(), n), row));
+    at += n;
+    if (parser.open_row_bytes() > kMaxRowBytes) {
+      return Status::InvalidArgument(path_ + ": a row longer than " + std::to_string(kMaxRowBytes >> 20) +
+                                     " MiB (an unterminated quoted field?)");
+    }
+  }
+  return parser.End(path_, row);
+}
+
+Status CsvTable::ForEachRow(size_t column,
+                            const std::function<Status(const CsvParser::Row&, int part)>& on_row) const {
+  return ScanRows(blocks_[0].offset, blocks_[0].line, &column, on_row);
+}
+
+uint64_t CsvTable::BlockEnd(size_t block) const {
+  return block + 1 < blocks_.size() ? blocks_[block + 1].offset : bytes();
+}
+
+StatusOr<std::shared_ptr<const CsvTable::Loaded>> CsvTable::Load(size_t block) const {
+  std::shared_ptr<Slot> slot;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto found = std::find_if(cache_.begin(), cache_.end(), [&](const auto& s) { return s->block == block; });
+    if (found != cache_.end()) {
+      slot = *found;
+      cache_.erase(found);
+    } else {
+      slot = std::make_shared<Slot>();
+      slot->block = block;
+      if (cache_.size() == kCachedBlocks) cache_.erase(cache_.begin());
+    }
+    cache_.push_back(slot);
+  }
+  std::call_once(slot->once, [&] { slot->status = Read(block, &slot->loaded); });
+  if (!slot->status.ok()) return slot->status;
+  return slot->loaded;
+}
+
+Status CsvTable::Read(size_t block, std::shared_ptr<const Loaded>* out) const {
+  const Block& b = blocks_[block];
+  auto loaded = std::make_shared<Loaded>();
+  loaded->text.resize(static_cast<size_t>(BlockEnd(block) - b.offset));
+  GRANARY_RETURN_IF_ERROR(file_.CheckUnchanged().WithContext("prep read it twice"));
+  GRANARY_RETURN_IF_ERROR(file_.ReadAt(b.offset, loaded->text.size(), loaded->text.data()));
+  CsvParser parser;
+  parser.Reset(b.line, 0);
+  parser.Keep(CsvParser::kNoColumn);
+  const auto row = [&](const CsvParser::Row& r) {
+    loaded->of_part[PartOf(r.line)].push_back(static_cast<uint32_t>(loaded->begin.size()));
+    loaded->begin.push_back(static_cast<uint32_t>(r.offset));
+    loaded->line.push_back(r.line);
+    return Status::OK();
+  };
+  GRANARY_RETURN_IF_ERROR(parser.Feed(loaded->text, row));
+  GRANARY_RETURN_IF_ERROR(parser.End(path_, row));
+  loaded->begin.push_back(static_cast<uint32_t>(loaded->text.size()));
+  for (int part : {0, 1}) {
+    const uint64_t expected = (block + 1 < blocks_.size() ? blocks_[block + 1].before[part] : part_rows_[part]) -
+                              b.before[part];
+    if (loaded->of_part[part].size() != expected) {
+      return Status::Corruption(path_ + ": changed while prep read it (the rows from byte " +
+                                std::to_string(b.offset) + " differ from its first reading)");
+    }
+  }
+  *out = std::move(loaded);
+  return Status::OK();
+}
+
+Status CsvTable::ReadRow(int part, uint64_t nth, std::vector<std::string>* fields, uint64_t* line) const {
+  // The block holding it: the last whose rows of `part` before it are at most nth.
+  const auto after = std::upper_bound(blocks_.begin(), blocks_.end(), nth,
+                                      [&](uint64_t n, const Block& b) { return n < b.before[part]; });
+  const size_t block = static_cast<size_t>(after - blocks_.begin()) - 1;
+  GRANARY_ASSIGN_OR_RETURN(const std::shared_ptr<const Loaded> loaded, Load(block));
+  const uint32_t r = loaded->of_part[part][nth - blocks_[block].before[part]];
+  *line = loaded->line[r];
+  if (fields == nullptr) return Status::OK();
+  thread_local CsvParser parser;
+  parser.Reset(*line, 0);
+  const auto row = [&](const CsvParser::Row& parsed) {
+    *fields = *parsed.fields;
+    return Status::OK();
+  };
+  const std::string_view text(loaded->text.data() + loaded->begin[r], loaded->begin[r + 1] - loaded->begin[r]);
+  GRANARY_RETURN_IF_ERROR(parser.Feed(text, row));
+  return parser.End(path_, row);
+}
+
+}  // namespace granary
