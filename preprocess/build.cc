@@ -88,6 +88,7 @@ Status BuildSplit(const SourceInfo& info, const SplitSource& split, const BuildO
   GRANARY_RETURN_IF_ERROR(writer->BeginSplit(split.name(), n));
   summary->name = split.name();
   const Schema& schema = info.schema;
+  if (start_item == 0) summary->statistics = StatisticsAccumulator(schema);
   tbb::enumerable_thread_specific<std::unique_ptr<EncodeScratch>> scratch(
       [&] { return std::make_unique<EncodeScratch>(schema, options.zstd_level, dictionary); });
   ProgressLine progress(split.name(), n, options.show_progress);
@@ -155,6 +156,7 @@ Status BuildSplit(const SourceInfo& info, const SplitSource& split, const BuildO
     if (failure.ok() && !block->value.empty()) {
       // The journal's checkpoint (taken inside Append) must include this block.
       summary->written += block->payload_hashes.size();
+      summary->statistics.Merge(block->statistics);
       *next_item = block->items.back()->index + 1;
       failure = writer->Append(block->value, block->payload_hashes);
     }
@@ -180,7 +182,11 @@ Status BuildSplit(const SourceInfo& info, const SplitSource& split, const BuildO
 }
 
 nlohmann::json SplitSummaryJson(const SplitSummary& s) {
-  return {{"name", s.name}, {"read", s.read}, {"written", s.written}, {"rejected", s.rejected}};
+  return {{"name", s.name},
+          {"read", s.read},
+          {"written", s.written},
+          {"rejected", s.rejected},
+          {"statistics", s.statistics.ToJson()}};
 }
 
 // The builder's state for the journal: finished splits' summaries, the split
@@ -196,17 +202,23 @@ std::string CheckpointJson(const BuildSummary& summary, const SplitSummary& curr
   return DumpJson(j);
 }
 
-Status RestoreCheckpoint(const std::string& text, BuildSummary* summary, SplitSummary* current, uint64_t* next_item) {
+Status RestoreCheckpoint(const std::string& text, const Schema& schema, BuildSummary* summary,
+                         SplitSummary* current, uint64_t* next_item) {
   auto j = ParseJson(text);
   try {
-    auto split = [](const nlohmann::json& s) {
-      return SplitSummary{s.at("name").get<std::string>(), s.at("read").get<uint64_t>(),
-                          s.at("written").get<uint64_t>(), s.at("rejected").get<uint64_t>()};
+    auto split = [&](const nlohmann::json& s) -> StatusOr<SplitSummary> {
+      SplitSummary out{s.at("name").get<std::string>(), s.at("read").get<uint64_t>(),
+                       s.at("written").get<uint64_t>(), s.at("rejected").get<uint64_t>(), {}};
+      GRANARY_ASSIGN_OR_RETURN(out.statistics, StatisticsAccumulator::FromJson(s.at("statistics"), schema));
+      return out;
     };
     *next_item = j.at("next_item").get<uint64_t>();
     summary->payload_bytes = j.at("payload_bytes").get<uint64_t>();
-    *current = split(j.at("current"));
-    for (const auto& s : j.at("splits")) summary->splits.push_back(split(s));
+    GRANARY_ASSIGN_OR_RETURN(*current, split(j.at("current")));
+    for (const auto& s : j.at("splits")) {
+      GRANARY_ASSIGN_OR_RETURN(SplitSummary done, split(s));
+      summary->splits.push_back(std::move(done));
+    }
     for (const auto& r : j.at("rejected")) summary->rejected.push_back({r.at(0), r.at(1), r.at(2)});
   } catch (const nlohmann::json::exception& e) {
     return Status::Corruption(std::string("build journal checkpoint: ") + e.what());
@@ -299,6 +311,7 @@ Manifest MakeManifest(const Source& source, const BuildOptions& options, const B
   m.build_options = RecordedOptions(source, options);
   m.build_options["dictionary_choice"] = summary.dictionary_note;
   m.rejected = summary.rejected;
+  RecordStatistics(summary.splits, &m);
   return m;
 }
 
@@ -311,6 +324,12 @@ const char* DictionaryModeName(DictionaryMode mode) {
     case DictionaryMode::kAuto: break;
   }
   return "auto";
+}
+
+void RecordStatistics(const std::vector<SplitSummary>& splits, Manifest* manifest) {
+  for (const SplitSummary& split : splits) {
+    if (auto statistics = split.statistics.Result(); !statistics.empty()) manifest->statistics[split.name] = statistics;
+  }
 }
 
 std::map<std::string, std::string> RecordedOptions(const Source& source, const BuildOptions& o) {
@@ -352,7 +371,7 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
   SplitSummary current;
   uint64_t next_item = 0;
   if (resume.resuming) {
-    GRANARY_RETURN_IF_ERROR(RestoreCheckpoint(resume.checkpoint, &summary, &current, &next_item));
+    GRANARY_RETURN_IF_ERROR(RestoreCheckpoint(resume.checkpoint, source.info.schema, &summary, &current, &next_item));
     // A checkpoint taken as a split ended still holds that split as current.
     if (!current.name.empty() && current.name != resume.split) {
       summary.splits.push_back(current);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "preprocess/field_statistics.h"
 #include "preprocess/source.h"
 #include "store/manifest.h"
 
@@ -66,7 +67,11 @@ struct SplitSummary {
   uint64_t read = 0;
   uint64_t written = 0;
   uint64_t rejected = 0;
+  StatisticsAccumulator statistics;  // of the written samples' feature fields
 };
+
+// The splits' statistics, where they have any, into manifest->statistics.
+void RecordStatistics(const std::vector<SplitSummary>& splits, Manifest* manifest);
 
 struct BuildSummary {
   std::vector<SplitSummary> splits;

@@ -87,10 +87,13 @@ class CsvSplit : public SplitSource {
         if (missing_ == MissingPolicy::kReject) return Status::InvalidArgument("column '" + columns[c] + "': missing value");
         x = missing_ == MissingPolicy::kNaN ? std::nan("") : 0.0;
       } else if (!ParseNumber(v, &x)) {
+        // A quoted value may hold line ends: shown escaped, the reason stays one line.
+        std::string shown;
+        for (char ch : v) shown += ch == '\n' ? "\\n" : ch == '\r' ? "\\r" : std::string(1, ch);
         const bool infinite = v.find("inf") != std::string::npos || v.find("Inf") != std::string::npos ||
                               v.find("INF") != std::string::npos;
         return Status::InvalidArgument(
-            "column '" + columns[c] + "': '" + v + "' is not a number float32 can hold" +
+            "column '" + columns[c] + "': '" + shown + "' is not a number float32 can hold" +
             (infinite ? " (features must be finite; --missing applies to empty, NA, N/A, NaN, null and ?)"
                       : v.find_first_of("xX") != std::string::npos ? " (decimal numbers only, not hexadecimal)" : ""));
       }

@@ -157,6 +157,17 @@ std::string DescribeDb(const DbReader& db) {
   total_stored += m.dictionary_bytes;
   row("total", total_count, total_shards, total_stored, total_payload);
   out << "content      " << m.content_hash << "\n";
+  bool first_statistics = true;
+  for (const auto& [split, by_field] : m.statistics) {
+    for (const auto& [field, f] : by_field) {
+      uint64_t missing = 0;
+      for (uint64_t n : f.missing) missing += n;
+      out << (first_statistics ? "statistics   " : "             ") << Printable(split) << "." << Printable(field)
+          << ": " << f.mean.size() << " elements over " << f.samples << " samples, " << missing
+          << " missing values (mean, std, min, max per element: prep info --json)\n";
+      first_statistics = false;
+    }
+  }
   out << "options     ";
   for (const auto& [k, v] : m.build_options) {
     if (k != "dictionary_choice") out << " " << k << "=" << v;

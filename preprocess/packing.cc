@@ -67,6 +67,8 @@ void EncodeBlock(const Schema& schema, EncodeScratch& s, Block* block) {
     Status st = s.encoder.Encode(s.inputs, &block->value, &block->payload_hashes);
     if (!st.ok()) block->error = st.message();
   }
+  block->statistics = StatisticsAccumulator(schema);
+  for (Encoded* e : accepted) block->statistics.Add(e->sample.fields);
   for (Encoded* e : accepted) e->sample = Sample();  // the record holds it now
 }
 

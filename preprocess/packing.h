@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "preprocess/field_statistics.h"
 #include "preprocess/source.h"
 #include "store/record.h"
 
@@ -34,6 +35,7 @@ struct Block {
   std::vector<EncodedPtr> items;
   std::string value;  // empty if every item was rejected
   std::vector<uint64_t> payload_hashes;
+  StatisticsAccumulator statistics;  // of the accepted samples, in order
   std::string error;  // encoding the block failed
 };
 using BlockPtr = std::shared_ptr<Block>;
@@ -57,7 +59,8 @@ struct EncodeScratch {
 void EncodeProduced(const Schema& schema, Status status, EncodeScratch& s, Encoded* out);
 // Produces item out->index of `split` and encodes it alone.
 void EncodeItem(const Schema& schema, const SplitSource& split, EncodeScratch& s, Encoded* out);
-// Encodes the accepted items of `block` as one record.
+// Encodes the accepted items of `block` as one record, and accumulates their
+// statistics (block->statistics).
 void EncodeBlock(const Schema& schema, EncodeScratch& s, Block* block);
 
 // Groups consecutive items into blocks whose record should fit `block_bytes`,

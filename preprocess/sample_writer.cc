@@ -165,6 +165,7 @@ Status SampleWriter::Impl::WriteBlocks(std::vector<BlockPtr> blocks) {
     if (block->value.empty()) continue;
     GRANARY_RETURN_IF_ERROR(writer->Append(block->value, block->payload_hashes));
     current.written += block->payload_hashes.size();
+    current.statistics.Merge(block->statistics);
   }
   return Status::OK();
 }
@@ -199,6 +200,7 @@ Status SampleWriter::BeginSplit(const std::string& name, uint64_t expected) {
   m.expected = expected;
   m.current = SplitSummary();
   m.current.name = name;
+  m.current.statistics = StatisticsAccumulator(m.o.schema);
   m.packer = std::make_unique<Packer>(m.o.schema, Packer::kUnknown, m.block_bytes);
   return Status::OK();
 }
@@ -262,6 +264,7 @@ StatusOr<SampleWriterSummary> SampleWriter::Finish(const SampleLabels& labels) {
   manifest.build_options["dictionary"] = DictionaryModeName(m.o.dictionary);
   manifest.build_options["block_bytes"] = std::to_string(m.o.block_bytes);
   manifest.build_options["dictionary_choice"] = m.summary.dictionary_note;
+  RecordStatistics(m.summary.splits, &manifest);
   GRANARY_RETURN_IF_ERROR(m.Fail(m.writer->Finish(manifest)));
   GRANARY_RETURN_IF_ERROR(MeasureDb(m.o.db_path, &m.summary.content_hash, &m.summary.stored_bytes));
   m.summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m.start).count();

@@ -126,7 +126,11 @@ struct CsvOptions {
 // Labels that are all non-negative integers are class indices; otherwise the
 // sorted distinct strings are the classes. A row with the wrong number of
 // fields, a non-numeric value, a missing value (under kReject) or a missing
-// label is rejected as "file:line".
+// label is rejected as "file:line". The files are streamed (preprocess/
+// csv_table.h): opening reads each once for its rows and labels (a label
+// column of over 100,000 distinct values is refused), and items are read back
+// from the file as they are produced, so memory does not grow with the table;
+// a file changed between the two readings is named.
 StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options);
 
 // An IDX dataset folder (see FindIdxDataset): fields "image" (uint8, the image

@@ -224,6 +224,22 @@ py::dict Describe(const std::string& path) {
   d["source"] = py::make_tuple(m.source_kind, OsStr(m.source_path));
   d["build_options"] = m.build_options;
   d["rejected"] = m.rejected.size();
+  py::dict statistics;  // split -> field -> per-element lists (NaN where no value is present)
+  for (const auto& [split, by_field] : m.statistics) {
+    py::dict fs;
+    for (const auto& [field, f] : by_field) {
+      py::dict one;
+      one["samples"] = f.samples;
+      one["missing"] = f.missing;
+      one["mean"] = f.mean;
+      one["std"] = f.stddev;
+      one["min"] = f.min;
+      one["max"] = f.max;
+      fs[OsStr(field)] = one;
+    }
+    statistics[OsStr(split)] = fs;
+  }
+  d["statistics"] = statistics;
   return d;
 }
 

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <xxhash.h>
 
+#include <cmath>
 #include <cstdio>
 #include <type_traits>
 
@@ -29,6 +30,34 @@ std::string FormatHash(uint64_t hash) {
 std::string DictionaryHash(const std::string& bytes) {
   return FormatHash(XXH64(bytes.data(), bytes.size(), format::kChecksumSeed));
 }
+
+bool HasStatistics(const FieldSpec& field) {
+  return (field.dtype == DType::kFloat32 || field.dtype == DType::kFloat64) && !field.HasVariableDims() &&
+         field.FixedElements() <= kMaxStatisticsElements;
+}
+
+namespace {
+
+// NaN (no value present) as null: JSON has no NaN.
+json NumbersOrNull(const std::vector<double>& values) {
+  json a = json::array();
+  for (double v : values) a.push_back(std::isnan(v) ? json(nullptr) : json(v));
+  return a;
+}
+
+json StatisticsToJson(const Manifest& m) {
+  json doc = json::object();
+  for (const auto& [split, fields] : m.statistics) {
+    for (const auto& [name, f] : fields) {
+      doc[split][name] = {{"samples", f.samples},          {"missing", f.missing},
+                          {"mean", NumbersOrNull(f.mean)}, {"std", NumbersOrNull(f.stddev)},
+                          {"min", NumbersOrNull(f.min)},   {"max", NumbersOrNull(f.max)}};
+    }
+  }
+  return doc;
+}
+
+}  // namespace
 
 std::string ManifestToJson(const Manifest& m) {
   json fields = json::array();
@@ -71,6 +100,7 @@ std::string ManifestToJson(const Manifest& m) {
       {"rejected", rejected},
       {"notes", m.notes},
   };
+  if (!m.statistics.empty()) doc["statistics"] = StatisticsToJson(m);
   return DumpJson(doc, 2) + "\n";
 }
 
@@ -90,10 +120,10 @@ Status Get(const json& doc, const char* key, T* out, const std::string& where) {
   };
   if constexpr (std::is_integral_v<T>) {
     if (!JsonIntegerFits<T>(*it)) return not_integer();
-  } else if constexpr (std::is_same_v<T, Shape>) {
+  } else if constexpr (std::is_same_v<T, Shape> || std::is_same_v<T, std::vector<uint64_t>>) {
     if (!it->is_array()) return Status::Corruption(where + ": \"" + key + "\" has the wrong type");
-    for (const json& dim : *it) {
-      if (!JsonIntegerFits<int64_t>(dim)) return not_integer();
+    for (const json& element : *it) {
+      if (!JsonIntegerFits<typename T::value_type>(element)) return not_integer();
     }
   }
   try {
@@ -165,6 +195,66 @@ Status ParseBuildRecord(const json& doc, const std::string& origin, Manifest* m)
     for (const json& n : *notes) {
       if (!n.is_string()) return Status::Corruption(origin + ": notes: not an array of strings");
       m->notes.push_back(n.get<std::string>());
+    }
+  }
+  return Status::OK();
+}
+
+// One field's statistics (`where` names it), checked against its split and
+// field: counts within the split's, one value per element, a value exactly
+// where one is present, finite, and a deviation that is not negative.
+Status ParseFieldStatistics(const json& j, const std::string& where, const SplitInfo& split,
+                            const FieldSpec& field, FieldStatistics* out) {
+  if (!j.is_object()) return Status::Corruption(where + ": not an object");
+  GRANARY_RETURN_IF_ERROR(Get(j, "samples", &out->samples, where));
+  if (out->samples != split.count) {
+    return Status::Corruption(where + ": samples " + std::to_string(out->samples) + ", the split has " +
+                              std::to_string(split.count));
+  }
+  const size_t n = static_cast<size_t>(field.FixedElements());
+  GRANARY_RETURN_IF_ERROR(Get(j, "missing", &out->missing, where));
+  if (out->missing.size() != n) return Status::Corruption(where + ": missing: not " + std::to_string(n) + " values");
+  const std::pair<const char*, std::vector<double>*> arrays[] = {
+      {"mean", &out->mean}, {"std", &out->stddev}, {"min", &out->min}, {"max", &out->max}};
+  for (const auto& [name, values] : arrays) {
+    auto a = j.find(name);
+    if (a == j.end() || !a->is_array() || a->size() != n) {
+      return Status::Corruption(where + ": " + name + ": not an array of " + std::to_string(n) + " values");
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const json& v = (*a)[i];
+      const bool none = out->missing[i] == out->samples;
+      if (out->missing[i] > out->samples || (none ? !v.is_null() : !v.is_number()) ||
+          (v.is_number() && !std::isfinite(v.get<double>())) ||
+          (v.is_number() && values == &out->stddev && v.get<double>() < 0)) {
+        return Status::Corruption(where + ": " + name + "[" + std::to_string(i) + "] is not what " +
+                                  std::to_string(out->samples - std::min(out->missing[i], out->samples)) +
+                                  " present values can have");
+      }
+      values->push_back(none ? std::nan("") : v.get<double>());
+    }
+  }
+  return Status::OK();
+}
+
+// The manifest's "statistics" (optional), after its schema and splits.
+Status ParseStatistics(const json& doc, const std::string& origin, Manifest* m) {
+  auto statistics = doc.find("statistics");
+  if (statistics == doc.end()) return Status::OK();
+  if (!statistics->is_object()) return Status::Corruption(origin + ": statistics: not an object");
+  for (const auto& [split_name, fields] : statistics->items()) {
+    const std::string where = origin + ": statistics." + split_name;
+    const SplitInfo* split = m->FindSplit(split_name);
+    if (split == nullptr) return Status::Corruption(where + ": no such split");
+    if (!fields.is_object()) return Status::Corruption(where + ": not an object");
+    for (const auto& [field_name, j] : fields.items()) {
+      const int index = m->schema.FieldIndex(field_name);
+      if (index < 0 || !HasStatistics(m->schema.fields[static_cast<size_t>(index)])) {
+        return Status::Corruption(where + "." + field_name + ": not a field that has statistics");
+      }
+      GRANARY_RETURN_IF_ERROR(ParseFieldStatistics(j, where + "." + field_name, *split,
+                                                   m->schema.fields[static_cast<size_t>(index)],
+                                                   &m->statistics[split_name][field_name]));
     }
   }
   return Status::OK();
@@ -257,6 +347,7 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& origi
     m.splits.push_back(std::move(split));
   }
   GRANARY_RETURN_IF_ERROR(ParseBuildRecord(doc, origin, &m));
+  GRANARY_RETURN_IF_ERROR(ParseStatistics(doc, origin, &m));
   if (!m.label_field.empty() && m.schema.FieldIndex(m.label_field) < 0) {
     return Status::Corruption(origin + ": label_field '" + m.label_field + "' is not in the schema");
   }

@@ -27,6 +27,23 @@ struct SplitInfo {
   std::string content_hash;       // "xxh64:<16 hex digits>", see FORMAT.md
 };
 
+// Per-element statistics of a numeric feature field over a split's samples,
+// as the build saw them (the manifest's "statistics"): what a model
+// standardises its input with, without a pass over the db.
+struct FieldStatistics {
+  uint64_t samples = 0;           // the split's samples, all counted
+  std::vector<uint64_t> missing;  // per element: the samples where it is NaN
+  // Over the values present, per element (NaN where none is): mean,
+  // population standard deviation, least and greatest value.
+  std::vector<double> mean, stddev, min, max;
+};
+
+// Whether builds record FieldStatistics of a field: float32 or float64 of
+// fixed shape with at most kMaxStatisticsElements elements (feature
+// vectors, not images).
+inline constexpr int64_t kMaxStatisticsElements = 4096;
+bool HasStatistics(const FieldSpec& field);
+
 // A raw item that did not become a record, and why.
 struct RejectedItem {
   std::string split;
@@ -57,6 +74,9 @@ struct Manifest {
   // What the build noted that is no error: files it left out and why
   // (hidden, not images, reached twice), classes with no sample, ...
   std::vector<std::string> notes;
+  // Split -> field -> statistics of its HasStatistics fields; optional
+  // (absent before 2026-12, and where no field has them).
+  std::map<std::string, std::map<std::string, FieldStatistics>> statistics;
 
   const SplitInfo* FindSplit(const std::string& name) const;
 };

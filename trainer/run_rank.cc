@@ -46,8 +46,8 @@ StatusOr<ModelSpec> SpecOf(const ResolvedRun& run, int rank, RunObserver& observ
   ModelSpec spec = SpecFor(c.model, run.workload, run.db->manifest().num_classes);
   if (run.workload.kind != InputKind::kFeatures || c.data.synthetic) return spec;
   GRANARY_ASSIGN_OR_RETURN(const InputStatistics s,
-                           ComputeInputStatistics(*run.db, TrainSplitPassOptions(c, run.workload, 1024,
-                                                                                 /*shuffled=*/false)));
+                           InputStatisticsOf(*run.db, TrainSplitPassOptions(c, run.workload, 1024,
+                                                                            /*shuffled=*/false)));
   spec.input_mean = s.mean;
   spec.input_std = s.stddev;
   if (rank == 0) {

@@ -31,7 +31,10 @@ def describe(db):
     and granary.Loader read by default; None if the db needs them named),
     "input_shape" (one sample as granary.Loader batches it: C x H x W for an
     image), "codec", "zstd_level", "source", "build_options", "rejected" (items the
-    build rejected), "content_hash", "builder", "created_utc". Read by the C++
+    build rejected), "content_hash", "builder", "created_utc", "statistics"
+    (split -> feature field -> per-element "samples", "missing", "mean",
+    "std", "min", "max" over the values present, as the build recorded them:
+    what to standardise a feature vector with; {} for image dbs). Read by the C++
     module, with the same checks and errors as `prep info`."""
     from .paths import os_bytes
     try:

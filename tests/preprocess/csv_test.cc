@@ -1,9 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "preprocess/build.h"
 #include "preprocess/inspect.h"
@@ -262,6 +265,111 @@ TEST(Csv, FolderSplitsMustShareAHeaderAndNameTheLabel) {
   EXPECT_NE(OpenCsvSource(dir.Sub("train.csv"), o).status().message().find("no column 'nope'"), std::string::npos);
   o.label = "";
   EXPECT_NE(OpenCsvSource(dir.Sub("train.csv"), o).status().message().find("--label"), std::string::npos);
+}
+
+// Raises `cancel` when item `at` is produced, as Ctrl-C would.
+class StoppingCsvSplit : public SplitSource {
+ public:
+  StoppingCsvSplit(const SplitSource& inner, uint64_t at, std::atomic<bool>* cancel)
+      : inner_(inner), at_(at), cancel_(cancel) {}
+  const std::string& name() const override { return inner_.name(); }
+  uint64_t size() const override { return inner_.size(); }
+  uint64_t raw_bytes() const override { return inner_.raw_bytes(); }
+  std::string ItemName(uint64_t i) const override { return inner_.ItemName(i); }
+  Status Produce(uint64_t i, Sample* s) const override {
+    if (i == at_) cancel_->store(true);
+    return inner_.Produce(i, s);
+  }
+
+ private:
+  const SplitSource& inner_;
+  uint64_t at_;
+  std::atomic<bool>* cancel_;
+};
+
+// The manifest holds each split's feature statistics over the rows written
+// (rejected rows left out, NaN counted apart), as computed here from the
+// float32 values; a build interrupted and resumed records the same.
+TEST(Csv, FeatureStatisticsAreRecordedAndSurviveAResume) {
+  TempDir dir;
+  std::mt19937 rng(5);
+  std::string text = "a,b,never,label\n";
+  std::vector<std::vector<float>> written;  // the rows' features, as float32
+  for (int i = 0; i < 3000; ++i) {
+    const float a = static_cast<float>(std::normal_distribution<double>(100, 3)(rng));
+    const bool missing = rng() % 10 == 0, bad = rng() % 50 == 0;
+    const float b = static_cast<float>(rng() % 1000) / 7;
+    char row[96];
+    std::snprintf(row, sizeof(row), "%.9g,%s,NA,%s\n", a, missing ? "" : std::to_string(b).c_str(),
+                  bad ? "" : "cat");
+    text += row;
+    if (!bad) written.push_back({a, missing ? std::nanf("") : std::stof(std::to_string(b)), std::nanf("")});
+  }
+  testing::WriteFile(dir.Sub("t.csv"), text);
+  CsvOptions co;
+  co.label = "label";
+  co.missing = MissingPolicy::kNaN;
+  BuildOptions o;
+  o.max_reject_fraction = 0.1;
+  o.block_bytes = 3000;
+  o.records_per_commit = 2;
+  o.db_path = dir.Sub("db");
+  auto source = OpenCsvSource(dir.Sub("t.csv"), co);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  ASSERT_TRUE(BuildDb(source.value(), o).ok());
+  auto db = DbReader::Open(dir.Sub("db"));
+  ASSERT_TRUE(db.ok());
+  ASSERT_EQ(db.value()->manifest().statistics.count("train"), 1u);
+  const FieldStatistics s = db.value()->manifest().statistics.at("train").at("features");
+  EXPECT_EQ(s.samples, written.size());
+  for (size_t e = 0; e < 3; ++e) {
+    long double sum = 0, sum_sq = 0;
+    uint64_t present = 0;
+    double lo = INFINITY, hi = -INFINITY;
+    for (const auto& r : written) {
+      if (std::isnan(r[e])) continue;
+      ++present;
+      sum += r[e];
+      lo = std::min<double>(lo, r[e]);
+      hi = std::max<double>(hi, r[e]);
+    }
+    EXPECT_EQ(s.missing[e], written.size() - present) << "element " << e;
+    if (present == 0) {  // "never": no value present
+      EXPECT_TRUE(std::isnan(s.mean[e]) && std::isnan(s.stddev[e]) && std::isnan(s.min[e]) && std::isnan(s.max[e]));
+      continue;
+    }
+    const long double mean = sum / present;
+    for (const auto& r : written) sum_sq += std::isnan(r[e]) ? 0 : (r[e] - mean) * (r[e] - mean);
+    EXPECT_NEAR(s.mean[e], static_cast<double>(mean), 1e-12 * std::fabs(static_cast<double>(mean)));
+    EXPECT_NEAR(s.stddev[e], std::sqrt(static_cast<double>(sum_sq / present)), 1e-9) << "element " << e;
+    EXPECT_EQ(s.min[e], lo);
+    EXPECT_EQ(s.max[e], hi);
+  }
+
+  std::atomic<bool> cancel{false};
+  Source interrupted;
+  interrupted.info = source->info;
+  interrupted.splits.push_back(std::make_unique<StoppingCsvSplit>(*source->splits[0], 1700, &cancel));
+  BuildOptions first = o;
+  first.db_path = dir.Sub("resumed");
+  first.cancel = &cancel;
+  ASSERT_FALSE(BuildDb(interrupted, first).ok());
+  BuildOptions again = o;
+  again.db_path = dir.Sub("resumed");
+  again.resume = true;
+  auto done = BuildDb(source.value(), again);
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  auto resumed = DbReader::Open(dir.Sub("resumed"));
+  ASSERT_TRUE(resumed.ok());
+  const FieldStatistics r = resumed.value()->manifest().statistics.at("train").at("features");
+  EXPECT_EQ(r.samples, s.samples);
+  EXPECT_EQ(r.missing, s.missing);
+  EXPECT_EQ(r.min[0], s.min[0]);
+  EXPECT_EQ(r.max[1], s.max[1]);
+  for (size_t e = 0; e < 2; ++e) {
+    EXPECT_NEAR(r.mean[e], s.mean[e], 1e-12 * std::fabs(s.mean[e]));
+    EXPECT_NEAR(r.stddev[e], s.stddev[e], 1e-12 * s.stddev[e]);
+  }
 }
 
 }  // namespace

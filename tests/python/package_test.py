@@ -270,6 +270,14 @@ class PackageTest(unittest.TestCase):
         self.assertEqual(list(x.shape[1:]), about["input_shape"])  # what the Loader batches
         csv = granary.describe(self.dbs["csv"])
         self.assertEqual((csv["input_field"], csv["input_shape"], csv["num_classes"]), ("features", [2], 3))
+        self.assertEqual(about["statistics"], {})  # images: none
+        # A feature db's statistics are its training features' (what to standardise with).
+        features = np.stack([np.asarray(x) for x, _ in granary.Dataset(self.dbs["csv"], as_tuple=True)])
+        recorded = csv["statistics"]["train"]["features"]
+        self.assertEqual((recorded["samples"], recorded["missing"]), (len(features), [0, 0]))
+        np.testing.assert_allclose(recorded["mean"], features.astype(np.float64).mean(0), rtol=1e-12)
+        np.testing.assert_allclose(recorded["std"], features.astype(np.float64).std(0), rtol=1e-9)
+        self.assertEqual(recorded["max"], features.max(0).tolist())
         # The fields by name; a wrong name is refused, naming it.
         x, y = next(iter(granary.Loader(self.dbs["csv"], batch_size=5, shuffle="none", input_field="features",
                                         target_field="label")))

@@ -148,6 +148,14 @@ class WriteTest(unittest.TestCase):
         feature_db = self.path("features.db")
         granary.write(feature_db, {"train": [(x, k % 3) for k, x in enumerate(features[:1200])],
                                    "test": [(x, (k + 1200) % 3) for k, x in enumerate(features[1200:])]})
+        # The features' statistics, per split, as prep records a CSV table's (what the MLP standardises with).
+        recorded = granary.describe(feature_db)["statistics"]
+        self.assertEqual(sorted(recorded), ["test", "train"])
+        train = np.stack(features[:1200]).astype(np.float64)
+        self.assertEqual(recorded["train"]["input"]["samples"], 1200)
+        np.testing.assert_allclose(recorded["train"]["input"]["mean"], train.mean(0), rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(recorded["train"]["input"]["std"], train.std(0), rtol=1e-9)
+        self.assertEqual(recorded["train"]["input"]["min"], train.min(0).tolist())
         report = json.loads(run(TRAIN, "--db", feature_db, "--epochs", "3", "--json").stdout)
         self.assertEqual(report["config"]["model"]["name"], "mlp")  # features: the MLP, with no flags
         self.assertGreater(report["epochs"][-1]["test_accuracy"], 0.9)

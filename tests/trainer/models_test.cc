@@ -1,6 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
+
+#include "store/db.h"
+#include "tests/test_util.h"
 #include "tests/trainer/models_util.h"
+#include "trainer/loop/input_statistics.h"
 #include "trainer/models/registry.h"
 
 namespace granary {
@@ -67,6 +73,41 @@ TEST(Models, MlpStandardisesWithTheTrainingStatistics) {
   torch::Tensor x = torch::rand({6, 4}) * 100;
   torch::Tensor z = (x - standardising.input_mean.to(torch::kFloat32)) / standardising.input_std.to(torch::kFloat32);
   EXPECT_TRUE(torch::allclose(a->forward(x), b->forward(z), 1e-4, 1e-5));
+}
+
+// The statistics prep recorded in the manifest are those a pass over the
+// training split computes: the MLP standardises with them without the pass.
+TEST(Models, TheManifestsStatisticsAreThoseAPassComputes) {
+  testing::TempDir dir;
+  std::string rows = "a,b,c,never,y\n";
+  for (int i = 0; i < 900; ++i) {
+    rows += std::to_string((i * 37 % 101) * 10.0 + 1e4) + "," + (i % 6 == 0 ? "NA" : std::to_string(i % 7)) +
+            ",5,," + std::to_string(i % 3) + "\n";
+  }
+  testing::WriteFile(dir.Sub("t.csv"), rows);
+  const std::string db_path = dir.Sub("db");
+  ASSERT_EQ(std::system((std::string(GRANARY_PREP_BIN) + " build " + dir.Sub("t.csv") + " " + db_path +
+                         " --label y --missing nan --val-fraction 0.2 --no-progress > /dev/null").c_str()),
+            0);
+  auto db = DbReader::Open(db_path);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  ASSERT_EQ(db.value()->manifest().statistics.count("train"), 1u);
+  LoaderOptions o;
+  o.input_field = "features";
+  o.scale = 1;
+  o.batch_size = 64;
+  auto recorded = InputStatisticsOf(*db.value(), o);
+  auto computed = ComputeInputStatistics(*db.value(), o);
+  ASSERT_TRUE(recorded.ok()) << recorded.status().ToString();
+  ASSERT_TRUE(computed.ok()) << computed.status().ToString();
+  EXPECT_TRUE(torch::allclose(recorded->mean, computed->mean, 1e-9, 1e-9)) << recorded->mean << computed->mean;
+  EXPECT_TRUE(torch::allclose(recorded->stddev, computed->stddev, 1e-6, 1e-9))
+      << recorded->stddev << computed->stddev;
+  EXPECT_TRUE(torch::equal(recorded->missing, computed->missing)) << recorded->missing << computed->missing;
+  // Constant ("c") and never present ("never"): mean as computed, deviation 1.
+  EXPECT_EQ(recorded->stddev[2].item<double>(), 1.0);
+  EXPECT_EQ(recorded->stddev[3].item<double>(), 1.0);
+  EXPECT_EQ(recorded->mean[3].item<double>(), 0.0);
 }
 
 TEST(Models, InputsAModelCannotTakeAreRefusedNamingIt) {

@@ -45,4 +45,24 @@ StatusOr<InputStatistics> ComputeInputStatistics(const DbReader& db, LoaderOptio
   return s;
 }
 
+StatusOr<InputStatistics> InputStatisticsOf(const DbReader& db, const LoaderOptions& options) {
+  const auto& recorded = db.manifest().statistics;
+  const auto split = recorded.find(options.split);
+  if (split == recorded.end()) return ComputeInputStatistics(db, options);
+  const auto field = split->second.find(options.input_field);
+  if (field == split->second.end()) return ComputeInputStatistics(db, options);
+  const FieldStatistics& f = field->second;
+  if (f.samples == 0) return Status::InvalidArgument(db.path() + ": split '" + options.split + "' is empty");
+  InputStatistics s;
+  GRANARY_RETURN_IF_ERROR(CatchTorch("input statistics", [&] {
+    const auto n = static_cast<int64_t>(f.mean.size());
+    s.mean = torch::tensor(f.mean, torch::kFloat64).nan_to_num(0);  // NaN: no value present
+    // As ComputeInputStatistics: a (near) constant element, or one never present, gets 1.
+    const torch::Tensor stddev = torch::tensor(f.stddev, torch::kFloat64);
+    s.stddev = torch::where(stddev * stddev > 1e-12, stddev, torch::ones({n}, torch::kFloat64));
+    s.missing = torch::tensor(std::vector<int64_t>(f.missing.begin(), f.missing.end()), torch::kInt64);
+  }));
+  return s;
+}
+
 }  // namespace granary

@@ -21,4 +21,9 @@ struct InputStatistics {
 // leaves it at 0. InvalidArgument for an empty split.
 StatusOr<InputStatistics> ComputeInputStatistics(const DbReader& db, LoaderOptions options);
 
+// The same figures from the statistics the build recorded in the manifest
+// for `options.split`'s input field (as their mean, deviation and missing
+// counts), without a pass; ComputeInputStatistics where it recorded none.
+StatusOr<InputStatistics> InputStatisticsOf(const DbReader& db, const LoaderOptions& options);
+
 }  // namespace granary

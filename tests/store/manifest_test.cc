@@ -1,0 +1,80 @@
+// The manifest's statistics: written and read back, and a lying one refused
+// naming the member.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "store/manifest.h"
+
+namespace granary {
+namespace {
+
+Manifest WithStatistics() {
+  Manifest m;
+  m.format_version = 1;
+  m.builder = "test";
+  m.codec = "zstd";
+  m.schema.fields = {{"features", DType::kFloat32, {3}, ""}, {"label", DType::kInt64, {}, ""}};
+  m.label_field = "label";
+  m.num_classes = 2;
+  SplitInfo split;
+  split.name = "train";
+  split.count = 4;
+  split.shards = {{"train/shard-00000.mdb", 0, 4, 100}};
+  m.splits = {split};
+  FieldStatistics& s = m.statistics["train"]["features"];
+  s.samples = 4;
+  s.missing = {0, 1, 4};
+  s.mean = {1.5, -2, std::nan("")};
+  s.stddev = {0.5, 0, std::nan("")};
+  s.min = {1, -2, std::nan("")};
+  s.max = {2, -2, std::nan("")};
+  return m;
+}
+
+TEST(Manifest, StatisticsReadBackWithNullWhereNoValueIsPresent) {
+  const std::string text = ManifestToJson(WithStatistics());
+  const nlohmann::json j = nlohmann::json::parse(text);
+  EXPECT_TRUE(j["statistics"]["train"]["features"]["mean"][2].is_null());
+  EXPECT_EQ(j["statistics"]["train"]["features"]["std"][0], 0.5);
+  auto m = ParseManifest(text, "manifest.json");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const FieldStatistics& s = m->statistics.at("train").at("features");
+  EXPECT_EQ(s.missing, (std::vector<uint64_t>{0, 1, 4}));
+  EXPECT_EQ(s.mean[0], 1.5);
+  EXPECT_TRUE(std::isnan(s.max[2]));
+  // A manifest without statistics (before 2026-12, or an image db) has none.
+  nlohmann::json old = j;
+  old.erase("statistics");
+  auto plain = ParseManifest(old.dump(), "manifest.json");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_TRUE(plain->statistics.empty());
+}
+
+TEST(Manifest, LyingStatisticsAreCorruptionNamingTheMember) {
+  const nlohmann::json good = nlohmann::json::parse(ManifestToJson(WithStatistics()));
+  const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> lies = {
+      {[](nlohmann::json& s) { s["train"]["features"]["std"][0] = -1; }, "statistics.train.features: std[0]"},
+      {[](nlohmann::json& s) { s["train"]["features"]["mean"][2] = 0; }, "statistics.train.features: mean[2]"},
+      {[](nlohmann::json& s) { s["train"]["features"]["mean"][1] = nullptr; }, "statistics.train.features: mean[1]"},
+      {[](nlohmann::json& s) { s["train"]["features"]["min"] = {1, 2}; }, "statistics.train.features: min: not an array of 3"},
+      {[](nlohmann::json& s) { s["train"]["features"]["missing"] = {0, 1, 5}; }, "statistics.train.features: mean[2]"},
+      {[](nlohmann::json& s) { s["train"]["features"]["missing"] = {0, -1, 4}; }, "statistics.train.features"},
+      {[](nlohmann::json& s) { s["train"]["features"]["samples"] = 5; }, "samples 5, the split has 4"},
+      {[](nlohmann::json& s) { s["train"]["features"]["max"][0] = 1e309; }, "statistics.train.features"},
+      {[](nlohmann::json& s) { s["train"]["label"] = s["train"]["features"]; }, "statistics.train.label: not a field"},
+      {[](nlohmann::json& s) { s["test"] = s["train"]; }, "statistics.test: no such split"},
+      {[](nlohmann::json& s) { s = nlohmann::json::array(); }, "statistics: not an object"},
+  };
+  for (const auto& [lie, expected] : lies) {
+    nlohmann::json j = good;
+    lie(j["statistics"]);
+    const Status s = ParseManifest(j.dump(), "manifest.json").status();
+    EXPECT_EQ(s.code(), Status::Code::kCorruption) << expected << ": " << s.ToString();
+    EXPECT_NE(s.message().find(expected), std::string::npos) << s.message();
+  }
+}
+
+}  // namespace
+}  // namespace granary
