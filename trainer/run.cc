@@ -281,6 +281,12 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
     if (!job.ok()) return Fail(job.status(), RankFromEnvironment(env));
     if (!job->empty()) role = Role::kJobRank;
     job_launcher = std::move(job).value();
+    if (role == Role::kJobRank && StartedByMpiLauncher(env)) {
+      // No launcher of ours watches these ranks: those on this machine watch each other.
+      if (StatusOr<MpiJobPlace> place = ReadMpiJobPlace(env); place.ok()) {
+        JoinPeerBoard(MpiJobId(env), place->global, place->local, place->local_world);
+      }
+    }
   }
   if (role == Role::kLauncher && config.dist.backend == "mpi" && config.dist.nnodes > 1) {
     return Fail(Status::InvalidArgument(

@@ -204,5 +204,32 @@ TEST_F(UnderMpirun, AStoppedOrLostMpirunAndLostOutputEndTheRunNamed) {
   }
 }
 
+// Under the user's mpirun no launcher of ours watches the ranks: with rank 1
+// stopped, rank 0's collective gives up at --timeout naming rank 1 and that
+// its process is stopped (the ranks on a machine share a board, heartbeat.h),
+// and the board's name is gone from /dev/shm.
+TEST_F(UnderMpirun, ARankStoppedUnderTheUsersMpirunIsNamed) {
+  const std::string metrics = dir_.Sub("m.jsonl");
+  const std::string ranks = "'^" + kTrain + " .*" + db_ + "'";
+  auto r = RunCommand("{ ls /dev/shm > before.txt; " + Mpirun() + "-np 2 " + kTrain + " --db " + db_ +
+                          " --backend mpi --epochs 1000 --timeout 5 --log-every 1 --metrics " + metrics +
+                          " > /dev/null & L=$!; " + WaitForFirstStep(metrics) +
+                          "for p in $(pgrep -f " + ranks + "); do tr '\\0' '\\n' < /proc/$p/environ | "
+                          "grep -q '^OMPI_COMM_WORLD_RANK=1$' && kill -STOP $p && echo stopped $p; done; "
+                          "wait $L; echo status $?; " + EchoLeftAfterWaiting(ranks) +
+                          "ls /dev/shm | grep '^granary-peers' | grep -v -F -f before.txt; true; }",
+                      dir_);
+  ASSERT_NE(r.out.find("stopped "), std::string::npos) << r.out << r.err;
+  const std::string pid = r.out.substr(r.out.find("stopped ") + 8, r.out.find('\n', r.out.find("stopped ")) -
+                                                                       r.out.find("stopped ") - 8);
+  EXPECT_EQ(r.out.find("status 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("rank 0: all-reduce: the other ranks did not complete it within --timeout 5 s: rank 1 (pid " +
+                       pid + "; its process is stopped) made no progress for"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("left 0"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("granary-peers"), std::string::npos) << r.out;  // no board's name left behind
+}
+
 }  // namespace
 }  // namespace granary

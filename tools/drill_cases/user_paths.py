@@ -132,6 +132,18 @@ def round4_mpirun(d, w):
               "[ \"$left\" = 0 ] || echo \"$left processes left\" >&2; exit $code")
     d.case("train's own mpirun SIGSTOPped mid-epoch (--timeout 5)", sh(script), 1,
            needle="has been stopped for")
+    ranks = f"'^{TRAIN} .*{db}'"
+    metrics = w("r4u.jsonl")  # a fresh file: the wait sees this run's first step
+    script = (" ".join(MPIRUN + ["-np", "2"] + train[:-1] + ["1000", "--backend", "mpi", "--timeout", "5",
+                                                             "--log-every", "1", "--metrics", metrics]) +
+              " >/dev/null & L=$!; " + wait_for_step_sh(metrics) +
+              f"for p in $(pgrep -f {ranks}); do tr '\\0' '\\n' < /proc/$p/environ | "
+              "grep -q '^OMPI_COMM_WORLD_RANK=1$' && kill -STOP $p; done; wait $L; code=$?; " +
+              wait_until_none_sh(ranks) + "left=$n; "
+              "ls /dev/shm | grep -q '^granary-peers' && echo 'a peer board left' >&2; "
+              "[ \"$left\" = 0 ] || echo \"$left processes left\" >&2; exit $code")
+    d.case("the user's mpirun, rank 1 SIGSTOPped mid-epoch (--timeout 5)", sh(script), 1,
+           needle="rank 1 (pid", lines=None)
 
 
 def round4_mpirun_ends(d, w):

@@ -210,9 +210,16 @@ class MpiPending : public PendingCollective {
     WaitingForPeers waiting;
     MpiThread::Waiter waiter;
     if (done_.wait_for(timeout_) != std::future_status::ready) {
-      return Status::FailedPrecondition(std::string(what_) + ": the other ranks did not complete it within --timeout " +
-                                      std::to_string(timeout_.count()) +
-                                      " s (MPI: a rank is lost or hung, or a link is down)");
+      // Under the user's mpirun no launcher watches the ranks: the peers on
+      // this machine say which of them stopped (heartbeat.h).
+      const std::string stuck = StuckPeers(static_cast<double>(timeout_.count()));
+      return Status::FailedPrecondition(
+          std::string(what_) + ": the other ranks did not complete it within --timeout " +
+          std::to_string(timeout_.count()) + " s" +
+          (!stuck.empty()       ? ": " + stuck
+           : HasPeerBoard()     ? " (MPI: no rank on this machine is stuck: one on another machine is lost or hung, "
+                                  "or a link is down)"
+                                : " (MPI: a rank is lost or hung, or a link is down)"));
     }
     const int rc = done_.get();
     done_ = {};

@@ -4,14 +4,19 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
+#include <filesystem>
 
 #include "base/file.h"
+#include "trainer/launch/rank_processes.h"
 
 namespace granary {
 namespace {
@@ -25,6 +30,7 @@ struct alignas(64) Slot {
   std::atomic<int32_t> ended;    // RankEnd: how it ended, as far as it could tell
   std::atomic<int32_t> signal;   // kSignalled: which signal
   std::atomic<int64_t> ended_ns; // when it said so (CLOCK_MONOTONIC)
+  std::atomic<int32_t> rank;     // a peer board's: the rank's number in its job
 };
 static_assert(std::atomic<int64_t>::is_always_lock_free && std::atomic<int32_t>::is_always_lock_free,
               "slots are shared between processes: their atomics must not hide a lock");
@@ -36,6 +42,39 @@ int64_t NowNs() {
 }
 
 Slot* own_slot = nullptr;  // this rank's, once attached
+Slot* peer_board = nullptr;  // JoinPeerBoard's, and its slots
+int peer_slots = 0;
+
+constexpr const char* kPeerBoardPrefix = "granary-peers.";
+
+// What a rank does once it has a slot: says its pid, and that an exit()
+// inside a library (OpenMPI's abort in MPI_Init) is an exit, not a vanishing.
+void ClaimSlot(Slot* slot) {
+  own_slot = slot;
+  own_slot->pid.store(static_cast<int32_t>(::getpid()), std::memory_order_relaxed);
+  std::atexit([] {
+    if (own_slot != nullptr && own_slot->ended.load() == static_cast<int32_t>(RankEnd::kRunning)) {
+      HeartbeatEnd(RankEnd::kExited);
+    }
+  });
+  HeartbeatBeat();
+}
+
+// Peer boards whose ranks' parent is gone (a job that ended before all of its
+// ranks joined): their names, this user's only.
+void SweepPeerBoards() {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(kPeerBoardPrefix, 0) != 0) continue;
+    const long parent = std::strtol(name.c_str() + std::strlen(kPeerBoardPrefix), nullptr, 10);
+    struct stat st {};
+    if (parent > 0 && ::kill(static_cast<pid_t>(parent), 0) != 0 && errno == ESRCH &&
+        ::lstat(entry.path().c_str(), &st) == 0 && st.st_uid == ::geteuid()) {
+      ::unlink(entry.path().c_str());
+    }
+  }
+}
 
 // A stop signal (from mpirun, or the launcher) or a crash: said on the
 // board with its number, a write in flight's temporary file removed, then
@@ -134,17 +173,67 @@ Status AttachHeartbeat(const Environment& env) {
   const int err = errno;
   ::close(fd);  // the mapping keeps the board alive
   if (map == MAP_FAILED) return Status::IOError("GRANARY_HEARTBEAT=" + v, "map the launcher's heartbeat board", err);
-  own_slot = static_cast<Slot*>(map) + slot;
-  own_slot->pid.store(static_cast<int32_t>(::getpid()), std::memory_order_relaxed);
+  ClaimSlot(static_cast<Slot*>(map) + slot);
   if (by_path) FollowMpirun();
-  // An exit() inside a library (OpenMPI's abort in MPI_Init) is an exit, not a vanishing.
-  std::atexit([] {
-    if (own_slot != nullptr && own_slot->ended.load() == static_cast<int32_t>(RankEnd::kRunning)) {
-      HeartbeatEnd(RankEnd::kExited);
-    }
-  });
-  HeartbeatBeat();
   return Status::OK();
+}
+
+void JoinPeerBoard(const std::string& job, int global, int local, int local_world) {
+  if (own_slot != nullptr || local < 0 || local >= local_world || local_world > 4096) return;
+  std::string id;  // the job's id as a file name may hold it
+  for (char c : job) {
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') id += c;
+  }
+  if (id.empty()) return;
+  SweepPeerBoards();
+  const std::string path = std::string("/dev/shm/") + kPeerBoardPrefix + std::to_string(::getppid()) + "." + id;
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return;
+  const size_t bytes = sizeof(Slot) * static_cast<size_t>(local_world);
+  struct stat st {};
+  void* map = MAP_FAILED;
+  // Another user's file of that name is not joined; every rank sizes it alike.
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+      (static_cast<size_t>(st.st_size) >= bytes || ::ftruncate(fd, static_cast<off_t>(bytes)) == 0)) {
+    map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
+  ::close(fd);
+  if (map == MAP_FAILED) return;
+  peer_board = static_cast<Slot*>(map);
+  peer_slots = local_world;
+  peer_board[local].rank.store(global, std::memory_order_relaxed);
+  ClaimSlot(peer_board + local);
+  bool all_joined = true;
+  for (int i = 0; i < local_world; ++i) all_joined = all_joined && peer_board[i].pid.load() != 0;
+  if (all_joined) ::unlink(path.c_str());  // the last to join; another doing it too finds it gone
+}
+
+bool HasPeerBoard() { return peer_board != nullptr; }
+
+std::string StuckPeers(double quiet_s) {
+  std::string found;
+  for (int i = 0; i < peer_slots; ++i) {
+    const Slot& s = peer_board[i];
+    const int pid = s.pid.load(std::memory_order_relaxed);
+    if (&s == own_slot || pid == 0) continue;
+    const std::string name = "rank " + std::to_string(s.rank.load(std::memory_order_relaxed));
+    const ProcState state = ReadProcState(pid);
+    const auto ended = static_cast<RankEnd>(s.ended.load(std::memory_order_acquire));
+    std::string line;
+    if (ended != RankEnd::kRunning || state.state == 0 || state.state == 'Z') {
+      line = name + " (pid " + std::to_string(pid) + ") has ended" +
+             (ended == RankEnd::kSignalled ? " by signal " + std::to_string(s.signal.load()) : "");
+    } else {
+      const double quiet = static_cast<double>(NowNs() - s.beat_ns.load(std::memory_order_relaxed)) / 1e9;
+      const bool stopped = state.state == 'T' || state.state == 't';
+      if (!stopped && (s.waiting.load(std::memory_order_relaxed) > 0 || quiet < 0.9 * quiet_s)) continue;
+      line = name + " (pid " + std::to_string(pid) + (stopped ? "; its process is stopped" : "") +
+             ") made no progress for " + std::to_string(static_cast<long>(quiet)) + " s, after " +
+             std::to_string(s.step.load(std::memory_order_relaxed)) + " steps";
+    }
+    found += (found.empty() ? "" : "; ") + line;
+  }
+  return found;
 }
 
 void HeartbeatEnd(RankEnd how, int signal) {

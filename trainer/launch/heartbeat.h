@@ -63,6 +63,22 @@ void HeartbeatStep(int64_t step);  // an optimizer step taken
 // `signal`: the one that ends it, for kSignalled.
 void HeartbeatEnd(RankEnd how, int signal = 0);
 
+// A job's ranks on one machine that no launcher of ours started (the user's
+// mpirun or srun) keep a board of their own: /dev/shm/granary-peers.<parent
+// pid>.<job>, which each joins at slot `local` of `local_world` as rank
+// `global` (of the job). Its name is removed once every local rank has
+// joined (their mappings keep it), or by a later join once the parent that
+// started those ranks is gone. Best effort: where it cannot be made, the
+// rank has no board. Call once, at start, from the main thread.
+void JoinPeerBoard(const std::string& job, int global, int local, int local_world);
+bool HasPeerBoard();
+// For a rank whose collective gave up after `quiet_s`: the ranks on this
+// machine that have shown no sign of life for about that long outside any
+// collective, or have ended, named ("rank 1 (pid 4242; its process is
+// stopped) made no progress for 10 s, after 3 steps"); "" if none is (or
+// this rank has no peer board).
+std::string StuckPeers(double quiet_s);
+
 // Marks this rank as blocked on its peers for its lifetime (collectives nest:
 // the outermost one counts).
 class WaitingForPeers {

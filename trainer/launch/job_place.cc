@@ -33,4 +33,11 @@ StatusOr<MpiJobPlace> ReadMpiJobPlace(const Environment& env) {
   return p;
 }
 
+std::string MpiJobId(const Environment& env) {
+  if (env.Has("PMIX_NAMESPACE")) return env.Get("PMIX_NAMESPACE");
+  if (env.Has("OMPI_MCA_ess_base_jobid")) return env.Get("OMPI_MCA_ess_base_jobid");
+  if (env.Has("SLURM_JOB_ID")) return env.Get("SLURM_JOB_ID") + "." + env.Get("SLURM_STEP_ID");
+  return "";
+}
+
 }  // namespace granary

@@ -29,4 +29,8 @@ struct MpiJobPlace {
 // (mpirun's and srun's default block mapping).
 StatusOr<MpiJobPlace> ReadMpiJobPlace(const Environment& env);
 
+// The job's id, the same in each of its processes: PMIx's namespace,
+// OpenMPI's job id, or srun's job and step; "" if none is set.
+std::string MpiJobId(const Environment& env);
+
 }  // namespace granary
