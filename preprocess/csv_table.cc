@@ -105,7 +105,11 @@ StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
   auto table = std::make_shared<CsvTable>();
   table->path_ = path;
   table->val_fraction_ = val_fraction;
-  GRANARY_RETURN_IF_ERROR(table->file_.Open(path));
+  if (Status opened = table->file_.Open(path); !opened.ok()) {
+    if (opened.code() != Status::Code::kInvalidArgument) return opened;
+    return Status::InvalidArgument(opened.message() + ": prep reads a CSV table twice, streaming it (once for its "
+                                   "rows and labels, then as it writes them); save a pipe's table to a file first");
+  }
   char start[3] = {0, 0, 0};
   const size_t head = static_cast<size_t>(std::min<uint64_t>(3, table->bytes()));
   GRANARY_RETURN_IF_ERROR(table->file_.ReadAt(0, head, start));

@@ -124,14 +124,11 @@ Status FromMpiJob(const Environment& env, TrainConfig* config, int* rank, std::s
 // is faster on one machine, docs/BENCHMARKS.md "Backends", but OpenMPI
 // 4.1's mpirun listens on every interface for PMIx tools, which a
 // one-machine run over Gloo never does: so it is asked for, not chosen.)
-// --backend mpi in a build without it is refused.
+// --backend mpi where MPI cannot be loaded is refused, saying why.
 Status ResolveBackend(const Environment& env, TrainConfig* config, bool is_rank) {
   std::string& backend = config->dist.backend;
   if (backend == "auto") backend = is_rank && StartedByMpiLauncher(env) ? "mpi" : "gloo";
-  if (backend == "mpi" && !CommHasMpi()) {
-    return Status::InvalidArgument(
-        "--backend mpi: this build of train has no MPI (install libopenmpi-dev, e.g. with tools/setup, and rebuild)");
-  }
+  if (backend == "mpi" && !CommHasMpi()) return Status::InvalidArgument(CommMpiUnavailable());
   return Status::OK();
 }
 

@@ -207,17 +207,18 @@ TEST_F(UnderMpirun, AStoppedOrLostMpirunAndLostOutputEndTheRunNamed) {
 // Under the user's mpirun no launcher of ours watches the ranks: with rank 1
 // stopped, rank 0's collective gives up at --timeout naming rank 1 and that
 // its process is stopped (the ranks on a machine share a board, heartbeat.h),
-// and the board's name is gone from /dev/shm.
+// and the board's name is gone from /dev/shm (its name holds the ranks'
+// parent, this mpirun: other tests' boards may come and go meanwhile).
 TEST_F(UnderMpirun, ARankStoppedUnderTheUsersMpirunIsNamed) {
   const std::string metrics = dir_.Sub("m.jsonl");
   const std::string ranks = "'^" + kTrain + " .*" + db_ + "'";
-  auto r = RunCommand("{ ls /dev/shm > before.txt; " + Mpirun() + "-np 2 " + kTrain + " --db " + db_ +
+  auto r = RunCommand("{ " + Mpirun() + "-np 2 " + kTrain + " --db " + db_ +
                           " --backend mpi --epochs 1000 --timeout 5 --log-every 1 --metrics " + metrics +
                           " > /dev/null & L=$!; " + WaitForFirstStep(metrics) +
                           "for p in $(pgrep -f " + ranks + "); do tr '\\0' '\\n' < /proc/$p/environ | "
                           "grep -q '^OMPI_COMM_WORLD_RANK=1$' && kill -STOP $p && echo stopped $p; done; "
                           "wait $L; echo status $?; " + EchoLeftAfterWaiting(ranks) +
-                          "ls /dev/shm | grep '^granary-peers' | grep -v -F -f before.txt; true; }",
+                          "ls /dev/shm | grep \"^granary-peers\\.$L\\.\"; true; }",
                       dir_);
   ASSERT_NE(r.out.find("stopped "), std::string::npos) << r.out << r.err;
   const std::string pid = r.out.substr(r.out.find("stopped ") + 8, r.out.find('\n', r.out.find("stopped ")) -
@@ -229,6 +230,28 @@ TEST_F(UnderMpirun, ARankStoppedUnderTheUsersMpirunIsNamed) {
       << r.err;
   EXPECT_NE(r.out.find("left 0"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("granary-peers"), std::string::npos) << r.out;  // no board's name left behind
+}
+
+// MPI is a plugin train opens when MPI is asked for: train itself needs no
+// OpenMPI library (none among its dependencies), so it starts and trains
+// over Gloo where MPI cannot be loaded (here: a copy of train beside a plugin
+// that is no library), and --backend mpi there is one line saying what is
+// missing.
+TEST_F(UnderMpirun, TrainNeedsNoMpiLibraryUnlessMpiIsAskedFor) {
+  auto needed = RunCommand("{ readelf -d " + kTrain + " | grep NEEDED; }", dir_);
+  ASSERT_EQ(needed.exit_code, 0) << needed.err;
+  EXPECT_NE(needed.out.find("libtorch"), std::string::npos) << needed.out;
+  EXPECT_EQ(needed.out.find("libmpi"), std::string::npos) << needed.out;
+  const std::string copy = dir_.Sub("bin");
+  fs::create_directories(copy);
+  fs::copy_file(kTrain, copy + "/train");
+  testing::WriteFile(copy + "/libgranary_mpi.so", "not a library");
+  const std::string train = copy + "/train --db " + db_ + " --epochs 1 ";
+  EXPECT_EQ(RunCommand(train + "--ranks 2 > /dev/null", dir_).exit_code, 0);
+  auto mpi = RunCommand(train + "--ranks 2 --backend mpi", dir_);
+  EXPECT_EQ(mpi.exit_code, 1) << mpi.err;
+  ExpectOneLineError(mpi, "--backend mpi needs OpenMPI's libraries (Debian: libopenmpi3) and train's MPI plugin: " +
+                              copy + "/libgranary_mpi.so");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "preprocess/csv_table.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <random>
@@ -148,6 +149,16 @@ TEST(CsvTable, AFileChangedAfterTheScanOrARowTooLongIsNamed) {
   const Status rewritten = before.value()->ReadRow(0, 0, &fields, &line);
   EXPECT_EQ(rewritten.code(), Status::Code::kCorruption) << rewritten.ToString();
   EXPECT_NE(rewritten.message().find("changed while prep read it"), std::string::npos) << rewritten.ToString();
+
+  // A pipe cannot be read twice: named, with the way on.
+  ASSERT_EQ(::mkfifo(dir.Sub("pipe.csv").c_str(), 0600), 0);
+  auto pipe = CsvTable::Scan(
+      dir.Sub("pipe.csv"), 0, [](const std::vector<std::string>&) -> StatusOr<size_t> { return 1; },
+      [](const CsvParser::Row&, int) { return Status::OK(); });
+  ASSERT_FALSE(pipe.ok());
+  EXPECT_NE(pipe.status().message().find("pipe.csv: is a FIFO, not a regular file: prep reads a CSV table twice"),
+            std::string::npos)
+      << pipe.status().ToString();
 
   // One quote left open: the rest of the file would be one row.
   testing::WriteFile(dir.Sub("long.csv"), "a,b\n1,\"" + std::string(CsvTable::kMaxRowBytes + (1 << 20), 'x'));

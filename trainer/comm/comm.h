@@ -52,9 +52,12 @@ struct CommOptions {
   bool agent_store = false;         // TORCHELASTIC_USE_AGENT_STORE=True: torchrun's agent serves the TCPStore
 };
 
-// Whether this build has the MPI backend (CMake found MPI; defined in
-// mpi_comm.cc or no_mpi_comm.cc), and the mpirun it came with ("" without).
+// Whether the MPI backend can be used here: the build has it (CMake found
+// MPI) and its plugin, with OpenMPI's libraries, loads (mpi_plugin.cc, or
+// no_mpi_comm.cc); the line saying why not; and the mpirun the build came
+// with ("" without).
 bool CommHasMpi();
+std::string CommMpiUnavailable();
 std::string MpirunPath();
 
 // A collective started and not yet waited for (Comm::AllReduceSumAsync, AllGatherAsync).

@@ -13,6 +13,7 @@
 // finalized when the backend is destroyed; once per process. Errors return
 // (MPI_ERRORS_RETURN) instead of aborting the job; a collective that a lost
 // or hung peer never completes ends after --timeout, said in one line.
+// Built as a plugin of its own (mpi_plugin.cc opens it) that links OpenMPI.
 #include <mpi.h>
 #include <pthread.h>
 
@@ -357,12 +358,7 @@ class MpiBackend : public CommBackend {
   const std::chrono::seconds timeout_;
 };
 
-}  // namespace
-
-bool CommHasMpi() { return true; }
-std::string MpirunPath() { return GRANARY_MPIRUN; }
-
-StatusOr<std::unique_ptr<CommBackend>> CreateMpiBackend(const CommOptions& options) {
+StatusOr<std::unique_ptr<CommBackend>> CreateBackend(const CommOptions& options) {
   if (!options.mpi_job) {
     return Status::FailedPrecondition("--backend mpi: this process was not started by mpirun or srun (" +
                                       std::to_string(options.world) + " ranks in all)");
@@ -372,4 +368,11 @@ StatusOr<std::unique_ptr<CommBackend>> CreateMpiBackend(const CommOptions& optio
   return std::unique_ptr<CommBackend>(std::move(backend));
 }
 
+}  // namespace
 }  // namespace granary
+
+// The plugin's one entry (mpi_plugin.cc opens it): CreateMpiBackend's.
+extern "C" __attribute__((visibility("default"))) void granary_create_mpi_backend(
+    const granary::CommOptions* options, granary::StatusOr<std::unique_ptr<granary::CommBackend>>* out) {
+  *out = granary::CreateBackend(*options);
+}

@@ -4,6 +4,9 @@
 namespace granary {
 
 bool CommHasMpi() { return false; }
+std::string CommMpiUnavailable() {
+  return "--backend mpi: this build of train has no MPI (install libopenmpi-dev, e.g. with tools/setup, and rebuild)";
+}
 std::string MpirunPath() { return ""; }
 
 StatusOr<std::unique_ptr<CommBackend>> CreateMpiBackend(const CommOptions&) {
