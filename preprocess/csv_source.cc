@@ -62,7 +62,7 @@ class CsvSplit : public SplitSource {
   std::string ItemName(uint64_t index) const override {
     uint64_t line = 0;
     if (!table_->ReadRow(part_, Row(index), nullptr, &line).ok()) {
-      return table_->path() + " (data row " + std::to_string(Row(index) + 1) + ")";
+      return table_->path() + " (item " + std::to_string(index) + " of split " + name_ + ")";  // the file changed
     }
     return table_->path() + ":" + std::to_string(line);
   }

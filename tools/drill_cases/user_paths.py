@@ -165,6 +165,14 @@ def round4_mpirun_ends(d, w):
     os.symlink(shutil.which("mpiexec"), os.path.join(nossh, "mpiexec"))
     d.case("no ssh on PATH, --backend mpi", sh(f"env PATH={nossh} {TRAIN} --db {db} --backend mpi "
                                                         "--epochs 1 >/dev/null"), 0)
+    nompi = w("r4nompi")  # a train whose MPI plugin cannot load (as without libopenmpi3)
+    os.makedirs(nompi)
+    shutil.copy(TRAIN, os.path.join(nompi, "train"))
+    with open(os.path.join(nompi, "libgranary_mpi.so"), "w") as f:
+        f.write("not a library")
+    d.case("MPI's plugin cannot load: train over Gloo", sh(f"{nompi}/train --db {db} --epochs 1 >/dev/null"), 0)
+    d.case("MPI's plugin cannot load: --backend mpi", [os.path.join(nompi, "train"), "--db", db, "--epochs", "1",
+                                                       "--backend", "mpi"], 1, needle="needs OpenMPI's libraries")
     d.case("GRANARY_HEARTBEAT=garbage:0 in the environment",
            sh(f"GRANARY_HEARTBEAT=garbage:0 {TRAIN} --db {db} --epochs 1 >/dev/null"), 0)
 
