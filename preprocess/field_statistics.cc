@@ -87,6 +87,16 @@ std::map<std::string, FieldStatistics> StatisticsAccumulator::Result() const {
       s.min.push_back(present > 0 ? f.min[i] : none);
       s.max.push_back(present > 0 ? f.max[i] : none);
     }
+    // An infinite value (granary.write takes any float), or a square past
+    // double's range: no statistics a model could standardise with.
+    bool finite = true;
+    for (size_t i = 0; i < f.mean.size(); ++i) {
+      if (f.samples - f.missing[i] > 0) {
+        finite = finite && std::isfinite(s.mean[i]) && std::isfinite(s.stddev[i]) && std::isfinite(s.min[i]) &&
+                 std::isfinite(s.max[i]);
+      }
+    }
+    if (!finite) out.erase(f.name);
   }
   return out;
 }

@@ -28,7 +28,8 @@ class StatisticsAccumulator {
   // those seen so far (Chan et al.'s pairwise update): blocks accumulated
   // in parallel, merged in order.
   void Merge(const StatisticsAccumulator& other);
-  // Field name -> its statistics; empty if no field has them.
+  // Field name -> its statistics; empty if no field has them. A field that
+  // held an infinite value has none.
   std::map<std::string, FieldStatistics> Result() const;
 
   // The state, for a build's journal: --resume continues from it exactly.

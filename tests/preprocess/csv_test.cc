@@ -9,6 +9,7 @@
 #include <random>
 
 #include "preprocess/build.h"
+#include "preprocess/field_statistics.h"
 #include "preprocess/inspect.h"
 #include "preprocess/source.h"
 #include "store/db.h"
@@ -370,6 +371,28 @@ TEST(Csv, FeatureStatisticsAreRecordedAndSurviveAResume) {
     EXPECT_NEAR(r.mean[e], s.mean[e], 1e-12 * std::fabs(s.mean[e]));
     EXPECT_NEAR(r.stddev[e], s.stddev[e], 1e-12 * s.stddev[e]);
   }
+}
+
+// A field that held an infinite value (granary.write takes any float) gets
+// no statistics, rather than ones no model could standardise with (and a
+// manifest JSON cannot hold); the other fields keep theirs.
+TEST(Csv, AFieldHoldingAnInfiniteValueGetsNoStatistics) {
+  Schema schema;
+  schema.fields = {{"a", DType::kFloat32, {2}, ""}, {"b", DType::kFloat64, {}, ""}, {"label", DType::kInt64, {}, ""}};
+  StatisticsAccumulator acc(schema);
+  const auto bytes = [](auto... v) {
+    std::string s;
+    ((s.append(reinterpret_cast<const char*>(&v), sizeof(v))), ...);
+    return s;
+  };
+  acc.Add({bytes(1.0f, 2.0f), bytes(3.0), bytes(int64_t{0})});
+  acc.Add({bytes(INFINITY, 4.0f), bytes(5.0), bytes(int64_t{1})});
+  const auto result = acc.Result();
+  EXPECT_EQ(result.count("a"), 0u);
+  ASSERT_EQ(result.count("b"), 1u);
+  EXPECT_EQ(result.at("b").mean[0], 4.0);
+  EXPECT_EQ(result.at("b").stddev[0], 1.0);
+  EXPECT_EQ(result.count("label"), 0u);  // integers: none
 }
 
 }  // namespace
