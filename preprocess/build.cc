@@ -73,6 +73,26 @@ Status CheckSplitRead(const SplitSource& split, const BuildOptions& options, con
                                  std::to_string(n) + " items rejected, more than --max-rejects allows" + first);
 }
 
+// The writer's account of a block's items, in order: read, payload bytes,
+// progress, and each rejected item named. With --on-error fail, the first
+// rejection's error.
+Status TallyItems(const Block& block, const SplitSource& split, const BuildOptions& options, ProgressLine* progress,
+                  SplitSummary* summary, BuildSummary* total) {
+  Status first;
+  for (const EncodedPtr& e : block.items) {
+    ++summary->read;
+    total->payload_bytes += e->payload_bytes;
+    progress->Add(1, e->payload_bytes);
+    if (e->reject.empty()) continue;
+    ++summary->rejected;
+    total->rejected.push_back({split.name(), split.ItemName(e->index), e->reject});
+    if (options.on_error == OnError::kFail && first.ok()) {
+      first = Status::InvalidArgument(split.ItemName(e->index) + ": " + e->reject + " (--on-error fail)");
+    }
+  }
+  return first;
+}
+
 // Writes one split through the graph
 //   source -> limiter -> encode items (parallel) -> order -> pack (serial)
 //     -> encode blocks (parallel) -> order -> write (serial) -> limiter
@@ -139,17 +159,7 @@ Status BuildSplit(const SourceInfo& info, const SplitSource& split, const BuildO
   function_node<BlockPtr, int64_t> write(g, serial, [&](const BlockPtr& block) {
     const auto released = static_cast<int64_t>(block->items.size());
     if (!failure.ok()) return released;
-    for (const EncodedPtr& e : block->items) {
-      ++summary->read;
-      total->payload_bytes += e->payload_bytes;
-      progress.Add(1, e->payload_bytes);
-      if (e->reject.empty()) continue;
-      ++summary->rejected;
-      total->rejected.push_back({split.name(), split.ItemName(e->index), e->reject});
-      if (options.on_error == OnError::kFail && failure.ok()) {
-        failure = Status::InvalidArgument(split.ItemName(e->index) + ": " + e->reject + " (--on-error fail)");
-      }
-    }
+    failure = TallyItems(*block, split, options, &progress, summary, total);
     if (failure.ok() && !block->error.empty()) {
       failure = Status::InvalidArgument("split '" + split.name() + "': " + block->error);
     }

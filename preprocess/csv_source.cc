@@ -19,11 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Trim(const std::string& s) {
-  size_t a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
-  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
-}
-
 bool IsMissing(const std::string& v) {
   return v.empty() || v == "NA" || v == "N/A" || v == "NaN" || v == "nan" || v == "null" || v == "NULL" || v == "?";
 }
@@ -81,7 +76,7 @@ class CsvSplit : public SplitSource {
     features.clear();
     for (size_t c = 0; c < fields.size(); ++c) {
       if (c == label_column_) continue;
-      const std::string v = Trim(fields[c]);
+      const std::string v = TrimCsvField(fields[c]);
       double x = 0;
       if (IsMissing(v)) {
         if (missing_ == MissingPolicy::kReject) return Status::InvalidArgument("column '" + columns[c] + "': missing value");
@@ -100,7 +95,7 @@ class CsvSplit : public SplitSource {
       const float f = static_cast<float>(x);
       features.append(reinterpret_cast<const char*>(&f), sizeof(f));
     }
-    const std::string value = Trim(fields[label_column_]);
+    const std::string value = TrimCsvField(fields[label_column_]);
     auto label = classes_->find(value);
     if (label == classes_->end()) {
       return Status::InvalidArgument("column '" + columns[label_column_] + "': label '" + value +
@@ -221,7 +216,7 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
       return *label_column;
     };
     const auto on_row = [&](const CsvParser::Row& row, int part) -> Status {
-      const std::string value = row.fields->empty() ? "" : Trim(row.fields->front());
+      const std::string value = row.fields->empty() ? "" : TrimCsvField(row.fields->front());
       if (row.columns != columns || IsMissing(value)) {
         ++input.unlabelled[part];
         return Status::OK();
@@ -317,7 +312,7 @@ StatusOr<std::array<std::vector<uint64_t>, 2>> KeepStratifiedRows(const CsvInput
   std::array<std::vector<uint64_t>, 2> kept;
   uint64_t seen[2] = {0, 0};
   GRANARY_RETURN_IF_ERROR(input.table->ForEachRow(label_column, [&](const CsvParser::Row& row, int part) {
-    const std::string value = row.fields->empty() ? "" : Trim(row.fields->front());
+    const std::string value = row.fields->empty() ? "" : TrimCsvField(row.fields->front());
     const auto found = classes.find(value);
     const int64_t label = row.columns == columns && found != classes.end() ? found->second : -1;
     if (uint64_t& left = share[part][label]; left > 0) {

@@ -93,6 +93,11 @@ Status CsvParser::End(const std::string& origin, const std::function<Status(cons
   return EndRow(on_row);
 }
 
+std::string TrimCsvField(const std::string& field) {
+  const size_t a = field.find_first_not_of(" \t"), b = field.find_last_not_of(" \t");
+  return a == std::string::npos ? "" : field.substr(a, b - a + 1);
+}
+
 bool CsvTable::HeldOut(double fraction, uint64_t line) {
   const uint64_t h = XXH64(&line, sizeof(line), 0);  // by line number: deterministic
   return static_cast<double>(h % 1000000) < fraction * 1e6;
@@ -126,10 +131,7 @@ StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
   GRANARY_RETURN_IF_ERROR(table->ScanRows(bom ? 3 : 0, 1, &column, [&](const CsvParser::Row& row, int part) -> Status {
     if (!header_seen) {
       header_seen = true;
-      for (const std::string& h : *row.fields) {
-        const size_t a = h.find_first_not_of(" \t"), b = h.find_last_not_of(" \t");
-        table->header_.push_back(a == std::string::npos ? "" : h.substr(a, b - a + 1));
-      }
+      for (const std::string& h : *row.fields) table->header_.push_back(TrimCsvField(h));
       GRANARY_ASSIGN_OR_RETURN(column, on_header(table->header_));
       return Status::OK();
     }

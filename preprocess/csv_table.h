@@ -62,6 +62,10 @@ class CsvParser {
   std::vector<std::string> fields_;
 };
 
+// A field without the spaces and tabs around it (CSV fields are trimmed
+// after parsing: a header, a label, a number).
+std::string TrimCsvField(const std::string& field);
+
 // A CSV file's data rows, each in one of two parts (the rows a hash of their
 // line puts in a held-out split, and the others), read back by part and
 // position. Thread-safe after Scan.

@@ -13,6 +13,7 @@
 #include "preprocess/inspect.h"
 #include "preprocess/source.h"
 #include "store/db.h"
+#include "tests/preprocess/cancelling_split.h"
 #include "tests/test_util.h"
 
 namespace granary {
@@ -268,26 +269,6 @@ TEST(Csv, FolderSplitsMustShareAHeaderAndNameTheLabel) {
   EXPECT_NE(OpenCsvSource(dir.Sub("train.csv"), o).status().message().find("--label"), std::string::npos);
 }
 
-// Raises `cancel` when item `at` is produced, as Ctrl-C would.
-class StoppingCsvSplit : public SplitSource {
- public:
-  StoppingCsvSplit(const SplitSource& inner, uint64_t at, std::atomic<bool>* cancel)
-      : inner_(inner), at_(at), cancel_(cancel) {}
-  const std::string& name() const override { return inner_.name(); }
-  uint64_t size() const override { return inner_.size(); }
-  uint64_t raw_bytes() const override { return inner_.raw_bytes(); }
-  std::string ItemName(uint64_t i) const override { return inner_.ItemName(i); }
-  Status Produce(uint64_t i, Sample* s) const override {
-    if (i == at_) cancel_->store(true);
-    return inner_.Produce(i, s);
-  }
-
- private:
-  const SplitSource& inner_;
-  uint64_t at_;
-  std::atomic<bool>* cancel_;
-};
-
 // The manifest holds each split's feature statistics over the rows written
 // (rejected rows left out, NaN counted apart), as computed here from the
 // float32 values; a build interrupted and resumed records the same.
@@ -350,7 +331,7 @@ TEST(Csv, FeatureStatisticsAreRecordedAndSurviveAResume) {
   std::atomic<bool> cancel{false};
   Source interrupted;
   interrupted.info = source->info;
-  interrupted.splits.push_back(std::make_unique<StoppingCsvSplit>(*source->splits[0], 1700, &cancel));
+  interrupted.splits.push_back(std::make_unique<testing::CancellingSplit>(*source->splits[0], 1700, &cancel));
   BuildOptions first = o;
   first.db_path = dir.Sub("resumed");
   first.cancel = &cancel;

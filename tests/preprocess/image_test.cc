@@ -15,6 +15,7 @@
 #include "preprocess/stratified.h"
 #include "store/db.h"
 #include "store/verify.h"
+#include "tests/preprocess/cancelling_split.h"
 #include "tests/test_util.h"
 
 namespace granary {
@@ -427,27 +428,6 @@ TEST_F(ImageFolder, SameBytesForAnyThreadCount) {
 namespace granary {
 namespace {
 
-// A source that raises `cancel` when item `at` of split `split` is produced,
-// as Ctrl-C would.
-class CancellingSplit : public SplitSource {
- public:
-  CancellingSplit(const SplitSource& inner, uint64_t at, std::atomic<bool>* cancel)
-      : inner_(inner), at_(at), cancel_(cancel) {}
-  const std::string& name() const override { return inner_.name(); }
-  uint64_t size() const override { return inner_.size(); }
-  uint64_t raw_bytes() const override { return inner_.raw_bytes(); }
-  std::string ItemName(uint64_t i) const override { return inner_.ItemName(i); }
-  Status Produce(uint64_t i, Sample* s) const override {
-    if (i == at_) cancel_->store(true);
-    return inner_.Produce(i, s);
-  }
-
- private:
-  const SplitSource& inner_;
-  uint64_t at_;
-  std::atomic<bool>* cancel_;
-};
-
 // Interrupted at several points, a resumed build ends with the content hash
 // and the reject list of an uninterrupted one.
 TEST_F(ImageFolder, ResumeAfterInterruptionGivesTheSameContent) {
@@ -472,7 +452,7 @@ TEST_F(ImageFolder, ResumeAfterInterruptionGivesTheSameContent) {
     Source interrupted;
     interrupted.info = source->info;
     for (const auto& split : source->splits) {
-      interrupted.splits.push_back(std::make_unique<CancellingSplit>(*split, split->name() == "train" ? at : ~0ull, &cancel));
+      interrupted.splits.push_back(std::make_unique<testing::CancellingSplit>(*split, split->name() == "train" ? at : ~0ull, &cancel));
     }
     BuildOptions first = o;
     first.db_path = db;
@@ -508,7 +488,7 @@ TEST_F(ImageFolder, ResumeRefusesChangedOptions) {
   std::atomic<bool> cancel{false};
   Source interrupted;
   interrupted.info = source->info;
-  interrupted.splits.push_back(std::make_unique<CancellingSplit>(*source->splits[0], 30, &cancel));
+  interrupted.splits.push_back(std::make_unique<testing::CancellingSplit>(*source->splits[0], 30, &cancel));
   BuildOptions o;
   o.db_path = dir_.Sub("db");
   o.cancel = &cancel;
