@@ -15,6 +15,7 @@
 
 #include "base/file.h"
 #include "base/json_text.h"
+#include "store/build_journal.h"
 #include "store/content_hash.h"
 #include "store/db_directory.h"
 #include "store/format.h"
@@ -30,13 +31,6 @@ namespace {
 // Room a shard's map keeps beyond its estimate of what the next record needs.
 constexpr uint64_t kMapMarginBytes = uint64_t{1} << 20;
 using format::kBuilderFile;
-
-// The build's own files in its partial directory: never written through a link.
-AtomicWriteOptions InPartial() {
-  AtomicWriteOptions o;
-  o.through_links = false;
-  return o;
-}
 
 // One shard file of the split being written. Shards are written in order and
 // only the current one is open, so a split of thousands of shards holds one
@@ -182,19 +176,9 @@ struct DbWriter::Impl {
   // Invariant: called right after a commit, so every appended record is in it.
   Status WriteJournal() {
     if (!journaling) return Status::OK();
-    Manifest finished;
-    finished.format_version = format::kFormatVersion;
-    finished.schema = options.schema;
-    finished.splits = splits;
-    nlohmann::json j = {{"fingerprint", fingerprint},
-                        {"finished", ParseJson(ManifestToJson(finished))},
-                        {"split", in_split ? split_name : ""},
-                        {"samples", in_split ? split_count : 0},
-                        {"checkpoint", checkpoint ? checkpoint() : ""},
-                        {"dictionary", !dictionary.empty()}};
-    const std::string path = partial + "/" + kJournalFile;
-    GRANARY_RETURN_IF_ERROR(WriteFileAtomically(path, DumpJson(j), InPartial()));
-    return Status::OK();
+    return WriteBuildJournal(partial, {fingerprint, options.schema, splits, in_split ? split_name : "",
+                                       in_split ? split_count : 0, checkpoint ? checkpoint() : "",
+                                       !dictionary.empty()});
   }
 };
 
@@ -267,27 +251,8 @@ StatusOr<std::unique_ptr<DbWriter>> DbWriter::Create(DbWriterOptions options, Re
   }
   GRANARY_RETURN_IF_ERROR(locked);
 
-  const std::string journal_path = partial + "/" + kJournalFile;
   if (resume != nullptr && HasResumableBuild(impl->options.path)) {
-    std::string text;
-    GRANARY_RETURN_IF_ERROR(ReadFile(journal_path, &text));
-    nlohmann::json j = ParseJson(text);
-    if (j.is_discarded() || !j.is_object()) return Status::Corruption(journal_path + ": " + WhyNotJson(text));
-    try {
-      auto finished = ParseManifest(DumpJson(j.at("finished")), journal_path);
-      if (!finished.ok()) return finished.status();
-      impl->resume.finished = finished->splits;
-      impl->resume.split = j.at("split").get<std::string>();
-      impl->resume.samples = j.at("samples").get<uint64_t>();
-      impl->resume.checkpoint = j.at("checkpoint").get<std::string>();
-      impl->resume.fingerprint = j.at("fingerprint").get<std::string>();
-      if (j.at("dictionary").get<bool>()) {
-        GRANARY_RETURN_IF_ERROR(ReadFile(partial + "/" + format::kDictionaryFile, &impl->resume.dictionary));
-        if (impl->resume.dictionary.empty()) return Status::Corruption(partial + ": dictionary is empty");
-      }
-    } catch (const nlohmann::json::exception& e) {
-      return Status::Corruption(journal_path + ": " + e.what());
-    }
+    GRANARY_RETURN_IF_ERROR(ReadBuildJournal(partial, &impl->resume));
     impl->resume.resuming = true;
     *resume = impl->resume;
   } else {

@@ -1,0 +1,55 @@
+#include "store/build_journal.h"
+
+#include <nlohmann/json.hpp>
+
+#include "base/json_text.h"
+#include "store/db_directory.h"
+#include "store/format.h"
+
+namespace granary {
+
+AtomicWriteOptions InPartial() {
+  AtomicWriteOptions o;
+  o.through_links = false;
+  return o;
+}
+
+Status WriteBuildJournal(const std::string& partial, const JournalEntry& entry) {
+  Manifest finished;
+  finished.format_version = format::kFormatVersion;
+  finished.schema = entry.schema;
+  finished.splits = entry.finished;
+  nlohmann::json j = {{"fingerprint", entry.fingerprint},
+                      {"finished", ParseJson(ManifestToJson(finished))},
+                      {"split", entry.split},
+                      {"samples", entry.samples},
+                      {"checkpoint", entry.checkpoint},
+                      {"dictionary", entry.dictionary}};
+  return WriteFileAtomically(partial + "/" + kJournalFile, DumpJson(j), InPartial());
+}
+
+Status ReadBuildJournal(const std::string& partial, ResumePoint* resume) {
+  const std::string journal_path = partial + "/" + kJournalFile;
+  std::string text;
+  GRANARY_RETURN_IF_ERROR(ReadFile(journal_path, &text));
+  nlohmann::json j = ParseJson(text);
+  if (j.is_discarded() || !j.is_object()) return Status::Corruption(journal_path + ": " + WhyNotJson(text));
+  try {
+    auto finished = ParseManifest(DumpJson(j.at("finished")), journal_path);
+    if (!finished.ok()) return finished.status();
+    resume->finished = finished->splits;
+    resume->split = j.at("split").get<std::string>();
+    resume->samples = j.at("samples").get<uint64_t>();
+    resume->checkpoint = j.at("checkpoint").get<std::string>();
+    resume->fingerprint = j.at("fingerprint").get<std::string>();
+    if (j.at("dictionary").get<bool>()) {
+      GRANARY_RETURN_IF_ERROR(ReadFile(partial + "/" + format::kDictionaryFile, &resume->dictionary));
+      if (resume->dictionary.empty()) return Status::Corruption(partial + ": dictionary is empty");
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Corruption(journal_path + ": " + e.what());
+  }
+  return Status::OK();
+}
+
+}  // namespace granary
