@@ -152,6 +152,7 @@ def round4_mpirun_ends(d, w):
     metrics = w("r4e.jsonl")
     for signal, target, status, needle in (
             ("KILL", f"'^[^ ]*mpiexec .*{db}'", 137, "its ranks end with it"),
+            ("TERM", f"'^[^ ]*mpiexec .*{db}'", 143, "ended the job, stopping its ranks with signal 15"),
             ("TERM", f"'^{TRAIN} .*{db}.* [-]-rank 1$'", 143, "rank 1 was killed by signal 15"),
             ("SEGV", f"'^{TRAIN} .*{db}.* [-]-rank 1$'", 139, "rank 1 was killed by signal 11")):
         script = (" ".join([TRAIN, "--db", db, "--backend", "mpi", "--epochs", "1000", "--log-every", "1",
@@ -160,6 +161,9 @@ def round4_mpirun_ends(d, w):
                   f"pkill -{signal} -f {target}; wait $L; code=$?; rm -f {metrics}; exit $code")
         d.case(f"SIG{signal} to {'mpiexec' if 'mpiexec' in target else 'rank 1'} of train's own mpirun",
                sh(script), status, needle=needle)
+    d.case("OMPI_MCA_btl=bogus (OpenMPI fails in MPI_Init)",
+           sh(f"OMPI_MCA_btl=bogus {TRAIN} --db {db} --backend mpi --epochs 1 >/dev/null"), 1,
+           needle="OpenMPI", lines=None)  # its account, or the launcher's
     nossh = w("r4bin")
     os.makedirs(nossh)
     os.symlink(shutil.which("mpiexec"), os.path.join(nossh, "mpiexec"))

@@ -10,29 +10,58 @@
 namespace granary {
 namespace {
 
-// Under mpirun: the rank that said first that a signal ended it (a stop
-// signal from outside, or a crash), while the launcher had stopped nothing;
-// "" if none. mpirun's own exit status tells who sent it: mpirun exits 128 +
-// the signal of a rank that a signal ended, and 1 when it was itself sent
-// SIGTERM and stopped its ranks with it: then the line names mpirun.
-// *signal: the signal, for the exit status.
+// The OMPI_MCA_* settings of the launcher's environment, as "; settings
+// from the environment: A=x, B=y", or "".
+std::string OpenMpiSettings(const Environment& env) {
+  std::string list;
+  for (const std::string& entry : env.Entries()) {
+    if (entry.rfind("OMPI_MCA_", 0) == 0) list += (list.empty() ? "" : ", ") + entry;
+  }
+  return list.empty() ? "" : "; settings from the environment: " + list;
+}
+
+// Under mpirun: what a signal that ended a rank says of the job's end, while
+// the launcher had stopped nothing; "" if no rank said a signal ended it.
+// The rank that said first how it ended tells: one that exited (a failure
+// it named itself) made mpirun stop the others; else the first signalled
+// rank was sent its signal from outside or crashed. mpirun's own exit status
+// tells who sent that: mpirun exits 128 + the signal of a rank that a signal
+// ended; when it stopped its ranks itself, it exits 1, whether it was sent
+// SIGTERM or OpenMPI gave up starting the job (MPI_Init failed: OpenMPI's
+// account, passed through by the relay, may not arrive before mpirun ends):
+// then the line names mpirun, and what it did before any rank took a step.
+// *signal: the signal, for the exit status (0: mpirun's status stands).
 std::string FindSignalledRank(const LaunchOptions& o, const HeartbeatBoard& board, pid_t mpirun, int mpirun_status,
                               int* signal) {
-  int first = -1;
-  RankPulse p0;
+  int first = -1, signalled = -1;  // the first to say how it ended; the first signalled
+  RankPulse first_p, signalled_p;
+  int64_t steps = 0;
   for (int r = 0; r < o.ranks; ++r) {
     const RankPulse p = board.Read(r);
-    if (p.ended != RankEnd::kSignalled || p.signal <= 0) continue;
-    if (first < 0 || p.ended_ns < p0.ended_ns) first = r, p0 = p;
+    steps += p.step;
+    if (p.ended == RankEnd::kRunning || (p.ended == RankEnd::kSignalled && p.signal <= 0)) continue;
+    if (first < 0 || p.ended_ns < first_p.ended_ns) first = r, first_p = p;
+    if (p.ended != RankEnd::kSignalled) continue;
+    if (signalled < 0 || p.ended_ns < signalled_p.ended_ns) signalled = r, signalled_p = p;
   }
-  if (first < 0) return "";
-  *signal = p0.signal;
-  const std::string name = std::to_string(p0.signal) + " (" + ::strsignal(p0.signal) + ")";
-  if (mpirun_status != 128 + p0.signal) {
-    return "mpirun (pid " + std::to_string(mpirun) + ") ended the job, stopping its ranks with signal " + name +
-           ", and exited " + std::to_string(mpirun_status) + ": was mpirun sent it?";
+  if (signalled < 0) return "";
+  const std::string name = std::to_string(signalled_p.signal) + " (" + ::strsignal(signalled_p.signal) + ")";
+  const std::string who = "mpirun (pid " + std::to_string(mpirun) + ") ended the job";
+  if (first_p.ended == RankEnd::kExited && mpirun_status != 128 + signalled_p.signal) {
+    *signal = 0;
+    return who + " after " + RankName(o, first) + " exited, stopping the other ranks with signal " + name;
   }
-  return RankName(o, first) + " was killed by signal " + name + "; stopping the other ranks";
+  if (steps == 0 && mpirun_status != 128 + signalled_p.signal) {
+    *signal = 0;
+    return who + " before any rank took a step, stopping its ranks with signal " + name + ", and exited " +
+           std::to_string(mpirun_status) + "; no reason from OpenMPI arrived" + OpenMpiSettings(o.parent);
+  }
+  *signal = signalled_p.signal;
+  if (mpirun_status != 128 + signalled_p.signal) {
+    return who + ", stopping its ranks with signal " + name + ", and exited " + std::to_string(mpirun_status) +
+           ": was mpirun sent it?";
+  }
+  return RankName(o, signalled) + " was killed by signal " + name + "; stopping the other ranks";
 }
 
 }  // namespace
@@ -87,7 +116,7 @@ std::string MpirunEndCause(const LaunchOptions& o, const HeartbeatBoard& board, 
   std::string line = FindSignalledRank(o, board, mpirun, WEXITSTATUS(wstatus), &signal);
   if (!line.empty()) {
     *signalled = true;
-    *exit_code = 128 + signal;
+    if (signal > 0) *exit_code = 128 + signal;
     return line;
   }
   line = FindVanishedRank(o, board, ranks, vanished);
@@ -97,7 +126,10 @@ std::string MpirunEndCause(const LaunchOptions& o, const HeartbeatBoard& board, 
 
 void FinishMpirunOutput(OutputRelay* relay, bool ended_by_mpi, LaunchOutcome* outcome) {
   relay->Finish(/*drain_s=*/2);
-  if (ended_by_mpi && relay->openmpi_told()) outcome->failure = "OpenMPI ended the job, for the reason it gives above";
+  if (ended_by_mpi && relay->openmpi_told()) {
+    outcome->failure = "OpenMPI ended the job, for the reason it gives above";
+    outcome->exit_code = 1;  // not the signal its mpirun stopped the ranks with
+  }
   if (relay->stdout_error() != 0 && outcome->exit_code == 0) {
     outcome->exit_code = 1;
     outcome->failure = Status::IOError("stdout", "write", relay->stdout_error()).message();

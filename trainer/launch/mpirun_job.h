@@ -53,7 +53,7 @@ std::string MpirunEndCause(const LaunchOptions& o, const HeartbeatBoard& board, 
 // Once mpirun has ended: the rest of its output relayed; a job that OpenMPI
 // said it aborted (ranks that `ended_by_mpi` vanished or were signalled
 // after OpenMPI said what went wrong, as in MPI_Init) is said to be ended by
-// OpenMPI, not killed; a stdout that could not be written fails the run.
+// OpenMPI, not killed, and exits 1; a stdout that could not be written fails the run.
 void FinishMpirunOutput(OutputRelay* relay, bool ended_by_mpi, LaunchOutcome* outcome);
 
 }  // namespace granary

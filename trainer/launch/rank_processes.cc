@@ -147,7 +147,10 @@ std::string FindQuietCommandRank(const LaunchOptions& o, const HeartbeatBoard& b
     if (!ranks.Alive(r)) continue;
     const RankPulse p = board.Read(r);
     const bool stopped = IsStopped(ranks.RankPid(r));
-    if (!p.started || p.quiet_s < quiet_s || (p.step == 0 && !stopped)) continue;
+    // A rank quiet inside torch may wait for a peer whose own sign of life
+    // (sampled once a second) is not yet as old: it counts a little later.
+    const double bound = p.waiting && !stopped ? quiet_s + kWaitingSlack_s : quiet_s;
+    if (!p.started || p.quiet_s < bound || (p.step == 0 && !stopped)) continue;
     if (stopped) {
       return RankName(o, r) + " made no progress for " + std::to_string(static_cast<long>(p.quiet_s)) +
              " s (after " + std::to_string(p.step) + " steps; its process is stopped); stopping the run";

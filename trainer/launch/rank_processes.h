@@ -136,8 +136,16 @@ bool IsStopped(pid_t pid);
 std::string FindHungRank(const LaunchOptions& o, const HeartbeatBoard& board, const Ranks& ranks, double quiet_s,
                          bool waiting_too, double launched_s);
 
+// How much longer than --timeout a command's rank quiet inside torch is
+// given (FindQuietCommandRank): the peer it may wait for, hung in its own
+// code, shows it by a sign of life sampled once a second, so on a loaded
+// machine that peer's quiet time can lag the waiting rank's by a second or
+// two; with this slack the peer crosses the bound first and is named.
+inline constexpr double kWaitingSlack_s = 2;
+
 // RankKind::kCommand's FindHungRank: a line naming the running ranks quiet
-// for at least `quiet_s` since their last step or sign of life (only ranks
+// for at least `quiet_s` (`quiet_s` + kWaitingSlack_s for one quiet inside
+// torch) since their last step or sign of life (only ranks
 // that have taken a step count, and stopped ones whatever they did): a
 // stopped rank first; else, of the quiet ranks in their own code if some
 // are (those quiet inside torch, as its pulse's `waiting` says, may wait
