@@ -217,7 +217,7 @@ class MpiPending : public PendingCollective {
       return Status::FailedPrecondition(
           std::string(what_) + ": the other ranks did not complete it within --timeout " +
           std::to_string(timeout_.count()) + " s" +
-          (!stuck.empty()       ? ": " + stuck
+          (!stuck.empty()       ? ": " + stuck + EndStoppedPeersAtExit()
            : HasPeerBoard()     ? " (MPI: no rank on this machine is stuck: one on another machine is lost or hung, "
                                   "or a link is down)"
                                 : " (MPI: a rank is lost or hung, or a link is down)"));

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <vector>
 
 #include "base/file.h"
 #include "trainer/launch/rank_processes.h"
@@ -234,6 +235,40 @@ std::string StuckPeers(double quiet_s) {
     found += (found.empty() ? "" : "; ") + line;
   }
   return found;
+}
+
+namespace {
+
+// The peers on this machine stopped by a signal (SIGSTOP, Ctrl-Z) that have
+// not ended, siblings of this rank (started by its parent): not one a
+// debugger holds ('t'), whose user is looking at it.
+std::vector<const Slot*> StoppedPeers() {
+  std::vector<const Slot*> stopped;
+  for (int i = 0; i < peer_slots; ++i) {
+    const Slot& s = peer_board[i];
+    const int pid = s.pid.load(std::memory_order_relaxed);
+    if (&s == own_slot || pid == 0 || s.ended.load(std::memory_order_acquire) != 0) continue;
+    const ProcState state = ReadProcState(pid);
+    if (state.state == 'T' && state.parent == ::getppid()) stopped.push_back(&s);
+  }
+  return stopped;
+}
+
+}  // namespace
+
+std::string EndStoppedPeersAtExit() {
+  std::string ranks;
+  for (const Slot* s : StoppedPeers()) {
+    ranks += (ranks.empty() ? "" : ", ") + std::to_string(s->rank.load(std::memory_order_relaxed));
+  }
+  if (ranks.empty()) return "";
+  static std::atomic<bool> registered{false};
+  if (!registered.exchange(true)) {
+    std::atexit([] {
+      for (const Slot* s : StoppedPeers()) ::kill(s->pid.load(std::memory_order_relaxed), SIGKILL);
+    });
+  }
+  return "; as this rank exits it ends rank " + ranks + " with SIGKILL (a stopped process cannot end with the job)";
 }
 
 void HeartbeatEnd(RankEnd how, int signal) {

@@ -78,6 +78,14 @@ bool HasPeerBoard();
 // stopped) made no progress for 10 s, after 3 steps"); "" if none is (or
 // this rank has no peer board).
 std::string StuckPeers(double quiet_s);
+// For a rank giving up on the job: the ranks on this machine stopped by a
+// signal (SIGSTOP, Ctrl-Z; not held by a debugger) are ended with SIGKILL
+// when this process exits (after it has said why it failed). Once its peers
+// are gone such a rank could only resume into a collective that fails
+// (OpenMPI's shared memory transport then prints "Read -1, expected ..."
+// from a rank the user cannot tell is done), and mpirun ends it anyway when
+// this rank fails. Says so ("; as this rank exits ..."), or "".
+std::string EndStoppedPeersAtExit();
 
 // Marks this rank as blocked on its peers for its lifetime (collectives nest:
 // the outermost one counts).
