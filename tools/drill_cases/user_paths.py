@@ -1,27 +1,28 @@
-"""Round 4 of hostile input: the paths real users arrive by. Image folders as people keep them,
-train under the user's own mpirun, a stopped mpirun, lost output, the Python package inside DataLoader."""
+"""Round 4 of hostile input: the paths real users arrive by. Image folders and tables as people keep
+them, a db being built or left half built, the Python package inside DataLoader; the launches are in
+user_launches.py."""
 import json
 import os
 import shutil
 import textwrap
 
-from drill_cases.common import FASHION, PREP, ROOT, TRAIN, image_folder, run, sh, wait_for_step_sh, wait_until_none_sh
+from drill_cases.common import FASHION, PREP, TRAIN, image_folder, lying_jpeg, run, sh
+from drill_cases.user_launches import round4_launches, round4_tools
 
-MPIRUN = ["mpirun"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
 
-
-def db_count(db):
+def db_count(db, split=None):
     with open(os.path.join(db, "manifest.json")) as f:
-        return sum(s["count"] for s in json.load(f)["splits"])
+        return sum(s["count"] for s in json.load(f)["splits"] if split in (None, s["name"]))
 
 
 def hostile_round4(d, w):
-    """Round 4: folders, tables, mpirun, signals to train's own mpirun, Python, tools."""
+    """Round 4: folders, tables, builds, mpirun and signals, Python, tools."""
     round4_folders(d, w)
+    round4_odd_images(d, w)
     round4_tables(d, w)
-    if shutil.which("mpirun"):
-        round4_mpirun(d, w)
-        round4_mpirun_ends(d, w)
+    round4_odd_tables(d, w)
+    round4_builds(d, w)
+    round4_launches(d, w)
     round4_python(d, w)
     round4_tools(d, w)
 
@@ -95,91 +96,110 @@ def round4_tables(d, w):
            "--limit", "100", "--no-progress"], 0)
 
 
+def round4_odd_images(d, w):
+    """Links between class folders and splits, a PNG's orientation, a JPEG over the pixel cap."""
+    links = w("r4", "links")
+    image_folder(links, classes=("other", "real"), per_class=3)
+    os.symlink("real", os.path.join(links, "dup"))
+    d.case("links/dup -> real: real keeps its 3 images, the alias is named",
+           [PREP, "build", links, w("r4l.db"), "--size", "8", "--no-progress"], 0,
+           needle="are links to another class's folder",
+           check=lambda: "" if db_count(w("r4l.db")) == 6 else f"{db_count(w('r4l.db'))} samples, not 6")
+    hard = w("r4", "hard")
+    image_folder(os.path.join(hard, "train"), classes=("a", "b"), per_class=3)
+    image_folder(os.path.join(hard, "val"), classes=("a", "b"), per_class=2)
+    os.link(os.path.join(hard, "train", "a", "0.jpg"), os.path.join(hard, "val", "a", "9.jpg"))
+    d.case("val/a/9.jpg a hard link of train/a/0.jpg: val keeps 5 samples, the overlap is named",
+           [PREP, "build", hard, w("r4h.db"), "--size", "8", "--no-progress"], 0,
+           needle="evaluation overlaps training: val/a/9.jpg (train)",
+           check=lambda: "" if db_count(w("r4h.db"), "val") == 5 else f"val {db_count(w('r4h.db'), 'val')}")
+    from PIL import Image
+    png = w("r4", "png")
+    half = Image.new("RGB", (40, 40), (0, 0, 255))
+    half.paste((255, 0, 0), (0, 0, 20, 40))  # left half red
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90 degrees clockwise: the top half becomes red
+    for c in ("a", "b"):
+        os.makedirs(os.path.join(png, c))
+    half.save(os.path.join(png, "a", "rot.png"), exif=exif.tobytes())
+    half.save(os.path.join(png, "b", "plain.png"))
+
+    def rotated():
+        code, out, _, _, _ = run([PREP, "cat", w("r4png.db"), "--index", "0", "--json"])
+        first_row = json.loads(out)["fields"]["image"]["values"][:24] if code == 0 else []
+        return "" if first_row == [255, 0, 0] * 8 else f"first row {first_row}"
+    d.case("a PNG with an eXIf orientation is rotated as a JPEG is",
+           [PREP, "build", png, w("r4png.db"), "--size", "8", "--no-progress"], 0, check=rotated)
+    cap = w("r4", "cap")
+    image_folder(cap, classes=("a",), per_class=1)
+    with open(os.path.join(cap, "a", "huge.jpg"), "wb") as f:
+        f.write(lying_jpeg(20000, 20000))
+    d.case("a JPEG declaring 20000x20000: over the pixel cap, which the message states",
+           [PREP, "build", cap, w("r4cap.db"), "--size", "8", "--no-progress"], 1, needle="2^28")
+
+
+def round4_odd_tables(d, w):
+    """CSV files as spreadsheets and other tools write them; IDX files that are not what they say."""
+    t = w("r4o")
+    os.makedirs(t)
+    tables = {"inf.csv": ("a,target\n1,0\ninf,1\n2,0\n", ["--missing", "nan"], "is not a number float32 can hold"),
+              "cr.csv": ("a,target\r1,0\r2,1\r", [], None),
+              "hex.csv": ("a,target\n0x1b,0\n2,1\n", [], "not hexadecimal"),
+              "dup.csv": ("a,a,target\n1,2,0\n2,3,1\n", [], "columns 1 and 2 are both named 'a'")}
+    for name, (text, flags, needle) in tables.items():
+        with open(os.path.join(t, name), "w", newline="") as f:
+            f.write(text)
+        d.case(f"{name}: {needle or 'CR-only line ends read as rows'}",
+               [PREP, "build", os.path.join(t, name), w(f"r4o-{name}.db"), "--label", "target", "--no-progress"] +
+               flags, 1 if needle else 0, needle=needle)
+    with open(os.path.join(t, "utf16.csv"), "wb") as f:
+        f.write("a,target\n1,0\n".encode("utf-16"))
+    d.case("a UTF-16 table", [PREP, "build", os.path.join(t, "utf16.csv"), w("r4o-u.db"), "--label", "target"], 1,
+           needle="is UTF-16")
+    labels = os.path.join(t, "idx200")
+    os.makedirs(labels)
+    shutil.copy(os.path.join(FASHION, "train-images-idx3-ubyte.gz"), labels)
+    run(sh(f"zcat {FASHION}/train-labels-idx1-ubyte.gz > {labels}/train-labels-idx1-ubyte; "
+           f"printf '\\310' | dd of={labels}/train-labels-idx1-ubyte bs=1 seek=8 conv=notrunc 2>/dev/null"))
+    d.case("IDX labels holding one 200: 201 classes, said", [PREP, "build", labels, w("r4o-200.db"), "--limit",
+           "1000", "--no-progress"], 0, needle="labels run 0..200: 201 classes")
+    magic = os.path.join(t, "magic")
+    os.makedirs(magic)
+    shutil.copy(os.path.join(FASHION, "train-labels-idx1-ubyte.gz"), magic)
+    run(sh(f"zcat {FASHION}/train-labels-idx1-ubyte.gz > {magic}/train-images-idx3-ubyte"))
+    d.case("IDX images file holding labels (the wrong magic)", [PREP, "build", magic, w("r4o-m.db")], 1,
+           needle="expected uint8 images")
+
+
+def round4_builds(d, w):
+    """A build's notes in --json, --limit's subset, a db being built, a failed --resume's advice."""
+    ten = image_folder(w("r4", "ten"), classes=tuple("abcdefghij"), per_class=3)
+
+    def limited():
+        n = db_count(w("r4lim.db"))
+        names = {json.loads(run([PREP, "cat", w("r4lim.db"), "--index", str(i), "--json"])[1])["class_name"]
+                 for i in range(n)}
+        return "" if n == 6 and len(names) == 6 else f"{n} samples of {len(names)} classes"
+    d.case("--limit 6 on a folder of 10 classes: 6 classes, not the first two",
+           [PREP, "build", ten, w("r4lim.db"), "--limit", "6", "--size", "8", "--no-progress"], 0, check=limited)
+    d.case("--json on a failed build prints the error object", sh(f"{PREP} build {w('nonexistent')} "
+           f"{w('r4j.db')} --json | grep -q '\"ok\":false' || exit 9; exit 1"), 1, needle="no such folder")
+    big = w("r4big.db")
+    script = (f"LD_PRELOAD={os.path.join(os.path.dirname(PREP), '..', 'tests', 'libslow_fsync.so')} "
+              f"GRANARY_TEST_FSYNC_DELAY_MS=3000 {PREP} build {FASHION} {big} --no-progress >/dev/null 2>&1 & "
+              f"for i in $(seq 200); do [ -e {big}.partial ] && break; sleep 0.05; done; "
+              f"{PREP} info {big}; code=$?; wait; exit $code")
+    d.case("prep info on a db being built names the builder", sh(script), 1, needle="it is being built by process")
+    table = w("r4o", "inf.csv")
+    run([PREP, "build", table, w("r4r.db"), "--label", "target", "--missing", "nan", "--no-progress"])
+    d.case("--resume with other options: one piece of advice",
+           [PREP, "build", table, w("r4r.db"), "--label", "target", "--resume", "--no-progress"], 1,
+           needle="resume with the same ones, or build again without --resume to replace it")
+
+
 def class_names(db):
     with open(os.path.join(db, "manifest.json")) as f:
         return json.load(f)["class_names"]
-
-
-def round4_mpirun(d, w):
-    """train under the user's mpirun, and train's own mpirun stopped or its stdout lost."""
-    db = w("r4m.db")
-    run([PREP, "build", FASHION, db, "--limit", "2000", "--no-progress"])
-    train = [TRAIN, "--db", db, "--epochs", "1"]
-    d.case("mpirun -np 2 train --backend mpi (OpenMPI's default binding)",
-           MPIRUN + ["-np", "2"] + train + ["--backend", "mpi"], 0)
-    d.case("mpirun -np 2 -H localhost:2 train --backend mpi", MPIRUN + ["-np", "2", "-H", "localhost:2"] +
-           train + ["--backend", "mpi"], 0)
-    for flags, needle in ((["--backend", "gloo"], "--backend gloo under mpirun"),
-                          (["--ranks", "1"], "--ranks 1: mpirun's job says 2"),
-                          (["--tune"], "--tune under mpirun"),
-                          (["--threads", "2"], "mpirun bound this rank to CPU")):
-        d.case(f"mpirun -np 2 train {' '.join(flags)}", MPIRUN + ["-np", "2"] + train + flags, 1,
-               needle=needle, lines=None)
-    d.case("RANK=5 WORLD_SIZE=2 (torchrun's, not fitting)",
-           sh("RANK=5 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 " +
-              " ".join(train)), 1, needle="do not fit together")
-    d.case("--backend mpi --nnodes 2 without mpirun", train + ["--backend", "mpi", "--nnodes", "2"], 1,
-           needle="train starts MPI jobs on this machine only")
-    d.case("--backend mpi > /dev/full", sh(" ".join(train + ["--backend", "mpi"]) + " > /dev/full"), 1,
-           needle="stdout: write failed: No space left on device")
-    metrics = w("r4m.jsonl")
-    script = (" ".join(train[:-1] + ["1000", "--backend", "mpi", "--timeout", "5", "--log-every", "1", "--metrics",
-                                     metrics]) + " >/dev/null & L=$!; " +
-              wait_for_step_sh(metrics) +
-              f"pkill -STOP -f '^[^ ]*mpiexec .*{db}'; wait $L; code=$?; " +
-              wait_until_none_sh(f"'^([^ ]*mpiexec|{TRAIN}) .*{db}'") + "left=$n; "
-              "[ -e /dev/shm/granary-mpi.$L ] && echo 'shared memory left' >&2; "
-              "[ \"$left\" = 0 ] || echo \"$left processes left\" >&2; exit $code")
-    d.case("train's own mpirun SIGSTOPped mid-epoch (--timeout 5)", sh(script), 1,
-           needle="has been stopped for")
-    ranks = f"'^{TRAIN} .*{db}'"
-    metrics = w("r4u.jsonl")  # a fresh file: the wait sees this run's first step
-    script = (" ".join(MPIRUN + ["-np", "2"] + train[:-1] + ["1000", "--backend", "mpi", "--timeout", "5",
-                                                             "--log-every", "1", "--metrics", metrics]) +
-              " >/dev/null & L=$!; " + wait_for_step_sh(metrics) +
-              f"for p in $(pgrep -f {ranks}); do tr '\\0' '\\n' < /proc/$p/environ | "
-              "grep -q '^OMPI_COMM_WORLD_RANK=1$' && kill -STOP $p; done; wait $L; code=$?; " +
-              wait_until_none_sh(ranks) + "left=$n; "
-              "ls /dev/shm | grep -q '^granary-peers' && echo 'a peer board left' >&2; "
-              "[ \"$left\" = 0 ] || echo \"$left processes left\" >&2; exit $code")
-    # rank 0 names rank 1 and ends it as it exits (no OpenMPI "Read -1" from a resumed rank 1): mpirun exits 137
-    d.case("the user's mpirun, rank 1 SIGSTOPped mid-epoch (--timeout 5)", sh(script), 137,
-           needle="ends rank 1 with SIGKILL", lines=None)
-
-
-def round4_mpirun_ends(d, w):
-    """What ended a run over train's own mpirun; no ssh; a stray GRANARY_HEARTBEAT."""
-    db = w("r4m.db")
-    metrics = w("r4e.jsonl")
-    for signal, target, status, needle in (
-            ("KILL", f"'^[^ ]*mpiexec .*{db}'", 137, "its ranks end with it"),
-            ("TERM", f"'^[^ ]*mpiexec .*{db}'", 143, "ended the job, stopping its ranks with signal 15"),
-            ("TERM", f"'^{TRAIN} .*{db}.* [-]-rank 1$'", 143, "rank 1 was killed by signal 15"),
-            ("SEGV", f"'^{TRAIN} .*{db}.* [-]-rank 1$'", 139, "rank 1 was killed by signal 11")):
-        script = (" ".join([TRAIN, "--db", db, "--backend", "mpi", "--epochs", "1000", "--log-every", "1",
-                            "--metrics", metrics]) + " >/dev/null & L=$!; " +
-                  wait_for_step_sh(metrics) +
-                  f"pkill -{signal} -f {target}; wait $L; code=$?; rm -f {metrics}; exit $code")
-        d.case(f"SIG{signal} to {'mpiexec' if 'mpiexec' in target else 'rank 1'} of train's own mpirun",
-               sh(script), status, needle=needle)
-    d.case("OMPI_MCA_btl=bogus (OpenMPI fails in MPI_Init)",
-           sh(f"OMPI_MCA_btl=bogus {TRAIN} --db {db} --backend mpi --epochs 1 >/dev/null"), 1,
-           needle="OpenMPI", lines=None)  # its account, or the launcher's
-    nossh = w("r4bin")
-    os.makedirs(nossh)
-    os.symlink(shutil.which("mpiexec"), os.path.join(nossh, "mpiexec"))
-    d.case("no ssh on PATH, --backend mpi", sh(f"env PATH={nossh} {TRAIN} --db {db} --backend mpi "
-                                                        "--epochs 1 >/dev/null"), 0)
-    nompi = w("r4nompi")  # a train whose MPI plugin cannot load (as without libopenmpi3)
-    os.makedirs(nompi)
-    shutil.copy(TRAIN, os.path.join(nompi, "train"))
-    with open(os.path.join(nompi, "libgranary_mpi.so"), "w") as f:
-        f.write("not a library")
-    d.case("MPI's plugin cannot load: train over Gloo", sh(f"{nompi}/train --db {db} --epochs 1 >/dev/null"), 0)
-    d.case("MPI's plugin cannot load: --backend mpi", [os.path.join(nompi, "train"), "--db", db, "--epochs", "1",
-                                                       "--backend", "mpi"], 1, needle="needs OpenMPI's libraries")
-    d.case("GRANARY_HEARTBEAT=garbage:0 in the environment",
-           sh(f"GRANARY_HEARTBEAT=garbage:0 {TRAIN} --db {db} --epochs 1 >/dev/null"), 0)
 
 
 def round4_python(d, w):
@@ -217,15 +237,3 @@ def round4_python(d, w):
     """)
     d.case("Loader(drop_last=True) on 1,999 samples, batch 999: DataLoader's meaning",
            ["/usr/bin/python3", "-c", script], 0)
-
-
-def round4_tools(d, w):
-    """The tools refuse what they cannot use and end."""
-    tools = os.path.join(ROOT, "tools")
-    d.case("tools/netsim --mpi --rate (no value)", [os.path.join(tools, "netsim"), "--mpi", "--rate"], 2,
-           needle="--rate needs a value")
-    d.case("tools/thread_cpu -- seq 1 200000", sh(f"{tools}/thread_cpu -- seq 1 200000 >/dev/null"), 0)
-    d.case("tools/thread_cpu -- /nonexistent", [os.path.join(tools, "thread_cpu"), "--", "/nonexistent"], 1,
-           needle="cannot run /nonexistent")
-    d.case("tools/bench_comm --rounds 0", [os.path.join(tools, "bench_comm"), "--rounds", "0"], 2,
-           needle="must be a whole number in 1..1000000")
