@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
   granary::CommOptions o;
   std::vector<double> sizes_mib = {1, 4, 12.5, 50};
   int warmup = 5, iters = 30;
-  app.add_option("--backend", o.backend)->required();
+  std::string backend;
+  app.add_option("--backend", backend)->required();
   app.add_option("--rank", o.rank);
   app.add_option("--world", o.world);
   app.add_option("--store", o.store_file, "gloo: the FileStore's path");
@@ -38,9 +39,13 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup);
   app.add_option("--iters", iters);
   CLI11_PARSE(app, argc, argv);
+  if (!granary::ParseChoice(backend, &o.backend) || o.backend == granary::Backend::kAuto) {
+    std::fprintf(stderr, "bench_comm_rank: --backend %s: expected gloo or mpi\n", backend.c_str());
+    return 2;
+  }
   const granary::Environment env = granary::Environment::OfProcess();
   o.mpi_job = granary::StartedByMpiLauncher(env);
-  if (o.backend == "mpi" && env.Has("OMPI_COMM_WORLD_SIZE")) {  // the mpirun job's shape
+  if (o.backend == granary::Backend::kMpi && env.Has("OMPI_COMM_WORLD_SIZE")) {  // the mpirun job's shape
     o.rank = env.Number("OMPI_COMM_WORLD_RANK");
     o.world = env.Number("OMPI_COMM_WORLD_SIZE");
   }
@@ -67,7 +72,7 @@ int main(int argc, char** argv) {
     // Rank 0 reports its own; the other ranks' figures are alike (symmetric algorithms).
     if (o.rank == 0) {
       std::printf("{\"backend\": \"%s\", \"mib\": %g, \"wall_ms\": %.3f, \"cpu_ms\": %.3f, \"iters\": %d}\n",
-                  o.backend.c_str(), mib, 1e3 * Median(wall), 1e3 * Median(cpu), iters);
+                  backend.c_str(), mib, 1e3 * Median(wall), 1e3 * Median(cpu), iters);
       std::fflush(stdout);
     }
   }

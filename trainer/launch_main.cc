@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--pin", c.pin, "pin each rank to its own CPUs (on or off)")->capture_default_str();
   app.add_flag("--oversubscribe", c.oversubscribe, "allow ranks x threads above this machine's CPUs");
-  app.add_option("--allocator", c.allocator,
+  std::string allocator = granary::NameOf(c.allocator), prefix = granary::NameOf(c.prefix);
+  app.add_option("--allocator", allocator,
                  "auto (glibc, unless --tune measured another faster), glibc, jemalloc or tcmalloc (LD_PRELOAD)")
       ->capture_default_str();
   app.add_option("--nnodes", c.nnodes, "nodes of the job, each running --ranks ranks")->capture_default_str();
@@ -36,7 +37,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-restarts", c.max_restarts, "start the whole job again after a failure, up to N times")
       ->capture_default_str();
-  app.add_option("--prefix", c.prefix, "rank names before output lines: auto (all but rank 0), all or none")
+  app.add_option("--prefix", prefix, "rank names before output lines: auto (all but rank 0), all or none")
       ->capture_default_str();
   app.add_flag("--tune", c.tune, "measure layouts and allocators on COMMAND itself, then run with the fastest");
   app.add_flag("--tune-only", c.tune_only, "measure and print the table; do not run the job");
@@ -51,6 +52,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "launch: %s (see launch --help)\n", e.what());
     return 2;
   }
+  const auto refuse = [](const char* flag, const std::string& value, const std::string& names) {
+    std::fprintf(stderr, "launch: %s %s: expected %s\n", flag, value.c_str(), names.c_str());
+    return 2;
+  };
+  if (!granary::ParseChoice(allocator, &c.allocator)) {
+    return refuse("--allocator", allocator, granary::ChoiceNames(c.allocator));
+  }
+  if (!granary::ParseChoice(prefix, &c.prefix)) return refuse("--prefix", prefix, granary::ChoiceNames(c.prefix));
   c.command = app.remaining();
   if (!c.command.empty() && c.command[0] == "--") c.command.erase(c.command.begin());
   c.ranks_given = app.count("--ranks") > 0;

@@ -79,7 +79,7 @@ Status Preflight(const ResolvedRun& run) {
   GRANARY_RETURN_IF_ERROR(CheckModelFits(c, run.workload, run.db->manifest().num_classes, ModelUse::kTrain));
   for (const std::unique_ptr<Feature>& feature : AllFeatures()) GRANARY_RETURN_IF_ERROR(feature->Preflight(run));
   GRANARY_RETURN_IF_ERROR(CheckOutputPaths(c));
-  if (c.model.precision == "bf16" && !CpuHasNativeBf16()) {
+  if (c.model.precision == ComputeType::kBf16 && !CpuHasNativeBf16()) {
     std::fprintf(stderr,
                  "train: warning: this CPU has no native bf16 (AVX512-BF16 or AMX): bf16 runs emulated, "
                  "likely slower than fp32\n");
@@ -108,13 +108,13 @@ Status FromMpiJob(const Environment& env, TrainConfig* config, int* rank, std::s
   *launcher = place.launcher;
   *where = place.where;
   const int global = place.global, world = place.world, local_world = place.local_world;
-  if (config->dist.backend == "gloo") {
+  if (config->dist.backend == Backend::kGloo) {
     return Status::InvalidArgument(
         "--backend gloo under " + *launcher + " (a job of " + std::to_string(world) +
         " processes): each process is one rank of that MPI job, whose ranks meet over MPI; use --backend mpi "
         "(or auto), or start train without " + *launcher + " to run its ranks over Gloo");
   }
-  config->dist.backend = "mpi";
+  config->dist.backend = Backend::kMpi;
   FillJobShape(global, world, local_world, config, rank);  // the MPI launcher places its processes
   return Status::OK();
 }
@@ -126,9 +126,9 @@ Status FromMpiJob(const Environment& env, TrainConfig* config, int* rank, std::s
 // one-machine run over Gloo never does: so it is asked for, not chosen.)
 // --backend mpi where MPI cannot be loaded is refused, saying why.
 Status ResolveBackend(const Environment& env, TrainConfig* config, bool is_rank) {
-  std::string& backend = config->dist.backend;
-  if (backend == "auto") backend = is_rank && StartedByMpiLauncher(env) ? "mpi" : "gloo";
-  if (backend == "mpi" && !CommHasMpi()) return Status::InvalidArgument(CommMpiUnavailable());
+  Backend& backend = config->dist.backend;
+  if (backend == Backend::kAuto) backend = is_rank && StartedByMpiLauncher(env) ? Backend::kMpi : Backend::kGloo;
+  if (backend == Backend::kMpi && !CommHasMpi()) return Status::InvalidArgument(CommMpiUnavailable());
   return Status::OK();
 }
 
@@ -167,7 +167,7 @@ Status FromTorchrun(const Environment& env, TrainConfig* config, int* rank) {
   FillJobShape(global, world, local_world, config, rank);  // torchrun places its processes
   config->dist.host = v[3];
   config->dist.port = port;
-  if (config->dist.backend == "auto") config->dist.backend = "gloo";  // torchrun's is a Gloo rendezvous
+  if (config->dist.backend == Backend::kAuto) config->dist.backend = Backend::kGloo;  // torchrun's is a Gloo rendezvous
   return Status::OK();
 }
 
@@ -285,7 +285,7 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
       }
     }
   }
-  if (role == Role::kLauncher && config.dist.backend == "mpi" && config.dist.nnodes > 1) {
+  if (role == Role::kLauncher && config.dist.backend == Backend::kMpi && config.dist.nnodes > 1) {
     return Fail(Status::InvalidArgument(
                     "--backend mpi --nnodes " + std::to_string(config.dist.nnodes) +
                     ": train starts MPI jobs on this machine only; across machines start it with mpirun or srun "
@@ -293,7 +293,7 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
                 0);
   }
   const int named_rank = std::max(rank, 0);  // the launcher's failures are said as rank 0's
-  const bool backend_asked = config.dist.backend != "auto";  // else --tune may choose it
+  const bool backend_asked = config.dist.backend != Backend::kAuto;  // else --tune may choose it
   if (Status backend = ResolveBackend(env, &config, role != Role::kLauncher); !backend.ok()) {
     return Fail(backend, named_rank);
   }
@@ -346,7 +346,7 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
       if (Status pinned = PinToCpus(layout->cpus[0]); !pinned.ok()) return Fail(pinned, 0);
     }
   }
-  if (role == Role::kLaunchedRank && run.config.dist.backend == "mpi" && !layout->cpus.empty()) {
+  if (role == Role::kLaunchedRank && run.config.dist.backend == Backend::kMpi && !layout->cpus.empty()) {
     // Started through mpirun, which does not pin: each rank pins itself, as planned.
     const size_t local = static_cast<size_t>(rank - run.config.dist.node_rank * run.config.dist.ranks);
     if (local < layout->cpus.size() && !layout->cpus[local].empty()) {

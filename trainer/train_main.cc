@@ -34,10 +34,11 @@ CLI::Validator NotNegative(bool strictly) {
 
 // How the run syncs, is laid out, checkpointed and made lighter, and what it
 // leaves behind.
-void AddRunFlags(CLI::App& app, granary::TrainConfig& c) {
-  app.add_option("--sync", c.sync.method, "gradient sync: " + granary::KnownGradientSyncNames())->capture_default_str();
+void AddRunFlags(CLI::App& app, granary::TrainConfig& c, granary::ChoiceFlags& choices) {
+  app.add_option("--sync", choices.sync, "gradient sync: " + granary::ChoiceNames(c.sync.method))
+      ->capture_default_str();
   app.add_option("--bucket-mb", c.sync.bucket_mb, "bucketed sync: MiB of gradients per bucket")->capture_default_str();
-  app.add_option("--sync-compress", c.sync.compress,
+  app.add_option("--sync-compress", choices.sync_compress,
                  "bucketed sync: gradients sent as none (float32), fp16, bf16 or powersgd (low-rank, error feedback)")
       ->capture_default_str();
   app.add_option("--powersgd-rank", c.sync.powersgd_rank, "powersgd: rank of the gradient approximation")
@@ -53,7 +54,7 @@ void AddRunFlags(CLI::App& app, granary::TrainConfig& c) {
       ->capture_default_str();
   app.add_option("--master-port", c.dist.port, "the rendezvous port on node 0 (needed with --nnodes above 1)");
   app.add_option("--iface", c.dist.iface, "network interface for Gloo (e.g. eth0)");
-  app.add_option("--backend", c.dist.backend,
+  app.add_option("--backend", choices.backend,
                  "the ranks' collectives: gloo (TCP), mpi (OpenMPI: shared memory on one machine, where train "
                  "starts the ranks with mpirun itself; or under your mpirun or srun) or auto (mpi inside an MPI "
                  "job, else gloo)")
@@ -76,7 +77,7 @@ void AddRunFlags(CLI::App& app, granary::TrainConfig& c) {
   app.add_option("--metrics", c.output.metrics, "write JSON lines here: every --log-every steps and per epoch");
   app.add_option("--log-every", c.output.log_every, "optimizer steps between --metrics lines")->capture_default_str();
   app.add_option("--report", c.output.report, "write the run's curves here as one self-contained HTML page");
-  app.add_option("--quantize", c.shrink.quantize,
+  app.add_option("--quantize", choices.quantize,
                  "after training: none, or int8 (post-training quantization, calibrated on training batches; "
                  "measured against the fp32 model; with --save FILE.pt also writes FILE.int8.pt)")
       ->capture_default_str();
@@ -93,7 +94,7 @@ void AddRunFlags(CLI::App& app, granary::TrainConfig& c) {
                "(the model learns nothing)");
 }
 
-void AddFlags(CLI::App& app, granary::TrainConfig& c) {
+void AddFlags(CLI::App& app, granary::TrainConfig& c, granary::ChoiceFlags& choices) {
   granary::DataConfig& d = c.data;
   app.add_option("--db", d.db, "granary db directory (made by `prep build`)")->required();
   app.add_option("--train-split", d.train_split, "split to train on")->capture_default_str();
@@ -119,7 +120,7 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c) {
       ->capture_default_str();
   app.add_option("--width", c.model.width, "channel (hidden unit) multiplier of the model")->capture_default_str();
   app.add_option("--dropout", c.model.dropout, "dropout before the last layer")->capture_default_str();
-  app.add_option("--precision", c.model.precision, "fp32, or bf16 (CPU autocast; fp32 weights, optimiser and loss)")
+  app.add_option("--precision", choices.precision, "fp32, or bf16 (CPU autocast; fp32 weights, optimiser and loss)")
       ->capture_default_str();
   app.add_flag("--channels-last", c.model.channels_last, "NHWC batches and conv weights (oneDNN's fast layout)");
 
@@ -148,7 +149,7 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c) {
       ->capture_default_str();
   app.add_option("--warmup-epochs", c.optim.warmup_epochs, "linear warm-up to the peak rate over this many epochs")
       ->capture_default_str();
-  app.add_option("--lr-scaling", c.optim.lr_scaling, "none, or linear: peak rate = --lr x --batch-size / --base-batch")
+  app.add_option("--lr-scaling", choices.lr_scaling, "none, or linear: peak rate = --lr x --batch-size / --base-batch")
       ->capture_default_str();
   app.add_option("--base-batch", c.optim.base_batch, "the batch --lr is meant for (--lr-scaling linear)")
       ->capture_default_str();
@@ -157,7 +158,7 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c) {
   app.add_option("--stop-at-accuracy", c.optim.stop_at_accuracy,
                  "stop after the first evaluation at or above this test accuracy (0..1; 0: none)")
       ->capture_default_str();
-  AddRunFlags(app, c);
+  AddRunFlags(app, c, choices);
 }
 
 }  // namespace
@@ -169,7 +170,8 @@ int main(int argc, char** argv) {
   int rank = -1;
   bool json = false;
   CLI::App app{"Data-parallel training on CPU from a granary db (see README.md)."};
-  AddFlags(app, config);
+  granary::ChoiceFlags choices(config);  // parsed into config once the command line is
+  AddFlags(app, config, choices);
   bool eval_only = false;
   app.add_flag("--eval-only", eval_only,
                "evaluate --model FILE.pt (fp32 or INT8) on the db's eval split: accuracy, loss, inference samples/s; "
@@ -200,6 +202,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "train: %s (see train --help)\n", e.what());
     return 2;
   }
+  if (granary::Status parsed = choices.ParseInto(&config); !parsed.ok()) return granary::PrintFailure("train", parsed);
   const std::vector<std::string> args(argv, argv + argc);
   // What --tune runs its candidates with: the command line less the flags a candidate sets and --tune's own.
   tune.args = granary::WithoutOptions(

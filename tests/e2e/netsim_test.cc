@@ -249,7 +249,7 @@ TEST_F(EndToEnd, CompressedSyncsTrainToTheUncompressedAccuracyAndBadFlagsAreRefu
     }
   }
   ExpectOneLineError(RunCommand(train + "--sync-compress int8", dir_),
-                     "--sync-compress int8: expected none, fp16, bf16, powersgd");
+                     "--sync-compress int8: expected none, fp16, bf16 or powersgd");
   ExpectOneLineError(RunCommand(train + "--sync after-backward --sync-compress fp16", dir_),
                      "--sync-compress fp16 needs --sync bucketed");
   ExpectOneLineError(RunCommand(train + "--sync-compress powersgd --powersgd-rank 0", dir_),

@@ -298,9 +298,9 @@ class LaunchTest(unittest.TestCase):
     def test_bad_flags_are_refused_before_anything_starts(self):
         cases = [
             (["--ranks", "0", PYTHON, "x.py"], "launch: --ranks 0: must be in 1..1024"),
-            (["--allocator", "mimalloc", PYTHON, "x.py"], "launch: --allocator mimalloc: auto, glibc, jemalloc"),
+            (["--allocator", "mimalloc", PYTHON, "x.py"], "launch: --allocator mimalloc: expected auto, glibc, jemalloc or tcmalloc"),
             (["--nnodes", "2", PYTHON, "x.py"], "launch: --nnodes 2 needs --master-addr and --master-port"),
-            (["--prefix", "some", PYTHON, "x.py"], "launch: --prefix some: auto (rank 0 plain), all or none"),
+            (["--prefix", "some", PYTHON, "x.py"], "launch: --prefix some: expected auto, all or none"),
             (["--ranks", "2"], "launch: no COMMAND"),
             (["--tune-seconds", "0", PYTHON, "x.py"], "launch: --tune-seconds 0"),
         ]

@@ -67,20 +67,21 @@ double RelativeError(const torch::Tensor& got, const torch::Tensor& want) {
 TEST(Compression, NoneIsExactAndFp16AndBf16SumToTheirRounding) {
   GradientCompressionOptions o;
   const torch::Tensor want = Mean(0, false);
-  for (const auto& [method, bound] : {std::pair{"none", 1e-7}, std::pair{"fp16", 2e-3}, std::pair{"bf16", 1e-2}}) {
+  for (const auto& [method, bound] : {std::pair{Compression::kNone, 1e-7}, std::pair{Compression::kFp16, 2e-3},
+                                      std::pair{Compression::kBf16, 1e-2}}) {
     o.method = method;
     std::vector<torch::Tensor> got = RunSteps(o, 1, false);
-    ASSERT_EQ(got.size(), 1u) << method;
-    EXPECT_LT(RelativeError(got[0], want), bound) << method;
-    if (std::string(method) != "none") {
-      EXPECT_GT(RelativeError(got[0], want), 0) << method << " rounds";
+    ASSERT_EQ(got.size(), 1u) << NameOf(method);
+    EXPECT_LT(RelativeError(got[0], want), bound) << NameOf(method);
+    if (method != Compression::kNone) {
+      EXPECT_GT(RelativeError(got[0], want), 0) << NameOf(method) << " rounds";
     }
   }
 }
 
 TEST(Compression, PowerSgdSendsALowRankMatrixAndTheVectorsExactly) {
   GradientCompressionOptions o;
-  o.method = "powersgd";
+  o.method = Compression::kPowerSgd;
   o.matrix_rank = 2;
   o.warmup_steps = 0;
   // The mean of two rank-1 matrices has rank 2: rank-2 factors carry it (to float rounding).
@@ -93,7 +94,7 @@ TEST(Compression, PowerSgdSendsALowRankMatrixAndTheVectorsExactly) {
 
 TEST(Compression, PowerSgdWarmsUpUncompressedThenErrorFeedbackCatchesUp) {
   GradientCompressionOptions o;
-  o.method = "powersgd";
+  o.method = Compression::kPowerSgd;
   o.matrix_rank = 1;
   o.warmup_steps = 2;
   const int steps = 40;
@@ -116,7 +117,7 @@ TEST(Compression, PowerSgdWarmsUpUncompressedThenErrorFeedbackCatchesUp) {
 // next step differs (the test would catch a state that is not restored).
 TEST(Compression, PowerSgdStateCarriedOverContinuesExactly) {
   GradientCompressionOptions o;
-  o.method = "powersgd";
+  o.method = Compression::kPowerSgd;
   o.matrix_rank = 1;
   o.warmup_steps = 2;
   const std::vector<torch::Tensor> whole = RunSteps(o, 6, false);
@@ -137,7 +138,7 @@ TEST(Compression, PowerSgdStateCarriedOverContinuesExactly) {
 
 TEST(Compression, StateThatDoesNotFitIsRefused) {
   GradientCompressionOptions o;
-  o.method = "powersgd";
+  o.method = Compression::kPowerSgd;
   o.warmup_steps = 0;
   CompressionState wrong;
   wrong.shared["bucket0_steps"] = torch::tensor(int64_t{3});
@@ -151,7 +152,7 @@ TEST(Compression, StateThatDoesNotFitIsRefused) {
     EXPECT_FALSE(reduce.ok());
     EXPECT_NE(reduce.status().ToString().find("does not fit"), std::string::npos) << reduce.status().ToString();
     GradientCompressionOptions fp16_options;
-    fp16_options.method = "fp16";
+    fp16_options.method = Compression::kFp16;
     auto fp16 = CreateBucketCompression(fp16_options, comm);
     if (!fp16.ok()) return fp16.status();
     EXPECT_FALSE(fp16.value()->LoadState(wrong).ok()) << "fp16 keeps no state";
@@ -159,10 +160,15 @@ TEST(Compression, StateThatDoesNotFitIsRefused) {
   });
 }
 
-TEST(Compression, UnknownMethodsAreRefused) {
-  EXPECT_FALSE(IsKnownCompression("int8"));
-  EXPECT_TRUE(IsKnownCompression("powersgd"));
-  EXPECT_EQ(KnownCompressionNames(), "none, fp16, bf16, powersgd");
+TEST(Compression, MethodsAreParsedByNameAndUnknownOnesRefused) {
+  Compression method = Compression::kNone;
+  EXPECT_FALSE(ParseChoice("int8", &method));
+  EXPECT_EQ(method, Compression::kNone);  // untouched
+  EXPECT_TRUE(ParseChoice("powersgd", &method));
+  EXPECT_EQ(method, Compression::kPowerSgd);
+  EXPECT_STREQ(NameOf(Compression::kBf16), "bf16");
+  EXPECT_EQ(ChoiceNames(method, ""), "none, fp16, bf16, powersgd");
+  EXPECT_EQ(ChoiceNames(method), "none, fp16, bf16 or powersgd");
 }
 
 }  // namespace

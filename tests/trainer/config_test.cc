@@ -38,13 +38,11 @@ TEST(TrainConfig, EveryOutOfRangeFieldIsNamedByItsFlag) {
       {"--schedule linear", [](TrainConfig& c) { c.optim.schedule = "linear"; }},
       {"--warmup-epochs 6", [](TrainConfig& c) { c.optim.warmup_epochs = 6; }},  // of 5 epochs
       {"--warmup-epochs -", [](TrainConfig& c) { c.optim.warmup_epochs = -1; }},
-      {"--lr-scaling sqrt", [](TrainConfig& c) { c.optim.lr_scaling = "sqrt"; }},
       {"--base-batch 0", [](TrainConfig& c) { c.optim.base_batch = 0; }},
       {"--label-smoothing 1", [](TrainConfig& c) { c.optim.label_smoothing = 1; }},
       {"--stop-at-accuracy 1.5", [](TrainConfig& c) { c.optim.stop_at_accuracy = 1.5; }},
       {"--stop-at-accuracy 0.9 needs an evaluation",
        [](TrainConfig& c) { c.optim.stop_at_accuracy = 0.9, c.data.synthetic = true; }},
-      {"--precision fp16", [](TrainConfig& c) { c.model.precision = "fp16"; }},
       {"--optimizer lbfgs", [](TrainConfig& c) { c.optim.optimizer = "lbfgs"; }},
       {"--momentum 1", [](TrainConfig& c) { c.optim.optimizer = "sgd", c.optim.momentum = 1; }},
       {"--momentum is for --optimizer sgd", [](TrainConfig& c) { c.optim.momentum = 0.9; }},  // adam
@@ -54,7 +52,6 @@ TEST(TrainConfig, EveryOutOfRangeFieldIsNamedByItsFlag) {
       {"--epochs 0", [](TrainConfig& c) { c.optim.epochs = 0; }},
       {"--batch-size -1", [](TrainConfig& c) { c.optim.batch_size = -1; }},
       {"--batch-size 65", [](TrainConfig& c) { c.optim.batch_size = 65; }},  // not a multiple of 2 ranks
-      {"--sync sometimes", [](TrainConfig& c) { c.sync.method = "sometimes"; }},
       {"--accum 0", [](TrainConfig& c) { c.optim.accum = 0; }},
       {"--accum 3", [](TrainConfig& c) { c.optim.accum = 3; }},  // 64 is no multiple of 2 ranks x 3
       {"--bucket-mb 0", [](TrainConfig& c) { c.sync.bucket_mb = 0; }},
@@ -67,13 +64,13 @@ TEST(TrainConfig, EveryOutOfRangeFieldIsNamedByItsFlag) {
       {"--powersgd-rank 8: only used with --sync-compress powersgd", [](TrainConfig& c) { c.sync.powersgd_rank = 8; }},
       {"--powersgd-warmup 3: only used", [](TrainConfig& c) { c.sync.powersgd_warmup = 3; }},
       {"--bucket-mb 4: only used with --sync bucketed",
-       [](TrainConfig& c) { c.sync.method = "after-backward", c.sync.bucket_mb = 4; }},
+       [](TrainConfig& c) { c.sync.method = SyncMethod::kAfterBackward, c.sync.bucket_mb = 4; }},
       {"--calibration-batches 8: only used with --quantize int8",
        [](TrainConfig& c) { c.shrink.calibration_batches = 8; }},
       {"--base-batch 64: only used with --lr-scaling linear", [](TrainConfig& c) { c.optim.base_batch = 64; }},
       {"--keep 5: only used with --checkpoint-dir", [](TrainConfig& c) { c.checkpoint.keep = 5; }},
       {"--quantize int8 calibrates on training batches: not with --synthetic",
-       [](TrainConfig& c) { c.shrink.quantize = "int8", c.data.synthetic = true; }},
+       [](TrainConfig& c) { c.shrink.quantize = Quantize::kInt8, c.data.synthetic = true; }},
   };
   for (const auto& [flag, spoil] : cases) {
     TrainConfig c = Good();
@@ -112,7 +109,7 @@ TEST(TrainConfig, ClearUnusedLeavesOnlyWhatRuns) {
   c.ClearUnused();
   EXPECT_EQ(c, Good());
   TrainConfig used = Good();
-  used.sync.compress = "powersgd";
+  used.sync.compress = Compression::kPowerSgd;
   used.sync.powersgd_rank = 8;
   TrainConfig cleared = used;
   cleared.ClearUnused();
@@ -188,7 +185,7 @@ TEST(TrainConfig, JsonRoundTripsEveryFieldAndDifferencesNameThem) {
   c.data.stddev = 0.5f;
   c.data.synthetic = true;
   c.model.dropout = 0.1;
-  c.model.precision = "bf16";
+  c.model.precision = ComputeType::kBf16;
   c.model.channels_last = true;
   c.optim.lr = 0.01;
   c.optim.epochs = 9;
@@ -199,7 +196,7 @@ TEST(TrainConfig, JsonRoundTripsEveryFieldAndDifferencesNameThem) {
   c.optim.momentum = 0.9;
   c.optim.nesterov = true;
   c.optim.weight_decay = 1e-4;
-  c.sync.method = "after-backward";
+  c.sync.method = SyncMethod::kAfterBackward;
   c.sync.bucket_mb = 4;
   c.dist.ranks = 4;
   c.dist.threads = 2;
@@ -241,6 +238,47 @@ TEST(TrainConfig, FromJsonRefusesUnknownMembersAndWrongTypes) {
   ASSERT_TRUE(partial.ok());
   EXPECT_EQ(partial->optim.lr, 0.5);
   EXPECT_EQ(partial->optim.epochs, TrainConfig{}.optim.epochs);
+}
+
+// The closed choices are parsed once from their flags' text, each unknown
+// value refused naming its flag and the choices; in JSON they are their
+// names, and a name that is none of them is refused (not taken for the
+// first, as nlohmann's own enum mapping would).
+TEST(TrainConfig, ChoicesAreParsedOnceFromTheirNames) {
+  TrainConfig c;
+  ChoiceFlags flags(c);
+  EXPECT_EQ(flags.precision, "fp32");
+  EXPECT_EQ(flags.sync, "bucketed");
+  EXPECT_EQ(flags.backend, "auto");
+  flags.precision = "bf16", flags.lr_scaling = "linear", flags.sync = "after-backward", flags.backend = "mpi";
+  flags.quantize = "int8";
+  ASSERT_TRUE(flags.ParseInto(&c).ok());
+  EXPECT_EQ(c.model.precision, ComputeType::kBf16);
+  EXPECT_EQ(c.optim.lr_scaling, LrScaling::kLinear);
+  EXPECT_EQ(c.sync.method, SyncMethod::kAfterBackward);
+  EXPECT_EQ(c.dist.backend, Backend::kMpi);
+  EXPECT_EQ(c.shrink.quantize, Quantize::kInt8);
+  const std::pair<std::string ChoiceFlags::*, std::string> bad[] = {
+      {&ChoiceFlags::precision, "--precision fp16: expected fp32 or bf16"},
+      {&ChoiceFlags::lr_scaling, "--lr-scaling fp16: expected none or linear"},
+      {&ChoiceFlags::sync, "--sync fp16: expected bucketed or after-backward"},
+      {&ChoiceFlags::sync_compress, "--sync-compress fp16x: expected none, fp16, bf16 or powersgd"},
+      {&ChoiceFlags::backend, "--backend fp16: expected auto, gloo or mpi"},
+      {&ChoiceFlags::quantize, "--quantize fp16: expected none or int8"}};
+  for (const auto& [member, message] : bad) {
+    ChoiceFlags spoilt{TrainConfig{}};
+    spoilt.*member = member == &ChoiceFlags::sync_compress ? "fp16x" : "fp16";
+    TrainConfig d;
+    const Status s = spoilt.ParseInto(&d);
+    EXPECT_EQ(s.message(), message);
+  }
+  const std::string json = c.ToJson();
+  EXPECT_NE(json.find("\"precision\":\"bf16\""), std::string::npos) << json;
+  EXPECT_EQ(TrainConfig::FromJson(json).value(), c);
+  auto lying = TrainConfig::FromJson(R"({"model": {"precision": "fp64"}})");
+  ASSERT_FALSE(lying.ok());
+  EXPECT_NE(lying.status().message().find("'fp64' is not one of fp32 or bf16"), std::string::npos)
+      << lying.status().message();
 }
 
 // A checkpoint written before "compress" (quantize, prune) became "shrink"

@@ -83,9 +83,11 @@ std::vector<torch::Tensor> OneRank(const SyncCase& c) {
 Status TwoRanks(Comm& comm, Classifier& net, const SyncCase& c, std::vector<torch::Tensor>* out) {
   ModelConfig mc;
   mc.channels_last = c.channels_last;
-  Precision precision = Precision::Create(mc).value();
+  Precision precision = Precision::Create(mc);
   precision.Prepare(net);
-  auto sync = CreateGradientSync(c.sync, /*bucket_bytes=*/64 << 10, comm);
+  SyncMethod method = SyncMethod::kBucketed;
+  EXPECT_TRUE(ParseChoice(c.sync, &method)) << c.sync;
+  auto sync = CreateGradientSync(method, /*bucket_bytes=*/64 << 10, comm);
   GRANARY_RETURN_IF_ERROR(sync.status());
   GRANARY_RETURN_IF_ERROR(sync.value()->Attach(net.parameters()));
   const OptimConfig optim = Optim(c.optimizer);

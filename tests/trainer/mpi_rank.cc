@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   }
   const std::string measured = argv[1];  // rank 0 writes it once it has measured
   granary::CommOptions o;
-  o.backend = "mpi";
+  o.backend = granary::Backend::kMpi;
   o.rank = std::atoi(rank);
   o.world = std::atoi(world);
   o.timeout_s = 60;

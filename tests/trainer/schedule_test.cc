@@ -48,11 +48,11 @@ TEST(LrSchedule, CosineFallsFromThePeakAfterWarmUpToNearZero) {
 
 TEST(LrSchedule, LinearScalingMultipliesByBatchOverBaseBatch) {
   OptimConfig o = Recipe("constant");
-  o.lr_scaling = "linear";
+  o.lr_scaling = LrScaling::kLinear;
   o.batch_size = 1024;
   o.base_batch = 256;
   EXPECT_DOUBLE_EQ(LrSchedule(o, kStepsPerEpoch).peak(), 0.4);
-  o.lr_scaling = "none";
+  o.lr_scaling = LrScaling::kNone;
   EXPECT_DOUBLE_EQ(LrSchedule(o, kStepsPerEpoch).peak(), 0.1);
 }
 

@@ -58,14 +58,14 @@ StatusOr<std::unique_ptr<Comm>> Comm::Create(const CommOptions& options) {
     return Status::InvalidArgument("rank " + std::to_string(options.rank) + " of world " +
                                    std::to_string(options.world));
   }
-  if (options.backend != "gloo" && options.backend != "mpi") {
-    return Status::InvalidArgument("--backend " + options.backend + ": gloo or mpi");
+  if (options.backend != Backend::kGloo && options.backend != Backend::kMpi) {
+    return Status::InvalidArgument(std::string("--backend ") + NameOf(options.backend) + ": gloo or mpi");
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   if (options.world > 1) {
     StatusOr<std::unique_ptr<CommBackend>> backend =
-        options.backend == "mpi" ? CreateMpiBackend(options) : CreateGlooBackend(options);
+        options.backend == Backend::kMpi ? CreateMpiBackend(options) : CreateGlooBackend(options);
     if (!backend.ok()) return backend.status();
     impl->backend = std::move(backend).value();
   }

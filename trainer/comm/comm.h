@@ -24,6 +24,7 @@
 
 #include "base/environment.h"
 #include "base/status.h"
+#include "trainer/config/choices.h"
 
 namespace granary {
 
@@ -44,7 +45,7 @@ struct CommOptions {
   // RecipeJson). Over a TCPStore, a rank whose recipe differs from rank 0's
   // ends the rendezvous on every rank, naming the member and both values.
   std::string recipe = "{}";
-  std::string backend = "gloo";  // or "mpi" (CommHasMpi)
+  Backend backend = Backend::kGloo;  // or kMpi (CommHasMpi); never kAuto (resolved before)
   // From the process's environment (StartedByMpiLauncher and the variables
   // below), so a backend reads no environment of its own.
   bool mpi_job = false;             // an MPI launcher started this process: MPI_Init joins its job

@@ -286,27 +286,6 @@ class PowerSgd : public BucketCompression {
   CompressionState restored_;  // LoadState's, taken up as each bucket first needs it
 };
 
-struct CompressMethod {
-  const char* name;
-  std::unique_ptr<BucketCompression> (*create)(Comm& comm, const GradientCompressionOptions& options);
-};
-
-// Every method, in the order --help lists them.
-const CompressMethod kCompressMethods[] = {
-    {"none", [](Comm& comm, const GradientCompressionOptions&) -> std::unique_ptr<BucketCompression> {
-       return std::make_unique<Plain>(comm);
-     }},
-    {"fp16", [](Comm& comm, const GradientCompressionOptions&) -> std::unique_ptr<BucketCompression> {
-       return std::make_unique<Fp16>(comm);
-     }},
-    {"bf16", [](Comm& comm, const GradientCompressionOptions&) -> std::unique_ptr<BucketCompression> {
-       return std::make_unique<Bf16>(comm);
-     }},
-    {"powersgd", [](Comm& comm, const GradientCompressionOptions& o) -> std::unique_ptr<BucketCompression> {
-       return std::make_unique<PowerSgd>(comm, o);
-     }},
-};
-
 }  // namespace
 
 Status BucketCompression::LoadState(const CompressionState& state) {
@@ -315,15 +294,13 @@ Status BucketCompression::LoadState(const CompressionState& state) {
 }
 
 StatusOr<std::unique_ptr<BucketCompression>> CreateBucketCompression(const GradientCompressionOptions& o, Comm& comm) {
-  const CompressMethod* m = FindByName(kCompressMethods, o.method);
-  if (m == nullptr) {
-    return Status::InvalidArgument("--sync-compress " + o.method + ": expected " + KnownCompressionNames());
+  switch (o.method) {
+    case Compression::kNone: return std::unique_ptr<BucketCompression>(std::make_unique<Plain>(comm));
+    case Compression::kFp16: return std::unique_ptr<BucketCompression>(std::make_unique<Fp16>(comm));
+    case Compression::kBf16: return std::unique_ptr<BucketCompression>(std::make_unique<Bf16>(comm));
+    case Compression::kPowerSgd: return std::unique_ptr<BucketCompression>(std::make_unique<PowerSgd>(comm, o));
   }
-  return m->create(comm, o);
+  return Status::InvalidArgument("--sync-compress: no such method");  // not reached: the switch names every one
 }
-
-bool IsKnownCompression(const std::string& method) { return FindByName(kCompressMethods, method) != nullptr; }
-
-std::string KnownCompressionNames() { return JoinNames(kCompressMethods); }
 
 }  // namespace granary

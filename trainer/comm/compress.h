@@ -37,10 +37,10 @@
 namespace granary {
 
 struct GradientCompressionOptions {
-  std::string method = "none";  // none, fp16, bf16, powersgd
-  int matrix_rank = 4;          // powersgd: columns of P and Q (the approximation's rank, not a process)
-  int warmup_steps = 10;        // powersgd: plain all-reduces first
-  uint64_t seed = 0;            // powersgd: Q's initial values (the same on every rank)
+  Compression method = Compression::kNone;
+  int matrix_rank = 4;    // powersgd: columns of P and Q (the approximation's rank, not a process)
+  int warmup_steps = 10;  // powersgd: plain all-reduces first
+  uint64_t seed = 0;      // powersgd: Q's initial values (the same on every rank)
 };
 
 // A method's state between steps, as tensors by name: `shared` is the same
@@ -69,7 +69,6 @@ class BucketCompression {
   virtual Status LoadState(const CompressionState& state);
 };
 
-// InvalidArgument naming --sync-compress for an unknown method.
 StatusOr<std::unique_ptr<BucketCompression>> CreateBucketCompression(const GradientCompressionOptions& options,
                                                                      Comm& comm);
 

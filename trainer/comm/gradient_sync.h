@@ -43,12 +43,12 @@ class GradientSync {
   }
 };
 
-// The method named `method` (see KnownGradientSyncNames) over `comm`, which
-// must outlive it; `bucket_bytes` for the methods that bucket gradients, and
-// how each bucket is compressed (trainer/comm/compress.h; bucketed only).
-// InvalidArgument for an unknown name, or compression without buckets.
+// `method` over `comm`, which must outlive it; `bucket_bytes` for the
+// methods that bucket gradients, and how each bucket is compressed
+// (trainer/comm/compress.h; bucketed only). InvalidArgument for compression
+// without buckets.
 StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(
-    const std::string& method, size_t bucket_bytes, Comm& comm,
+    SyncMethod method, size_t bucket_bytes, Comm& comm,
     const GradientCompressionOptions& compress = GradientCompressionOptions{});
 
 }  // namespace granary

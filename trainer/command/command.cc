@@ -107,9 +107,10 @@ std::string FindProgram(const std::string& name, const Environment& env) {
 }
 
 // The shared library of `allocator` ("" for glibc's own, or if not installed).
-std::string AllocatorLibrary(const std::string& allocator) {
-  const char* file = allocator == "jemalloc" ? "libjemalloc.so.2" : allocator == "tcmalloc" ? "libtcmalloc_minimal.so.4"
-                                                                                             : nullptr;
+std::string AllocatorLibrary(Allocator allocator) {
+  const char* file = allocator == Allocator::kJemalloc   ? "libjemalloc.so.2"
+                     : allocator == Allocator::kTcmalloc ? "libtcmalloc_minimal.so.4"
+                                                         : nullptr;
   if (file == nullptr) return "";
   for (const char* dir : {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
                           "/usr/local/lib"}) {
@@ -150,7 +151,7 @@ Layout PlanCommandLayout(const CommandConfig& c, int ranks, int threads, bool pi
 
 // One start of the job in `layout` with `allocator`.
 LaunchOptions OptionsFor(const CommandConfig& c, const Placement& p, const Layout& layout,
-                         const std::string& allocator, const std::string& program, const Environment& env) {
+                         Allocator allocator, const std::string& program, const Environment& env) {
   LaunchOptions o;
   o.kind = RankKind::kCommand;
   o.name = "launch";
@@ -184,10 +185,11 @@ LaunchOptions OptionsFor(const CommandConfig& c, const Placement& p, const Layou
   for (int i = 0; i < p.local_ranks; ++i) {
     o.rank_env.push_back(TorchrunVariables(p.job, i));
     const int rank = p.job.first_rank + i;
-    if (c.prefix == "none" || (c.prefix == "auto" && rank == 0 && (terminal || p.job.world == 1))) {
+    const bool automatic = c.prefix == RankPrefix::kAuto;
+    if (c.prefix == RankPrefix::kNone || (automatic && rank == 0 && (terminal || p.job.world == 1))) {
       o.rank_prefix.push_back(std::nullopt);
     } else {
-      o.rank_prefix.push_back(c.prefix == "auto" && rank == 0 ? "" : "[rank " + std::to_string(rank) + "] ");
+      o.rank_prefix.push_back(automatic && rank == 0 ? "" : "[rank " + std::to_string(rank) + "] ");
     }
   }
   return o;
@@ -305,11 +307,11 @@ Status TuneInto(CommandConfig* c, const Placement& p, const std::string& program
   CommandTuneOptions t;
   t.cores = cores;
   t.ranks = c->ranks_given ? c->ranks : 0;
-  if (c->allocator != "auto") {
+  if (c->allocator != Allocator::kAuto) {
     t.allocators = {c->allocator};
   } else {
-    for (const char* allocator : {"glibc", "jemalloc", "tcmalloc"}) {
-      if (std::string(allocator) == "glibc" || !AllocatorLibrary(allocator).empty()) t.allocators.push_back(allocator);
+    for (const Allocator allocator : {Allocator::kGlibc, Allocator::kJemalloc, Allocator::kTcmalloc}) {
+      if (allocator == Allocator::kGlibc || !AllocatorLibrary(allocator).empty()) t.allocators.push_back(allocator);
     }
   }
   t.run_probe = [&](const CommandCandidate& candidate) {
@@ -340,7 +342,7 @@ Status TuneInto(CommandConfig* c, const Placement& p, const std::string& program
 // times, each cause said; the last start's outcome. Each start is an
 // element of *attempts.
 StatusOr<LaunchOutcome> RunWithRestarts(const CommandConfig& c, Placement run, const Layout& layout,
-                                        const std::string& allocator, const std::string& program,
+                                        Allocator allocator, const std::string& program,
                                         const Environment& env, nlohmann::json* attempts) {
   const bool own_port = run.launcher.empty() && c.master_port == 0;  // one node, no port named: a free one each time
   LaunchOutcome last;
@@ -383,16 +385,11 @@ Status ValidateCommandConfig(const CommandConfig& c) {
   GRANARY_RETURN_IF_ERROR(Within("--timeout", c.timeout_s, 0, kLongestTimeout_s));
   GRANARY_RETURN_IF_ERROR(Within("--grace", c.grace_s, 0, kLongestGrace_s));
   GRANARY_RETURN_IF_ERROR(Within("--max-restarts", c.max_restarts, 0, kMostRestarts));
-  const std::vector<std::string> allocators = {"auto", "glibc", "jemalloc", "tcmalloc"};
-  if (std::find(allocators.begin(), allocators.end(), c.allocator) == allocators.end()) {
-    return Status::InvalidArgument("--allocator " + c.allocator + ": auto, glibc, jemalloc or tcmalloc");
-  }
-  if ((c.allocator == "jemalloc" || c.allocator == "tcmalloc") && AllocatorLibrary(c.allocator).empty()) {
-    return Status::InvalidArgument("--allocator " + c.allocator + ": not installed (Debian's " +
-                                   (c.allocator == "jemalloc" ? "libjemalloc2" : "libtcmalloc-minimal4") + ")");
-  }
-  if (c.prefix != "auto" && c.prefix != "all" && c.prefix != "none") {
-    return Status::InvalidArgument("--prefix " + c.prefix + ": auto (rank 0 plain), all or none");
+  const bool preloaded = c.allocator == Allocator::kJemalloc || c.allocator == Allocator::kTcmalloc;
+  if (preloaded && AllocatorLibrary(c.allocator).empty()) {
+    return Status::InvalidArgument(std::string("--allocator ") + NameOf(c.allocator) + ": not installed (Debian's " +
+                                   (c.allocator == Allocator::kJemalloc ? "libjemalloc2" : "libtcmalloc-minimal4") +
+                                   ")");
   }
   if (!(c.tune_seconds >= 1 && c.tune_seconds <= 600)) {
     return Status::InvalidArgument("--tune-seconds " + std::to_string(c.tune_seconds) + ": must be in 1..600");
@@ -436,16 +433,16 @@ int RunCommand(CommandConfig c, const Environment& env) {
                                         std::to_string(layout.threads) + " threads on " +
                                         std::to_string(layout.cores) + " CPUs: pass --oversubscribe to run it anyway"));
   }
-  const std::string allocator = c.allocator == "auto" ? "glibc" : c.allocator;
+  const Allocator allocator = c.allocator == Allocator::kAuto ? Allocator::kGlibc : c.allocator;
   const std::string job = under_mpi ? "; rank " + std::to_string(run.job.first_rank) + " of " + run.launcher + "'s job"
                                     : "";
-  std::fprintf(stderr, "launch: %s; allocator %s%s\n", layout.Describe().c_str(), allocator.c_str(), job.c_str());
+  std::fprintf(stderr, "launch: %s; allocator %s%s\n", layout.Describe().c_str(), NameOf(allocator), job.c_str());
   if (StartupModuleDir().empty() && c.timeout_s > 0) {
     std::fprintf(stderr, "launch: granary's startup module is not beside this program: steps are not counted and "
                          "a hung rank is not named\n");
   }
   report["layout"] = ParseJson(layout.ToJson());
-  report["allocator"] = allocator;
+  report["allocator"] = NameOf(allocator);
   report["attempts"] = nlohmann::json::array();
   StatusOr<LaunchOutcome> last = RunWithRestarts(c, run, layout, allocator, program, env, &report["attempts"]);
   if (!last.ok()) return fail(last.status());

@@ -13,6 +13,7 @@
 
 #include "base/environment.h"
 #include "base/status.h"
+#include "trainer/config/choices.h"
 
 namespace granary {
 
@@ -24,7 +25,7 @@ struct CommandConfig {
   int loader_threads = 1;            // granary.Loader's workers per rank (GRANARY_LOADER_THREADS)
   bool pin = true;
   bool oversubscribe = false;
-  std::string allocator = "auto";    // auto (glibc unless --tune measured better), glibc, jemalloc, tcmalloc
+  Allocator allocator = Allocator::kAuto;  // auto: glibc unless --tune measured another better
   int nnodes = 1;
   int node_rank = 0;
   std::string master_addr;           // "": 127.0.0.1 on one node
@@ -33,7 +34,7 @@ struct CommandConfig {
   int timeout_s = 300;               // a rank without a step for this long is hung; 0: not watched
   int grace_s = 10;
   int max_restarts = 0;
-  std::string prefix = "auto";       // auto: rank 0 plain, the others "[rank R] "; all; none
+  RankPrefix prefix = RankPrefix::kAuto;   // auto: rank 0 plain, the others "[rank R] "; all; none
   bool json = false;                 // one JSON object, the last line on stdout
   bool tune = false;
   bool tune_only = false;

@@ -12,7 +12,7 @@ namespace granary {
 
 std::string CommandCandidate::Describe() const {
   return std::to_string(ranks) + " x " + std::to_string(threads) + (pin ? ", pinned, " : ", not pinned, ") +
-         allocator;
+         NameOf(allocator);
 }
 
 const CommandTuneRow* CommandTuneTable::Chosen() const {
@@ -29,7 +29,7 @@ std::string CommandTuneTable::ToJson() const {
     nlohmann::json row = {{"ranks", r.candidate.ranks},
                           {"threads", r.candidate.threads},
                           {"pin", r.candidate.pin},
-                          {"allocator", r.candidate.allocator},
+                          {"allocator", NameOf(r.candidate.allocator)},
                           {"steps_per_s", r.probe.steps_per_s},
                           {"seconds", r.probe.seconds},
                           {"chosen", r.chosen}};
@@ -99,8 +99,8 @@ StatusOr<CommandTuneTable> TuneCommand(const CommandTuneOptions& o) {
     GRANARY_RETURN_IF_ERROR(measure(c));
   }
   // 3. The allocators, on the best so far.
-  for (const std::string& allocator : o.allocators) {
-    if (allocator == "glibc") continue;
+  for (const Allocator allocator : o.allocators) {
+    if (allocator == Allocator::kGlibc) continue;
     CommandCandidate c = best()->candidate;
     c.allocator = allocator;
     GRANARY_RETURN_IF_ERROR(measure(c));

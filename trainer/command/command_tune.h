@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "trainer/config/choices.h"
 
 namespace granary {
 
@@ -22,7 +23,7 @@ struct CommandCandidate {
   int ranks = 1;
   int threads = 1;
   bool pin = true;
-  std::string allocator = "glibc";
+  Allocator allocator = Allocator::kGlibc;
   std::string Describe() const;  // "2 x 1, pinned, glibc"
 };
 
@@ -52,7 +53,7 @@ struct CommandTuneTable {
 struct CommandTuneOptions {
   int cores = 1;
   int ranks = 0;  // --ranks given: only threads and allocators vary; 0: ranks too
-  std::vector<std::string> allocators;  // those installed, glibc first
+  std::vector<Allocator> allocators;  // those installed, glibc first
   std::function<StatusOr<CommandProbe>(const CommandCandidate&)> run_probe;
 };
 

@@ -67,9 +67,6 @@ Status ValidateModel(const ModelConfig& model) {
   if (!(model.dropout >= 0 && model.dropout < 1)) {
     return OutOfRange("--dropout", NumberText(model.dropout), "must be in [0, 1)");
   }
-  if (model.precision != "fp32" && model.precision != "bf16") {
-    return OutOfRange("--precision", model.precision, "expected fp32 or bf16");
-  }
   return Status::OK();
 }
 
@@ -105,9 +102,6 @@ Status ValidateOptim(const OptimConfig& optim) {
     return OutOfRange("--warmup-epochs", NumberText(optim.warmup_epochs),
                       "must be in 0..--epochs (" + std::to_string(optim.epochs) + ")");
   }
-  if (optim.lr_scaling != "none" && optim.lr_scaling != "linear") {
-    return OutOfRange("--lr-scaling", optim.lr_scaling, "expected none or linear");
-  }
   if (optim.base_batch < 1 || optim.base_batch > kMaxBatch) {
     return OutOfRange("--base-batch", std::to_string(optim.base_batch), Range(1, kMaxBatch));
   }
@@ -122,17 +116,11 @@ Status ValidateOptim(const OptimConfig& optim) {
 }
 
 Status ValidateSync(const SyncConfig& sync) {
-  if (!IsKnownGradientSync(sync.method)) {
-    return OutOfRange("--sync", sync.method, "unknown (known: " + KnownGradientSyncNames() + ")");
-  }
   if (!(sync.bucket_mb >= 0.001 && sync.bucket_mb <= 1024)) {
     return OutOfRange("--bucket-mb", NumberText(sync.bucket_mb), "must be in 0.001..1024");
   }
-  if (!IsKnownCompression(sync.compress)) {
-    return OutOfRange("--sync-compress", sync.compress, "expected " + KnownCompressionNames());
-  }
-  if (sync.compress != "none" && sync.method != "bucketed") {
-    return Status::InvalidArgument("--sync-compress " + sync.compress + " needs --sync bucketed");
+  if (sync.compress != Compression::kNone && sync.method != SyncMethod::kBucketed) {
+    return Status::InvalidArgument(std::string("--sync-compress ") + NameOf(sync.compress) + " needs --sync bucketed");
   }
   if (sync.powersgd_rank < 1 || sync.powersgd_rank > 256) {
     return OutOfRange("--powersgd-rank", std::to_string(sync.powersgd_rank), Range(1, 256));
@@ -177,10 +165,7 @@ Status ValidateLayout(const TrainConfig& c, int cores) {
   if (dist.node_rank < 0 || dist.node_rank >= dist.nnodes) {
     return OutOfRange("--node-rank", std::to_string(dist.node_rank), Range(0, dist.nnodes - 1) + " (--nnodes)");
   }
-  if (dist.backend != "auto" && dist.backend != "gloo" && dist.backend != "mpi") {
-    return Status::InvalidArgument("--backend " + dist.backend + ": must be auto, gloo or mpi");
-  }
-  if (dist.nnodes > 1 && dist.port == 0 && dist.backend != "mpi") {
+  if (dist.nnodes > 1 && dist.port == 0 && dist.backend != Backend::kMpi) {
     return Status::InvalidArgument("--nnodes " + std::to_string(dist.nnodes) +
                                    " needs --master-port (and --master-addr: node 0's address)");
   }
@@ -232,9 +217,6 @@ std::pair<int, int> ParseEpochRange(const std::string& text) {
 }
 
 Status ValidateShrink(const ShrinkConfig& shrink, const std::string& model, int epochs) {
-  if (shrink.quantize != "none" && shrink.quantize != "int8") {
-    return OutOfRange("--quantize", shrink.quantize, "expected none or int8");
-  }
   if (shrink.calibration_batches < 1 || shrink.calibration_batches > kMaxCalibrationBatches) {
     return OutOfRange("--calibration-batches", std::to_string(shrink.calibration_batches),
                       Range(1, kMaxCalibrationBatches));
@@ -266,7 +248,7 @@ Status ValidateUnused(const TrainConfig& c) {
   const auto unused = [](const std::string& flag, const std::string& value, const std::string& needs) {
     return Status::InvalidArgument(flag + " " + value + ": only used with " + needs);
   };
-  if (c.sync.compress != "powersgd") {
+  if (c.sync.compress != Compression::kPowerSgd) {
     if (c.sync.powersgd_rank != defaults.sync.powersgd_rank) {
       return unused("--powersgd-rank", std::to_string(c.sync.powersgd_rank), "--sync-compress powersgd");
     }
@@ -274,13 +256,13 @@ Status ValidateUnused(const TrainConfig& c) {
       return unused("--powersgd-warmup", std::to_string(c.sync.powersgd_warmup), "--sync-compress powersgd");
     }
   }
-  if (c.sync.method != "bucketed" && c.sync.bucket_mb != defaults.sync.bucket_mb) {
+  if (c.sync.method != SyncMethod::kBucketed && c.sync.bucket_mb != defaults.sync.bucket_mb) {
     return unused("--bucket-mb", NumberText(c.sync.bucket_mb), "--sync bucketed");
   }
-  if (c.shrink.quantize == "none" && c.shrink.calibration_batches != defaults.shrink.calibration_batches) {
+  if (c.shrink.quantize == Quantize::kNone && c.shrink.calibration_batches != defaults.shrink.calibration_batches) {
     return unused("--calibration-batches", std::to_string(c.shrink.calibration_batches), "--quantize int8");
   }
-  if (c.optim.lr_scaling == "none" && c.optim.base_batch != defaults.optim.base_batch) {
+  if (c.optim.lr_scaling == LrScaling::kNone && c.optim.base_batch != defaults.optim.base_batch) {
     return unused("--base-batch", std::to_string(c.optim.base_batch), "--lr-scaling linear");
   }
   if (c.checkpoint.dir.empty() && c.checkpoint.keep != defaults.checkpoint.keep) {
@@ -290,8 +272,8 @@ Status ValidateUnused(const TrainConfig& c) {
     return Status::InvalidArgument("--stop-at-accuracy " + NumberText(c.optim.stop_at_accuracy) +
                                    " needs an evaluation: not with --synthetic (random batches)");
   }
-  if (c.shrink.quantize != "none" && c.data.synthetic) {
-    return Status::InvalidArgument("--quantize " + c.shrink.quantize +
+  if (c.shrink.quantize != Quantize::kNone && c.data.synthetic) {
+    return Status::InvalidArgument(std::string("--quantize ") + NameOf(c.shrink.quantize) +
                                    " calibrates on training batches: not with --synthetic (random batches)");
   }
   return Status::OK();
@@ -360,14 +342,42 @@ Status TrainConfig::ValidateEvaluation(int cores) const {
 
 void TrainConfig::ClearUnused() {
   const TrainConfig defaults;
-  if (sync.compress != "powersgd") {
+  if (sync.compress != Compression::kPowerSgd) {
     sync.powersgd_rank = defaults.sync.powersgd_rank;
     sync.powersgd_warmup = defaults.sync.powersgd_warmup;
   }
-  if (sync.method != "bucketed") sync.bucket_mb = defaults.sync.bucket_mb;
-  if (shrink.quantize == "none") shrink.calibration_batches = defaults.shrink.calibration_batches;
-  if (optim.lr_scaling == "none") optim.base_batch = defaults.optim.base_batch;
+  if (sync.method != SyncMethod::kBucketed) sync.bucket_mb = defaults.sync.bucket_mb;
+  if (shrink.quantize == Quantize::kNone) shrink.calibration_batches = defaults.shrink.calibration_batches;
+  if (optim.lr_scaling == LrScaling::kNone) optim.base_batch = defaults.optim.base_batch;
   if (checkpoint.dir.empty()) checkpoint.keep = defaults.checkpoint.keep;
+}
+
+namespace {
+
+// `text` as flag's choice into *out, or OutOfRange naming its choices.
+template <typename E>
+Status ParseFlag(const char* flag, const std::string& text, E* out) {
+  if (ParseChoice(text, out)) return Status::OK();
+  return OutOfRange(flag, text, "expected " + ChoiceNames(*out));
+}
+
+}  // namespace
+
+ChoiceFlags::ChoiceFlags(const TrainConfig& d)
+    : precision(NameOf(d.model.precision)),
+      lr_scaling(NameOf(d.optim.lr_scaling)),
+      sync(NameOf(d.sync.method)),
+      sync_compress(NameOf(d.sync.compress)),
+      backend(NameOf(d.dist.backend)),
+      quantize(NameOf(d.shrink.quantize)) {}
+
+Status ChoiceFlags::ParseInto(TrainConfig* c) const {
+  GRANARY_RETURN_IF_ERROR(ParseFlag("--precision", precision, &c->model.precision));
+  GRANARY_RETURN_IF_ERROR(ParseFlag("--lr-scaling", lr_scaling, &c->optim.lr_scaling));
+  GRANARY_RETURN_IF_ERROR(ParseFlag("--sync", sync, &c->sync.method));
+  GRANARY_RETURN_IF_ERROR(ParseFlag("--sync-compress", sync_compress, &c->sync.compress));
+  GRANARY_RETURN_IF_ERROR(ParseFlag("--backend", backend, &c->dist.backend));
+  return ParseFlag("--quantize", quantize, &c->shrink.quantize);
 }
 
 Status OutOfRange(const std::string& flag, const std::string& value, const std::string& bound) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "trainer/config/choices.h"
 
 namespace granary {
 
@@ -43,7 +44,7 @@ struct ModelConfig {
   std::string name = "auto";  // auto: chosen from the db (trainer/config/workload.h)
   double width = 1;           // channel multiplier
   double dropout = 0.4;
-  std::string precision = "fp32";  // or "bf16": CPU autocast, fp32 weights and loss
+  ComputeType precision = ComputeType::kFp32;  // or bf16: CPU autocast, fp32 weights and loss
   bool channels_last = false;      // NHWC batches and conv weights
 };
 
@@ -61,10 +62,10 @@ struct OptimConfig {
   uint64_t seed = 0;        // weights, epoch order, dropout
   // The learning rate over the run (trainer/optim/schedule.h): constant, step (x0.1
   // at half and three quarters of the run) or cosine (to 0), after a linear
-  // warm-up; with lr_scaling "linear" the peak is lr x batch_size / base_batch.
+  // warm-up; with lr_scaling linear the peak is lr x batch_size / base_batch.
   std::string schedule = "constant";
   double warmup_epochs = 0;
-  std::string lr_scaling = "none";
+  LrScaling lr_scaling = LrScaling::kNone;
   int64_t base_batch = 256;
   double label_smoothing = 0;
   // Stop after the first evaluation at or above this test accuracy, in
@@ -74,9 +75,9 @@ struct OptimConfig {
 
 // How gradients are averaged over ranks (trainer/comm/gradient_sync.h).
 struct SyncConfig {
-  std::string method = "bucketed";  // DDP's overlapped buckets, or "after-backward" (one all-reduce)
-  double bucket_mb = 25;                  // bucketed: MiB of gradients per bucket
-  std::string compress = "none";          // bucketed: none, fp16, bf16, powersgd (trainer/comm/compress.h)
+  SyncMethod method = SyncMethod::kBucketed;  // DDP's overlapped buckets, or after-backward (one all-reduce)
+  double bucket_mb = 25;                          // bucketed: MiB of gradients per bucket
+  Compression compress = Compression::kNone;      // bucketed: none, fp16, bf16, powersgd (trainer/comm/compress.h)
   int powersgd_rank = 4;                  // powersgd: columns of its factors
   int powersgd_warmup = 10;               // powersgd: uncompressed steps first
 };
@@ -97,7 +98,7 @@ struct DistConfig {
   // (OpenMPI: shared memory on one machine; mpirun or srun between
   // machines), or auto (mpi inside an MPI job, else gloo: ResolveBackend,
   // trainer/run.cc).
-  std::string backend = "auto";
+  Backend backend = Backend::kAuto;
   // A rank's only: the launcher's FileStore rendezvous on one machine
   // (trainer/launch/launch.h); not part of a run's config, never written.
   std::string rendezvous_file;
@@ -106,7 +107,7 @@ struct DistConfig {
 // Lighter models (docs/CPU_TRAINING.md): INT8 quantization after training
 // (trainer/features/int8/int8_export.h) and structured pruning during it.
 struct ShrinkConfig {
-  std::string quantize = "none";  // or "int8": post-training, writes FILE.int8.pt beside --save FILE.pt
+  Quantize quantize = Quantize::kNone;  // or int8: post-training, writes FILE.int8.pt beside --save FILE.pt
   int calibration_batches = 32;   // training batches (a rank's) the activation ranges are observed on
   // Structured pruning (trainer/features/prune/pruner.h): this fraction of each
   // prunable layer's channels removed by the end of epoch B of prune_epochs
@@ -188,6 +189,15 @@ struct TrainConfig {
   std::vector<std::string> Differences(const TrainConfig& other) const;
   bool operator==(const TrainConfig& other) const { return Differences(other).empty(); }
   bool operator!=(const TrainConfig& other) const { return !(*this == other); }
+};
+
+// The closed choices' flags as typed on train's command line, parsed into
+// a config once (the rest of the program compares enums): InvalidArgument
+// naming the first flag whose value is none of its choices.
+struct ChoiceFlags {
+  std::string precision, lr_scaling, sync, sync_compress, backend, quantize;
+  explicit ChoiceFlags(const TrainConfig& defaults);  // their names in `defaults`
+  Status ParseInto(TrainConfig* config) const;
 };
 
 // What every rank of a run must agree on, compared at rendezvous: a JSON

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,30 @@
 #include "base/json_text.h"
 
 namespace granary {
+
+// The closed choices (choices.h) as their names; a name that is none of
+// them is refused (nlohmann's own enum mapping would take it for the first).
+template <typename E>
+void ChoiceToJson(nlohmann::json& j, E value) {
+  j = NameOf(value);
+}
+template <typename E>
+void ChoiceFromJson(const nlohmann::json& j, E& value) {
+  const std::string text = j.get<std::string>();
+  if (!ParseChoice(text, &value)) {
+    throw std::invalid_argument("'" + text + "' is not one of " + ChoiceNames(value, "or"));
+  }
+}
+#define GRANARY_CHOICE_JSON(E)                                              \
+  void to_json(nlohmann::json& j, E value) { ChoiceToJson(j, value); }      \
+  void from_json(const nlohmann::json& j, E& value) { ChoiceFromJson(j, value); }
+GRANARY_CHOICE_JSON(ComputeType)
+GRANARY_CHOICE_JSON(LrScaling)
+GRANARY_CHOICE_JSON(SyncMethod)
+GRANARY_CHOICE_JSON(Compression)
+GRANARY_CHOICE_JSON(Backend)
+GRANARY_CHOICE_JSON(Quantize)
+#undef GRANARY_CHOICE_JSON
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataConfig, db, train_split, eval_split, input_field, loader_threads,
                                                 prefetch, shuffle, drop_last, skip_corrupt, augment, mean, stddev,
@@ -126,6 +151,8 @@ StatusOr<TrainConfig> TrainConfig::FromJson(const std::string& json) {
     if (j.contains("checkpoint")) c.checkpoint = j["checkpoint"].get<CheckpointConfig>();
     if (j.contains("shrink")) c.shrink = j["shrink"].get<ShrinkConfig>();
   } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument(std::string("train config: ") + e.what());
+  } catch (const std::invalid_argument& e) {  // a choice's unknown name (ChoiceFromJson)
     return Status::InvalidArgument(std::string("train config: ") + e.what());
   }
   return c;

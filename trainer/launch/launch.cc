@@ -281,7 +281,7 @@ LaunchOptions RankLaunchOptions(const TrainConfig& config, const Layout& layout,
   launch.cpus = layout.cpus;
   launch.env = layout.ThreadEnvironment();
   launch.timeout_s = config.World() > 1 ? config.dist.timeout_s : 0;  // one rank waits for nobody
-  if (config.dist.backend == "mpi") launch.mpirun = mpirun;
+  if (config.dist.backend == Backend::kMpi) launch.mpirun = mpirun;
   // c10d logs through glog to stderr what the rank's own line says again (a
   // rendezvous that timed out, ...); a GLOG_minloglevel of the user's wins.
   launch.parent = env;

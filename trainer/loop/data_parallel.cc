@@ -44,7 +44,7 @@ Status DataParallel::Reattach(const TrainConfig& c, Classifier& net) {
   compress.matrix_rank = c.sync.powersgd_rank;
   compress.warmup_steps = c.sync.powersgd_warmup;
   compress.seed = c.optim.seed;
-  compressed = compress.method != "none";
+  compressed = compress.method != Compression::kNone;
   StatusOr<std::unique_ptr<GradientSync>> made =
       CreateGradientSync(c.sync.method, static_cast<size_t>(c.sync.bucket_mb * (1 << 20)), *comm, compress);
   if (!made.ok()) return made.status();

@@ -122,7 +122,7 @@ StatusOr<RankModel> BuildRankModel(const TrainConfig& c, const ModelSpec& spec, 
   StatusOr<std::shared_ptr<Classifier>> model = CatchTorchOr("building the model", [&] { return CreateModel(spec); });
   if (!model.ok()) return model.status().WithContext(c.data.db);
   m.net = model.value();
-  GRANARY_ASSIGN_OR_RETURN(m.precision, Precision::Create(c.model));
+  m.precision = Precision::Create(c.model);
   if (restore) GRANARY_RETURN_IF_ERROR(restore(*m.net));
   // After the restore, which takes the saved tensors' layout.
   GRANARY_RETURN_IF_ERROR(CatchTorch("channels-last weights", [&] { m.precision.Prepare(*m.net); }));

@@ -30,12 +30,9 @@ class CpuAutocast {
 
 }  // namespace
 
-StatusOr<Precision> Precision::Create(const ModelConfig& config) {
-  if (config.precision != "fp32" && config.precision != "bf16") {
-    return Status::InvalidArgument("--precision " + config.precision + ": expected fp32 or bf16");
-  }
+Precision Precision::Create(const ModelConfig& config) {
   Precision p;
-  p.bf16_ = config.precision == "bf16";
+  p.bf16_ = config.precision == ComputeType::kBf16;
   p.channels_last_ = config.channels_last;
   return p;
 }

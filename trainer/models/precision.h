@@ -14,8 +14,7 @@ namespace granary {
 
 class Precision {
  public:
-  // InvalidArgument for an unknown precision.
-  static StatusOr<Precision> Create(const ModelConfig& config);
+  static Precision Create(const ModelConfig& config);
 
   // Converts the model's 4-dim weights to channels-last, if asked.
   void Prepare(Classifier& model) const;

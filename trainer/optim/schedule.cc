@@ -18,7 +18,7 @@ constexpr double kStepGamma = 0.1;
 
 LrSchedule::LrSchedule(const OptimConfig& config, int64_t steps_per_epoch)
     : kind_(config.schedule),
-      peak_(config.lr_scaling == "linear"
+      peak_(config.lr_scaling == LrScaling::kLinear
                 ? config.lr * static_cast<double>(config.batch_size) / static_cast<double>(config.base_batch)
                 : config.lr),
       warmup_steps_(std::llround(config.warmup_epochs * static_cast<double>(steps_per_epoch))),

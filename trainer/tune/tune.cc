@@ -53,8 +53,8 @@ std::string Percent(double fraction) { return std::to_string(static_cast<int>(fr
 
 std::string TuneCandidate::Describe() const {
   return std::to_string(ranks) + " x " + std::to_string(threads) + ", batch " +
-         std::to_string(batch_size / std::max(1, ranks)) + "/rank, " + precision +
-         (channels_last ? ", channels-last" : "") + (backend.empty() ? "" : ", " + backend);
+         std::to_string(batch_size / std::max(1, ranks)) + "/rank, " + NameOf(precision) +
+         (channels_last ? ", channels-last" : "") + (backend == Backend::kAuto ? "" : std::string(", ") + NameOf(backend));
 }
 
 const TuneRow* TuneTable::Chosen() const {
@@ -72,9 +72,9 @@ std::string TuneTable::ToJson() const {
     nlohmann::json row = {{"ranks", c.ranks},
                           {"threads", c.threads},
                           {"batch_size", c.batch_size},
-                          {"precision", c.precision},
+                          {"precision", NameOf(c.precision)},
                           {"channels_last", c.channels_last},
-                          {"backend", c.backend},
+                          {"backend", c.backend == Backend::kAuto ? "" : NameOf(c.backend)},
                           {"changes_numerics", c.changes_numerics},
                           {"samples_per_s", r.samples_per_s},
                           {"comm_fraction", r.comm_fraction},
@@ -108,9 +108,9 @@ std::string TuneTable::ToText() const {
 std::vector<std::string> ArgsFor(const std::vector<std::string>& args, const TuneCandidate& c) {
   std::vector<std::string> out = args;
   out.insert(out.end(), {"--ranks", std::to_string(c.ranks), "--threads", std::to_string(c.threads), "--batch-size",
-                         std::to_string(c.batch_size), "--precision", c.precision});
+                         std::to_string(c.batch_size), "--precision", NameOf(c.precision)});
   if (c.channels_last) out.push_back("--channels-last");
-  if (!c.backend.empty()) out.insert(out.end(), {"--backend", c.backend});
+  if (c.backend != Backend::kAuto) out.insert(out.end(), {"--backend", NameOf(c.backend)});
   return out;
 }
 
@@ -121,7 +121,7 @@ TrainConfig ConfigFor(const TrainConfig& config, const TuneCandidate& c) {
   t.optim.batch_size = c.batch_size;
   t.model.precision = c.precision;
   t.model.channels_last = c.channels_last;
-  if (!c.backend.empty()) t.dist.backend = c.backend;
+  if (c.backend != Backend::kAuto) t.dist.backend = c.backend;
   return t;
 }
 
@@ -182,9 +182,9 @@ StatusOr<TuneTable> RunTune(const TrainConfig& config, const TuneOptions& o) {
   base.precision = config.model.precision;
   base.channels_last = config.model.channels_last;
   // 1. With --tune-numerics, bf16 first: it changes what the other levers are worth.
-  if (o.numerics && o.bf16_native && base.precision == "fp32") {
+  if (o.numerics && o.bf16_native && base.precision == ComputeType::kFp32) {
     TuneCandidate bf16 = base;
-    bf16.precision = "bf16";
+    bf16.precision = ComputeType::kBf16;
     GRANARY_RETURN_IF_ERROR(try_all({base, bf16}));
     if (best() != nullptr) base.precision = best()->candidate.precision;
   }
@@ -201,7 +201,7 @@ StatusOr<TuneTable> RunTune(const TrainConfig& config, const TuneOptions& o) {
       layouts.push_back(c);
       continue;
     }
-    for (const char* backend : {"gloo", "mpi"}) {
+    for (const Backend backend : {Backend::kGloo, Backend::kMpi}) {
       c.backend = backend;
       layouts.push_back(c);
     }

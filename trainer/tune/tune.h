@@ -22,9 +22,9 @@ struct TuneCandidate {
   int ranks = 1;
   int threads = 1;
   int64_t batch_size = 64;  // global
-  std::string precision = "fp32";
+  ComputeType precision = ComputeType::kFp32;
   bool channels_last = false;
-  std::string backend;            // several ranks when the backend is measured: "gloo" or "mpi"; "" the run's
+  Backend backend = Backend::kAuto;  // several ranks when the backend is measured: gloo or mpi; kAuto: the run's
   bool changes_numerics = false;  // precision or batch differ from the user's
 
   // "2 x 1, batch 32/rank, fp32, channels-last"

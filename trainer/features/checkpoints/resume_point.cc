@@ -56,7 +56,7 @@ Status ResumePoint::RestoreCompression(int rank, int world, GradientSync& sync, 
     state.own[name] = same_world ? ranks[rank].clone() : ranks.mean(0);
   }
   if (!same_world && !state.own.empty() && rank == 0) {
-    observer.Note("resume: " + from.header.config.sync.compress + "'s error feedback of " +
+    observer.Note(std::string("resume: ") + NameOf(from.header.config.sync.compress) + "'s error feedback of " +
                   std::to_string(from.header.at.world) + (from.header.at.world == 1 ? " rank" : " ranks") +
                   " averaged for " + std::to_string(world));
   }

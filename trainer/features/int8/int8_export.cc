@@ -87,7 +87,7 @@ std::string Int8Path(const std::string& save) {
 
 StatusOr<std::vector<std::string>> CheckQuantizable(const TrainConfig& c, const Workload& workload,
                                                     int64_t classes) {
-  if (c.shrink.quantize != "int8") return std::vector<std::string>{};
+  if (c.shrink.quantize != Quantize::kInt8) return std::vector<std::string>{};
   if (c.data.eval_split.empty()) {
     return Status::InvalidArgument(
         "--quantize int8: the INT8 model is measured against the trained one on the eval split, and this run has "
@@ -216,13 +216,13 @@ class Int8ExportFeature : public Feature {
   }
 
   void Outputs(const TrainConfig& c, std::vector<OutputPath>* outputs) const override {
-    if (c.shrink.quantize != "int8") return;
+    if (c.shrink.quantize != Quantize::kInt8) return;
     outputs->push_back({"--quantize int8", Int8Path(c.output.save), OutputKind::kModel});
   }
 
   StatusOr<std::unique_ptr<RunHook>> Hook(RankState& state) const override {
     const TrainConfig& c = state.run.config;
-    if (state.rank != 0 || c.data.synthetic || c.shrink.quantize != "int8") return std::unique_ptr<RunHook>();
+    if (state.rank != 0 || c.data.synthetic || c.shrink.quantize != Quantize::kInt8) return std::unique_ptr<RunHook>();
     return std::unique_ptr<RunHook>(std::make_unique<Int8Export>());
   }
 };
