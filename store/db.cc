@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cstddef>
 #include <cerrno>
 #include <cstdlib>
@@ -203,6 +204,7 @@ struct SplitReader::Impl {
     size_t k = static_cast<size_t>(it - shards.begin()) - 1;
     // Invariant: an empty shard's first equals the next shard's, so upper_bound
     // never stops right after one unless it is at the end (first == count).
+    assert(k < shards.size() && index >= shards[k].first && (k + 1 == shards.size() || index < shards[k + 1].first));
     return k;
   }
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
@@ -175,6 +176,8 @@ struct DbWriter::Impl {
   // progress with its committed samples, and the caller's checkpoint.
   // Invariant: called right after a commit, so every appended record is in it.
   Status WriteJournal() {
+    assert(std::all_of(shards.begin(), shards.end(), [](const ShardWriter& s) { return s.pending == 0; }) &&
+           "the journal would count records not yet committed");
     if (!journaling) return Status::OK();
     return WriteBuildJournal(partial, {fingerprint, options.schema, splits, in_split ? split_name : "",
                                        in_split ? split_count : 0, checkpoint ? checkpoint() : "",

@@ -7,6 +7,7 @@
 #include <zdict.h>
 #include <zstd.h>
 
+#include <cassert>
 #include <cstring>
 
 #include "store/format.h"
@@ -420,8 +421,12 @@ uint64_t SamplePayloadHash(const std::vector<std::string>& fields) {
 uint64_t SamplePayloadHash(const DecodedRecord& record, size_t s) {
   const FieldView* fields = record.sample(s);
   size_t bytes = 0;
-  for (size_t i = 0; i < record.num_fields; ++i) bytes += fields[i].bytes;
-  // Invariant: a sample's fields are contiguous in the payload.
+  for (size_t i = 0; i < record.num_fields; ++i) {
+    // Invariant: a sample's fields are contiguous in the payload.
+    assert(i == 0 || static_cast<const char*>(fields[i].data) ==
+                         static_cast<const char*>(fields[i - 1].data) + fields[i - 1].bytes);
+    bytes += fields[i].bytes;
+  }
   return XXH64(record.num_fields > 0 ? fields[0].data : nullptr, bytes, format::kChecksumSeed);
 }
 

@@ -304,7 +304,7 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
                                                      : StatusOr<Layout>(PlanLayout(config, UsableCpus()));
   if (!layout.ok()) return Fail(layout.status(), named_rank);
   config.ResolveDefaults();
-  if (Status valid = config.Validate(layout->cores); !valid.ok()) return Fail(valid, named_rank);
+  if (Status valid = ValidateRun(config, layout->cores); !valid.ok()) return Fail(valid, named_rank);
   config.dist.threads = layout->threads;  // what runs is what is printed
   // The db decides the input, the evaluated split and `--model auto`, the
   // same way in every process; a rank trains on what its process resolved.

@@ -16,6 +16,7 @@
 #include "trainer/loop/input_statistics.h"
 #include "trainer/loop/loader_options.h"
 #include "trainer/loop/rank_model.h"
+#include "trainer/loop/same_flow.h"
 #include "trainer/loop/train_batches.h"
 #include "trainer/optim/optimizer.h"
 
@@ -97,6 +98,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const ResolvedRun& run, int rank, Run
   state.parts.label_smoothing = c.optim.label_smoothing;
   state.parts.seed = c.optim.seed;
   state.parts.rank = rank;
+  state.check_flow = kCheckFlowByDefault || run.env.Get(kCheckFlowVariable) == "1";
   GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<TrainBatches> batches,
                            MakeTrainBatches(c, *train, run.db->manifest().num_classes, rank, observer));
   GRANARY_ASSIGN_OR_RETURN(RunHooks hooks, AssembleHooks(state));

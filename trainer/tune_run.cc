@@ -15,6 +15,7 @@
 #include "trainer/comm/comm.h"
 #include "trainer/launch/launch.h"
 #include "trainer/launch/layout.h"
+#include "trainer/features/features.h"
 #include "trainer/models/precision.h"
 #include "trainer/tune/tune.h"
 
@@ -77,7 +78,7 @@ int RunTune(const TrainConfig& config, const Workload& workload, const TuneReque
   if (Status bounded = CheckTuneSeconds(request.seconds); !bounded.ok()) return PrintFailure("train", bounded);
   TrainConfig probing = config;  // what every probe runs with, less its layout
   probing.data.probe_s = request.seconds;
-  if (Status valid = probing.Validate(options.cores); !valid.ok()) return PrintFailure("train", valid);
+  if (Status valid = ValidateRun(probing, options.cores); !valid.ok()) return PrintFailure("train", valid);
   if (config.dist.nnodes > 1) {
     return PrintFailure("train", Status::InvalidArgument("--tune runs on one node (not with --nnodes)"));
   }

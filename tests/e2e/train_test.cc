@@ -306,6 +306,17 @@ TEST_F(EndToEnd, StopAtAccuracyStopsEveryRankAfterTheFirstEpochThatReachesIt) {
 
   ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --ranks 1 --eval-split '' --stop-at-accuracy 0.5", dir_),
                      "--stop-at-accuracy 0.5: the run has no eval split");
+
+  // With the hooks' same-flow rule checked across ranks at every call
+  // (loop/same_flow.h), the evaluation, the stop, progress and checkpoints
+  // together raise no false alarm (a differing flow: SameFlow.*).
+  auto checked = RunCommand("GRANARY_CHECK_FLOW=1 " + kTrain + " --db " + db +
+                                " --ranks 2 --epochs 4 --stop-at-accuracy 0.3 --checkpoint-every 5 --checkpoint-dir " +
+                                dir_.Sub("ck"),
+                            dir_);
+  EXPECT_EQ(checked.exit_code, 0) << checked.err;
+  EXPECT_NE(checked.out.find("epoch 1/4"), std::string::npos) << checked.out;
+  EXPECT_EQ(checked.out.find("epoch 2/4"), std::string::npos) << checked.out;
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "trainer/features/features.h"
+
 namespace granary {
 namespace {
 
@@ -75,7 +77,7 @@ TEST(TrainConfig, EveryOutOfRangeFieldIsNamedByItsFlag) {
   for (const auto& [flag, spoil] : cases) {
     TrainConfig c = Good();
     spoil(c);
-    Status s = c.Validate(2);
+    Status s = ValidateRun(c, 2);  // the config's flags and the features' own
     EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << flag;
     EXPECT_NE(s.message().find(flag), std::string::npos) << flag << ": " << s.message();
     EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();

@@ -23,9 +23,10 @@ std::vector<EpochReport> Epochs(int n, bool evaluated) {
     r.comm_fraction = 0.05;
     r.stall_fraction = 0.01;
     r.lr = 0.1 / e;
-    r.evaluated = evaluated;
-    r.test_loss = 1.2 / e;
-    r.test_accuracy = 0.5 + 0.1 * e;
+    if (evaluated) {  // the evaluation's figures (features/evaluation)
+      r.Set("test_loss", 1.2 / e);
+      r.Set("test_accuracy", 0.5 + 0.1 * e);
+    }
     out.push_back(r);
   }
   return out;
@@ -61,8 +62,10 @@ TEST(HtmlReport, WithoutEvaluationThereIsNoAccuracyChart) {
   EXPECT_EQ(html.find("data-series=\"test\""), std::string::npos);
 }
 
-// What --json writes of an epoch is what --tune reads back, every field;
-// a missing or mistyped member is named, never read as 0.
+// What --json writes of an epoch is what --tune reads back: every one of the
+// loop's members and every figure the hooks added (numbers and strings, by
+// name); a missing or mistyped member of the loop's is named, never read as
+// 0, and a figure that is neither number nor string is refused.
 TEST(EpochJson, RoundTripsEveryFieldAndNamesWhatIsMissing) {
   EpochReport r = Epochs(2, /*evaluated=*/true)[1];
   r.seconds = 12.5;
@@ -70,25 +73,29 @@ TEST(EpochJson, RoundTripsEveryFieldAndNamesWhatIsMissing) {
   r.peak_rss_mb = 812;
   r.parameters = 1000;
   r.parameters_after = 600;
-  r.pruned = "conv1 32->16";
-  r.weights_hash = "xxh64:0123456789abcdef";
-  r.test_samples = 10000;
-  r.target_reached = true;
-  r.seconds_to_target = 41.5;
+  r.Set("pruned", std::string("conv1 32->16"));
+  r.Set("weights_hash", std::string("xxh64:0123456789abcdef"));
+  r.Set("test_samples", uint64_t{10000});
+  r.Set("seconds_to_target", 41.5);
   StatusOr<EpochReport> back = EpochFromJson(EpochToJson(r));
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(EpochToJson(back.value()), EpochToJson(r));
   EXPECT_EQ(back->comm_fraction, 0.05);
-  EXPECT_EQ(back->test_samples, 10000u);
-  EXPECT_TRUE(back->evaluated);
-  EXPECT_TRUE(back->target_reached);
-  EXPECT_EQ(back->seconds_to_target, 41.5);
-  r.target_reached = false;
+  EXPECT_EQ(back->parameters_after, 600u);
+  EXPECT_EQ(back->Number("test_samples"), 10000.0);
+  EXPECT_EQ(std::get<uint64_t>(back->Find("test_samples")->value), 10000u);
+  EXPECT_EQ(back->Number("test_accuracy"), 0.7);
+  EXPECT_EQ(back->Number("seconds_to_target"), 41.5);
+  EXPECT_EQ(std::get<std::string>(back->Find("pruned")->value), "conv1 32->16");
+  EXPECT_FALSE(back->Number("pruned").has_value());  // a string figure is no number
+  r.Set("test_accuracy", 0.75);                        // set again: replaced, not added
+  EXPECT_EQ(r.figures.size(), 6u);
+  EXPECT_EQ(r.Number("test_accuracy"), 0.75);
 
-  r.evaluated = false;
-  StatusOr<EpochReport> unevaluated = EpochFromJson(EpochToJson(r));
+  EpochReport plain = Epochs(1, /*evaluated=*/false)[0];
+  StatusOr<EpochReport> unevaluated = EpochFromJson(EpochToJson(plain));
   ASSERT_TRUE(unevaluated.ok()) << unevaluated.status().message();
-  EXPECT_FALSE(unevaluated->evaluated);
+  EXPECT_TRUE(unevaluated->figures.empty());
 
   nlohmann::json missing = EpochToJson(r);
   missing.erase("comm_fraction");
@@ -100,9 +107,11 @@ TEST(EpochJson, RoundTripsEveryFieldAndNamesWhatIsMissing) {
   bad = EpochFromJson(mistyped);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("'samples_per_s' is string"), std::string::npos) << bad.status().message();
-  nlohmann::json half = EpochToJson(back.value());
-  half.erase("test_loss");
-  EXPECT_FALSE(EpochFromJson(half).ok());
+  nlohmann::json odd = EpochToJson(back.value());
+  odd["test_loss"] = nlohmann::json::array({1, 2});
+  bad = EpochFromJson(odd);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'test_loss' is array"), std::string::npos) << bad.status().message();
 }
 
 }  // namespace

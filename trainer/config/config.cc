@@ -20,15 +20,12 @@ namespace {
 constexpr int64_t kMaxBatch = int64_t{1} << 20;
 constexpr int kMaxEpochs = 1000000;
 constexpr int kMaxAccum = 1024;
-constexpr int64_t kMaxCheckpointEvery = int64_t{1} << 40;
-constexpr int kMaxKeep = 1000;
 constexpr int kMaxNodes = 4096;
 constexpr int kMaxTimeout = 24 * 3600;
 // --tune-seconds: below, warm-up and noise swamp the figure.
 constexpr double kMinTuneSeconds = 0.5, kMaxTuneSeconds = 600;
 // With --oversubscribe, ranks x threads may reach this many times the cores.
 constexpr int kOversubscribeFactor = 8;
-constexpr int kMaxCalibrationBatches = 100000;
 
 // Validate's sections, each the bounds of its flags. `cores`: the CPUs one
 // process (a rank) may use.
@@ -108,10 +105,6 @@ Status ValidateOptim(const OptimConfig& optim) {
   if (!(optim.label_smoothing >= 0 && optim.label_smoothing < 1)) {
     return OutOfRange("--label-smoothing", NumberText(optim.label_smoothing), "must be in [0, 1)");
   }
-  if (!(optim.stop_at_accuracy >= 0 && optim.stop_at_accuracy <= 1)) {
-    return OutOfRange("--stop-at-accuracy", NumberText(optim.stop_at_accuracy),
-                      "a test accuracy in (0, 1], or 0 for none");
-  }
   return Status::OK();
 }
 
@@ -186,24 +179,9 @@ Status ValidateLayout(const TrainConfig& c, int cores) {
   return Status::OK();
 }
 
-Status ValidateOutputs(const CheckpointConfig& checkpoint, const OutputConfig& output) {
-  if (checkpoint.every < 0 || checkpoint.every > kMaxCheckpointEvery) {
-    return OutOfRange("--checkpoint-every", std::to_string(checkpoint.every), Range(0, kMaxCheckpointEvery));
-  }
-  if (checkpoint.keep < 1 || checkpoint.keep > kMaxKeep) {
-    return OutOfRange("--keep", std::to_string(checkpoint.keep), Range(1, kMaxKeep));
-  }
-  if (checkpoint.dir.empty() && checkpoint.every > 0) {
-    return Status::InvalidArgument("--checkpoint-every needs --checkpoint-dir");
-  }
-  if (checkpoint.resume == "latest" && checkpoint.dir.empty()) {
-    return Status::InvalidArgument("--resume without a file needs --checkpoint-dir to find the latest in");
-  }
+Status ValidateOutputs(const OutputConfig& output) {
   if (output.log_every < 1 || output.log_every > kMaxEpochs) {
     return OutOfRange("--log-every", std::to_string(output.log_every), Range(1, kMaxEpochs));
-  }
-  if (!output.save.empty() && !IsModelFile(output.save)) {
-    return OutOfRange("--save", output.save, "must end in .pt or .pth (TorchScript)");
   }
   return Status::OK();
 }
@@ -216,33 +194,10 @@ std::pair<int, int> ParseEpochRange(const std::string& text) {
   return {first, last};
 }
 
-Status ValidateShrink(const ShrinkConfig& shrink, const std::string& model, int epochs) {
-  if (shrink.calibration_batches < 1 || shrink.calibration_batches > kMaxCalibrationBatches) {
-    return OutOfRange("--calibration-batches", std::to_string(shrink.calibration_batches),
-                      Range(1, kMaxCalibrationBatches));
-  }
-  if (shrink.prune != 0 && !(shrink.prune > 0 && shrink.prune < 1)) {
-    return OutOfRange("--prune", NumberText(shrink.prune), "the fraction of channels removed, must be in (0, 1)");
-  }
-  if (shrink.prune != 0 && IsModelFile(model)) {
-    return Status::InvalidArgument("--prune: --model " + model +
-                                   " cannot be pruned: granary prunes its built-in models (mlp, convnet, resnet, "
-                                   "mobilenet), whose channels and residual joins it knows");
-  }
-  if (!shrink.prune_epochs.empty()) {
-    if (shrink.prune == 0) return Status::InvalidArgument("--prune-epochs needs --prune");
-    const auto [first, last] = ParseEpochRange(shrink.prune_epochs);
-    if (first < 1 || last < first || last > epochs) {
-      return OutOfRange("--prune-epochs", shrink.prune_epochs,
-                        "must be A-B with 1 <= A <= B <= --epochs " + std::to_string(epochs));
-    }
-  }
-  return Status::OK();
-}
-
-// A flag set away from its default for a feature that is off is a mistake the
-// run would hide (--powersgd-rank 8 without powersgd): refused, naming both.
-// ClearUnused (below) keeps such values out of the comparisons.
+// A flag set away from its default for a choice that is off is a mistake the
+// run would hide (--powersgd-rank 8 without powersgd): refused, naming both
+// (the features' flags: each feature's Validate). ClearUnused (below) keeps
+// such values out of the comparisons.
 Status ValidateUnused(const TrainConfig& c) {
   const TrainConfig defaults;
   const auto unused = [](const std::string& flag, const std::string& value, const std::string& needs) {
@@ -259,22 +214,8 @@ Status ValidateUnused(const TrainConfig& c) {
   if (c.sync.method != SyncMethod::kBucketed && c.sync.bucket_mb != defaults.sync.bucket_mb) {
     return unused("--bucket-mb", NumberText(c.sync.bucket_mb), "--sync bucketed");
   }
-  if (c.shrink.quantize == Quantize::kNone && c.shrink.calibration_batches != defaults.shrink.calibration_batches) {
-    return unused("--calibration-batches", std::to_string(c.shrink.calibration_batches), "--quantize int8");
-  }
   if (c.optim.lr_scaling == LrScaling::kNone && c.optim.base_batch != defaults.optim.base_batch) {
     return unused("--base-batch", std::to_string(c.optim.base_batch), "--lr-scaling linear");
-  }
-  if (c.checkpoint.dir.empty() && c.checkpoint.keep != defaults.checkpoint.keep) {
-    return unused("--keep", std::to_string(c.checkpoint.keep), "--checkpoint-dir");
-  }
-  if (c.optim.stop_at_accuracy > 0 && c.data.synthetic) {
-    return Status::InvalidArgument("--stop-at-accuracy " + NumberText(c.optim.stop_at_accuracy) +
-                                   " needs an evaluation: not with --synthetic (random batches)");
-  }
-  if (c.shrink.quantize != Quantize::kNone && c.data.synthetic) {
-    return Status::InvalidArgument(std::string("--quantize ") + NameOf(c.shrink.quantize) +
-                                   " calibrates on training batches: not with --synthetic (random batches)");
   }
   return Status::OK();
 }
@@ -321,8 +262,7 @@ Status TrainConfig::Validate(int cores) const {
   GRANARY_RETURN_IF_ERROR(ValidateOptim(optim));
   GRANARY_RETURN_IF_ERROR(ValidateSync(sync));
   GRANARY_RETURN_IF_ERROR(ValidateLayout(*this, cores));
-  GRANARY_RETURN_IF_ERROR(ValidateOutputs(checkpoint, output));
-  GRANARY_RETURN_IF_ERROR(ValidateShrink(shrink, model.name, optim.epochs));
+  GRANARY_RETURN_IF_ERROR(ValidateOutputs(output));
   GRANARY_RETURN_IF_ERROR(ValidateUnused(*this));
   return ValidateRendezvous(dist);
 }

@@ -116,8 +116,9 @@ struct ShrinkConfig {
   std::string prune_epochs;
 };
 
-// --prune-epochs as (first, last), 1-based; the first half of the run if unset.
-// Validate has checked it.
+// --prune-epochs as (first, last), 1-based; the first half of the run if
+// unset; (0, 0) if it does not read as A-B (the prune feature's Validate
+// refuses that).
 std::pair<int, int> PruneEpochs(const ShrinkConfig& shrink, int epochs);
 
 // What the run leaves behind besides its report on stdout.

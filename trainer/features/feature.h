@@ -1,6 +1,7 @@
 // A feature of a run: evaluation, checkpoints, pruning, INT8 export, ...
 // Each lives in a folder of its own under features/ and owns, behind this
-// one interface, what it adds to a run: its checks before any rank starts,
+// one interface, what it adds to a run: its flags' bounds, its checks before
+// any rank starts,
 // the files it writes, and its hook (loop/hook.h) on each rank, which adds
 // its part to the epoch's report and its result to --json (RunObserver::
 // Result). The run (run.cc), a rank's assembly (run_rank.cc) and the hooks'
@@ -22,6 +23,12 @@ namespace granary {
 class Feature {
  public:
   virtual ~Feature() = default;
+
+  // Its flags (fields of the config it alone reads) within their bounds and
+  // consistent with the rest of the config, checked with the config's own
+  // (ValidateRun, features.h) by the launcher and by every rank, before any
+  // work: InvalidArgument naming the flag.
+  virtual Status Validate(const TrainConfig& config) const { return Status::OK(); }
 
   // Before any rank starts, once, by the process that answers for the run
   // (the launcher, or rank 0 of a job torchrun, mpirun or srun started):

@@ -40,6 +40,12 @@ const Features& AllFeatures() {
   return *all;
 }
 
+Status ValidateRun(const TrainConfig& config, int cores) {
+  GRANARY_RETURN_IF_ERROR(config.Validate(cores));
+  for (const std::unique_ptr<Feature>& feature : AllFeatures()) GRANARY_RETURN_IF_ERROR(feature->Validate(config));
+  return Status::OK();
+}
+
 StatusOr<RunHooks> AssembleHooks(RankState& state) {
   const bool measuring = state.run.config.data.probe_s > 0;
   RunHooks hooks;

@@ -15,7 +15,8 @@
 //   epoch stopped inside gets no report) and goes to AfterRun. Every rank
 //   must return the same flow at the same call, so decide it from what
 //   every rank shares (a collective's result, a figure the ranks summed),
-//   never from a local one.
+//   never from a local one (checked across ranks where asked:
+//   loop/same_flow.h).
 // - Run a collective (Comm): then it is a hook of every rank, and every rank
 //   calls it at the same point. A hook assembled for some ranks only (rank
 //   0's progress lines and files) runs none.
@@ -68,6 +69,9 @@ struct RankState {
   // This rank's totals over the run so far (loop/epoch_figures.h).
   double samples_trained = 0;  // by this run (a resumed part not counted)
   double compute_seconds = 0;  // forward, backward and optimizer step
+  // Check at every hook call that every rank's hooks returned the same flow
+  // (loop/same_flow.h): builds with asserts, or GRANARY_CHECK_FLOW=1.
+  bool check_flow = false;
 };
 
 // Where an epoch stands on this rank, as of the last step.

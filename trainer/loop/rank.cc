@@ -16,6 +16,7 @@
 #include "trainer/loop/data_parallel.h"
 #include "trainer/loop/epoch_figures.h"
 #include "trainer/loop/rank_model.h"
+#include "trainer/loop/same_flow.h"
 #include "trainer/loop/step.h"
 #include "trainer/loop/train_batches.h"
 #include "trainer/optim/schedule.h"
@@ -74,7 +75,9 @@ class RankLoop {
       GRANARY_ASSIGN_OR_RETURN(EpochReport report, CloseEpoch(static_cast<int>(epoch), tally));
       const EpochEvent event{static_cast<int>(epoch), epoch + 1 == c_.optim.epochs};
       GRANARY_ASSIGN_OR_RETURN(const Flow flow,
-                               EveryHook([&](RunHook& hook) { return hook.AfterEpoch(state_, event, &report); }));
+                               EveryHook("after epoch ", epoch + 1,
+                                         [&](RunHook& hook) { return hook.AfterEpoch(state_, event, &report); }));
+      report.parameters_after = ParameterCount(*state_.model.net);  // a hook may have changed the model
       GRANARY_RETURN_IF_ERROR(state_.dp.comm->Barrier());
       reports.push_back(report);
       state_.observer.Epoch(report);
@@ -86,13 +89,18 @@ class RankLoop {
 
  private:
   // `call` on every hook, in order: kStop if any returned it (the others
-  // still run, hook.h); the first error ends the run.
+  // still run, hook.h); the first error ends the run. Where asked, every
+  // rank's flow at this call (`point` `number`: "after step " 12) is checked
+  // to be the same.
   template <typename Call>
-  StatusOr<Flow> EveryHook(Call call) {
+  StatusOr<Flow> EveryHook(const char* point, int64_t number, Call call) {
     Flow flow = Flow::kGoOn;
     for (const std::unique_ptr<RunHook>& hook : hooks_) {
       GRANARY_ASSIGN_OR_RETURN(const Flow after, call(*hook));
       if (after == Flow::kStop) flow = Flow::kStop;
+    }
+    if (state_.check_flow) {
+      GRANARY_RETURN_IF_ERROR(CheckSameFlow(*state_.dp.comm, flow, point + std::to_string(number)));
     }
     return flow;
   }
@@ -155,7 +163,8 @@ class RankLoop {
       event.result = stepped;
       event.tally = t;
       GRANARY_ASSIGN_OR_RETURN(const Flow flow,
-                               EveryHook([&](RunHook& hook) { return hook.AfterStep(state_, event); }));
+                               EveryHook("after step ", state_.global_step,
+                                         [&](RunHook& hook) { return hook.AfterStep(state_, event); }));
       if (flow == Flow::kStop) return flow;
     }
     return Flow::kGoOn;
@@ -171,7 +180,6 @@ class RankLoop {
     r.train_loss = loss[0] / std::max(1.0, loss[1]);
     r.lr = schedule_.At(std::max<int64_t>(0, state_.global_step - 1));
     r.parameters = parameters_;
-    r.parameters_after = parameters_;  // a hook that changes the model tells what it left
     return r;
   }
 

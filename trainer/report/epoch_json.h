@@ -13,9 +13,10 @@ namespace granary {
 
 nlohmann::json EpochToJson(const EpochReport& report);
 
-// The inverse of EpochToJson. InvalidArgument naming the first member that
-// is missing or not of its type (the optional ones: pruned, weights_hash,
-// and the test figures, present together or not at all).
+// The inverse of EpochToJson. InvalidArgument naming the first of the
+// loop's members that is missing or not of its type; every other member is
+// a figure a hook added (a string or a number; an integer that is not
+// negative comes back as uint64_t).
 StatusOr<EpochReport> EpochFromJson(const nlohmann::json& json);
 
 }  // namespace granary

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "base/json_text.h"
 
@@ -121,17 +122,25 @@ std::string Svg(const Chart& chart) {
   return svg + "</svg>\n";
 }
 
-Series PerEpoch(const std::string& name, const std::vector<EpochReport>& epochs, double (*value)(const EpochReport&),
-                bool evaluated_only = false) {
+Series PerEpoch(const std::string& name, const std::vector<EpochReport>& epochs, double (*value)(const EpochReport&)) {
+  Series s{name, {}};
+  for (const EpochReport& e : epochs) s.points.push_back({static_cast<double>(e.epoch), value(e)});
+  return s;
+}
+
+// A figure a hook added (EpochReport::figures), over the epochs that have it.
+Series FigurePerEpoch(const std::string& name, const std::vector<EpochReport>& epochs, const std::string& figure) {
   Series s{name, {}};
   for (const EpochReport& e : epochs) {
-    if (!evaluated_only || e.evaluated) s.points.push_back({static_cast<double>(e.epoch), value(e)});
+    if (const std::optional<double> v = e.Number(figure)) s.points.push_back({static_cast<double>(e.epoch), *v});
   }
   return s;
 }
 
 std::vector<Chart> Charts(const std::vector<EpochReport>& epochs, const std::vector<StepReport>& steps) {
-  const bool evaluated = std::any_of(epochs.begin(), epochs.end(), [](const EpochReport& e) { return e.evaluated; });
+  // The evaluation's figures (features/evaluation), where the run evaluated.
+  const bool evaluated =
+      std::any_of(epochs.begin(), epochs.end(), [](const EpochReport& e) { return e.Number("test_loss").has_value(); });
   Chart loss{"loss", "Loss", "cross-entropy", {}};
   if (!steps.empty()) {
     Series fine{"train (steps)", {}, false};
@@ -142,16 +151,10 @@ std::vector<Chart> Charts(const std::vector<EpochReport>& epochs, const std::vec
     loss.series.push_back(fine);
   }
   loss.series.push_back(PerEpoch("train", epochs, [](const EpochReport& e) { return e.train_loss; }));
-  if (evaluated)
-    loss.series.push_back(PerEpoch(
-        "test", epochs, [](const EpochReport& e) { return e.test_loss; }, true));
+  if (evaluated) loss.series.push_back(FigurePerEpoch("test", epochs, "test_loss"));
   std::vector<Chart> charts = {loss};
   if (evaluated) {
-    charts.push_back({"accuracy",
-                      "Test accuracy",
-                      "accuracy",
-                      {PerEpoch(
-                          "test", epochs, [](const EpochReport& e) { return e.test_accuracy; }, true)}});
+    charts.push_back({"accuracy", "Test accuracy", "accuracy", {FigurePerEpoch("test", epochs, "test_accuracy")}});
   }
   charts.push_back({"throughput",
                     "Samples per second (all ranks)",
@@ -196,10 +199,11 @@ std::string RenderHtmlReport(const TrainConfig& config, const Layout& layout, co
   html += Row("epochs", std::to_string(epochs.size()) + " of " + std::to_string(config.optim.epochs));
   if (!epochs.empty()) {
     const EpochReport& last = epochs.back();
+    const std::optional<double> test_loss = last.Number("test_loss"), test_accuracy = last.Number("test_accuracy");
     html += Row("last epoch", "train loss " + Format("%.4f", last.train_loss) +
-                                  (last.evaluated ? ", test loss " + Format("%.4f", last.test_loss) +
-                                                        ", test accuracy " + Format("%.4f", last.test_accuracy)
-                                                  : "") +
+                                  (test_loss && test_accuracy ? ", test loss " + Format("%.4f", *test_loss) +
+                                                                    ", test accuracy " + Format("%.4f", *test_accuracy)
+                                                              : "") +
                                   ", " + Format("%.0f", last.samples_per_s) + " samples/s");
   }
   html += "</table>\n";

@@ -4,11 +4,24 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace granary {
 
+// A figure a feature (features/feature.h) adds to an epoch's report: its
+// JSON member and value ("test_accuracy": 0.85).
+struct EpochFigure {
+  std::string name;
+  std::variant<double, uint64_t, std::string> value;
+};
+
+// An epoch's report: the loop's figures (loop/epoch_figures.h), then what
+// the hooks added (loop/hook.h), in their order, which the report prints
+// and writes without knowing the features: their figures by name, their
+// part of the epoch's line, and their lines after it.
 struct EpochReport {
   int epoch = 0;  // 1-based
   double train_loss = 0;      // mean over all ranks' samples
@@ -20,22 +33,18 @@ struct EpochReport {
   double compute_fraction = 0;  // rank 0's forward, backward and optimizer step (sync wait excluded) / epoch time
   double queue_depth = 0;     // rank 0's mean number of ready batches at each step
   double peak_rss_mb = 0;     // the ranks' peak resident memory so far, summed (MiB)
-  bool evaluated = false;     // when the config names an eval split (every rank a share)
-  double test_loss = 0;
-  double test_accuracy = 0;
-  uint64_t test_samples = 0;
-  std::string weights_hash;   // rank 0: XXH64 over every parameter's values, "xxh64:..."
-  uint64_t parameters = 0;    // the model's trainable values during the epoch (before the prune after it)
-  // --prune: what the prune after the epoch removed ("conv1 32->16, ..."; ""
-  // none) and the values left. The evaluation, weights_hash and checkpoint
-  // that follow are of that model.
-  std::string pruned;
-  uint64_t parameters_after = 0;
-  // --stop-at-accuracy: this epoch's evaluation reached it (the run stops
-  // after the epoch), this many wall seconds after this process's first step
-  // (training and evaluation; a resumed run counts from its resume).
-  bool target_reached = false;
-  double seconds_to_target = 0;
+  uint64_t parameters = 0;        // the model's trainable values during the epoch
+  uint64_t parameters_after = 0;  // and after the epoch's hooks (a prune changes them)
+
+  std::vector<EpochFigure> figures;  // JSON members the hooks added, each name once
+  std::string line_part;             // on the epoch's line after train_loss ("  test_loss 0.41  test_acc 0.85")
+  std::vector<std::string> lines_after;  // whole lines after the epoch's line
+
+  // Sets figure `name` (replacing one of that name).
+  void Set(const std::string& name, std::variant<double, uint64_t, std::string> value);
+  const EpochFigure* Find(const std::string& name) const;
+  // A number figure (double or uint64_t) by name; nullopt if none is.
+  std::optional<double> Number(const std::string& name) const;
 };
 
 // What every rank reads per epoch, known before training starts.

@@ -120,16 +120,11 @@ void RunReport::Epoch(const EpochReport& r) {
     line_open_ = false;
   }
   if (!text()) return;
-  std::printf("epoch %d/%d  train_loss %.4f", r.epoch, config_.optim.epochs, r.train_loss);
-  if (r.evaluated) std::printf("  test_loss %.4f  test_acc %.4f", r.test_loss, r.test_accuracy);
+  std::printf("epoch %d/%d  train_loss %.4f%s", r.epoch, config_.optim.epochs, r.train_loss, r.line_part.c_str());
   std::printf("  lr %.3g  samples/s %.0f  stall %.1f%%  queue %.1f  compute %.1f%%  sync wait %.1f%%  time %.1fs\n",
               r.lr, r.samples_per_s, 100 * r.stall_fraction, r.queue_depth, 100 * r.compute_fraction,
               100 * r.comm_fraction, r.seconds);
-  if (!r.pruned.empty()) {  // before the evaluation above
-    std::printf("epoch %d/%d  pruned %s: %llu -> %llu parameters%s\n", r.epoch, config_.optim.epochs,
-                r.pruned.c_str(), static_cast<unsigned long long>(r.parameters),
-                static_cast<unsigned long long>(r.parameters_after), r.evaluated ? " (test_acc is after the prune)" : "");
-  }
+  for (const std::string& line : r.lines_after) std::printf("%s\n", line.c_str());
   FlushStdoutNoting();
 }
 

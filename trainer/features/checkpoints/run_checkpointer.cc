@@ -119,8 +119,33 @@ Status RunCheckpointer::Finish() {
 
 namespace {
 
+// --checkpoint-every's and --keep's bounds.
+constexpr int64_t kMaxCheckpointEvery = int64_t{1} << 40;
+constexpr int kMaxKeep = 1000;
+
 class CheckpointsFeature : public Feature {
  public:
+  Status Validate(const TrainConfig& c) const override {
+    const CheckpointConfig& checkpoint = c.checkpoint;
+    if (checkpoint.every < 0 || checkpoint.every > kMaxCheckpointEvery) {
+      return OutOfRange("--checkpoint-every", std::to_string(checkpoint.every), Range(0, kMaxCheckpointEvery));
+    }
+    if (checkpoint.keep < 1 || checkpoint.keep > kMaxKeep) {
+      return OutOfRange("--keep", std::to_string(checkpoint.keep), Range(1, kMaxKeep));
+    }
+    if (checkpoint.dir.empty() && checkpoint.every > 0) {
+      return Status::InvalidArgument("--checkpoint-every needs --checkpoint-dir");
+    }
+    if (checkpoint.resume == "latest" && checkpoint.dir.empty()) {
+      return Status::InvalidArgument("--resume without a file needs --checkpoint-dir to find the latest in");
+    }
+    if (checkpoint.dir.empty() && checkpoint.keep != CheckpointConfig{}.keep) {
+      return Status::InvalidArgument("--keep " + std::to_string(checkpoint.keep) +
+                                     ": only used with --checkpoint-dir");
+    }
+    return Status::OK();
+  }
+
   void Outputs(const TrainConfig& c, std::vector<OutputPath>* outputs) const override {
     outputs->push_back({"--checkpoint-dir", c.checkpoint.dir, OutputKind::kDirectory});
   }

@@ -10,6 +10,7 @@
 #include "trainer/loop/loader_options.h"
 #include "trainer/loop/rank.h"
 #include "trainer/loop/rank_model.h"
+#include "trainer/number_text.h"
 
 namespace granary {
 namespace {
@@ -32,10 +33,12 @@ StatusOr<Flow> EvaluationHook::AfterEpoch(RankState& state, const EpochEvent&, E
       {result->loss_sum, static_cast<double>(result->correct), static_cast<double>(result->samples)}, torch::kFloat64);
   GRANARY_RETURN_IF_ERROR(state.dp.comm->AllReduceSum(sums));
   const double samples = sums[2].item<double>();
-  r->evaluated = true;
-  r->test_loss = sums[0].item<double>() / std::max(1.0, samples);
-  r->test_accuracy = sums[1].item<double>() / std::max(1.0, samples);
-  r->test_samples = static_cast<uint64_t>(samples);
+  const double loss = sums[0].item<double>() / std::max(1.0, samples);
+  const double accuracy = sums[1].item<double>() / std::max(1.0, samples);
+  r->Set("test_loss", loss);
+  r->Set("test_accuracy", accuracy);
+  r->Set("test_samples", static_cast<uint64_t>(samples));
+  r->line_part += "  test_loss " + FixedText(loss, 4) + "  test_acc " + FixedText(accuracy, 4);
   return Flow::kGoOn;
 }
 

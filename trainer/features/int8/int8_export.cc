@@ -202,8 +202,28 @@ class Int8Export : public RunHook {
   }
 };
 
+// --calibration-batches' bound.
+constexpr int kMaxCalibrationBatches = 100000;
+
 class Int8ExportFeature : public Feature {
  public:
+  Status Validate(const TrainConfig& c) const override {
+    const ShrinkConfig& shrink = c.shrink;
+    if (shrink.calibration_batches < 1 || shrink.calibration_batches > kMaxCalibrationBatches) {
+      return OutOfRange("--calibration-batches", std::to_string(shrink.calibration_batches),
+                        Range(1, kMaxCalibrationBatches));
+    }
+    if (shrink.quantize == Quantize::kNone && shrink.calibration_batches != ShrinkConfig{}.calibration_batches) {
+      return Status::InvalidArgument("--calibration-batches " + std::to_string(shrink.calibration_batches) +
+                                     ": only used with --quantize int8");
+    }
+    if (shrink.quantize != Quantize::kNone && c.data.synthetic) {
+      return Status::InvalidArgument(std::string("--quantize ") + NameOf(shrink.quantize) +
+                                     " calibrates on training batches: not with --synthetic (random batches)");
+    }
+    return Status::OK();
+  }
+
   // The layers that will stay fp32 are named before any rank starts, one
   // line each.
   Status Preflight(const ResolvedRun& run) const override {

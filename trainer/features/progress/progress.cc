@@ -35,7 +35,7 @@ StatusOr<Flow> ProgressHook::AfterStep(RankState& state, const StepEvent& e) {
 }
 
 StatusOr<Flow> ProgressHook::AfterEpoch(RankState& state, const EpochEvent&, EpochReport* report) {
-  report->weights_hash = WeightsHash(state.model.net->parameters());
+  report->Set("weights_hash", WeightsHash(state.model.net->parameters()));
   return Flow::kGoOn;
 }
 

@@ -130,8 +130,12 @@ class PruneHook : public RunHook {
     const TrainConfig& c = state.run.config;
     GRANARY_RETURN_IF_ERROR(state.dp.Reattach(c, *state.model.net));
     state.dp.Parts(/*apart=*/c.data.synthetic, &state.parts);
-    report->pruned = pruner_->last_change();
-    report->parameters_after = ParameterCount(*state.model.net);
+    report->Set("pruned", pruner_->last_change());
+    // After the epoch's line; its evaluation, if the run evaluates, follows this hook.
+    report->lines_after.push_back("epoch " + std::to_string(report->epoch) + "/" + std::to_string(c.optim.epochs) +
+                                  "  pruned " + pruner_->last_change() + ": " + std::to_string(report->parameters) +
+                                  " -> " + std::to_string(ParameterCount(*state.model.net)) + " parameters" +
+                                  (c.data.eval_split.empty() ? "" : " (test_acc is after the prune)"));
     return Flow::kGoOn;
   }
 
@@ -141,6 +145,27 @@ class PruneHook : public RunHook {
 
 class PruneFeature : public Feature {
  public:
+  Status Validate(const TrainConfig& c) const override {
+    const ShrinkConfig& shrink = c.shrink;
+    if (shrink.prune != 0 && !(shrink.prune > 0 && shrink.prune < 1)) {
+      return OutOfRange("--prune", NumberText(shrink.prune), "the fraction of channels removed, must be in (0, 1)");
+    }
+    if (shrink.prune != 0 && IsModelFile(c.model.name)) {
+      return Status::InvalidArgument("--prune: --model " + c.model.name +
+                                     " cannot be pruned: granary prunes its built-in models (mlp, convnet, resnet, "
+                                     "mobilenet), whose channels and residual joins it knows");
+    }
+    if (!shrink.prune_epochs.empty()) {
+      if (shrink.prune == 0) return Status::InvalidArgument("--prune-epochs needs --prune");
+      const auto [first, last] = PruneEpochs(shrink, c.optim.epochs);
+      if (first < 1 || last < first || last > c.optim.epochs) {
+        return OutOfRange("--prune-epochs", shrink.prune_epochs,
+                          "must be A-B with 1 <= A <= B <= --epochs " + std::to_string(c.optim.epochs));
+      }
+    }
+    return Status::OK();
+  }
+
   StatusOr<std::unique_ptr<RunHook>> Hook(RankState& state) const override {
     const TrainConfig& c = state.run.config;
     if (c.shrink.prune == 0) return std::unique_ptr<RunHook>();

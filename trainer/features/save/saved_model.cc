@@ -18,6 +18,12 @@ class SavedModelHook : public RunHook {
 
 class SavedModelFeature : public Feature {
  public:
+  Status Validate(const TrainConfig& c) const override {
+    if (!c.output.save.empty() && !IsModelFile(c.output.save)) {
+      return OutOfRange("--save", c.output.save, "must end in .pt or .pth (TorchScript)");
+    }
+    return Status::OK();
+  }
   void Outputs(const TrainConfig& c, std::vector<OutputPath>* outputs) const override {
     outputs->push_back({"--save", c.output.save, OutputKind::kModel});
   }

@@ -1,7 +1,9 @@
 #include "trainer/features/stop_at_accuracy/target_accuracy.h"
 
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "base/json_text.h"
@@ -10,6 +12,9 @@
 
 namespace granary {
 namespace {
+
+// The figure an epoch that reached the target gets (and no other epoch).
+constexpr const char* kSecondsToTarget = "seconds_to_target";
 
 class TargetAccuracy : public RunHook {
  public:
@@ -21,13 +26,15 @@ class TargetAccuracy : public RunHook {
   }
 
   StatusOr<Flow> AfterEpoch(RankState& state, const EpochEvent&, EpochReport* report) override {
-    if (!report->evaluated || report->test_accuracy < target_) return Flow::kGoOn;
-    report->target_reached = true;
-    report->seconds_to_target = SecondsSince(start_);
+    // The evaluation's figure (features/evaluation), the same on every rank.
+    const std::optional<double> accuracy = report->Number("test_accuracy");
+    if (!accuracy || *accuracy < target_) return Flow::kGoOn;
+    const double seconds = SecondsSince(start_);
+    report->Set(kSecondsToTarget, seconds);
     if (state.rank == 0) {
-      state.observer.Note("--stop-at-accuracy " + NumberText(target_) + ": test accuracy " +
-                          FixedText(report->test_accuracy, 4) + " after epoch " + std::to_string(report->epoch) +
-                          ", " + FixedText(report->seconds_to_target, 1) + " s after the first step; stopping");
+      state.observer.Note("--stop-at-accuracy " + NumberText(target_) + ": test accuracy " + FixedText(*accuracy, 4) +
+                          " after epoch " + std::to_string(report->epoch) + ", " + FixedText(seconds, 1) +
+                          " s after the first step; stopping");
     }
     return Flow::kStop;
   }
@@ -37,8 +44,10 @@ class TargetAccuracy : public RunHook {
     nlohmann::json result = {{"target", target_}, {"reached", false}};
     double best = 0;
     for (const EpochReport& r : *reports) {
-      best = r.evaluated && r.test_accuracy > best ? r.test_accuracy : best;
-      if (r.target_reached) result.update({{"reached", true}, {"epoch", r.epoch}, {"seconds", r.seconds_to_target}});
+      best = std::max(best, r.Number("test_accuracy").value_or(0));
+      if (const std::optional<double> seconds = r.Number(kSecondsToTarget)) {
+        result.update({{"reached", true}, {"epoch", r.epoch}, {"seconds", *seconds}});
+      }
     }
     if (!result["reached"].get<bool>()) {
       state.observer.Note("--stop-at-accuracy " + NumberText(target_) + ": not reached in " +
@@ -56,6 +65,18 @@ class TargetAccuracy : public RunHook {
 
 class StopAtAccuracyFeature : public Feature {
  public:
+  Status Validate(const TrainConfig& c) const override {
+    const double target = c.optim.stop_at_accuracy;
+    if (!(target >= 0 && target <= 1)) {
+      return OutOfRange("--stop-at-accuracy", NumberText(target), "a test accuracy in (0, 1], or 0 for none");
+    }
+    if (target > 0 && c.data.synthetic) {
+      return Status::InvalidArgument("--stop-at-accuracy " + NumberText(target) +
+                                     " needs an evaluation: not with --synthetic (random batches)");
+    }
+    return Status::OK();
+  }
+
   Status Preflight(const ResolvedRun& run) const override {
     const TrainConfig& c = run.config;
     if (c.optim.stop_at_accuracy > 0 && c.data.eval_split.empty()) {
