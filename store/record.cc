@@ -423,8 +423,7 @@ uint64_t SamplePayloadHash(const DecodedRecord& record, size_t s) {
   size_t bytes = 0;
   for (size_t i = 0; i < record.num_fields; ++i) {
     // Invariant: a sample's fields are contiguous in the payload.
-    assert(i == 0 || static_cast<const char*>(fields[i].data) ==
-                         static_cast<const char*>(fields[i - 1].data) + fields[i - 1].bytes);
+    assert(i == 0 || fields[i].data == fields[i - 1].data + fields[i - 1].bytes);
     bytes += fields[i].bytes;
   }
   return XXH64(record.num_fields > 0 ? fields[0].data : nullptr, bytes, format::kChecksumSeed);

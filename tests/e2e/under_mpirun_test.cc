@@ -240,7 +240,8 @@ TEST_F(UnderMpirun, ARankStoppedUnderTheUsersMpirunIsNamed) {
                        pid + "; its process is stopped) made no progress for"),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("; as this rank exits it ends rank 1 with SIGKILL (a stopped process cannot end with the job)"), std::string::npos)
+  EXPECT_NE(r.err.find("; as this rank exits it ends rank 1 with SIGKILL (a stopped process cannot end with the job)"),
+            std::string::npos)
       << r.err;
   EXPECT_EQ(r.err.find("Read -1"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("left 0"), std::string::npos) << r.out;

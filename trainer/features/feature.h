@@ -1,12 +1,12 @@
 // A feature of a run: evaluation, checkpoints, pruning, INT8 export, ...
 // Each lives in a folder of its own under features/ and owns, behind this
-// one interface, what it adds to a run: its flags' bounds, its checks before
-// any rank starts,
-// the files it writes, and its hook (loop/hook.h) on each rank, which adds
-// its part to the epoch's report and its result to --json (RunObserver::
-// Result). The run (run.cc), a rank's assembly (run_rank.cc) and the hooks'
-// order (features.cc) iterate over the features; none is named outside its
-// folder but in features.cc's one registration line.
+// one interface, what it adds to a run: its flags' bounds, its checks
+// before any rank starts, the files it writes, and its hook (loop/hook.h) on
+// each rank, which adds its figures to the epoch's report and its result to
+// --json (RunObserver::Result). The run (run.cc), a rank's assembly
+// (run_rank.cc) and the hooks' order (features.cc) iterate over the
+// features; none is named outside its folder but in features.cc's one
+// registration line.
 #pragma once
 
 #include <memory>

@@ -54,7 +54,8 @@ std::string Percent(double fraction) { return std::to_string(static_cast<int>(fr
 std::string TuneCandidate::Describe() const {
   return std::to_string(ranks) + " x " + std::to_string(threads) + ", batch " +
          std::to_string(batch_size / std::max(1, ranks)) + "/rank, " + NameOf(precision) +
-         (channels_last ? ", channels-last" : "") + (backend == Backend::kAuto ? "" : std::string(", ") + NameOf(backend));
+         (channels_last ? ", channels-last" : "") +
+         (backend == Backend::kAuto ? "" : std::string(", ") + NameOf(backend));
 }
 
 const TuneRow* TuneTable::Chosen() const {
