@@ -14,7 +14,7 @@ struct Named {
 constexpr Named<ComputeType> kComputeTypes[] = {{ComputeType::kFp32, "fp32"}, {ComputeType::kBf16, "bf16"}};
 constexpr Named<LrScaling> kLrScalings[] = {{LrScaling::kNone, "none"}, {LrScaling::kLinear, "linear"}};
 constexpr Named<SyncMethod> kSyncMethods[] = {{SyncMethod::kBucketed, "bucketed"},
-                                                  {SyncMethod::kAfterBackward, "after-backward"}};
+                                              {SyncMethod::kAfterBackward, "after-backward"}};
 constexpr Named<Compression> kCompressions[] = {{Compression::kNone, "none"},
                                                 {Compression::kFp16, "fp16"},
                                                 {Compression::kBf16, "bf16"},
@@ -48,12 +48,9 @@ bool Parse(const Named<E> (&table)[N], const std::string& text, E* out) {
 }
 
 template <typename E, size_t N>
-std::string Names(const Named<E> (&table)[N], const char* last_word) {
+std::string Names(const Named<E> (&table)[N]) {
   std::string names;
-  for (size_t i = 0; i < N; ++i) {
-    const bool last = i + 1 == N && i > 0 && *last_word != '\0';
-    names += (i == 0 ? "" : last ? std::string(" ") + last_word + " " : ", ") + std::string(table[i].name);
-  }
+  for (size_t i = 0; i < N; ++i) names += (i == 0 ? "" : i + 1 == N ? " or " : ", ") + std::string(table[i].name);
   return names;
 }
 
@@ -77,13 +74,13 @@ bool ParseChoice(const std::string& text, Quantize* out) { return Parse(kQuantiz
 bool ParseChoice(const std::string& text, Allocator* out) { return Parse(kAllocators, text, out); }
 bool ParseChoice(const std::string& text, RankPrefix* out) { return Parse(kRankPrefixes, text, out); }
 
-std::string ChoiceNames(ComputeType, const char* last_word) { return Names(kComputeTypes, last_word); }
-std::string ChoiceNames(LrScaling, const char* last_word) { return Names(kLrScalings, last_word); }
-std::string ChoiceNames(SyncMethod, const char* last_word) { return Names(kSyncMethods, last_word); }
-std::string ChoiceNames(Compression, const char* last_word) { return Names(kCompressions, last_word); }
-std::string ChoiceNames(Backend, const char* last_word) { return Names(kBackends, last_word); }
-std::string ChoiceNames(Quantize, const char* last_word) { return Names(kQuantizes, last_word); }
-std::string ChoiceNames(Allocator, const char* last_word) { return Names(kAllocators, last_word); }
-std::string ChoiceNames(RankPrefix, const char* last_word) { return Names(kRankPrefixes, last_word); }
+std::string ChoiceNames(ComputeType) { return Names(kComputeTypes); }
+std::string ChoiceNames(LrScaling) { return Names(kLrScalings); }
+std::string ChoiceNames(SyncMethod) { return Names(kSyncMethods); }
+std::string ChoiceNames(Compression) { return Names(kCompressions); }
+std::string ChoiceNames(Backend) { return Names(kBackends); }
+std::string ChoiceNames(Quantize) { return Names(kQuantizes); }
+std::string ChoiceNames(Allocator) { return Names(kAllocators); }
+std::string ChoiceNames(RankPrefix) { return Names(kRankPrefixes); }
 
 }  // namespace granary

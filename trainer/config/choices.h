@@ -36,19 +36,19 @@ std::string KnownScheduleNames();  // "constant, step, cosine"
 // The choices of a closed set, as enums: parsed once from their names (the
 // flags, a config's JSON), named back for --help, JSON and messages, and
 // compared as values everywhere else.
-enum class ComputeType { kFp32, kBf16 };                  // --precision
-enum class LrScaling { kNone, kLinear };                  // --lr-scaling
-enum class SyncMethod { kBucketed, kAfterBackward };    // --sync (trainer/comm/gradient_sync.h)
-enum class Compression { kNone, kFp16, kBf16, kPowerSgd };  // --sync-compress (trainer/comm/compress.h)
-enum class Backend { kAuto, kGloo, kMpi };                // --backend (trainer/comm/comm.h)
-enum class Quantize { kNone, kInt8 };                     // --quantize
+enum class ComputeType { kFp32, kBf16 };                       // --precision
+enum class LrScaling { kNone, kLinear };                       // --lr-scaling
+enum class SyncMethod { kBucketed, kAfterBackward };           // --sync (trainer/comm/gradient_sync.h)
+enum class Compression { kNone, kFp16, kBf16, kPowerSgd };     // --sync-compress (trainer/comm/compress.h)
+enum class Backend { kAuto, kGloo, kMpi };                     // --backend (trainer/comm/comm.h)
+enum class Quantize { kNone, kInt8 };                          // --quantize
 enum class Allocator { kAuto, kGlibc, kJemalloc, kTcmalloc };  // launch --allocator
 enum class RankPrefix { kAuto, kAll, kNone };                  // launch --prefix
 
 const char* NameOf(ComputeType c);  // "fp32", "bf16"
 const char* NameOf(LrScaling c);
-const char* NameOf(SyncMethod c);  // "bucketed", "after-backward"
-const char* NameOf(Compression c);   // "none", "fp16", "bf16", "powersgd"
+const char* NameOf(SyncMethod c);   // "bucketed", "after-backward"
+const char* NameOf(Compression c);  // "none", "fp16", "bf16", "powersgd"
 const char* NameOf(Backend c);
 const char* NameOf(Quantize c);
 const char* NameOf(Allocator c);
@@ -65,15 +65,15 @@ bool ParseChoice(const std::string& text, Quantize* out);
 bool ParseChoice(const std::string& text, Allocator* out);
 bool ParseChoice(const std::string& text, RankPrefix* out);
 
-// E's names in order, "a, b or c" (`last_word` "or") or "a, b, c" (""), for
-// --help and messages; E is told by the argument's type (its value unused).
-std::string ChoiceNames(ComputeType, const char* last_word = "or");
-std::string ChoiceNames(LrScaling, const char* last_word = "or");
-std::string ChoiceNames(SyncMethod, const char* last_word = "or");
-std::string ChoiceNames(Compression, const char* last_word = "or");
-std::string ChoiceNames(Backend, const char* last_word = "or");
-std::string ChoiceNames(Quantize, const char* last_word = "or");
-std::string ChoiceNames(Allocator, const char* last_word = "or");
-std::string ChoiceNames(RankPrefix, const char* last_word = "or");
+// E's names in order, "a, b or c", for --help and messages; E is told by the
+// argument's type (its value unused).
+std::string ChoiceNames(ComputeType);
+std::string ChoiceNames(LrScaling);
+std::string ChoiceNames(SyncMethod);
+std::string ChoiceNames(Compression);
+std::string ChoiceNames(Backend);
+std::string ChoiceNames(Quantize);
+std::string ChoiceNames(Allocator);
+std::string ChoiceNames(RankPrefix);
 
 }  // namespace granary

@@ -200,22 +200,19 @@ std::pair<int, int> ParseEpochRange(const std::string& text) {
 // such values out of the comparisons.
 Status ValidateUnused(const TrainConfig& c) {
   const TrainConfig defaults;
-  const auto unused = [](const std::string& flag, const std::string& value, const std::string& needs) {
-    return Status::InvalidArgument(flag + " " + value + ": only used with " + needs);
-  };
   if (c.sync.compress != Compression::kPowerSgd) {
     if (c.sync.powersgd_rank != defaults.sync.powersgd_rank) {
-      return unused("--powersgd-rank", std::to_string(c.sync.powersgd_rank), "--sync-compress powersgd");
+      return OnlyUsedWith("--powersgd-rank", std::to_string(c.sync.powersgd_rank), "--sync-compress powersgd");
     }
     if (c.sync.powersgd_warmup != defaults.sync.powersgd_warmup) {
-      return unused("--powersgd-warmup", std::to_string(c.sync.powersgd_warmup), "--sync-compress powersgd");
+      return OnlyUsedWith("--powersgd-warmup", std::to_string(c.sync.powersgd_warmup), "--sync-compress powersgd");
     }
   }
   if (c.sync.method != SyncMethod::kBucketed && c.sync.bucket_mb != defaults.sync.bucket_mb) {
-    return unused("--bucket-mb", NumberText(c.sync.bucket_mb), "--sync bucketed");
+    return OnlyUsedWith("--bucket-mb", NumberText(c.sync.bucket_mb), "--sync bucketed");
   }
   if (c.optim.lr_scaling == LrScaling::kNone && c.optim.base_batch != defaults.optim.base_batch) {
-    return unused("--base-batch", std::to_string(c.optim.base_batch), "--lr-scaling linear");
+    return OnlyUsedWith("--base-batch", std::to_string(c.optim.base_batch), "--lr-scaling linear");
   }
   return Status::OK();
 }
@@ -322,6 +319,10 @@ Status ChoiceFlags::ParseInto(TrainConfig* c) const {
 
 Status OutOfRange(const std::string& flag, const std::string& value, const std::string& bound) {
   return Status::InvalidArgument(flag + " " + value + ": " + bound);
+}
+
+Status OnlyUsedWith(const std::string& flag, const std::string& value, const std::string& needs) {
+  return Status::InvalidArgument(flag + " " + value + ": only used with " + needs);
 }
 
 std::string Range(int64_t lo, int64_t hi) { return "must be in " + std::to_string(lo) + ".." + std::to_string(hi); }

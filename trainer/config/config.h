@@ -213,5 +213,8 @@ std::string RecipeJson(const TrainConfig& config, const std::string& db_content_
 // use: "FLAG VALUE: BOUND", BOUND usually Range's "must be in LO..HI".
 Status OutOfRange(const std::string& flag, const std::string& value, const std::string& bound);
 std::string Range(int64_t lo, int64_t hi);
+// A flag set away from its default for a choice or feature that is off:
+// "FLAG VALUE: only used with NEEDS".
+Status OnlyUsedWith(const std::string& flag, const std::string& value, const std::string& needs);
 
 }  // namespace granary

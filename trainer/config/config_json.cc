@@ -26,7 +26,7 @@ template <typename E>
 void ChoiceFromJson(const nlohmann::json& j, E& value) {
   const std::string text = j.get<std::string>();
   if (!ParseChoice(text, &value)) {
-    throw std::invalid_argument("'" + text + "' is not one of " + ChoiceNames(value, "or"));
+    throw std::invalid_argument("'" + text + "' is not one of " + ChoiceNames(value));
   }
 }
 #define GRANARY_CHOICE_JSON(E)                                              \

@@ -140,8 +140,7 @@ class CheckpointsFeature : public Feature {
       return Status::InvalidArgument("--resume without a file needs --checkpoint-dir to find the latest in");
     }
     if (checkpoint.dir.empty() && checkpoint.keep != CheckpointConfig{}.keep) {
-      return Status::InvalidArgument("--keep " + std::to_string(checkpoint.keep) +
-                                     ": only used with --checkpoint-dir");
+      return OnlyUsedWith("--keep", std::to_string(checkpoint.keep), "--checkpoint-dir");
     }
     return Status::OK();
   }

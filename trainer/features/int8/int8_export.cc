@@ -214,8 +214,7 @@ class Int8ExportFeature : public Feature {
                         Range(1, kMaxCalibrationBatches));
     }
     if (shrink.quantize == Quantize::kNone && shrink.calibration_batches != ShrinkConfig{}.calibration_batches) {
-      return Status::InvalidArgument("--calibration-batches " + std::to_string(shrink.calibration_batches) +
-                                     ": only used with --quantize int8");
+      return OnlyUsedWith("--calibration-batches", std::to_string(shrink.calibration_batches), "--quantize int8");
     }
     if (shrink.quantize != Quantize::kNone && c.data.synthetic) {
       return Status::InvalidArgument(std::string("--quantize ") + NameOf(shrink.quantize) +
