@@ -120,7 +120,8 @@ TEST_F(UnderMpirun, TrainsOwnMpirunNeedsNoSshAndItsVariablesWin) {
 
 // What ended a run over train's own mpirun is named as over Gloo: mpirun
 // killed, mpirun stopping every rank, a rank's signal (kept in the exit
-// status), and OpenMPI's own complaint in one line.
+// status; SIGKILL, which the rank cannot say, told by mpirun's status), and
+// OpenMPI's own complaint in one line.
 TEST_F(UnderMpirun, WhatEndedARunOverTrainsOwnMpirunIsNamed) {
   const std::string metrics = dir_.Sub("m.jsonl");
   const std::string run = train_ + "--ranks 2 --backend mpi --epochs 1000 --log-every 1 --metrics " + metrics;
@@ -132,7 +133,8 @@ TEST_F(UnderMpirun, WhatEndedARunOverTrainsOwnMpirunIsNamed) {
   for (const Case& c : {Case{"KILL", mpiexec, "137", "was killed by signal 9 (Killed); its ranks end with it"},
                         Case{"TERM", rank1, "143", "train: rank 1 was killed by signal 15 (Terminated)"},
                         Case{"TERM", mpiexec, "143", "ended the job, stopping its ranks with signal 15"},
-                        Case{"SEGV", rank1, "139", "train: rank 1 was killed by signal 11 (Segmentation fault)"}}) {
+                        Case{"SEGV", rank1, "139", "train: rank 1 was killed by signal 11 (Segmentation fault)"},
+                        Case{"KILL", rank1, "137", "train: rank 1 was killed (its process ended without exiting"}}) {
     SCOPED_TRACE(c.signal + " " + c.target);
     fs::remove(metrics);
     auto r = RunCommand("{ " + run + " > /dev/null & L=$!; " + WaitForFirstStep(metrics) + "pkill -" + c.signal +

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "trainer/launch/layout.h"
+#include "trainer/launch/output_relay.h"
 
 namespace granary {
 namespace {
@@ -81,6 +82,25 @@ TEST(Launch, RanksArePinnedAndGetTheirEnvironment) {
   unsetenv("OMP_NUM_THREADS");
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(out->exit_code, 0);
+}
+
+// mpirun's stderr: a box summed up as one line, once however many ranks
+// send it; mpirun's own lines (to a signal while it aborts, with the empty
+// line after it) dropped; the ranks' lines, empty ones too, kept.
+TEST(MpirunStderrFilter, SumsUpBoxesAndDropsMpirunsOwnLines) {
+  const std::string edge(74, '-');
+  const std::string box = edge + "\nIt looks like MPI_INIT failed for some reason; your parallel process is\n" +
+                          "likely to abort.  There are many reasons.\n\nHost:      vm\n" + edge + "\n";
+  const std::string in = "rank line\n\n" + box + box + "[vm:123] 1 more process has sent help message\n" +
+                         "mpiexec: abort is already in progress...hit ctrl-c again to forcibly terminate\n\n" +
+                         "last";
+  MpirunStderrFilter filter;
+  std::string out;
+  for (char c : in) out += filter.Feed(&c, 1);  // as the pipe may cut it
+  out += filter.Finish();
+  EXPECT_EQ(out, "rank line\n\ntrain: OpenMPI: It looks like MPI_INIT failed for some reason; your parallel "
+                 "process is likely to abort. (Host: vm)\nlast\n");
+  EXPECT_TRUE(filter.Told());
 }
 
 TEST(Layout, RanksGetDisjointRunsOfCpusUnlessOversubscribedOrOff) {

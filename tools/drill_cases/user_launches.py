@@ -73,7 +73,8 @@ def round4_mpirun_ends(d, w):
             ("KILL", f"'^[^ ]*mpiexec .*{db}'", 137, "its ranks end with it"),
             ("TERM", f"'^[^ ]*mpiexec .*{db}'", 143, "ended the job, stopping its ranks with signal 15"),
             ("TERM", f"'^{TRAIN} .*{db}.* [-]-rank 1$'", 143, "rank 1 was killed by signal 15"),
-            ("SEGV", f"'^{TRAIN} .*{db}.* [-]-rank 1$'", 139, "rank 1 was killed by signal 11")):
+            ("SEGV", f"'^{TRAIN} .*{db}.* [-]-rank 1$'", 139, "rank 1 was killed by signal 11"),
+            ("KILL", f"'^{TRAIN} .*{db}.* [-]-rank 1$'", 137, "rank 1 was killed (its process ended")):
         script = (" ".join([TRAIN, "--db", db, "--backend", "mpi", "--epochs", "1000", "--log-every", "1",
                             "--metrics", metrics]) + " >/dev/null & L=$!; " +
                   wait_for_step_sh(metrics) +

@@ -208,10 +208,11 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
   int vanished = -1;       // the rank FindVanishedRank named, if it named one
   bool signalled = false;  // FindSignalledRank named the failure
   while (ranks.running > 0) {
-    // A rank killed outright (mpirun would only say so in its own words); not
-    // while mpirun itself is gone, whose ranks die with it.
+    // A rank killed outright that mpirun has not ended the job for (it
+    // would, and only say so in its own words); not while mpirun itself is
+    // gone, whose ranks die with it.
     if (mpi && !stopping && !IsGone(ranks.pids[0])) {
-      outcome.failure = FindVanishedRank(o, board.value(), ranks, &vanished);
+      outcome.failure = mpirun_watch.Vanished(o, board.value(), ranks, &vanished);
       if (!outcome.failure.empty()) {
         outcome.exit_code = 128 + SIGKILL;
         stop_all();

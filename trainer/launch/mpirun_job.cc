@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstring>
 
 #include "trainer/clock.h"
@@ -112,12 +113,25 @@ std::string MpirunEndCause(const LaunchOptions& o, const HeartbeatBoard& board, 
     return "mpirun (pid " + std::to_string(mpirun) + ") was killed by signal " + std::to_string(WTERMSIG(wstatus)) +
            " (" + ::strsignal(WTERMSIG(wstatus)) + "); its ranks end with it";
   }
+  const int mpirun_status = WEXITSTATUS(wstatus);
+  std::string line;
+  if (mpirun_status == 128 + SIGKILL) {  // mpirun passes on a rank's SIGKILL; the others got its SIGTERM
+    line = FindVanishedRank(o, board, ranks, vanished);
+    if (!line.empty()) return line;
+  }
   int signal = 0;
-  std::string line = FindSignalledRank(o, board, mpirun, WEXITSTATUS(wstatus), &signal);
+  line = FindSignalledRank(o, board, mpirun, mpirun_status, &signal);
   if (!line.empty()) {
     *signalled = true;
     if (signal > 0) *exit_code = 128 + signal;
     return line;
+  }
+  int64_t steps = 0;
+  for (int r = 0; r < o.ranks; ++r) steps += board.Read(r).step;
+  if (steps == 0) {  // OpenMPI's abort (MPI_Init failing) ends the ranks without their saying how
+    *signalled = true;
+    return "mpirun (pid " + std::to_string(mpirun) + ") ended the job before any rank took a step, and exited " +
+           std::to_string(mpirun_status) + "; no reason from OpenMPI arrived" + OpenMpiSettings(o.parent);
   }
   line = FindVanishedRank(o, board, ranks, vanished);
   if (line.empty() && o.timeout_s > 0) line = FindHungRank(o, board, ranks, 0.9 * o.timeout_s, false, launched_s);
@@ -152,6 +166,16 @@ std::string MpirunWatch::Check(const LaunchOptions& o, const HeartbeatBoard& boa
            "output and exits wait on it; stopping the run";
   }
   return who + " has not ended " + seconds + " after every rank ended, past --timeout; stopping it";
+}
+
+std::string MpirunWatch::Vanished(const LaunchOptions& o, const HeartbeatBoard& board, const Ranks& ranks,
+                                  int* rank) {
+  int now = -1;
+  std::string line = FindVanishedRank(o, board, ranks, &now);
+  if (now != vanished_) vanished_ = now, vanished_since_ = std::chrono::steady_clock::now();
+  if (now < 0 || SecondsSince(vanished_since_) < kVanishedGrace_s) return "";
+  *rank = now;
+  return line;
 }
 
 std::string FindVanishedRank(const LaunchOptions& o, const HeartbeatBoard& board, const Ranks& ranks, int* rank) {

@@ -35,16 +35,26 @@ class MpirunWatch {
  public:
   // A line naming mpirun's state if it has lasted --timeout, else "".
   std::string Check(const LaunchOptions& o, const HeartbeatBoard& board, const Ranks& ranks);
-
+  // FindVanishedRank's line once a rank has been gone kVanishedGrace_s
+  // while mpirun still runs, else "". mpirun ends the job itself within
+  // about a second of a rank's end, and its exit status then tells a rank
+  // killed by SIGKILL from one that left through OpenMPI's own abort
+  // (MPI_Init failing), which also ends a process without its saying how.
+  std::string Vanished(const LaunchOptions& o, const HeartbeatBoard& board, const Ranks& ranks, int* rank);
 
  private:
   static constexpr int kRunning = 0, kStopped = 1, kLingering = 2;
+  static constexpr double kVanishedGrace_s = 3;
   int state_ = kRunning;
   std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
+  int vanished_ = -1;  // the rank seen gone, and since when
+  std::chrono::steady_clock::time_point vanished_since_;
 };
 
-// Why mpirun ended the job, once it has: mpirun killed itself, a rank a
-// signal ended (*exit_code then keeps that signal, as over Gloo), a rank
+// Why mpirun ended the job, once it has: mpirun killed itself, a rank
+// killed by SIGKILL (gone without saying how, mpirun exiting 137), a rank a
+// signal ended (*exit_code then keeps that signal, as over Gloo), a job
+// ended before any rank took a step (OpenMPI failing to start it), a rank
 // that vanished, or one that hung; "" if none. *vanished and *signalled say
 // which finder named it.
 std::string MpirunEndCause(const LaunchOptions& o, const HeartbeatBoard& board, const Ranks& ranks, pid_t mpirun,

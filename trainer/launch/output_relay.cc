@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <utility>
 
 namespace granary {
 namespace {
@@ -106,12 +107,17 @@ std::string MpirunStderrFilter::Line(const std::string& line) {
     return "";
   }
   // OpenMPI's own lines start "[host:pid]" (abort notices, help counts, ORTE_ERROR_LOG); the ranks' never do.
+  // mpirun's own, to a second signal while it aborts, ends in an empty line.
+  const bool after_own_line = std::exchange(after_own_line_, false);
+  if (after_own_line && line.empty()) return "";
   const size_t close = line.find("] ");
   if ((StartsWith(line, "[") && close != std::string::npos && line.find(':') < close) ||
       line.find("Set MCA parameter \"orte_base_help_aggregate\"") != std::string::npos ||
       ((StartsWith(line, "mpiexec: ") || StartsWith(line, "mpirun: ")) &&
-       line.find("Forwarding signal") != std::string::npos) ||
+       (line.find("Forwarding signal") != std::string::npos ||
+        line.find("abort is already in progress") != std::string::npos)) ||
       line.find("Read -1, expected") != std::string::npos) {
+    after_own_line_ = true;
     return "";
   }
   return line + "\n";

@@ -39,6 +39,7 @@ class MpirunStderrFilter {
   std::string Line(const std::string& line);  // what one whole line becomes
   std::string pending_;             // bytes of a line not yet ended
   bool in_box_ = false;
+  bool after_own_line_ = false;    // the last line was OpenMPI's own, dropped
   static constexpr size_t kMostBoxes = 3;
   static constexpr size_t kLongestLine = size_t{1} << 16;
   std::vector<std::string> told_;   // the first lines of the boxes summarised
