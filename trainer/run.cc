@@ -98,16 +98,41 @@ void FillJobShape(int global, int world, int local_world, TrainConfig* config, i
   *rank = global;
 }
 
-// Started by mpirun or srun (StartedByMpiLauncher; no --rank): this process
-// is that rank of the MPI job, whose shape (rank, size, ranks per node:
+// A task of srun without PMI (srun --mpi=none, Slurm's MpiDefault): MPI
+// cannot join its tasks into one job, so its ranks meet over Gloo, rank 0
+// serving the rendezvous on the port the job's id gives (or --master-port),
+// at 127.0.0.1 on one node or --master-addr across nodes.
+Status FromSrunWithoutPmi(const Environment& env, const MpiJobPlace& place, bool master_addr_given,
+                          TrainConfig* config, int* rank) {
+  const std::string job = "srun without PMI (a job of " + std::to_string(place.world) + " tasks)";
+  if (config->dist.backend == Backend::kMpi) {
+    return Status::InvalidArgument("--backend mpi under " + job + ": MPI cannot make one job of its tasks; start "
+                                   "them with srun --mpi=pmix (srun --mpi=list names this cluster's plugins), "
+                                   "or leave --backend out to meet over Gloo");
+  }
+  FillJobShape(place.global, place.world, place.local_world, config, rank);
+  config->dist.backend = Backend::kGloo;
+  if (config->dist.nnodes > 1 && !master_addr_given) {
+    return Status::InvalidArgument("--master-addr is needed under " + job + " across " +
+                                   std::to_string(config->dist.nnodes) + " nodes: the address of rank 0's node " +
+                                   "(or srun --mpi=pmix and --backend mpi)");
+  }
+  if (config->dist.port == 0) config->dist.port = PortFromJobId(env);
+  return Status::OK();
+}
+
+// Started by mpirun or srun (StartedAsJobRank; no --rank): this process is
+// that rank of the job, whose shape (rank, size, ranks per node:
 // OMPI_COMM_WORLD_* or SLURM_*) is the run's; ranks must be numbered node by
-// node (mpirun's and srun's default block mapping). Pinning is the MPI
+// node (mpirun's and srun's default block mapping). Pinning is the job
 // launcher's. *launcher: "mpirun" or "srun"; *where: the variables read.
-Status FromMpiJob(const Environment& env, TrainConfig* config, int* rank, std::string* launcher, std::string* where) {
+Status FromMpiJob(const Environment& env, bool master_addr_given, TrainConfig* config, int* rank,
+                  std::string* launcher, std::string* where) {
   GRANARY_ASSIGN_OR_RETURN(const MpiJobPlace place, ReadMpiJobPlace(env));
   *launcher = place.launcher;
   *where = place.where;
   const int global = place.global, world = place.world, local_world = place.local_world;
+  if (!StartedByMpiLauncher(env)) return FromSrunWithoutPmi(env, place, master_addr_given, config, rank);
   if (config->dist.backend == Backend::kGloo) {
     return Status::InvalidArgument(
         "--backend gloo under " + *launcher + " (a job of " + std::to_string(world) +
@@ -179,7 +204,9 @@ Status FromTorchrun(const Environment& env, TrainConfig* config, int* rank) {
 // and --tune, which starts processes of its own.
 StatusOr<std::string> FromJob(const Environment& env, TrainConfig* config, const std::vector<std::string>& given,
                               const TuneRequest& tune, int* rank) {
-  const bool torchrun = TorchrunVariablesSet(env), mpi = StartedByMpiLauncher(env);
+  // torchrun started inside a task of srun without PMI is the nearer launcher (srun -N 2 torchrun ...).
+  const bool torchrun = TorchrunVariablesSet(env);
+  const bool mpi = StartedByMpiLauncher(env) || (StartedBySrun(env) && !torchrun);
   if (!torchrun && !mpi) return std::string();
   if (torchrun && mpi) {
     return Status::InvalidArgument("both torchrun's variables (RANK " + env.Get("RANK") +
@@ -188,10 +215,10 @@ StatusOr<std::string> FromJob(const Environment& env, TrainConfig* config, const
                                    "this process a rank of? Unset one (mpirun -x RANK passes torchrun's on)");
   }
   const TrainConfig asked = *config;
+  auto given_flag = [&](const char* flag) { return std::find(given.begin(), given.end(), flag) != given.end(); };
   std::string launcher = "torchrun", where = "torchrun's RANK, WORLD_SIZE, LOCAL_WORLD_SIZE";
   GRANARY_RETURN_IF_ERROR(torchrun ? FromTorchrun(env, config, rank)
-                                   : FromMpiJob(env, config, rank, &launcher, &where));
-  auto given_flag = [&](const char* flag) { return std::find(given.begin(), given.end(), flag) != given.end(); };
+                                   : FromMpiJob(env, given_flag("--master-addr"), config, rank, &launcher, &where));
   const std::pair<const char*, std::pair<int, int>> shape[] = {
       {"--ranks", {asked.dist.ranks, config->dist.ranks}},
       {"--nnodes", {asked.dist.nnodes, config->dist.nnodes}},
@@ -219,9 +246,7 @@ StatusOr<std::string> FromJob(const Environment& env, TrainConfig* config, const
 StatusOr<Layout> JobRankLayout(const Environment& env, TrainConfig* config, const std::string& launcher) {
   const std::vector<int> mine = UsableCpus();
   const int own = std::max<int>(1, static_cast<int>(mine.size()));
-  const std::string bind = env.Get("SLURM_CPU_BIND_TYPE");
-  const bool bound = env.Number("OMPI_MCA_orte_bound_at_launch") == 1 ||
-                     (!bind.empty() && bind.find("none") == std::string::npos);
+  const bool bound = BoundByJobLauncher(env);
   const std::string cpus_text = (own == 1 ? "CPU " : "CPUs ") + Layout::CpuListText(mine);
   if (!bound) {
     const int64_t used = int64_t{config->dist.ranks} * config->ThreadsPerRank(own);
@@ -278,7 +303,7 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
     if (!job.ok()) return Fail(job.status(), RankFromEnvironment(env));
     if (!job->empty()) role = Role::kJobRank;
     job_launcher = std::move(job).value();
-    if (role == Role::kJobRank && StartedByMpiLauncher(env)) {
+    if (role == Role::kJobRank && job_launcher != "torchrun") {
       // No launcher of ours watches these ranks: those on this machine watch each other.
       if (StatusOr<MpiJobPlace> place = ReadMpiJobPlace(env); place.ok()) {
         JoinPeerBoard(MpiJobId(env), place->global, place->local, place->local_world);

@@ -34,6 +34,7 @@ inline const char kFashion[] = "/usr/share/datasets/fashion-mnist";
 inline const std::string kPrep = GRANARY_PREP_BIN;
 inline const std::string kTrain = GRANARY_TRAIN_BIN;
 inline const std::string kLoader = GRANARY_LOADER_BIN;
+inline const std::string kLaunch = GRANARY_LAUNCH_BIN;
 
 class EndToEnd : public ::testing::Test {
  protected:
@@ -61,9 +62,9 @@ inline testing::CommandResult PrepFashion(const std::string& db, const std::stri
   return RunCommand(kPrep + " build " + kFashion + " " + db + " " + options, dir);
 }
 
-// `train ARGS --json`, which must succeed, as JSON.
-inline nlohmann::json TrainJson(const std::string& args, const TempDir& dir) {
-  auto r = RunCommand(kTrain + " " + args + " --json", dir);
+// `train ARGS --json`, which must succeed, as JSON; `env`: NAME=value words before it.
+inline nlohmann::json TrainJson(const std::string& args, const TempDir& dir, const std::string& env = "") {
+  auto r = RunCommand(env + kTrain + " " + args + " --json", dir);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out, nullptr, false);
   EXPECT_FALSE(j.is_discarded()) << r.out;

@@ -60,6 +60,55 @@ TEST_F(EndToEnd, TwoNodesAndTorchrunsEnvironmentTrainAsOneLauncher) {
                      "--node-rank 2");
 }
 
+// srun's tasks as Slurm's own default starts them (MpiDefault=none: no PMI,
+// so no MPI job): one job whose ranks meet over Gloo, as `--ranks 2` trains;
+// --backend mpi there is refused saying what srun needs; torchrun started in
+// such a task is the job; a step of one task (srun --pty bash) is no job.
+TEST_F(EndToEnd, SrunsTasksWithoutPmiTrainAsOneJob) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 1000 --no-progress", dir_).exit_code, 0);
+  const std::string args = "--db " + db + " --epochs 2 --threads 1 --pin off --json";
+  auto one = TrainJson(args + " --ranks 2", dir_);
+  ASSERT_EQ(one["epochs"].size(), 2u);
+  auto task = [](int rank, int tasks) {  // what srun -n TASKS sets in task RANK (some of it)
+    return "SLURM_JOB_ID=" + std::to_string(4242 + tasks) + " SLURM_STEP_ID=0 SLURM_PROCID=" + std::to_string(rank) +
+           " SLURM_LOCALID=" + std::to_string(rank) + " SLURM_NTASKS=" + std::to_string(tasks) +
+           " SLURM_STEP_NUM_TASKS=" + std::to_string(tasks) + " SLURM_NNODES=1 SLURM_NODEID=0 ";
+  };
+  const std::string task1 = dir_.Sub("task1.out");
+  auto srun = RunCommand("(" + task(1, 2) + kTrain + " " + args + " > " + task1 + " 2>&1 & " + task(0, 2) + kTrain +
+                             " " + args + "; wait)",
+                         dir_);
+  ASSERT_EQ(srun.exit_code, 0) << srun.err;
+  auto s = nlohmann::json::parse(srun.out);
+  EXPECT_EQ(s["ranks"], 2);
+  EXPECT_EQ(s["epochs"][1]["weights_hash"], one["epochs"][1]["weights_hash"]);
+  EXPECT_EQ(testing::ReadFile(task1), "");  // rank 1 of the job, not a job of its own that reports
+
+  ExpectOneLineError(RunCommand(task(0, 2) + kTrain + " " + args + " --backend mpi", dir_),
+                     "--backend mpi under srun without PMI (a job of 2 tasks): MPI cannot make one job of its "
+                     "tasks; start them with srun --mpi=pmix");
+  auto two_nodes = task(0, 2) + "SLURM_NNODES=2 SLURM_LOCALID=0 ";
+  ExpectOneLineError(RunCommand(two_nodes + kTrain + " " + args, dir_),
+                     "--master-addr is needed under srun without PMI (a job of 2 tasks) across 2 nodes");
+  const std::string torchrun = "WORLD_SIZE=1 LOCAL_WORLD_SIZE=1 RANK=0 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 "
+                               "MASTER_PORT=" + std::to_string(FreePort()) + " ";
+  auto inside = TrainJson(args, dir_, task(1, 2) + torchrun);
+  EXPECT_EQ(inside["ranks"], 1);
+  auto shell = TrainJson(args + " --ranks 2", dir_, task(0, 1));
+  EXPECT_EQ(shell["epochs"][1]["weights_hash"], one["epochs"][1]["weights_hash"]);
+
+  // launch in srun's tasks: each task one rank, torchrun's variables from srun's.
+  const std::string show = kLaunch + " -- /bin/sh -c 'echo rank $RANK of $WORLD_SIZE local $LOCAL_RANK'";
+  auto ranks = RunCommand("(" + task(1, 2) + show + " & " + task(0, 2) + show + "; wait)", dir_);
+  ASSERT_EQ(ranks.exit_code, 0) << ranks.err;
+  for (const std::string line : {"rank 0 of 2 local 0\n", "rank 1 of 2 local 1\n"}) {
+    size_t seen = 0;  // once: one rank per task, not every task a job of its own ranks
+    for (size_t at = 0; (at = ranks.out.find(line, at)) != std::string::npos; ++at) ++seen;
+    EXPECT_EQ(seen, 1u) << ranks.out;
+  }
+}
+
 // Two launchers of one run that disagree on its recipe (the gradient
 // compression, the learning rate) both end at the rendezvous, before any
 // step, naming the member and its value on either node.

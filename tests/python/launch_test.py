@@ -206,6 +206,19 @@ class LaunchTest(unittest.TestCase):
         self.assertIn("launch: rank 1 made no progress for", r.stderr)
         self.assertIn("not inside torch", r.stderr)
 
+    def test_a_rank_whose_peer_never_comes_to_the_rendezvous_is_stopped(self):
+        # One task of the user's srun (no PMI) whose peer failed before it started: srun leaves this one
+        # waiting in init_process_group (holding the GIL), which launch ends at --timeout.
+        env = dict(os.environ, SLURM_JOB_ID="4711", SLURM_STEP_ID="0", SLURM_PROCID="1", SLURM_LOCALID="1",
+                   SLURM_NTASKS="2", SLURM_STEP_NUM_TASKS="2", SLURM_NNODES="1")
+        start = time.time()
+        r = self.launch("--timeout", "4", "--grace", "2", PYTHON, self.script("ddp.py"), env=env)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("rank 1 of srun's job", r.stderr)
+        self.assertIn("launch: rank 1 made no progress for", r.stderr)
+        self.assertIn("before its first step: the rendezvous may wait for a peer that is gone", r.stderr)
+        self.assertLess(time.time() - start, 4 + 5 + 15)
+
     def test_max_restarts_starts_the_job_again(self):
         r = self.launch("--ranks", "2", "--max-restarts", "2", PYTHON, self.script("fail.py"), "once")
         self.assertEqual(r.returncode, 0, r.stderr)

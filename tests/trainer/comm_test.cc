@@ -27,6 +27,15 @@ TEST(Comm, AnMpiJobIsKnownByItsLaunchersVariables) {
   EXPECT_TRUE(StartedByMpiLauncher(Environment().With("OMPI_COMM_WORLD_SIZE", "2")));
   EXPECT_TRUE(StartedByMpiLauncher(Environment().With("PMIX_RANK", "1")));
   EXPECT_TRUE(StartedByMpiLauncher(Environment().With("PMI_RANK", "0")));
+  // srun's tasks are ranks of one job with PMI or without it (srun --mpi=none: no MPI job);
+  // a batch script and a step of one task (srun --pty bash) are not.
+  const Environment task = Environment().With("SLURM_PROCID", "1").With("SLURM_STEP_NUM_TASKS", "2");
+  EXPECT_TRUE(StartedBySrun(task));
+  EXPECT_TRUE(StartedAsJobRank(task));
+  EXPECT_FALSE(StartedByMpiLauncher(task));
+  EXPECT_FALSE(StartedAsJobRank(Environment().With("SLURM_PROCID", "0").With("SLURM_NTASKS", "2")));
+  EXPECT_FALSE(StartedAsJobRank(Environment().With("SLURM_PROCID", "0").With("SLURM_STEP_NUM_TASKS", "1")));
+  EXPECT_TRUE(StartedAsJobRank(Environment().With("PMIX_RANK", "1")));
 }
 
 TEST(Comm, AllReduceMeanAveragesEveryTensorOverRanks) {

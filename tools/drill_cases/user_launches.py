@@ -15,7 +15,27 @@ def round4_launches(d, w):
         round4_mpirun(d, w)
         round4_mpirun_ends(d, w)
         round4_job_conflicts(d, w)
+    if shutil.which("sinfo") and run(["sinfo", "-h", "-t", "idle"])[0] == 0:
+        round4_srun(d, w)
     round4_stops(d, w)
+
+
+def round4_srun(d, w):
+    """Under a Slurm that answers here (srun with its default MpiDefault, no PMI): one job of srun's tasks."""
+    db = w("r4s.db")
+    run([PREP, "build", FASHION, db, "--limit", "2000", "--no-progress"])
+    train = [TRAIN, "--db", db, "--epochs", "1"]
+    one_job = ("n=$(grep -c '^epoch 1/1' {out}); "
+               "[ \"$n\" = 1 ] || {{ echo \"$n epoch lines: not one job\" >&2; exit 9; }}")
+    out = w("r4s.out")
+    d.case("srun -n 2 train (no PMI): one job over Gloo",
+           sh(" ".join(["srun", "-n", "2"] + train) + f" > {out} 2>/dev/null && " + one_job.format(out=out)), 0)
+    d.case("srun -n 2 train --backend mpi (no PMI)", ["srun", "-n", "2"] + train + ["--backend", "mpi"], 1,
+           needle="start them with srun --mpi=pmix", lines=None)
+    launch = os.path.join(os.path.dirname(TRAIN), "launch")
+    d.case("srun -n 2 launch -- sh (one rank per task)",
+           sh(f"srun -n 2 {launch} -- /bin/sh -c 'echo rank $RANK of $WORLD_SIZE' 2>/dev/null | "
+              "sed 's/^\\[rank [0-9]*\\] //' | sort | tr '\\n' ' ' | grep -qx 'rank 0 of 2 rank 1 of 2 '"), 0)
 
 
 def round4_mpirun(d, w):

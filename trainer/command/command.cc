@@ -45,7 +45,7 @@ struct Placement {
 
 StatusOr<Placement> Place(const CommandConfig& c, const Environment& env) {
   Placement p;
-  if (!StartedByMpiLauncher(env)) {
+  if (!StartedAsJobRank(env)) {
     p.local_ranks = c.ranks;
     p.job.local_world = c.ranks;
     p.job.nnodes = c.nnodes;
@@ -137,15 +137,24 @@ const std::string& StartupModuleDir() {
 }
 
 // train's layout of `ranks` x `threads` over this process's CPUs (threads 0:
-// the CPUs / ranks, as TrainConfig::ThreadsPerRank says).
-Layout PlanCommandLayout(const CommandConfig& c, int ranks, int threads, bool pin, bool under_mpi) {
+// the CPUs / ranks, as TrainConfig::ThreadsPerRank says). Under the user's
+// mpirun or srun (`launcher`), the job's launcher places this one rank: one
+// it did not bind shares the node's CPUs with the node's `local_world` ranks.
+Layout PlanCommandLayout(const CommandConfig& c, int ranks, int threads, bool pin, const std::string& launcher,
+                         int local_world, const Environment& env) {
   TrainConfig t;
   t.dist.ranks = ranks;
   t.dist.threads = threads;
-  t.dist.pin = pin && !under_mpi;
+  t.dist.pin = pin && launcher.empty();
   t.data.loader_threads = c.loader_threads;
-  Layout layout = PlanLayout(t, UsableCpus());
-  if (under_mpi) layout.not_pinned = "placed by the MPI launcher";
+  const std::vector<int> cpus = UsableCpus();
+  const bool shared = !launcher.empty() && !BoundByJobLauncher(env) && local_world > 1;
+  if (shared && threads == 0) t.dist.threads = std::max<int>(1, static_cast<int>(cpus.size()) / local_world);
+  Layout layout = PlanLayout(t, cpus);
+  if (!launcher.empty()) {
+    layout.not_pinned = "placed by " + launcher + (shared ? ", sharing the node's CPUs with its " +
+                                                                std::to_string(local_world) + " ranks" : "");
+  }
   return layout;
 }
 
@@ -225,7 +234,7 @@ StatusOr<CommandProbe> Probe(const CommandConfig& c, Placement p, const CommandC
                              const std::string& program, const Environment& env) {
   p.local_ranks = p.job.local_world = p.job.world = candidate.ranks;
   p.job.master_port = FreePort();
-  const Layout layout = PlanCommandLayout(c, candidate.ranks, candidate.threads, candidate.pin, false);
+  const Layout layout = PlanCommandLayout(c, candidate.ranks, candidate.threads, candidate.pin, "", 1, env);
   LaunchOptions o = OptionsFor(c, p, layout, candidate.allocator, program, env);
   o.timeout_s = 0;  // the probe's own deadline below
   o.stdout_fd = o.stderr_fd = -1;
@@ -427,7 +436,8 @@ int RunCommand(CommandConfig c, const Environment& env) {
   }
   const Placement& run = placed.value();
   const bool under_mpi = !run.launcher.empty();
-  const Layout layout = PlanCommandLayout(c, run.local_ranks, c.threads, c.pin, under_mpi);
+  const Layout layout = PlanCommandLayout(c, run.local_ranks, c.threads, c.pin, run.launcher,
+                                              run.job.local_world, env);
   if (int64_t{layout.ranks} * layout.threads > layout.cores && !c.oversubscribe && !under_mpi) {
     return fail(Status::InvalidArgument("--ranks " + std::to_string(layout.ranks) + " x --threads " +
                                         std::to_string(layout.threads) + " threads on " +

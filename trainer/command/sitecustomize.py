@@ -8,6 +8,8 @@ layout of trainer/launch/heartbeat.cc's Slot) and writes there:
 - the rank's training steps: every torch.optim optimizer's step() is counted
   (the outermost call only, so a subclass calling super().step() counts once);
   `launch` judges a hung rank and `launch --tune` measures a layout by them;
+- when the interpreter began to exit, so that of ranks ending together the
+  launcher names the one that ended first;
 - a sign of life while the main thread moves (a thread samples where it is
   once a second), so a long evaluation without steps is not taken for a hang,
   while a rank blocked in one call (a collective, a deadlock, a stopped peer)
@@ -35,7 +37,7 @@ def _attach():
     finally:
         os.close(fd)  # the mapping keeps the board
     view = memoryview(mapping)[64 * slot:64 * (slot + 1)]
-    words, halves = view.cast("q"), view.cast("i")  # Slot: beat_ns, step, waiting+pid, ...
+    words, halves = view.cast("q"), view.cast("i")  # Slot: beat_ns, step, waiting+pid, ended+signal, ended_ns
     halves[5] = os.getpid()
     return words, halves
 
@@ -116,6 +118,10 @@ def _install(words, halves):
     def stop_sampler():  # before the interpreter ends: no thread of ours is frozen mid-call at exit
         stop.set()
         sampler.join(timeout=2)
+        # When it began to exit: of ranks that end together (one failed, its
+        # peers then failed for want of it), the launcher names the first.
+        words[4] = time.monotonic_ns()
+        halves[6] = 1  # RankEnd kExited
 
     import atexit
     atexit.register(stop_sampler)

@@ -4,8 +4,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstdint>
-
 namespace granary {
 
 std::vector<std::string> TorchrunVariables(const CommandJob& job, int i) {
@@ -47,20 +45,6 @@ int FreePort() {
   }
   ::close(fd);
   return port;
-}
-
-int PortFromJobId(const Environment& env) {
-  std::string id;
-  for (const char* name : {"OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "SLURM_JOB_ID"}) {
-    if (env.Has(name)) {
-      id = std::string(name) + "=" + env.Get(name) + "." + env.Get("SLURM_STEP_ID");
-      break;
-    }
-  }
-  if (id.empty()) return 0;
-  uint64_t hash = 1469598103934665603ull;  // FNV-1a: the same on every node, whatever its library
-  for (unsigned char c : id) hash = (hash ^ c) * 1099511628211ull;
-  return 20000 + static_cast<int>(hash % 40000);
 }
 
 }  // namespace granary

@@ -34,9 +34,4 @@ std::vector<std::string> TorchrunVariables(const CommandJob& job, int i);
 // one-machine job's rendezvous; 0 if none could be had.
 int FreePort();
 
-// Under the user's mpirun or srun, a rendezvous port every process of the
-// job derives alike from the job's id (OpenMPI's jobid, Slurm's job and
-// step), in 20000-59999; 0 if the environment names no job.
-int PortFromJobId(const Environment& env);
-
 }  // namespace granary

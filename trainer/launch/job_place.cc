@@ -1,5 +1,7 @@
 #include "trainer/launch/job_place.h"
 
+#include <cstdint>
+
 namespace granary {
 
 bool StartedByMpiLauncher(const Environment& env) {
@@ -10,6 +12,10 @@ bool StartedByMpiLauncher(const Environment& env) {
     if (env.Has(name)) return true;
   }
   return false;
+}
+
+bool StartedBySrun(const Environment& env) {
+  return env.Has("SLURM_PROCID") && env.Number("SLURM_STEP_NUM_TASKS") > 1;
 }
 
 StatusOr<MpiJobPlace> ReadMpiJobPlace(const Environment& env) {
@@ -38,6 +44,25 @@ std::string MpiJobId(const Environment& env) {
   if (env.Has("OMPI_MCA_ess_base_jobid")) return env.Get("OMPI_MCA_ess_base_jobid");
   if (env.Has("SLURM_JOB_ID")) return env.Get("SLURM_JOB_ID") + "." + env.Get("SLURM_STEP_ID");
   return "";
+}
+
+bool BoundByJobLauncher(const Environment& env) {
+  const std::string bind = env.Get("SLURM_CPU_BIND_TYPE");
+  return env.Number("OMPI_MCA_orte_bound_at_launch") == 1 || (!bind.empty() && bind.find("none") == std::string::npos);
+}
+
+int PortFromJobId(const Environment& env) {
+  std::string id;
+  for (const char* name : {"OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "SLURM_JOB_ID"}) {
+    if (env.Has(name)) {
+      id = std::string(name) + "=" + env.Get(name) + "." + env.Get("SLURM_STEP_ID");
+      break;
+    }
+  }
+  if (id.empty()) return 0;
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a: the same on every node, whatever its library
+  for (unsigned char c : id) hash = (hash ^ c) * 1099511628211ull;
+  return 20000 + static_cast<int>(hash % 40000);
 }
 
 }  // namespace granary

@@ -15,6 +15,17 @@ namespace granary {
 // process whose environment `env` is, so that MPI_Init joins its job.
 bool StartedByMpiLauncher(const Environment& env);
 
+// Whether srun started the process as one of the tasks of a job step
+// (SLURM_PROCID, and SLURM_STEP_NUM_TASKS above 1: a batch script has no
+// step, and a step of one task, as `srun --pty bash`, holds a shell whose
+// commands are each on their own), with PMI or without it (srun --mpi=none,
+// Slurm's own MpiDefault): either way the process is one rank of that step.
+bool StartedBySrun(const Environment& env);
+
+// Whether the process is one rank of a job its launcher placed: started by
+// an MPI launcher, or as a task of srun.
+inline bool StartedAsJobRank(const Environment& env) { return StartedByMpiLauncher(env) || StartedBySrun(env); }
+
 struct MpiJobPlace {
   int global = 0;       // this process's rank in the job
   int world = 1;        // processes in the job
@@ -32,5 +43,16 @@ StatusOr<MpiJobPlace> ReadMpiJobPlace(const Environment& env);
 // The job's id, the same in each of its processes: PMIx's namespace,
 // OpenMPI's job id, or srun's job and step; "" if none is set.
 std::string MpiJobId(const Environment& env);
+
+// Whether the job's launcher bound this process to CPUs of its own
+// (OpenMPI's default --bind-to core: OMPI_MCA_orte_bound_at_launch; srun's
+// --cpu-bind: SLURM_CPU_BIND_TYPE other than none); an unbound rank shares
+// its node's CPUs with the node's other ranks.
+bool BoundByJobLauncher(const Environment& env);
+
+// Under the user's mpirun or srun, a rendezvous port every process of the
+// job derives alike from the job's id (OpenMPI's jobid, Slurm's job and
+// step), in 20000-59999; 0 if the environment names no job.
+int PortFromJobId(const Environment& env);
 
 }  // namespace granary

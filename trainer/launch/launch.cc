@@ -11,7 +11,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
+#include <vector>
 
 #include "trainer/clock.h"
 #include "trainer/launch/heartbeat.h"
@@ -161,6 +163,57 @@ std::string FindHang(const LaunchOptions& o, const HeartbeatBoard& board, const 
              : FindHungRank(o, board, ranks, o.timeout_s + kHangSlack_s, true, launched_s);
 }
 
+// Reaps the ranks that have ended and passes each to on_exit(rank, wait
+// status), the first to end first. Ranks end together when one fails and
+// its peers then fail for want of it, and on a loaded machine they are
+// reaped together, or the peer first: Python's finalization can close a
+// rank's sockets, failing its peers, before its process is gone. So ranks
+// are ordered by when they said they began to end (train's ranks, Python
+// ranks through launch's startup module); one a signal ended without
+// saying so (SIGKILL) first, the rest after, in rank order. An end is held
+// while a rank that said it began to end before it is still exiting, for
+// at most kEndOrderWait_s.
+class EndOrder {
+ public:
+  template <typename F>
+  void Reap(Ranks& ranks, const HeartbeatBoard& board, F on_exit) {
+    ranks.Reap([&](int rank, int wstatus) {
+      const RankPulse p = board.Read(rank);
+      const int64_t order = p.ended != RankEnd::kRunning ? p.ended_ns
+                            : WIFSIGNALED(wstatus)       ? std::numeric_limits<int64_t>::min()
+                                                         : std::numeric_limits<int64_t>::max();
+      if (held_.empty()) held_since_ = Clock::now();
+      held_.push_back({rank, wstatus, order});
+    });
+    std::stable_sort(held_.begin(), held_.end(), [](const Ended& a, const Ended& b) { return a.order < b.order; });
+    while (!held_.empty()) {
+      const Ended first = held_.front();
+      if (SecondsSince(held_since_) < kEndOrderWait_s && EarlierStillExiting(ranks, board, first.order)) return;
+      held_.erase(held_.begin());
+      on_exit(first.rank, first.wstatus);
+    }
+  }
+
+ private:
+  static constexpr double kEndOrderWait_s = 2;
+  struct Ended {
+    int rank, wstatus;
+    int64_t order;
+  };
+  // Whether a rank not yet reaped said it began to end before `order`.
+  static bool EarlierStillExiting(const Ranks& ranks, const HeartbeatBoard& board, int64_t order) {
+    if (ranks.under_mpirun()) return false;  // one process, mpirun
+    for (int r = 0; r < static_cast<int>(ranks.pids.size()); ++r) {
+      if (!ranks.Alive(r)) continue;
+      const RankPulse p = board.Read(r);
+      if (p.ended != RankEnd::kRunning && p.ended_ns < order) return true;
+    }
+    return false;
+  }
+  std::vector<Ended> held_;
+  Clock::time_point held_since_;
+};
+
 // The next of `watched` to arrive within a tick of the launcher's watch, or -1.
 int NextSignal(const sigset_t& watched) {
   const timespec tick{0, 200 * 1000 * 1000};
@@ -204,6 +257,7 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
     kill_at = Clock::now() + std::chrono::seconds(o.grace_s);
   };
   MpirunWatch mpirun_watch;
+  EndOrder end_order;
   const pid_t mpirun_pid = mpi ? ranks.pids[0] : 0;
   int vanished = -1;       // the rank FindVanishedRank named, if it named one
   bool signalled = false;  // FindSignalledRank named the failure
@@ -230,7 +284,7 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
       outcome.enough = true;
       stop_all();
     }
-    ranks.Reap([&](int rank, int wstatus) {
+    end_order.Reap(ranks, board.value(), [&](int rank, int wstatus) {
       const int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
       if (code == 0 || outcome.exit_code != 0 || outcome.enough) return;
       outcome.exit_code = code;

@@ -150,7 +150,11 @@ std::string FindQuietCommandRank(const LaunchOptions& o, const HeartbeatBoard& b
     // A rank quiet inside torch may wait for a peer whose own sign of life
     // (sampled once a second) is not yet as old: it counts a little later.
     const double bound = p.waiting && !stopped ? quiet_s + kWaitingSlack_s : quiet_s;
-    if (!p.started || p.quiet_s < bound || (p.step == 0 && !stopped)) continue;
+    // A rank quiet before its first step counts too: at the rendezvous
+    // (where torch holds the GIL, so its sign of life stops) a peer it waits
+    // for may be gone (the user's srun leaves a task's peers running when
+    // one fails); a script that merely starts slowly still moves.
+    if (!p.started || p.quiet_s < bound) continue;
     if (stopped) {
       return RankName(o, r) + " made no progress for " + std::to_string(static_cast<long>(p.quiet_s)) +
              " s (after " + std::to_string(p.step) + " steps; its process is stopped); stopping the run";
@@ -175,7 +179,10 @@ std::string FindQuietCommandRank(const LaunchOptions& o, const HeartbeatBoard& b
                             " s (after " + std::to_string(fewest->pulse.step) + " steps";
   if (alone_behind || quiet.size() == 1) {
     return RankName(o, fewest->rank) + since + (quiet.size() > 1 ? "; its peers are ahead" : "") +
-           (own > 0 && !fewest->pulse.waiting ? "; not inside torch" : "") + "); stopping the run";
+           (own > 0 && !fewest->pulse.waiting && fewest->pulse.step > 0 ? "; not inside torch" : "") +
+           (fewest->pulse.step == 0 ? "; before its first step: the rendezvous may wait for a peer that is gone"
+                                    : "") +
+           "); stopping the run";
   }
   std::string names;
   for (const Quiet& q : quiet) names += (names.empty() ? "" : ", ") + std::to_string(o.first_rank + q.rank);

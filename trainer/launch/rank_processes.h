@@ -145,8 +145,8 @@ inline constexpr double kWaitingSlack_s = 2;
 
 // RankKind::kCommand's FindHungRank: a line naming the running ranks quiet
 // for at least `quiet_s` (`quiet_s` + kWaitingSlack_s for one quiet inside
-// torch) since their last step or sign of life (only ranks
-// that have taken a step count, and stopped ones whatever they did): a
+// torch) since their last step or sign of life (before its first step
+// too: a rendezvous whose peer is gone): a
 // stopped rank first; else, of the quiet ranks in their own code if some
 // are (those quiet inside torch, as its pulse's `waiting` says, may wait
 // for them), the one rank behind the others, else all of them; or "".
