@@ -246,7 +246,7 @@ StatusOr<std::string> FromJob(const Environment& env, TrainConfig* config, const
 StatusOr<Layout> JobRankLayout(const Environment& env, TrainConfig* config, const std::string& launcher) {
   const std::vector<int> mine = UsableCpus();
   const int own = std::max<int>(1, static_cast<int>(mine.size()));
-  const bool bound = BoundByJobLauncher(env);
+  const bool bound = BoundByJobLauncher(env, own);
   const std::string cpus_text = (own == 1 ? "CPU " : "CPUs ") + Layout::CpuListText(mine);
   if (!bound) {
     const int64_t used = int64_t{config->dist.ranks} * config->ThreadsPerRank(own);
@@ -257,7 +257,12 @@ StatusOr<Layout> JobRankLayout(const Environment& env, TrainConfig* config, cons
                                      std::to_string(own) + " " + cpus_text +
                                      ": pass --oversubscribe to train to run it anyway");
     }
-    return PlanLayout(*config, mine);
+    Layout layout = PlanLayout(*config, mine);
+    layout.not_pinned = "placed by " + launcher;
+    if (config->dist.ranks > 1) {
+      layout.not_pinned += ", sharing the node's CPUs with its " + std::to_string(config->dist.ranks) + " ranks";
+    }
+    return layout;
   }
   if (config->dist.threads > own && !config->dist.oversubscribe) {
     return Status::InvalidArgument("--threads " + std::to_string(config->dist.threads) + ": " + launcher +

@@ -38,6 +38,17 @@ TEST(Comm, AnMpiJobIsKnownByItsLaunchersVariables) {
   EXPECT_TRUE(StartedAsJobRank(Environment().With("PMIX_RANK", "1")));
 }
 
+// A rank bound by its launcher: OpenMPI's word, or srun's when the rank got
+// fewer CPUs than the node has (a cluster without task/affinity binds none).
+TEST(Comm, ARankIsBoundOnlyWhereItsLauncherBoundIt) {
+  EXPECT_FALSE(BoundByJobLauncher(Environment(), 2));
+  EXPECT_TRUE(BoundByJobLauncher(Environment().With("OMPI_MCA_orte_bound_at_launch", "1"), 1));
+  const Environment cores = Environment().With("SLURM_CPU_BIND_TYPE", "cores").With("SLURM_CPUS_ON_NODE", "4");
+  EXPECT_TRUE(BoundByJobLauncher(cores, 2));
+  EXPECT_FALSE(BoundByJobLauncher(cores, 4));
+  EXPECT_FALSE(BoundByJobLauncher(Environment().With("SLURM_CPU_BIND_TYPE", "none"), 1));
+}
+
 TEST(Comm, AllReduceMeanAveragesEveryTensorOverRanks) {
   std::vector<torch::Tensor> out(2);
   OnTwoRanks([&](Comm& comm) {

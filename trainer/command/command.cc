@@ -148,7 +148,8 @@ Layout PlanCommandLayout(const CommandConfig& c, int ranks, int threads, bool pi
   t.dist.pin = pin && launcher.empty();
   t.data.loader_threads = c.loader_threads;
   const std::vector<int> cpus = UsableCpus();
-  const bool shared = !launcher.empty() && !BoundByJobLauncher(env) && local_world > 1;
+  const bool shared =
+      !launcher.empty() && !BoundByJobLauncher(env, static_cast<int>(cpus.size())) && local_world > 1;
   if (shared && threads == 0) t.dist.threads = std::max<int>(1, static_cast<int>(cpus.size()) / local_world);
   Layout layout = PlanLayout(t, cpus);
   if (!launcher.empty()) {

@@ -46,9 +46,11 @@ std::string MpiJobId(const Environment& env) {
   return "";
 }
 
-bool BoundByJobLauncher(const Environment& env) {
+bool BoundByJobLauncher(const Environment& env, int usable_cpus) {
+  if (env.Number("OMPI_MCA_orte_bound_at_launch") == 1) return true;
   const std::string bind = env.Get("SLURM_CPU_BIND_TYPE");
-  return env.Number("OMPI_MCA_orte_bound_at_launch") == 1 || (!bind.empty() && bind.find("none") == std::string::npos);
+  const int node_cpus = env.Number("SLURM_CPUS_ON_NODE");
+  return !bind.empty() && bind.find("none") == std::string::npos && (node_cpus <= 0 || usable_cpus < node_cpus);
 }
 
 int PortFromJobId(const Environment& env) {

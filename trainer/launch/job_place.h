@@ -44,11 +44,13 @@ StatusOr<MpiJobPlace> ReadMpiJobPlace(const Environment& env);
 // OpenMPI's job id, or srun's job and step; "" if none is set.
 std::string MpiJobId(const Environment& env);
 
-// Whether the job's launcher bound this process to CPUs of its own
-// (OpenMPI's default --bind-to core: OMPI_MCA_orte_bound_at_launch; srun's
-// --cpu-bind: SLURM_CPU_BIND_TYPE other than none); an unbound rank shares
-// its node's CPUs with the node's other ranks.
-bool BoundByJobLauncher(const Environment& env);
+// Whether the job's launcher bound this process, which may use
+// `usable_cpus` CPUs, to CPUs of its own (OpenMPI's default --bind-to core:
+// OMPI_MCA_orte_bound_at_launch; srun's --cpu-bind: SLURM_CPU_BIND_TYPE
+// other than none, and fewer CPUs than SLURM_CPUS_ON_NODE, since a cluster
+// without Slurm's task/affinity plugin binds nothing it is asked to); an
+// unbound rank shares its node's CPUs with the node's other ranks.
+bool BoundByJobLauncher(const Environment& env, int usable_cpus);
 
 // Under the user's mpirun or srun, a rendezvous port every process of the
 // job derives alike from the job's id (OpenMPI's jobid, Slurm's job and
