@@ -127,8 +127,13 @@ std::string MpirunEndCause(const LaunchOptions& o, const HeartbeatBoard& board, 
     return line;
   }
   int64_t steps = 0;
-  for (int r = 0; r < o.ranks; ++r) steps += board.Read(r).step;
-  if (steps == 0) {  // OpenMPI's abort (MPI_Init failing) ends the ranks without their saying how
+  bool said = false;  // a rank said how it ended (one that exited said why itself)
+  for (int r = 0; r < o.ranks; ++r) {
+    const RankPulse p = board.Read(r);
+    steps += p.step;
+    said = said || p.ended != RankEnd::kRunning;
+  }
+  if (steps == 0 && !said) {  // OpenMPI's abort (MPI_Init failing) ends the ranks without their saying how
     *signalled = true;
     return "mpirun (pid " + std::to_string(mpirun) + ") ended the job before any rank took a step, and exited " +
            std::to_string(mpirun_status) + "; no reason from OpenMPI arrived" + OpenMpiSettings(o.parent);
