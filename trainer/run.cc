@@ -258,10 +258,7 @@ StatusOr<Layout> JobRankLayout(const Environment& env, TrainConfig* config, cons
                                      ": pass --oversubscribe to train to run it anyway");
     }
     Layout layout = PlanLayout(*config, mine);
-    layout.not_pinned = "placed by " + launcher;
-    if (config->dist.ranks > 1) {
-      layout.not_pinned += ", sharing the node's CPUs with its " + std::to_string(config->dist.ranks) + " ranks";
-    }
+    layout.not_pinned = PlacedByJobLauncher(launcher, config->dist.ranks);
     return layout;
   }
   if (config->dist.threads > own && !config->dist.oversubscribe) {

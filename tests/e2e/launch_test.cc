@@ -25,14 +25,27 @@ TEST_F(EndToEnd, StoppingOrKillingTheLauncherLeavesNoRankBehind) {
   }
 }
 
+// A 1,000-sample db, the train flags of two epochs on it (`args`), and what
+// one launcher's `--ranks 2` made of them (`one`): the reference a job of two
+// ranks started any other way must match.
+struct TwoRankReference {
+  std::string db, args;
+  nlohmann::json one;
+};
+TwoRankReference MakeTwoRankReference(const TempDir& dir) {
+  TwoRankReference ref{dir.Sub("db"), "", {}};
+  EXPECT_EQ(PrepFashion(ref.db, "--limit 1000 --no-progress", dir).exit_code, 0);
+  ref.args = "--db " + ref.db + " --epochs 2 --threads 1 --pin off --json";
+  ref.one = TrainJson(ref.args + " --ranks 2", dir);
+  EXPECT_EQ(ref.one["epochs"].size(), 2u);
+  return ref;
+}
+
 // Many machines, here two launchers on 127.0.0.1 (one rank each,
 // --nnodes 2), train exactly as one launcher running both ranks; so do two
 // processes started with torchrun's environment (RANK, WORLD_SIZE, ...).
 TEST_F(EndToEnd, TwoNodesAndTorchrunsEnvironmentTrainAsOneLauncher) {
-  const std::string db = dir_.Sub("db");
-  ASSERT_EQ(PrepFashion(db, "--limit 1000 --no-progress", dir_).exit_code, 0);
-  const std::string args = "--db " + db + " --epochs 2 --threads 1 --pin off --json";
-  auto one = TrainJson(args + " --ranks 2", dir_);
+  const auto [db, args, one] = MakeTwoRankReference(dir_);
   ASSERT_EQ(one["epochs"].size(), 2u);
 
   const std::string node = kTrain + " " + args + " --ranks 1 --nnodes 2 --master-addr 127.0.0.1 --master-port " +
@@ -65,10 +78,7 @@ TEST_F(EndToEnd, TwoNodesAndTorchrunsEnvironmentTrainAsOneLauncher) {
 // --backend mpi there is refused saying what srun needs; torchrun started in
 // such a task is the job; a step of one task (srun --pty bash) is no job.
 TEST_F(EndToEnd, SrunsTasksWithoutPmiTrainAsOneJob) {
-  const std::string db = dir_.Sub("db");
-  ASSERT_EQ(PrepFashion(db, "--limit 1000 --no-progress", dir_).exit_code, 0);
-  const std::string args = "--db " + db + " --epochs 2 --threads 1 --pin off --json";
-  auto one = TrainJson(args + " --ranks 2", dir_);
+  const auto [db, args, one] = MakeTwoRankReference(dir_);
   ASSERT_EQ(one["epochs"].size(), 2u);
   auto task = [](int rank, int tasks) {  // what srun -n TASKS sets in task RANK (some of it)
     return "SLURM_JOB_ID=" + std::to_string(4242 + tasks) + " SLURM_STEP_ID=0 SLURM_PROCID=" + std::to_string(rank) +

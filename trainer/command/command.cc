@@ -152,10 +152,7 @@ Layout PlanCommandLayout(const CommandConfig& c, int ranks, int threads, bool pi
       !launcher.empty() && !BoundByJobLauncher(env, static_cast<int>(cpus.size())) && local_world > 1;
   if (shared && threads == 0) t.dist.threads = std::max<int>(1, static_cast<int>(cpus.size()) / local_world);
   Layout layout = PlanLayout(t, cpus);
-  if (!launcher.empty()) {
-    layout.not_pinned = "placed by " + launcher + (shared ? ", sharing the node's CPUs with its " +
-                                                                std::to_string(local_world) + " ranks" : "");
-  }
+  if (!launcher.empty()) layout.not_pinned = PlacedByJobLauncher(launcher, shared ? local_world : 1);
   return layout;
 }
 

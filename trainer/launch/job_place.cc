@@ -53,6 +53,11 @@ bool BoundByJobLauncher(const Environment& env, int usable_cpus) {
   return !bind.empty() && bind.find("none") == std::string::npos && (node_cpus <= 0 || usable_cpus < node_cpus);
 }
 
+std::string PlacedByJobLauncher(const std::string& launcher, int node_ranks) {
+  return "placed by " + launcher +
+         (node_ranks > 1 ? ", sharing the node's CPUs with its " + std::to_string(node_ranks) + " ranks" : "");
+}
+
 int PortFromJobId(const Environment& env) {
   std::string id;
   for (const char* name : {"OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "SLURM_JOB_ID"}) {

@@ -52,6 +52,12 @@ std::string MpiJobId(const Environment& env);
 // unbound rank shares its node's CPUs with the node's other ranks.
 bool BoundByJobLauncher(const Environment& env, int usable_cpus);
 
+// Why a rank of the job `launcher` ("mpirun", "srun") placed is not pinned
+// by granary, for its layout line: "placed by srun", and, for a rank the
+// launcher did not bind that shares its node with `node_ranks` > 1 ranks,
+// ", sharing the node's CPUs with its N ranks".
+std::string PlacedByJobLauncher(const std::string& launcher, int node_ranks);
+
 // Under the user's mpirun or srun, a rendezvous port every process of the
 // job derives alike from the job's id (OpenMPI's jobid, Slurm's job and
 // step), in 20000-59999; 0 if the environment names no job.
