@@ -357,4 +357,8 @@ void ReadOnlyFile::WillNeed(uint64_t offset, size_t bytes) const {
   ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(bytes), POSIX_FADV_WILLNEED);
 }
 
+void ReadOnlyFile::WontNeed(uint64_t offset, size_t bytes) const {
+  ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(bytes), POSIX_FADV_DONTNEED);
+}
+
 }  // namespace granary

@@ -116,6 +116,10 @@ class ReadOnlyFile {
   Status ReadAt(uint64_t offset, size_t bytes, char* dst) const;
   // Tells the kernel the range will be read soon; a hint, failures ignored.
   void WillNeed(uint64_t offset, size_t bytes) const;
+  // Tells the kernel the range will not be read again soon: its clean pages
+  // leave the page cache (for every process reading the file); a hint,
+  // failures ignored.
+  void WontNeed(uint64_t offset, size_t bytes) const;
   const std::string& path() const { return path_; }
   // The file's size when it was opened.
   uint64_t size_bytes() const { return size_bytes_; }

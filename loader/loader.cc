@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <thread>
 
@@ -21,6 +24,54 @@ int UsableCpuCount() {
   CPU_ZERO(&set);
   if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
   return std::max(1, CPU_COUNT(&set));
+}
+
+namespace {
+
+// The number a cgroup limit file holds; UINT64_MAX where the file is
+// absent, says "max" (v2: no limit) or holds no number.
+uint64_t LimitIn(const std::string& path) {
+  std::ifstream in(path);
+  std::string text;
+  if (!(in >> text)) return UINT64_MAX;
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+  if (end == text.c_str() || *end != '\0' || errno != 0) return UINT64_MAX;
+  return value;
+}
+
+// The smallest `file` limit of cgroup `path` under `dir` and of the cgroups above it.
+uint64_t LimitOnTheWayUp(const std::string& dir, std::string path, const char* file) {
+  uint64_t limit = UINT64_MAX;
+  for (;;) {
+    limit = std::min(limit, LimitIn(dir + path + "/" + file));
+    const size_t slash = path.rfind('/');
+    if (slash == std::string::npos || path == "/") return limit;
+    path.resize(slash);
+  }
+}
+
+}  // namespace
+
+uint64_t MemoryLimitBytes(const std::string& cgroup_root) {
+  uint64_t limit = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  std::ifstream cgroups("/proc/self/cgroup");
+  for (std::string line; std::getline(cgroups, line);) {
+    // "hierarchy:controllers:path", v2's hierarchy being "0::path".
+    const size_t a = line.find(':');
+    const size_t b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
+    const std::string path = line.substr(b + 1);
+    if (controllers == ",,") {
+      limit = std::min(limit, LimitOnTheWayUp(cgroup_root, path, "memory.max"));
+      limit = std::min(limit, LimitOnTheWayUp(cgroup_root + "/unified", path, "memory.max"));
+    } else if (controllers.find(",memory,") != std::string::npos) {
+      limit = std::min(limit, LimitOnTheWayUp(cgroup_root + "/memory", path, "memory.limit_in_bytes"));
+    }
+  }
+  return limit;
 }
 
 namespace {
@@ -168,6 +219,13 @@ struct Loader::Impl {
   const Sampler sampler;
   const BatchGeometry geometry;
   const Normalisation normalisation;
+  // Block shuffling: this rank's positions in one window of chunks (0: not
+  // block shuffling), whether windows read leave the page cache (ReadCache),
+  // and how many windows behind the one a worker starts that happens (a
+  // worker may lag it by up to the prefetched batches).
+  uint64_t window_positions = 0;
+  bool release_read_pages = false;
+  uint64_t release_lag_windows = 0;
   std::vector<std::vector<float>> scratch;  // per worker, for augmentation
   std::vector<std::unique_ptr<SplitReader>> readers;  // one per worker
 
@@ -279,6 +337,34 @@ struct Loader::Impl {
     }
   }
 
+  // Block shuffling reads a window of whole chunks in random order, then the
+  // next window (sampler.h). The worker whose batch starts a window asks the
+  // kernel for the next window's chunks, each whole: a few large reads, done
+  // while this window is decoded, instead of a small one per record. With
+  // release_read_pages it drops the chunks of the window release_lag_windows
+  // back, so the page cache never fills and the kernel never has to reclaim.
+  void AdviseWindows(SplitReader& reader, const std::vector<uint64_t>& indices, uint64_t first, size_t size) const {
+    const uint64_t window = window_positions;
+    const uint64_t chunk = options.sampler.block_samples;
+    // The chunks of positions [from, from + window) of `indices`, each once.
+    const auto advise = [&](uint64_t from, SplitReader::Advice advice) {
+      if (from >= indices.size()) return;
+      std::vector<uint64_t> chunks;
+      for (uint64_t i = from; i < std::min<uint64_t>(from + window, indices.size()); ++i) {
+        chunks.push_back(indices[i] / chunk);
+      }
+      std::sort(chunks.begin(), chunks.end());
+      chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
+      for (uint64_t c : chunks) reader.Advise(c * chunk, (c + 1) * chunk, advice);
+    };
+    if (first == 0) advise(0, SplitReader::Advice::kWillNeed);
+    const uint64_t lag = release_lag_windows * window;
+    for (uint64_t g = (first + window - 1) / window * window; g < first + size; g += window) {
+      advise(g + window, SplitReader::Advice::kWillNeed);
+      if (release_read_pages && g >= lag) advise(g - lag, SplitReader::Advice::kWontNeed);
+    }
+  }
+
   Status Fill(int worker, uint64_t e, uint64_t b, const std::vector<uint64_t>& indices, Batch* batch) {
     const size_t bs = options.batch_size;
     const uint64_t first = b * bs;
@@ -295,11 +381,15 @@ struct Loader::Impl {
     }
     batch->target.resize(size);
     batch->skipped_reasons.clear();
-    // The order is known ahead: ask the kernel for the next batch this worker
-    // will fill while decoding this one (a no-op when the db is cached).
-    const uint64_t ahead = first + options.batch_size * static_cast<uint64_t>(options.threads);
-    for (uint64_t i = ahead; i < std::min<uint64_t>(ahead + options.batch_size, indices.size()); ++i) {
-      readers[worker]->WillNeed(indices[i]);
+    if (window_positions > 0) {
+      AdviseWindows(*readers[worker], indices, first, size);
+    } else {
+      // The order is known ahead: ask the kernel for the next batch this worker
+      // will fill while decoding this one (a no-op when the db is cached).
+      const uint64_t ahead = first + options.batch_size * static_cast<uint64_t>(options.threads);
+      for (uint64_t i = ahead; i < std::min<uint64_t>(ahead + options.batch_size, indices.size()); ++i) {
+        readers[worker]->WillNeed(indices[i]);
+      }
     }
     const FieldView* fields = nullptr;
     size_t kept = 0;
@@ -393,6 +483,8 @@ LoaderState Loader::state() const {
   return {s.epoch, std::min(s.sampler.dataset_size(), s.start_position + s.samples_consumed * world)};
 }
 
+bool Loader::releases_read_pages() const { return impl_->release_read_pages; }
+
 LoaderStats Loader::stats() const {
   MutexLock lock(&impl_->mu);
   return impl_->stats;
@@ -422,6 +514,15 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const Loade
 
   auto impl = std::make_unique<Impl>(options, std::move(sampler).value(), geometry, std::move(normalisation),
                                      std::move(readers));
+  if (options.sampler.mode == ShuffleMode::kBlock) {
+    const uint64_t world = static_cast<uint64_t>(options.sampler.world);
+    impl->window_positions = (options.sampler.block_samples * options.sampler.block_window + world - 1) / world;
+    uint64_t split_bytes = 0;
+    for (const ShardInfo& shard : split->shards) split_bytes += shard.bytes;
+    impl->release_read_pages = options.read_cache == ReadCache::kRelease ||
+                               (options.read_cache == ReadCache::kAuto && split_bytes > MemoryLimitBytes());
+    impl->release_lag_windows = 2 + options.prefetch * options.batch_size / impl->window_positions;
+  }
   const uint64_t per_rank = impl->sampler.samples_per_rank();
   impl->epoch_batches = (per_rank + options.batch_size - 1) / options.batch_size;
   {

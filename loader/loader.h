@@ -35,6 +35,26 @@ inline constexpr size_t kMaxLoaderBatch = 1 << 20;   // samples per batch
 // The CPUs this process may run on (sched_getaffinity), at least 1.
 int UsableCpuCount();
 
+// The memory this process may use: the machine's (MemTotal), or less where
+// a memory cgroup limit of its cgroup or one above it says so (v1
+// memory.limit_in_bytes, v2 memory.max; the page cache counts against
+// both). `cgroup_root`: where the cgroup file systems are mounted (v1's
+// memory controller at <root>/memory, v2 at <root> or <root>/unified).
+uint64_t MemoryLimitBytes(const std::string& cgroup_root = "/sys/fs/cgroup");
+
+// Whether the loader drops what it has read from the page cache. Block
+// shuffling reads a split window by window (sampler.h); where the split is
+// larger than the memory the process may use, a window's pages are of no use
+// once it is read (the next epoch reads the split in another order before
+// it comes back), yet keeping them makes the kernel reclaim a page for every
+// page read, on the loader's cores (docs/BENCHMARKS.md, "A db larger than
+// memory").
+enum class ReadCache {
+  kAuto,     // kRelease under block shuffling of a split larger than MemoryLimitBytes(), else kKeep
+  kKeep,     // leave the page cache to the kernel
+  kRelease,  // block shuffling only: a window's pages are dropped a few windows after it is read
+};
+
 struct LoaderOptions {
   std::string split = "train";
   size_t batch_size = 64;  // per rank; the last batch of an epoch may be smaller
@@ -61,6 +81,7 @@ struct LoaderOptions {
   // Random crops and flips of image inputs, before normalisation; a pure
   // function of (sampler seed, epoch, sample index). Off for evaluation.
   AugmentOptions augment;
+  ReadCache read_cache = ReadCache::kAuto;
 };
 
 // A batch: `input` holds size x (input field's shape) float32 values, row-major;
@@ -124,6 +145,8 @@ class Loader {
   StatusOr<bool> Next(Batch* batch);
 
   LoaderStats stats() const;
+  // Whether read windows leave the page cache (ReadCache, as decided).
+  bool releases_read_pages() const;
 
  private:
   struct Impl;

@@ -309,4 +309,31 @@ void SplitReader::WillNeed(uint64_t index) {
   s.db->files[s.split_id][shard].WillNeed(at.offset[record], at.bytes[record]);
 }
 
+void SplitReader::Advise(uint64_t first, uint64_t end, Advice advice) {
+  Impl& s = *impl_;
+  end = std::min(end, s.split->count);
+  while (first < end) {
+    size_t shard = 0, record = 0;
+    if (!s.Find(first, &shard, &record).ok()) return;  // Read reports it
+    const ShardIndex& at = (*s.shard_indexes)[shard];
+    const auto& shards = s.split->shards;
+    const uint64_t stop = std::min(end, shard + 1 < shards.size() ? shards[shard + 1].first : s.split->count);
+    // Records record .. last hold samples first .. stop - 1; a shard's
+    // records usually lie in key order in its file, but that is not relied on.
+    const size_t last = static_cast<size_t>(std::lower_bound(at.first.begin(), at.first.end(), stop) - at.first.begin()) - 1;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t r = record; r <= last; ++r) {
+      lo = std::min(lo, at.offset[r]);
+      hi = std::max(hi, at.offset[r] + at.bytes[r]);
+    }
+    const ReadOnlyFile& file = s.db->files[s.split_id][shard];
+    if (advice == Advice::kWillNeed) {
+      file.WillNeed(lo, hi - lo);
+    } else {
+      file.WontNeed(lo, hi - lo);
+    }
+    first = stop;
+  }
+}
+
 }  // namespace granary

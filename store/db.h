@@ -77,6 +77,15 @@ class SplitReader {
   // reports them.
   void WillNeed(uint64_t index);
 
+  // Hints the kernel about samples [first, end) (clamped to the split): one
+  // hint per shard they lie in, on the bytes of the records holding them.
+  // kWillNeed: they will be read soon (one large read instead of one per
+  // record). kWontNeed: they were read and will not be again soon (their
+  // clean pages leave the page cache, for every reader of the file).
+  // Errors are ignored; Read reports them.
+  enum class Advice { kWillNeed, kWontNeed };
+  void Advise(uint64_t first, uint64_t end, Advice advice);
+
   size_t num_shards() const;
 
  private:

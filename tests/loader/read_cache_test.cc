@@ -1,0 +1,180 @@
+// The loader's use of the page cache under block shuffling (ReadCache), and
+// the memory limit it decides by (MemoryLimitBytes).
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "loader/loader.h"
+#include "store/db.h"
+#include "tests/loader/image_db.h"
+#include "tests/test_util.h"
+
+namespace granary {
+namespace {
+
+using testing::TempDir;
+
+// The fraction of `path`'s pages in the page cache (mincore of a mapping,
+// which reads nothing in).
+double ResidentFraction(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return -1;
+  struct stat st;
+  ::fstat(fd, &st);
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t pages = (static_cast<size_t>(st.st_size) + page - 1) / page;
+  void* map = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) return -1;
+  std::vector<unsigned char> in(pages);
+  const int rc = ::mincore(map, static_cast<size_t>(st.st_size), in.data());
+  ::munmap(map, static_cast<size_t>(st.st_size));
+  if (rc != 0) return -1;
+  size_t resident = 0;
+  for (unsigned char c : in) resident += c & 1;
+  return static_cast<double>(resident) / static_cast<double>(pages);
+}
+
+// Drops `path` from the page cache (synced first: only clean pages leave).
+// Each epoch below starts with the db out of the cache, as one larger than
+// memory is: pages another read brought in may sit in folios larger than
+// what the loader drops, which the kernel keeps.
+void DropFromCache(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << path;
+  ::fsync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
+// One epoch of a block-shuffled loader over the db at `db_path`, checked
+// against the sampler's order; returns whether it released read pages.
+bool BlockShuffledEpoch(const DbReader& db, ReadCache read_cache) {
+  LoaderOptions o;
+  o.batch_size = 16;
+  o.threads = 2;
+  o.prefetch = 2;
+  o.scale = 1.0f;
+  o.sampler.mode = ShuffleMode::kBlock;
+  o.sampler.block_samples = 16;
+  o.sampler.block_window = 4;  // windows of 64 samples: 2,000 samples make 32
+  o.read_cache = read_cache;
+  auto loader = Loader::Create(db, o);
+  EXPECT_TRUE(loader.ok()) << loader.status().ToString();
+  if (!loader.ok()) return false;
+  const std::vector<uint64_t> expected = loader.value()->sampler().EpochIndices(0);
+  loader.value()->StartEpoch(0);
+  Batch batch;
+  size_t at = 0;
+  for (;;) {
+    auto more = loader.value()->Next(&batch);
+    EXPECT_TRUE(more.ok()) << more.status().ToString();
+    if (!more.ok() || !more.value()) break;
+    for (size_t i = 0; i < batch.size; ++i, ++at) {
+      EXPECT_EQ(batch.input[i * 4096], static_cast<float>(expected.at(at) % 200)) << "position " << at;
+      EXPECT_EQ(batch.target[i], static_cast<int64_t>(expected.at(at) % 10)) << "position " << at;
+    }
+  }
+  EXPECT_EQ(at, expected.size());
+  return loader.value()->releases_read_pages();
+}
+
+TEST(ReadCache, ReleasedWindowsLeaveThePageCacheAndTheBatchesAreTheSame) {
+  TempDir dir;
+  struct statfs fs;
+  ASSERT_EQ(::statfs(dir.path().c_str(), &fs), 0);
+  if (fs.f_type == TMPFS_MAGIC) GTEST_SKIP() << dir.path() << " is on tmpfs, whose pages never leave memory";
+  testing::ImageDbSpec spec;
+  spec.image_shape = {1, 64, 64};  // 4 KiB a sample, one record each, in pages of its own (LMDB's overflow pages)
+  spec.shards = 2;
+  spec.manifest.label_field = "label";
+  spec.manifest.num_classes = 10;
+  testing::WriteImageDb(dir.Sub("db"), 2000, spec, [](uint64_t i, std::string* image, int64_t* label) {
+    uint64_t x = i + 1;  // noise, which zstd leaves as large as it is
+    for (char& c : *image) c = static_cast<char>((x = x * 6364136223846793005ULL + 1442695040888963407ULL) >> 56);
+    (*image)[0] = static_cast<char>(i % 200);
+    *label = static_cast<int64_t>(i % 10);
+  });
+  auto db = DbReader::Open(dir.Sub("db"));
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  const std::vector<std::string> shards = {dir.Sub("db/train/shard-00000.mdb"), dir.Sub("db/train/shard-00001.mdb")};
+
+  for (const std::string& shard : shards) DropFromCache(shard);
+  EXPECT_FALSE(BlockShuffledEpoch(*db.value(), ReadCache::kKeep));
+  for (const std::string& shard : shards) EXPECT_GT(ResidentFraction(shard), 0.9) << shard;
+
+  // Released: all but the last few windows (of 32) leave once read.
+  for (const std::string& shard : shards) DropFromCache(shard);
+  EXPECT_TRUE(BlockShuffledEpoch(*db.value(), ReadCache::kRelease));
+  double resident = 0;
+  for (const std::string& shard : shards) resident += ResidentFraction(shard) / 2;
+  EXPECT_LT(resident, 0.35);
+
+  // kAuto keeps the pages of a split this much smaller than memory.
+  for (const std::string& shard : shards) DropFromCache(shard);
+  EXPECT_FALSE(BlockShuffledEpoch(*db.value(), ReadCache::kAuto));
+  for (const std::string& shard : shards) EXPECT_GT(ResidentFraction(shard), 0.9) << shard;
+}
+
+TEST(ReadCache, ReleaseIsForBlockShufflingOnly) {
+  TempDir dir;
+  testing::WriteTinyDb(dir.Sub("db"), 100);
+  auto db = DbReader::Open(dir.Sub("db"));
+  ASSERT_TRUE(db.ok());
+  LoaderOptions o;
+  o.read_cache = ReadCache::kRelease;
+  o.sampler.mode = ShuffleMode::kFull;  // reads from the whole split at once: nothing is done with
+  auto loader = Loader::Create(*db.value(), o);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  EXPECT_FALSE(loader.value()->releases_read_pages());
+}
+
+void WriteText(const std::string& path, const std::string& text) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path) << text << "\n";
+}
+
+TEST(MemoryLimitBytes, TheSmallestLimitOfTheCgroupAndThoseAboveItCounts) {
+  const uint64_t machine = MemoryLimitBytes("/nonexistent");
+  EXPECT_EQ(machine, static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE));
+  // A cgroup tree of our own, at this process's cgroup paths.
+  std::ifstream cgroups("/proc/self/cgroup");
+  std::string v1, v2;
+  bool has_v1 = false, has_v2 = false;
+  for (std::string line; std::getline(cgroups, line);) {
+    const size_t a = line.find(':'), b = line.find(':', a + 1);
+    const std::string controllers = line.substr(a + 1, b - a - 1);
+    if (controllers.empty()) has_v2 = true, v2 = line.substr(b + 1);
+    if (("," + controllers + ",").find(",memory,") != std::string::npos) has_v1 = true, v1 = line.substr(b + 1);
+  }
+  if (!has_v1 && !has_v2) GTEST_SKIP() << "/proc/self/cgroup names no memory cgroup";
+  TempDir root;
+  uint64_t expected = machine;
+  if (has_v1) {
+    // Unlimited here (v1 writes a huge number), limited at the top.
+    WriteText(root.path() + "/memory" + v1 + "/memory.limit_in_bytes", "9223372036854771712");
+    WriteText(root.path() + "/memory/memory.limit_in_bytes", std::to_string(96 << 20));
+    expected = std::min<uint64_t>(expected, 96 << 20);
+  }
+  if (has_v2) {
+    // "max" (no limit) here, a limit at the top, and a file that holds no number.
+    WriteText(root.path() + v2 + "/memory.max", "max");
+    WriteText(root.path() + "/memory.max", std::to_string(64 << 20));
+    WriteText(root.path() + "/unified/memory.max", "garbage");
+    expected = std::min<uint64_t>(expected, 64 << 20);
+  }
+  EXPECT_EQ(MemoryLimitBytes(root.path()), expected);
+}
+
+}  // namespace
+}  // namespace granary
