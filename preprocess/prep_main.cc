@@ -1,6 +1,7 @@
 // prep: builds granary dbs from raw datasets (`prep build RAW DB`), and
 // inspects and verifies them (info, verify, cat). Flags become options of
 // preprocess/ and store/ calls; the loader has its own CLI (loader/loader_main.cc).
+#include <malloc.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -352,6 +353,14 @@ void AddBuildFlags(CLI::App* build, int cores, BuildArgs* args) {
 
 int main(int argc, char** argv) {
   granary::RaiseOpenFileLimit();
+  // A build frees and allocates the same memory over and over: LMDB's dirty
+  // pages (a record of a few KiB each, 16 MB a write transaction, freed at
+  // every commit), decoded images, encoded records. By default glibc hands
+  // freed memory back to the kernel past 128 KiB and maps buffers above that
+  // anew, so each commit's pages fault in again (a fifth of an --update's
+  // CPU, docs/BENCHMARKS.md); kept, they are reused. Peak RSS is unchanged.
+  ::mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
   const int cores = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
   CLI::App app{"Builds granary dbs from raw datasets (see README.md and docs/FORMAT.md)."};
   app.require_subcommand(1);
