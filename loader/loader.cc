@@ -514,9 +514,10 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const Loade
 
   auto impl = std::make_unique<Impl>(options, std::move(sampler).value(), geometry, std::move(normalisation),
                                      std::move(readers));
-  if (options.sampler.mode == ShuffleMode::kBlock) {
+  const uint64_t chunk = options.sampler.block_samples, chunks = options.sampler.block_window;  // both >= 1
+  if (options.sampler.mode == ShuffleMode::kBlock && chunks <= UINT64_MAX / 2 / chunk) {
     const uint64_t world = static_cast<uint64_t>(options.sampler.world);
-    impl->window_positions = (options.sampler.block_samples * options.sampler.block_window + world - 1) / world;
+    impl->window_positions = (chunk * chunks + world - 1) / world;
     uint64_t split_bytes = 0;
     for (const ShardInfo& shard : split->shards) split_bytes += shard.bytes;
     impl->release_read_pages = options.read_cache == ReadCache::kRelease ||

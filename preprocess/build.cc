@@ -167,6 +167,10 @@ Status BuildSplit(const SourceInfo& info, const SplitSource& split, const BuildO
       // The journal's checkpoint (taken inside Append) must include this block.
       summary->written += block->payload_hashes.size();
       summary->statistics.Merge(block->statistics);
+      if (info.items_are_files) {
+        summary->payload_hashes.insert(summary->payload_hashes.end(), block->payload_hashes.begin(),
+                                       block->payload_hashes.end());
+      }
       *next_item = block->items.back()->index + 1;
       failure = writer->Append(block->value, block->payload_hashes);
     }

@@ -68,6 +68,10 @@ struct SplitSummary {
   uint64_t written = 0;
   uint64_t rejected = 0;
   StatisticsAccumulator statistics;  // of the written samples' feature fields
+  // The written samples' payload hashes in order, kept where the source's
+  // items are files (inputs.json records them for --update); not journaled,
+  // so a resumed split has fewer than `written`.
+  std::vector<uint64_t> payload_hashes;
 };
 
 // The splits' statistics, where they have any, into manifest->statistics.

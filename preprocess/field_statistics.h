@@ -22,6 +22,8 @@ class StatisticsAccumulator {
   // The schema's fields that HasStatistics.
   explicit StatisticsAccumulator(const Schema& schema);
 
+  // Whether the schema has no field it keeps statistics of (Add then needs no fields).
+  bool empty() const { return fields_.empty(); }
   // One accepted sample: its fields' bytes in schema order (Sample::fields).
   void Add(const std::vector<std::string>& fields);
   // The samples `other` (of the same schema) saw, as if added here after

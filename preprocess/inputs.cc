@@ -33,8 +33,13 @@ InputFile Stat(const fs::path& path, const std::string& name) {
 // the source as before.
 class ReusingSplit : public SplitSource {
  public:
-  ReusingSplit(std::unique_ptr<SplitSource> inner, std::shared_ptr<const DbReader> old_db, std::vector<int64_t> old_index)
-      : inner_(std::move(inner)), old_db_(std::move(old_db)), old_index_(std::move(old_index)) {}
+  // old_hashes: each old sample's payload hash (from inputs.json), or none.
+  ReusingSplit(std::unique_ptr<SplitSource> inner, std::shared_ptr<const DbReader> old_db, std::vector<int64_t> old_index,
+               std::vector<uint64_t> old_hashes)
+      : inner_(std::move(inner)),
+        old_db_(std::move(old_db)),
+        old_index_(std::move(old_index)),
+        old_hashes_(std::move(old_hashes)) {}
 
   const std::string& name() const override { return inner_->name(); }
   uint64_t size() const override { return inner_->size(); }
@@ -47,15 +52,45 @@ class ReusingSplit : public SplitSource {
     return inner_->Produce(index, sample);
   }
 
+  // The old record as it is, where it holds the sample alone, has no
+  // dictionary and the sample's payload hash is known: neither decompressed
+  // nor copied into fields.
+  Status ProduceStored(uint64_t index, Sample* sample) const override {
+    const int64_t old = old_index_[index];
+    if (old >= 0 && static_cast<uint64_t>(old) < old_hashes_.size() && old_db_->manifest().dictionary_path.empty()) {
+      SplitReader* reader = Reader();
+      std::string_view value;
+      uint32_t samples = 0;
+      uint64_t payload_bytes = 0;
+      if (reader != nullptr && reader->ReadStored(static_cast<uint64_t>(old), &value, &samples, &payload_bytes).ok() &&
+          samples == 1) {
+        sample->fields.clear();
+        sample->shapes.clear();
+        sample->stored_record.assign(value);
+        sample->fields_in_record = true;
+        sample->stored_payload_hash = old_hashes_[static_cast<uint64_t>(old)];
+        sample->stored_payload_bytes = payload_bytes;
+        return Status::OK();
+      }
+    }
+    return Produce(index, sample);
+  }
+
  private:
-  // The old sample's fields; false (decode it instead) if the old db fails to give it.
-  bool CopyOld(uint64_t old, Sample* sample) const {
+  // This thread's reader of the old split; null if it cannot be made.
+  SplitReader* Reader() const {
     std::unique_ptr<SplitReader>& reader = readers_.local();
     if (reader == nullptr) {
       StatusOr<std::unique_ptr<SplitReader>> r = SplitReader::Create(*old_db_, inner_->name());
-      if (!r.ok()) return false;
-      reader = std::move(r).value();
+      if (r.ok()) reader = std::move(r).value();
     }
+    return reader.get();
+  }
+
+  // The old sample's fields; false (decode it instead) if the old db fails to give it.
+  bool CopyOld(uint64_t old, Sample* sample) const {
+    SplitReader* reader = Reader();
+    if (reader == nullptr) return false;
     const FieldView* fields = nullptr;
     if (!reader->Read(old, &fields).ok()) return false;
     const size_t n = old_db_->schema().fields.size();
@@ -79,6 +114,7 @@ class ReusingSplit : public SplitSource {
   std::unique_ptr<SplitSource> inner_;
   std::shared_ptr<const DbReader> old_db_;
   std::vector<int64_t> old_index_;
+  std::vector<uint64_t> old_hashes_;
   mutable tbb::enumerable_thread_specific<std::unique_ptr<SplitReader>> readers_;
 };
 
@@ -121,11 +157,48 @@ std::string InputsJson(const Source& source, const BuildOptions& options, const 
         std::string name = split->ItemName(k);
         if (rejected.count(name) == 0) names.push_back(std::move(name));
       }
+      // Each sample's payload hash, for --update to copy its record without
+      // decompressing it; only where every written sample's is known.
+      for (const SplitSummary& s : summary.splits) {
+        if (s.name != split->name() || s.payload_hashes.size() != names.size()) continue;
+        std::string hex;
+        hex.reserve(16 * s.payload_hashes.size());
+        char digits[17];
+        for (uint64_t h : s.payload_hashes) {
+          std::snprintf(digits, sizeof(digits), "%016llx", static_cast<unsigned long long>(h));
+          hex += digits;
+        }
+        j["payload_hashes"][split->name()] = std::move(hex);
+      }
       j["items"][split->name()] = std::move(names);
     }
   }
   return DumpJson(j);
 }
+
+namespace {
+
+// "payload_hashes"'s string for a split of `items` samples: 16 hex digits each.
+StatusOr<std::vector<uint64_t>> ParsePayloadHashes(const std::string& hex, size_t items) {
+  if (hex.size() != 16 * items) {
+    return Status::Corruption("payload_hashes of " + std::to_string(hex.size()) + " digits for " +
+                              std::to_string(items) + " items");
+  }
+  std::vector<uint64_t> hashes(items);
+  for (size_t k = 0; k < items; ++k) {
+    uint64_t h = 0;
+    for (size_t d = 16 * k; d < 16 * (k + 1); ++d) {
+      const char c = hex[d];
+      const int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+      if (v < 0) return Status::Corruption("payload_hashes holds a character that is not a hex digit");
+      h = h << 4 | static_cast<uint64_t>(v);
+    }
+    hashes[k] = h;
+  }
+  return hashes;
+}
+
+}  // namespace
 
 StatusOr<DbInputs> ReadDbInputs(const std::string& db) {
   const std::string path = db + "/" + kInputsFile;
@@ -150,6 +223,15 @@ StatusOr<DbInputs> ReadDbInputs(const std::string& db) {
       in.files.push_back({f.at(0).get<std::string>(), f.at(1).get<uint64_t>(), f.at(2).get<int64_t>()});
     }
     for (const auto& [split, names] : j.at("items").items()) in.items[split] = names.get<std::vector<std::string>>();
+    if (j.contains("payload_hashes")) {
+      for (const auto& [split, hex] : j.at("payload_hashes").items()) {
+        auto names = in.items.find(split);
+        StatusOr<std::vector<uint64_t>> hashes =
+            ParsePayloadHashes(hex.get<std::string>(), names == in.items.end() ? 0 : names->second.size());
+        if (!hashes.ok()) return hashes.status().WithContext(path + ", split '" + split + "'");
+        in.payload_hashes[split] = std::move(hashes).value();
+      }
+    }
   } catch (const std::exception& e) {
     return Status::Corruption(path + ": " + e.what());
   }
@@ -218,7 +300,9 @@ Source ReuseUnchangedItems(Source source, const DbInputs& old, std::shared_ptr<c
       reuse[k] = o->second;
       ++*reused;
     }
-    split = std::make_unique<ReusingSplit>(std::move(split), old_db, std::move(reuse));
+    auto hashes = old.payload_hashes.find(split->name());
+    split = std::make_unique<ReusingSplit>(std::move(split), old_db, std::move(reuse),
+                                           hashes == old.payload_hashes.end() ? std::vector<uint64_t>() : hashes->second);
   }
   return source;
 }

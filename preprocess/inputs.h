@@ -31,8 +31,10 @@ struct DbInputs {
   std::map<std::string, std::string> options;  // RecordedOptions of the build
   std::vector<InputFile> files;
   std::vector<std::string> class_names;
-  // For sources whose items are files: each split's item names in sample order.
+  // For sources whose items are files: each split's item names in sample order,
   std::map<std::string, std::vector<std::string>> items;
+  // and the samples' payload hashes where the build recorded them (not after --resume).
+  std::map<std::string, std::vector<uint64_t>> payload_hashes;
 };
 
 // The source's input files as they are now (its own list, or the files
@@ -65,10 +67,11 @@ struct InputChanges {
 InputChanges CompareInputs(const DbInputs& old, const Source& source, const BuildOptions& options);
 
 // `source` with each item whose file is unchanged since `old` was built read
-// from `old_db` (decompressed, not decoded) instead of from RAW; the same
-// samples, so the same records and content hash as a fresh build. *reused
-// counts those items. Where the items are not files, or the classes moved,
-// `source` is returned as it is.
+// from `old_db` (its record copied as it is where it holds the sample alone
+// and `old` has the sample's payload hash, else decompressed; never decoded
+// from RAW); the same samples, so the same records and content hash as a
+// fresh build. *reused counts those items. Where the items are not files, or
+// the classes moved, `source` is returned as it is.
 Source ReuseUnchangedItems(Source source, const DbInputs& old, std::shared_ptr<const DbReader> old_db,
                            uint64_t* reused);
 

@@ -21,9 +21,36 @@ Status Inputs(const Schema& schema, const Sample& sample, SampleInput* inputs) {
   return Status::OK();
 }
 
+// Fills sample->fields from `record`, a record holding it alone (Sample::fields_in_record).
+Status DecodeStoredFields(EncodeScratch& s, std::string_view record, Sample* sample) {
+  GRANARY_RETURN_IF_ERROR(s.decoder.Decode(record, &s.decoded).WithContext("a copied record"));
+  if (s.decoded.num_samples != 1) return Status::Corruption("a copied record holds more than its sample");
+  sample->fields.resize(s.decoded.num_fields);
+  sample->shapes.resize(s.decoded.num_fields);
+  for (size_t f = 0; f < s.decoded.num_fields; ++f) {
+    const FieldView& field = s.decoded.sample(0)[f];
+    sample->fields[f].assign(reinterpret_cast<const char*>(field.data), field.bytes);
+    sample->shapes[f] = field.shape;
+  }
+  sample->fields_in_record = false;
+  return Status::OK();
+}
+
 }  // namespace
 
 void EncodeProduced(const Schema& schema, Status status, EncodeScratch& s, Encoded* out) {
+  if (status.ok() && out->sample.fields_in_record && !s.has_dictionary) {
+    // The record is what this build would make of the sample: kept as it is,
+    // its fields decoded only if a block needs them (EncodeBlock).
+    out->payload_bytes += out->sample.stored_payload_bytes;
+    out->payload_hash = out->sample.stored_payload_hash;
+    out->value = std::move(out->sample.stored_record);
+    out->sample.stored_record.clear();
+    return;
+  }
+  if (status.ok() && out->sample.fields_in_record) {
+    status = DecodeStoredFields(s, out->sample.stored_record, &out->sample);
+  }
   s.inputs.resize(1);
   if (status.ok()) status = Inputs(schema, out->sample, &s.inputs[0]);
   if (status.ok()) {
@@ -44,13 +71,26 @@ void EncodeProduced(const Schema& schema, Status status, EncodeScratch& s, Encod
 }
 
 void EncodeItem(const Schema& schema, const SplitSource& split, EncodeScratch& s, Encoded* out) {
-  EncodeProduced(schema, split.Produce(out->index, &out->sample), s, out);
+  const Status produced =
+      s.has_dictionary ? split.Produce(out->index, &out->sample) : split.ProduceStored(out->index, &out->sample);
+  EncodeProduced(schema, produced, s, out);
 }
 
 void EncodeBlock(const Schema& schema, EncodeScratch& s, Block* block) {
   std::vector<Encoded*> accepted;
   for (const EncodedPtr& e : block->items) {
     if (e->reject.empty()) accepted.push_back(e.get());
+  }
+  block->statistics = StatisticsAccumulator(schema);
+  if (accepted.size() > 1 || !block->statistics.empty()) {
+    for (Encoded* e : accepted) {
+      if (!e->sample.fields_in_record) continue;
+      Status st = DecodeStoredFields(s, e->value, &e->sample);
+      if (!st.ok()) {
+        block->error = st.message();
+        return;
+      }
+    }
   }
   if (accepted.size() == 1) {
     block->value = std::move(accepted[0]->value);
@@ -67,7 +107,6 @@ void EncodeBlock(const Schema& schema, EncodeScratch& s, Block* block) {
     Status st = s.encoder.Encode(s.inputs, &block->value, &block->payload_hashes);
     if (!st.ok()) block->error = st.message();
   }
-  block->statistics = StatisticsAccumulator(schema);
   for (Encoded* e : accepted) block->statistics.Add(e->sample.fields);
   for (Encoded* e : accepted) e->sample = Sample();  // the record holds it now
 }

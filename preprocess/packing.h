@@ -49,15 +49,18 @@ inline constexpr uint64_t kMaxBlockPayloadBytes = 64 << 10;
 // Per-thread state of the encode nodes.
 struct EncodeScratch {
   EncodeScratch(const Schema& schema, int level, std::shared_ptr<const CompressionDictionary> dict)
-      : has_dictionary(dict != nullptr), encoder(schema, level, std::move(dict)) {}
+      : has_dictionary(dict != nullptr), encoder(schema, level, std::move(dict)), decoder(schema) {}
   bool has_dictionary;
   RecordEncoder encoder;
   std::vector<SampleInput> inputs;
+  RecordDecoder decoder;  // of stored records (Sample::fields_in_record), which have no dictionary
+  DecodedRecord decoded;
 };
 
 // Encodes out->sample alone, or rejects it with `status` if that is an error.
 void EncodeProduced(const Schema& schema, Status status, EncodeScratch& s, Encoded* out);
-// Produces item out->index of `split` and encodes it alone.
+// Produces item out->index of `split` (as a stored record alone where the
+// source has one and the build has no dictionary) and encodes it alone.
 void EncodeItem(const Schema& schema, const SplitSource& split, EncodeScratch& s, Encoded* out);
 // Encodes the accepted items of `block` as one record, and accumulates their
 // statistics (block->statistics).

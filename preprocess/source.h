@@ -23,6 +23,12 @@ struct Sample {
   // (copied from an old db by `--update`): used as it is where the build has
   // no dictionary, instead of compressing the sample again. Usually empty.
   std::string stored_record;
+  // Only from SplitSource::ProduceStored: the fields were left out, and
+  // stored_record (compressed without a dictionary) holds them, with this
+  // payload hash and size; DecodeStoredFields fills them in where needed.
+  bool fields_in_record = false;
+  uint64_t stored_payload_hash = 0;
+  uint64_t stored_payload_bytes = 0;
 };
 
 class SplitSource {
@@ -35,6 +41,10 @@ class SplitSource {
   // Fills *sample for item `index`. A non-OK status rejects this item only.
   // Thread-safe: called concurrently for different items.
   virtual Status Produce(uint64_t index, Sample* sample) const = 0;
+  // As Produce, but the sample may come as a stored record alone
+  // (Sample::fields_in_record), for a build that uses such records as they
+  // are (one without a dictionary).
+  virtual Status ProduceStored(uint64_t index, Sample* sample) const { return Produce(index, sample); }
   // Bytes of raw input this split came from (for the ratio in the summary).
   virtual uint64_t raw_bytes() const = 0;
 };

@@ -222,6 +222,25 @@ struct SplitReader::Impl {
     return Status::OK();
   }
 
+  // Reads the record holding sample `index` as stored into `value` (the
+  // cache no longer valid): its shard, and the first sample it holds.
+  Status ReadValue(uint64_t index, size_t* shard, uint64_t* first) {
+    size_t record = 0;
+    GRANARY_RETURN_IF_ERROR(Find(index, shard, &record));
+    const ShardIndex& at = (*shard_indexes)[*shard];
+    *first = at.first[record];
+    const size_t bytes = at.bytes[record];
+    cache_valid = false;
+    if (value_capacity < bytes) {
+      value.reset(new char[bytes]);
+      value_capacity = bytes;
+    }
+    Status read = db->files[split_id][*shard].ReadAt(at.offset[record], bytes, value.get());
+    if (!read.ok()) return read.WithContext("reading key " + std::to_string(*first));
+    value_bytes = bytes;
+    return Status::OK();
+  }
+
   // The shard and the position in its index of the record holding `index`:
   // the one with the largest key <= index.
   Status Find(uint64_t index, size_t* shard, size_t* record) {
@@ -268,21 +287,11 @@ Status SplitReader::Read(uint64_t index, const FieldView** fields) {
     *fields = s.cached.sample(index - s.cached_first);
     return Status::OK();
   }
-  size_t shard = 0, record = 0;
-  GRANARY_RETURN_IF_ERROR(s.Find(index, &shard, &record));
-  const ShardIndex& at = (*s.shard_indexes)[shard];
-  const uint64_t first = at.first[record];
-  const size_t bytes = at.bytes[record];
+  size_t shard = 0;
+  uint64_t first = 0;
+  GRANARY_RETURN_IF_ERROR(s.ReadValue(index, &shard, &first));
   const std::string& path = s.split->shards[shard].path;
-  s.cache_valid = false;
-  if (s.value_capacity < bytes) {
-    s.value.reset(new char[bytes]);
-    s.value_capacity = bytes;
-  }
-  Status read = s.db->files[s.split_id][shard].ReadAt(at.offset[record], bytes, s.value.get());
-  if (!read.ok()) return read.WithContext("reading key " + std::to_string(first));
-  s.value_bytes = bytes;
-  Status decoded = s.decoder->Decode(std::string_view(s.value.get(), bytes), &s.cached);
+  Status decoded = s.decoder->Decode(std::string_view(s.value.get(), s.value_bytes), &s.cached);
   if (!decoded.ok()) return decoded.WithContext(path + ", key " + std::to_string(first));
   if (index - first >= s.cached.num_samples) {
     return Status::Corruption(path + ", sample " + std::to_string(index) + ": no record holds it");
@@ -301,6 +310,20 @@ std::string_view SplitReader::StoredRecord() const {
 
 uint32_t SplitReader::StoredRecordSamples() const { return impl_->cache_valid ? impl_->cached.num_samples : 0; }
 
+Status SplitReader::ReadStored(uint64_t index, std::string_view* value, uint32_t* samples, uint64_t* payload_bytes) {
+  Impl& s = *impl_;
+  size_t shard = 0;
+  uint64_t first = 0;
+  GRANARY_RETURN_IF_ERROR(s.ReadValue(index, &shard, &first));
+  *value = std::string_view(s.value.get(), s.value_bytes);
+  Status checked = s.decoder->Check(*value, samples, payload_bytes);
+  if (!checked.ok()) return checked.WithContext(s.split->shards[shard].path + ", key " + std::to_string(first));
+  if (index - first >= *samples) {
+    return Status::Corruption(s.split->shards[shard].path + ", sample " + std::to_string(index) + ": no record holds it");
+  }
+  return Status::OK();
+}
+
 void SplitReader::WillNeed(uint64_t index) {
   Impl& s = *impl_;
   size_t shard = 0, record = 0;
@@ -318,19 +341,30 @@ void SplitReader::Advise(uint64_t first, uint64_t end, Advice advice) {
     const ShardIndex& at = (*s.shard_indexes)[shard];
     const auto& shards = s.split->shards;
     const uint64_t stop = std::min(end, shard + 1 < shards.size() ? shards[shard + 1].first : s.split->count);
-    // Records record .. last hold samples first .. stop - 1; a shard's
-    // records usually lie in key order in its file, but that is not relied on.
-    const size_t last = static_cast<size_t>(std::lower_bound(at.first.begin(), at.first.end(), stop) - at.first.begin()) - 1;
-    uint64_t lo = UINT64_MAX, hi = 0;
+    // Records record .. last hold samples first .. stop - 1.
+    const size_t last =
+        static_cast<size_t>(std::lower_bound(at.first.begin(), at.first.end(), stop) - at.first.begin()) - 1;
+    uint64_t lo = UINT64_MAX, hi = 0, bytes = 0;
     for (size_t r = record; r <= last; ++r) {
       lo = std::min(lo, at.offset[r]);
       hi = std::max(hi, at.offset[r] + at.bytes[r]);
+      bytes += at.bytes[r];
     }
     const ReadOnlyFile& file = s.db->files[s.split_id][shard];
-    if (advice == Advice::kWillNeed) {
-      file.WillNeed(lo, hi - lo);
+    const auto advise = [&](uint64_t offset, uint64_t length) {
+      if (advice == Advice::kWillNeed) {
+        file.WillNeed(offset, length);
+      } else {
+        file.WontNeed(offset, length);
+      }
+    };
+    // A writer appending keys in order (every granary writer) lays the
+    // records out in that order, with a B-tree page here and there; records
+    // scattered over the file (another writer) get a hint each instead.
+    if (hi - lo <= 2 * bytes + (64 << 10)) {
+      advise(lo, hi - lo);
     } else {
-      file.WontNeed(lo, hi - lo);
+      for (size_t r = record; r <= last; ++r) advise(at.offset[r], at.bytes[r]);
     }
     first = stop;
   }

@@ -68,6 +68,12 @@ class SplitReader {
   std::string_view StoredRecord() const;
   uint32_t StoredRecordSamples() const;
 
+  // Reads the record holding sample `index` as stored, its header and
+  // checksum checked but its body not decompressed: *value (valid until the
+  // next read), the samples it holds and their payload bytes. For copying
+  // records from one db to another. Errors as Read's.
+  Status ReadStored(uint64_t index, std::string_view* value, uint32_t* samples, uint64_t* payload_bytes);
+
   // Builds the split's record index now (a walk of every shard's B-tree)
   // rather than on the first Read; errors name the shard file.
   Status LoadIndex();

@@ -44,9 +44,12 @@ struct DbWriterOptions {
   uint64_t max_shard_bytes = 0;
   // A write transaction commits after this many records or bytes, whichever
   // comes first: LMDB holds a transaction's dirty pages in memory, so this
-  // bounds the writer's memory whatever the db size.
+  // bounds the writer's memory whatever the db size. Small enough that those
+  // pages stay in the CPU's caches and, freed at the commit, are reused by
+  // the next transaction (16 MB made an --update 1.2x slower; 1-4 MB were
+  // alike: docs/BENCHMARKS.md).
   size_t records_per_commit = 8192;
-  size_t bytes_per_commit = size_t{16} << 20;
+  size_t bytes_per_commit = size_t{4} << 20;
   // Replace an existing granary db at `path` instead of refusing.
   bool overwrite = false;
   // Files or folders the build reads: InvalidArgument if `path` (or its

@@ -405,6 +405,14 @@ Status RecordDecoder::Decode(std::string_view value, DecodedRecord* out) {
   return Status::OK();
 }
 
+Status RecordDecoder::Check(std::string_view value, uint32_t* samples, uint64_t* payload_bytes) {
+  GRANARY_ASSIGN_OR_RETURN(const RecordHeader h, ParseRecordHeader(value, impl_->schema, impl_->dims_per_sample,
+                                                                   impl_->dictionary != nullptr));
+  *samples = static_cast<uint32_t>(h.num_samples);
+  *payload_bytes = h.payload_bytes;
+  return Status::OK();
+}
+
 size_t RecordOverheadBytes(const Schema& schema, size_t samples) {
   return format::kFixedHeaderBytes + samples * DimTableBytesPerSample(schema) + format::kChecksumBytes;
 }

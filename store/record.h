@@ -86,6 +86,11 @@ class RecordDecoder {
   // header, dim table, body or checksum is inconsistent; never reads past `value`.
   Status Decode(std::string_view value, DecodedRecord* out);
 
+  // Checks `value`'s header and checksum as Decode does, without
+  // decompressing its body: how many samples it holds and their payload
+  // bytes (for copying a record as it is stored).
+  Status Check(std::string_view value, uint32_t* samples, uint64_t* payload_bytes);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -9,13 +9,18 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 import zlib
 
+import xxhash
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.abspath(os.environ.get("GRANARY_BUILD", os.path.join(ROOT, "build")))
 PREP = os.path.join(BUILD, "preprocess/prep")
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import granary_db  # noqa: E402
 
 
 def png(width, height, seed):
@@ -102,6 +107,36 @@ class IncrementalTest(unittest.TestCase):
         fresh = os.path.join(self.tmp, "noise-fresh.db")
         self.assertEqual(updated["content_hash"], build_json(raw, fresh, *flags)[1]["content_hash"])
         self.assertIn("content hash matches", prep("verify", db).stdout)
+
+        # inputs.json holds each sample's payload hash (docs/FORMAT.md), and
+        # the update copies a record with the hash it finds there, without
+        # decompressing it: a forged hash (the manifest made to vouch for it)
+        # shows in the updated db's content hash, and verify names it.
+        with open(os.path.join(db, "inputs.json")) as f:
+            inputs = json.load(f)
+        reader = granary_db.Db(db)
+        for split in ("train", "val"):
+            hex_hashes = inputs["payload_hashes"][split]
+            self.assertEqual(len(hex_hashes), 16 * len(inputs["items"][split]))
+            for i in range(len(reader[split])):
+                content = b"".join(reader[split][i][name].tobytes() for name, _, _ in reader.fields)
+                self.assertEqual(hex_hashes[16 * i:16 * i + 16], f"{xxhash.xxh64_intdigest(content):016x}")
+        inputs["payload_hashes"]["train"] = "0" * 16 + inputs["payload_hashes"]["train"][16:]
+        text = json.dumps(inputs)
+        with open(os.path.join(db, "inputs.json"), "w") as f:
+            f.write(text)
+        with open(os.path.join(db, "manifest.json")) as f:
+            manifest = json.load(f)
+        manifest["build_options"]["inputs_hash"] = f"xxh64:{xxhash.xxh64_intdigest(text.encode()):016x}"
+        with open(os.path.join(db, "manifest.json"), "w") as f:
+            json.dump(manifest, f)
+        self.noise(os.path.join(raw, "c1/8.png"))  # another change, so that the update runs
+        _, forged = build_json(raw, db, *flags, "--update")
+        self.assertNotEqual(forged["content_hash"], build_json(raw, fresh, *flags, "--force")[1]["content_hash"])
+        verified = prep("verify", db, check=False)
+        self.assertNotEqual(verified.returncode, 0)
+        self.assertIn("content hash", verified.stdout + verified.stderr)
+        self.assertNotIn("content hash matches", verified.stdout)
 
     def noise(self, path):
         def chunk(kind, data):
