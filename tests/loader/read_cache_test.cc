@@ -57,7 +57,7 @@ void DropFromCache(const std::string& path) {
   ::close(fd);
 }
 
-// One epoch of a block-shuffled loader over the db at `db_path`, checked
+// One epoch of a block-shuffled loader over `db`, checked
 // against the sampler's order; returns whether it released read pages.
 bool BlockShuffledEpoch(const DbReader& db, ReadCache read_cache) {
   LoaderOptions o;
