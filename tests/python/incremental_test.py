@@ -108,12 +108,21 @@ class IncrementalTest(unittest.TestCase):
         self.assertEqual(updated["content_hash"], build_json(raw, fresh, *flags)[1]["content_hash"])
         self.assertIn("content hash matches", prep("verify", db).stdout)
 
+        # Without the hashes (a build continued with --resume has none), the
+        # copied records are decompressed for them: the same content hash.
+        inputs = self.inputs_of(db)
+        del inputs["payload_hashes"]
+        self.rewrite_inputs(db, inputs)
+        self.noise(os.path.join(raw, "c0/9.png"))
+        _, updated = build_json(raw, db, *flags, "--update")
+        self.assertEqual(updated["reused"], 29)
+        self.assertEqual(updated["content_hash"], build_json(raw, fresh, *flags, "--force")[1]["content_hash"])
+
         # inputs.json holds each sample's payload hash (docs/FORMAT.md), and
         # the update copies a record with the hash it finds there, without
         # decompressing it: a forged hash (the manifest made to vouch for it)
         # shows in the updated db's content hash, and verify names it.
-        with open(os.path.join(db, "inputs.json")) as f:
-            inputs = json.load(f)
+        inputs = self.inputs_of(db)
         reader = granary_db.Db(db)
         for split in ("train", "val"):
             hex_hashes = inputs["payload_hashes"][split]
@@ -122,6 +131,23 @@ class IncrementalTest(unittest.TestCase):
                 content = b"".join(reader[split][i][name].tobytes() for name, _, _ in reader.fields)
                 self.assertEqual(hex_hashes[16 * i:16 * i + 16], f"{xxhash.xxh64_intdigest(content):016x}")
         inputs["payload_hashes"]["train"] = "0" * 16 + inputs["payload_hashes"]["train"][16:]
+        self.rewrite_inputs(db, inputs)
+        self.noise(os.path.join(raw, "c1/8.png"))  # another change, so that the update runs
+        _, forged = build_json(raw, db, *flags, "--update")
+        self.assertNotEqual(forged["content_hash"], build_json(raw, fresh, *flags, "--force")[1]["content_hash"])
+        verified = prep("verify", db, check=False)
+        self.assertNotEqual(verified.returncode, 0)
+        self.assertIn("content hash", verified.stdout + verified.stderr)
+        self.assertNotIn("content hash matches", verified.stdout)
+
+    @staticmethod
+    def inputs_of(db):
+        with open(os.path.join(db, "inputs.json")) as f:
+            return json.load(f)
+
+    @staticmethod
+    def rewrite_inputs(db, inputs):
+        """Replaces db's inputs.json, with its manifest made to vouch for the new one."""
         text = json.dumps(inputs)
         with open(os.path.join(db, "inputs.json"), "w") as f:
             f.write(text)
@@ -130,13 +156,6 @@ class IncrementalTest(unittest.TestCase):
         manifest["build_options"]["inputs_hash"] = f"xxh64:{xxhash.xxh64_intdigest(text.encode()):016x}"
         with open(os.path.join(db, "manifest.json"), "w") as f:
             json.dump(manifest, f)
-        self.noise(os.path.join(raw, "c1/8.png"))  # another change, so that the update runs
-        _, forged = build_json(raw, db, *flags, "--update")
-        self.assertNotEqual(forged["content_hash"], build_json(raw, fresh, *flags, "--force")[1]["content_hash"])
-        verified = prep("verify", db, check=False)
-        self.assertNotEqual(verified.returncode, 0)
-        self.assertIn("content hash", verified.stdout + verified.stderr)
-        self.assertNotIn("content hash matches", verified.stdout)
 
     def noise(self, path):
         def chunk(kind, data):
