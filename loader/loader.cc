@@ -388,7 +388,7 @@ struct Loader::Impl {
       // will fill while decoding this one (a no-op when the db is cached).
       const uint64_t ahead = first + options.batch_size * static_cast<uint64_t>(options.threads);
       for (uint64_t i = ahead; i < std::min<uint64_t>(ahead + options.batch_size, indices.size()); ++i) {
-        readers[worker]->WillNeed(indices[i]);
+        readers[worker]->Advise(indices[i], indices[i] + 1, SplitReader::Advice::kWillNeed);
       }
     }
     const FieldView* fields = nullptr;

@@ -48,30 +48,16 @@ class ReusingSplit : public SplitSource {
 
   Status Produce(uint64_t index, Sample* sample) const override {
     if (old_index_[index] >= 0 && CopyOld(static_cast<uint64_t>(old_index_[index]), sample)) return Status::OK();
-    sample->stored_record.clear();
     return inner_->Produce(index, sample);
   }
 
-  // The old record as it is, where it holds the sample alone, has no
-  // dictionary and the sample's payload hash is known: neither decompressed
-  // nor copied into fields.
+  // The old record as it is where it holds the sample alone and the old db
+  // has no dictionary: what this build (no dictionary, the same options:
+  // codec and level) would make of the sample again.
   Status ProduceStored(uint64_t index, Sample* sample) const override {
     const int64_t old = old_index_[index];
-    if (old >= 0 && static_cast<uint64_t>(old) < old_hashes_.size() && old_db_->manifest().dictionary_path.empty()) {
-      SplitReader* reader = Reader();
-      std::string_view value;
-      uint32_t samples = 0;
-      uint64_t payload_bytes = 0;
-      if (reader != nullptr && reader->ReadStored(static_cast<uint64_t>(old), &value, &samples, &payload_bytes).ok() &&
-          samples == 1) {
-        sample->fields.clear();
-        sample->shapes.clear();
-        sample->stored_record.assign(value);
-        sample->fields_in_record = true;
-        sample->stored_payload_hash = old_hashes_[static_cast<uint64_t>(old)];
-        sample->stored_payload_bytes = payload_bytes;
-        return Status::OK();
-      }
+    if (old >= 0 && old_db_->manifest().dictionary_path.empty() && CopyStored(static_cast<uint64_t>(old), sample)) {
+      return Status::OK();
     }
     return Produce(index, sample);
   }
@@ -100,14 +86,38 @@ class ReusingSplit : public SplitSource {
       sample->fields[f].assign(reinterpret_cast<const char*>(fields[f].data), fields[f].bytes);
       sample->shapes[f] = fields[f].shape;
     }
-    // A record of this sample alone, compressed without a dictionary, is what
-    // the build would make of it again (same codec and level: the options
-    // match): it is kept rather than compressed anew.
-    if (reader->StoredRecordSamples() == 1 && old_db_->manifest().dictionary_path.empty()) {
-      sample->stored_record.assign(reader->StoredRecord());
+    return true;
+  }
+
+  // The old sample as its record (Sample::fields_in_record), where that
+  // record holds it alone; false (CopyOld instead) otherwise. With the
+  // sample's payload hash from inputs.json the record is not decompressed;
+  // without it (a db built with --resume), it is, for the hash.
+  bool CopyStored(uint64_t old, Sample* sample) const {
+    SplitReader* reader = Reader();
+    if (reader == nullptr) return false;
+    std::string_view value;
+    uint32_t samples = 0;
+    uint64_t payload_bytes = 0, hash = 0;
+    if (old < old_hashes_.size()) {
+      if (!reader->ReadStored(old, &value, &samples, &payload_bytes).ok()) return false;
+      hash = old_hashes_[old];
     } else {
-      sample->stored_record.clear();
+      const FieldView* fields = nullptr;
+      if (!reader->Read(old, &fields).ok()) return false;
+      value = reader->StoredRecord();
+      samples = reader->StoredRecordSamples();
+      const size_t n = old_db_->schema().fields.size();
+      for (size_t f = 0; f < n; ++f) payload_bytes += fields[f].bytes;
+      hash = SamplePayloadHash(fields, n);
     }
+    if (samples != 1) return false;
+    sample->fields.clear();
+    sample->shapes.clear();
+    sample->fields_in_record = true;
+    sample->stored_record.assign(value);
+    sample->stored_payload_hash = hash;
+    sample->stored_payload_bytes = payload_bytes;
     return true;
   }
 

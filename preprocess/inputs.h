@@ -67,9 +67,9 @@ struct InputChanges {
 InputChanges CompareInputs(const DbInputs& old, const Source& source, const BuildOptions& options);
 
 // `source` with each item whose file is unchanged since `old` was built read
-// from `old_db` (its record copied as it is where it holds the sample alone
-// and `old` has the sample's payload hash, else decompressed; never decoded
-// from RAW); the same samples, so the same records and content hash as a
+// from `old_db` (its record copied as it is where it holds the sample alone,
+// decompressed only where `old` lacks the sample's payload hash; never
+// decoded from RAW); the same samples, so the same records and content hash as a
 // fresh build. *reused counts those items. Where the items are not files, or
 // the classes moved, `source` is returned as it is.
 Source ReuseUnchangedItems(Source source, const DbInputs& old, std::shared_ptr<const DbReader> old_db,

@@ -50,18 +50,13 @@ void EncodeProduced(const Schema& schema, Status status, EncodeScratch& s, Encod
   }
   if (status.ok() && out->sample.fields_in_record) {
     status = DecodeStoredFields(s, out->sample.stored_record, &out->sample);
+    out->sample.stored_record.clear();
   }
   s.inputs.resize(1);
   if (status.ok()) status = Inputs(schema, out->sample, &s.inputs[0]);
   if (status.ok()) {
     for (const std::string& f : out->sample.fields) out->payload_bytes += f.size();
-    if (!out->sample.stored_record.empty() && !s.has_dictionary) {
-      out->value = std::move(out->sample.stored_record);
-      out->payload_hash = SamplePayloadHash(out->sample.fields);
-    } else {
-      status = s.encoder.EncodeOne(s.inputs[0], &out->value, &out->payload_hash);
-    }
-    out->sample.stored_record.clear();
+    status = s.encoder.EncodeOne(s.inputs[0], &out->value, &out->payload_hash);
   }
   if (!status.ok()) {
     out->value.clear();

@@ -19,14 +19,13 @@ namespace granary {
 struct Sample {
   std::vector<std::string> fields;
   std::vector<Shape> shapes;
-  // A record that holds exactly this sample as this build would encode it
-  // (copied from an old db by `--update`): used as it is where the build has
-  // no dictionary, instead of compressing the sample again. Usually empty.
-  std::string stored_record;
-  // Only from SplitSource::ProduceStored: the fields were left out, and
-  // stored_record (compressed without a dictionary) holds them, with this
-  // payload hash and size; DecodeStoredFields fills them in where needed.
+  // Only from SplitSource::ProduceStored: no fields, but a record that holds
+  // this sample alone as a build without a dictionary would encode it
+  // (copied from an old db by `--update`), with the sample's payload hash and
+  // size. The build writes the record as it is, and decodes the fields only
+  // where it needs them.
   bool fields_in_record = false;
+  std::string stored_record;
   uint64_t stored_payload_hash = 0;
   uint64_t stored_payload_bytes = 0;
 };

@@ -324,14 +324,6 @@ Status SplitReader::ReadStored(uint64_t index, std::string_view* value, uint32_t
   return Status::OK();
 }
 
-void SplitReader::WillNeed(uint64_t index) {
-  Impl& s = *impl_;
-  size_t shard = 0, record = 0;
-  if (!s.Find(index, &shard, &record).ok()) return;  // Read reports it
-  const ShardIndex& at = (*s.shard_indexes)[shard];
-  s.db->files[s.split_id][shard].WillNeed(at.offset[record], at.bytes[record]);
-}
-
 void SplitReader::Advise(uint64_t first, uint64_t end, Advice advice) {
   Impl& s = *impl_;
   end = std::min(end, s.split->count);

@@ -78,11 +78,6 @@ class SplitReader {
   // rather than on the first Read; errors name the shard file.
   Status LoadIndex();
 
-  // Hints the kernel that sample `index` will be read soon
-  // (POSIX_FADV_WILLNEED on its record's bytes); errors are ignored, Read
-  // reports them.
-  void WillNeed(uint64_t index);
-
   // Hints the kernel about samples [first, end) (clamped to the split): one
   // hint per shard they lie in, on the bytes of the records holding them.
   // kWillNeed: they will be read soon (one large read instead of one per

@@ -426,15 +426,18 @@ uint64_t SamplePayloadHash(const std::vector<std::string>& fields) {
   return hash;
 }
 
-uint64_t SamplePayloadHash(const DecodedRecord& record, size_t s) {
-  const FieldView* fields = record.sample(s);
+uint64_t SamplePayloadHash(const FieldView* fields, size_t num_fields) {
   size_t bytes = 0;
-  for (size_t i = 0; i < record.num_fields; ++i) {
+  for (size_t i = 0; i < num_fields; ++i) {
     // Invariant: a sample's fields are contiguous in the payload.
     assert(i == 0 || fields[i].data == fields[i - 1].data + fields[i - 1].bytes);
     bytes += fields[i].bytes;
   }
-  return XXH64(record.num_fields > 0 ? fields[0].data : nullptr, bytes, format::kChecksumSeed);
+  return XXH64(num_fields > 0 ? fields[0].data : nullptr, bytes, format::kChecksumSeed);
+}
+
+uint64_t SamplePayloadHash(const DecodedRecord& record, size_t s) {
+  return SamplePayloadHash(record.sample(s), record.num_fields);
 }
 
 }  // namespace granary

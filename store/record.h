@@ -129,6 +129,8 @@ StatusOr<std::string> TrainDictionary(const std::string& samples, const std::vec
 // XXH64 of sample `s`'s uncompressed bytes (its fields in order): what content
 // hashes are made of, independent of codec, level, blocking and sharding.
 uint64_t SamplePayloadHash(const DecodedRecord& record, size_t s);
+// The same of a decoded sample's `num_fields` fields (SplitReader::Read's).
+uint64_t SamplePayloadHash(const FieldView* fields, size_t num_fields);
 // The same of a sample's fields (schema order) held apart.
 uint64_t SamplePayloadHash(const std::vector<std::string>& fields);
 

@@ -464,7 +464,7 @@ TEST(Db, RecordsOfAnySizeReadBackInAnyOrder) {
   const FieldView* f = nullptr;
   for (uint64_t k = 0; k < n; ++k) {
     const uint64_t i = (k * 101 + 17) % n;  // 101 is prime to n: a permutation
-    reader.value()->WillNeed((i * 7) % n);
+    reader.value()->Advise((i * 7) % n, (i * 7) % n + 1, SplitReader::Advice::kWillNeed);
     ASSERT_TRUE(reader.value()->Read(i, &f).ok()) << i;
     ASSERT_EQ(f[0].shape, Shape{static_cast<int64_t>(size_of(i))}) << i;
     size_t wrong = 0;
@@ -474,7 +474,7 @@ TEST(Db, RecordsOfAnySizeReadBackInAnyOrder) {
     std::memcpy(&label, f[1].data, 8);
     EXPECT_EQ(label, static_cast<int64_t>(i));
   }
-  reader.value()->WillNeed(n + 5);  // out of range: a no-op
+  reader.value()->Advise(n + 5, n + 6, SplitReader::Advice::kWillNeed);  // out of range: a no-op
   EXPECT_EQ(reader.value()->Read(n, &f).code(), Status::Code::kNotFound);
 }
 
