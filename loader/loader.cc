@@ -1,207 +1,25 @@
 #include "loader/loader.h"
 
-#include <sched.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cassert>
-#include <cerrno>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <thread>
 
 #include "base/mutex.h"
+#include "loader/batch_options.h"
 #include "loader/pixels.h"
 
 namespace granary {
-
-int UsableCpuCount() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
-}
-
 namespace {
 
-// The number a cgroup limit file holds; UINT64_MAX where the file is
-// absent, says "max" (v2: no limit) or holds no number.
-uint64_t LimitIn(const std::string& path) {
-  std::ifstream in(path);
-  std::string text;
-  if (!(in >> text)) return UINT64_MAX;
-  errno = 0;
-  char* end = nullptr;
-  const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
-  if (end == text.c_str() || *end != '\0' || errno != 0) return UINT64_MAX;
-  return value;
-}
-
-// The smallest `file` limit of cgroup `path` under `dir` and of the cgroups above it.
-uint64_t LimitOnTheWayUp(const std::string& dir, std::string path, const char* file) {
-  uint64_t limit = UINT64_MAX;
-  for (;;) {
-    limit = std::min(limit, LimitIn(dir + path + "/" + file));
-    const size_t slash = path.rfind('/');
-    if (slash == std::string::npos || path == "/") return limit;
-    path.resize(slash);
-  }
-}
-
-}  // namespace
-
-uint64_t MemoryLimitBytes(const std::string& cgroup_root) {
-  uint64_t limit = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  std::ifstream cgroups("/proc/self/cgroup");
-  for (std::string line; std::getline(cgroups, line);) {
-    // "hierarchy:controllers:path", v2's hierarchy being "0::path".
-    const size_t a = line.find(':');
-    const size_t b = a == std::string::npos ? a : line.find(':', a + 1);
-    if (b == std::string::npos) continue;
-    const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
-    const std::string path = line.substr(b + 1);
-    if (controllers == ",,") {
-      limit = std::min(limit, LimitOnTheWayUp(cgroup_root, path, "memory.max"));
-      limit = std::min(limit, LimitOnTheWayUp(cgroup_root + "/unified", path, "memory.max"));
-    } else if (controllers.find(",memory,") != std::string::npos) {
-      limit = std::min(limit, LimitOnTheWayUp(cgroup_root + "/memory", path, "memory.limit_in_bytes"));
-    }
-  }
-  return limit;
-}
-
-namespace {
-
+// One of the prefetched batches: filled by a worker, taken by Next().
 struct Slot {
   bool ready = false;
   Status status;
   Batch batch;
 };
-
-// What a batch is made of: its two fields, their types, and the input's
-// shape as stored, as converted (CHW for an image stored HWC) and as batched
-// (HWC again with channels_last).
-struct BatchGeometry {
-  int input_index = 0, target_index = 0;
-  DType input_dtype = DType::kUInt8, target_dtype = DType::kInt64;
-  Shape field_shape, sample_shape, batch_shape;
-  bool hwc = false;
-  size_t sample_elements = 0;
-};
-
-// How values are normalised: fused into the conversion (one mean and std for
-// every value), or per channel (augmentation, per-channel statistics).
-struct Normalisation {
-  bool fused = true;
-  std::vector<float> means, inv_stds;  // per channel, when not fused
-};
-
-// The options' bounds (loader.h), before anything is opened.
-Status CheckBounds(const LoaderOptions& options) {
-  if (options.batch_size == 0 || options.batch_size > kMaxLoaderBatch) {
-    return Status::InvalidArgument("batch size " + std::to_string(options.batch_size) + ": must be in 1.." +
-                                   std::to_string(kMaxLoaderBatch));
-  }
-  const int max_threads = kLoaderThreadsPerCore * UsableCpuCount();
-  if (options.threads < 1 || options.threads > max_threads) {
-    return Status::InvalidArgument("loader threads " + std::to_string(options.threads) + ": must be in 1.." +
-                                   std::to_string(max_threads) + " (" + std::to_string(kLoaderThreadsPerCore) +
-                                   " x the CPUs this process may use)");
-  }
-  if (options.prefetch < 1 || options.prefetch > kMaxLoaderPrefetch) {
-    return Status::InvalidArgument("prefetch " + std::to_string(options.prefetch) + ": must be in 1.." +
-                                   std::to_string(kMaxLoaderPrefetch));
-  }
-  if (!(options.stddev > 0)) return Status::InvalidArgument("normalisation stddev must be > 0");
-  return Status::OK();
-}
-
-StatusOr<BatchGeometry> ResolveGeometry(const DbReader& db, const LoaderOptions& options) {
-  BatchGeometry g;
-  const Schema& schema = db.schema();
-  g.input_index = schema.FieldIndex(options.input_field);
-  g.target_index = schema.FieldIndex(options.target_field);
-  if (g.input_index < 0) return Status::InvalidArgument(db.path() + ": no field '" + options.input_field + "'");
-  if (g.target_index < 0) return Status::InvalidArgument(db.path() + ": no field '" + options.target_field + "'");
-  const FieldSpec& input = schema.fields[g.input_index];
-  const FieldSpec& target = schema.fields[g.target_index];
-  if (input.HasVariableDims()) {
-    return Status::InvalidArgument("field '" + input.name + "' has variable dims; batching needs a fixed shape");
-  }
-  if (!target.shape.empty() || target.dtype == DType::kFloat32 || target.dtype == DType::kFloat64) {
-    return Status::InvalidArgument("field '" + target.name + "' must be an integer scalar to serve as a target");
-  }
-  g.input_dtype = input.dtype;
-  g.target_dtype = target.dtype;
-  g.field_shape = input.shape;
-  g.sample_shape = input.shape;
-  if (input.layout == "HWC") {
-    if (input.dtype != DType::kUInt8) return Status::InvalidArgument("HWC field '" + input.name + "' must be uint8");
-    g.hwc = true;
-    g.sample_shape = {input.shape[2], input.shape[0], input.shape[1]};
-  }
-  g.sample_elements = static_cast<size_t>(input.FixedElements());
-  g.batch_shape = g.sample_shape;
-  if (options.channels_last) {
-    if (g.sample_shape.size() != 3) {
-      return Status::InvalidArgument("channels_last needs a C x H x W input, field '" + input.name + "' has shape " +
-                                     ShapeToString(input.shape));
-    }
-    g.batch_shape = {g.sample_shape[1], g.sample_shape[2], g.sample_shape[0]};
-  }
-  if (options.uint8_batches && (input.dtype != DType::kUInt8 || options.augment.random_resized_crop)) {
-    return Status::InvalidArgument("uint8 batches need a uint8 field and no random-resized crop");
-  }
-  return g;
-}
-
-// The prefetch slots hold `prefetch` batches at once: refuse what cannot fit.
-Status CheckPrefetchFits(const LoaderOptions& options, size_t sample_elements) {
-  const double batches_bytes = static_cast<double>(options.prefetch) * static_cast<double>(options.batch_size) *
-                               static_cast<double>(sample_elements) * sizeof(float);
-  const double memory_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
-  if (batches_bytes <= memory_bytes / 2) return Status::OK();
-  char text[160];
-  std::snprintf(text, sizeof(text), "prefetch %d x batch %zu: %.1f GiB of batches, more than half of this "
-                "machine's %.1f GiB", options.prefetch, options.batch_size, batches_bytes / (1 << 30),
-                memory_bytes / (1 << 30));
-  return Status::InvalidArgument(text);
-}
-
-StatusOr<Normalisation> ResolveNormalisation(const LoaderOptions& options, const BatchGeometry& g) {
-  Normalisation n;
-  const bool per_channel = !options.channel_mean.empty() || !options.channel_std.empty();
-  if (g.sample_shape.size() != 3 && (options.mean != 0.0f || options.stddev != 1.0f || per_channel)) {
-    return Status::InvalidArgument("normalisation is for images (C x H x W): field '" + options.input_field +
-                                   "' has shape " + ShapeToString(g.field_shape) + " (features are given raw)");
-  }
-  if (!options.augment.any() && !per_channel) return n;
-  if (g.sample_shape.size() != 3) {
-    return Status::InvalidArgument("augmentation and per-channel normalisation need a C x H x W input, field '" +
-                                   options.input_field + "' has shape " + ShapeToString(g.field_shape));
-  }
-  const size_t c = static_cast<size_t>(g.sample_shape[0]);
-  if ((!options.channel_mean.empty() && options.channel_mean.size() != c) ||
-      (!options.channel_std.empty() && options.channel_std.size() != c)) {
-    return Status::InvalidArgument("per-channel mean/std need " + std::to_string(c) + " values");
-  }
-  for (float v : options.channel_std) {
-    if (!(v > 0)) return Status::InvalidArgument("per-channel std must be > 0");
-  }
-  if (options.augment.crop_padding < 0 || !(options.augment.min_scale > 0 && options.augment.min_scale <= 1)) {
-    return Status::InvalidArgument("crop padding must be >= 0 and the random-resized-crop scale in (0, 1]");
-  }
-  n.fused = false;
-  for (size_t ch = 0; ch < c; ++ch) {
-    n.means.push_back(options.channel_mean.empty() ? options.mean : options.channel_mean[ch]);
-    n.inv_stds.push_back(1.0f / (options.channel_std.empty() ? options.stddev : options.channel_std[ch]));
-  }
-  return n;
-}
 
 }  // namespace
 

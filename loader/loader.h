@@ -14,6 +14,7 @@
 
 #include "base/status.h"
 #include "loader/augment.h"
+#include "loader/machine.h"
 #include "loader/sampler.h"
 #include "store/db.h"
 
@@ -31,16 +32,6 @@ inline const std::vector<float> kImageNetStd = {0.229f, 0.224f, 0.225f};
 inline constexpr int kLoaderThreadsPerCore = 4;
 inline constexpr int kMaxLoaderPrefetch = 256;       // batches prepared ahead
 inline constexpr size_t kMaxLoaderBatch = 1 << 20;   // samples per batch
-
-// The CPUs this process may run on (sched_getaffinity), at least 1.
-int UsableCpuCount();
-
-// The memory this process may use: the machine's (MemTotal), or less where
-// a memory cgroup limit of its cgroup or one above it says so (v1
-// memory.limit_in_bytes, v2 memory.max; the page cache counts against
-// both). `cgroup_root`: where the cgroup file systems are mounted (v1's
-// memory controller at <root>/memory, v2 at <root> or <root>/unified).
-uint64_t MemoryLimitBytes(const std::string& cgroup_root = "/sys/fs/cgroup");
 
 // Whether the loader drops what it has read from the page cache. Block
 // shuffling reads a split window by window (sampler.h); where the split is
