@@ -14,6 +14,7 @@
 
 #include "base/file.h"
 #include "base/json_text.h"
+#include "preprocess/packing.h"
 #include "store/db.h"
 #include "store/manifest.h"
 
@@ -79,13 +80,7 @@ class ReusingSplit : public SplitSource {
     if (reader == nullptr) return false;
     const FieldView* fields = nullptr;
     if (!reader->Read(old, &fields).ok()) return false;
-    const size_t n = old_db_->schema().fields.size();
-    sample->fields.resize(n);
-    sample->shapes.resize(n);
-    for (size_t f = 0; f < n; ++f) {
-      sample->fields[f].assign(reinterpret_cast<const char*>(fields[f].data), fields[f].bytes);
-      sample->shapes[f] = fields[f].shape;
-    }
+    CopyDecodedFields(fields, old_db_->schema().fields.size(), sample);
     return true;
   }
 

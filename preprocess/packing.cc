@@ -25,18 +25,21 @@ Status Inputs(const Schema& schema, const Sample& sample, SampleInput* inputs) {
 Status DecodeStoredFields(EncodeScratch& s, std::string_view record, Sample* sample) {
   GRANARY_RETURN_IF_ERROR(s.decoder.Decode(record, &s.decoded).WithContext("a copied record"));
   if (s.decoded.num_samples != 1) return Status::Corruption("a copied record holds more than its sample");
-  sample->fields.resize(s.decoded.num_fields);
-  sample->shapes.resize(s.decoded.num_fields);
-  for (size_t f = 0; f < s.decoded.num_fields; ++f) {
-    const FieldView& field = s.decoded.sample(0)[f];
-    sample->fields[f].assign(reinterpret_cast<const char*>(field.data), field.bytes);
-    sample->shapes[f] = field.shape;
-  }
+  CopyDecodedFields(s.decoded.sample(0), s.decoded.num_fields, sample);
   sample->fields_in_record = false;
   return Status::OK();
 }
 
 }  // namespace
+
+void CopyDecodedFields(const FieldView* fields, size_t n, Sample* sample) {
+  sample->fields.resize(n);
+  sample->shapes.resize(n);
+  for (size_t f = 0; f < n; ++f) {
+    sample->fields[f].assign(reinterpret_cast<const char*>(fields[f].data), fields[f].bytes);
+    sample->shapes[f] = fields[f].shape;
+  }
+}
 
 void EncodeProduced(const Schema& schema, Status status, EncodeScratch& s, Encoded* out) {
   if (status.ok() && out->sample.fields_in_record && !s.has_dictionary) {

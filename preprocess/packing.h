@@ -57,6 +57,9 @@ struct EncodeScratch {
   DecodedRecord decoded;
 };
 
+// Sets sample->fields and ->shapes to copies of the `n` decoded `fields`.
+void CopyDecodedFields(const FieldView* fields, size_t n, Sample* sample);
+
 // Encodes out->sample alone, or rejects it with `status` if that is an error.
 void EncodeProduced(const Schema& schema, Status status, EncodeScratch& s, Encoded* out);
 // Produces item out->index of `split` (as a stored record alone where the
