@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -289,17 +290,25 @@ Status DirectoryLock::TryLock(const std::string& path) {
 
 ReadOnlyFile::~ReadOnlyFile() {
   if (fd_ >= 0) ::close(fd_);
+  if (direct_fd_ >= 0) ::close(direct_fd_);
 }
 
 ReadOnlyFile::ReadOnlyFile(ReadOnlyFile&& other) noexcept
-    : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)), size_bytes_(other.size_bytes_) {}
+    : path_(std::move(other.path_)),
+      fd_(std::exchange(other.fd_, -1)),
+      size_bytes_(other.size_bytes_),
+      mtime_ns_(other.mtime_ns_),
+      direct_fd_(other.direct_fd_.exchange(-1)) {}
 
 ReadOnlyFile& ReadOnlyFile::operator=(ReadOnlyFile&& other) noexcept {
   if (this != &other) {
     if (fd_ >= 0) ::close(fd_);
+    if (direct_fd_ >= 0) ::close(direct_fd_);
     path_ = std::move(other.path_);
     fd_ = std::exchange(other.fd_, -1);
     size_bytes_ = other.size_bytes_;
+    mtime_ns_ = other.mtime_ns_;
+    direct_fd_ = other.direct_fd_.exchange(-1);
   }
   return *this;
 }
@@ -319,6 +328,7 @@ Status ReadOnlyFile::Open(const std::string& path) {
     return Status::InvalidArgument(path + ": is " + FileTypeName(st.st_mode) + ", not a regular file");
   }
   if (fd_ >= 0) ::close(fd_);
+  if (direct_fd_ >= 0) ::close(direct_fd_.exchange(-1));
   fd_ = fd;
   path_ = path;
   size_bytes_ = static_cast<uint64_t>(st.st_size);
@@ -355,6 +365,75 @@ Status ReadOnlyFile::ReadAt(uint64_t offset, size_t bytes, char* dst) const {
 
 void ReadOnlyFile::WillNeed(uint64_t offset, size_t bytes) const {
   ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(bytes), POSIX_FADV_WILLNEED);
+}
+
+DirectRead::~DirectRead() {
+  if (buffer_ != nullptr) ::munmap(buffer_, capacity_);
+}
+
+DirectRead::DirectRead(DirectRead&& other) noexcept
+    : buffer_(std::exchange(other.buffer_, nullptr)),
+      capacity_(std::exchange(other.capacity_, 0)),
+      first_(other.first_),
+      size_(std::exchange(other.size_, 0)) {}
+
+DirectRead& DirectRead::operator=(DirectRead&& other) noexcept {
+  if (this != &other) {
+    if (buffer_ != nullptr) ::munmap(buffer_, capacity_);
+    buffer_ = std::exchange(other.buffer_, nullptr);
+    capacity_ = std::exchange(other.capacity_, 0);
+    first_ = other.first_;
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+Status ReadOnlyFile::ReadDirect(uint64_t offset, size_t bytes, DirectRead* out) const {
+  int fd = direct_fd_.load();
+  if (fd < 0) {
+    // The same file as fd_ (one renamed over its path since is not read).
+    const std::string self = "/proc/self/fd/" + std::to_string(fd_);
+    fd = ::open(self.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+    if (fd < 0) return Status::IOError(path_, "open for direct I/O", errno);
+    int expected = -1;
+    if (!direct_fd_.compare_exchange_strong(expected, fd)) {  // another thread opened it first
+      ::close(fd);
+      fd = expected;
+    }
+  }
+  constexpr uint64_t kAlign = DirectRead::kAlignment;
+  const uint64_t first = offset / kAlign * kAlign;
+  const uint64_t end = (offset + bytes + kAlign - 1) / kAlign * kAlign;
+  const size_t length = static_cast<size_t>(end - first);
+  DirectRead& read = *out;
+  read.size_ = 0;
+  if (read.capacity_ < length) {
+    read = DirectRead();
+    void* pages = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (pages == MAP_FAILED) return Status::IOError(path_, "map " + std::to_string(length) + " bytes to read into", errno);
+    read.buffer_ = static_cast<char*>(pages);
+    read.capacity_ = length;
+  }
+  size_t done = 0;
+  while (done < length) {
+    const ssize_t n = ::pread(fd, read.buffer_ + done, length - done, static_cast<off_t>(first + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::IOError(path_, "direct read of " + std::to_string(length) + " bytes at " + std::to_string(first),
+                             errno);
+    }
+    if (n == 0) break;  // the file's end, in the last page
+    done += static_cast<size_t>(n);
+    if (done % kAlign != 0) break;  // only the file's end leaves a partial page
+  }
+  read.first_ = first;
+  read.size_ = done;
+  if (!read.Holds(offset, bytes)) {
+    read.size_ = 0;
+    return Status::Corruption(path_ + ": ends before byte " + std::to_string(offset + bytes) + " (a direct read of " +
+                              std::to_string(length) + " bytes at " + std::to_string(first) + ")");
+  }
+  return Status::OK();
 }
 
 void ReadOnlyFile::WontNeed(uint64_t offset, size_t bytes) const {

@@ -2,6 +2,7 @@
 // positioned reads, and an exclusive lock on a directory. Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -97,6 +98,33 @@ class DirectoryLock {
   int fd_ = -1;
 };
 
+// Bytes of a file read with direct I/O: file bytes [first, first + size) at
+// data(), in pages of their own (mapped for it, unmapped on destruction, so
+// memory read this way goes back to the system as it is freed).
+class DirectRead {
+ public:
+  static constexpr size_t kAlignment = 4096;  // of offsets, lengths and buffers: every device's block size divides it
+  DirectRead() = default;
+  ~DirectRead();
+  DirectRead(DirectRead&& other) noexcept;
+  DirectRead& operator=(DirectRead&& other) noexcept;
+  DirectRead(const DirectRead&) = delete;
+  DirectRead& operator=(const DirectRead&) = delete;
+
+  const char* data() const { return buffer_; }
+  uint64_t first() const { return first_; }
+  size_t size() const { return size_; }
+  // Whether it holds file bytes [offset, offset + bytes).
+  bool Holds(uint64_t offset, size_t bytes) const { return offset >= first_ && offset + bytes <= first_ + size_; }
+
+ private:
+  friend class ReadOnlyFile;
+  char* buffer_ = nullptr;
+  size_t capacity_ = 0;  // bytes mapped at buffer_
+  uint64_t first_ = 0;
+  size_t size_ = 0;
+};
+
 // A file opened read-only for positioned reads, which any number of threads
 // may issue at once. Closes the file on destruction.
 class ReadOnlyFile {
@@ -120,6 +148,14 @@ class ReadOnlyFile {
   // leave the page cache (for every process reading the file); a hint,
   // failures ignored.
   void WontNeed(uint64_t offset, size_t bytes) const;
+  // Reads at least [offset, offset + bytes) around the page cache (O_DIRECT,
+  // through a second descriptor of the same file, opened on first use), for
+  // large reads the page cache should neither keep nor be made to drop:
+  // whole pages into *out's buffer, mapped anew only where it is too small
+  // (reuse one: unmapping costs every core a TLB flush). IOError naming the
+  // file where its file system has no direct I/O (tmpfs before Linux 6.6),
+  // Corruption if the file ends first; *out then holds nothing.
+  Status ReadDirect(uint64_t offset, size_t bytes, DirectRead* out) const;
   const std::string& path() const { return path_; }
   // The file's size when it was opened.
   uint64_t size_bytes() const { return size_bytes_; }
@@ -133,6 +169,7 @@ class ReadOnlyFile {
   int fd_ = -1;
   uint64_t size_bytes_ = 0;
   int64_t mtime_ns_ = 0;
+  mutable std::atomic<int> direct_fd_{-1};  // O_DIRECT, opened by the first ReadDirect
 };
 
 }  // namespace granary

@@ -7,9 +7,11 @@
 #include <map>
 #include <thread>
 
+#include "base/file.h"
 #include "base/mutex.h"
 #include "loader/batch_options.h"
 #include "loader/pixels.h"
+#include "loader/window_stager.h"
 
 namespace granary {
 namespace {
@@ -44,6 +46,10 @@ struct Loader::Impl {
   uint64_t window_positions = 0;
   bool release_read_pages = false;
   uint64_t release_lag_windows = 0;
+  // Where windows leave the page cache and one rank reads the split (no
+  // other rank of the node shares its pages), the next window's chunks are
+  // read around it, on a thread of their own, while this one is decoded.
+  std::unique_ptr<WindowStager> stager;
   std::vector<std::vector<float>> scratch;  // per worker, for augmentation
   std::vector<std::unique_ptr<SplitReader>> readers;  // one per worker
 
@@ -156,30 +162,43 @@ struct Loader::Impl {
   }
 
   // Block shuffling reads a window of whole chunks in random order, then the
-  // next window (sampler.h). The worker whose batch starts a window asks the
-  // kernel for the next window's chunks, each whole: a few large reads, done
-  // while this window is decoded, instead of a small one per record. With
-  // release_read_pages it drops the chunks of the window release_lag_windows
-  // back, so the page cache never fills and the kernel never has to reclaim.
+  // next window (sampler.h). The worker whose batch starts a window has the
+  // next window's chunks read ahead, each whole: a few large reads, done
+  // while this window is decoded, instead of a small one per record. They
+  // are staged (read around the page cache) where there is a stager, else
+  // the kernel is asked for them. With release_read_pages it drops the
+  // chunks of the window release_lag_windows back from the page cache (those
+  // read through it), so it never fills and the kernel never has to reclaim.
   void AdviseWindows(SplitReader& reader, const std::vector<uint64_t>& indices, uint64_t first, size_t size) const {
     const uint64_t window = window_positions;
     const uint64_t chunk = options.sampler.block_samples;
     // The chunks of positions [from, from + window) of `indices`, each once.
-    const auto advise = [&](uint64_t from, SplitReader::Advice advice) {
-      if (from >= indices.size()) return;
+    const auto chunks_of = [&](uint64_t from) {
       std::vector<uint64_t> chunks;
       for (uint64_t i = from; i < std::min<uint64_t>(from + window, indices.size()); ++i) {
         chunks.push_back(indices[i] / chunk);
       }
       std::sort(chunks.begin(), chunks.end());
       chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
-      for (uint64_t c : chunks) reader.Advise(c * chunk, (c + 1) * chunk, advice);
+      return chunks;
     };
-    if (first == 0) advise(0, SplitReader::Advice::kWillNeed);
+    const auto read_ahead = [&](uint64_t from) {
+      const bool staging = stager != nullptr && stager->working();
+      for (uint64_t c : chunks_of(from)) {
+        if (staging) {
+          stager->Request(c * chunk, (c + 1) * chunk);
+        } else {
+          reader.Advise(c * chunk, (c + 1) * chunk, SplitReader::Advice::kWillNeed);
+        }
+      }
+    };
+    if (first == 0) read_ahead(0);
     const uint64_t lag = release_lag_windows * window;
     for (uint64_t g = (first + window - 1) / window * window; g < first + size; g += window) {
-      advise(g + window, SplitReader::Advice::kWillNeed);
-      if (release_read_pages && g >= lag) advise(g - lag, SplitReader::Advice::kWontNeed);
+      read_ahead(g + window);
+      if (release_read_pages && g >= lag) {
+        for (uint64_t c : chunks_of(g - lag)) reader.Advise(c * chunk, (c + 1) * chunk, SplitReader::Advice::kWontNeed);
+      }
     }
   }
 
@@ -303,6 +322,8 @@ LoaderState Loader::state() const {
 
 bool Loader::releases_read_pages() const { return impl_->release_read_pages; }
 
+bool Loader::reads_around_page_cache() const { return impl_->stager != nullptr && impl_->stager->working(); }
+
 LoaderStats Loader::stats() const {
   MutexLock lock(&impl_->mu);
   return impl_->stats;
@@ -338,9 +359,23 @@ StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const Loade
     impl->window_positions = (chunk * chunks + world - 1) / world;
     uint64_t split_bytes = 0;
     for (const ShardInfo& shard : split->shards) split_bytes += shard.bytes;
+    const uint64_t memory_bytes = MemoryLimitBytes();
     impl->release_read_pages = options.read_cache == ReadCache::kRelease ||
-                               (options.read_cache == ReadCache::kAuto && split_bytes > MemoryLimitBytes());
+                               (options.read_cache == ReadCache::kAuto && split_bytes > memory_bytes);
     impl->release_lag_windows = 2 + options.prefetch * options.batch_size / impl->window_positions;
+    if (impl->release_read_pages && world == 1 && split->count > 0) {
+      // Staged: the windows a worker may still read (release_lag_windows
+      // back), the one being staged and one more, with a page either side of
+      // each chunk; where that is more than half the memory (windows of large
+      // samples), the page cache's reclaim is left to pace the reads.
+      const uint64_t window_samples = std::min<uint64_t>(chunk * chunks, split->count);
+      const uint64_t window_bytes = split_bytes / split->count * window_samples +
+                                    std::min<uint64_t>(chunks, split->count) * 2 * DirectRead::kAlignment;
+      const uint64_t windows = impl->release_lag_windows + 2;
+      if (window_bytes <= memory_bytes / 2 / windows) {
+        GRANARY_ASSIGN_OR_RETURN(impl->stager, WindowStager::Create(db, options.split, windows * window_bytes));
+      }
+    }
   }
   const uint64_t per_rank = impl->sampler.samples_per_rank();
   impl->epoch_batches = (per_rank + options.batch_size - 1) / options.batch_size;

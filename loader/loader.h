@@ -43,7 +43,8 @@ inline constexpr size_t kMaxLoaderBatch = 1 << 20;   // samples per batch
 enum class ReadCache {
   kAuto,     // kRelease under block shuffling of a split larger than MemoryLimitBytes(), else kKeep
   kKeep,     // leave the page cache to the kernel
-  kRelease,  // block shuffling only: a window's pages are dropped a few windows after it is read
+  kRelease,  // block shuffling only: a window's pages are dropped a few windows after it is read, or, for one
+             // rank, windows are read around the page cache (direct I/O)
 };
 
 struct LoaderOptions {
@@ -138,6 +139,10 @@ class Loader {
   LoaderStats stats() const;
   // Whether read windows leave the page cache (ReadCache, as decided).
   bool releases_read_pages() const;
+  // Whether they are read around it (direct I/O, a thread reading the next
+  // window ahead): where they leave it and this is the only rank, on a file
+  // system with direct I/O (not tmpfs). Read as usual otherwise.
+  bool reads_around_page_cache() const;
 
  private:
   struct Impl;

@@ -110,7 +110,8 @@ int RunBench(BenchArgs& a) {
                         {"step_ms", a.step_ms}, {"stall_fraction", stall},
                         {"skipped_corrupt", loader.value()->stats().skipped_corrupt},
                         {"peak_rss_mib", peak_rss_mib},
-                        {"releases_read_pages", loader.value()->releases_read_pages()}};
+                        {"releases_read_pages", loader.value()->releases_read_pages()},
+                        {"reads_around_page_cache", loader.value()->reads_around_page_cache()}};
     std::cout << granary::DumpJson(j) << std::endl;
   } else {
     std::printf("bench: %s/%s: %llu samples in %.2fs: %.0f samples/s, %.1f MB/s of batches, stall %.2f%%, "
@@ -118,8 +119,9 @@ int RunBench(BenchArgs& a) {
                 a.db.c_str(), a.loader.split.c_str(), static_cast<unsigned long long>(samples), seconds, rate, mb_per_s,
                 100 * stall, peak_rss_mib, a.loader.threads, a.loader.batch_size, a.augment.empty() ? "" : ", augment ",
                 a.augment.c_str(),
-                loader.value()->releases_read_pages() ? "; the split exceeds memory: windows read leave the page cache"
-                                                      : "");
+                !loader.value()->releases_read_pages()        ? ""
+                : loader.value()->reads_around_page_cache() ? "; the split exceeds memory: windows read around the page cache"
+                                                              : "; the split exceeds memory: windows read leave the page cache");
   }
   return 0;
 }

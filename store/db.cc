@@ -5,11 +5,13 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <cstddef>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <functional>
 
@@ -66,6 +68,72 @@ struct DbReader::Impl {
   // pread), in manifest order.
   std::vector<std::vector<lmdb::Env>> envs;
   std::vector<std::vector<ReadOnlyFile>> files;
+  // Records staged by SplitReader::Stage, per split, oldest first. A reader
+  // holds the span its last record came from, so a span leaving is done with
+  // once no reader points into it: its buffer then goes to `spare`, for the
+  // next Stage (mapping and unmapping buffers costs every core a TLB flush),
+  // or, after Unstage, back to the system.
+  struct Staged {
+    size_t shard = 0;
+    DirectRead read;
+  };
+  struct Staging {
+    std::deque<std::shared_ptr<const Staged>> spans;
+    uint64_t bytes = 0;
+    bool open = false;  // between Stage and Unstage
+    std::vector<std::unique_ptr<Staged>> spare;
+  };
+  static constexpr size_t kMaxSpare = 8;
+  mutable Mutex staged_mu;
+  mutable std::vector<Staging> staged GRANARY_GUARDED_BY(staged_mu);  // [split]
+  // Whether any split has staged records: reads skip the lock when none has.
+  mutable std::atomic<bool> any_staged{false};
+
+  ~Impl() {
+    // Spans dropped while `staged` is whole: their deleter looks into it.
+    std::vector<std::deque<std::shared_ptr<const Staged>>> spans;
+    {
+      MutexLock lock(&staged_mu);
+      for (Staging& s : staged) {
+        s.open = false;
+        spans.push_back(std::move(s.spans));
+      }
+    }
+  }
+
+  // A span to stage into (a spare buffer where there is one), which comes
+  // back to split's spares once no one holds it. Called without staged_mu.
+  std::shared_ptr<Staged> NewStaged(size_t split) const {
+    std::unique_ptr<Staged> staged_span;
+    {
+      MutexLock lock(&staged_mu);
+      std::vector<std::unique_ptr<Staged>>& spare = staged[split].spare;
+      if (!spare.empty()) {
+        staged_span = std::move(spare.back());
+        spare.pop_back();
+      }
+    }
+    if (staged_span == nullptr) staged_span = std::make_unique<Staged>();
+    return std::shared_ptr<Staged>(staged_span.release(), [this, split](Staged* done) {
+      std::unique_ptr<Staged> owned(done);
+      MutexLock lock(&staged_mu);
+      Staging& s = staged[split];
+      if (s.open && s.spare.size() < kMaxSpare) s.spare.push_back(std::move(owned));
+    });
+  }
+
+  // The staged span holding file bytes [offset, offset + bytes) of the
+  // shard, or null.
+  std::shared_ptr<const Staged> FindStaged(size_t split, size_t shard, uint64_t offset, size_t bytes) const {
+    if (!any_staged.load(std::memory_order_relaxed)) return nullptr;
+    MutexLock lock(&staged_mu);
+    const auto& spans = staged[split].spans;
+    for (auto it = spans.rbegin(); it != spans.rend(); ++it) {  // the newest are read soonest
+      if ((*it)->shard == shard && (*it)->read.Holds(offset, bytes)) return *it;
+    }
+    return nullptr;
+  }
+
   // indexes[split][shard], built on first use (see ShardIndex).
   mutable Mutex index_mu;
   mutable std::vector<std::unique_ptr<const std::vector<ShardIndex>>> indexes GRANARY_GUARDED_BY(index_mu);
@@ -177,6 +245,10 @@ StatusOr<std::unique_ptr<DbReader>> DbReader::Open(const std::string& path) {
     MutexLock lock(&impl->index_mu);  // (no other thread has the reader yet)
     impl->indexes.resize(impl->manifest.splits.size());
   }
+  {
+    MutexLock lock(&impl->staged_mu);
+    impl->staged = std::vector<DbReader::Impl::Staging>(impl->manifest.splits.size());
+  }
   return std::unique_ptr<DbReader>(new DbReader(std::move(impl)));
 }
 
@@ -188,9 +260,12 @@ struct SplitReader::Impl {
   const SplitInfo* split = nullptr;
   const std::vector<ShardIndex>* shard_indexes = nullptr;  // on first use
   std::unique_ptr<RecordDecoder> decoder;
-  std::unique_ptr<char[]> value;  // the last record read, as stored
+  // The last record read, as stored: in `value`, or in the staged span
+  // `staged_value` (held while the record's views are in use).
+  std::string_view stored;
+  std::unique_ptr<char[]> value;
   size_t value_capacity = 0;
-  size_t value_bytes = 0;
+  std::shared_ptr<const DbReader::Impl::Staged> staged_value;
   // The last record decoded: samples cached_first .. cached_first + cached.num_samples - 1.
   DecodedRecord cached;
   uint64_t cached_first = 0;
@@ -235,11 +310,19 @@ struct SplitReader::Impl {
       value.reset(new char[bytes]);
       value_capacity = bytes;
     }
+    staged_value = db->FindStaged(split_id, *shard, at.offset[record], bytes);
+    if (staged_value != nullptr) {
+      stored = std::string_view(staged_value->read.data() + (at.offset[record] - staged_value->read.first()), bytes);
+      return Status::OK();
+    }
     Status read = db->files[split_id][*shard].ReadAt(at.offset[record], bytes, value.get());
     if (!read.ok()) return read.WithContext("reading key " + std::to_string(*first));
-    value_bytes = bytes;
+    stored = std::string_view(value.get(), bytes);
     return Status::OK();
   }
+
+  template <typename Visit>
+  void ForEachShardSpan(uint64_t first, uint64_t end, Visit visit);
 
   // The shard and the position in its index of the record holding `index`:
   // the one with the largest key <= index.
@@ -291,7 +374,7 @@ Status SplitReader::Read(uint64_t index, const FieldView** fields) {
   uint64_t first = 0;
   GRANARY_RETURN_IF_ERROR(s.ReadValue(index, &shard, &first));
   const std::string& path = s.split->shards[shard].path;
-  Status decoded = s.decoder->Decode(std::string_view(s.value.get(), s.value_bytes), &s.cached);
+  Status decoded = s.decoder->Decode(s.stored, &s.cached);
   if (!decoded.ok()) return decoded.WithContext(path + ", key " + std::to_string(first));
   if (index - first >= s.cached.num_samples) {
     return Status::Corruption(path + ", sample " + std::to_string(index) + ": no record holds it");
@@ -305,7 +388,7 @@ Status SplitReader::Read(uint64_t index, const FieldView** fields) {
 Status SplitReader::LoadIndex() { return impl_->LoadIndex(); }
 
 std::string_view SplitReader::StoredRecord() const {
-  return impl_->cache_valid ? std::string_view(impl_->value.get(), impl_->value_bytes) : std::string_view();
+  return impl_->cache_valid ? impl_->stored : std::string_view();
 }
 
 uint32_t SplitReader::StoredRecordSamples() const { return impl_->cache_valid ? impl_->cached.num_samples : 0; }
@@ -315,7 +398,7 @@ Status SplitReader::ReadStored(uint64_t index, std::string_view* value, uint32_t
   size_t shard = 0;
   uint64_t first = 0;
   GRANARY_RETURN_IF_ERROR(s.ReadValue(index, &shard, &first));
-  *value = std::string_view(s.value.get(), s.value_bytes);
+  *value = s.stored;
   Status checked = s.decoder->Check(*value, samples, payload_bytes);
   if (!checked.ok()) return checked.WithContext(s.split->shards[shard].path + ", key " + std::to_string(first));
   if (index - first >= *samples) {
@@ -324,15 +407,19 @@ Status SplitReader::ReadStored(uint64_t index, std::string_view* value, uint32_t
   return Status::OK();
 }
 
-void SplitReader::Advise(uint64_t first, uint64_t end, Advice advice) {
-  Impl& s = *impl_;
-  end = std::min(end, s.split->count);
+// The records holding samples [first, end) (clamped to the split), a shard
+// at a time: visit(shard, record, last, lo, hi, bytes) for records record ..
+// last of the shard, which lie in file bytes [lo, hi) and take `bytes` of
+// them. Stops at an index it cannot find (Read reports it).
+template <typename Visit>
+void SplitReader::Impl::ForEachShardSpan(uint64_t first, uint64_t end, Visit visit) {
+  end = std::min(end, split->count);
   while (first < end) {
     size_t shard = 0, record = 0;
-    if (!s.Find(first, &shard, &record).ok()) return;  // Read reports it
-    const ShardIndex& at = (*s.shard_indexes)[shard];
-    const auto& shards = s.split->shards;
-    const uint64_t stop = std::min(end, shard + 1 < shards.size() ? shards[shard + 1].first : s.split->count);
+    if (!Find(first, &shard, &record).ok()) return;
+    const ShardIndex& at = (*shard_indexes)[shard];
+    const auto& shards = split->shards;
+    const uint64_t stop = std::min(end, shard + 1 < shards.size() ? shards[shard + 1].first : split->count);
     // Records record .. last hold samples first .. stop - 1.
     const size_t last =
         static_cast<size_t>(std::lower_bound(at.first.begin(), at.first.end(), stop) - at.first.begin()) - 1;
@@ -342,6 +429,23 @@ void SplitReader::Advise(uint64_t first, uint64_t end, Advice advice) {
       hi = std::max(hi, at.offset[r] + at.bytes[r]);
       bytes += at.bytes[r];
     }
+    visit(shard, record, last, lo, hi, bytes);
+    first = stop;
+  }
+}
+
+namespace {
+// A writer appending keys in order (every granary writer) lays the records
+// out in that order, with a B-tree page here and there: their span is read
+// whole. Records scattered over the file (another writer) are not.
+bool Contiguous(uint64_t lo, uint64_t hi, uint64_t bytes) { return hi - lo <= 2 * bytes + (64 << 10); }
+}  // namespace
+
+void SplitReader::Advise(uint64_t first, uint64_t end, Advice advice) {
+  Impl& s = *impl_;
+  s.ForEachShardSpan(first, end, [&](size_t shard, size_t record, size_t last, uint64_t lo, uint64_t hi,
+                                     uint64_t bytes) {
+    const ShardIndex& at = (*s.shard_indexes)[shard];
     const ReadOnlyFile& file = s.db->files[s.split_id][shard];
     const auto advise = [&](uint64_t offset, uint64_t length) {
       if (advice == Advice::kWillNeed) {
@@ -350,16 +454,44 @@ void SplitReader::Advise(uint64_t first, uint64_t end, Advice advice) {
         file.WontNeed(offset, length);
       }
     };
-    // A writer appending keys in order (every granary writer) lays the
-    // records out in that order, with a B-tree page here and there; records
-    // scattered over the file (another writer) get a hint each instead.
-    if (hi - lo <= 2 * bytes + (64 << 10)) {
+    if (Contiguous(lo, hi, bytes)) {
       advise(lo, hi - lo);
     } else {
       for (size_t r = record; r <= last; ++r) advise(at.offset[r], at.bytes[r]);
     }
-    first = stop;
-  }
+  });
+}
+
+Status SplitReader::Stage(uint64_t first, uint64_t end, uint64_t max_staged_bytes) {
+  Impl& s = *impl_;
+  Status status;
+  s.ForEachShardSpan(first, end, [&](size_t shard, size_t, size_t, uint64_t lo, uint64_t hi, uint64_t bytes) {
+    if (!status.ok() || !Contiguous(lo, hi, bytes)) return;
+    std::shared_ptr<DbReader::Impl::Staged> staged = s.db->NewStaged(s.split_id);
+    staged->shard = shard;
+    status = s.db->files[s.split_id][shard].ReadDirect(lo, static_cast<size_t>(hi - lo), &staged->read);
+    if (!status.ok()) return;
+    std::vector<std::shared_ptr<const DbReader::Impl::Staged>> evicted;  // dropped after the lock: see NewStaged
+    MutexLock lock(&s.db->staged_mu);
+    DbReader::Impl::Staging& staging = s.db->staged[s.split_id];
+    staging.open = true;
+    staging.bytes += staged->read.size();
+    staging.spans.push_back(std::move(staged));
+    while (staging.bytes > max_staged_bytes && !staging.spans.empty()) {
+      staging.bytes -= staging.spans.front()->read.size();
+      evicted.push_back(std::move(staging.spans.front()));
+      staging.spans.pop_front();
+    }
+    s.db->any_staged = true;
+  });
+  return status;
+}
+
+void SplitReader::Unstage() {
+  Impl& s = *impl_;
+  DbReader::Impl::Staging gone;  // dropped after the lock: see NewStaged
+  MutexLock lock(&s.db->staged_mu);
+  std::swap(gone, s.db->staged[s.split_id]);
 }
 
 }  // namespace granary

@@ -87,6 +87,20 @@ class SplitReader {
   enum class Advice { kWillNeed, kWontNeed };
   void Advise(uint64_t first, uint64_t end, Advice advice);
 
+  // Staging, for reading a split larger than memory a range at a time (block
+  // shuffling): Stage reads the records holding samples [first, end) with
+  // direct I/O, around the page cache (which they then neither fill nor
+  // need dropping from), into memory shared by every SplitReader of this
+  // split on this DbReader; Read and ReadStored copy a staged record from
+  // there. At most `max_staged_bytes` stay staged, the oldest staged leaving
+  // first; Unstage drops them all. A few large reads: meant for a thread of
+  // its own, while other threads Read. Records scattered over their file
+  // (not a granary writer's order) are left unstaged, to be read as usual.
+  // IOError where the file system has no direct I/O (tmpfs before Linux
+  // 6.6); reads go on as before.
+  Status Stage(uint64_t first, uint64_t end, uint64_t max_staged_bytes);
+  void Unstage();
+
   size_t num_shards() const;
 
  private:

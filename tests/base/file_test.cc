@@ -30,6 +30,38 @@ TEST(ReadOnlyFile, ReadsAtOffsetsAndNamesTheFileWhenItEndsFirst) {
   EXPECT_EQ(std::string(buf, 2), "01");
 }
 
+TEST(ReadOnlyFile, ReadsDirectlyWholePagesOfTheFileItOpenedIntoOneReusedBuffer) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("f");
+  std::string bytes(10000, '\0');
+  for (size_t k = 0; k < bytes.size(); ++k) bytes[k] = static_cast<char>(k * 7 % 251);
+  testing::WriteFile(path, bytes);
+  ReadOnlyFile file;
+  ASSERT_TRUE(file.Open(path).ok());
+  // Replaced by a rename after the open: the direct reads still read the file opened.
+  testing::WriteFile(dir.Sub("g"), std::string(10000, 'x'));
+  std::filesystem::rename(dir.Sub("g"), path);
+
+  DirectRead read;
+  ASSERT_TRUE(file.ReadDirect(5000, 100, &read).ok());
+  EXPECT_EQ(read.first(), 4096u);  // whole pages around the range
+  EXPECT_EQ(read.size(), 4096u);
+  EXPECT_TRUE(read.Holds(5000, 100));
+  EXPECT_EQ(std::string(read.data() + (5000 - read.first()), 100), bytes.substr(5000, 100));
+  const char* buffer = read.data();
+  ASSERT_TRUE(file.ReadDirect(9990, 10, &read).ok());  // the last, partial page
+  EXPECT_EQ(read.data(), buffer);                      // read into the same buffer
+  EXPECT_EQ(read.first() + read.size(), 10000u);
+  EXPECT_EQ(std::string(read.data() + (9990 - read.first()), 10), bytes.substr(9990, 10));
+  ASSERT_TRUE(file.ReadDirect(0, 10000, &read).ok());  // larger: a new buffer
+  EXPECT_EQ(std::string(read.data(), read.size()), bytes);
+
+  Status past = file.ReadDirect(9995, 10, &read);
+  EXPECT_EQ(past.code(), Status::Code::kCorruption);
+  EXPECT_NE(past.message().find(path + ": ends before byte 10005"), std::string::npos) << past.message();
+  EXPECT_FALSE(read.Holds(9995, 1));
+}
+
 TEST(ReadOnlyFile, AMissingFileIsAnIOErrorNamingIt) {
   testing::TempDir dir;
   ReadOnlyFile file;

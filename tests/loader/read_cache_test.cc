@@ -9,12 +9,15 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "loader/loader.h"
+#include "loader/window_stager.h"
 #include "store/db.h"
 #include "tests/loader/image_db.h"
 #include "tests/test_util.h"
@@ -57,10 +60,16 @@ void DropFromCache(const std::string& path) {
   ::close(fd);
 }
 
-// One epoch of a block-shuffled loader over `db`, checked
-// against the sampler's order; returns whether it released read pages.
-bool BlockShuffledEpoch(const DbReader& db, ReadCache read_cache) {
+struct EpochRead {
+  bool released = false;  // Loader::releases_read_pages
+  bool around = false;    // Loader::reads_around_page_cache
+};
+
+// One epoch of a block-shuffled loader over `db` (rank 0 of `world`),
+// checked against the sampler's order.
+EpochRead BlockShuffledEpoch(const DbReader& db, ReadCache read_cache, int world = 1) {
   LoaderOptions o;
+  o.sampler.world = world;
   o.batch_size = 16;
   o.threads = 2;
   o.prefetch = 2;
@@ -71,7 +80,7 @@ bool BlockShuffledEpoch(const DbReader& db, ReadCache read_cache) {
   o.read_cache = read_cache;
   auto loader = Loader::Create(db, o);
   EXPECT_TRUE(loader.ok()) << loader.status().ToString();
-  if (!loader.ok()) return false;
+  if (!loader.ok()) return {};
   const std::vector<uint64_t> expected = loader.value()->sampler().EpochIndices(0);
   loader.value()->StartEpoch(0);
   Batch batch;
@@ -86,10 +95,10 @@ bool BlockShuffledEpoch(const DbReader& db, ReadCache read_cache) {
     }
   }
   EXPECT_EQ(at, expected.size());
-  return loader.value()->releases_read_pages();
+  return {loader.value()->releases_read_pages(), loader.value()->reads_around_page_cache()};
 }
 
-TEST(ReadCache, ReleasedWindowsLeaveThePageCacheAndTheBatchesAreTheSame) {
+TEST(ReadCache, ReleasedWindowsLeaveThePageCacheOrAreReadAroundItAndTheBatchesAreTheSame) {
   TempDir dir;
   struct statfs fs;
   ASSERT_EQ(::statfs(dir.path().c_str(), &fs), 0);
@@ -109,21 +118,57 @@ TEST(ReadCache, ReleasedWindowsLeaveThePageCacheAndTheBatchesAreTheSame) {
   ASSERT_TRUE(db.ok()) << db.status().ToString();
   const std::vector<std::string> shards = {dir.Sub("db/train/shard-00000.mdb"), dir.Sub("db/train/shard-00001.mdb")};
 
+  const auto resident = [&] {
+    double fraction = 0;
+    for (const std::string& shard : shards) fraction += ResidentFraction(shard) / 2;
+    return fraction;
+  };
   for (const std::string& shard : shards) DropFromCache(shard);
-  EXPECT_FALSE(BlockShuffledEpoch(*db.value(), ReadCache::kKeep));
+  EpochRead read = BlockShuffledEpoch(*db.value(), ReadCache::kKeep);
+  EXPECT_FALSE(read.released || read.around);
   for (const std::string& shard : shards) EXPECT_GT(ResidentFraction(shard), 0.9) << shard;
 
-  // Released: all but the last few windows (of 32) leave once read.
+  // Released, by one of two ranks: all but the last few windows (of 32)
+  // leave once read.
   for (const std::string& shard : shards) DropFromCache(shard);
-  EXPECT_TRUE(BlockShuffledEpoch(*db.value(), ReadCache::kRelease));
-  double resident = 0;
-  for (const std::string& shard : shards) resident += ResidentFraction(shard) / 2;
-  EXPECT_LT(resident, 0.35);
+  read = BlockShuffledEpoch(*db.value(), ReadCache::kRelease, 2);
+  EXPECT_TRUE(read.released);
+  EXPECT_FALSE(read.around);  // the other rank of the node may read the same pages
+  EXPECT_LT(resident(), 0.35);
+
+  // Released by the only rank: windows are read around the page cache, and
+  // hardly a page of them (a window's first records, read before it is
+  // staged) is ever in it.
+  for (const std::string& shard : shards) DropFromCache(shard);
+  read = BlockShuffledEpoch(*db.value(), ReadCache::kRelease);
+  EXPECT_TRUE(read.released);
+  EXPECT_TRUE(read.around);
+  EXPECT_LT(resident(), 0.1);
 
   // kAuto keeps the pages of a split this much smaller than memory.
   for (const std::string& shard : shards) DropFromCache(shard);
-  EXPECT_FALSE(BlockShuffledEpoch(*db.value(), ReadCache::kAuto));
+  read = BlockShuffledEpoch(*db.value(), ReadCache::kAuto);
+  EXPECT_FALSE(read.released || read.around);
   for (const std::string& shard : shards) EXPECT_GT(ResidentFraction(shard), 0.9) << shard;
+}
+
+TEST(WindowStager, AFailedReadStopsItAndIsKeptForANote) {
+  TempDir dir;
+  testing::WriteTinyDb(dir.Sub("db"), 300);
+  auto db = DbReader::Open(dir.Sub("db"));
+  ASSERT_TRUE(db.ok());
+  auto stager = WindowStager::Create(*db.value(), "train", 1 << 20);
+  ASSERT_TRUE(stager.ok()) << stager.status().ToString();
+  EXPECT_TRUE(stager.value()->working());
+  const std::string shard = dir.Sub("db/train/shard-00000.mdb");
+  std::filesystem::resize_file(shard, 8192);  // its records gone (the index was read at Create)
+  stager.value()->Request(0, 300);
+  for (int k = 0; k < 1000 && stager.value()->working(); ++k) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_FALSE(stager.value()->working());
+  const Status failure = stager.value()->failure();
+  EXPECT_EQ(failure.code(), Status::Code::kCorruption) << failure.ToString();
+  EXPECT_NE(failure.message().find(shard + ": ends before byte"), std::string::npos) << failure.message();
+  stager.value()->Request(0, 10);  // ignored from now on
 }
 
 TEST(ReadCache, ReleaseIsForBlockShufflingOnly) {
