@@ -48,7 +48,8 @@ struct Loader::Impl {
   uint64_t release_lag_windows = 0;
   // Where windows leave the page cache and one rank reads the split (no
   // other rank of the node shares its pages), the next window's chunks are
-  // read around it, on a thread of their own, while this one is decoded.
+  // read around it, on a thread of their own, while this one is decoded; a
+  // worker waits for its batch's windows to be staged.
   std::unique_ptr<WindowStager> stager;
   std::vector<std::vector<float>> scratch;  // per worker, for augmentation
   std::vector<std::unique_ptr<SplitReader>> readers;  // one per worker
@@ -169,7 +170,8 @@ struct Loader::Impl {
   // the kernel is asked for them. With release_read_pages it drops the
   // chunks of the window release_lag_windows back from the page cache (those
   // read through it), so it never fills and the kernel never has to reclaim.
-  void AdviseWindows(SplitReader& reader, const std::vector<uint64_t>& indices, uint64_t first, size_t size) const {
+  void AdviseWindows(SplitReader& reader, uint64_t e, const std::vector<uint64_t>& indices, uint64_t first,
+                     size_t size) const {
     const uint64_t window = window_positions;
     const uint64_t chunk = options.sampler.block_samples;
     // The chunks of positions [from, from + window) of `indices`, each once.
@@ -183,14 +185,13 @@ struct Loader::Impl {
       return chunks;
     };
     const auto read_ahead = [&](uint64_t from) {
-      const bool staging = stager != nullptr && stager->working();
-      for (uint64_t c : chunks_of(from)) {
-        if (staging) {
-          stager->Request(c * chunk, (c + 1) * chunk);
-        } else {
-          reader.Advise(c * chunk, (c + 1) * chunk, SplitReader::Advice::kWillNeed);
-        }
+      if (stager != nullptr && stager->working()) {
+        std::vector<std::pair<uint64_t, uint64_t>> ranges;
+        for (uint64_t c : chunks_of(from)) ranges.emplace_back(c * chunk, (c + 1) * chunk);
+        if (!ranges.empty()) stager->Request(WindowKey(e, from), std::move(ranges));
+        return;
       }
+      for (uint64_t c : chunks_of(from)) reader.Advise(c * chunk, (c + 1) * chunk, SplitReader::Advice::kWillNeed);
     };
     if (first == 0) read_ahead(0);
     const uint64_t lag = release_lag_windows * window;
@@ -201,6 +202,9 @@ struct Loader::Impl {
       }
     }
   }
+
+  // The stager's name for the window of epoch e's order holding position p.
+  uint64_t WindowKey(uint64_t e, uint64_t p) const { return (e << 32) ^ (p / window_positions); }
 
   Status Fill(int worker, uint64_t e, uint64_t b, const std::vector<uint64_t>& indices, Batch* batch) {
     const size_t bs = options.batch_size;
@@ -219,7 +223,12 @@ struct Loader::Impl {
     batch->target.resize(size);
     batch->skipped_reasons.clear();
     if (window_positions > 0) {
-      AdviseWindows(*readers[worker], indices, first, size);
+      AdviseWindows(*readers[worker], e, indices, first, size);
+      if (stager != nullptr) {  // the batch's windows staged before they are read
+        for (uint64_t p = first; p < first + size; p = (p / window_positions + 1) * window_positions) {
+          stager->Wait(WindowKey(e, p));
+        }
+      }
     } else {
       // The order is known ahead: ask the kernel for the next batch this worker
       // will fill while decoding this one (a no-op when the db is cached).

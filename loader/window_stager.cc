@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <deque>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -15,14 +16,19 @@ struct WindowStager::Impl {
   std::atomic<bool> working{true};
   mutable Mutex mu;
   CondVar cv;
-  std::deque<std::pair<uint64_t, uint64_t>> queue GRANARY_GUARDED_BY(mu);
+  struct Window {
+    uint64_t key = 0;
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  };
+  std::deque<Window> queue GRANARY_GUARDED_BY(mu);
+  std::set<uint64_t> pending GRANARY_GUARDED_BY(mu);  // asked for, not yet staged
   bool stop GRANARY_GUARDED_BY(mu) = false;
   Status failure GRANARY_GUARDED_BY(mu);
   std::thread thread;
 
   void Run() GRANARY_EXCLUDES(mu) {
     for (;;) {
-      std::pair<uint64_t, uint64_t> range;
+      Window window;
       {
         MutexLock lock(&mu);
         cv.Wait(mu, [&] {
@@ -30,17 +36,26 @@ struct WindowStager::Impl {
           return stop || !queue.empty();
         });
         if (stop) return;
-        range = queue.front();
+        window = std::move(queue.front());
         queue.pop_front();
       }
-      Status s = reader->Stage(range.first, range.second, max_staged_bytes);
-      if (!s.ok()) {
-        MutexLock lock(&mu);
-        failure = s;
-        queue.clear();
-        working = false;
-        return;
+      Status s;
+      for (const auto& [first, end] : window.ranges) {
+        s = reader->Stage(first, end, max_staged_bytes);
+        if (!s.ok()) break;
       }
+      {
+        MutexLock lock(&mu);
+        pending.erase(window.key);
+        if (!s.ok()) {
+          failure = s;
+          queue.clear();
+          pending.clear();
+          working = false;
+        }
+      }
+      cv.NotifyAll();
+      if (!s.ok()) return;
     }
   }
 };
@@ -68,13 +83,21 @@ WindowStager::~WindowStager() {
   impl_->reader->Unstage();
 }
 
-void WindowStager::Request(uint64_t first, uint64_t end) {
-  if (!working()) return;
+void WindowStager::Request(uint64_t key, std::vector<std::pair<uint64_t, uint64_t>> ranges) {
   {
     MutexLock lock(&impl_->mu);
-    impl_->queue.emplace_back(first, end);
+    if (!impl_->working || impl_->stop || !impl_->pending.insert(key).second) return;  // (asked for already)
+    impl_->queue.push_back({key, std::move(ranges)});
   }
-  impl_->cv.NotifyOne();
+  impl_->cv.NotifyAll();
+}
+
+void WindowStager::Wait(uint64_t key) {
+  MutexLock lock(&impl_->mu);
+  impl_->cv.Wait(impl_->mu, [&] {
+    impl_->mu.AssertHeld();
+    return impl_->stop || impl_->pending.count(key) == 0;
+  });
 }
 
 bool WindowStager::working() const { return impl_->working.load(std::memory_order_relaxed); }

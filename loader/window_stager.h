@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/status.h"
 #include "store/db.h"
@@ -24,8 +26,15 @@ class WindowStager {
   WindowStager(const WindowStager&) = delete;
   WindowStager& operator=(const WindowStager&) = delete;
 
-  // Stages samples [first, end) after the ranges asked before.
-  void Request(uint64_t first, uint64_t end);
+  // Stages window `key`'s ranges of samples [first, end), after the windows
+  // asked before.
+  void Request(uint64_t key, std::vector<std::pair<uint64_t, uint64_t>> ranges);
+  // Waits until window `key` is staged where it was asked for and is not
+  // yet (or until a read fails): its records then come from memory rather
+  // than from reads of their own, each through the page cache (reading them
+  // twice where the disk is what the loader waits on). Returns at once for
+  // a key never asked for.
+  void Wait(uint64_t key);
   // False once a read failed (a file system without direct I/O, a read
   // error): nothing more is staged, and readers read as usual (reporting
   // a real read error themselves).
