@@ -140,8 +140,9 @@ class Loader {
   // Whether read windows leave the page cache (ReadCache, as decided).
   bool releases_read_pages() const;
   // Whether they are read around it (direct I/O, a thread reading the next
-  // window ahead): where they leave it and this is the only rank, on a file
-  // system with direct I/O (not tmpfs). Read as usual otherwise.
+  // window ahead): where they leave it, this is the only rank and the
+  // windows fit in half the memory, on a file system with direct I/O. Read
+  // as usual otherwise, or once a direct read failed.
   bool reads_around_page_cache() const;
 
  private:

@@ -467,22 +467,29 @@ Status SplitReader::Stage(uint64_t first, uint64_t end, uint64_t max_staged_byte
   Status status;
   s.ForEachShardSpan(first, end, [&](size_t shard, size_t, size_t, uint64_t lo, uint64_t hi, uint64_t bytes) {
     if (!status.ok() || !Contiguous(lo, hi, bytes)) return;
-    std::shared_ptr<DbReader::Impl::Staged> staged = s.db->NewStaged(s.split_id);
-    staged->shard = shard;
-    status = s.db->files[s.split_id][shard].ReadDirect(lo, static_cast<size_t>(hi - lo), &staged->read);
-    if (!status.ok()) return;
+    // A span larger than the budget (records far larger than the split's
+    // average) is not read into memory at all: only what is staged leaves.
+    std::shared_ptr<DbReader::Impl::Staged> staged;
+    if (hi - lo + 2 * DirectRead::kAlignment <= max_staged_bytes) {
+      staged = s.db->NewStaged(s.split_id);
+      staged->shard = shard;
+      status = s.db->files[s.split_id][shard].ReadDirect(lo, static_cast<size_t>(hi - lo), &staged->read);
+      if (!status.ok()) return;
+    }
     std::vector<std::shared_ptr<const DbReader::Impl::Staged>> evicted;  // dropped after the lock: see NewStaged
     MutexLock lock(&s.db->staged_mu);
     DbReader::Impl::Staging& staging = s.db->staged[s.split_id];
-    staging.open = true;
-    staging.bytes += staged->read.size();
-    staging.spans.push_back(std::move(staged));
+    if (staged != nullptr) {
+      staging.open = true;
+      staging.bytes += staged->read.size();
+      staging.spans.push_back(std::move(staged));
+      s.db->any_staged = true;
+    }
     while (staging.bytes > max_staged_bytes && !staging.spans.empty()) {
       staging.bytes -= staging.spans.front()->read.size();
       evicted.push_back(std::move(staging.spans.front()));
       staging.spans.pop_front();
     }
-    s.db->any_staged = true;
   });
   return status;
 }

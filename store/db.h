@@ -93,7 +93,8 @@ class SplitReader {
   // need dropping from), into memory shared by every SplitReader of this
   // split on this DbReader; Read and ReadStored copy a staged record from
   // there. At most `max_staged_bytes` stay staged, the oldest staged leaving
-  // first; Unstage drops them all. A few large reads: meant for a thread of
+  // first (a shard's part of the range larger than that is not staged);
+  // Unstage drops them all. A few large reads: meant for a thread of
   // its own, while other threads Read. Records scattered over their file
   // (not a granary writer's order) are left unstaged, to be read as usual.
   // IOError where the file system has no direct I/O (tmpfs before Linux

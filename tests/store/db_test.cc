@@ -390,8 +390,10 @@ TEST(Db, StagedRecordsAreReadFromTheirStagedCopyByEveryReader) {
   uint64_t payload = 0;
   EXPECT_TRUE(reader.value()->ReadStored(250, &stored, &samples, &payload).ok());
 
-  // A new range staged with no room: the oldest go, and reads see the file.
+  // A new range staged with no room: it is not staged, the oldest go, and
+  // reads see the file.
   ASSERT_TRUE(stager.value()->Stage(0, 10, budget_for_none).ok());
+  EXPECT_EQ(reader.value()->Read(5, &rec).code(), Status::Code::kCorruption);
   Status damaged = reader.value()->Read(400, &rec);
   EXPECT_EQ(damaged.code(), Status::Code::kCorruption) << damaged.ToString();
   EXPECT_NE(damaged.message().find("train/shard-00001.mdb"), std::string::npos) << damaged.message();
