@@ -333,6 +333,10 @@ bool Loader::releases_read_pages() const { return impl_->release_read_pages; }
 
 bool Loader::reads_around_page_cache() const { return impl_->stager != nullptr && impl_->stager->working(); }
 
+Status Loader::direct_read_failure() const {
+  return impl_->stager != nullptr ? impl_->stager->failure() : Status::OK();
+}
+
 LoaderStats Loader::stats() const {
   MutexLock lock(&impl_->mu);
   return impl_->stats;

@@ -144,6 +144,9 @@ class Loader {
   // windows fit in half the memory, on a file system with direct I/O. Read
   // as usual otherwise, or once a direct read failed.
   bool reads_around_page_cache() const;
+  // That failure (a file system without direct I/O, a read error), for a
+  // note; OK if none.
+  Status direct_read_failure() const;
 
  private:
   struct Impl;

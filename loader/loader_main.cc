@@ -103,6 +103,14 @@ int RunBench(BenchArgs& a) {
   const double rate = samples / seconds, mb_per_s = bytes / seconds / 1e6;
   const double stall = loader.value()->stats().wait_seconds / seconds;
   const double peak_rss_mib = PeakRssMib();
+  // How a split larger than memory was read, and why not around the page cache if that failed.
+  const granary::Status direct = loader.value()->direct_read_failure();
+  std::string memory_note;
+  if (loader.value()->releases_read_pages()) {
+    memory_note = loader.value()->reads_around_page_cache() ? "; the split exceeds memory: windows read around the page cache"
+                                                            : "; the split exceeds memory: windows read leave the page cache";
+    if (!direct.ok()) memory_note += " (direct reads failed: " + direct.ToString() + ")";
+  }
   if (a.json) {
     nlohmann::json j = {{"db", a.db},           {"split", a.loader.split}, {"threads", a.loader.threads},
                         {"batch", a.loader.batch_size}, {"augment", a.augment}, {"samples", samples},
@@ -111,7 +119,8 @@ int RunBench(BenchArgs& a) {
                         {"skipped_corrupt", loader.value()->stats().skipped_corrupt},
                         {"peak_rss_mib", peak_rss_mib},
                         {"releases_read_pages", loader.value()->releases_read_pages()},
-                        {"reads_around_page_cache", loader.value()->reads_around_page_cache()}};
+                        {"reads_around_page_cache", loader.value()->reads_around_page_cache()},
+                        {"direct_read_failure", direct.ok() ? nlohmann::json() : nlohmann::json(direct.ToString())}};
     std::cout << granary::DumpJson(j) << std::endl;
   } else {
     std::printf("bench: %s/%s: %llu samples in %.2fs: %.0f samples/s, %.1f MB/s of batches, stall %.2f%%, "
@@ -119,9 +128,7 @@ int RunBench(BenchArgs& a) {
                 a.db.c_str(), a.loader.split.c_str(), static_cast<unsigned long long>(samples), seconds, rate, mb_per_s,
                 100 * stall, peak_rss_mib, a.loader.threads, a.loader.batch_size, a.augment.empty() ? "" : ", augment ",
                 a.augment.c_str(),
-                !loader.value()->releases_read_pages()        ? ""
-                : loader.value()->reads_around_page_cache() ? "; the split exceeds memory: windows read around the page cache"
-                                                              : "; the split exceeds memory: windows read leave the page cache");
+                memory_note.c_str());
   }
   return 0;
 }

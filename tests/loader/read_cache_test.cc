@@ -182,6 +182,38 @@ TEST(WindowStager, AWindowWaitedForIsStagedAndAFailedReadStopsIt) {
   stager.value()->Wait(3);
 }
 
+// Direct reads of a shard cut short fail: the loader goes on reading as
+// usual, names the damage as it always did, and keeps the failure for a note.
+TEST(ReadCache, AFailedDirectReadIsKeptAndTheDamageNamedAsEver) {
+  TempDir dir;
+  testing::WriteTinyDb(dir.Sub("db"), 300);
+  auto db = DbReader::Open(dir.Sub("db"));
+  ASSERT_TRUE(db.ok());
+  LoaderOptions o;
+  o.batch_size = 16;
+  o.threads = 2;
+  o.sampler.mode = ShuffleMode::kBlock;
+  o.sampler.block_samples = 16;
+  o.sampler.block_window = 4;
+  o.read_cache = ReadCache::kRelease;
+  auto loader = Loader::Create(*db.value(), o);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  EXPECT_TRUE(loader.value()->reads_around_page_cache());
+  EXPECT_TRUE(loader.value()->direct_read_failure().ok());
+  const std::string shard = dir.Sub("db/train/shard-0000");  // both of them
+  for (const char* n : {"0", "1"}) std::filesystem::resize_file(shard + n + ".mdb", 8192);  // records gone
+  loader.value()->StartEpoch(0);
+  Batch batch;
+  auto more = loader.value()->Next(&batch);
+  ASSERT_FALSE(more.ok());
+  EXPECT_EQ(more.status().code(), Status::Code::kCorruption) << more.status().ToString();
+  EXPECT_NE(more.status().message().find(shard), std::string::npos) << more.status().message();
+  EXPECT_FALSE(loader.value()->reads_around_page_cache());
+  const Status failure = loader.value()->direct_read_failure();
+  EXPECT_FALSE(failure.ok());
+  EXPECT_NE(failure.message().find(shard), std::string::npos) << failure.ToString();
+}
+
 TEST(ReadCache, ReleaseIsForBlockShufflingOnly) {
   TempDir dir;
   testing::WriteTinyDb(dir.Sub("db"), 100);
