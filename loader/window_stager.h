@@ -29,11 +29,11 @@ class WindowStager {
   // Stages window `key`'s ranges of samples [first, end), after the windows
   // asked before.
   void Request(uint64_t key, std::vector<std::pair<uint64_t, uint64_t>> ranges);
-  // Waits until window `key` is staged where it was asked for and is not
-  // yet (or until a read fails): its records then come from memory rather
-  // than from reads of their own, each through the page cache (reading them
-  // twice where the disk is what the loader waits on). Returns at once for
-  // a key never asked for.
+  // Waits until window `key`, asked for, is staged (or a read failed), so
+  // that its records come from memory rather than each from a read of its
+  // own through the page cache, which would read them twice where the disk
+  // is slower than the stager. Returns at once for a key never asked for or
+  // staged already.
   void Wait(uint64_t key);
   // False once a read failed (a file system without direct I/O, a read
   // error): nothing more is staged, and readers read as usual (reporting

@@ -91,8 +91,8 @@ class SplitReader {
   // shuffling): Stage reads the records holding samples [first, end) with
   // direct I/O, around the page cache (which they then neither fill nor
   // need dropping from), into memory shared by every SplitReader of this
-  // split on this DbReader; Read and ReadStored copy a staged record from
-  // there. At most `max_staged_bytes` stay staged, the oldest staged leaving
+  // split on this DbReader; Read and ReadStored take a staged record from
+  // there (no system call, no copy). At most `max_staged_bytes` stay staged, the oldest staged leaving
   // first (a shard's part of the range larger than that is not staged);
   // Unstage drops them all. A few large reads: meant for a thread of
   // its own, while other threads Read. Records scattered over their file
