@@ -5,13 +5,11 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cassert>
 #include <cstddef>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <filesystem>
 #include <functional>
 
@@ -21,6 +19,7 @@
 #include "store/format.h"
 #include "store/lmdb_handles.h"
 #include "store/shard_index.h"
+#include "store/staged_spans.h"
 
 namespace granary {
 
@@ -68,71 +67,8 @@ struct DbReader::Impl {
   // pread), in manifest order.
   std::vector<std::vector<lmdb::Env>> envs;
   std::vector<std::vector<ReadOnlyFile>> files;
-  // Records staged by SplitReader::Stage, per split, oldest first. A reader
-  // holds the span its last record came from, so a span leaving is done with
-  // once no reader points into it: its buffer then goes to `spare`, for the
-  // next Stage (mapping and unmapping buffers costs every core a TLB flush),
-  // or, after Unstage, back to the system.
-  struct Staged {
-    size_t shard = 0;
-    DirectRead read;
-  };
-  struct Staging {
-    std::deque<std::shared_ptr<const Staged>> spans;
-    uint64_t bytes = 0;
-    bool open = false;  // between Stage and Unstage
-    std::vector<std::unique_ptr<Staged>> spare;
-  };
-  static constexpr size_t kMaxSpare = 8;
-  mutable Mutex staged_mu;
-  mutable std::vector<Staging> staged GRANARY_GUARDED_BY(staged_mu);  // [split]
-  // Whether any split has staged records: reads skip the lock when none has.
-  mutable std::atomic<bool> any_staged{false};
-
-  ~Impl() {
-    // Spans dropped while `staged` is whole: their deleter looks into it.
-    std::vector<std::deque<std::shared_ptr<const Staged>>> spans;
-    {
-      MutexLock lock(&staged_mu);
-      for (Staging& s : staged) {
-        s.open = false;
-        spans.push_back(std::move(s.spans));
-      }
-    }
-  }
-
-  // A span to stage into (a spare buffer where there is one), which comes
-  // back to split's spares once no one holds it. Called without staged_mu.
-  std::shared_ptr<Staged> NewStaged(size_t split) const {
-    std::unique_ptr<Staged> staged_span;
-    {
-      MutexLock lock(&staged_mu);
-      std::vector<std::unique_ptr<Staged>>& spare = staged[split].spare;
-      if (!spare.empty()) {
-        staged_span = std::move(spare.back());
-        spare.pop_back();
-      }
-    }
-    if (staged_span == nullptr) staged_span = std::make_unique<Staged>();
-    return std::shared_ptr<Staged>(staged_span.release(), [this, split](Staged* done) {
-      std::unique_ptr<Staged> owned(done);
-      MutexLock lock(&staged_mu);
-      Staging& s = staged[split];
-      if (s.open && s.spare.size() < kMaxSpare) s.spare.push_back(std::move(owned));
-    });
-  }
-
-  // The staged span holding file bytes [offset, offset + bytes) of the
-  // shard, or null.
-  std::shared_ptr<const Staged> FindStaged(size_t split, size_t shard, uint64_t offset, size_t bytes) const {
-    if (!any_staged.load(std::memory_order_relaxed)) return nullptr;
-    MutexLock lock(&staged_mu);
-    const auto& spans = staged[split].spans;
-    for (auto it = spans.rbegin(); it != spans.rend(); ++it) {  // the newest are read soonest
-      if ((*it)->shard == shard && (*it)->read.Holds(offset, bytes)) return *it;
-    }
-    return nullptr;
-  }
+  // The spans SplitReader::Stage read, per split.
+  std::vector<std::unique_ptr<StagedSpans>> staged;
 
   // indexes[split][shard], built on first use (see ShardIndex).
   mutable Mutex index_mu;
@@ -245,10 +181,7 @@ StatusOr<std::unique_ptr<DbReader>> DbReader::Open(const std::string& path) {
     MutexLock lock(&impl->index_mu);  // (no other thread has the reader yet)
     impl->indexes.resize(impl->manifest.splits.size());
   }
-  {
-    MutexLock lock(&impl->staged_mu);
-    impl->staged = std::vector<DbReader::Impl::Staging>(impl->manifest.splits.size());
-  }
+  for (size_t i = 0; i < impl->manifest.splits.size(); ++i) impl->staged.push_back(std::make_unique<StagedSpans>());
   return std::unique_ptr<DbReader>(new DbReader(std::move(impl)));
 }
 
@@ -265,7 +198,7 @@ struct SplitReader::Impl {
   std::string_view stored;
   std::unique_ptr<char[]> value;
   size_t value_capacity = 0;
-  std::shared_ptr<const DbReader::Impl::Staged> staged_value;
+  std::shared_ptr<const StagedSpans::Span> staged_value;
   // The last record decoded: samples cached_first .. cached_first + cached.num_samples - 1.
   DecodedRecord cached;
   uint64_t cached_first = 0;
@@ -310,7 +243,7 @@ struct SplitReader::Impl {
       value.reset(new char[bytes]);
       value_capacity = bytes;
     }
-    staged_value = db->FindStaged(split_id, *shard, at.offset[record], bytes);
+    staged_value = db->staged[split_id]->Find(*shard, at.offset[record], bytes);
     if (staged_value != nullptr) {
       stored = std::string_view(staged_value->read.data() + (at.offset[record] - staged_value->read.first()), bytes);
       return Status::OK();
@@ -464,41 +397,24 @@ void SplitReader::Advise(uint64_t first, uint64_t end, Advice advice) {
 
 Status SplitReader::Stage(uint64_t first, uint64_t end, uint64_t max_staged_bytes) {
   Impl& s = *impl_;
+  StagedSpans& staged = *s.db->staged[s.split_id];
   Status status;
   s.ForEachShardSpan(first, end, [&](size_t shard, size_t, size_t, uint64_t lo, uint64_t hi, uint64_t bytes) {
     if (!status.ok() || !Contiguous(lo, hi, bytes)) return;
     // A span larger than the budget (records far larger than the split's
     // average) is not read into memory at all: only what is staged leaves.
-    std::shared_ptr<DbReader::Impl::Staged> staged;
+    std::shared_ptr<StagedSpans::Span> span;
     if (hi - lo + 2 * DirectRead::kAlignment <= max_staged_bytes) {
-      staged = s.db->NewStaged(s.split_id);
-      staged->shard = shard;
-      status = s.db->files[s.split_id][shard].ReadDirect(lo, static_cast<size_t>(hi - lo), &staged->read);
+      span = staged.NewSpan();
+      span->shard = shard;
+      status = s.db->files[s.split_id][shard].ReadDirect(lo, static_cast<size_t>(hi - lo), &span->read);
       if (!status.ok()) return;
     }
-    std::vector<std::shared_ptr<const DbReader::Impl::Staged>> evicted;  // dropped after the lock: see NewStaged
-    MutexLock lock(&s.db->staged_mu);
-    DbReader::Impl::Staging& staging = s.db->staged[s.split_id];
-    if (staged != nullptr) {
-      staging.open = true;
-      staging.bytes += staged->read.size();
-      staging.spans.push_back(std::move(staged));
-      s.db->any_staged = true;
-    }
-    while (staging.bytes > max_staged_bytes && !staging.spans.empty()) {
-      staging.bytes -= staging.spans.front()->read.size();
-      evicted.push_back(std::move(staging.spans.front()));
-      staging.spans.pop_front();
-    }
+    staged.Add(std::move(span), max_staged_bytes);
   });
   return status;
 }
 
-void SplitReader::Unstage() {
-  Impl& s = *impl_;
-  DbReader::Impl::Staging gone;  // dropped after the lock: see NewStaged
-  MutexLock lock(&s.db->staged_mu);
-  std::swap(gone, s.db->staged[s.split_id]);
-}
+void SplitReader::Unstage() { impl_->db->staged[impl_->split_id]->Clear(); }
 
 }  // namespace granary

@@ -58,14 +58,9 @@ void DropFromCache(const std::string& path) {
   ::close(fd);
 }
 
-struct EpochRead {
-  bool released = false;  // Loader::releases_read_pages
-  bool around = false;    // Loader::reads_around_page_cache
-};
-
-// One epoch of a block-shuffled loader over `db` (rank 0 of `world`),
-// checked against the sampler's order.
-EpochRead BlockShuffledEpoch(const DbReader& db, ReadCache read_cache, int world = 1) {
+// Block shuffling with windows of 64 samples (2,000 samples make 32), as
+// rank 0 of `world`.
+LoaderOptions BlockShuffled(ReadCache read_cache, int world = 1) {
   LoaderOptions o;
   o.sampler.world = world;
   o.batch_size = 16;
@@ -74,9 +69,20 @@ EpochRead BlockShuffledEpoch(const DbReader& db, ReadCache read_cache, int world
   o.scale = 1.0f;
   o.sampler.mode = ShuffleMode::kBlock;
   o.sampler.block_samples = 16;
-  o.sampler.block_window = 4;  // windows of 64 samples: 2,000 samples make 32
+  o.sampler.block_window = 4;
   o.read_cache = read_cache;
-  auto loader = Loader::Create(db, o);
+  return o;
+}
+
+struct EpochRead {
+  bool released = false;  // Loader::releases_read_pages
+  bool around = false;    // Loader::reads_around_page_cache
+};
+
+// One epoch of a block-shuffled loader over `db` (rank 0 of `world`),
+// checked against the sampler's order.
+EpochRead BlockShuffledEpoch(const DbReader& db, ReadCache read_cache, int world = 1) {
+  auto loader = Loader::Create(db, BlockShuffled(read_cache, world));
   EXPECT_TRUE(loader.ok()) << loader.status().ToString();
   if (!loader.ok()) return {};
   const std::vector<uint64_t> expected = loader.value()->sampler().EpochIndices(0);
@@ -189,14 +195,7 @@ TEST(ReadCache, AFailedDirectReadIsKeptAndTheDamageNamedAsEver) {
   testing::WriteTinyDb(dir.Sub("db"), 300);
   auto db = DbReader::Open(dir.Sub("db"));
   ASSERT_TRUE(db.ok());
-  LoaderOptions o;
-  o.batch_size = 16;
-  o.threads = 2;
-  o.sampler.mode = ShuffleMode::kBlock;
-  o.sampler.block_samples = 16;
-  o.sampler.block_window = 4;
-  o.read_cache = ReadCache::kRelease;
-  auto loader = Loader::Create(*db.value(), o);
+  auto loader = Loader::Create(*db.value(), BlockShuffled(ReadCache::kRelease));
   ASSERT_TRUE(loader.ok()) << loader.status().ToString();
   EXPECT_TRUE(loader.value()->reads_around_page_cache());
   EXPECT_TRUE(loader.value()->direct_read_failure().ok());
