@@ -100,8 +100,9 @@ void FillJobShape(int global, int world, int local_world, TrainConfig* config, i
 
 // A task of srun without PMI (srun --mpi=none, Slurm's MpiDefault): MPI
 // cannot join its tasks into one job, so its ranks meet over Gloo, rank 0
-// serving the rendezvous on the port the job's id gives (or --master-port),
-// at 127.0.0.1 on one node or --master-addr across nodes.
+// serving the rendezvous on --master-port, MASTER_PORT or the port the job's
+// id gives, at 127.0.0.1 on one node; across nodes at --master-addr,
+// MASTER_ADDR or the step's first node (JobMasterAddr).
 Status FromSrunWithoutPmi(const Environment& env, const MpiJobPlace& place, bool master_addr_given,
                           TrainConfig* config, int* rank) {
   const std::string job = "srun without PMI (a job of " + std::to_string(place.world) + " tasks)";
@@ -113,11 +114,18 @@ Status FromSrunWithoutPmi(const Environment& env, const MpiJobPlace& place, bool
   FillJobShape(place.global, place.world, place.local_world, config, rank);
   config->dist.backend = Backend::kGloo;
   if (config->dist.nnodes > 1 && !master_addr_given) {
-    return Status::InvalidArgument("--master-addr is needed under " + job + " across " +
-                                   std::to_string(config->dist.nnodes) + " nodes: the address of rank 0's node " +
-                                   "(or srun --mpi=pmix and --backend mpi)");
+    std::string from;
+    config->dist.host = JobMasterAddr(env, &from);
+    if (config->dist.host.empty()) {
+      return Status::InvalidArgument("--master-addr is needed under " + job + " across " +
+                                     std::to_string(config->dist.nnodes) + " nodes: the address of rank 0's node, " +
+                                     "which neither MASTER_ADDR nor SLURM_STEP_NODELIST gives (or srun --mpi=pmix "
+                                     "and --backend mpi)");
+    }
   }
-  if (config->dist.port == 0) config->dist.port = PortFromJobId(env);
+  if (config->dist.port == 0) {
+    GRANARY_ASSIGN_OR_RETURN(config->dist.port, JobMasterPort(env));
+  }
   return Status::OK();
 }
 

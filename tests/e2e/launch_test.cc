@@ -101,6 +101,20 @@ TEST_F(EndToEnd, SrunsTasksWithoutPmiTrainAsOneJob) {
   auto two_nodes = task(0, 2) + "SLURM_NNODES=2 SLURM_LOCALID=0 ";
   ExpectOneLineError(RunCommand(two_nodes + kTrain + " " + args, dir_),
                      "--master-addr is needed under srun without PMI (a job of 2 tasks) across 2 nodes");
+  // srun names the step's nodes: task 0's, the first, serves the rendezvous (here this machine's name for itself).
+  auto node = [&](int rank) {
+    return task(rank, 2) + "SLURM_NNODES=2 SLURM_LOCALID=0 SLURM_NODEID=" + std::to_string(rank) +
+           " SLURM_STEP_NODELIST=localhost,node2 ";
+  };
+  const std::string node1 = dir_.Sub("node1.out");
+  auto nodes = RunCommand("(" + node(1) + kTrain + " " + args + " > " + node1 + " 2>&1 & " + node(0) + kTrain + " " +
+                              args + "; wait)",
+                          dir_);
+  ASSERT_EQ(nodes.exit_code, 0) << nodes.err << testing::ReadFile(node1);
+  auto n = nlohmann::json::parse(nodes.out);
+  EXPECT_EQ(n["config"]["dist"]["host"], "localhost");
+  EXPECT_EQ(n["config"]["dist"]["nnodes"], 2);
+  EXPECT_EQ(n["epochs"][1]["weights_hash"], one["epochs"][1]["weights_hash"]);
   const std::string torchrun = "WORLD_SIZE=1 LOCAL_WORLD_SIZE=1 RANK=0 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 "
                                "MASTER_PORT=" + std::to_string(FreePort()) + " ";
   auto inside = TrainJson(args, dir_, task(1, 2) + torchrun);
@@ -117,6 +131,19 @@ TEST_F(EndToEnd, SrunsTasksWithoutPmiTrainAsOneJob) {
     for (size_t at = 0; (at = ranks.out.find(line, at)) != std::string::npos; ++at) ++seen;
     EXPECT_EQ(seen, 1u) << ranks.out;
   }
+  // Across nodes: the rendezvous at the step's first node, or at MASTER_ADDR:MASTER_PORT as a batch script exports them.
+  const std::string where = kLaunch + " -- /bin/sh -c 'echo $RANK at $MASTER_ADDR:$MASTER_PORT'";
+  auto first_node = RunCommand(node(0) + where, dir_);
+  ASSERT_EQ(first_node.exit_code, 0) << first_node.err;
+  ASSERT_EQ(first_node.out.rfind("0 at localhost:", 0), 0u) << first_node.out;
+  const std::string port = first_node.out.substr(15, first_node.out.size() - 16);  // the job id's, as every task derives it
+  EXPECT_NE(first_node.err.find("rendezvous at localhost:" + port + " (the first node of SLURM_STEP_NODELIST)"),
+            std::string::npos)
+      << first_node.err;
+  auto exported = RunCommand(node(1) + "MASTER_ADDR=10.9.8.7 MASTER_PORT=29511 " + where, dir_);
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_EQ(exported.out, "[rank 1] 1 at 10.9.8.7:29511\n");
+  ExpectOneLineError(RunCommand(node(0) + "MASTER_PORT=29x " + where, dir_), "MASTER_PORT=29x: not a port (1..65535)");
 }
 
 // Two launchers of one run that disagree on its recipe (the gradient

@@ -49,6 +49,45 @@ TEST(Comm, ARankIsBoundOnlyWhereItsLauncherBoundIt) {
   EXPECT_FALSE(BoundByJobLauncher(Environment().With("SLURM_CPU_BIND_TYPE", "none"), 1));
 }
 
+// Across nodes, rank 0's node comes from the job when no --master-addr is
+// given: MASTER_ADDR as a batch script exports it, else the first node of
+// srun's step in Slurm's hostlist form; a MASTER_PORT that is no port is named.
+TEST(Comm, TheRendezvousNodeAndPortComeFromTheJobsVariables) {
+  EXPECT_EQ(FirstHostOf("node[03-05,9],gpu1"), "node03");
+  EXPECT_EQ(FirstHostOf("rack[2-3]-n[01-04]"), "rack2-n01");
+  EXPECT_EQ(FirstHostOf("login1,login2"), "login1");
+  EXPECT_EQ(FirstHostOf("c[7,2]"), "c7");
+  EXPECT_EQ(FirstHostOf("c[1-4"), "");
+  EXPECT_EQ(FirstHostOf("c[]"), "");
+  EXPECT_EQ(FirstHostOf(""), "");
+
+  const Environment task = Environment()
+                               .With("SLURM_PROCID", "1")
+                               .With("SLURM_STEP_NUM_TASKS", "4")
+                               .With("SLURM_JOB_ID", "4711")
+                               .With("SLURM_STEP_ID", "0")
+                               .With("SLURM_JOB_NODELIST", "cn[01-08]")
+                               .With("SLURM_STEP_NODELIST", "cn[05-06]");
+  std::string from;
+  EXPECT_EQ(JobMasterAddr(task, &from), "cn05");
+  EXPECT_EQ(from, "the first node of SLURM_STEP_NODELIST");
+  EXPECT_EQ(JobMasterAddr(task.With("MASTER_ADDR", "10.0.0.7"), &from), "10.0.0.7");
+  EXPECT_EQ(from, "MASTER_ADDR");
+  // A batch script's environment (no step of several tasks) names no rendezvous.
+  from.clear();
+  EXPECT_EQ(JobMasterAddr(Environment().With("SLURM_PROCID", "0").With("SLURM_JOB_NODELIST", "cn[01-02]"), &from), "");
+  EXPECT_EQ(from, "");
+
+  EXPECT_EQ(JobMasterPort(task).value(), PortFromJobId(task));
+  EXPECT_GE(PortFromJobId(task), 20000);
+  EXPECT_EQ(JobMasterPort(task.With("MASTER_PORT", "29500")).value(), 29500);
+  for (const char* bad : {"abc", "0", "70000", ""}) {
+    StatusOr<int> port = JobMasterPort(task.With("MASTER_PORT", bad));
+    ASSERT_FALSE(port.ok()) << bad;
+    EXPECT_EQ(port.status().message(), std::string("MASTER_PORT=") + bad + ": not a port (1..65535)");
+  }
+}
+
 TEST(Comm, AllReduceMeanAveragesEveryTensorOverRanks) {
   std::vector<torch::Tensor> out(2);
   OnTwoRanks([&](Comm& comm) {

@@ -41,6 +41,7 @@ struct Placement {
   CommandJob job;
   int local_ranks = 1;     // started here
   std::string launcher;    // "mpirun" or "srun" when under one
+  std::string master_addr_from;  // the variable that named the rendezvous's node, if one did
 };
 
 StatusOr<Placement> Place(const CommandConfig& c, const Environment& env) {
@@ -79,10 +80,18 @@ StatusOr<Placement> Place(const CommandConfig& c, const Environment& env) {
   } else if (p.job.nnodes == 1) {
     p.job.master_addr = "127.0.0.1";
   } else {
-    return Status::InvalidArgument("--master-addr is needed under " + place.launcher + " across " +
-                                   std::to_string(p.job.nnodes) + " nodes: the address of the node of rank 0");
+    p.job.master_addr = JobMasterAddr(env, &p.master_addr_from);
+    if (p.job.master_addr.empty()) {
+      return Status::InvalidArgument("--master-addr is needed under " + place.launcher + " across " +
+                                     std::to_string(p.job.nnodes) + " nodes: the address of the node of rank 0 " +
+                                     "(neither MASTER_ADDR nor srun's SLURM_STEP_NODELIST gives it)");
+    }
   }
-  p.job.master_port = c.master_port > 0 ? c.master_port : PortFromJobId(env);
+  if (c.master_port > 0) {
+    p.job.master_port = c.master_port;
+  } else {
+    GRANARY_ASSIGN_OR_RETURN(p.job.master_port, JobMasterPort(env));
+  }
   if (p.job.master_port == 0) {
     return Status::InvalidArgument("--master-port is needed: " + place.launcher + "'s environment names no job id "
                                    "to derive the rendezvous port from");
@@ -442,8 +451,11 @@ int RunCommand(CommandConfig c, const Environment& env) {
                                         std::to_string(layout.cores) + " CPUs: pass --oversubscribe to run it anyway"));
   }
   const Allocator allocator = c.allocator == Allocator::kAuto ? Allocator::kGlibc : c.allocator;
-  const std::string job = under_mpi ? "; rank " + std::to_string(run.job.first_rank) + " of " + run.launcher + "'s job"
-                                    : "";
+  std::string job = under_mpi ? "; rank " + std::to_string(run.job.first_rank) + " of " + run.launcher + "'s job" : "";
+  if (!run.master_addr_from.empty()) {
+    job += ", rendezvous at " + run.job.master_addr + ":" + std::to_string(run.job.master_port) + " (" +
+           run.master_addr_from + ")";
+  }
   std::fprintf(stderr, "launch: %s; allocator %s%s\n", layout.Describe().c_str(), NameOf(allocator), job.c_str());
   if (StartupModuleDir().empty() && c.timeout_s > 0) {
     std::fprintf(stderr, "launch: granary's startup module is not beside this program: steps are not counted and "

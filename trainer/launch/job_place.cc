@@ -72,4 +72,47 @@ int PortFromJobId(const Environment& env) {
   return 20000 + static_cast<int>(hash % 40000);
 }
 
+std::string FirstHostOf(const std::string& hostlist) {
+  std::string host;
+  for (size_t i = 0; i < hostlist.size() && hostlist[i] != ','; ++i) {
+    if (hostlist[i] != '[') {
+      host += hostlist[i];
+      continue;
+    }
+    // A bracket's first range or number ("03-05,9" -> "03", zero padding kept).
+    const size_t close = hostlist.find(']', i);
+    if (close == std::string::npos) return "";
+    const size_t first_end = hostlist.find_first_of("-,]", i + 1);
+    if (first_end == i + 1) return "";
+    host += hostlist.substr(i + 1, first_end - i - 1);
+    i = close;
+  }
+  return host;
+}
+
+std::string JobMasterAddr(const Environment& env, std::string* from) {
+  if (!env.Get("MASTER_ADDR").empty()) {
+    *from = "MASTER_ADDR";
+    return env.Get("MASTER_ADDR");
+  }
+  if (!StartedBySrun(env)) return "";
+  for (const char* name : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
+    const std::string host = FirstHostOf(env.Get(name));
+    if (!host.empty()) {
+      *from = std::string("the first node of ") + name;
+      return host;
+    }
+  }
+  return "";
+}
+
+StatusOr<int> JobMasterPort(const Environment& env) {
+  if (!env.Has("MASTER_PORT")) return PortFromJobId(env);
+  const int port = env.Number("MASTER_PORT");
+  if (port < 1 || port > 65535) {
+    return Status::InvalidArgument("MASTER_PORT=" + env.Get("MASTER_PORT") + ": not a port (1..65535)");
+  }
+  return port;
+}
+
 }  // namespace granary

@@ -63,4 +63,22 @@ std::string PlacedByJobLauncher(const std::string& launcher, int node_ranks);
 // step), in 20000-59999; 0 if the environment names no job.
 int PortFromJobId(const Environment& env);
 
+// The first host a Slurm hostlist names: "node[03-05,9],gpu1" -> "node03",
+// "rack[2-3]-n[01-04]" -> "rack2-n01", "login1" -> "login1"; "" if it is
+// empty or malformed (an unclosed bracket).
+std::string FirstHostOf(const std::string& hostlist);
+
+// Where rank 0 of a job across nodes serves the rendezvous when no
+// --master-addr is given: MASTER_ADDR when the job's environment sets it (as
+// batch scripts written for torchrun-style jobs export it), else under srun
+// the first node of the step (SLURM_STEP_NODELIST, or SLURM_JOB_NODELIST),
+// where srun's block and cyclic distributions both put task 0. *from names
+// the variable; "" if none gives one.
+std::string JobMasterAddr(const Environment& env, std::string* from);
+
+// The rendezvous port when no --master-port is given: MASTER_PORT when the
+// job's environment sets it (InvalidArgument if it is no port), else
+// PortFromJobId (0 if that names none).
+StatusOr<int> JobMasterPort(const Environment& env);
+
 }  // namespace granary
