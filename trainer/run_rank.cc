@@ -102,7 +102,14 @@ StatusOr<std::vector<EpochReport>> RunRank(const ResolvedRun& run, int rank, Run
   GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<TrainBatches> batches,
                            MakeTrainBatches(c, *train, run.db->manifest().num_classes, rank, observer));
   GRANARY_ASSIGN_OR_RETURN(RunHooks hooks, AssembleHooks(state));
-  return TrainRank(state, *batches, std::move(hooks));
+  StatusOr<std::vector<EpochReport>> reports = TrainRank(state, *batches, std::move(hooks));
+  // A split larger than memory whose windows stopped being read around the
+  // page cache trained on, through it, slower: said, with why.
+  if (const Status direct = train->direct_read_failure(); !direct.ok()) {
+    observer.Note("rank " + std::to_string(rank) + ": windows of the split were read through the page cache after " +
+                  "a read around it failed: " + direct.message());
+  }
+  return reports;
 }
 
 }  // namespace granary

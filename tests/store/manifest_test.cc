@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "store/manifest.h"
@@ -62,7 +63,7 @@ TEST(Manifest, LyingStatisticsAreCorruptionNamingTheMember) {
       {[](nlohmann::json& s) { s["train"]["features"]["missing"] = {0, 1, 5}; }, "statistics.train.features: mean[2]"},
       {[](nlohmann::json& s) { s["train"]["features"]["missing"] = {0, -1, 4}; }, "statistics.train.features"},
       {[](nlohmann::json& s) { s["train"]["features"]["samples"] = 5; }, "samples 5, the split has 4"},
-      {[](nlohmann::json& s) { s["train"]["features"]["max"][0] = 1e309; }, "statistics.train.features"},
+      {[](nlohmann::json& s) { s["train"]["features"]["max"][0] = std::numeric_limits<double>::infinity(); }, "statistics.train.features"},
       {[](nlohmann::json& s) { s["train"]["label"] = s["train"]["features"]; }, "statistics.train.label: not a field"},
       {[](nlohmann::json& s) { s["test"] = s["train"]; }, "statistics.test: no such split"},
       {[](nlohmann::json& s) { s = nlohmann::json::array(); }, "statistics: not an object"},
