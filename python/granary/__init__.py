@@ -17,11 +17,11 @@ Errors are granary.Error subclasses (granary.errors).
 import importlib
 
 from .errors import (CorruptionError, Error, FailedPreconditionError, FormatError, InvalidArgumentError, NotFoundError,
-                     ReadError)
+                     ReadError, WorkerError)
 from .writer import Writer, write
 
 __all__ = ["Dataset", "Loader", "Writer", "write", "describe", "model_info", "Error", "CorruptionError", "FailedPreconditionError",
-           "FormatError", "InvalidArgumentError", "NotFoundError", "ReadError", "native_available"]
+           "FormatError", "InvalidArgumentError", "NotFoundError", "ReadError", "WorkerError", "native_available"]
 
 
 def describe(db):

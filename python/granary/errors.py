@@ -30,3 +30,8 @@ class ReadError(Error, OSError):
 class FailedPreconditionError(Error, RuntimeError):
     """What was asked needs a state that no longer holds: the db was replaced
     since it was opened, or a newer iterator took over a Loader's stream."""
+
+
+class WorkerError(Error, RuntimeError):
+    """A worker process of granary.write ended abruptly (killed by a signal:
+    a crash in the dataset's own code, or the out-of-memory killer)."""

@@ -36,7 +36,7 @@ import time
 
 import numpy as np
 
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, WorkerError
 from .paths import os_bytes, os_str
 from .samples import _Batch, _convert, _infer_schema, _label_field
 
@@ -289,24 +289,66 @@ class Writer:
 _WORKER = {}
 
 
-def _worker_init(dataset, fields, label_name):
-    _WORKER.update(dataset=dataset, fields=fields, label_name=label_name)
+class _Slots:
+    """Memory shared by the parent and its workers (an anonymous shared
+    mapping made before the pool forks) that holds converted batches: a
+    worker fills a slot with its batch's columns, the parent reads them from
+    there, so a batch is neither pickled, sent through a pipe, nor allocated
+    and faulted in again by the parent. Only for fields of fixed shape (a
+    batch's size is known); `None` from make() where they are not, or where
+    the slots would take more than `most_bytes` (then batches come back
+    through the pool's pipe)."""
+
+    def __init__(self, fields, rows, count):
+        import mmap
+        self.fields, self.rows, self.count = fields, rows, count
+        self.row_bytes = [int(np.prod(f.shape, dtype=np.int64)) * f.dtype.itemsize for f in fields]
+        self.slot_bytes = rows * sum(self.row_bytes)
+        self.memory = mmap.mmap(-1, max(1, count * self.slot_bytes))  # MAP_SHARED | MAP_ANONYMOUS
+
+    @classmethod
+    def make(cls, fields, rows, count, most_bytes=1 << 30):
+        if any(f.shape is None for f in fields):
+            return None
+        slot_bytes = rows * sum(int(np.prod(f.shape, dtype=np.int64)) * f.dtype.itemsize for f in fields)
+        return cls(fields, rows, count) if count * slot_bytes <= most_bytes else None
+
+    def columns(self, slot, n):
+        """Slot `slot`'s columns of `n` rows, as arrays over the shared memory."""
+        out, offset = [], slot * self.slot_bytes
+        for field, row in zip(self.fields, self.row_bytes):
+            out.append(np.frombuffer(self.memory, field.dtype, n * row // field.dtype.itemsize,
+                                     offset).reshape((n,) + field.shape))
+            offset += self.rows * row
+        return out
 
 
-def _worker_convert(split, indices):
+def _worker_init(dataset, fields, label_name, slots):
+    _WORKER.update(dataset=dataset, fields=fields, label_name=label_name, slots=slots)
+
+
+def _worker_convert(split, indices, slot):
+    """The columns of `indices`' items, or None when they were put in `slot`
+    of the shared slots; with their count and largest label."""
     fields = _WORKER["fields"]
-    batch = _Batch(fields)
+    slots = _WORKER["slots"]
+    batch = _Batch(fields) if slot is None else None
+    columns = slots.columns(slot, len(indices)) if slot is not None else None
     max_label = -1
     k = [f.name for f in fields].index(_WORKER["label_name"]) if _WORKER["label_name"] is not None else None
-    for position, index in indices:
+    for row, (position, index) in enumerate(indices):
         arrays = _convert(_WORKER["dataset"][index], fields, position, split)
         if k is not None:
             max_label = max(max_label, int(arrays[k]))
             if int(arrays[k]) < 0:
                 raise InvalidArgumentError(f"sample {position} of split '{split}': label {int(arrays[k])} is "
                                            f"negative; class labels are 0..N-1")
-        batch.add(arrays)
-    return batch.columns(), len(indices), max_label
+        if columns is None:
+            batch.add(arrays)
+        else:
+            for column, array in zip(columns, arrays):
+                column[row] = array
+    return (batch.columns() if columns is None else None), len(indices), max_label
 
 
 def _is_map_style(dataset):
@@ -396,6 +438,8 @@ def write(db, samples, *, split_of=None, val_fraction=0.0, classes=None, workers
 
 
 def _write_with_workers(writer, name, dataset, indices, expected, workers):
+    import collections
+    import concurrent.futures
     import multiprocessing
     order = indices if indices is not None else range(len(dataset))
     if len(order) == 0:
@@ -404,14 +448,44 @@ def _write_with_workers(writer, name, dataset, indices, expected, workers):
         writer._open(dataset[order[0]], name)
     writer._stream(name, expected)
     chunk = max(8, min(256, len(order) // (8 * workers)))  # small enough to keep every worker busy to the end
+    window = 4 * workers  # batches in flight: memory does not grow with the dataset
     positions = list(enumerate(order))
     ranges = [positions[k:k + chunk] for k in range(0, len(positions), chunk)]
-    context = multiprocessing.get_context("fork")
-    with context.Pool(workers, _worker_init, (dataset, writer._fields, writer._label_name)) as pool:
-        pending = []
+    slots = _Slots.make(writer._fields, chunk, window)
+    free = list(range(window)) if slots is not None else []
+    # A pool that notices a worker that died (a crash in the dataset's code, the OOM killer): its
+    # futures fail, where multiprocessing.Pool's would wait for ever.
+    pool = concurrent.futures.ProcessPoolExecutor(workers, multiprocessing.get_context("fork"), _worker_init,
+                                                  (dataset, writer._fields, writer._label_name, slots))
+    pending = collections.deque()
+
+    def take():
+        slot, _, future = pending[0]
+        columns, count, max_label = future.result()
+        pending.popleft()
+        if columns is None:
+            columns = slots.columns(slot, count)
+        try:
+            writer._add_columns(columns, count, max_label)  # copied: the slot may be filled again
+        finally:
+            del columns  # no view of the slots outlives this, so they can be closed
+        if slot is not None:
+            free.append(slot)
+
+    try:
         for r in ranges:
-            pending.append(pool.apply_async(_worker_convert, (name, r)))
-            if len(pending) >= 4 * workers:  # a bounded window: memory does not grow with the dataset
-                writer._add_columns(*pending.pop(0).get())
-        for result in pending:
-            writer._add_columns(*result.get())
+            if len(pending) >= window:
+                take()
+            slot = free.pop() if slots is not None else None
+            pending.append((slot, r[0][0], pool.submit(_worker_convert, name, r, slot)))
+        while pending:
+            take()
+    except concurrent.futures.process.BrokenProcessPool:
+        reading = (f" (samples {pending[0][1]} to {min(pending[-1][1] + chunk, len(order)) - 1} were being read)"
+                   if pending else "")
+        raise WorkerError(f"a worker process ended abruptly (killed by a signal: a crash in the dataset's code, or "
+                          f"the out-of-memory killer) while reading split '{name}'{reading}") from None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        if slots is not None:
+            slots.memory.close()

@@ -198,15 +198,63 @@ class WriteTest(unittest.TestCase):
 
     def test_workers_and_threads_do_not_change_the_records(self):
         rng = np.random.default_rng(4)
-        data = [(rng.integers(0, 256, (3, 9, 9), dtype=np.uint8), int(k % 7)) for k in range(2000)]
+        # 2,003 samples: the workers' batches fill the shared slots again and again, and the last is short.
+        data = [{"image": rng.integers(0, 256, (3, 9, 9), dtype=np.uint8), "weight": rng.random(5),
+                 "label": int(k % 7)} for k in range(2003)]
         hashes = set()
         for workers, threads in ((1, 1), (2, 2), (3, 0)):
             db = self.path(f"w{workers}.db")
             hashes.add(granary.write(db, data, workers=workers, threads=threads)["content_hash"])
         self.assertEqual(len(hashes), 1)
+        d = granary.Dataset(self.path("w3.db"))
+        for k in (0, 124, 125, 2002):
+            self.assertTrue(np.array_equal(d[k]["image"], data[k]["image"]), k)
+            self.assertTrue(np.array_equal(d[k]["weight"], data[k]["weight"]), k)
+        # Fields of fixed shape come back through shared memory; bytes of any length through the pool's pipe.
+        from granary.samples import _infer_schema
+        fixed = _infer_schema(data[0], 0, "train", None)
+        self.assertIsNotNone(granary.writer._Slots.make(fixed, 125, 8))
+        texts = [{"text": bytes(k % 50), "label": k % 3} for k in range(700)]
+        self.assertIsNone(granary.writer._Slots.make(_infer_schema(texts[0], 0, "train", None), 125, 8))
+        self.assertEqual(granary.write(self.path("t1.db"), texts)["content_hash"],
+                         granary.write(self.path("t2.db"), texts, workers=2)["content_hash"])
+        # A worker's sample that does not fit is named, and no db is left.
+        bad = data[:1500] + [{"image": data[0]["image"], "weight": rng.random(4), "label": 1}] + data[1500:]
+        with self.assertRaisesRegex(granary.InvalidArgumentError,
+                                    r"sample 1500 of split 'train': field 'weight' has shape \[4\]"):
+            granary.write(self.path("bad.db"), bad, workers=2)
+        self.assert_no_db(self.path("bad.db"))
         with self.assertRaisesRegex(granary.InvalidArgumentError, "not a map-style dataset"):
             granary.write(self.path("gen.db"), (s for s in data), workers=2)
         self.assert_no_db(self.path("gen.db"))
+
+    def test_a_worker_killed_is_named_and_leaves_no_db_nor_process(self):
+        # A dataset whose decoder crashes a worker (here: SIGKILL, as the OOM killer sends) ends the write
+        # with the samples that were being read, where multiprocessing.Pool would have waited for ever.
+        script = ("import os, signal, sys, numpy as np\n"
+                  f"sys.path.insert(0, {os.path.join(BUILD, 'python')!r})\n"
+                  "import multiprocessing, granary\n"
+                  "parent = os.getpid()\n"
+                  "class Crashing:\n"
+                  "    def __len__(self): return 4000\n"
+                  "    def __getitem__(self, i):\n"
+                  "        if i == 3000 and os.getpid() != parent: os.kill(os.getpid(), signal.SIGKILL)\n"
+                  "        return np.full((3, 8, 8), i % 251, np.uint8), i % 5\n"
+                  "try:\n"
+                  f"    granary.write({self.path('crash.db')!r}, Crashing(), workers=2)\n"
+                  "except granary.WorkerError as e:\n"
+                  "    print(e)\n"
+                  "print('children left:', len(multiprocessing.active_children()))\n")
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertRegex(done.stdout, r"a worker process ended abruptly \(killed by a signal: a crash in the "
+                                      r"dataset's code, or the out-of-memory killer\) while reading split 'train' "
+                                      r"\(samples \d+ to \d+ were being read\)")
+        first, last = map(int, re.search(r"samples (\d+) to (\d+)", done.stdout).groups())
+        self.assertTrue(first <= 3000 <= last, done.stdout)
+        self.assertIn("children left: 0", done.stdout)
+        self.assert_no_db(self.path("crash.db"))
+        self.assertFalse(os.path.exists(self.path("crash.db") + ".partial"))
 
     def test_split_of_and_val_fraction_name_each_items_split(self):
         data = [(np.full(4, k, np.float32), k % 2) for k in range(100)]
