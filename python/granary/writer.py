@@ -299,19 +299,19 @@ class _Slots:
     the slots would take more than `most_bytes` (then batches come back
     through the pool's pipe)."""
 
-    def __init__(self, fields, rows, count):
+    def __init__(self, fields, rows, count, row_bytes):
         import mmap
-        self.fields, self.rows, self.count = fields, rows, count
-        self.row_bytes = [int(np.prod(f.shape, dtype=np.int64)) * f.dtype.itemsize for f in fields]
-        self.slot_bytes = rows * sum(self.row_bytes)
+        self.fields, self.rows, self.row_bytes = fields, rows, row_bytes
+        self.slot_bytes = rows * sum(row_bytes)
         self.memory = mmap.mmap(-1, max(1, count * self.slot_bytes))  # MAP_SHARED | MAP_ANONYMOUS
 
     @classmethod
     def make(cls, fields, rows, count, most_bytes=1 << 30):
+        """`count` slots of `rows` samples each, or None (see above)."""
         if any(f.shape is None for f in fields):
             return None
-        slot_bytes = rows * sum(int(np.prod(f.shape, dtype=np.int64)) * f.dtype.itemsize for f in fields)
-        return cls(fields, rows, count) if count * slot_bytes <= most_bytes else None
+        row_bytes = [int(np.prod(f.shape, dtype=np.int64)) * f.dtype.itemsize for f in fields]
+        return cls(fields, rows, count, row_bytes) if count * rows * sum(row_bytes) <= most_bytes else None
 
     def columns(self, slot, n):
         """Slot `slot`'s columns of `n` rows, as arrays over the shared memory."""
