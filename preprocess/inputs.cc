@@ -271,7 +271,8 @@ InputChanges CompareInputs(const DbInputs& old, const Source& source, const Buil
   for (const auto& [k, v] : old.options) keys.insert(k);
   for (const std::string& k : keys) {
     auto a = old.options.find(k), b = now.find(k);
-    const std::string was = a == old.options.end() ? "(none)" : a->second;
+    // Dbs built before sizes were recorded in one spelling hold --size as it was typed.
+    const std::string was = a == old.options.end() ? "(none)" : k == "size" ? RecordedSize(a->second) : a->second;
     const std::string is = b == now.end() ? "(none)" : b->second;
     if (was != is) c.options.push_back(k + ": " + was + " -> " + is);
   }

@@ -21,6 +21,12 @@ bool ParseSize(const std::string& text, int* width, int* height) {
 
 }  // namespace
 
+std::string RecordedSize(const std::string& size) {
+  int width = 0, height = 0;
+  if (!ParseSize(size, &width, &height)) return size;
+  return width == height ? std::to_string(width) : std::to_string(width) + "x" + std::to_string(height);
+}
+
 std::string DetectFormat(const std::string& raw) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -77,7 +83,7 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
     images.val_fraction = o.val_fraction;
     images.limit = o.limit;
     images.max_decode_bytes = o.max_image_mb << 20;
-    recorded.insert({{"size", o.size},
+    recorded.insert({{"size", RecordedSize(o.size)},
                      {"channels", std::to_string(o.channels)},
                      {"max_image_mb", std::to_string(o.max_image_mb)},
                      {"val_fraction", std::to_string(o.val_fraction)}});

@@ -167,6 +167,11 @@ struct RawOptions {
 // with IDX files "idx", a folder with sub-folders "image-folder", else "idx".
 std::string DetectFormat(const std::string& raw);
 
+// --size as a build records it: "64" for 64 or 64x64, "96x64" for 96x64 or
+// 96X64, so a db built with one spelling is up to date for the other; the
+// text as it is if it is no size.
+std::string RecordedSize(const std::string& size);
+
 // Opens `options.raw` as the format it names (or detects), with the options
 // that apply to that format, and records them in source.info.options.
 // InvalidArgument naming the flag for a bad --size, --format or --missing.

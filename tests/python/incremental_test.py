@@ -175,6 +175,19 @@ class IncrementalTest(unittest.TestCase):
             self.assertIn("was built with other options (size: 8 -> 6): pass --force", refused["error"])
         _, rebuilt = build_json(self.raw, db, "--size", "6", "--force")
         self.assertEqual(rebuilt["content_hash"], self.fresh_hash("--size", "6"))
+        # One size, two spellings: recorded as one, so the other is up to date (and a db of a granary
+        # that recorded --size as typed is too).
+        for spelling in ("6x6", "6X6"):
+            _, same = build_json(self.raw, db, "--size", spelling)
+            self.assertTrue(same.get("up_to_date"), same)
+        inputs = self.inputs_of(db)
+        self.assertEqual(inputs["options"]["size"], "6")
+        inputs["options"]["size"] = "6x6"
+        self.rewrite_inputs(db, inputs)
+        _, same = build_json(self.raw, db, "--size", "6")
+        self.assertTrue(same.get("up_to_date"), same)
+        done, refused = build_json(self.raw, db, "--size", "6x5", check=False)
+        self.assertIn("was built with other options (size: 6 -> 6x5)", refused["error"])
 
     def test_a_new_class_rebuilds_every_item(self):
         db = os.path.join(self.tmp, "photos.db")
