@@ -213,9 +213,9 @@ class WriteTest(unittest.TestCase):
         # Fields of fixed shape come back through shared memory; bytes of any length through the pool's pipe.
         from granary.samples import _infer_schema
         fixed = _infer_schema(data[0], 0, "train", None)
-        self.assertIsNotNone(granary.writer._Slots.make(fixed, 125, 8))
+        self.assertIsNotNone(granary.write_workers._Slots.make(fixed, 125, 8))
         texts = [{"text": bytes(k % 50), "label": k % 3} for k in range(700)]
-        self.assertIsNone(granary.writer._Slots.make(_infer_schema(texts[0], 0, "train", None), 125, 8))
+        self.assertIsNone(granary.write_workers._Slots.make(_infer_schema(texts[0], 0, "train", None), 125, 8))
         self.assertEqual(granary.write(self.path("t1.db"), texts)["content_hash"],
                          granary.write(self.path("t2.db"), texts, workers=2)["content_hash"])
         # A worker's sample that does not fit is named, and no db is left.

@@ -1,0 +1,129 @@
+"""granary.write's worker processes (workers=N > 1): each converts a range
+of a map-style dataset's items into columns, which the parent gives the
+native writer in order. Batches of fixed-shape samples come back through
+memory the processes share (_Slots), others through the pool's pipe; a
+worker that dies ends the write with WorkerError."""
+import collections
+import concurrent.futures
+import multiprocessing
+
+import numpy as np
+
+from .errors import InvalidArgumentError, WorkerError
+from .samples import _Batch, _convert
+
+_WORKER = {}
+
+
+class _Slots:
+    """Memory shared by the parent and its workers (an anonymous shared
+    mapping made before the pool forks) that holds converted batches: a
+    worker fills a slot with its batch's columns, the parent reads them from
+    there, so a batch is neither pickled, sent through a pipe, nor allocated
+    and faulted in again by the parent. Only for fields of fixed shape (a
+    batch's size is known); `None` from make() where they are not, or where
+    the slots would take more than `most_bytes` (then batches come back
+    through the pool's pipe)."""
+
+    def __init__(self, fields, rows, count, row_bytes):
+        import mmap
+        self.fields, self.rows, self.row_bytes = fields, rows, row_bytes
+        self.slot_bytes = rows * sum(row_bytes)
+        self.memory = mmap.mmap(-1, max(1, count * self.slot_bytes))  # MAP_SHARED | MAP_ANONYMOUS
+
+    @classmethod
+    def make(cls, fields, rows, count, most_bytes=1 << 30):
+        """`count` slots of `rows` samples each, or None (see above)."""
+        if any(f.shape is None for f in fields):
+            return None
+        row_bytes = [int(np.prod(f.shape, dtype=np.int64)) * f.dtype.itemsize for f in fields]
+        return cls(fields, rows, count, row_bytes) if count * rows * sum(row_bytes) <= most_bytes else None
+
+    def columns(self, slot, n):
+        """Slot `slot`'s columns of `n` rows, as arrays over the shared memory."""
+        out, offset = [], slot * self.slot_bytes
+        for field, row in zip(self.fields, self.row_bytes):
+            out.append(np.frombuffer(self.memory, field.dtype, n * row // field.dtype.itemsize,
+                                     offset).reshape((n,) + field.shape))
+            offset += self.rows * row
+        return out
+
+
+def _worker_init(dataset, fields, label_name, slots):
+    _WORKER.update(dataset=dataset, fields=fields, label_name=label_name, slots=slots)
+
+
+def _worker_convert(split, indices, slot):
+    """The columns of `indices`' items, or None when they were put in `slot`
+    of the shared slots; with their count and largest label."""
+    fields = _WORKER["fields"]
+    slots = _WORKER["slots"]
+    batch = _Batch(fields) if slot is None else None
+    columns = slots.columns(slot, len(indices)) if slot is not None else None
+    max_label = -1
+    k = [f.name for f in fields].index(_WORKER["label_name"]) if _WORKER["label_name"] is not None else None
+    for row, (position, index) in enumerate(indices):
+        arrays = _convert(_WORKER["dataset"][index], fields, position, split)
+        if k is not None:
+            max_label = max(max_label, int(arrays[k]))
+            if int(arrays[k]) < 0:
+                raise InvalidArgumentError(f"sample {position} of split '{split}': label {int(arrays[k])} is "
+                                           f"negative; class labels are 0..N-1")
+        if columns is None:
+            batch.add(arrays)
+        else:
+            for column, array in zip(columns, arrays):
+                column[row] = array
+    return (batch.columns() if columns is None else None), len(indices), max_label
+
+
+
+def _write_with_workers(writer, name, dataset, indices, expected, workers):
+    order = indices if indices is not None else range(len(dataset))
+    if len(order) == 0:
+        return
+    if writer._native is None:
+        writer._open(dataset[order[0]], name)
+    writer._stream(name, expected)
+    chunk = max(8, min(256, len(order) // (8 * workers)))  # small enough to keep every worker busy to the end
+    window = 4 * workers  # batches in flight: memory does not grow with the dataset
+    positions = list(enumerate(order))
+    ranges = [positions[k:k + chunk] for k in range(0, len(positions), chunk)]
+    slots = _Slots.make(writer._fields, chunk, window)
+    free = list(range(window)) if slots is not None else []
+    # A pool that notices a worker that died (a crash in the dataset's code, the OOM killer): its
+    # futures fail, where multiprocessing.Pool's would wait for ever.
+    pool = concurrent.futures.ProcessPoolExecutor(workers, multiprocessing.get_context("fork"), _worker_init,
+                                                  (dataset, writer._fields, writer._label_name, slots))
+    pending = collections.deque()
+
+    def take():
+        slot, _, future = pending[0]
+        columns, count, max_label = future.result()
+        pending.popleft()
+        if columns is None:
+            columns = slots.columns(slot, count)
+        try:
+            writer._add_columns(columns, count, max_label)  # copied: the slot may be filled again
+        finally:
+            del columns  # no view of the slots outlives this, so they can be closed
+        if slot is not None:
+            free.append(slot)
+
+    try:
+        for r in ranges:
+            if len(pending) >= window:
+                take()
+            slot = free.pop() if slots is not None else None
+            pending.append((slot, r[0][0], pool.submit(_worker_convert, name, r, slot)))
+        while pending:
+            take()
+    except concurrent.futures.process.BrokenProcessPool:
+        reading = (f" (samples {pending[0][1]} to {min(pending[-1][1] + chunk, len(order)) - 1} were being read)"
+                   if pending else "")
+        raise WorkerError(f"a worker process ended abruptly (killed by a signal: a crash in the dataset's code, or "
+                          f"the out-of-memory killer) while reading split '{name}'{reading}") from None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        if slots is not None:
+            slots.memory.close()
