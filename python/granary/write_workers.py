@@ -27,8 +27,12 @@ class _Slots:
 
     def __init__(self, fields, rows, count, row_bytes):
         import mmap
-        self.fields, self.rows, self.row_bytes = fields, rows, row_bytes
-        self.slot_bytes = rows * sum(row_bytes)
+        self.fields, self.row_bytes = fields, row_bytes
+        # Each field's column at its own offset in a slot, a multiple of 64 bytes (aligned for any dtype).
+        self.offsets, self.slot_bytes = [], 0
+        for row in row_bytes:
+            self.offsets.append(self.slot_bytes)
+            self.slot_bytes += -(-rows * row // 64) * 64
         self.memory = mmap.mmap(-1, max(1, count * self.slot_bytes))  # MAP_SHARED | MAP_ANONYMOUS
 
     @classmethod
@@ -41,12 +45,9 @@ class _Slots:
 
     def columns(self, slot, n):
         """Slot `slot`'s columns of `n` rows, as arrays over the shared memory."""
-        out, offset = [], slot * self.slot_bytes
-        for field, row in zip(self.fields, self.row_bytes):
-            out.append(np.frombuffer(self.memory, field.dtype, n * row // field.dtype.itemsize,
-                                     offset).reshape((n,) + field.shape))
-            offset += self.rows * row
-        return out
+        base = slot * self.slot_bytes
+        return [np.frombuffer(self.memory, field.dtype, n * row // field.dtype.itemsize, base + offset)
+                .reshape((n,) + field.shape) for field, row, offset in zip(self.fields, self.row_bytes, self.offsets)]
 
 
 def _worker_init(dataset, fields, label_name, slots):

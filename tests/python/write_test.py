@@ -213,7 +213,12 @@ class WriteTest(unittest.TestCase):
         # Fields of fixed shape come back through shared memory; bytes of any length through the pool's pipe.
         from granary.samples import _infer_schema
         fixed = _infer_schema(data[0], 0, "train", None)
-        self.assertIsNotNone(granary.write_workers._Slots.make(fixed, 125, 8))
+        slots = granary.write_workers._Slots.make(fixed, 125, 8)
+        columns = slots.columns(7, 125)  # a uint8 column of 243-byte rows, then float64 ones: each aligned
+        self.assertEqual([c.shape for c in columns], [(125, 3, 9, 9), (125, 5), (125,)])
+        self.assertEqual([c.ctypes.data % 64 for c in columns], [0, 0, 0])
+        del columns
+        slots.memory.close()
         texts = [{"text": bytes(k % 50), "label": k % 3} for k in range(700)]
         self.assertIsNone(granary.write_workers._Slots.make(_infer_schema(texts[0], 0, "train", None), 125, 8))
         self.assertEqual(granary.write(self.path("t1.db"), texts)["content_hash"],
