@@ -78,7 +78,6 @@ def _worker_convert(split, indices, slot):
     return (batch.columns() if columns is None else None), len(indices), max_label
 
 
-
 def _write_with_workers(writer, name, dataset, indices, expected, workers):
     order = indices if indices is not None else range(len(dataset))
     if len(order) == 0:
