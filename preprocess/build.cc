@@ -195,23 +195,15 @@ Status BuildSplit(const SourceInfo& info, const SplitSource& split, const BuildO
   return writer->EndSplit();
 }
 
-nlohmann::json SplitSummaryJson(const SplitSummary& s) {
-  return {{"name", s.name},
-          {"read", s.read},
-          {"written", s.written},
-          {"rejected", s.rejected},
-          {"statistics", s.statistics.ToJson()}};
-}
-
 // The builder's state for the journal: finished splits' summaries, the split
 // in progress, every rejected item so far, and where to continue.
 std::string CheckpointJson(const BuildSummary& summary, const SplitSummary& current, uint64_t next_item) {
   nlohmann::json j = {{"next_item", next_item},
                       {"payload_bytes", summary.payload_bytes},
-                      {"current", SplitSummaryJson(current)},
+                      {"current", SplitSummaryToJson(current)},
                       {"splits", nlohmann::json::array()},
                       {"rejected", nlohmann::json::array()}};
-  for (const SplitSummary& s : summary.splits) j["splits"].push_back(SplitSummaryJson(s));
+  for (const SplitSummary& s : summary.splits) j["splits"].push_back(SplitSummaryToJson(s));
   for (const RejectedItem& r : summary.rejected) j["rejected"].push_back({r.split, r.item, r.reason});
   return DumpJson(j);
 }
@@ -220,12 +212,7 @@ Status RestoreCheckpoint(const std::string& text, const Schema& schema, BuildSum
                          SplitSummary* current, uint64_t* next_item) {
   auto j = ParseJson(text);
   try {
-    auto split = [&](const nlohmann::json& s) -> StatusOr<SplitSummary> {
-      SplitSummary out{s.at("name").get<std::string>(), s.at("read").get<uint64_t>(),
-                       s.at("written").get<uint64_t>(), s.at("rejected").get<uint64_t>(), {}};
-      GRANARY_ASSIGN_OR_RETURN(out.statistics, StatisticsAccumulator::FromJson(s.at("statistics"), schema));
-      return out;
-    };
+    auto split = [&](const nlohmann::json& s) { return SplitSummaryFromJson(s, schema); };
     *next_item = j.at("next_item").get<uint64_t>();
     summary->payload_bytes = j.at("payload_bytes").get<uint64_t>();
     GRANARY_ASSIGN_OR_RETURN(*current, split(j.at("current")));
@@ -343,6 +330,25 @@ const char* DictionaryModeName(DictionaryMode mode) {
 void RecordStatistics(const std::vector<SplitSummary>& splits, Manifest* manifest) {
   for (const SplitSummary& split : splits) {
     if (auto statistics = split.statistics.Result(); !statistics.empty()) manifest->statistics[split.name] = statistics;
+  }
+}
+
+nlohmann::json SplitSummaryToJson(const SplitSummary& s) {
+  return {{"name", s.name},
+          {"read", s.read},
+          {"written", s.written},
+          {"rejected", s.rejected},
+          {"statistics", s.statistics.ToJson()}};
+}
+
+StatusOr<SplitSummary> SplitSummaryFromJson(const nlohmann::json& j, const Schema& schema) {
+  try {
+    SplitSummary out{j.at("name").get<std::string>(), j.at("read").get<uint64_t>(), j.at("written").get<uint64_t>(),
+                     j.at("rejected").get<uint64_t>(), {}};
+    GRANARY_ASSIGN_OR_RETURN(out.statistics, StatisticsAccumulator::FromJson(j.at("statistics"), schema));
+    return out;
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Corruption(std::string("build journal checkpoint: ") + e.what());
   }
 }
 

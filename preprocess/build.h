@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "base/status.h"
 #include "preprocess/field_statistics.h"
 #include "preprocess/source.h"
@@ -76,6 +78,11 @@ struct SplitSummary {
 
 // The splits' statistics, where they have any, into manifest->statistics.
 void RecordStatistics(const std::vector<SplitSummary>& splits, Manifest* manifest);
+
+// A split's summary in a build journal's checkpoint (all but payload_hashes),
+// and back: Corruption for a checkpoint that is not one.
+nlohmann::json SplitSummaryToJson(const SplitSummary& s);
+StatusOr<SplitSummary> SplitSummaryFromJson(const nlohmann::json& j, const Schema& schema);
 
 struct BuildSummary {
   std::vector<SplitSummary> splits;

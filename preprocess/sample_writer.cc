@@ -5,9 +5,13 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
+#include "base/json_text.h"
 #include "preprocess/dictionary_choice.h"
 #include "preprocess/packing.h"
 #include "store/db_writer.h"
@@ -66,6 +70,12 @@ struct SampleWriter::Impl {
   SampleWriterSummary summary;
   Status failure;  // once set, every call returns it
 
+  // Resuming: where the interrupted write stopped, and its split in progress
+  // as the journal left it. caller_state goes into every checkpoint.
+  SampleWriterResume resumed;
+  SplitSummary resumed_split;
+  std::string caller_state;
+
   // The dictionary is decided on the first split's first samples, held
   // until then; the encoders are made once it is.
   bool decided = false;
@@ -83,6 +93,9 @@ struct SampleWriter::Impl {
   Impl(SampleWriterOptions options, int threads) : o(std::move(options)), arena(threads) {}
 
   Status Decide();
+  Status StartJournal();
+  std::string Checkpoint() const;
+  Status Resume(const ResumePoint& resume);
   Status Open();
   Status Write(std::vector<Sample> samples);
   Status WriteBlocks(std::vector<BlockPtr> blocks);
@@ -118,7 +131,83 @@ Status SampleWriter::Impl::Decide() {
   }
   scratch = std::make_unique<tbb::enumerable_thread_specific<std::unique_ptr<EncodeScratch>>>(
       [this] { return std::make_unique<EncodeScratch>(o.schema, o.zstd_level, dictionary); });
-  return Status::OK();
+  return StartJournal();
+}
+
+// Makes the write resumable from here on (or, resuming, checks that it is
+// the same write): the fingerprint holds what must not change.
+Status SampleWriter::Impl::StartJournal() {
+  nlohmann::json fields = nlohmann::json::array();
+  for (const FieldSpec& f : o.schema.fields) fields.push_back({f.name, DTypeName(f.dtype), f.shape, f.layout});
+  const nlohmann::json fingerprint = {{"caller", o.fingerprint},     {"fields", fields},
+                                      {"zstd_level", o.zstd_level},  {"dictionary", DictionaryModeName(o.dictionary)},
+                                      {"block_bytes", block_bytes}};
+  Status s = writer->StartJournal(DumpJson(fingerprint), [this] { return Checkpoint(); });
+  if (!s.ok() && resumed.resuming) {
+    return Status::FailedPrecondition(s.message() +
+                                      "; resume with the same samples and options, or write again without resume to "
+                                      "replace it");
+  }
+  return s;
+}
+
+// The writer's state for the journal, taken right after a commit: the
+// finished splits and the one in progress as far as its written records go.
+std::string SampleWriter::Impl::Checkpoint() const {
+  nlohmann::json j = {{"payload_bytes", summary.payload_bytes},
+                      {"dictionary_note", summary.dictionary_note},
+                      {"splits", nlohmann::json::array()},
+                      {"current", nullptr},
+                      {"caller", caller_state}};
+  for (const SplitSummary& split : summary.splits) j["splits"].push_back(SplitSummaryToJson(split));
+  if (in_split) {
+    SplitSummary written = current;
+    written.read = written.written;  // samples still in the packer are handed over again
+    j["current"] = SplitSummaryToJson(written);
+  }
+  return DumpJson(j);
+}
+
+// Continues from the journal `resume`: the finished splits' summaries, the
+// split in progress, the dictionary, the caller's state.
+Status SampleWriter::Impl::Resume(const ResumePoint& resume) {
+  const nlohmann::json j = ParseJson(resume.checkpoint);
+  try {
+    summary.payload_bytes = j.at("payload_bytes").get<uint64_t>();
+    summary.dictionary_note = j.at("dictionary_note").get<std::string>();
+    caller_state = j.at("caller").get<std::string>();
+    for (const auto& split : j.at("splits")) {
+      GRANARY_ASSIGN_OR_RETURN(SplitSummary done, SplitSummaryFromJson(split, o.schema));
+      summary.splits.push_back(std::move(done));
+    }
+    if (!j.at("current").is_null()) {
+      GRANARY_ASSIGN_OR_RETURN(resumed_split, SplitSummaryFromJson(j.at("current"), o.schema));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Corruption(writer->partial_path() + ": build journal checkpoint: " + e.what());
+  }
+  // A checkpoint taken as a split ended still holds that split as current.
+  if (!resumed_split.name.empty() && resumed_split.name != resume.split) {
+    summary.splits.push_back(std::exchange(resumed_split, SplitSummary()));
+  }
+  if (resumed_split.name != resume.split || resumed_split.written != resume.samples ||
+      summary.splits.size() != resume.finished.size()) {
+    return Status::Corruption(writer->partial_path() + ": the build journal's checkpoint disagrees with its splits");
+  }
+  resumed.resuming = true;
+  for (const SplitSummary& split : summary.splits) resumed.finished.emplace_back(split.name, split.written);
+  resumed.split = resume.split;
+  resumed.samples = resume.samples;
+  resumed.caller_state = caller_state;
+  decided = true;
+  if (!resume.dictionary.empty()) {
+    GRANARY_ASSIGN_OR_RETURN(auto dict, CompressionDictionary::Create(resume.dictionary, o.zstd_level));
+    dictionary = std::move(dict);
+    summary.dictionary_bytes = resume.dictionary.size();
+  }
+  scratch = std::make_unique<tbb::enumerable_thread_specific<std::unique_ptr<EncodeScratch>>>(
+      [this] { return std::make_unique<EncodeScratch>(o.schema, o.zstd_level, dictionary); });
+  return StartJournal();
 }
 
 Status SampleWriter::Impl::Open() {
@@ -152,7 +241,6 @@ Status SampleWriter::Impl::Write(std::vector<Sample> samples) {
     for (BlockPtr& block : packer->Add(e)) blocks.push_back(std::move(block));
   }
   current.read += items.size();
-  for (const EncodedPtr& e : items) summary.payload_bytes += e->payload_bytes;
   return WriteBlocks(std::move(blocks));
 }
 
@@ -163,9 +251,11 @@ Status SampleWriter::Impl::WriteBlocks(std::vector<BlockPtr> blocks) {
   for (const BlockPtr& block : blocks) {
     if (!block->error.empty()) return Status::InvalidArgument("split '" + current.name + "': " + block->error);
     if (block->value.empty()) continue;
-    GRANARY_RETURN_IF_ERROR(writer->Append(block->value, block->payload_hashes));
+    // The journal's checkpoint (taken inside Append) must include this block.
+    for (const EncodedPtr& e : block->items) summary.payload_bytes += e->payload_bytes;
     current.written += block->payload_hashes.size();
     current.statistics.Merge(block->statistics);
+    GRANARY_RETURN_IF_ERROR(writer->Append(block->value, block->payload_hashes));
   }
   return Status::OK();
 }
@@ -183,9 +273,16 @@ StatusOr<std::unique_ptr<SampleWriter>> SampleWriter::Create(SampleWriterOptions
   w.path = impl->o.db_path;
   w.schema = impl->o.schema;
   w.overwrite = impl->o.overwrite;
-  GRANARY_ASSIGN_OR_RETURN(impl->writer, DbWriter::Create(w));
+  if (impl->o.records_per_commit > 0) w.records_per_commit = impl->o.records_per_commit;
+  ResumePoint resume;
+  GRANARY_ASSIGN_OR_RETURN(impl->writer, DbWriter::Create(w, impl->o.resume ? &resume : nullptr));
+  if (resume.resuming) GRANARY_RETURN_IF_ERROR(impl->Resume(resume));
   return std::unique_ptr<SampleWriter>(new SampleWriter(std::move(impl)));
 }
+
+const SampleWriterResume& SampleWriter::resumed() const { return impl_->resumed; }
+
+void SampleWriter::SetCallerState(std::string state) { impl_->caller_state = std::move(state); }
 
 Status SampleWriter::BeginSplit(const std::string& name, uint64_t expected) {
   Impl& m = *impl_;
@@ -201,6 +298,10 @@ Status SampleWriter::BeginSplit(const std::string& name, uint64_t expected) {
   m.current = SplitSummary();
   m.current.name = name;
   m.current.statistics = StatisticsAccumulator(m.o.schema);
+  if (m.resumed.resuming && name == m.resumed.split) {
+    m.current = m.resumed_split;  // Open continues its shard
+    m.current.read = m.current.written;
+  }
   m.packer = std::make_unique<Packer>(m.o.schema, Packer::kUnknown, m.block_bytes);
   return Status::OK();
 }
@@ -248,6 +349,13 @@ StatusOr<SampleWriterSummary> SampleWriter::Finish(const SampleLabels& labels) {
   }
   if (m.in_split) return Status::FailedPrecondition("split '" + m.current.name + "' is still being written");
   if (m.summary.splits.empty()) return Status::InvalidArgument("no split was written");
+  if (m.resumed.resuming && !m.resumed.split.empty() &&
+      std::none_of(m.summary.splits.begin(), m.summary.splits.end(),
+                   [&](const SplitSummary& s) { return s.name == m.resumed.split; })) {
+    return Status::FailedPrecondition("split '" + m.resumed.split +
+                                      "', which the interrupted write had begun, was not written: a resumed write "
+                                      "needs the same samples");
+  }
   Manifest manifest;
   manifest.builder = m.o.builder + " " + GRANARY_VERSION;
   manifest.created_utc = NowUtc();

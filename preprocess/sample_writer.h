@@ -12,13 +12,18 @@
 //
 // Publication is DbWriter's: the db is built in "<db>.partial" and renamed at
 // Finish; a writer destroyed (or a process killed) before Finish leaves no db.
-// One thread at a time.
+// Resumable as prep's builds are: once the dictionary is decided, a journal in
+// "<db>.partial" records the committed samples with the writer's state, and
+// a writer created with `resume` continues from there (resumed() says where;
+// the caller hands over the samples that follow, in the same order), making
+// the same db as an uninterrupted write. One thread at a time.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -42,6 +47,23 @@ struct SampleWriterOptions {
   std::string source_kind = "python";
   std::string source_path;                    // what the samples came from, as the caller names it
   std::map<std::string, std::string> options;  // recorded in the manifest's build options
+  // Continue the interrupted write in "<db>.partial", if it left a journal
+  // and was given the same `fingerprint` (the caller's description of its
+  // samples) and options; without a journal, start afresh.
+  bool resume = false;
+  std::string fingerprint;
+  size_t records_per_commit = 0;  // and so per journal update; 0: the store's default
+};
+
+// Where a resumed write continues: splits finished (name, samples), the
+// split in progress with its samples already written, and the caller's state
+// as SetCallerState last gave it.
+struct SampleWriterResume {
+  bool resuming = false;
+  std::vector<std::pair<std::string, uint64_t>> finished;
+  std::string split;  // "" if none was in progress
+  uint64_t samples = 0;
+  std::string caller_state;
 };
 
 // What the manifest says of the data, known once every sample was seen.
@@ -66,15 +88,25 @@ struct SampleWriterSummary {
 class SampleWriter {
  public:
   // Creates "<db>.partial" (DbWriter's rules: Busy while another build of the
-  // same path runs; an existing db replaced only with `overwrite`).
-  // InvalidArgument for a bad schema or option.
+  // same path runs; an existing db replaced only with `overwrite`), or with
+  // `resume` continues the one there. InvalidArgument for a bad schema or
+  // option; FailedPrecondition naming what differs from the interrupted
+  // write (whose partial directory is then kept).
   static StatusOr<std::unique_ptr<SampleWriter>> Create(SampleWriterOptions options);
+  const SampleWriterResume& resumed() const;
+  // What the caller needs to continue (e.g. its largest label so far), kept
+  // in the journal with every commit; it should cover at least the samples
+  // handed over so far.
   ~SampleWriter();
   SampleWriter(const SampleWriter&) = delete;
   SampleWriter& operator=(const SampleWriter&) = delete;
 
+  void SetCallerState(std::string state);
+
   // Splits one after another; `expected` samples (0: unknown) divides a
-  // split into shards. InvalidArgument for a name already written.
+  // split into shards. InvalidArgument for a name already written. Beginning
+  // the split a resumed write left in progress continues it: Add then takes
+  // its samples from resumed().samples on.
   Status BeginSplit(const std::string& name, uint64_t expected = 0);
   // Appends `samples` (their fields in schema order) to the split.
   // InvalidArgument naming the split and the sample's index there when a

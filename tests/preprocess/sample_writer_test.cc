@@ -123,7 +123,7 @@ TEST(SampleWriter, ABadSampleIsNamedAndNoDbIsLeft) {
     EXPECT_FALSE(writer.value()->BeginSplit("test").ok());
   }
   EXPECT_FALSE(std::filesystem::exists(path));
-  EXPECT_FALSE(std::filesystem::exists(path + ".partial"));
+  EXPECT_TRUE(std::filesystem::exists(path + ".partial"));  // kept for a resume; the next write replaces it
   auto twice = Write(Options(path, 1), Samples(3), 1);
   ASSERT_TRUE(twice.ok());
   auto writer = SampleWriter::Create(Options(dir.Sub("x"), 1));
@@ -133,6 +133,111 @@ TEST(SampleWriter, ABadSampleIsNamedAndNoDbIsLeft) {
   ASSERT_TRUE(writer.value()->EndSplit().ok());
   EXPECT_EQ(writer.value()->BeginSplit("a").code(), Status::Code::kInvalidArgument);  // written already
   EXPECT_EQ(writer.value()->Finish({"nope", 0, {}, {}}).status().code(), Status::Code::kInvalidArgument);
+}
+
+// A write stopped midway (the writer destroyed, as a killed process leaves
+// it) and resumed, handed the samples that follow resumed().samples, makes
+// the db an uninterrupted write makes: the first split finished, the second
+// in progress, the caller's state kept. Another fingerprint is refused,
+// naming it, and keeps the partial directory.
+TEST(SampleWriter, AnInterruptedWriteResumesToTheSameDb) {
+  TempDir dir;
+  const std::vector<Sample> train = Samples(3000), test = Samples(1300);
+  auto options = [&](const std::string& path, bool resume, const std::string& fingerprint) {
+    SampleWriterOptions o = Options(path, 2);
+    o.records_per_commit = 2;
+    o.resume = resume;
+    o.fingerprint = fingerprint;
+    return o;
+  };
+  auto add = [](SampleWriter& w, const std::vector<Sample>& samples, size_t from, size_t to) {
+    for (size_t k = from; k < to; k += 100) {
+      Status s = w.Add(std::vector<Sample>(samples.begin() + k, samples.begin() + std::min(to, k + 100)));
+      if (!s.ok()) return s;
+    }
+    return Status::OK();
+  };
+  auto whole = [&](const std::string& path) -> StatusOr<SampleWriterSummary> {
+    GRANARY_ASSIGN_OR_RETURN(auto w, SampleWriter::Create(options(path, false, "f")));
+    GRANARY_RETURN_IF_ERROR(w->BeginSplit("train"));
+    GRANARY_RETURN_IF_ERROR(add(*w, train, 0, train.size()));
+    GRANARY_RETURN_IF_ERROR(w->EndSplit());
+    GRANARY_RETURN_IF_ERROR(w->BeginSplit("test"));
+    GRANARY_RETURN_IF_ERROR(add(*w, test, 0, test.size()));
+    GRANARY_RETURN_IF_ERROR(w->EndSplit());
+    return w->Finish({"label", 10, {}, {}});
+  };
+  auto uninterrupted = whole(dir.Sub("whole"));
+  ASSERT_TRUE(uninterrupted.ok()) << uninterrupted.status().ToString();
+
+  const std::string path = dir.Sub("db");
+  {
+    auto w = SampleWriter::Create(options(path, true, "f"));  // nothing to resume: a fresh write
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    EXPECT_FALSE(w.value()->resumed().resuming);
+    ASSERT_TRUE(w.value()->BeginSplit("train").ok());
+    ASSERT_TRUE(add(*w.value(), train, 0, train.size()).ok());
+    ASSERT_TRUE(w.value()->EndSplit().ok());
+    ASSERT_TRUE(w.value()->BeginSplit("test").ok());
+    w.value()->SetCallerState("state at 900");
+    ASSERT_TRUE(add(*w.value(), test, 0, 900).ok());
+  }  // stopped: no db, a partial directory with its journal
+  ASSERT_FALSE(std::filesystem::exists(path));
+
+  auto refused = SampleWriter::Create(options(path, true, "other samples"));
+  ASSERT_EQ(refused.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("other samples"), std::string::npos) << refused.status().message();
+  ASSERT_TRUE(std::filesystem::exists(path + ".partial"));
+
+  auto w = SampleWriter::Create(options(path, true, "f"));
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  const SampleWriterResume& at = w.value()->resumed();
+  ASSERT_TRUE(at.resuming);
+  ASSERT_EQ(at.finished.size(), 1u);
+  EXPECT_EQ(at.finished[0], (std::pair<std::string, uint64_t>{"train", 3000}));
+  EXPECT_EQ(at.split, "test");
+  EXPECT_GT(at.samples, 0u);
+  EXPECT_LT(at.samples, 900u);  // what was committed, not what was handed over
+  EXPECT_EQ(at.caller_state, "state at 900");
+  EXPECT_EQ(w.value()->BeginSplit("train").code(), Status::Code::kInvalidArgument);  // finished
+  ASSERT_TRUE(w.value()->BeginSplit("test").ok());
+  ASSERT_TRUE(add(*w.value(), test, at.samples, test.size()).ok());
+  ASSERT_TRUE(w.value()->EndSplit().ok());
+  auto resumed = w.value()->Finish({"label", 10, {}, {}});
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  EXPECT_EQ(resumed->content_hash, uninterrupted->content_hash);
+  EXPECT_EQ(resumed->payload_bytes, uninterrupted->payload_bytes);
+  ASSERT_EQ(resumed->splits.size(), 2u);
+  EXPECT_EQ(resumed->splits[1].written, 1300u);
+  auto db = DbReader::Open(path);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists(path + ".partial"));
+}
+
+// A resumed write that never continues the split in progress is not published.
+TEST(SampleWriter, AResumedWriteMustContinueTheSplitInProgress) {
+  TempDir dir;
+  const std::string path = dir.Sub("db");
+  SampleWriterOptions o = Options(path, 1);
+  o.records_per_commit = 1;
+  o.dictionary = DictionaryMode::kOff;
+  o.resume = true;
+  {
+    auto w = SampleWriter::Create(o);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(w.value()->BeginSplit("train").ok());
+    ASSERT_TRUE(w.value()->Add(Samples(2000)).ok());
+  }
+  auto w = SampleWriter::Create(o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_EQ(w.value()->resumed().split, "train");
+  ASSERT_TRUE(w.value()->BeginSplit("other").ok());
+  ASSERT_TRUE(w.value()->Add(Samples(5)).ok());
+  ASSERT_TRUE(w.value()->EndSplit().ok());
+  auto done = w.value()->Finish({"label", 10, {}, {}});
+  EXPECT_EQ(done.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(done.status().message().find("split 'train'"), std::string::npos) << done.status().message();
+  EXPECT_FALSE(std::filesystem::exists(path));
 }
 
 }  // namespace
