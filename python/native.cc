@@ -387,7 +387,8 @@ PYBIND11_MODULE(_native, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const StatusError& e) {
-      py::object cls = py::module_::import("granary.errors").attr(ErrorClassName(e.status.code()));
+      const char* name = e.python_class != nullptr ? e.python_class : ErrorClassName(e.status.code());
+      py::object cls = py::module_::import("granary.errors").attr(name);
       PyErr_SetObject(cls.ptr(), OsStr(e.status.message()).ptr());
     }
   });

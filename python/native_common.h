@@ -19,6 +19,7 @@ namespace py = pybind11;
 // class for its code with the same one-line message the C++ tools print.
 struct StatusError {
   Status status;
+  const char* python_class = nullptr;  // instead of the code's class (native.cc's ErrorClassName)
 };
 
 // `bytes` (a path, a name, a message naming a path) as Python's str for

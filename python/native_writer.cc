@@ -2,7 +2,10 @@
 
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
+#include <csignal>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -13,10 +16,18 @@
 
 #include "preprocess/sample_writer.h"
 #include "python/native_common.h"
+#include "store/db_writer.h"
 #include "store/schema.h"
 
 namespace granary {
 namespace {
+
+// A failed Status of the writer: FailedPrecondition is the write's state
+// (a resume refused, a db in the way), not a db's format as for readers.
+void ThrowIfWriteError(const Status& s) {
+  if (s.code() == Status::Code::kFailedPrecondition) throw StatusError{s, "FailedPreconditionError"};
+  ThrowIfError(s);
+}
 
 // granary.Writer's C++ side (python/granary/writer.py checks and converts the
 // user's samples): a SampleWriter fed column by column. A column is a field's
@@ -28,7 +39,7 @@ class WriterHandle {
  public:
   WriterHandle(const std::string& path, const std::vector<std::tuple<std::string, std::string, Shape, std::string>>& fields,
                int zstd_level, const std::string& dictionary, int threads, bool overwrite, const std::string& source,
-               const std::map<std::string, std::string>& options) {
+               const std::map<std::string, std::string>& options, bool resume, const std::string& fingerprint) {
     SampleWriterOptions o;
     o.db_path = path;
     for (const auto& [name, dtype, shape, layout] : fields) {
@@ -44,13 +55,33 @@ class WriterHandle {
     o.overwrite = overwrite;
     o.source_path = source;
     o.options = options;
+    o.resume = resume;
+    o.fingerprint = fingerprint;
     StatusOr<std::unique_ptr<SampleWriter>> writer = [&] {
       py::gil_scoped_release unlocked;
       return SampleWriter::Create(o);
     }();
-    writer_ = ValueOrThrow(std::move(writer));
+    ThrowIfWriteError(writer.status());
+    writer_ = std::move(writer).value();
     schema_ = o.schema;
   }
+
+  // Where a resumed write continues (SampleWriterResume), or None.
+  py::object Resumed() const {
+    const SampleWriterResume& r = writer_->resumed();
+    if (!r.resuming) return py::none();
+    py::list finished;
+    for (const auto& [name, samples] : r.finished) finished.append(py::make_tuple(OsStr(name), samples));
+    py::dict d;
+    d["finished"] = finished;
+    d["split"] = py::none();
+    if (!r.split.empty()) d["split"] = OsStr(r.split);
+    d["samples"] = r.samples;
+    d["state"] = r.caller_state;
+    return std::move(d);
+  }
+
+  void SetState(const std::string& state) { writer_->SetCallerState(state); }
 
   void BeginSplit(const std::string& name, uint64_t expected) { ThrowIfError(writer_->BeginSplit(name, expected)); }
 
@@ -76,7 +107,8 @@ class WriterHandle {
       py::gil_scoped_release unlocked;
       return writer_->Finish({label_field, num_classes, class_names, notes});
     }();
-    const SampleWriterSummary s = ValueOrThrow(std::move(done));
+    ThrowIfWriteError(done.status());
+    const SampleWriterSummary s = std::move(done).value();
     py::dict d;
     py::list splits;
     for (const SplitSummary& split : s.splits) splits.append(py::make_tuple(OsStr(split.name), split.written));
@@ -148,11 +180,23 @@ class WriterHandle {
 }  // namespace
 
 void DefineWriter(py::module_& m) {
+  // For granary.write's worker processes: killed when the process that forked
+  // them dies (the pool's pipes would keep them waiting for ever, holding
+  // the db's build lock), or at once if it already has.
+  m.def("die_with_parent", [](int parent) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(128 + SIGKILL);
+  }, py::arg("parent"));
+  m.def("resumable", [](const std::string& path) { return HasResumableBuild(path); }, py::arg("path"));
   py::class_<WriterHandle>(m, "Writer")
       .def(py::init<const std::string&, const std::vector<std::tuple<std::string, std::string, Shape, std::string>>&,
-                    int, const std::string&, int, bool, const std::string&, const std::map<std::string, std::string>&>(),
+                    int, const std::string&, int, bool, const std::string&, const std::map<std::string, std::string>&,
+                    bool, const std::string&>(),
            py::arg("path"), py::arg("fields"), py::arg("zstd_level"), py::arg("dictionary"), py::arg("threads"),
-           py::arg("overwrite"), py::arg("source"), py::arg("options"))
+           py::arg("overwrite"), py::arg("source"), py::arg("options"), py::arg("resume") = false,
+           py::arg("fingerprint") = "")
+      .def("resumed", &WriterHandle::Resumed)
+      .def("set_state", &WriterHandle::SetState, py::arg("state"))
       .def("begin_split", &WriterHandle::BeginSplit, py::arg("name"), py::arg("expected") = 0)
       .def("add", &WriterHandle::Add, py::arg("columns"))
       .def("end_split", &WriterHandle::EndSplit)

@@ -29,7 +29,8 @@ class ReadError(Error, OSError):
 
 class FailedPreconditionError(Error, RuntimeError):
     """What was asked needs a state that no longer holds: the db was replaced
-    since it was opened, or a newer iterator took over a Loader's stream."""
+    since it was opened, a newer iterator took over a Loader's stream, or a
+    resumed write differs from the one it continues."""
 
 
 class WorkerError(Error, RuntimeError):

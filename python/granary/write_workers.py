@@ -6,6 +6,7 @@ worker that dies ends the write with WorkerError."""
 import collections
 import concurrent.futures
 import multiprocessing
+import os
 
 import numpy as np
 
@@ -50,7 +51,9 @@ class _Slots:
                 .reshape((n,) + field.shape) for field, row, offset in zip(self.fields, self.row_bytes, self.offsets)]
 
 
-def _worker_init(dataset, fields, label_name, slots):
+def _worker_init(parent, dataset, fields, label_name, slots):
+    from . import _native
+    _native.die_with_parent(parent)  # a parent killed outright leaves no worker behind
     _WORKER.update(dataset=dataset, fields=fields, label_name=label_name, slots=slots)
 
 
@@ -78,23 +81,21 @@ def _worker_convert(split, indices, slot):
     return (batch.columns() if columns is None else None), len(indices), max_label
 
 
-def _write_with_workers(writer, name, dataset, indices, expected, workers):
-    order = indices if indices is not None else range(len(dataset))
+def _write_with_workers(writer, name, dataset, order, start, expected, workers):
+    """Writes items `order` of `dataset`, samples `start`.. of split `name`."""
     if len(order) == 0:
         return
-    if writer._native is None:
-        writer._open(dataset[order[0]], name)
     writer._stream(name, expected)
     chunk = max(8, min(256, len(order) // (8 * workers)))  # small enough to keep every worker busy to the end
     window = 4 * workers  # batches in flight: memory does not grow with the dataset
-    positions = list(enumerate(order))
+    positions = list(enumerate(order, start))
     ranges = [positions[k:k + chunk] for k in range(0, len(positions), chunk)]
     slots = _Slots.make(writer._fields, chunk, window)
     free = list(range(window)) if slots is not None else []
     # A pool that notices a worker that died (a crash in the dataset's code, the OOM killer): its
     # futures fail, where multiprocessing.Pool's would wait for ever.
     pool = concurrent.futures.ProcessPoolExecutor(workers, multiprocessing.get_context("fork"), _worker_init,
-                                                  (dataset, writer._fields, writer._label_name, slots))
+                                                  (os.getpid(), dataset, writer._fields, writer._label_name, slots))
     pending = collections.deque()
 
     def take():

@@ -28,6 +28,7 @@ refused naming its index, split and field. The label field is the one
 integer scalar field (or `label=`); with one other field besides it, that
 one is the input `train --db` reads with no flags.
 """
+import json
 import os
 import pickle
 import sys
@@ -88,12 +89,13 @@ class _Progress:
         self.show = sys.stderr.isatty() if show is None else show
         self.last = 0.0
 
-    def update(self, split, done, total, start, final=False):
+    def update(self, split, done, total, start, final=False, first=0):
+        """`first`: samples the split held before `start` (a resumed write)."""
         now = time.monotonic()
         if not self.show or (not final and now - self.last < 0.5):
             return
         self.last = now
-        rate = done / max(now - start, 1e-9)
+        rate = (done - first) / max(now - start, 1e-9)
         eta = f", ETA {max(total - done, 0) / rate:.0f} s" if total and rate > 0 and not final else ""
         of = f"/{total}" if total else ""
         print(f"\rgranary.write: {split}: {done}{of} samples, {rate:,.0f}/s{eta}   ", end="\n" if final else "",
@@ -118,10 +120,17 @@ class Writer:
     crash or a kill leaves no db, only "<db>.partial", which no reader opens.
     An existing db is replaced only with overwrite=True (and only if it is a
     granary db); a second writer of the same path fails at once.
+
+    resume=True continues the write that "<db>.partial" holds (as `prep build
+    --resume` does): run the same code again, and the samples that write had
+    already stored are skipped as they come (.resumed says how many of each
+    split); the db is the one an uninterrupted write makes, if the samples
+    come in the same order. A write with other options or fields is refused,
+    naming what differs. Without a partial write to continue, it starts afresh.
     """
 
     def __init__(self, db, schema=None, *, label=None, classes=None, overwrite=False, zstd_level=3, dictionary="auto",
-                 threads=0, batch=1024, source="python", progress=None, options=None):
+                 threads=0, batch=1024, source="python", progress=None, options=None, resume=False):
         for name, value, low, high in (("zstd_level", zstd_level, 0, 22), ("threads", threads, 0, 4096),
                                        ("batch", batch, 1, 1 << 20)):
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
@@ -134,9 +143,12 @@ class Writer:
         self._db = os_bytes(db)
         self._schema, self._label, self._classes = schema, label, classes
         self._settings = dict(zstd_level=zstd_level, dictionary=dictionary, threads=threads, overwrite=bool(overwrite),
-                              source=str(source), options={str(k): str(v) for k, v in (options or {}).items()})
+                              source=str(source), options={str(k): str(v) for k, v in (options or {}).items()},
+                              resume=bool(resume))
+        self._plan = None  # granary.write's splits and their lengths: part of what a resume must match
         self._batch_size = batch
         self._native = None
+        self._opened = False  # the C++ writer was made: "<db>.partial" is this write's
         self._fields = None
         self._label_name = None
         self._max_label = -1
@@ -144,8 +156,13 @@ class Writer:
         self._written_splits = []
         self._spools = {}  # the other splits' samples, until close()
         self._index = 0
+        self._first = 0  # samples of the streaming split written before this run (resumed)
         self._expected = 0
         self._batch = None
+        # Resumed: {split: samples the interrupted write stored} (.resumed), and how many of each came again.
+        self.resumed = {}
+        self._finished = set()
+        self._seen = {}
         self._progress = _Progress(progress)
         self._start = time.monotonic()
         self.summary = None
@@ -159,6 +176,8 @@ class Writer:
         _check_split_name(split)
         if self._native is None:
             self._open(sample, split)
+        if self.resumed and self._stored_already(split):
+            return
         if self._split is None and not self._written_splits:
             self._stream(split)
         if split == self._split:
@@ -198,12 +217,14 @@ class Writer:
             classes = classes if classes is not None else [str(k) for k in range(num_classes)]
         native, self._native = self._native, None
         self.summary = native.finish(self._label_name or "", num_classes, classes or [], notes)
+        self.summary["resumed_samples"] = sum(self.resumed.values())
         self.summary["splits"] = [(os.fsdecode(n) if isinstance(n, bytes) else n, c)
                                   for n, c in self.summary["splits"]]
         return self.summary
 
     def abort(self):
-        """Drops what was written: no db appears (its partial folder is removed)."""
+        """Stops the write: no db appears, only "<db>.partial" (which
+        resume=True continues and a write without it replaces)."""
         self._native = None
         self._batch = None
         self._spools = {}
@@ -216,7 +237,15 @@ class Writer:
             self.close()
         else:
             self.abort()
+            self._note_resumable(value)
         return False
+
+    def _note_resumable(self, error):
+        """Tells, beside an error that stopped this write, that resume=True can continue it."""
+        from . import _native
+        if self._opened and self.summary is None and _native.resumable(self._db):
+            error.add_note(f"granary: {self.path}.partial keeps the samples written so far; the same write with "
+                           f"resume=True continues from there")
 
     # What write() and granary.write share.
 
@@ -231,19 +260,46 @@ class Writer:
         self._label_index = [f.name for f in self._fields].index(self._label_name) if self._label_name else None
         self._batch = _Batch(self._fields)
         s = self._settings
+        fingerprint = json.dumps({"source": s["source"], "label": self._label_name, "classes": self._classes,
+                                  "splits": self._plan}, sort_keys=True)
         self._native = _native.Writer(self._db, [f.spec() for f in self._fields], s["zstd_level"], s["dictionary"],
-                                      s["threads"], s["overwrite"], s["source"], s["options"])
+                                      s["threads"], s["overwrite"], s["source"], s["options"], s["resume"], fingerprint)
+        self._opened = True
+        resumed = self._native.resumed()
+        if resumed is not None:
+            self._max_label = json.loads(resumed["state"] or "{}").get("max_label", -1)
+            self.resumed = dict(resumed["finished"])
+            self._finished = set(self.resumed)
+            self._written_splits = list(self.resumed)
+            if resumed["split"] is not None:
+                self.resumed[resumed["split"]] = resumed["samples"]
+                self._stream(resumed["split"])
+
+    def _stored_already(self, split):
+        """Whether this sample of `split` is one the resumed write had stored
+        (counted); InvalidArgumentError for one more than a split it finished."""
+        seen = self._seen[split] = self._seen.get(split, 0) + 1
+        if seen <= self.resumed.get(split, 0):
+            return True
+        if split in self._finished:
+            raise InvalidArgumentError(f"split '{split}': the interrupted write finished it with "
+                                       f"{self.resumed[split]} samples, and more came now; a resumed write needs the "
+                                       f"same samples in the same order")
+        return False
 
     def _stream(self, split, expected=0):
-        """Ends the streaming split (if another) and streams `split`."""
+        """Ends the streaming split (if another) and streams `split` (a
+        resumed one from its samples already stored)."""
         if split == self._split:
+            self._expected = expected or self._expected
             return
         _check_split_name(split)
         if split in self._written_splits:
             raise InvalidArgumentError(f"split '{split}' was written already: write each split's samples together "
                                        f"(splits: {self._written_splits})")
         self._end_split()
-        self._split, self._index, self._expected = split, 0, expected
+        self._first = self.resumed.get(split, 0)
+        self._split, self._index, self._expected = split, self._first, expected
         self._native.begin_split(split, expected)
         self._start = time.monotonic()
 
@@ -265,22 +321,29 @@ class Writer:
     def _add_columns(self, columns, count, max_label):
         """A batch converted elsewhere (a worker process)."""
         self._flush()
+        self._max_label = max(self._max_label, max_label)
+        self._native.set_state(self._state())
         self._native.add(columns)
         self._index += count
-        self._max_label = max(self._max_label, max_label)
-        self._progress.update(self._split, self._index, self._expected, self._start)
+        self._progress.update(self._split, self._index, self._expected, self._start, first=self._first)
 
     def _flush(self):
         if self._batch is not None and len(self._batch):
+            self._native.set_state(self._state())
             self._native.add(self._batch.columns())
-            self._progress.update(self._split, self._index, self._expected, self._start)
+            self._progress.update(self._split, self._index, self._expected, self._start, first=self._first)
+
+    def _state(self):
+        """What a resumed write needs of this one (in the journal with each commit): the largest label so far."""
+        return json.dumps({"max_label": self._max_label})
 
     def _end_split(self):
         if self._split is None:
             return
         self._flush()
+        self._native.set_state(self._state())
         self._native.end_split()
-        self._progress.update(self._split, self._index, self._expected, self._start, final=True)
+        self._progress.update(self._split, self._index, self._expected, self._start, final=True, first=self._first)
         self._written_splits.append(self._split)
         self._split = None
 
@@ -309,7 +372,7 @@ def _split_indices(count, split_of, val_fraction):
 
 
 def write(db, samples, *, split_of=None, val_fraction=0.0, classes=None, workers=1, label=None, schema=None,
-          overwrite=False, zstd_level=3, dictionary="auto", threads=0, progress=None):
+          overwrite=False, zstd_level=3, dictionary="auto", threads=0, progress=None, resume=False):
     """Writes `samples` into a new db at `db` and returns its summary (see
     Writer.close). `samples` is any iterable of samples (a torch Dataset, a
     generator, a torchvision dataset, a list), or a dict of them by split
@@ -320,7 +383,9 @@ def write(db, samples, *, split_of=None, val_fraction=0.0, classes=None, workers
     `workers`=N reads its items in N processes (as DataLoader does), so a
     dataset that decodes in __getitem__ is read on every core while the C++
     side compresses. `classes` defaults to the dataset's own `.classes`
-    (torchvision's). Other arguments as granary.Writer's.
+    (torchvision's). resume=True continues an interrupted write of the same
+    samples: a map-style dataset's stored items are not read again, an
+    iterable's are read and skipped. Other arguments as granary.Writer's.
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 1024:
         raise InvalidArgumentError(f"workers={workers!r}: must be an int in 1..1024")
@@ -350,22 +415,34 @@ def write(db, samples, *, split_of=None, val_fraction=0.0, classes=None, workers
                                            f"[]); an iterable is read in this process (workers=1)")
     writer = Writer(db, schema, label=label, classes=classes, overwrite=overwrite, zstd_level=zstd_level,
                     dictionary=dictionary, threads=threads, source=type(next(iter(splits.values()))).__name__,
-                    progress=progress, options={"workers": workers})
+                    progress=progress, options={"workers": workers}, resume=resume)
+    # A map-style split's items in order (indices into the dataset); None for an iterable.
+    orders = [indices if indices is not None else range(len(dataset)) if _is_map_style(dataset) else None
+              for _, dataset, indices in plan]
+    writer._plan = [[name, len(order) if order is not None else None] for (name, _, _), order in zip(plan, orders)]
     try:
-        for name, dataset, indices in plan:
-            expected = len(indices) if indices is not None else len(dataset) if hasattr(dataset, "__len__") else 0
+        for (name, dataset, _), order in zip(plan, orders):
+            expected = len(order) if order is not None else len(dataset) if hasattr(dataset, "__len__") else 0
+            if writer._native is None and order is not None and len(order):
+                writer._open(dataset[order[0]], name)
+            if name in writer._finished:
+                continue
+            start = writer.resumed.get(name, 0)  # stored by the write this one resumes
             if workers > 1:
-                _write_with_workers(writer, name, dataset, indices, expected, workers)
+                _write_with_workers(writer, name, dataset, order[start:], start, expected, workers)
             else:
-                items = (dataset[i] for i in indices) if indices is not None else iter(dataset)
+                items = (dataset[i] for i in order[start:]) if order is not None else iter(dataset)
                 for sample in items:
                     if writer._native is None:
                         writer._open(sample, name)
+                    if order is None and writer.resumed and writer._stored_already(name):
+                        continue
                     writer._stream(name, expected)
                     writer._add(_convert(sample, writer._fields, writer._index, name))
-            if writer._native is not None:
+            if writer._native is not None and name not in writer._finished:
                 writer._stream(name, expected)  # a split with no samples is still a split
         return writer.close()
-    except BaseException:
+    except BaseException as error:
         writer.abort()
+        writer._note_resumable(error)
         raise

@@ -5,7 +5,8 @@ through torchvision gives prep's content hash, dbs written from Python read
 back sample for sample and train with no flags, a torchvision ImageFolder
 trains as prep's db of the same folder does, and hostile use (a sample that
 does not fit, an exception inside the block, a killed writer, two writers
-of one path, an existing db or folder) leaves no db that looks complete.
+of one path, an existing db or folder) leaves no db that looks complete; a
+killed write resumed with resume=True makes the db an uninterrupted one does.
 
     GRANARY_BUILD=build /usr/bin/python3 tests/python/write_test.py
 """
@@ -354,6 +355,101 @@ class WriteTest(unittest.TestCase):
         with self.assertRaisesRegex(granary.Error, "mine"):
             granary.write(folder, [(np.zeros(3, np.float32), 1)], overwrite=True)
         self.assertTrue(os.path.exists(os.path.join(folder, "keep.txt")))
+
+    # A map-style dataset of 12 KiB images (records that are not small: the write is journaled after 16
+    # samples), in two splits; `kill_at` kills the writing process when that item is read.
+    RESUMABLE = ("import os, signal, sys, numpy as np\n"
+                 f"sys.path.insert(0, {os.path.join(BUILD, 'python')!r})\n"
+                 "import granary\n"
+                 "class Images:\n"
+                 "    def __init__(self, n, kill_at=-1, parent=os.getpid()):\n"
+                 "        self.n, self.kill_at, self.parent, self.read = n, kill_at, parent, []\n"
+                 "    def __len__(self): return self.n\n"
+                 "    def __getitem__(self, k):\n"
+                 "        if k == self.kill_at: os.kill(self.parent, signal.SIGKILL)\n"
+                 "        self.read.append(k)\n"
+                 "        return np.random.default_rng(k).integers(0, 256, (64, 64, 3), np.uint8), k % 7\n")
+
+    def test_a_killed_write_resumes_to_the_db_an_uninterrupted_one_makes(self):
+        db = self.path("resumed.db")
+        script = self.RESUMABLE + (f"granary.write({db!r}, {{'train': Images(1500, kill_at=1200), "
+                                   f"'test': Images(300)}}, workers=2)\n")
+        # A worker kills the writing process: the workers go with it (they held the build's lock).
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+        self.assertEqual(done.returncode, -signal.SIGKILL, done.stderr)
+        self.assert_no_db(db)
+        self.assertTrue(os.path.exists(db + ".partial"))
+        exec(self.RESUMABLE, namespace := {})
+        images = namespace["Images"]
+        with self.assertRaisesRegex(granary.FailedPreconditionError, r"zstd_level.*resume with the same samples"):
+            granary.write(db, {"train": images(1500), "test": images(300)}, zstd_level=5, resume=True)
+        self.assertTrue(os.path.exists(db + ".partial"))  # refused: kept
+        train, test = images(1500), images(300)
+        summary = granary.write(db, {"train": train, "test": test}, resume=True)
+        stored = summary["resumed_samples"]
+        self.assertTrue(300 <= stored < 1200, summary)  # the samples committed before the kill
+        self.assertEqual(train.read[0], 0)  # the schema's sample
+        self.assertEqual(train.read[1:], list(range(stored, 1500)))  # the stored ones are not read again
+        whole = granary.write(self.path("whole.db"), {"train": images(1500), "test": images(300)})
+        self.assertEqual(summary["content_hash"], whole["content_hash"])
+        self.assertEqual(summary["splits"], [("train", 1500), ("test", 300)])
+        self.assertEqual(prep_info(db)["classes"], [str(k) for k in range(7)])
+        self.assertFalse(os.path.exists(db + ".partial"))
+        self.assertEqual(run(PREP, "verify", db).returncode, 0)
+
+    def test_a_writer_resumed_skips_the_samples_stored_and_names_one_too_many(self):
+        # The same generator code run again with resume=True, splits interleaved: killed while split 'val' (the
+        # first to come) streamed and 'train' waited in its spool; .resumed says what the writer skips.
+        db = self.path("generator.db")
+        body = ("with granary.Writer({db!r}, resume={resume}, batch=50) as w:\n"
+                "    for k in range(2000):\n"
+                "        if k == {kill_at}: os.kill(os.getpid(), signal.SIGKILL)\n"
+                "        w.write((np.random.default_rng(k).integers(0, 256, 12288, np.uint8), k % 3),\n"
+                "                split='val' if k % 4 == 0 else 'train')\n"
+                "print(json.dumps([w.resumed, w.summary['content_hash'], w.summary['resumed_samples']]))\n")
+        runs = {}
+        for name, resume, kill_at, path in (("killed", False, 1700, db), ("resumed", True, -1, db),
+                                             ("whole", False, -1, self.path("whole.db"))):
+            script = self.RESUMABLE + "import json\n" + body.format(db=path, resume=resume, kill_at=kill_at)
+            runs[name] = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+        self.assertEqual(runs["killed"].returncode, -signal.SIGKILL, runs["killed"].stderr)
+        for name in ("resumed", "whole"):
+            self.assertEqual(runs[name].returncode, 0, runs[name].stderr)
+        resumed, resumed_hash, stored = json.loads(runs["resumed"].stdout)
+        whole_hash = json.loads(runs["whole"].stdout)[1]
+        self.assertEqual(list(resumed), ["val"])
+        self.assertTrue(0 < resumed["val"] == stored <= 425, runs["resumed"].stdout)
+        self.assertEqual(resumed_hash, whole_hash)
+        self.assertEqual([(s["name"], s["samples"]) for s in granary.describe(db)["splits"]],
+                         [("val", 500), ("train", 1500)])
+
+        # Generators in granary.write: 'train' finished, 'test' killed; resumed with one 'train' sample more.
+        more = self.path("more.db")
+        gen = ("def gen(n, kill_at=-1):\n"
+               "    for k in range(n):\n"
+               "        if k == kill_at: os.kill(os.getpid(), signal.SIGKILL)\n"
+               "        yield np.random.default_rng(k).integers(0, 256, (64, 64, 3), np.uint8), k % 7\n")
+        script = self.RESUMABLE + gen + f"granary.write({more!r}, {{'train': gen(400), 'test': gen(1300, 1100)}})\n"
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+        self.assertEqual(done.returncode, -signal.SIGKILL, done.stderr)
+        exec(self.RESUMABLE + gen, namespace := {})
+        with self.assertRaisesRegex(granary.InvalidArgumentError, r"split 'train': the interrupted write finished it "
+                                                                  r"with 400 samples, and more came now"):
+            granary.write(more, {"train": namespace["gen"](401), "test": namespace["gen"](1300)}, resume=True)
+        summary = granary.write(more, {"train": namespace["gen"](400), "test": namespace["gen"](1300)}, resume=True)
+        self.assertTrue(400 < summary["resumed_samples"] <= 400 + 1024, summary)  # handed over 1024 at a time
+        self.assertEqual(summary["splits"], [("train", 400), ("test", 1300)])
+
+    def test_an_error_that_stops_a_journaled_write_says_it_can_be_resumed(self):
+        db = self.path("noted.db")
+        with self.assertRaises(KeyError) as caught:
+            with granary.Writer(db, batch=100) as w:
+                for k in range(500):
+                    w.write((np.random.default_rng(k).integers(0, 256, (64, 64, 3), np.uint8), k % 3))
+                raise KeyError("the user's own error")
+        self.assertIn(f"granary: {db}.partial keeps the samples written so far; the same write with resume=True "
+                      f"continues from there", getattr(caught.exception, "__notes__", []))
+        self.assert_no_db(db)
 
 
 if __name__ == "__main__":
