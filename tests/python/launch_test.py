@@ -50,6 +50,9 @@ dist.destroy_process_group()
 # Fails as argv[1] says on rank 1 at step 10; "once": only before a restart.
 FAIL = """
 import os, sys, time, torch, torch.distributed as dist, torch.nn as nn
+from torch.distributed.elastic.multiprocessing.errors import record
+@record  # writes the exception to TORCHELASTIC_ERROR_FILE, as torchrun's docs advise
+def bad_batch(): raise ValueError("a bad batch at step 10")
 mode = sys.argv[1]
 dist.init_process_group("gloo")
 rank = dist.get_rank()
@@ -59,6 +62,7 @@ restart = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
 for i in range(40):
     if i == 10 and rank == 1:
         if mode == "exit3": sys.exit(3)
+        if mode == "raise": bad_batch()
         if mode == "kill":
             open(sys.argv[2], "w").write(str(time.time()))
             os.kill(os.getpid(), 9)
@@ -179,6 +183,12 @@ class LaunchTest(unittest.TestCase):
         r = self.launch("--ranks", "2", PYTHON, self.script("fail.py"), "exit3")
         self.assertEqual(r.returncode, 3, r.stderr)
         self.assertIn("launch: rank 1 exited with status 3; stopping the other ranks", r.stderr)
+
+    def test_a_rank_that_raises_is_named_with_the_exception_it_recorded(self):
+        r = self.launch("--ranks", "2", PYTHON, self.script("fail.py"), "raise")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("launch: rank 1 exited with status 1 (ValueError: a bad batch at step 10); stopping the other "
+                      "ranks", r.stderr)
 
     def test_a_killed_rank_is_named_within_2_s(self):
         killed_at = os.path.join(self.dir, "killed_at")

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "trainer/launch/error_files.h"
 #include "trainer/launch/layout.h"
 #include "trainer/launch/output_relay.h"
 
@@ -82,6 +83,43 @@ TEST(Launch, RanksArePinnedAndGetTheirEnvironment) {
   unsetenv("OMP_NUM_THREADS");
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(out->exit_code, 0);
+}
+
+// A command's rank that exits non-zero is named with what it wrote to its
+// torchrun error file (TORCHELASTIC_ERROR_FILE), as torch's @record writes it.
+TEST(Launch, ACommandRankIsNamedWithTheErrorItRecorded) {
+  LaunchOptions o;
+  o.kind = RankKind::kCommand;
+  o.name = "launch";
+  o.program = "/bin/sh";
+  o.args = {"sh", "-c",
+            "if [ \"$RANK\" = 1 ]; then printf '{\"message\": {\"message\": \"ValueError: bad\\\\nmore\", "
+            "\"extraInfo\": {}}}' > \"$TORCHELASTIC_ERROR_FILE\"; exit 2; fi; exec sleep 300"};
+  o.ranks = 2;
+  o.grace_s = 2;
+  o.rank_env = {{"RANK=0"}, {"RANK=1"}};
+  auto out = LaunchRanks(o);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->exit_code, 2);
+  EXPECT_EQ(out->failure, "rank 1 exited with status 2 (ValueError: bad); stopping the other ranks");
+}
+
+TEST(RecordedErrorMessage, TakesTorchsMessageFirstLineAndPrintableOnly) {
+  EXPECT_EQ(RecordedErrorMessage(R"({"message": {"message": "KeyError: 'x'\nTraceback", "extraInfo": {}}})"),
+            "KeyError: 'x'");
+  EXPECT_EQ(RecordedErrorMessage(R"({"message": "RuntimeError: plain"})"), "RuntimeError: plain");
+  EXPECT_EQ(RecordedErrorMessage(R"({"message": {"message": "a\u001b[31mred"}})"), "a?[31mred");
+  for (const char* none : {"", "not json", "[1]", R"({"message": 3})", R"({"other": "x"})",
+                           R"({"message": {"extraInfo": {}}})"}) {
+    EXPECT_EQ(RecordedErrorMessage(none), "") << none;
+  }
+  // Long messages end at a whole character.
+  std::string long_message;
+  while (long_message.size() < 400) long_message += "\xc3\xa9";  // é
+  const std::string cut = RecordedErrorMessage(R"({"message": ")" + long_message + "\"}");
+  EXPECT_LE(cut.size(), RankErrorFiles::kMaxMessageBytes + 3);
+  EXPECT_EQ(cut.substr(cut.size() - 3), "...");
+  EXPECT_EQ(cut.size() % 2, 1u);  // whole two-byte characters and "..."
 }
 
 // mpirun's stderr: a box summed up as one line, once however many ranks

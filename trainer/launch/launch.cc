@@ -13,9 +13,11 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "trainer/clock.h"
+#include "trainer/launch/error_files.h"
 #include "trainer/launch/heartbeat.h"
 #include "trainer/launch/mpi_session_dir.h"
 #include "trainer/launch/mpirun_job.h"
@@ -70,14 +72,15 @@ struct OwnedFd {
 // exec'd as `o` says, into *ranks; `relays[r]`, where there is one: the
 // output of rank r (of mpirun) goes through it. On a failed fork, what was
 // started is killed.
-Status StartProcesses(const LaunchOptions& o, const HeartbeatBoard& board, int rendezvous_fd,
-                      const std::string& session_dir, const std::vector<std::unique_ptr<OutputRelay>>& relays,
-                      const sigset_t& mask, Ranks* ranks) {
+Status StartProcesses(const LaunchOptions& o, const HeartbeatBoard& board, const RankErrorFiles* errors,
+                      int rendezvous_fd, const std::string& session_dir,
+                      const std::vector<std::unique_ptr<OutputRelay>>& relays, const sigset_t& mask, Ranks* ranks) {
   const bool mpi = !o.mpirun.empty();
   const pid_t launcher = ::getpid();
   const std::string program = ProgramPath(o.program);
   for (int rank = 0; rank < (mpi ? 1 : o.ranks); ++rank) {
-    RankExec exec = mpi ? PrepareMpirun(o, board, program, session_dir) : PrepareRank(o, board, rendezvous_fd, rank);
+    RankExec exec = mpi ? PrepareMpirun(o, board, program, session_dir)
+                        : PrepareRank(o, board, errors, rendezvous_fd, rank);
     std::fflush(nullptr);
     const pid_t pid = ::fork();
     if (pid < 0) {
@@ -123,16 +126,19 @@ StatusOr<std::vector<std::unique_ptr<OutputRelay>>> MakeRelays(const LaunchOptio
 }
 
 // A line on how rank `rank`, forked here, ended with `wstatus` (not 0): killed
-// by a signal, or, for a command, its exit status; "" for a train rank that
-// exited (it said why itself).
-std::string RankExitLine(const LaunchOptions& o, int rank, int wstatus) {
+// by a signal, or, for a command, its exit status and the exception it
+// recorded in its error file, if any; "" for a train rank that exited (it
+// said why itself).
+std::string RankExitLine(const LaunchOptions& o, int rank, int wstatus, const RankErrorFiles* errors) {
   const std::string others = o.ranks > 1 ? "; stopping the other ranks" : "";
   if (WIFSIGNALED(wstatus)) {
     return RankName(o, rank) + " was killed by signal " + std::to_string(WTERMSIG(wstatus)) + " (" +
            ::strsignal(WTERMSIG(wstatus)) + ")" + others;
   }
   if (o.kind == RankKind::kCommand) {
-    return RankName(o, rank) + " exited with status " + std::to_string(WEXITSTATUS(wstatus)) + others;
+    const std::string recorded = errors != nullptr ? errors->Message(rank) : "";
+    return RankName(o, rank) + " exited with status " + std::to_string(WEXITSTATUS(wstatus)) +
+           (recorded.empty() ? "" : " (" + recorded + ")") + others;
   }
   return "";
 }
@@ -235,13 +241,19 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
   }
   Ranks ranks;
   const bool mpi = !o.mpirun.empty();
+  std::optional<RankErrorFiles> errors;  // a command's ranks forked here: torchrun's error files
+  if (o.kind == RankKind::kCommand && !mpi) {
+    GRANARY_ASSIGN_OR_RETURN(RankErrorFiles made, RankErrorFiles::Create(o.ranks));
+    errors.emplace(std::move(made));
+  }
+  const RankErrorFiles* error_files = errors ? &*errors : nullptr;
   if (mpi) ranks.board = &board.value();
   // mpirun's shared memory and session files lie in a folder of the launcher's.
   MpiSessionDir session;
   if (mpi) session.Create();
   GRANARY_ASSIGN_OR_RETURN(const std::vector<std::unique_ptr<OutputRelay>> relays, MakeRelays(o));
   GRANARY_RETURN_IF_ERROR(
-      StartProcesses(o, board.value(), rendezvous.fd, session.path(), relays, guard.saved(), &ranks));
+      StartProcesses(o, board.value(), error_files, rendezvous.fd, session.path(), relays, guard.saved(), &ranks));
   for (const std::unique_ptr<OutputRelay>& relay : relays) {
     if (relay) relay->Start();
   }
@@ -292,7 +304,7 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
         outcome.failure = MpirunEndCause(o, board.value(), ranks, mpirun_pid, wstatus, SecondsSince(launched),
                                          &outcome.exit_code, &vanished, &signalled);
       } else if (!stopping) {
-        outcome.failure = RankExitLine(o, rank, wstatus);
+        outcome.failure = RankExitLine(o, rank, wstatus, error_files);
         if (outcome.failure.empty() && o.timeout_s > 0) {
           // It gave up (said why itself); was it waiting for a rank that hung?
           outcome.failure =

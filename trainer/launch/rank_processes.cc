@@ -11,7 +11,8 @@
 
 namespace granary {
 
-RankExec PrepareRank(const LaunchOptions& o, const HeartbeatBoard& board, int rendezvous_fd, int rank) {
+RankExec PrepareRank(const LaunchOptions& o, const HeartbeatBoard& board, const RankErrorFiles* errors,
+                     int rendezvous_fd, int rank) {
   RankExec e;
   e.args = o.args;
   if (o.kind == RankKind::kTrain) {
@@ -29,6 +30,7 @@ RankExec PrepareRank(const LaunchOptions& o, const HeartbeatBoard& board, int re
     own.insert(own.end(), o.rank_env[rank].begin(), o.rank_env[rank].end());
   }
   own.push_back(board.Environment(rank));
+  if (errors != nullptr) own.push_back(errors->Environment(rank));
   for (const std::string& var : o.parent.Entries()) {
     const std::string name = var.substr(0, var.find('=') + 1);
     const bool replaced = std::any_of(own.begin(), own.end(),

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/launch/error_files.h"
 #include "trainer/launch/heartbeat.h"
 #include "trainer/launch/launch.h"
 
@@ -31,9 +32,11 @@ struct RankExec {
   bool pinned = false;
 };
 
-// `o`'s rank `rank` (forked here), its heartbeat slot on `board`, and the
-// rendezvous file's descriptor (-1: a TCPStore port).
-RankExec PrepareRank(const LaunchOptions& o, const HeartbeatBoard& board, int rendezvous_fd, int rank);
+// `o`'s rank `rank` (forked here), its heartbeat slot on `board`, its error
+// file in `errors` (null: none), and the rendezvous file's descriptor (-1: a
+// TCPStore port).
+RankExec PrepareRank(const LaunchOptions& o, const HeartbeatBoard& board, const RankErrorFiles* errors,
+                     int rendezvous_fd, int rank);
 
 // The program's own path: mpirun cannot run /proc/self/exe (its own).
 std::string ProgramPath(const std::string& program);

@@ -1,0 +1,42 @@
+// torchrun's error files (TORCHELASTIC_ERROR_FILE): a script whose entry
+// point is decorated with torch.distributed.elastic's @record writes there,
+// as JSON, the exception that ended its rank; the launcher names it in its
+// line on that rank's failure, where the root cause would otherwise lie
+// among every rank's tracebacks. One anonymous file (memfd) per rank, held
+// by the launcher alone (close-on-exec) and opened by the rank through
+// /proc/<launcher>/fd/N: nothing is left behind however the launcher ends.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace granary {
+
+class RankErrorFiles {
+ public:
+  static StatusOr<RankErrorFiles> Create(int ranks);
+  RankErrorFiles(RankErrorFiles&& other) noexcept;
+  RankErrorFiles& operator=(RankErrorFiles&&) = delete;
+  RankErrorFiles(const RankErrorFiles&) = delete;
+  ~RankErrorFiles();
+
+  // "TORCHELASTIC_ERROR_FILE=/proc/<this process>/fd/N" for local rank `rank`.
+  std::string Environment(int rank) const;
+  // What the rank recorded ("ValueError: bad batch"): the first line of its
+  // message, printable characters only, at most kMaxMessageBytes; "" if it
+  // recorded nothing (or not as torch does).
+  std::string Message(int rank) const;
+
+  static constexpr size_t kMaxMessageBytes = 300;
+
+ private:
+  explicit RankErrorFiles(std::vector<int> fds) : fds_(std::move(fds)) {}
+  std::vector<int> fds_;
+};
+
+// The message in an error file's text (RankErrorFiles::Message), "" if none.
+std::string RecordedErrorMessage(const std::string& text);
+
+}  // namespace granary
