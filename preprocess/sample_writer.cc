@@ -93,6 +93,10 @@ struct SampleWriter::Impl {
   Impl(SampleWriterOptions options, int threads) : o(std::move(options)), arena(threads) {}
 
   Status Decide();
+  void MakeEncoders() {
+    scratch = std::make_unique<tbb::enumerable_thread_specific<std::unique_ptr<EncodeScratch>>>(
+        [this] { return std::make_unique<EncodeScratch>(o.schema, o.zstd_level, dictionary); });
+  }
   Status StartJournal();
   std::string Checkpoint() const;
   Status Resume(const ResumePoint& resume);
@@ -129,8 +133,7 @@ Status SampleWriter::Impl::Decide() {
     dictionary = std::move(dict);
     summary.dictionary_bytes = bytes.size();
   }
-  scratch = std::make_unique<tbb::enumerable_thread_specific<std::unique_ptr<EncodeScratch>>>(
-      [this] { return std::make_unique<EncodeScratch>(o.schema, o.zstd_level, dictionary); });
+  MakeEncoders();
   return StartJournal();
 }
 
@@ -205,8 +208,7 @@ Status SampleWriter::Impl::Resume(const ResumePoint& resume) {
     dictionary = std::move(dict);
     summary.dictionary_bytes = resume.dictionary.size();
   }
-  scratch = std::make_unique<tbb::enumerable_thread_specific<std::unique_ptr<EncodeScratch>>>(
-      [this] { return std::make_unique<EncodeScratch>(o.schema, o.zstd_level, dictionary); });
+  MakeEncoders();
   return StartJournal();
 }
 

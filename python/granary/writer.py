@@ -349,6 +349,12 @@ class Writer:
 
 
 def _is_map_style(dataset):
+    """Whether `dataset` is read by index (len and []): not a torch
+    IterableDataset, whose [] torch's Dataset makes raise even where it has a
+    len."""
+    torch_data = sys.modules.get("torch.utils.data")
+    if torch_data is not None and isinstance(dataset, torch_data.IterableDataset):
+        return False
     return hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__") and not isinstance(dataset, (dict, str))
 
 

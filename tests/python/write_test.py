@@ -262,6 +262,23 @@ class WriteTest(unittest.TestCase):
         self.assert_no_db(self.path("crash.db"))
         self.assertFalse(os.path.exists(self.path("crash.db") + ".partial"))
 
+    def test_a_torch_iterable_dataset_is_read_as_an_iterable(self):
+        # torch's Dataset makes [] raise NotImplementedError; with a len, an IterableDataset looks map-style.
+        import torch
+
+        class Stream(torch.utils.data.IterableDataset):
+            def __len__(self):
+                return 50
+
+            def __iter__(self):
+                return ((np.full(4, k, np.float32), k % 2) for k in range(50))
+
+        summary = granary.write(self.path("stream.db"), Stream())
+        self.assertEqual(summary["splits"], [("train", 50)])
+        self.assertEqual(float(granary.Dataset(self.path("stream.db"))[49]["input"][0]), 49.0)
+        with self.assertRaisesRegex(granary.InvalidArgumentError, "is not a map-style dataset"):
+            granary.write(self.path("stream2.db"), Stream(), workers=2)
+
     def test_split_of_and_val_fraction_name_each_items_split(self):
         data = [(np.full(4, k, np.float32), k % 2) for k in range(100)]
         db = self.path("split_of.db")
