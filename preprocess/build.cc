@@ -390,7 +390,24 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
   summary.threads = threads;
   SplitSummary current;
   uint64_t next_item = 0;
+  auto checkpoint = [&] { return CheckpointJson(summary, current, next_item); };
+  auto start_journal = [&]() -> Status {
+    Status journal = writer->StartJournal(Fingerprint(source, options, block_bytes), checkpoint);
+    if (!journal.ok() && resume.resuming) {
+      if (const nlohmann::json was = ParseJson(resume.fingerprint); was.is_object() && was.contains("caller")) {
+        return Status::FailedPrecondition(writer->partial_path() +
+                                          ": left by an interrupted granary.write (Python), not by prep build; resume "
+                                          "it with granary.write(..., resume=True), or build again without --resume "
+                                          "to replace it");
+      }
+      return Status::FailedPrecondition(journal.message() +
+                                        "; resume with the same ones, or build again without --resume to replace it");
+    }
+    return journal;
+  };
   if (resume.resuming) {
+    // The same inputs and options first: another build's journal is named, not misread.
+    GRANARY_RETURN_IF_ERROR(start_journal());
     GRANARY_RETURN_IF_ERROR(RestoreCheckpoint(resume.checkpoint, source.info.schema, &summary, &current, &next_item));
     // A checkpoint taken as a split ended still holds that split as current.
     if (!current.name.empty() && current.name != resume.split) {
@@ -398,17 +415,11 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
       current = SplitSummary();
     }
   }
-  auto checkpoint = [&] { return CheckpointJson(summary, current, next_item); };
 
   StatusOr<std::shared_ptr<const CompressionDictionary>> dictionary =
       ChooseDictionary(source, options, block_bytes, resume, writer.get(), &summary);
   if (!dictionary.ok()) return dictionary.status();
-  Status journal = writer->StartJournal(Fingerprint(source, options, block_bytes), checkpoint);
-  if (!journal.ok() && resume.resuming) {
-    return Status::FailedPrecondition(journal.message() +
-                                      "; resume with the same ones, or build again without --resume to replace it");
-  }
-  GRANARY_RETURN_IF_ERROR(journal);
+  if (!resume.resuming) GRANARY_RETURN_IF_ERROR(start_journal());  // once the dictionary is in the db
 
   for (const auto& split : source.splits) {
     summary.raw_bytes += split->raw_bytes();

@@ -73,6 +73,7 @@ struct SampleWriter::Impl {
   // Resuming: where the interrupted write stopped, and its split in progress
   // as the journal left it. caller_state goes into every checkpoint.
   SampleWriterResume resumed;
+  std::string resumed_fingerprint;
   SplitSummary resumed_split;
   std::string caller_state;
 
@@ -142,11 +143,19 @@ Status SampleWriter::Impl::Decide() {
 Status SampleWriter::Impl::StartJournal() {
   nlohmann::json fields = nlohmann::json::array();
   for (const FieldSpec& f : o.schema.fields) fields.push_back({f.name, DTypeName(f.dtype), f.shape, f.layout});
-  const nlohmann::json fingerprint = {{"caller", o.fingerprint},     {"fields", fields},
-                                      {"zstd_level", o.zstd_level},  {"dictionary", DictionaryModeName(o.dictionary)},
+  // The caller's description as JSON where it is JSON, so that a difference is named by its key.
+  nlohmann::json caller = ParseJson(o.fingerprint);
+  if (caller.is_discarded()) caller = o.fingerprint;
+  const nlohmann::json fingerprint = {{"caller", caller},           {"fields", fields},
+                                      {"zstd_level", o.zstd_level}, {"dictionary", DictionaryModeName(o.dictionary)},
                                       {"block_bytes", block_bytes}};
   Status s = writer->StartJournal(DumpJson(fingerprint), [this] { return Checkpoint(); });
   if (!s.ok() && resumed.resuming) {
+    if (const nlohmann::json was = ParseJson(resumed_fingerprint); was.is_object() && !was.contains("caller")) {
+      return Status::FailedPrecondition(writer->partial_path() +
+                                        ": left by an interrupted prep build, not by granary.write; resume it with "
+                                        "prep build --resume, or write again without resume to replace it");
+    }
     return Status::FailedPrecondition(s.message() +
                                       "; resume with the same samples and options, or write again without resume to "
                                       "replace it");
@@ -174,6 +183,10 @@ std::string SampleWriter::Impl::Checkpoint() const {
 // Continues from the journal `resume`: the finished splits' summaries, the
 // split in progress, the dictionary, the caller's state.
 Status SampleWriter::Impl::Resume(const ResumePoint& resume) {
+  resumed.resuming = true;
+  resumed_fingerprint = resume.fingerprint;
+  // The same samples and options first: another build's journal is named, not misread.
+  GRANARY_RETURN_IF_ERROR(StartJournal());
   const nlohmann::json j = ParseJson(resume.checkpoint);
   try {
     summary.payload_bytes = j.at("payload_bytes").get<uint64_t>();
@@ -197,7 +210,6 @@ Status SampleWriter::Impl::Resume(const ResumePoint& resume) {
       summary.splits.size() != resume.finished.size()) {
     return Status::Corruption(writer->partial_path() + ": the build journal's checkpoint disagrees with its splits");
   }
-  resumed.resuming = true;
   for (const SplitSummary& split : summary.splits) resumed.finished.emplace_back(split.name, split.written);
   resumed.split = resume.split;
   resumed.samples = resume.samples;
@@ -209,7 +221,7 @@ Status SampleWriter::Impl::Resume(const ResumePoint& resume) {
     summary.dictionary_bytes = resume.dictionary.size();
   }
   MakeEncoders();
-  return StartJournal();
+  return Status::OK();
 }
 
 Status SampleWriter::Impl::Open() {

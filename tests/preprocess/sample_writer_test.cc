@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -212,6 +213,49 @@ TEST(SampleWriter, AnInterruptedWriteResumesToTheSameDb) {
   auto db = DbReader::Open(path);
   ASSERT_TRUE(db.ok()) << db.status().ToString();
   EXPECT_FALSE(std::filesystem::exists(path + ".partial"));
+}
+
+// A partial db left by prep is not resumed by a SampleWriter, nor one left by
+// a SampleWriter by prep: each says who left it and how to resume it.
+TEST(SampleWriter, APartialDbIsResumedOnlyByWhatLeftIt) {
+  TempDir dir;
+  std::string images("\0\0\x08\x03\0\0\0\x0a\0\0\0\x06\0\0\0\x06", 16), labels("\0\0\x08\x01\0\0\0\x0a", 8);
+  for (const Sample& s : Samples(10)) {
+    images += s.fields[0];
+    labels.push_back(s.fields[1][0]);
+  }
+  std::filesystem::create_directories(dir.Sub("raw"));
+  testing::WriteFile(dir.Sub("raw/train-images-idx3-ubyte"), images);
+  testing::WriteFile(dir.Sub("raw/train-labels-idx1-ubyte"), labels);
+  auto source = OpenIdxSource(dir.Sub("raw"), {});
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  const std::atomic<bool> cancelled{true};
+  BuildOptions b;
+  b.db_path = dir.Sub("by_prep");
+  b.cancel = &cancelled;  // stops before its first sample, journaled
+  ASSERT_FALSE(BuildDb(source.value(), b).ok());
+  SampleWriterOptions o = Options(b.db_path, 1);
+  o.resume = true;
+  auto w = SampleWriter::Create(o);
+  EXPECT_EQ(w.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(w.status().message().find("left by an interrupted prep build"), std::string::npos) << w.status().message();
+
+  o = Options(dir.Sub("by_python"), 1);
+  o.dictionary = DictionaryMode::kOff;  // journaled at once
+  {
+    auto writer = SampleWriter::Create(o);
+    ASSERT_TRUE(writer.ok());
+    ASSERT_TRUE(writer.value()->BeginSplit("train").ok());
+    ASSERT_TRUE(writer.value()->Add(Samples(10)).ok());
+  }
+  b.db_path = o.db_path;
+  b.cancel = nullptr;
+  b.resume = true;
+  auto built = BuildDb(source.value(), b);
+  EXPECT_EQ(built.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(built.status().message().find("left by an interrupted granary.write"), std::string::npos)
+      << built.status().message();
+  EXPECT_TRUE(std::filesystem::exists(o.db_path + ".partial"));
 }
 
 // A resumed write that never continues the split in progress is not published.
