@@ -30,6 +30,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
+from torch.distributed.elastic.multiprocessing.errors import record
 
 import granary  # granary
 
@@ -110,6 +111,7 @@ def worker(rank, args, port):
     dist.destroy_process_group()
 
 
+@record  # under launch (or torchrun) a rank's exception is named in the launcher's line on its failure
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("db")

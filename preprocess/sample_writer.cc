@@ -287,6 +287,7 @@ StatusOr<std::unique_ptr<SampleWriter>> SampleWriter::Create(SampleWriterOptions
   w.path = impl->o.db_path;
   w.schema = impl->o.schema;
   w.overwrite = impl->o.overwrite;
+  w.resume_with = "granary.write(..., resume=True)";
   if (impl->o.records_per_commit > 0) w.records_per_commit = impl->o.records_per_commit;
   ResumePoint resume;
   GRANARY_ASSIGN_OR_RETURN(impl->writer, DbWriter::Create(w, impl->o.resume ? &resume : nullptr));

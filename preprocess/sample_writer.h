@@ -93,14 +93,14 @@ class SampleWriter {
   // option; FailedPrecondition naming what differs from the interrupted
   // write (whose partial directory is then kept).
   static StatusOr<std::unique_ptr<SampleWriter>> Create(SampleWriterOptions options);
-  const SampleWriterResume& resumed() const;
-  // What the caller needs to continue (e.g. its largest label so far), kept
-  // in the journal with every commit; it should cover at least the samples
-  // handed over so far.
   ~SampleWriter();
   SampleWriter(const SampleWriter&) = delete;
   SampleWriter& operator=(const SampleWriter&) = delete;
 
+  const SampleWriterResume& resumed() const;
+  // What the caller needs to continue (e.g. its largest label so far), kept
+  // in the journal with every commit; it should cover at least the samples
+  // handed over so far.
   void SetCallerState(std::string state);
 
   // Splits one after another; `expected` samples (0: unknown) divides a

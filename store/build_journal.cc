@@ -7,6 +7,12 @@
 #include "store/format.h"
 
 namespace granary {
+namespace {
+
+// A journal read only for its resume_with: past this, a message does without.
+constexpr uint64_t kMaxJournalBytes = uint64_t{16} << 20;
+
+}  // namespace
 
 AtomicWriteOptions InPartial() {
   AtomicWriteOptions o;
@@ -24,8 +30,17 @@ Status WriteBuildJournal(const std::string& partial, const JournalEntry& entry) 
                       {"split", entry.split},
                       {"samples", entry.samples},
                       {"checkpoint", entry.checkpoint},
-                      {"dictionary", entry.dictionary}};
+                      {"dictionary", entry.dictionary},
+                      {"resume_with", entry.resume_with}};
   return WriteFileAtomically(partial + "/" + kJournalFile, DumpJson(j), InPartial());
+}
+
+std::string ResumeCommandOf(const std::string& partial) {
+  std::string text;
+  if (!ReadBoundedFile(partial + "/" + kJournalFile, kMaxJournalBytes, &text).ok()) return "";
+  const nlohmann::json j = ParseJson(text);
+  if (!j.is_object() || !j.contains("resume_with") || !j["resume_with"].is_string()) return "";
+  return j["resume_with"].get<std::string>();
 }
 
 Status ReadBuildJournal(const std::string& partial, ResumePoint* resume) {

@@ -25,10 +25,15 @@ struct JournalEntry {
   uint64_t samples = 0;             // its samples committed
   std::string checkpoint;           // the caller's state
   bool dictionary = false;          // the partial directory holds the dictionary file
+  std::string resume_with;          // DbWriterOptions::resume_with
 };
 
 // Replaces the journal in `partial` (atomically).
 Status WriteBuildJournal(const std::string& partial, const JournalEntry& entry);
+
+// What continues the interrupted build in `partial` (its journal's
+// resume_with), or "" where there is no journal to say.
+std::string ResumeCommandOf(const std::string& partial);
 
 // Reads the journal in `partial` into *resume (all but `resuming`), with the
 // dictionary file's bytes where it says there is one. Corruption naming the

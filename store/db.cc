@@ -14,7 +14,9 @@
 #include <functional>
 
 #include "base/file.h"
+#include "base/json_text.h"
 #include "base/mutex.h"
+#include "store/build_journal.h"
 #include "store/db_directory.h"
 #include "store/format.h"
 #include "store/lmdb_handles.h"
@@ -110,7 +112,9 @@ std::string BuildInProgressNote(const std::string& path) {
   if (pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)) {
     return " yet: it is being built by process " + builder + " (" + partial + ")";
   }
-  return " (" + partial + " holds an interrupted build: prep build --resume continues it)";
+  const std::string resume_with = ResumeCommandOf(partial);
+  return " (" + partial + " holds an interrupted build: " +
+         (resume_with.empty() ? "prep build --resume" : Printable(resume_with)) + " continues it)";
 }
 
 }  // namespace

@@ -55,6 +55,9 @@ struct DbWriterOptions {
   // Files or folders the build reads: InvalidArgument if `path` (or its
   // partial directory) is one of them or contains one.
   std::vector<std::string> inputs;
+  // What continues this build if it is interrupted, as a reader that finds
+  // only "<path>.partial" tells the user (kept in the journal).
+  std::string resume_with = "prep build --resume";
 };
 
 // Where an interrupted build stopped, from the journal in "<path>.partial".

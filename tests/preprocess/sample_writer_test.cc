@@ -256,6 +256,16 @@ TEST(SampleWriter, APartialDbIsResumedOnlyByWhatLeftIt) {
   EXPECT_NE(built.status().message().find("left by an interrupted granary.write"), std::string::npos)
       << built.status().message();
   EXPECT_TRUE(std::filesystem::exists(o.db_path + ".partial"));
+  // A reader that finds only the partial db says what continues it (once its
+  // builder is gone: here the builder was this process).
+  for (const auto& [path, how] : {std::pair<std::string, std::string>{dir.Sub("by_prep"), "prep build --resume"},
+                                  {o.db_path, "granary.write(..., resume=True)"}}) {
+    testing::WriteFile(path + ".partial/builder.pid", "999999\n");
+    auto db = DbReader::Open(path);
+    EXPECT_EQ(db.status().code(), Status::Code::kNotFound);
+    EXPECT_NE(db.status().message().find("holds an interrupted build: " + how + " continues it"), std::string::npos)
+        << db.status().message();
+  }
 }
 
 // A resumed write that never continues the split in progress is not published.

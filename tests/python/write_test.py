@@ -396,6 +396,9 @@ class WriteTest(unittest.TestCase):
         self.assertEqual(done.returncode, -signal.SIGKILL, done.stderr)
         self.assert_no_db(db)
         self.assertTrue(os.path.exists(db + ".partial"))
+        with self.assertRaisesRegex(granary.NotFoundError, r"resumed.db.partial holds an interrupted build: "
+                                                           r"granary.write\(\.\.\., resume=True\) continues it"):
+            granary.Dataset(db)
         exec(self.RESUMABLE, namespace := {})
         images = namespace["Images"]
         with self.assertRaisesRegex(granary.FailedPreconditionError, r"zstd_level.*resume with the same samples"):
