@@ -40,6 +40,25 @@ SampleWriterOptions Options(const std::string& path, int threads) {
   return o;
 }
 
+// `samples` as the IDX files of a folder "raw" in `dir`, opened as prep opens it.
+StatusOr<Source> IdxSourceOf(const TempDir& dir, const std::vector<Sample>& samples) {
+  auto be32 = [](uint32_t v) {
+    return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+                       static_cast<char>(v)};
+  };
+  const auto n = static_cast<uint32_t>(samples.size());
+  std::string images = std::string("\0\0\x08\x03", 4) + be32(n) + be32(6) + be32(6);
+  std::string labels = std::string("\0\0\x08\x01", 4) + be32(n);
+  for (const Sample& s : samples) {
+    images += s.fields[0];
+    labels.push_back(s.fields[1][0]);
+  }
+  std::filesystem::create_directories(dir.Sub("raw"));
+  testing::WriteFile(dir.Sub("raw/train-images-idx3-ubyte"), images);
+  testing::WriteFile(dir.Sub("raw/train-labels-idx1-ubyte"), labels);
+  return OpenIdxSource(dir.Sub("raw"), {});
+}
+
 // Writes `samples` as split "train" in Add calls of `batch` samples.
 StatusOr<SampleWriterSummary> Write(const SampleWriterOptions& o, const std::vector<Sample>& samples, size_t batch) {
   GRANARY_ASSIGN_OR_RETURN(auto writer, SampleWriter::Create(o));
@@ -87,15 +106,7 @@ TEST(SampleWriter, SameContentHashAsPrepOfTheSameSamples) {
   const std::vector<Sample> samples = Samples(700);
   auto ours = Write(Options(dir.Sub("ours"), 2), samples, 100);
   ASSERT_TRUE(ours.ok()) << ours.status().ToString();
-  std::string images("\0\0\x08\x03\0\0\x02\xbc\0\0\0\x06\0\0\0\x06", 16), labels("\0\0\x08\x01\0\0\x02\xbc", 8);
-  for (const Sample& s : samples) {
-    images += s.fields[0];
-    labels.push_back(s.fields[1][0]);
-  }
-  std::filesystem::create_directories(dir.Sub("raw"));
-  testing::WriteFile(dir.Sub("raw/train-images-idx3-ubyte"), images);
-  testing::WriteFile(dir.Sub("raw/train-labels-idx1-ubyte"), labels);
-  auto source = OpenIdxSource(dir.Sub("raw"), {});
+  auto source = IdxSourceOf(dir, samples);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   BuildOptions b;
   b.db_path = dir.Sub("prep");
@@ -219,15 +230,7 @@ TEST(SampleWriter, AnInterruptedWriteResumesToTheSameDb) {
 // a SampleWriter by prep: each says who left it and how to resume it.
 TEST(SampleWriter, APartialDbIsResumedOnlyByWhatLeftIt) {
   TempDir dir;
-  std::string images("\0\0\x08\x03\0\0\0\x0a\0\0\0\x06\0\0\0\x06", 16), labels("\0\0\x08\x01\0\0\0\x0a", 8);
-  for (const Sample& s : Samples(10)) {
-    images += s.fields[0];
-    labels.push_back(s.fields[1][0]);
-  }
-  std::filesystem::create_directories(dir.Sub("raw"));
-  testing::WriteFile(dir.Sub("raw/train-images-idx3-ubyte"), images);
-  testing::WriteFile(dir.Sub("raw/train-labels-idx1-ubyte"), labels);
-  auto source = OpenIdxSource(dir.Sub("raw"), {});
+  auto source = IdxSourceOf(dir, Samples(10));
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   const std::atomic<bool> cancelled{true};
   BuildOptions b;
