@@ -101,6 +101,17 @@ class _Progress:
         print(f"\rgranary.write: {split}: {done}{of} samples, {rate:,.0f}/s{eta}   ", end="\n" if final else "",
               file=sys.stderr, flush=True)
 
+    def summary(self, path, s):
+        """The write's last line: what the db holds and where it came from."""
+        if not self.show:
+            return
+        samples = sum(count for _, count in s["splits"])
+        kept = f"; {s['resumed_samples']:,} kept from the interrupted write" if s["resumed_samples"] else ""
+        splits = f"{len(s['splits'])} split" + ("s" if len(s["splits"]) != 1 else "")
+        print(f"granary.write: wrote {path} in {s['seconds']:.1f} s: {splits}, {samples:,} "
+              f"samples, {s['stored_bytes'] / 1e6:,.1f} MB ({s['stored_bytes'] / max(s['payload_bytes'], 1):.2f}x "
+              f"of decoded), content hash {s['content_hash']}{kept}", file=sys.stderr, flush=True)
+
 
 class Writer:
     """Writes a db sample by sample:
@@ -220,6 +231,7 @@ class Writer:
         self.summary["resumed_samples"] = sum(self.resumed.values())
         self.summary["splits"] = [(os.fsdecode(n) if isinstance(n, bytes) else n, c)
                                   for n, c in self.summary["splits"]]
+        self._progress.summary(self.path, self.summary)
         return self.summary
 
     def abort(self):

@@ -414,6 +414,11 @@ class WriteTest(unittest.TestCase):
         self.assertEqual(summary["content_hash"], whole["content_hash"])
         self.assertEqual(summary["splits"], [("train", 1500), ("test", 300)])
         self.assertEqual(prep_info(db)["classes"], [str(k) for k in range(7)])
+        # On a terminal (progress=True) the write ends with a summary line, which says what was kept.
+        script = self.RESUMABLE + (f"granary.write({self.path('shown.db')!r}, Images(40), progress=True)\n")
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+        self.assertRegex(done.stderr, r"granary.write: wrote .*shown.db in [\d.]+ s: 1 split, 40 samples, [\d.]+ MB "
+                                      r"\([\d.]+x of decoded\), content hash xxh64:[0-9a-f]{16}\n$")
         self.assertFalse(os.path.exists(db + ".partial"))
         self.assertEqual(run(PREP, "verify", db).returncode, 0)
 
