@@ -394,11 +394,10 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
   auto start_journal = [&]() -> Status {
     Status journal = writer->StartJournal(Fingerprint(source, options, block_bytes), checkpoint);
     if (!journal.ok() && resume.resuming) {
-      if (const nlohmann::json was = ParseJson(resume.fingerprint); was.is_object() && was.contains("caller")) {
-        return Status::FailedPrecondition(writer->partial_path() +
-                                          ": left by an interrupted granary.write (Python), not by prep build; resume "
-                                          "it with granary.write(..., resume=True), or build again without --resume "
-                                          "to replace it");
+      if (resume.builder != wopts.builder) {
+        return Status::FailedPrecondition(writer->partial_path() + ": left by an interrupted " + resume.builder +
+                                          ", not by prep build; resume it with " + resume.resume_with +
+                                          ", or build again without --resume to replace it");
       }
       return Status::FailedPrecondition(journal.message() +
                                         "; resume with the same ones, or build again without --resume to replace it");

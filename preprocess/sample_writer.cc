@@ -39,6 +39,9 @@ class HeldSamples : public SplitSource {
   const std::vector<Sample>& samples_;
 };
 
+// Who builds, as DbWriter's journal and messages name it.
+constexpr char kBuilder[] = "granary.write (Python)";
+
 uint64_t PayloadBytes(const std::vector<Sample>& samples) {
   uint64_t bytes = 0;
   for (const Sample& s : samples) {
@@ -73,7 +76,7 @@ struct SampleWriter::Impl {
   // Resuming: where the interrupted write stopped, and its split in progress
   // as the journal left it. caller_state goes into every checkpoint.
   SampleWriterResume resumed;
-  std::string resumed_fingerprint;
+  std::string resumed_builder, resumed_with;  // who left the interrupted build, and what resumes it
   SplitSummary resumed_split;
   std::string caller_state;
 
@@ -151,10 +154,10 @@ Status SampleWriter::Impl::StartJournal() {
                                       {"block_bytes", block_bytes}};
   Status s = writer->StartJournal(DumpJson(fingerprint), [this] { return Checkpoint(); });
   if (!s.ok() && resumed.resuming) {
-    if (const nlohmann::json was = ParseJson(resumed_fingerprint); was.is_object() && !was.contains("caller")) {
-      return Status::FailedPrecondition(writer->partial_path() +
-                                        ": left by an interrupted prep build, not by granary.write; resume it with "
-                                        "prep build --resume, or write again without resume to replace it");
+    if (resumed_builder != kBuilder) {
+      return Status::FailedPrecondition(writer->partial_path() + ": left by an interrupted " + resumed_builder +
+                                        ", not by granary.write; resume it with " + resumed_with +
+                                        ", or write again without resume to replace it");
     }
     return Status::FailedPrecondition(s.message() +
                                       "; resume with the same samples and options, or write again without resume to "
@@ -184,7 +187,8 @@ std::string SampleWriter::Impl::Checkpoint() const {
 // split in progress, the dictionary, the caller's state.
 Status SampleWriter::Impl::Resume(const ResumePoint& resume) {
   resumed.resuming = true;
-  resumed_fingerprint = resume.fingerprint;
+  resumed_builder = resume.builder;
+  resumed_with = resume.resume_with;
   // The same samples and options first: another build's journal is named, not misread.
   GRANARY_RETURN_IF_ERROR(StartJournal());
   const nlohmann::json j = ParseJson(resume.checkpoint);
@@ -287,6 +291,7 @@ StatusOr<std::unique_ptr<SampleWriter>> SampleWriter::Create(SampleWriterOptions
   w.path = impl->o.db_path;
   w.schema = impl->o.schema;
   w.overwrite = impl->o.overwrite;
+  w.builder = kBuilder;
   w.resume_with = "granary.write(..., resume=True)";
   if (impl->o.records_per_commit > 0) w.records_per_commit = impl->o.records_per_commit;
   ResumePoint resume;

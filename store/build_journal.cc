@@ -31,6 +31,7 @@ Status WriteBuildJournal(const std::string& partial, const JournalEntry& entry) 
                       {"samples", entry.samples},
                       {"checkpoint", entry.checkpoint},
                       {"dictionary", entry.dictionary},
+                      {"builder", entry.builder},
                       {"resume_with", entry.resume_with}};
   return WriteFileAtomically(partial + "/" + kJournalFile, DumpJson(j), InPartial());
 }
@@ -57,6 +58,9 @@ Status ReadBuildJournal(const std::string& partial, ResumePoint* resume) {
     resume->samples = j.at("samples").get<uint64_t>();
     resume->checkpoint = j.at("checkpoint").get<std::string>();
     resume->fingerprint = j.at("fingerprint").get<std::string>();
+    // Journals before these keys were all prep's.
+    resume->builder = j.value("builder", std::string("prep build"));
+    resume->resume_with = j.value("resume_with", std::string("prep build --resume"));
     if (j.at("dictionary").get<bool>()) {
       GRANARY_RETURN_IF_ERROR(ReadFile(partial + "/" + format::kDictionaryFile, &resume->dictionary));
       if (resume->dictionary.empty()) return Status::Corruption(partial + ": dictionary is empty");

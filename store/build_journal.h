@@ -25,6 +25,7 @@ struct JournalEntry {
   uint64_t samples = 0;             // its samples committed
   std::string checkpoint;           // the caller's state
   bool dictionary = false;          // the partial directory holds the dictionary file
+  std::string builder;              // DbWriterOptions::builder
   std::string resume_with;          // DbWriterOptions::resume_with
 };
 

@@ -181,7 +181,7 @@ struct DbWriter::Impl {
     if (!journaling) return Status::OK();
     return WriteBuildJournal(partial, {fingerprint, options.schema, splits, in_split ? split_name : "",
                                        in_split ? split_count : 0, checkpoint ? checkpoint() : "",
-                                       !dictionary.empty(), options.resume_with});
+                                       !dictionary.empty(), options.builder, options.resume_with});
   }
 };
 

@@ -55,8 +55,10 @@ struct DbWriterOptions {
   // Files or folders the build reads: InvalidArgument if `path` (or its
   // partial directory) is one of them or contains one.
   std::vector<std::string> inputs;
-  // What continues this build if it is interrupted, as a reader that finds
-  // only "<path>.partial" tells the user (kept in the journal).
+  // Who builds, and what continues this build if it is interrupted, as
+  // messages name them (kept in the journal: a reader that finds only
+  // "<path>.partial", or another kind of build resuming it, tells the user).
+  std::string builder = "prep build";
   std::string resume_with = "prep build --resume";
 };
 
@@ -69,6 +71,8 @@ struct ResumePoint {
   std::string checkpoint;           // the caller's checkpoint for exactly that state
   std::string dictionary;           // the db's dictionary, if it has one
   std::string fingerprint;          // what the caller passed to StartJournal
+  std::string builder;              // the interrupted build's DbWriterOptions::builder
+  std::string resume_with;          // and its resume_with
 };
 
 // Whether an interrupted build of the db at `path` left a journal that
