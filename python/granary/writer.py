@@ -353,7 +353,6 @@ class Writer:
         if self._split is None:
             return
         self._flush()
-        self._native.set_state(self._state())
         self._native.end_split()
         self._progress.update(self._split, self._index, self._expected, self._start, final=True, first=self._first)
         self._written_splits.append(self._split)

@@ -220,6 +220,23 @@ class EndOrder {
   Clock::time_point held_since_;
 };
 
+// The file train's ranks on one machine meet through when no port is named
+// (a FileStore), into *fd; inherited by the ranks (no CLOEXEC). None otherwise.
+Status MakeRendezvousFile(const LaunchOptions& o, OwnedFd* fd) {
+  if (o.port != 0 || o.kind != RankKind::kTrain) return Status::OK();
+  fd->fd = ::memfd_create("granary-rendezvous", 0);
+  if (fd->fd < 0) return Status::IOError("memfd", "create the rendezvous file", errno);
+  return Status::OK();
+}
+
+// torchrun's error files for a command's ranks forked here; none for train's
+// ranks (they say why they failed themselves) or under mpirun.
+StatusOr<std::optional<RankErrorFiles>> MakeErrorFiles(const LaunchOptions& o) {
+  if (o.kind != RankKind::kCommand || !o.mpirun.empty()) return std::optional<RankErrorFiles>();
+  GRANARY_ASSIGN_OR_RETURN(RankErrorFiles made, RankErrorFiles::Create(o.ranks));
+  return std::optional<RankErrorFiles>(std::move(made));
+}
+
 // The next of `watched` to arrive within a tick of the launcher's watch, or -1.
 int NextSignal(const sigset_t& watched) {
   const timespec tick{0, 200 * 1000 * 1000};
@@ -234,18 +251,11 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
   SignalMaskGuard guard(watched);  // from here, these signals wait for sigtimedwait
   StatusOr<HeartbeatBoard> board = HeartbeatBoard::Create(o.ranks);
   if (!board.ok()) return board.status();
-  OwnedFd rendezvous;  // inherited by the ranks (no CLOEXEC)
-  if (o.port == 0 && o.kind == RankKind::kTrain) {
-    rendezvous.fd = ::memfd_create("granary-rendezvous", 0);
-    if (rendezvous.fd < 0) return Status::IOError("memfd", "create the rendezvous file", errno);
-  }
+  OwnedFd rendezvous;
+  GRANARY_RETURN_IF_ERROR(MakeRendezvousFile(o, &rendezvous));
   Ranks ranks;
   const bool mpi = !o.mpirun.empty();
-  std::optional<RankErrorFiles> errors;  // a command's ranks forked here: torchrun's error files
-  if (o.kind == RankKind::kCommand && !mpi) {
-    GRANARY_ASSIGN_OR_RETURN(RankErrorFiles made, RankErrorFiles::Create(o.ranks));
-    errors.emplace(std::move(made));
-  }
+  GRANARY_ASSIGN_OR_RETURN(const std::optional<RankErrorFiles> errors, MakeErrorFiles(o));
   const RankErrorFiles* error_files = errors ? &*errors : nullptr;
   if (mpi) ranks.board = &board.value();
   // mpirun's shared memory and session files lie in a folder of the launcher's.
