@@ -2,6 +2,8 @@
 the first sample, each later sample checked and converted to arrays of it,
 and converted samples gathered into the columns the C++ writer takes
 (python/granary/writer.py uses them; so do its worker processes)."""
+import warnings
+
 import numpy as np
 
 from .errors import InvalidArgumentError
@@ -9,6 +11,7 @@ from .errors import InvalidArgumentError
 _TUPLE_NAMES = ("input", "target")
 _LABEL_NAMES = ("label", "labels", "target", "targets", "y", "class")
 _IMAGE_CHANNELS = (1, 3, 4)
+_RANDOM_TRANSFORMS = ("ColorJitter", "AutoAugment", "RandAugment", "TrivialAugmentWide", "AugMix", "ElasticTransform")
 _SUPPORTED = (np.uint8, np.int8, np.int16, np.int32, np.int64, np.float32, np.float64)
 
 
@@ -120,7 +123,8 @@ def _convert(sample, fields, index, split):
             array = array.reshape(field.shape)  # H x W, stored as 1 x H x W
         if array.shape != field.shape:
             raise InvalidArgumentError(f"{where}: field '{field.name}' has shape {list(array.shape)}, but the "
-                                       f"db's is {list(field.shape)} (from the first sample)")
+                                       f"db's is {list(field.shape)} (from the first sample)"
+                                       f"{_resize_hint(field, array)}")
         if array.dtype != field.dtype:
             if not np.can_cast(array.dtype, field.dtype, casting="same_kind"):
                 raise InvalidArgumentError(f"{where}: field '{field.name}' is {array.dtype}, but the db's is "
@@ -128,6 +132,20 @@ def _convert(sample, fields, index, split):
             array = array.astype(field.dtype)
         out.append(array)
     return out
+
+
+def _resize_hint(field, array):
+    """What to do about an image whose size differs from the first one's:
+    a db's field has one shape, so images are resized before they are
+    written (as `prep build` does for a folder)."""
+    if not field.layout or array.ndim != len(field.shape):
+        return ""
+    channels = 0 if field.layout == "CHW" else -1
+    if array.shape[channels] != field.shape[channels]:
+        return ""
+    return ("; a field's images share one size: resize them in the dataset (in torchvision, "
+            "transform=transforms.Resize((H, W)), or Resize(S) and CenterCrop(S)), or for an image folder use "
+            "`prep build FOLDER DB --size WxH`, which resizes and centre-crops")
 
 
 def _label_field(fields, label):
@@ -169,3 +187,43 @@ class _Batch:
             out.append(column if field.shape is None else np.stack(column) if field.shape else np.array(column))
         self.values = [[] for _ in self.fields]
         return out
+
+
+def _random_transforms(dataset):
+    """The random augmentations in a dataset's transforms (torchvision's
+    Random* classes and the other transforms that draw, inside Compose,
+    RandomApply or nn.Sequential; a Subset's dataset's too), in order."""
+    found = []
+
+    def walk(transform, depth):
+        if transform is None or depth > 16:
+            return
+        name = type(transform).__name__
+        if (name.startswith("Random") or name in _RANDOM_TRANSFORMS) and name not in found:
+            found.append(name)
+        children = getattr(transform, "transforms", None)
+        if children is None and hasattr(transform, "children") and callable(transform.children):
+            children = list(transform.children())  # nn.Sequential, or a module of transforms
+        if isinstance(children, (list, tuple)):
+            for child in children:
+                walk(child, depth + 1)
+
+    for _ in range(16):  # Subset(Subset(ImageFolder)) ...
+        for attribute in ("transform", "target_transform"):
+            walk(getattr(dataset, attribute, None), 0)
+        dataset = getattr(dataset, "dataset", None)
+        if dataset is None:
+            break
+    return found
+
+
+def _warn_of_random_transforms(dataset, split):
+    """A transform that draws at random is drawn once when a db is written,
+    and every epoch then reads that one draw: worth a warning, as it is
+    rarely what a training script that augmented each epoch meant."""
+    found = _random_transforms(dataset)
+    if found:
+        warnings.warn(f"granary.write: split '{split}': the dataset's transform draws at random ({', '.join(found)}); "
+                      f"the db stores one draw per sample, which every epoch then reads. Write the samples without "
+                      f"their augmentation (e.g. transforms.Resize((H, W))) and augment as they are read "
+                      f"(granary.Loader(augment='crop,flip'), or granary.Dataset(transform=...))", stacklevel=3)

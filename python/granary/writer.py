@@ -39,7 +39,7 @@ import numpy as np
 
 from .errors import InvalidArgumentError
 from .paths import os_bytes, os_str
-from .samples import _Batch, _convert, _infer_schema, _label_field
+from .samples import _Batch, _convert, _infer_schema, _label_field, _warn_of_random_transforms
 from .write_workers import _write_with_workers
 
 __all__ = ["Writer", "write"]
@@ -425,6 +425,7 @@ def write(db, samples, *, split_of=None, val_fraction=0.0, classes=None, workers
                 plan.append((part, dataset, indices))
         else:
             plan.append((name, dataset, None))
+        _warn_of_random_transforms(dataset, name)
     if workers > 1:
         for name, dataset, _ in plan:
             if not _is_map_style(dataset):

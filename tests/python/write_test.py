@@ -292,6 +292,43 @@ class WriteTest(unittest.TestCase):
         s2 = granary.write(self.path("val2.db"), data, val_fraction=0.3)
         self.assertEqual(s1["content_hash"], s2["content_hash"])  # the same items each run
 
+    def test_a_transform_that_draws_at_random_is_warned_of(self):
+        from PIL import Image
+        import torch
+        import torchvision
+        import warnings
+        folder = self.path("few")
+        os.makedirs(os.path.join(folder, "a"))
+        for k in range(4):
+            Image.new("RGB", (20, 20), (k * 50, 0, 0)).save(os.path.join(folder, "a", f"{k}.png"))
+        T = torchvision.transforms
+        augmented = T.Compose([T.RandomApply([T.ColorJitter(0.2)], p=0.5), T.RandomResizedCrop(8)])
+        for transform, expected in ((augmented, "(RandomApply, ColorJitter, RandomResizedCrop)"),
+                                    (torch.nn.Sequential(T.Resize(8), T.RandomHorizontalFlip()), "(RandomHorizontalFlip)")):
+            dataset = torch.utils.data.Subset(torchvision.datasets.ImageFolder(folder, transform=transform), [0, 1, 2])
+            with self.assertWarnsRegex(UserWarning, r"split 'train': the dataset's transform draws at random "
+                                       + re.escape(expected) + r"; the db stores one draw per sample.*augment='crop,flip'"):
+                granary.write(self.path("augmented.db"), dataset, overwrite=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a transform that does not draw is not warned of
+            granary.write(self.path("resized.db"), torchvision.datasets.ImageFolder(folder, transform=T.Resize((8, 8))))
+
+    def test_images_of_another_size_are_refused_saying_how_to_resize_them(self):
+        from PIL import Image
+        photos = [(Image.new("RGB", size), 0) for size in ((40, 30), (40, 30), (50, 30))]  # PIL sizes are W x H
+        with self.assertRaisesRegex(granary.InvalidArgumentError,
+                                    r"sample 2 of split 'train': field 'input' has shape \[30, 50, 3\], but the "
+                                    r"db's is \[30, 40, 3\] \(from the first sample\); a field's images share one "
+                                    r"size: resize them in the dataset .*Resize\(\(H, W\)\).*--size WxH"):
+            granary.write(self.path("sizes.db"), photos)
+        chw = [(np.zeros((3, 8, 8), np.float32), 0), (np.zeros((3, 8, 9), np.float32), 0)]
+        with self.assertRaisesRegex(granary.InvalidArgumentError, r"\[3, 8, 9\].*share one size"):
+            granary.write(self.path("chw.db"), chw)
+        channels = [(np.zeros((8, 8, 3), np.uint8), 0), (np.zeros((8, 8, 4), np.uint8), 0)]
+        with self.assertRaises(granary.InvalidArgumentError) as refused:  # another channel count: not a size
+            granary.write(self.path("rgba.db"), channels)
+        self.assertNotIn("resize", str(refused.exception))
+
     def test_a_sample_that_does_not_fit_is_named_and_no_db_is_left(self):
         db = self.path("bad.db")
         data = [(np.zeros((2, 3), np.float32), 1)] * 5 + [(np.zeros((3, 3), np.float32), 1)]
