@@ -72,7 +72,8 @@ StatusOr<std::string> MaybeTrainDictionary(const Schema& schema, const SplitSour
                                      std::to_string(sizes.size()) + " samples of split '" + split.name() + "' (" +
                                      dict.status().message() + "); use --dictionary auto or off");
     }
-    *note = "none (" + dict.status().message() + ")";
+    *note = "none (zstd could not train one on " + std::to_string(sizes.size()) + " samples: " +
+            dict.status().message() + ")";
     return std::string();
   }
   const std::string trained = "trained on " + std::to_string(sizes.size()) + " samples of split '" + split.name() + "'";

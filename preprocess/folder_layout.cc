@@ -46,10 +46,26 @@ std::string SplitOfFolder(const std::string& name) {
 
 }  // namespace
 
-bool HasImageExtension(const fs::path& p) {
+namespace {
+
+std::string LowerExtension(const fs::path& p) {
   std::string ext = p.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-  return ext == ".jpg" || ext == ".jpeg" || ext == ".png";
+  return ext;
+}
+
+}  // namespace
+
+bool HasImageExtension(const fs::path& p) {
+  const std::string ext = LowerExtension(p);
+  return ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".webp";
+}
+
+bool HasOtherImageExtension(const fs::path& p) {
+  static const char* const kOthers[] = {".bmp", ".gif", ".tif", ".tiff", ".ppm", ".pgm", ".pbm",
+                                        ".heic", ".heif", ".avif", ".jxl", ".jp2"};
+  const std::string ext = LowerExtension(p);
+  return std::any_of(std::begin(kOthers), std::end(kOthers), [&](const char* other) { return ext == other; });
 }
 
 std::vector<std::string> SortedSubdirs(const fs::path& dir, std::vector<std::string>* hidden,

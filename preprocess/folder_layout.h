@@ -12,8 +12,13 @@
 
 namespace granary {
 
-// Whether `p` names a JPEG or PNG by its extension (any case).
+// Whether `p` names a JPEG, PNG or WebP by its extension (any case).
 bool HasImageExtension(const std::filesystem::path& p);
+
+// Whether `p` names an image of a format prep does not decode (BMP, GIF,
+// TIFF, PPM/PGM, HEIC, AVIF, JPEG XL), which torchvision's ImageFolder may
+// read: such files are named apart from other files a walk leaves out.
+bool HasOtherImageExtension(const std::filesystem::path& p);
 
 // The folders directly in `dir`, sorted by name: hidden ones (".git") and
 // granary dbs (a db built inside its own raw folder) are not classes or

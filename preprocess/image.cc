@@ -5,6 +5,8 @@
 #include <jpeglib.h>
 #include <libexif/exif-data.h>
 #include <spng.h>
+#include <webp/decode.h>
+#include <webp/demux.h>
 
 #include <algorithm>
 #include <cmath>
@@ -36,6 +38,10 @@ bool IsJpeg(const uint8_t* d, size_t n) { return n >= 3 && d[0] == 0xFF && d[1] 
 bool IsPng(const uint8_t* d, size_t n) {
   static const uint8_t kSig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
   return n >= 8 && std::memcmp(d, kSig, 8) == 0;
+}
+
+bool IsWebp(const uint8_t* d, size_t n) {
+  return n >= 12 && std::memcmp(d, "RIFF", 4) == 0 && std::memcmp(d + 8, "WEBP", 4) == 0;
 }
 
 // RGB(A) or gray(A) -> the requested channels; luma as PIL: (299 R + 587 G + 114 B) / 1000.
@@ -327,12 +333,68 @@ Status DecodePng(const uint8_t* data, size_t size, int channels, uint64_t max_by
   return Status::OK();
 }
 
+// ---- WebP ---------------------------------------------------------------------
+
+// The EXIF orientation (1..8) in a WebP's EXIF chunk (TIFF data, with or
+// without the "Exif\0\0" of a JPEG's APP1 before it); 1 if none.
+int WebpOrientation(const uint8_t* data, size_t size) {
+  const WebPData bytes = {data, size};
+  std::unique_ptr<WebPDemuxer, void (*)(WebPDemuxer*)> demux(WebPDemux(&bytes), WebPDemuxDelete);
+  if (!demux || !(WebPDemuxGetI(demux.get(), WEBP_FF_FORMAT_FLAGS) & EXIF_FLAG)) return 1;
+  WebPChunkIterator chunk;
+  if (!WebPDemuxGetChunk(demux.get(), "EXIF", 1, &chunk)) return 1;
+  const uint8_t* exif = chunk.chunk.bytes;
+  const size_t length = chunk.chunk.size;
+  std::vector<uint8_t> app1 = {'E', 'x', 'i', 'f', 0, 0};
+  const bool prefixed = length >= 6 && std::memcmp(exif, app1.data(), 6) == 0;
+  app1.insert(app1.end(), exif + (prefixed ? 6 : 0), exif + length);
+  WebPDemuxReleaseChunkIterator(&chunk);
+  return ExifOrientation(app1.data(), app1.size());
+}
+
+// A still WebP (lossy or lossless; alpha dropped as PIL's convert("RGB")
+// does) decoded with libwebp to RGB, then to `channels`.
+Status DecodeWebp(const uint8_t* data, size_t size, int channels, uint64_t max_bytes, Image* out) {
+  WebPBitstreamFeatures features;
+  const VP8StatusCode rc = WebPGetFeatures(data, size, &features);
+  if (rc == VP8_STATUS_NOT_ENOUGH_DATA) return Status::InvalidArgument("truncated WebP");
+  if (rc != VP8_STATUS_OK) return Status::InvalidArgument("corrupt WebP (libwebp status " + std::to_string(rc) + ")");
+  if (features.has_animation) return Status::InvalidArgument("animated WebP: prep stores still images");
+  const uint64_t width = static_cast<uint64_t>(features.width), height = static_cast<uint64_t>(features.height);
+  if (width > kMaxSide || height > kMaxSide || width * height > MaxPixels(max_bytes)) {
+    return TooManyPixels("WebP", width, height, max_bytes);
+  }
+  const size_t bytes = width * height * 3;
+  if (bytes > max_bytes) {
+    return Status::InvalidArgument("WebP of " + std::to_string(width) + "x" + std::to_string(height) +
+                                   " pixels needs " + std::to_string(bytes >> 20) + " MiB to decode, more than the " +
+                                   std::to_string(max_bytes >> 20) + " MiB allowed (--max-image-mb)");
+  }
+  std::vector<uint8_t> rgb(bytes);
+  const int stride = static_cast<int>(width * 3);
+  if (WebPDecodeRGBInto(data, size, rgb.data(), rgb.size(), stride) == nullptr) {
+    return Status::InvalidArgument("corrupt or truncated WebP");
+  }
+  out->width = static_cast<int>(width);
+  out->height = static_cast<int>(height);
+  out->channels = channels;
+  if (channels == 3) {
+    out->pixels.swap(rgb);
+  } else {
+    out->pixels.resize(width * height);
+    ConvertChannels(rgb.data(), 3, width * height, 1, out->pixels.data());
+  }
+  Orient(WebpOrientation(data, size), out);
+  return Status::OK();
+}
+
 Status DecodeAny(const uint8_t* data, size_t size, int channels, int min_w, int min_h, uint64_t max_bytes,
                  Image* out) {
   if (channels != 1 && channels != 3) return Status::InvalidArgument("channels must be 1 or 3");
   if (IsJpeg(data, size)) return DecodeJpeg(data, size, channels, min_w, min_h, max_bytes, out);
   if (IsPng(data, size)) return DecodePng(data, size, channels, max_bytes, out);
-  return Status::InvalidArgument("not a JPEG or PNG image");
+  if (IsWebp(data, size)) return DecodeWebp(data, size, channels, max_bytes, out);
+  return Status::InvalidArgument("not a JPEG, PNG or WebP image");
 }
 
 // ---- Resampling ---------------------------------------------------------------

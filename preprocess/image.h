@@ -1,4 +1,4 @@
-// Decoding JPEG and PNG files into fixed-size 8-bit images (HWC), the way
+// Decoding JPEG, PNG and WebP files into fixed-size 8-bit images (HWC), the way
 // `prep build` stores image folders: EXIF orientation applied, short side
 // resized to cover the target, centre crop. Stateless; thread-safe.
 #pragma once
@@ -33,7 +33,7 @@ struct ImageTransform {
   uint64_t max_decode_bytes = kDefaultMaxDecodeBytes;
 };
 
-// Decodes a JPEG or PNG (by signature) and applies `t`. JPEGs are decoded
+// Decodes a JPEG, PNG or still WebP (by signature) and applies `t`. JPEGs are decoded
 // with libjpeg-turbo's DCT-domain downscaling when the target is at most half
 // the size. InvalidArgument naming what is wrong: not an image, truncated or
 // corrupt data (libjpeg warnings count as corruption), absurd dimensions, or

@@ -87,6 +87,7 @@ struct Walk {
   std::vector<std::string> overlaps;          // images of a split that an earlier split holds too
   std::vector<std::string> aliases;           // class folders that are the same folder as another class's
   std::vector<std::string> ignored;           // files without an image extension
+  std::vector<std::string> undecoded;         // images of a format prep does not decode (.bmp, .gif, ...)
   std::vector<std::string> hidden;            // dotfiles (macOS's ._x.jpg) and hidden folders
   std::map<std::string, InputFile> inputs;    // every image taken, by its path relative to RAW
 
@@ -138,7 +139,7 @@ Status ListImagesBelow(const fs::path& dir, const fs::path& raw, Walk* walk, std
         pending.push_back(e);
       } else if (S_ISREG(st.st_mode)) {
         if (!HasImageExtension(e)) {
-          walk->ignored.push_back(rel);
+          (HasOtherImageExtension(e) ? walk->undecoded : walk->ignored).push_back(rel);
         } else if (!walk->files.insert(id).second) {
           walk->duplicates.push_back(rel);
         } else {
@@ -196,6 +197,14 @@ std::string NoteListing(const std::string& what, const std::vector<std::string>&
   return note;
 }
 
+// The images a walk left out for their format, named, with what to do.
+std::string UndecodedNote(const std::vector<std::string>& undecoded) {
+  return NoteListing("left out " + std::to_string(undecoded.size()) + " image(s) of a format prep does not decode",
+                     undecoded) +
+         " (prep reads JPEG, PNG and WebP: convert them, or write the folder with "
+         "granary.write(torchvision.datasets.ImageFolder(...)), which reads what PIL reads)";
+}
+
 // Notes on what RAW holds that is no class or split: hidden folders, granary
 // dbs, and (classes layout) images outside any class folder.
 void NoteTopFolders(const fs::path& raw, const std::vector<std::string>& hidden, const std::vector<std::string>& dbs,
@@ -231,9 +240,10 @@ void NoteEmptyClasses(const std::vector<ImageItem>& items, const std::vector<std
 // A note for each kind of file or folder the walk left out, or took in two splits.
 void NoteWalk(Walk* walk, std::vector<std::string>* notes) {
   std::sort(walk->ignored.begin(), walk->ignored.end());
+  std::sort(walk->undecoded.begin(), walk->undecoded.end());
   std::sort(walk->hidden.begin(), walk->hidden.end());
   const std::pair<const std::vector<std::string>*, std::pair<const char*, const char*>> kinds[] = {
-      {&walk->ignored, {"ignored ", " file(s) without a .jpg/.jpeg/.png extension"}},
+      {&walk->ignored, {"ignored ", " file(s) without a .jpg/.jpeg/.png/.webp extension"}},
       {&walk->hidden, {"skipped ", " hidden file(s) or folder(s) (a name starting with '.')"}},
       {&walk->skipped_links, {"skipped ", " link(s) to a folder already walked (a cycle or a cross link)"}},
       {&walk->reached_again, {"skipped ", " folder(s) walked earlier through a link (each is taken once)"}},
@@ -243,6 +253,7 @@ void NoteWalk(Walk* walk, std::vector<std::string>* notes) {
        {"", " image(s) are the same file as an image of an earlier split (hard or symbolic links), kept in both: "
             "evaluation overlaps training"}},
       {&walk->duplicates, {"skipped ", " image(s) reached a second time through links (each is taken once)"}}};
+  if (!walk->undecoded.empty()) notes->push_back(UndecodedNote(walk->undecoded));
   for (const auto& [names, words] : kinds) {
     if (names->empty()) continue;
     notes->push_back(NoteListing(words.first + std::to_string(names->size()) + words.second, *names));
@@ -315,7 +326,11 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
       continue;
     }
     KeepStratified(&items, options.limit, [](const ImageItem& i) { return i.label; });
-    if (items.empty()) return Status::NotFound(root.string() + ": no .jpg, .jpeg or .png files in its class folders");
+    if (items.empty()) {
+      std::sort(walk.undecoded.begin(), walk.undecoded.end());
+      return Status::NotFound(root.string() + ": no .jpg, .jpeg, .png or .webp files in its class folders" +
+                              (walk.undecoded.empty() ? "" : "; " + UndecodedNote(walk.undecoded)));
+    }
     source.splits.push_back(std::make_unique<ImageSplit>(name, dir, std::move(items), bytes, transform));
   }
   for (std::string& note : notes) source.info.notes.push_back(std::move(note));

@@ -110,7 +110,8 @@ struct ImageFolderOptions {
 };
 
 // An image folder as torchvision's ImageFolder reads it: RAW/<class>/**/*.jpg,
-// .jpeg or .png, or RAW/train/<class>/... with RAW/val/ (or validation/) or
+// .jpeg, .png or .webp (images of other formats are left out, and noted),
+// or RAW/train/<class>/... with RAW/val/ (or validation/) or
 // RAW/test/ beside it; which of the two is decided from the whole folder
 // (FolderLayout), an ambiguous folder refused naming both readings.
 // Classes are the sorted folder names of the train split. Hidden files and

@@ -239,7 +239,7 @@ StatusOr<std::string> TrainDictionary(const std::string& samples, const std::vec
   size_t n = ZDICT_trainFromBuffer(dict.data(), dict.size(), samples.data(), sample_bytes.data(),
                                    static_cast<unsigned>(sample_bytes.size()));
   if (ZDICT_isError(n)) {
-    return Status::InvalidArgument(std::string("zstd dictionary training: ") + ZDICT_getErrorName(n));
+    return Status::InvalidArgument(ZDICT_getErrorName(n));  // the callers say what was being trained
   }
   dict.resize(n);
   return dict;

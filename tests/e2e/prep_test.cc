@@ -44,7 +44,7 @@ TEST_F(EndToEnd, ABuildsNotesAreKeptAndAFailedJsonBuildSaysWhy) {
   EXPECT_EQ(j["ok"], true);
   ASSERT_EQ(j["notes"].size(), 2u) << j["notes"];
   const std::string manifest = testing::ReadFile(db + "/manifest.json");
-  EXPECT_NE(manifest.find("without a .jpg/.jpeg/.png extension: a/notes.gz"), std::string::npos) << manifest;
+  EXPECT_NE(manifest.find("without a .jpg/.jpeg/.png/.webp extension: a/notes.gz"), std::string::npos) << manifest;
   auto info = RunCommand(kPrep + " info " + db, dir_);
   EXPECT_NE(info.out.find("notes        2"), std::string::npos) << info.out;
   EXPECT_NE(info.out.find("1 class(es) with no image in train: empty"), std::string::npos) << info.out;

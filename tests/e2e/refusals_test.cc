@@ -26,7 +26,7 @@ TEST_F(Refusals, FlagsThatUsedToMeanSomethingElse) {
   fs::create_directories(dir_.Sub("junk/a"));
   testing::WriteFile(dir_.Sub("junk/a/1.jpg"), "not a jpeg");
   ExpectOneLineError(RunCommand(kPrep + " build " + dir_.Sub("junk") + " " + dir_.Sub("j.db") + " --no-progress", dir_),
-                     "more than --max-rejects allows; first: a/1.jpg: not a JPEG or PNG image");
+                     "more than --max-rejects allows; first: a/1.jpg: not a JPEG, PNG or WebP image");
 }
 
 // A run whose loss becomes NaN stops naming the step instead of exiting 0.

@@ -1,5 +1,5 @@
 // libFuzzer target: the image entry points `prep build` uses on every file of
-// an image folder, JPEG or PNG (the PNG fast path included), with the decode
+// an image folder, JPEG, PNG or WebP (the PNG fast path included), with the decode
 // memory limit lowered so that declared sizes are refused before allocation:
 // a status, never a crash (run under ASan/UBSan by tools/fuzz). The first
 // byte picks the target size and channels.

@@ -1,7 +1,7 @@
 // Writes seed inputs for the raw-input fuzz targets: IDX files (uint8 images
 // and labels, other element types), CSV tables with label "y" (quoted fields,
 // missing values, string labels), and small JPEGs (baseline and progressive,
-// gray and RGB, EXIF-less) and PNGs (gray, RGB, RGBA, palette-less) with a
+// gray and RGB, EXIF-less), PNGs (gray, RGB, RGBA, palette-less) and WebPs (lossy, lossless) with a
 // first byte that picks the target size. Usage: make_input_seeds IDX CSV IMAGE
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "preprocess/png.h"
+
+#include <webp/encode.h>
 
 namespace {
 
@@ -86,6 +88,16 @@ int main(int argc, char** argv) {
     if (!granary::WritePng(tmp, px.data(), 20, 12, c).ok()) return 1;
     Write(image + "/png" + std::to_string(c), std::string(c == 1 ? "\x85" : "\x13", 1) + Read(tmp));
     std::remove(tmp.c_str());
+  }
+  const std::vector<uint8_t> rgb = Pixels(20, 12, 3);
+  for (bool lossless : {false, true}) {
+    uint8_t* webp = nullptr;
+    const size_t size = lossless ? WebPEncodeLosslessRGB(rgb.data(), 20, 12, 60, &webp)
+                                 : WebPEncodeRGB(rgb.data(), 20, 12, 60, 80, &webp);
+    if (size == 0) return 1;
+    Write(image + (lossless ? "/webp-lossless" : "/webp-lossy"),
+          std::string("\x13", 1) + std::string(reinterpret_cast<char*>(webp), size));
+    WebPFree(webp);
   }
   return 0;
 }

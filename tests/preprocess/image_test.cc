@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <jpeglib.h>
 #include <png.h>
+#include <webp/encode.h>
+#include <webp/mux.h>
 
 #include <atomic>
 #include <cstdio>
@@ -133,6 +135,68 @@ int At(const Image& img, int x, int y, int c = 0) {
 
 const uint8_t kRed[3] = {220, 20, 20}, kBlue[3] = {20, 20, 220};
 
+// `px` (RGB, or RGBA where channels is 4) as a WebP: lossless, or lossy at quality 90.
+std::string Webp(const std::vector<uint8_t>& px, int w, int h, int channels, bool lossless) {
+  uint8_t* out = nullptr;
+  const int stride = w * channels;
+  const size_t size =
+      channels == 4 ? (lossless ? WebPEncodeLosslessRGBA(px.data(), w, h, stride, &out)
+                                : WebPEncodeRGBA(px.data(), w, h, stride, 90, &out))
+                    : (lossless ? WebPEncodeLosslessRGB(px.data(), w, h, stride, &out)
+                                : WebPEncodeRGB(px.data(), w, h, stride, 90, &out));
+  std::string bytes(reinterpret_cast<char*>(out), size);
+  WebPFree(out);
+  EXPECT_GT(size, 0u);
+  return bytes;
+}
+
+// `webp` with an EXIF chunk holding orientation `orientation` (TIFF data,
+// with the "Exif\0\0" of a JPEG's APP1 before it when `prefixed`, as some
+// cameras write it).
+std::string OrientedWebp(const std::string& webp, int orientation, bool prefixed) {
+  std::vector<uint8_t> exif = {'I', 'I', 42, 0, 8, 0, 0, 0, 1, 0, 0x12, 0x01, 3, 0,
+                               1, 0, 0, 0, static_cast<uint8_t>(orientation), 0, 0, 0, 0, 0, 0, 0};
+  if (prefixed) exif.insert(exif.begin(), {'E', 'x', 'i', 'f', 0, 0});
+  const WebPData image = {reinterpret_cast<const uint8_t*>(webp.data()), webp.size()};
+  const WebPData chunk = {exif.data(), exif.size()};
+  WebPMux* mux = WebPMuxCreate(&image, 1);
+  EXPECT_EQ(WebPMuxSetChunk(mux, "EXIF", &chunk, 1), WEBP_MUX_OK);
+  WebPData assembled;
+  EXPECT_EQ(WebPMuxAssemble(mux, &assembled), WEBP_MUX_OK);
+  std::string bytes(reinterpret_cast<const char*>(assembled.bytes), assembled.size);
+  WebPDataClear(&assembled);
+  WebPMuxDelete(mux);
+  return bytes;
+}
+
+// An animated WebP of two w x h frames, red then blue.
+std::string AnimatedWebp(int w, int h) {
+  WebPAnimEncoderOptions options;
+  WebPAnimEncoderOptionsInit(&options);
+  WebPAnimEncoder* encoder = WebPAnimEncoderNew(w, h, &options);
+  WebPConfig config;
+  WebPConfigInit(&config);
+  int timestamp = 0;
+  for (const uint8_t* colour : {kRed, kBlue}) {
+    const std::vector<uint8_t> px = TwoColour(w, h, colour, colour);
+    WebPPicture picture;
+    WebPPictureInit(&picture);
+    picture.width = w, picture.height = h, picture.use_argb = 1;
+    WebPPictureImportRGB(&picture, px.data(), w * 3);
+    EXPECT_TRUE(WebPAnimEncoderAdd(encoder, &picture, timestamp, &config));
+    WebPPictureFree(&picture);
+    timestamp += 100;
+  }
+  WebPAnimEncoderAdd(encoder, nullptr, timestamp, nullptr);
+  WebPData assembled;
+  WebPDataInit(&assembled);
+  EXPECT_TRUE(WebPAnimEncoderAssemble(encoder, &assembled));
+  std::string bytes(reinterpret_cast<const char*>(assembled.bytes), assembled.size);
+  WebPDataClear(&assembled);
+  WebPAnimEncoderDelete(encoder);
+  return bytes;
+}
+
 TEST(Image, JpegAndPngInEveryColourModeBecomeRgbOrGray) {
   TempDir dir;
   const auto rgb = TwoColour(32, 16, kRed, kBlue);
@@ -202,6 +266,71 @@ TEST(Image, ExifOrientationIsApplied) {
   }
 }
 
+// WebP, as torchvision's ImageFolder (PIL) reads it: lossless pixels exact,
+// alpha dropped, gray as PIL's luma, EXIF orientation applied as for JPEG and
+// PNG; an animated or cut WebP is rejected with its reason.
+TEST(Image, WebpStillImagesAreDecodedAndBadOnesRejected) {
+  const auto rgb = TwoColour(32, 16, kRed, kBlue);
+  std::vector<uint8_t> rgba(32 * 16 * 4);
+  for (size_t i = 0; i < 32 * 16; ++i) {
+    std::memcpy(&rgba[i * 4], &rgb[i * 3], 3);
+    rgba[i * 4 + 3] = 128;
+  }
+  for (const std::string& lossless : {Webp(rgb, 32, 16, 3, true), Webp(rgba, 32, 16, 4, true)}) {
+    Image img = Decode(lossless, 3);
+    ASSERT_EQ(img.width, 32);
+    ASSERT_EQ(img.height, 16);
+    EXPECT_EQ(img.pixels, rgb);
+    Image gray = Decode(lossless, 1);
+    ASSERT_EQ(gray.channels, 1);
+    EXPECT_EQ(At(gray, 2, 8), (299 * 220 + 587 * 20 + 114 * 20 + 500) / 1000);  // PIL's "L" of red
+    EXPECT_EQ(At(gray, 29, 8), (299 * 20 + 587 * 20 + 114 * 220 + 500) / 1000);
+  }
+  Image lossy = Decode(Webp(rgb, 32, 16, 3, false), 3, 8, 8);
+  EXPECT_GT(At(lossy, 0, 4, 0), 150);  // 8 x 8 from the centre 16 x 16: red, then blue
+  EXPECT_GT(At(lossy, 7, 4, 2), 150);
+
+  const auto wide = TwoColour(40, 20, kRed, kBlue);
+  for (bool prefixed : {false, true}) {
+    Image upright = Decode(OrientedWebp(Webp(wide, 40, 20, 3, true), 6, prefixed), 3);
+    ASSERT_EQ(upright.width, 20) << prefixed;
+    ASSERT_EQ(upright.height, 40);
+    EXPECT_GT(At(upright, 10, 2, 0), 150);  // rotated 90 degrees clockwise: red on top
+    EXPECT_GT(At(upright, 10, 37, 2), 150);
+  }
+
+  auto decode = [](const std::string& b, uint64_t max_bytes = kDefaultMaxDecodeBytes) {
+    Image img;
+    ImageTransform t{16, 16, 3};
+    t.max_decode_bytes = max_bytes;
+    return DecodeImage(reinterpret_cast<const uint8_t*>(b.data()), b.size(), t, &img);
+  };
+  const std::string animated = AnimatedWebp(16, 16);
+  EXPECT_NE(decode(animated).message().find("animated WebP"), std::string::npos) << decode(animated).message();
+  const std::string webp = Webp(wide, 40, 20, 3, false);
+  for (size_t keep : {size_t{20}, webp.size() / 2, webp.size() - 4}) {
+    const Status cut = decode(webp.substr(0, keep));
+    EXPECT_EQ(cut.code(), Status::Code::kInvalidArgument) << keep;
+    EXPECT_NE(cut.message().find("WebP"), std::string::npos) << keep << ": " << cut.message();
+  }
+  const Status big = decode(webp, 1000);  // 40 x 20 x 3 bytes to decode: more than allowed
+  EXPECT_NE(big.message().find("WebP of 40x20 pixels needs"), std::string::npos) << big.message();
+  // A lossless WebP whose header declares 16384 x 16384 (its VP8L bits after
+  // the 0x2f signature byte: width - 1 and height - 1, 14 bits each) is
+  // refused from the header, before any pixel is decoded.
+  std::string lie = Webp(wide, 40, 20, 3, true);
+  ASSERT_EQ(lie.substr(12, 4), "VP8L");
+  ASSERT_EQ(static_cast<uint8_t>(lie[20]), 0x2f);
+  uint32_t bits = 0;
+  for (int k = 0; k < 4; ++k) bits |= uint32_t{static_cast<uint8_t>(lie[21 + k])} << (8 * k);
+  bits = (bits & ~((uint32_t{1} << 28) - 1)) | 16383u | (16383u << 14);
+  for (int k = 0; k < 4; ++k) lie[21 + k] = static_cast<char>(bits >> (8 * k));
+  const Status huge = decode(lie);
+  EXPECT_NE(huge.message().find("WebP of 16384x16384 pixels needs 768 MiB to decode, more than the 256 MiB allowed"),
+            std::string::npos)
+      << huge.message();
+}
+
 TEST(Image, ResizeShortSideThenCentreCrop) {
   // 300 x 100: left third red, rest blue. To 50 x 50: scaled to 150 x 50, the
   // centre 50 columns are source columns 100..200: all blue.
@@ -236,8 +365,8 @@ TEST(Image, BadFilesAreRejectedWithAReason) {
     Image img;
     return DecodeImage(reinterpret_cast<const uint8_t*>(b.data()), b.size(), {16, 16, 3}, &img);
   };
-  EXPECT_NE(decode("hello").message().find("not a JPEG or PNG"), std::string::npos);
-  EXPECT_NE(decode("").message().find("not a JPEG or PNG"), std::string::npos);
+  EXPECT_NE(decode("hello").message().find("not a JPEG, PNG or WebP"), std::string::npos);
+  EXPECT_NE(decode("").message().find("not a JPEG, PNG or WebP"), std::string::npos);
   Status cut_jpeg = decode(jpeg.substr(0, jpeg.size() / 2));
   EXPECT_NE(cut_jpeg.message().find("corrupt JPEG"), std::string::npos) << cut_jpeg.message();
   Status cut_png = decode(png.substr(0, png.size() - 20));
@@ -337,7 +466,7 @@ TEST_F(ImageFolder, BadFileIsSkippedCountedAndNamed) {
   EXPECT_EQ(summary->splits[0].rejected, 1u);
   ASSERT_EQ(summary->rejected.size(), 1u);
   EXPECT_EQ(summary->rejected[0].item, "dogs/broken.jpg");
-  EXPECT_NE(summary->rejected[0].reason.find("not a JPEG or PNG"), std::string::npos);
+  EXPECT_NE(summary->rejected[0].reason.find("not a JPEG, PNG or WebP"), std::string::npos);
   auto db = DbReader::Open(dir_.Sub("db"));
   ASSERT_TRUE(db.ok());
   EXPECT_EQ(db.value()->manifest().rejected.size(), 1u);
@@ -353,6 +482,54 @@ TEST_F(ImageFolder, BadFileIsSkippedCountedAndNamed) {
   int64_t label;
   std::memcpy(&label, f[1].data, 8);
   EXPECT_EQ(label, 1);
+}
+
+// A folder as people keep one: WebP photos are taken beside JPEGs and PNGs;
+// images of formats prep does not decode are left out and named apart
+// from other files, with what to do; a folder of only those is refused
+// naming them.
+TEST(ImageFolderFormats, WebpIsTakenAndOtherImageFormatsAreNamed) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.Sub("raw/birds"));
+  std::filesystem::create_directories(dir.Sub("raw/fish"));
+  testing::WriteFile(dir.Sub("raw/birds/a.jpg"), Jpeg(TwoColour(24, 24, kRed, kRed), 24, 24, JCS_RGB));
+  testing::WriteFile(dir.Sub("raw/birds/b.WEBP"), Webp(TwoColour(24, 24, kBlue, kBlue), 24, 24, 3, true));
+  testing::WriteFile(dir.Sub("raw/fish/c.webp"), Webp(TwoColour(24, 24, kRed, kBlue), 24, 24, 3, false));
+  testing::WriteFile(dir.Sub("raw/fish/d.bmp"), "BM");
+  testing::WriteFile(dir.Sub("raw/fish/e.GIF"), "GIF89a");
+  testing::WriteFile(dir.Sub("raw/fish/Thumbs.db"), "");
+  ImageFolderOptions io;
+  io.width = io.height = 8;
+  auto source = OpenImageFolderSource(dir.Sub("raw"), io);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  ASSERT_EQ(source->info.notes.size(), 2u);
+  EXPECT_EQ(source->info.notes[0], "left out 2 image(s) of a format prep does not decode: fish/d.bmp fish/e.GIF "
+                                   "(prep reads JPEG, PNG and WebP: convert them, or write the folder with "
+                                   "granary.write(torchvision.datasets.ImageFolder(...)), which reads what PIL reads)");
+  EXPECT_EQ(source->info.notes[1], "ignored 1 file(s) without a .jpg/.jpeg/.png/.webp extension: fish/Thumbs.db");
+  BuildOptions o;
+  o.db_path = dir.Sub("db");
+  auto summary = BuildDb(source.value(), o);
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->splits[0].written, 3u);
+  EXPECT_EQ(summary->splits[0].rejected, 0u);
+  auto db = DbReader::Open(dir.Sub("db"));
+  ASSERT_TRUE(db.ok());
+  auto reader = SplitReader::Create(*db.value(), "train");
+  const FieldView* f = nullptr;
+  ASSERT_TRUE(reader.value()->Read(1, &f).ok());  // birds/b.WEBP: all blue
+  EXPECT_EQ(f[0].data[2], kBlue[2]);
+  EXPECT_EQ(f[0].data[0], kBlue[0]);
+
+  std::filesystem::remove(dir.Sub("raw/birds/a.jpg"));
+  std::filesystem::remove(dir.Sub("raw/birds/b.WEBP"));
+  std::filesystem::remove(dir.Sub("raw/fish/c.webp"));
+  auto none = OpenImageFolderSource(dir.Sub("raw"), io);
+  EXPECT_EQ(none.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(none.status().message().find("no .jpg, .jpeg, .png or .webp files in its class folders; left out 2 "
+                                         "image(s) of a format prep does not decode: fish/d.bmp fish/e.GIF"),
+            std::string::npos)
+      << none.status().message();
 }
 
 // Symlink cycles (a/x -> ., up -> .., links across classes) and

@@ -175,7 +175,7 @@ def smaller_ones(d, w, db, base, train, kd, a):
                                                            "--dictionary", "on", "--zstd-level", "0"], 1,
              "--dictionary on needs compression"),
             ("prep build failing --max-rejects", [PREP, "build", w("junk"), w("junk.db"), "--no-progress"], 1,
-             "first: a/1.jpg: not a JPEG or PNG image")]:
+             "first: a/1.jpg: not a JPEG, PNG or WebP image")]:
         d.case(name, args, expect, None, needle)
     edited = w("edited.ckpt")
     with open(sorted(os.path.join(kd, f) for f in os.listdir(kd) if f.endswith(".ckpt"))[-1], "rb") as f:
