@@ -91,6 +91,12 @@ while True:
 
 # Runs until stopped and never steps an optimizer.
 IDLE = "import time\nwhile True: time.sleep(0.1)\n"
+# Says how it was started: its rank, world, arguments and interpreter's.
+WHO = """
+import json, os, sys
+print(json.dumps({"rank": int(os.environ["RANK"]), "world": int(os.environ["WORLD_SIZE"]), "args": sys.argv[1:],
+                  "interpreter": sys.orig_argv[:2], "name": __name__}))
+"""
 
 
 def free_port():
@@ -108,7 +114,8 @@ def leftovers(marker):
 class LaunchTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="granary-launch-")
-        for name, text in (("ddp.py", DDP), ("fail.py", FAIL), ("conv.py", CONV), ("idle.py", IDLE)):
+        for name, text in (("ddp.py", DDP), ("fail.py", FAIL), ("conv.py", CONV), ("idle.py", IDLE),
+                           ("who.py", WHO)):
             with open(os.path.join(self.dir, name), "w") as f:
                 f.write(textwrap.dedent(text))
 
@@ -318,6 +325,23 @@ class LaunchTest(unittest.TestCase):
         self.assertEqual(ranks[1]["env"]["GROUP_RANK"], "1")
         self.assertEqual(ranks[1]["env"]["WORLD_SIZE"], "2")
 
+    def test_a_script_is_started_as_torchrun_starts_it(self):
+        # What a torchrun user types: torchrun's flag spellings, a .py with no interpreter, -m MODULE.
+        path = dict(os.environ, PATH="/usr/bin:" + os.environ.get("PATH", ""))  # Debian's python3, torch's
+        for args in (["--nproc-per-node", "2", "--standalone", "who.py", "--lr", "0.1"],
+                     ["--nproc_per_node=2", "--max_restarts=0", "-m", "who", "--lr", "0.1"]):
+            r = self.launch(*args, env=path)
+            self.assertEqual(r.returncode, 0, (args, r.stderr))
+            ranks = self.ranks_of(r.stdout)
+            self.assertEqual(sorted(ranks), [0, 1], args)
+            for rank in ranks.values():
+                self.assertEqual(rank["world"], 2)
+                self.assertEqual(rank["args"], ["--lr", "0.1"])
+                self.assertEqual(rank["interpreter"], ["python3", "-u"])  # torchrun's sys.executable -u
+                self.assertEqual(rank["name"], "__main__")
+            self.assertIn(f"launch: {'-m who' if '-m' in args else 'who.py'} is run by /usr/bin/python3 -u (the "
+                          f"python3 on PATH), as torchrun runs a script", r.stderr)
+
     def test_bad_flags_are_refused_before_anything_starts(self):
         cases = [
             (["--ranks", "0", PYTHON, "x.py"], "launch: --ranks 0: must be in 1..1024"),
@@ -326,6 +350,14 @@ class LaunchTest(unittest.TestCase):
             (["--prefix", "some", PYTHON, "x.py"], "launch: --prefix some: expected auto, all or none"),
             (["--ranks", "2"], "launch: no COMMAND"),
             (["--tune-seconds", "0", PYTHON, "x.py"], "launch: --tune-seconds 0"),
+            (["--rdzv-endpoint=10.0.0.1:29400", "x.py"], "launch: --rdzv-endpoint=10.0.0.1:29400: torchrun's "
+             "--rdzv-endpoint is not launch's: launch's rendezvous is torch's TCPStore served by rank 0: give "
+             "--master-addr and --master-port"),
+            (["--tee", "3", "x.py"], "torchrun's --tee is not launch's: launch relays every rank's output"),
+            (["--bogus", "x.py"], "launch: --bogus: no such flag (see launch --help"),
+            (["-m", "who", "--no-python"], "launch: -m MODULE with --no-python: give one"),
+            (["--nnodes", "2", "--standalone", "--master-addr", "a", "--master-port", "5", "x.py"],
+             "launch: --standalone is one node"),
         ]
         for args, line in cases:
             r = self.launch(*args)
@@ -335,6 +367,12 @@ class LaunchTest(unittest.TestCase):
         r = self.launch("no-such-program-here")
         self.assertEqual(r.returncode, 1)
         self.assertIn("launch: COMMAND no-such-program-here: no such program on PATH", r.stderr)
+        r = self.launch("no-such-script.py")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("launch: COMMAND no-such-script.py: no such file", r.stderr)
+        r = self.launch("--no-python", "who.py")  # as it is: not a program (no path, not on PATH)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("launch: COMMAND who.py: no such program on PATH", r.stderr)
 
 
 if __name__ == "__main__":

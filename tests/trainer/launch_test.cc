@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "trainer/command/torchrun_env.h"
 #include "trainer/launch/error_files.h"
 #include "trainer/launch/layout.h"
 #include "trainer/launch/output_relay.h"
@@ -125,6 +126,27 @@ TEST(RecordedErrorMessage, TakesTorchsMessageFirstLineAndPrintableOnly) {
 // mpirun's stderr: a box summed up as one line, once however many ranks
 // send it; mpirun's own lines (to a signal while it aborts, with the empty
 // line after it) dropped; the ranks' lines, empty ones too, kept.
+TEST(TorchrunCommand, AScriptOrModuleIsRunByPython3AsTorchrunRunsIt) {
+  using Words = std::vector<std::string>;
+  EXPECT_EQ(TorchrunCommand({"train.py", "--lr", "1"}, "", false), (Words{"python3", "-u", "train.py", "--lr", "1"}));
+  EXPECT_EQ(TorchrunCommand({"dir/x.py"}, "", false), (Words{"python3", "-u", "dir/x.py"}));
+  EXPECT_EQ(TorchrunCommand({"a", "b"}, "pkg.train", false), (Words{"python3", "-u", "-m", "pkg.train", "a", "b"}));
+  EXPECT_EQ(TorchrunCommand({}, "pkg.train", false), (Words{"python3", "-u", "-m", "pkg.train"}));
+  EXPECT_EQ(TorchrunCommand({"train.py"}, "", true), (Words{"train.py"}));  // --no-python
+  for (const Words& as_given : {Words{"python3", "train.py"}, Words{".py"}, Words{"x.pyc"}, Words{"./run"}}) {
+    EXPECT_EQ(TorchrunCommand(as_given, "", false), as_given);
+  }
+}
+
+TEST(TorchrunFlagAdvice, NamesWhatDoesTheWorkOfTorchrunsOtherFlags) {
+  for (const char* flag : {"--rdzv-endpoint=h:1", "--rdzv_endpoint", "--rdzv-backend", "--rdzv_id=5"}) {
+    EXPECT_NE(TorchrunFlagAdvice(flag).find("give --master-addr and --master-port"), std::string::npos) << flag;
+  }
+  EXPECT_NE(TorchrunFlagAdvice("--log_dir").find("torchrun's --log-dir is not launch's"), std::string::npos);
+  EXPECT_EQ(TorchrunFlagAdvice("--bogus"), "");
+  EXPECT_EQ(TorchrunFlagAdvice("--rdzv"), "");
+}
+
 TEST(MpirunStderrFilter, SumsUpBoxesAndDropsMpirunsOwnLines) {
   const std::string edge(74, '-');
   const std::string box = edge + "\nIt looks like MPI_INIT failed for some reason; your parallel process is\n" +

@@ -386,7 +386,10 @@ StatusOr<LaunchOutcome> RunWithRestarts(const CommandConfig& c, Placement run, c
 }  // namespace
 
 Status ValidateCommandConfig(const CommandConfig& c) {
-  if (c.command.empty()) return Status::InvalidArgument("no COMMAND: launch [flags] -- COMMAND [ARGS...]");
+  if (c.command.empty() && c.module.empty()) {
+    return Status::InvalidArgument("no COMMAND: launch [flags] -- COMMAND [ARGS...]");
+  }
+  if (!c.module.empty() && c.no_python) return Status::InvalidArgument("-m MODULE with --no-python: give one");
   GRANARY_RETURN_IF_ERROR(Within("--ranks", c.ranks, 1, kMostRanks));
   GRANARY_RETURN_IF_ERROR(Within("--threads", c.threads, 0, kMostThreads));
   GRANARY_RETURN_IF_ERROR(Within("--loader-threads", c.loader_threads, 0, kMostThreads));
@@ -425,10 +428,21 @@ int RunCommand(CommandConfig c, const Environment& env) {
   }
   StatusOr<Placement> placed = Place(c, env);
   if (!placed.ok()) return fail(placed.status());
+  const std::vector<std::string> given = c.command;
+  c.command = TorchrunCommand(c.command, c.module, c.no_python);
+  const bool script = c.command.size() > given.size() && c.module.empty();
+  if (script && ::access(given[0].c_str(), R_OK) != 0) {
+    return fail(Status::NotFound("COMMAND " + given[0] + ": no such file"));
+  }
   const std::string program = FindProgram(c.command[0], env);
   if (program.empty()) {
     return fail(Status::NotFound("COMMAND " + c.command[0] + ": no such program" +
                                  (c.command[0].find('/') == std::string::npos ? " on PATH" : "")));
+  }
+  if (script || !c.module.empty()) {
+    std::fprintf(stderr, "launch: %s is run by %s -u (the python3 on PATH), as torchrun runs a script%s\n",
+                 script ? given[0].c_str() : ("-m " + c.module).c_str(), program.c_str(),
+                 script ? " (--no-python: as it is)" : "");
   }
   nlohmann::json report = {{"command", c.command}};
   if (c.tune || c.tune_only) {

@@ -18,7 +18,9 @@
 namespace granary {
 
 struct CommandConfig {
-  std::vector<std::string> command;  // COMMAND [ARGS...]
+  std::vector<std::string> command;  // COMMAND [ARGS...], as given (a .py is run by python3: TorchrunCommand)
+  std::string module;                // -m MODULE: COMMAND is python3 -u -m MODULE [ARGS...]
+  bool no_python = false;            // --no-python: a .py COMMAND is run as it is
   int ranks = 1;                     // on this node
   bool ranks_given = false;          // --ranks on the command line (--tune leaves it alone)
   int threads = 0;                   // intra-op threads per rank; 0: the rank's CPUs

@@ -6,6 +6,50 @@
 
 namespace granary {
 
+std::vector<std::string> TorchrunCommand(const std::vector<std::string>& command, const std::string& module,
+                                         bool no_python) {
+  std::vector<std::string> out;
+  if (!module.empty()) {
+    out = {"python3", "-u", "-m", module};
+  } else if (!no_python && !command.empty() && command[0].size() > 3 &&
+             command[0].compare(command[0].size() - 3, 3, ".py") == 0) {
+    out = {"python3", "-u"};
+  }
+  out.insert(out.end(), command.begin(), command.end());
+  return out;
+}
+
+std::string TorchrunFlagAdvice(const std::string& flag) {
+  // The flag's name, '_' read as '-' and without "=value", as torchrun reads it.
+  std::string name = flag.substr(0, flag.find('='));
+  for (char& c : name) c = c == '_' ? '-' : c;
+  const std::string rendezvous =
+      "launch's rendezvous is torch's TCPStore served by rank 0: give --master-addr and --master-port (the same on "
+      "every node) with --nnodes and --node-rank";
+  const std::pair<const char*, std::string> advice[] = {
+      {"--rdzv-endpoint", rendezvous},
+      {"--rdzv-backend", rendezvous},
+      {"--rdzv-id", rendezvous},
+      {"--rdzv-conf", rendezvous},
+      {"--local-addr", rendezvous},
+      {"--tee", "launch relays every rank's output, rank 0's plain and the others' after \"[rank R] \" (--prefix "
+                "auto|all|none)"},
+      {"-t", "launch relays every rank's output, rank 0's plain and the others' after \"[rank R] \" (--prefix "
+             "auto|all|none)"},
+      {"--redirects", "launch relays every rank's output to its own (--prefix auto|all|none); redirect that"},
+      {"-r", "launch relays every rank's output to its own (--prefix auto|all|none); redirect that"},
+      {"--log-dir", "launch relays every rank's output to its own (--prefix auto|all|none); redirect that"},
+      {"--monitor-interval", "launch watches its ranks continuously; --timeout names a rank without a step"},
+      {"--start-method", "launch starts each rank as a process of its own (fork and exec)"},
+      {"--role", "launch's ranks have one role, \"default\" (ROLE_NAME)"},
+      {"--run-path", "give the script as COMMAND: a .py is run by python3, as torchrun runs it"},
+  };
+  for (const auto& [known, text] : advice) {
+    if (name == known) return "torchrun's " + name + " is not launch's: " + text;
+  }
+  return "";
+}
+
 std::vector<std::string> TorchrunVariables(const CommandJob& job, int i) {
   const std::string rank = std::to_string(job.first_rank + i);
   const std::string world = std::to_string(job.world);

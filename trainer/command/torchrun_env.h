@@ -1,7 +1,8 @@
 // torchrun's contract with a rank: the variables each process of a job gets
 // (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, ...), so that a script written
 // for torchrun (dist.init_process_group from env://) runs unchanged under
-// `launch`, on one machine, across nodes, or under the user's mpirun or srun.
+// `launch`, on one machine, across nodes, or under the user's mpirun or srun;
+// and torchrun's command line, as far as a user who knows it types it.
 #pragma once
 
 #include <string>
@@ -29,6 +30,17 @@ struct CommandJob {
 
 // Local rank `i`'s variables ("NAME=value"), as torchrun 1.13's agent sets them.
 std::vector<std::string> TorchrunVariables(const CommandJob& job, int i);
+
+// COMMAND as torchrun runs it: a first word ending in ".py" by `python3 -u`
+// (torchrun's sys.executable -u), or `python3 -u -m MODULE` where `module` is
+// given; as it is with `no_python` (torchrun's --no-python) or any other word.
+std::vector<std::string> TorchrunCommand(const std::vector<std::string>& command, const std::string& module,
+                                         bool no_python);
+
+// What launch says of `flag`, a flag of torchrun's it does not take (one of
+// its rendezvous, logging or agent flags): what does that work under launch;
+// "" for a word that is no flag of torchrun's.
+std::string TorchrunFlagAdvice(const std::string& flag);
 
 // A TCP port free on this machine now (the kernel's choice), for a
 // one-machine job's rendezvous; 0 if none could be had.
