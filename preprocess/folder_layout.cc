@@ -184,8 +184,13 @@ Status FindSplitRoots(const fs::path& raw, const std::vector<std::string>& top, 
   const fs::path& train = (*split_roots)[0].root;
   *classes = SortedSubdirs(train);
   if (classes->empty()) {
-    return Status::NotFound(raw.string() + ": no class folders (expected " + train.string() +
-                            "/<class>/*.jpg|jpeg|png)");
+    const size_t loose = LooseImages(train).size();
+    return Status::NotFound(
+        raw.string() + ": " + (loose > 0 ? std::to_string(loose) + " image(s) but " : "") +
+        "no class folders (expected " + train.string() + "/<class>/*.jpg|jpeg|png|webp, as torchvision's ImageFolder" +
+        (loose > 0 ? " reads labelled images; images without labels are written by granary.write (README, \"Any "
+                     "dataset from Python\"))"
+                   : ")"));
   }
   for (size_t s = 1; s < split_roots->size(); ++s) {
     for (const std::string& c : SortedSubdirs((*split_roots)[s].root)) {

@@ -328,7 +328,10 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
     KeepStratified(&items, options.limit, [](const ImageItem& i) { return i.label; });
     if (items.empty()) {
       std::sort(walk.undecoded.begin(), walk.undecoded.end());
+      const std::vector<std::string> loose = LooseImages(root);
       return Status::NotFound(root.string() + ": no .jpg, .jpeg, .png or .webp files in its class folders" +
+                              (loose.empty() ? "" : "; " + std::to_string(loose.size()) + " image(s) beside them, " +
+                                                        "in no class folder: " + FolderNames(loose)) +
                               (walk.undecoded.empty() ? "" : "; " + UndecodedNote(walk.undecoded)));
     }
     source.splits.push_back(std::make_unique<ImageSplit>(name, dir, std::move(items), bytes, transform));

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "preprocess/folder_layout.h"
 #include "preprocess/source.h"
 
 namespace granary {
@@ -32,13 +33,15 @@ std::string DetectFormat(const std::string& raw) {
   std::error_code ec;
   // A file is a table (a.csv, A.CSV, data.txt: the CSV reader says what it finds); a folder with train.csv too.
   if (fs::is_regular_file(raw, ec) || fs::is_regular_file(fs::path(raw) / "train.csv", ec)) return "csv";
-  bool has_dirs = false;
+  // A folder of folders, or of images alone (the image folder source says what it lacks), is an image folder.
+  bool has_dirs = false, has_images = false;
   for (const auto& e : fs::directory_iterator(raw, ec)) {
     const std::string name = e.path().filename().string();
     if (name.find("-ubyte") != std::string::npos) return "idx";
     has_dirs = has_dirs || (e.is_directory(ec) && name[0] != '.');
+    has_images = has_images || HasImageExtension(e.path()) || HasOtherImageExtension(e.path());
   }
-  return has_dirs ? "image-folder" : "idx";
+  return has_dirs || has_images ? "image-folder" : "idx";
 }
 
 StatusOr<Source> OpenSource(const RawOptions& o) {

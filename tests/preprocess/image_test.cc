@@ -532,6 +532,31 @@ TEST(ImageFolderFormats, WebpIsTakenAndOtherImageFormatsAreNamed) {
       << none.status().message();
 }
 
+// Folders of images not yet sorted into classes: detected as image folders
+// (not as an IDX folder lacking its files) and refused saying what is missing.
+TEST(ImageFolderFormats, ImagesOutsideClassFoldersAreNamedInTheRefusal) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.Sub("flat"));
+  for (const char* name : {"a.jpg", "b.JPG", "c.webp"}) {
+    testing::WriteFile(dir.Sub(std::string("flat/") + name), Jpeg(TwoColour(8, 8, kRed, kRed), 8, 8, JCS_RGB));
+  }
+  EXPECT_EQ(DetectFormat(dir.Sub("flat")), "image-folder");
+  auto flat = OpenImageFolderSource(dir.Sub("flat"), ImageFolderOptions{});
+  EXPECT_NE(flat.status().message().find("flat: 3 image(s) but no class folders (expected " + dir.Sub("flat") +
+                                         "/<class>/*.jpg|jpeg|png|webp, as torchvision's ImageFolder reads labelled "
+                                         "images; images without labels are written by granary.write"),
+            std::string::npos)
+      << flat.status().message();
+  std::filesystem::create_directories(dir.Sub("flat/unsorted"));  // a class folder, still empty
+  auto loose = OpenImageFolderSource(dir.Sub("flat"), ImageFolderOptions{});
+  EXPECT_NE(loose.status().message().find("no .jpg, .jpeg, .png or .webp files in its class folders; 3 image(s) "
+                                          "beside them, in no class folder: a.jpg, b.JPG, c.webp"),
+            std::string::npos)
+      << loose.status().message();
+  std::filesystem::create_directories(dir.Sub("empty"));
+  EXPECT_EQ(DetectFormat(dir.Sub("empty")), "idx");  // says which IDX files it expected
+}
+
 // Symlink cycles (a/x -> ., up -> .., links across classes) and
 // hard links: each folder is walked once, each file taken once, and every
 // link skipped is counted and named.
