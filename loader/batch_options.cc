@@ -39,7 +39,10 @@ StatusOr<BatchGeometry> ResolveGeometry(const DbReader& db, const LoaderOptions&
   const FieldSpec& input = schema.fields[g.input_index];
   const FieldSpec& target = schema.fields[g.target_index];
   if (input.HasVariableDims()) {
-    return Status::InvalidArgument("field '" + input.name + "' has variable dims; batching needs a fixed shape");
+    return Status::InvalidArgument(db.path() + ": field '" + input.name +
+                                   "' has variable dims; batching needs a fixed shape (read such a field sample by "
+                                   "sample: granary.Dataset, with a transform that makes it one shape, in a "
+                                   "DataLoader)");
   }
   if (!target.shape.empty() || target.dtype == DType::kFloat32 || target.dtype == DType::kFloat64) {
     return Status::InvalidArgument("field '" + target.name + "' must be an integer scalar to serve as a target");
