@@ -240,6 +240,14 @@ class Loader:
             self._made = (os.getpid(), _same_db(_native.Loader(*self._args), self.path, self.content_hash))
         return self._made[1]
 
+    def __getstate__(self):
+        """Pickled (into a spawned process, or saved): the options, epoch and
+        position travel, not the C++ loader; it is opened again where the
+        copy is first used, refusing a db rebuilt since (content hash)."""
+        state = dict(self.__dict__)
+        state["_made"] = None
+        return state
+
     def set_epoch(self, epoch):
         self._epoch = _integer("set_epoch: epoch", epoch, 0, (1 << 64) - 1)
         self._position = 0

@@ -8,8 +8,11 @@ subclasses with the C++ tools' message.
     GRANARY_PYTHONPATH=build/python GRANARY_PREP=build/preprocess/prep /usr/bin/python3 tests/python/package_test.py
 """
 import collections
+import concurrent.futures
 import json
+import multiprocessing
 import os
+import pickle
 import shutil
 import struct
 import subprocess
@@ -59,6 +62,11 @@ def ids_of(batch_input):
     """Indices spelled by a Loader batch of id_images (float values / 255, N x 1 x 2 x 2)."""
     pixels = torch.round(batch_input * 255).to(torch.int64).reshape(len(batch_input), 4)
     return (pixels[:, 0] + 256 * pixels[:, 1]).tolist()
+
+
+def _ids_read_by(loader):
+    """What a Loader that came by pickle (into a spawned process) reads: the rest of its epoch."""
+    return [i for x, _ in loader for i in ids_of(x)]
 
 
 class _IterableLoader(torch.utils.data.IterableDataset):
@@ -316,6 +324,20 @@ class PackageTest(unittest.TestCase):
         wrapped = torch.utils.data.DataLoader(_IterableLoader(loader), batch_size=None, num_workers=2)
         self.assertEqual(sorted(i for x, _ in wrapped for i in ids_of(x)), sorted(expected * 2))
         self.assertEqual([i for x, _ in loader for i in ids_of(x)], expected)  # the parent's still works
+
+    def test_a_loader_pickled_into_a_spawned_process_opens_there_where_it_stood(self):
+        loader = granary.Loader(self.dbs["ids"], batch_size=100, seed=2, threads=2)
+        loader.set_epoch(3)
+        expected = [i for x, _ in loader for i in ids_of(x)]
+        it = iter(loader)
+        next(it)
+        state = loader.state_dict()  # one batch into epoch 3
+        loader.set_epoch(3)
+        loader.load_state_dict(state)
+        with concurrent.futures.ProcessPoolExecutor(1, multiprocessing.get_context("spawn")) as pool:
+            got = pool.submit(_ids_read_by, loader).result(timeout=120)
+        self.assertEqual(got, expected[100:])
+        self.assertEqual([i for x, _ in pickle.loads(pickle.dumps(loader)) for i in ids_of(x)], expected[100:])
 
     def test_batches_are_not_copied_and_channels_last_keeps_the_shape(self):
         loader = granary.Loader(self.dbs["fashion"], batch_size=100, threads=2, channels_last=True,
