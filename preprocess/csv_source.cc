@@ -34,6 +34,14 @@ bool ParseNumber(const std::string& v, double* out) {
   return end == v.c_str() + v.size() && std::isfinite(*out) && std::fabs(*out) <= std::numeric_limits<float>::max();
 }
 
+// `v` with its one comma read as a decimal point ("1,5" -> "1.5"), for a
+// message; as it is if it holds another number of commas.
+std::string DecimalPoint(std::string v) {
+  const size_t comma = v.find(',');
+  if (comma != std::string::npos && v.find(',', comma + 1) == std::string::npos) v[comma] = '.';
+  return v;
+}
+
 // The rows of one part of a table (all of it, its held-out rows or the
 // others), or the `kept` ones of them (--limit), read back as items.
 class CsvSplit : public SplitSource {
@@ -87,10 +95,14 @@ class CsvSplit : public SplitSource {
         for (char ch : v) shown += ch == '\n' ? "\\n" : ch == '\r' ? "\\r" : std::string(1, ch);
         const bool infinite = v.find("inf") != std::string::npos || v.find("Inf") != std::string::npos ||
                               v.find("INF") != std::string::npos;
+        const bool decimal_comma = v.find(',') != std::string::npos && ParseNumber(DecimalPoint(v), &x);
         return Status::InvalidArgument(
             "column '" + columns[c] + "': '" + shown + "' is not a number float32 can hold" +
-            (infinite ? " (features must be finite; --missing applies to empty, NA, N/A, NaN, null and ?)"
-                      : v.find_first_of("xX") != std::string::npos ? " (decimal numbers only, not hexadecimal)" : ""));
+            (infinite        ? " (features must be finite; --missing applies to empty, NA, N/A, NaN, null and ?)"
+             : decimal_comma ? " (a decimal comma: prep reads decimal points; in a file separated by ';', "
+                               "sed 's/,/./g' converts them)"
+             : v.find_first_of("xX") != std::string::npos ? " (decimal numbers only, not hexadecimal)"
+                                                          : ""));
       }
       const float f = static_cast<float>(x);
       features.append(reinterpret_cast<const char*>(&f), sizeof(f));
@@ -133,27 +145,63 @@ struct CsvInput {
 // label (a float target, an id), and its distinct values would fill memory.
 constexpr size_t kMaxLabelValues = 100000;
 
-// The label column of `header` (the first file's, at `path`), or an error
-// naming what is wrong with the header.
+// A delimiter as a message (and the shell) writes it: ';' or tab.
+std::string QuotedDelimiter(char delimiter) {
+  return delimiter == '\t' ? "tab" : "'" + std::string(1, delimiter) + "'";
+}
+
+// Column names that say a column is the label, compared without case.
+const char* const kLabelNames[] = {"label", "labels", "target", "targets", "y", "class"};
+
+// "'a', 'b', ... (N in all)": the header's first columns, for a message.
+std::string HeaderText(const std::vector<std::string>& header) {
+  std::string found;
+  for (size_t c = 0; c < header.size() && c < 12; ++c) found += (c > 0 ? ", '" : "'") + header[c] + "'";
+  if (header.size() > 12) found += ", ... (" + std::to_string(header.size()) + " in all)";
+  return found;
+}
+
+// "; the header is one column holding ';': give --delimiter ';'" where
+// `header` is one column holding a delimiter other than `delimiter`; "" otherwise.
+std::string OneColumnHint(const std::vector<std::string>& header, char delimiter) {
+  if (header.size() != 1) return "";
+  for (char other : {',', ';', '\t', '|'}) {
+    if (other != delimiter && header[0].find(other) != std::string::npos) {
+      return "; the header is one column holding " + QuotedDelimiter(other) + ": give --delimiter " +
+             QuotedDelimiter(other);
+    }
+  }
+  return "";
+}
+
+// The one column of `header` named like a label (kLabelNames), or an error
+// saying --label is needed.
+StatusOr<std::string> LabelNamed(const std::string& path, const std::vector<std::string>& header, char delimiter) {
+  std::vector<std::string> named;
+  for (const std::string& column : header) {
+    std::string lower = column;
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+    for (const char* name : kLabelNames) {
+      if (lower == name) named.push_back(column);
+    }
+  }
+  if (named.size() == 1) return named[0];
+  return Status::InvalidArgument(path + ": give --label COLUMN: " +
+                                 (named.empty() ? std::string("no column is named label, target, y or class")
+                                                : std::to_string(named.size()) + " columns are named like a label") +
+                                 " (the header's columns: " + HeaderText(header) + ")" +
+                                 OneColumnHint(header, delimiter));
+}
+
+// The label column of `header` (the first file's, at `path`, split at
+// `delimiter`, 0 where found from the header), or an error naming what is
+// wrong with the header.
 StatusOr<size_t> LabelColumn(const std::string& path, const std::vector<std::string>& header,
-                             const std::string& label) {
+                             const std::string& label, char delimiter) {
   auto at = std::find(header.begin(), header.end(), label);
   if (at == header.end()) {
-    std::string found;
-    for (size_t c = 0; c < header.size() && c < 12; ++c) found += (c > 0 ? ", '" : "'") + header[c] + "'";
-    if (header.size() > 12) found += ", ... (" + std::to_string(header.size()) + " in all)";
-    std::string hint;
-    if (header.size() == 1) {
-      for (const char* separator : {";", "\t", "|"}) {
-        if (header[0].find(separator) != std::string::npos) {
-          hint = std::string("; the header is one column holding '") + (*separator == '\t' ? "\\t" : separator) +
-                 "': prep reads comma-separated files (convert it, e.g. sed 's/" + separator + "/,/g')";
-          break;
-        }
-      }
-    }
     return Status::InvalidArgument(path + ": no column '" + label + "' for --label (the header's " +
-                                   "columns: " + found + ")" + hint);
+                                   "columns: " + HeaderText(header) + ")" + OneColumnHint(header, delimiter));
   }
   std::map<std::string, size_t> named;  // column name -> its first column, 1-based
   for (size_t c = 0; c < header.size(); ++c) {
@@ -181,7 +229,7 @@ StatusOr<size_t> LabelColumn(const std::string& path, const std::vector<std::str
 // The CSV table(s) at `raw`, scanned: a file (split train), or a folder's
 // train.csv with val.csv and test.csv if present, each with the first's header.
 StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOptions& options,
-                                             size_t* label_column) {
+                                             size_t* label_column, std::string* label) {
   std::error_code ec;
   std::vector<std::pair<std::string, std::string>> files;  // (split, path)
   if (fs::is_directory(raw, ec)) {
@@ -212,7 +260,11 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
         }
         return *label_column;
       }
-      GRANARY_ASSIGN_OR_RETURN(*label_column, LabelColumn(path, header, options.label));
+      *label = options.label;
+      if (label->empty()) {
+        GRANARY_ASSIGN_OR_RETURN(*label, LabelNamed(path, header, options.delimiter));
+      }
+      GRANARY_ASSIGN_OR_RETURN(*label_column, LabelColumn(path, header, *label, options.delimiter));
       return *label_column;
     };
     const auto on_row = [&](const CsvParser::Row& row, int part) -> Status {
@@ -224,13 +276,15 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
       auto [at, fresh] = input.labels.try_emplace(value, std::array<uint64_t, 2>{0, 0});
       ++at->second[part];
       if (fresh && values.insert(value).second && values.size() > kMaxLabelValues) {
-        return Status::InvalidArgument(path + ":" + std::to_string(row.line) + ": column '" + options.label +
+        return Status::InvalidArgument(path + ":" + std::to_string(row.line) + ": column '" + *label +
                                        "' holds over " + std::to_string(kMaxLabelValues) +
                                        " distinct values: prep reads class labels (integers or names)");
       }
       return Status::OK();
     };
-    GRANARY_ASSIGN_OR_RETURN(input.table, CsvTable::Scan(path, val_fraction, on_header, on_row));
+    // The other files are read with the first's delimiter, as they have its header.
+    const char delimiter = inputs.empty() ? options.delimiter : inputs[0].table->delimiter();
+    GRANARY_ASSIGN_OR_RETURN(input.table, CsvTable::Scan(path, val_fraction, delimiter, on_header, on_row));
     inputs.push_back(std::move(input));
   }
   return inputs;
@@ -330,12 +384,26 @@ StatusOr<std::array<std::vector<uint64_t>, 2>> KeepStratifiedRows(const CsvInput
 StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options) {
   std::error_code ec;
   if (!fs::exists(raw, ec)) return Status::NotFound(raw + ": no such file or folder");
-  if (options.label.empty()) return Status::InvalidArgument("CSV input needs --label COLUMN");
   size_t label_column = 0;
-  GRANARY_ASSIGN_OR_RETURN(std::vector<CsvInput> inputs, ScanCsvFiles(raw, options, &label_column));
+  std::string label;
+  GRANARY_ASSIGN_OR_RETURN(std::vector<CsvInput> inputs, ScanCsvFiles(raw, options, &label_column, &label));
   const std::vector<std::string>& header = inputs[0].table->header();
 
   Source source;
+  // What was found rather than given is noted, and recorded as if given (a
+  // later build that finds the same is up to date with this one).
+  if (options.label.empty()) {
+    source.info.notes.push_back("label column '" + label + "' (the column named like a label; --label picks another)");
+    source.info.options["label"] = label;
+  }
+  const char delimiter = inputs[0].table->delimiter();
+  if (delimiter != ',') {
+    if (options.delimiter == 0) {
+      source.info.notes.push_back("columns separated by " + QuotedDelimiter(delimiter) +
+                                  " (found in the header; --delimiter gives another)");
+    }
+    source.info.options["delimiter"] = CsvDelimiterName(delimiter);
+  }
   std::set<std::string> values;
   for (const CsvInput& input : inputs) {
     for (const auto& [value, rows] : input.labels) values.insert(value);

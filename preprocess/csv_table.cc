@@ -74,7 +74,7 @@ Status CsvParser::Feed(std::string_view text, const std::function<Status(const R
       row_line_ = line_;
       row_offset_ = offset_;
     }
-    if (c == ',') {
+    if (c == delimiter_) {
       EndField();
     } else if (c == '"' && field_blank_) {
       quoted_ = true;  // spaces before an opening quote are dropped
@@ -98,13 +98,30 @@ std::string TrimCsvField(const std::string& field) {
   return a == std::string::npos ? "" : field.substr(a, b - a + 1);
 }
 
+char DetectCsvDelimiter(std::string_view line) {
+  size_t counts[4] = {0, 0, 0, 0};
+  const char kDelimiters[4] = {',', ';', '\t', '|'};
+  bool quoted = false;
+  for (char c : line) {
+    if (c == '"') quoted = !quoted;  // "" inside quotes toggles twice
+    if (quoted) continue;
+    if (c == '\n' || c == '\r') break;
+    for (int k = 0; k < 4; ++k) counts[k] += c == kDelimiters[k];
+  }
+  if (counts[0] > 0) return ',';
+  const size_t* most = std::max_element(counts + 1, counts + 4);
+  return *most > 0 ? kDelimiters[most - counts] : ',';
+}
+
+std::string CsvDelimiterName(char delimiter) { return delimiter == '\t' ? "tab" : std::string(1, delimiter); }
+
 bool CsvTable::HeldOut(double fraction, uint64_t line) {
   const uint64_t h = XXH64(&line, sizeof(line), 0);  // by line number: deterministic
   return static_cast<double>(h % 1000000) < fraction * 1e6;
 }
 
 StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
-    const std::string& path, double val_fraction,
+    const std::string& path, double val_fraction, char delimiter,
     const std::function<StatusOr<size_t>(const std::vector<std::string>& header)>& on_header,
     const std::function<Status(const CsvParser::Row&, int part)>& on_row) {
   auto table = std::make_shared<CsvTable>();
@@ -125,6 +142,12 @@ StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
       (text.size() >= 2 && (text[0] == '\0' || text[1] == '\0'))) {
     return Status::InvalidArgument(path + ": is UTF-16 (a byte order mark or NUL bytes): prep reads UTF-8 CSV; "
                                    "save it as UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)");
+  }
+  table->delimiter_ = delimiter;
+  if (delimiter == 0) {  // from the header line, or as much of it as the first 64 KiB hold
+    std::string first(static_cast<size_t>(std::min<uint64_t>(64 << 10, table->bytes())), '\0');
+    GRANARY_RETURN_IF_ERROR(table->file_.ReadAt(0, first.size(), first.data()));
+    table->delimiter_ = DetectCsvDelimiter(std::string_view(first).substr(bom ? 3 : 0));
   }
   bool header_seen = false;
   size_t column = CsvParser::kAllColumns;
@@ -155,6 +178,7 @@ Status CsvTable::ScanRows(uint64_t offset, uint64_t line, const size_t* column,
   std::string piece(static_cast<size_t>(std::min<uint64_t>(kPiece, bytes())), '\0');
   CsvParser parser;
   parser.Reset(line, offset);
+  parser.SetDelimiter(delimiter_);
   parser.Keep(*column);
   const auto row = [&](const CsvParser::Row& r) {
     Status status = on_row(r, PartOf(r.line));
@@ -211,6 +235,7 @@ Status CsvTable::Read(size_t block, std::shared_ptr<const Loaded>* out) const {
   GRANARY_RETURN_IF_ERROR(file_.ReadAt(b.offset, loaded->text.size(), loaded->text.data()));
   CsvParser parser;
   parser.Reset(b.line, 0);
+  parser.SetDelimiter(delimiter_);
   parser.Keep(CsvParser::kNoColumn);
   const auto row = [&](const CsvParser::Row& r) {
     loaded->of_part[PartOf(r.line)].push_back(static_cast<uint32_t>(loaded->begin.size()));
@@ -244,6 +269,7 @@ Status CsvTable::ReadRow(int part, uint64_t nth, std::vector<std::string>* field
   if (fields == nullptr) return Status::OK();
   thread_local CsvParser parser;
   parser.Reset(*line, 0);
+  parser.SetDelimiter(delimiter_);
   const auto row = [&](const CsvParser::Row& parsed) {
     *fields = *parsed.fields;
     return Status::OK();

@@ -18,7 +18,7 @@
 namespace granary {
 
 // Splits CSV text, fed in consecutive pieces, into rows of fields. RFC 4180:
-// comma separated, fields may be double-quoted (with "" for a quote and
+// comma separated (or by another delimiter: SetDelimiter), fields may be double-quoted (with "" for a quote and
 // commas or newlines inside; spaces before an opening quote are dropped);
 // CRLF, LF or (old Mac OS) CR line ends; blank lines are no rows. Fields are
 // kept as they are (the caller trims them).
@@ -39,6 +39,8 @@ class CsvParser {
   void Reset(uint64_t line = 1, uint64_t offset = 0);
   // Which fields rows keep from now on: kAllColumns, kNoColumn or one column.
   void Keep(size_t column) { keep_ = column; }
+  // The byte between fields (',' unless set: ';', '\t', '|').
+  void SetDelimiter(char delimiter) { delimiter_ = delimiter; }
   // Parses `text`, calling on_row for each row it completes; a non-OK status
   // from on_row ends the parse and is returned.
   Status Feed(std::string_view text, const std::function<Status(const Row&)>& on_row);
@@ -53,6 +55,7 @@ class CsvParser {
   Status EndRow(const std::function<Status(const Row&)>& on_row);
 
   size_t keep_ = kAllColumns;
+  char delimiter_ = ',';
   uint64_t line_ = 1, offset_ = 0;
   bool quoted_ = false, quote_pending_ = false, cr_pending_ = false;
   bool row_started_ = false, field_blank_ = true;
@@ -66,6 +69,15 @@ class CsvParser {
 // after parsing: a header, a label, a number).
 std::string TrimCsvField(const std::string& field);
 
+// The delimiter of a table whose header line is `line` (its start will do,
+// up to its first line end outside quotes): ',' if it holds one, else the
+// one of ';', '\t' and '|' it holds most of (spreadsheets in locales with a
+// decimal comma write ';', TSV files a tab), else ','.
+char DetectCsvDelimiter(std::string_view line);
+
+// How a delimiter is named in messages and options: ",", ";", "tab", "|".
+std::string CsvDelimiterName(char delimiter);
+
 // A CSV file's data rows, each in one of two parts (the rows a hash of their
 // line puts in a held-out split, and the others), read back by part and
 // position. Thread-safe after Scan.
@@ -75,14 +87,15 @@ class CsvTable {
   // would otherwise make the rest of a file one row held in memory).
   static constexpr uint64_t kMaxRowBytes = 64 << 20;
 
-  // Reads `path` once, in pieces. The header row's fields (trimmed) go to
+  // Reads `path` once, in pieces, its fields split at `delimiter` (0: as
+  // DetectCsvDelimiter finds it in the header). The header row's fields (trimmed) go to
   // on_header, which returns the column every later row keeps for on_row
   // (kNoColumn, or an error that ends the scan). A row is in part 1 where
   // HeldOut(val_fraction, its line), else part 0. Errors name the file: it
   // is not a regular file, is UTF-16, has no header or no data rows, a row
   // longer than kMaxRowBytes, an unterminated quoted field.
   static StatusOr<std::shared_ptr<const CsvTable>> Scan(
-      const std::string& path, double val_fraction,
+      const std::string& path, double val_fraction, char delimiter,
       const std::function<StatusOr<size_t>(const std::vector<std::string>& header)>& on_header,
       const std::function<Status(const CsvParser::Row&, int part)>& on_row);
 
@@ -90,6 +103,7 @@ class CsvTable {
   static bool HeldOut(double fraction, uint64_t line);
 
   const std::string& path() const { return path_; }
+  char delimiter() const { return delimiter_; }
   uint64_t bytes() const { return file_.size_bytes(); }
   const std::vector<std::string>& header() const { return header_; }
   uint64_t rows(int part) const { return part_rows_[part]; }
@@ -133,6 +147,7 @@ class CsvTable {
   std::string path_;
   ReadOnlyFile file_;
   double val_fraction_ = 0;
+  char delimiter_ = ',';
   std::vector<std::string> header_;
   uint64_t part_rows_[2] = {0, 0};
   std::vector<Block> blocks_;

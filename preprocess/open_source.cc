@@ -57,6 +57,13 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
   } else if (format == "csv") {
     CsvOptions csv;
     csv.label = o.label;
+    if (o.delimiter == "tab" || o.delimiter == "\t") {
+      csv.delimiter = '\t';
+    } else if (o.delimiter == "," || o.delimiter == ";" || o.delimiter == "|") {
+      csv.delimiter = o.delimiter[0];
+    } else if (o.delimiter != "auto") {
+      return Status::InvalidArgument("--delimiter " + o.delimiter + ": expected auto, ',', ';', tab or '|'");
+    }
     if (o.missing == "reject") {
       csv.missing = MissingPolicy::kReject;
     } else if (o.missing == "nan") {

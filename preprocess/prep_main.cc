@@ -88,8 +88,8 @@ granary::StatusOr<granary::Source> UpToDateOrUpdated(BuildArgs& a, granary::Sour
       std::cout << granary::DumpJson({{"db", a.db}, {"ok", true}, {"up_to_date", true}, {"inputs", c.unchanged}})
                 << std::endl;
     } else {
-      std::fprintf(stderr, "prep: %s is up to date (%llu input files unchanged)\n", granary::Printable(a.db).c_str(),
-                   static_cast<unsigned long long>(c.unchanged));
+      std::fprintf(stderr, "prep: %s is up to date (%llu input file%s unchanged)\n", granary::Printable(a.db).c_str(),
+                   static_cast<unsigned long long>(c.unchanged), c.unchanged == 1 ? "" : "s");
     }
     return granary::Source();
   }
@@ -285,7 +285,9 @@ void AddBuildFlags(CLI::App* build, int cores, BuildArgs* args) {
   build->add_option("--format", b.raw.format, "raw format: auto, idx, image-folder (or images) or csv")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "idx", "image-folder", "images", "csv"}));
-  build->add_option("--label", b.raw.label, "csv: the label column");
+  build->add_option("--label", b.raw.label, "csv: the label column (default: the one named label, target, y or class)");
+  build->add_option("--delimiter", b.raw.delimiter, "csv: between fields: auto (from the header), ',', ';', tab or '|'")
+      ->capture_default_str();
   build->add_option("--missing", b.raw.missing, "csv: a missing value rejects the row, or becomes nan or zero")
       ->capture_default_str()
       ->check(CLI::IsMember({"reject", "nan", "zero"}));

@@ -124,14 +124,16 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
 enum class MissingPolicy { kReject, kNaN, kZero };
 
 struct CsvOptions {
-  std::string label;  // the label column's header name
+  std::string label;  // the label column's header name; "": the one column named like a label (label, target, y, ...)
+  char delimiter = 0;  // between fields; 0: from the header (',', else ';', tab or '|': DetectCsvDelimiter)
   MissingPolicy missing = MissingPolicy::kReject;
   double val_fraction = 0;  // single-file input: this fraction of rows becomes split "val"
   uint64_t limit = 0;
 };
 
 // A CSV file (split "train"), or a folder with train.csv and optionally
-// val.csv / test.csv (same header). Every column but the label is a float32
+// val.csv / test.csv (same header and delimiter). The label column and the
+// delimiter, where not given, are found from the header and noted. Every column but the label is a float32
 // feature: field "features" (float32 [columns - 1]) and "label" (int64).
 // Labels that are all non-negative integers are class indices; otherwise the
 // sorted distinct strings are the classes. A row with the wrong number of
@@ -158,7 +160,8 @@ struct RawOptions {
   uint64_t max_image_mb = kDefaultMaxDecodeBytes >> 20;  // image-folder: most memory one decode may take
   std::string layout = "auto";           // image-folder: auto, classes or splits
   double val_fraction = 0;               // image-folder and csv
-  std::string label;                     // csv
+  std::string label;                     // csv ("": the column named like a label)
+  std::string delimiter = "auto";        // csv: auto, ",", ";", "tab" (or "\t") or "|"
   std::string missing = "reject";        // csv: reject, nan or zero
   uint64_t limit = 0;                    // N items of each split (0: all): a stratified subset of images and
                                          // CSV rows (preprocess/stratified.h), the first N of IDX files

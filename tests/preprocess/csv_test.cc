@@ -9,6 +9,7 @@
 #include <random>
 
 #include "preprocess/build.h"
+#include "preprocess/csv_table.h"
 #include "preprocess/field_statistics.h"
 #include "preprocess/inspect.h"
 #include "preprocess/source.h"
@@ -128,7 +129,6 @@ TEST(Csv, TablesAsPeopleKeepThemAreReadOrDiagnosed) {
   ASSERT_TRUE(cr.ok()) << cr.status().ToString();
   EXPECT_EQ(cr->splits[0]->size(), 2u);
   const std::pair<std::string, std::string> refused[] = {
-      {"a;b;target\n1;2;0\n", "the header's columns: 'a;b;target'); the header is one column holding ';'"},
       {std::string("\xFF\xFE" "a\0,\0t\0", 8), "is UTF-16"},
       {"a,a,target\n1,2,0\n", "columns 1 and 2 are both named 'a'"},
       {"a,b,target,\n1,2,0,\n", "column 4 of 4 has no name (a trailing comma on the header line?)"},
@@ -265,8 +265,94 @@ TEST(Csv, FolderSplitsMustShareAHeaderAndNameTheLabel) {
   EXPECT_NE(OpenCsvSource(dir.path(), o).status().message().find("header differs"), std::string::npos);
   o.label = "nope";
   EXPECT_NE(OpenCsvSource(dir.Sub("train.csv"), o).status().message().find("no column 'nope'"), std::string::npos);
-  o.label = "";
-  EXPECT_NE(OpenCsvSource(dir.Sub("train.csv"), o).status().message().find("--label"), std::string::npos);
+  o.label = "";  // the column named like a label
+  auto found = OpenCsvSource(dir.Sub("train.csv"), o);
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  EXPECT_EQ(found->info.options.at("label"), "label");
+}
+
+// Tables as spreadsheets and other tools write them: separated by ';' (where
+// the decimal separator is a comma), tabs or '|', found from the header; the
+// label column found by its name; each finding noted and recorded, so a
+// build given them as flags is the same build.
+TEST(Csv, TheDelimiterAndTheLabelColumnAreFoundFromTheHeader) {
+  EXPECT_EQ(DetectCsvDelimiter("a,b,label\n1;2;3"), ',');
+  EXPECT_EQ(DetectCsvDelimiter("a;b;label\r\n1,5;2;3"), ';');
+  EXPECT_EQ(DetectCsvDelimiter("\"a,b\";c;label\n"), ';');  // a quoted comma is no delimiter
+  EXPECT_EQ(DetectCsvDelimiter("a\tb\tlabel\n"), '\t');
+  EXPECT_EQ(DetectCsvDelimiter("a|b|c;d\n"), '|');
+  EXPECT_EQ(DetectCsvDelimiter("label\n1\n"), ',');
+  TempDir dir;
+  testing::WriteFile(dir.Sub("train.csv"), "\xEF\xBB\xBFx;\"y;z\";Target\n1.5;2;cat\n3;4e1;dog\n5;6;cat\n");
+  testing::WriteFile(dir.Sub("test.csv"), "x;\"y;z\";Target\n7;8;dog\n");
+  CsvOptions o;
+  auto semicolons = OpenCsvSource(dir.path(), o);
+  ASSERT_TRUE(semicolons.ok()) << semicolons.status().ToString();
+  EXPECT_EQ(semicolons->info.notes,
+            (std::vector<std::string>{"label column 'Target' (the column named like a label; --label picks another)",
+                                      "columns separated by ';' (found in the header; --delimiter gives another)"}));
+  EXPECT_EQ(semicolons->info.options, (std::map<std::string, std::string>{{"label", "Target"}, {"delimiter", ";"}}));
+  EXPECT_EQ(semicolons->info.class_names, (std::vector<std::string>{"cat", "dog"}));
+  int64_t label = -1;
+  EXPECT_EQ(Features(*semicolons->splits[0], 1, &label), (std::vector<float>{3, 40}));
+  EXPECT_EQ(label, 1);
+  EXPECT_EQ(Features(*semicolons->splits[1], 0, &label), (std::vector<float>{7, 8}));  // test.csv: the same reading
+  o.label = "Target";
+  o.delimiter = ';';
+  auto given = OpenCsvSource(dir.path(), o);
+  ASSERT_TRUE(given.ok());
+  EXPECT_TRUE(given->info.notes.empty());
+  RawOptions raw;  // as prep build records them: found or given, the same options
+  raw.raw = dir.path();
+  auto found_by_prep = OpenSource(raw);
+  raw.label = "Target";
+  raw.delimiter = ";";
+  auto given_to_prep = OpenSource(raw);
+  ASSERT_TRUE(found_by_prep.ok() && given_to_prep.ok());
+  EXPECT_EQ(found_by_prep->info.options, given_to_prep->info.options);
+  EXPECT_EQ(found_by_prep->info.options.at("delimiter"), ";");
+  raw.delimiter = "\\t";
+  EXPECT_NE(OpenSource(raw).status().message().find("--delimiter \\t: expected auto, ',', ';', tab or '|'"),
+            std::string::npos);
+
+  testing::WriteFile(dir.Sub("t.tsv"), "a\tb\ty\n1\t2\t0\n");
+  auto tabs = OpenCsvSource(dir.Sub("t.tsv"), CsvOptions{});
+  ASSERT_TRUE(tabs.ok()) << tabs.status().ToString();
+  EXPECT_EQ(tabs->info.notes[1], "columns separated by tab (found in the header; --delimiter gives another)");
+  EXPECT_EQ(tabs->info.options.at("delimiter"), "tab");
+
+  struct Refused {
+    std::string text, label;
+    char delimiter;
+    std::string message;
+  };
+  const Refused refused[] = {
+      {"a;b;label\n1;2;0\n", "label", ',', "no column 'label' for --label (the header's columns: 'a;b;label'); the "
+                                           "header is one column holding ';': give --delimiter ';'"},
+      {"a;b;label\n1;2;0\n", "", ',', "give --label COLUMN: no column is named label, target, y or class (the "
+                                      "header's columns: 'a;b;label'); the header is one column holding ';': give "
+                                      "--delimiter ';'"},
+      {"a,b,c\n1,2,0\n", "", 0, "give --label COLUMN: no column is named label, target, y or class (the header's "
+                                "columns: 'a', 'b', 'c')"},
+      {"a,label,y\n1,2,0\n", "", 0, "give --label COLUMN: 2 columns are named like a label"}};
+  for (const Refused& r : refused) {
+    testing::WriteFile(dir.Sub("r.csv"), r.text);
+    CsvOptions options;
+    options.label = r.label;
+    options.delimiter = r.delimiter;
+    auto s = OpenCsvSource(dir.Sub("r.csv"), options);
+    EXPECT_NE(s.status().message().find(r.message), std::string::npos) << s.status().ToString();
+  }
+  // A decimal comma is named as one.
+  testing::WriteFile(dir.Sub("comma.csv"), "a;label\n1,5;0\n");
+  auto decimal = OpenCsvSource(dir.Sub("comma.csv"), CsvOptions{});
+  ASSERT_TRUE(decimal.ok());
+  Sample sample;
+  const Status rejected = decimal->splits[0]->Produce(0, &sample);
+  EXPECT_NE(rejected.message().find("'1,5' is not a number float32 can hold (a decimal comma: prep reads decimal "
+                                    "points; in a file separated by ';', sed 's/,/./g' converts them)"),
+            std::string::npos)
+      << rejected.message();
 }
 
 // The manifest holds each split's feature statistics over the rows written
