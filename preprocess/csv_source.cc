@@ -150,8 +150,10 @@ std::string QuotedDelimiter(char delimiter) {
   return delimiter == '\t' ? "tab" : "'" + std::string(1, delimiter) + "'";
 }
 
-// Column names that say a column is the label, compared without case.
-const char* const kLabelNames[] = {"label", "labels", "target", "targets", "y", "class"};
+// Column names that say a column is the label, compared without case, in
+// the order they are taken: "x,y,target" is labelled by target.
+const std::vector<std::vector<std::string>> kLabelNames = {{"label", "labels"}, {"target", "targets"}, {"class"},
+                                                           {"y"}};
 
 // "'a', 'b', ... (N in all)": the header's first columns, for a message.
 std::string HeaderText(const std::vector<std::string>& header) {
@@ -177,20 +179,21 @@ std::string OneColumnHint(const std::vector<std::string>& header, char delimiter
 // The one column of `header` named like a label (kLabelNames), or an error
 // saying --label is needed.
 StatusOr<std::string> LabelNamed(const std::string& path, const std::vector<std::string>& header, char delimiter) {
-  std::vector<std::string> named;
-  for (const std::string& column : header) {
-    std::string lower = column;
-    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-    for (const char* name : kLabelNames) {
-      if (lower == name) named.push_back(column);
+  for (const std::vector<std::string>& names : kLabelNames) {
+    std::vector<std::string> named;
+    for (const std::string& column : header) {
+      std::string lower = column;
+      std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+      if (std::find(names.begin(), names.end(), lower) != names.end()) named.push_back(column);
+    }
+    if (named.size() == 1) return named[0];
+    if (named.size() > 1) {
+      return Status::InvalidArgument(path + ": give --label COLUMN: columns '" + named[0] + "' and '" + named[1] +
+                                     "' are both named like a label");
     }
   }
-  if (named.size() == 1) return named[0];
-  return Status::InvalidArgument(path + ": give --label COLUMN: " +
-                                 (named.empty() ? std::string("no column is named label, target, y or class")
-                                                : std::to_string(named.size()) + " columns are named like a label") +
-                                 " (the header's columns: " + HeaderText(header) + ")" +
-                                 OneColumnHint(header, delimiter));
+  return Status::InvalidArgument(path + ": give --label COLUMN: no column is named label, target, class or y (the "
+                                 "header's columns: " + HeaderText(header) + ")" + OneColumnHint(header, delimiter));
 }
 
 // The label column of `header` (the first file's, at `path`, split at

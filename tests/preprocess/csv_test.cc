@@ -315,6 +315,10 @@ TEST(Csv, TheDelimiterAndTheLabelColumnAreFoundFromTheHeader) {
   EXPECT_NE(OpenSource(raw).status().message().find("--delimiter \\t: expected auto, ',', ';', tab or '|'"),
             std::string::npos);
 
+  testing::WriteFile(dir.Sub("xy.csv"), "x,y,class\n1,2,0\n");  // y is a feature beside a column named class
+  auto xy = OpenCsvSource(dir.Sub("xy.csv"), CsvOptions{});
+  ASSERT_TRUE(xy.ok()) << xy.status().ToString();
+  EXPECT_EQ(xy->info.options.at("label"), "class");
   testing::WriteFile(dir.Sub("t.tsv"), "a\tb\ty\n1\t2\t0\n");
   auto tabs = OpenCsvSource(dir.Sub("t.tsv"), CsvOptions{});
   ASSERT_TRUE(tabs.ok()) << tabs.status().ToString();
@@ -329,12 +333,13 @@ TEST(Csv, TheDelimiterAndTheLabelColumnAreFoundFromTheHeader) {
   const Refused refused[] = {
       {"a;b;label\n1;2;0\n", "label", ',', "no column 'label' for --label (the header's columns: 'a;b;label'); the "
                                            "header is one column holding ';': give --delimiter ';'"},
-      {"a;b;label\n1;2;0\n", "", ',', "give --label COLUMN: no column is named label, target, y or class (the "
+      {"a;b;label\n1;2;0\n", "", ',', "give --label COLUMN: no column is named label, target, class or y (the "
                                       "header's columns: 'a;b;label'); the header is one column holding ';': give "
                                       "--delimiter ';'"},
-      {"a,b,c\n1,2,0\n", "", 0, "give --label COLUMN: no column is named label, target, y or class (the header's "
+      {"a,b,c\n1,2,0\n", "", 0, "give --label COLUMN: no column is named label, target, class or y (the header's "
                                 "columns: 'a', 'b', 'c')"},
-      {"a,label,y\n1,2,0\n", "", 0, "give --label COLUMN: 2 columns are named like a label"}};
+      {"a,Label,labels\n1,2,0\n", "", 0, "give --label COLUMN: columns 'Label' and 'labels' are both named like a "
+                                         "label"}};
   for (const Refused& r : refused) {
     testing::WriteFile(dir.Sub("r.csv"), r.text);
     CsvOptions options;
