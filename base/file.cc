@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <utility>
 
@@ -86,28 +87,14 @@ Status WriteAndClose(int fd, const std::string& path, const std::string& content
   return Status::OK();
 }
 
-// Creates a file of a new name "<path>.tmp-XXXXXX" for writing, as mkstemp
-// does (O_EXCL: nothing already there, a link included, is opened) but with
-// mode 0666 less the umask, as the file it becomes would have.
-StatusOr<std::pair<int, std::string>> CreateTemporary(const std::string& path) {
-  static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  thread_local std::mt19937_64 random(std::random_device{}() ^
-                                      static_cast<uint64_t>(::getpid()) << 32 ^
-                                      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
-  int err = EEXIST;
-  for (int attempt = 0; attempt < 100 && err == EEXIST; ++attempt) {
-    std::string name = path + kTemporaryMark;
-    for (size_t i = 0; i < kTemporaryChars; ++i) name += kChars[random() % (sizeof(kChars) - 1)];
-    const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-    if (fd >= 0) return std::make_pair(fd, std::move(name));
-    err = errno;
-  }
-  return Status::IOError(path, "create a temporary file beside", err);
-}
-
 // The temporary files being written (WriteFileAtomically), for the handler
-// RemoveTemporariesOnStopSignals installs: slots a writer claims (kClaimed),
-// fills, then publishes (kReady); the handler reads only published ones.
+// RemoveTemporariesOnStopSignals installs: slots a writer claims (kClaimed)
+// and fills, then publishes (kReady) before it creates the file, so that a
+// signal delivered as open() returns, before the writer could say it had
+// made the file, still removes it. (Should open() find the random name taken
+// and fail, the slot is freed at once; a signal in that instant would remove
+// the other file of that name, a granary temporary in all but the most
+// unlikely case.)
 constexpr int kFree = 0, kClaimed = 1, kReady = 2;
 struct TemporarySlot {
   std::atomic<int> state{kFree};
@@ -141,6 +128,29 @@ class PublishedTemporary {
  private:
   TemporarySlot* slot_ = nullptr;
 };
+
+// Creates a file of a new name "<path>.tmp-XXXXXX" for writing, as mkstemp
+// does (O_EXCL: nothing already there, a link included, is opened) but with
+// mode 0666 less the umask, as the file it becomes would have; its name is
+// published (*published) for the stop-signal handler from before it exists.
+StatusOr<std::pair<int, std::string>> CreateTemporary(const std::string& path,
+                                                      std::optional<PublishedTemporary>* published) {
+  static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  thread_local std::mt19937_64 random(std::random_device{}() ^
+                                      static_cast<uint64_t>(::getpid()) << 32 ^
+                                      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  int err = EEXIST;
+  for (int attempt = 0; attempt < 100 && err == EEXIST; ++attempt) {
+    std::string name = path + kTemporaryMark;
+    for (size_t i = 0; i < kTemporaryChars; ++i) name += kChars[random() % (sizeof(kChars) - 1)];
+    published->emplace(name);
+    const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd >= 0) return std::make_pair(fd, std::move(name));
+    err = errno;
+    published->reset();
+  }
+  return Status::IOError(path, "create a temporary file beside", err);
+}
 
 // Async-signal-safe: unlinks every published temporary file, then dies of
 // the signal as it would have without the handler.
@@ -176,10 +186,10 @@ Status WriteFileAtomically(const std::string& path, const std::string& contents,
     target = real;
     std::free(real);
   }
-  StatusOr<std::pair<int, std::string>> created = CreateTemporary(target);
+  std::optional<PublishedTemporary> published;  // a stop signal from its creation on removes the temporary file
+  StatusOr<std::pair<int, std::string>> created = CreateTemporary(target, &published);
   if (!created.ok()) return created.status();
   const auto& [fd, tmp] = created.value();
-  const PublishedTemporary published(tmp);  // a stop signal from here on removes it
   Status written = WriteAndClose(fd, tmp, contents, options.sync);
   if (written.ok() && std::rename(tmp.c_str(), target.c_str()) != 0) {
     written = Status::IOError(target, "rename from " + tmp, errno);

@@ -38,7 +38,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--grace", c.grace_s, "seconds between SIGTERM and SIGKILL when the ranks are stopped")
       ->capture_default_str();
-  app.add_option("--max-restarts,--max_restarts", c.max_restarts, "start the whole job again after a failure, up to N times")
+  app.add_option("--max-restarts,--max_restarts", c.max_restarts,
+                 "start the whole job again after a failure, up to N times")
       ->capture_default_str();
   app.add_option("--prefix", prefix, "rank names before output lines: auto (all but rank 0), all or none")
       ->capture_default_str();
