@@ -78,7 +78,9 @@ def round4_tables(d, w):
     with open(w("r4t", "semi.csv"), "w") as f:
         f.write("a;b;target\n1;2;0\n")
     d.case("a ';'-separated table", [PREP, "build", w("r4t", "semi.csv"), w("r4s.db"), "--label",
-           "target"], 1, needle="the header is one column holding ';'")
+           "target"], 0, needle="columns separated by ';' (found in the header")
+    d.case("a ';'-separated table read at ','", [PREP, "build", w("r4t", "semi.csv"), w("r4c.db"), "--label",
+           "target", "--delimiter", ","], 1, needle="the header is one column holding ';': give --delimiter ';'")
     with open(w("r4t", "PLAIN.CSV"), "w") as f:
         f.write("a,target\n1,0\n2,1\n")
     d.case("PLAIN.CSV is a table", [PREP, "build", w("r4t", "PLAIN.CSV"), w("r4p.db"), "--label", "target",
