@@ -327,20 +327,24 @@ Status ReadOnlyFile::Open(const std::string& path) {
   // Non-blocking: opening a FIFO would otherwise wait for a writer for ever.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return Status::IOError(path, "open", errno);
+  return Adopt(fd, path);
+}
+
+Status ReadOnlyFile::Adopt(int fd, const std::string& name) {
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
-    return Status::IOError(path, "stat", err);
+    return Status::IOError(name, "stat", err);
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Status::InvalidArgument(path + ": is " + FileTypeName(st.st_mode) + ", not a regular file");
+    return Status::InvalidArgument(name + ": is " + FileTypeName(st.st_mode) + ", not a regular file");
   }
   if (fd_ >= 0) ::close(fd_);
   if (direct_fd_ >= 0) ::close(direct_fd_.exchange(-1));
   fd_ = fd;
-  path_ = path;
+  path_ = name;
   size_bytes_ = static_cast<uint64_t>(st.st_size);
   mtime_ns_ = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   return Status::OK();

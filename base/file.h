@@ -139,6 +139,9 @@ class ReadOnlyFile {
   // IOError naming `path` (with errno) if it cannot be opened;
   // InvalidArgument if it is not a regular file (a FIFO, a device).
   Status Open(const std::string& path);
+  // As Open, of the file open at `fd`, which this object owns from now on
+  // (closed here on failure); `name` stands for it in messages.
+  Status Adopt(int fd, const std::string& name);
   // Reads exactly `bytes` at `offset` into dst. IOError naming the file, or
   // Corruption if the file ends first.
   Status ReadAt(uint64_t offset, size_t bytes, char* dst) const;

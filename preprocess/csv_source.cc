@@ -4,6 +4,7 @@
 #include <array>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
@@ -237,11 +238,16 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
   std::vector<std::pair<std::string, std::string>> files;  // (split, path)
   if (fs::is_directory(raw, ec)) {
     for (const char* name : {"train", "val", "test"}) {
-      const fs::path p = fs::path(raw) / (std::string(name) + ".csv");
-      if (fs::is_regular_file(p, ec)) files.emplace_back(name, p.string());
+      for (const char* extension : {".csv", ".csv.gz", ".csv.zst"}) {  // the first there, uncompressed first
+        const fs::path p = fs::path(raw) / (std::string(name) + extension);
+        if (fs::is_regular_file(p, ec)) {
+          files.emplace_back(name, p.string());
+          break;
+        }
+      }
     }
     if (files.empty() || files[0].first != "train") {
-      return Status::NotFound(raw + ": no train.csv (optionally with val.csv or test.csv)");
+      return Status::NotFound(raw + ": no train.csv[.gz|.zst] (optionally with val.csv or test.csv)");
     }
   } else {
     files.emplace_back("train", raw);
@@ -398,6 +404,14 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
   if (options.label.empty()) {
     source.info.notes.push_back("label column '" + label + "' (the column named like a label; --label picks another)");
     source.info.options["label"] = label;
+  }
+  for (const CsvInput& input : inputs) {
+    if (!input.table->compression().empty()) {
+      char size[32];
+      std::snprintf(size, sizeof(size), "%.1f MB", static_cast<double>(input.table->bytes()) / 1e6);
+      source.info.notes.push_back(input.table->path() + ": " + input.table->compression() + ", read from a " + size +
+                                  " decompressed copy in $TMPDIR (else /tmp), which nothing keeps");
+    }
   }
   const char delimiter = inputs[0].table->delimiter();
   if (delimiter != ',') {

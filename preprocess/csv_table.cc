@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "preprocess/compressed_input.h"
+
 namespace granary {
 
 void CsvParser::Reset(uint64_t line, uint64_t offset) {
@@ -132,23 +134,27 @@ StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
     return Status::InvalidArgument(opened.message() + ": prep reads a CSV table twice, streaming it (once for its "
                                    "rows and labels, then as it writes them); save a pipe's table to a file first");
   }
-  char start[3] = {0, 0, 0};
-  const size_t head = static_cast<size_t>(std::min<uint64_t>(3, table->bytes()));
-  GRANARY_RETURN_IF_ERROR(table->file_.ReadAt(0, head, start));
+  GRANARY_RETURN_IF_ERROR(table->Decompress());
+  // The header line, or as much of it as the first 64 KiB hold.
+  std::string first(static_cast<size_t>(std::min<uint64_t>(64 << 10, table->bytes())), '\0');
+  GRANARY_RETURN_IF_ERROR(table->file_.ReadAt(0, first.size(), first.data()));
   // A UTF-8 byte order mark (spreadsheets write one) is not part of the first header.
-  const bool bom = head == 3 && std::string_view(start, 3) == "\xEF\xBB\xBF";
-  const std::string_view text(start + (bom ? 3 : 0), head - (bom ? 3 : 0));
+  const bool bom = first.compare(0, 3, "\xEF\xBB\xBF") == 0;
+  const std::string_view text = std::string_view(first).substr(bom ? 3 : 0);
   if (text.substr(0, 2) == "\xFF\xFE" || text.substr(0, 2) == "\xFE\xFF" ||
       (text.size() >= 2 && (text[0] == '\0' || text[1] == '\0'))) {
     return Status::InvalidArgument(path + ": is UTF-16 (a byte order mark or NUL bytes): prep reads UTF-8 CSV; "
                                    "save it as UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)");
   }
-  table->delimiter_ = delimiter;
-  if (delimiter == 0) {  // from the header line, or as much of it as the first 64 KiB hold
-    std::string first(static_cast<size_t>(std::min<uint64_t>(64 << 10, table->bytes())), '\0');
-    GRANARY_RETURN_IF_ERROR(table->file_.ReadAt(0, first.size(), first.data()));
-    table->delimiter_ = DetectCsvDelimiter(std::string_view(first).substr(bom ? 3 : 0));
+  if (text.substr(0, 4) == "PAR1") {
+    return Status::InvalidArgument(path + ": is a Parquet file: prep reads CSV text (pandas writes it: "
+                                   "pd.read_parquet(...).to_csv(..., index=False))");
   }
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    return Status::InvalidArgument(path + ": is not a text table (a NUL byte at byte " +
+                                   std::to_string(nul + (bom ? 3 : 0)) + "): prep reads CSV text");
+  }
+  table->delimiter_ = delimiter != 0 ? delimiter : DetectCsvDelimiter(text);
   bool header_seen = false;
   size_t column = CsvParser::kAllColumns;
   GRANARY_RETURN_IF_ERROR(table->ScanRows(bom ? 3 : 0, 1, &column, [&](const CsvParser::Row& row, int part) -> Status {
@@ -168,6 +174,21 @@ StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
   if (!header_seen) return Status::InvalidArgument(path + ": no header row");
   if (table->blocks_.empty()) return Status::InvalidArgument(path + ": a header and no data rows");
   return std::shared_ptr<const CsvTable>(std::move(table));
+}
+
+Status CsvTable::Decompress() {
+  char start[6] = {0, 0, 0, 0, 0, 0};
+  const size_t head = static_cast<size_t>(std::min<uint64_t>(sizeof(start), bytes()));
+  GRANARY_RETURN_IF_ERROR(file_.ReadAt(0, head, start));
+  compression_ = CompressionOf(std::string_view(start, head));
+  if (compression_.empty()) return Status::OK();
+  if (compression_ != "gzip" && compression_ != "zstd") {
+    return Status::InvalidArgument(path_ + ": is " + compression_ + "-compressed: prep reads CSV text as it is, " +
+                                   "gzip or zstd; decompress it first (" + DecompressCommand(compression_, path_) +
+                                   ")");
+  }
+  GRANARY_ASSIGN_OR_RETURN(const int fd, DecompressToUnnamedFile(path_, compression_));
+  return file_.Adopt(fd, path_);
 }
 
 int CsvTable::PartOf(uint64_t line) const { return val_fraction_ > 0 && HeldOut(val_fraction_, line) ? 1 : 0; }

@@ -87,13 +87,15 @@ class CsvTable {
   // would otherwise make the rest of a file one row held in memory).
   static constexpr uint64_t kMaxRowBytes = 64 << 20;
 
-  // Reads `path` once, in pieces, its fields split at `delimiter` (0: as
-  // DetectCsvDelimiter finds it in the header). The header row's fields (trimmed) go to
+  // Reads `path` once, in pieces (a gzip or zstd file decompressed first),
+  // its fields split at `delimiter` (0: as DetectCsvDelimiter finds it in
+  // the header). The header row's fields (trimmed) go to
   // on_header, which returns the column every later row keeps for on_row
   // (kNoColumn, or an error that ends the scan). A row is in part 1 where
   // HeldOut(val_fraction, its line), else part 0. Errors name the file: it
-  // is not a regular file, is UTF-16, has no header or no data rows, a row
-  // longer than kMaxRowBytes, an unterminated quoted field.
+  // is not a regular file, is UTF-16, compressed otherwise or not text, has
+  // no header or no data rows, a row longer than kMaxRowBytes, an
+  // unterminated quoted field.
   static StatusOr<std::shared_ptr<const CsvTable>> Scan(
       const std::string& path, double val_fraction, char delimiter,
       const std::function<StatusOr<size_t>(const std::vector<std::string>& header)>& on_header,
@@ -103,6 +105,9 @@ class CsvTable {
   static bool HeldOut(double fraction, uint64_t line);
 
   const std::string& path() const { return path_; }
+  // "gzip" or "zstd" for a compressed file (read from an unnamed decompressed
+  // copy in $TMPDIR, which bytes() measures), else "".
+  const std::string& compression() const { return compression_; }
   char delimiter() const { return delimiter_; }
   uint64_t bytes() const { return file_.size_bytes(); }
   const std::vector<std::string>& header() const { return header_; }
@@ -139,6 +144,9 @@ class CsvTable {
   Status ScanRows(uint64_t offset, uint64_t line, const size_t* column,
                   const std::function<Status(const CsvParser::Row&, int part)>& on_row) const;
   int PartOf(uint64_t line) const;
+  // Where file_ is compressed: file_ becomes its decompressed copy.
+  // InvalidArgument for a compression prep does not read.
+  Status Decompress();
   // The block, from the cache or read (Read) by the first thread to ask.
   StatusOr<std::shared_ptr<const Loaded>> Load(size_t block) const;
   Status Read(size_t block, std::shared_ptr<const Loaded>* out) const;
@@ -146,6 +154,7 @@ class CsvTable {
 
   std::string path_;
   ReadOnlyFile file_;
+  std::string compression_;
   double val_fraction_ = 0;
   char delimiter_ = ',';
   std::vector<std::string> header_;

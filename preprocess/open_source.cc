@@ -32,7 +32,10 @@ std::string DetectFormat(const std::string& raw) {
   namespace fs = std::filesystem;
   std::error_code ec;
   // A file is a table (a.csv, A.CSV, data.txt: the CSV reader says what it finds); a folder with train.csv too.
-  if (fs::is_regular_file(raw, ec) || fs::is_regular_file(fs::path(raw) / "train.csv", ec)) return "csv";
+  if (fs::is_regular_file(raw, ec)) return "csv";
+  for (const char* table : {"train.csv", "train.csv.gz", "train.csv.zst"}) {
+    if (fs::is_regular_file(fs::path(raw) / table, ec)) return "csv";
+  }
   // A folder of folders, or of images alone (the image folder source says what it lacks), is an image folder.
   bool has_dirs = false, has_images = false;
   for (const auto& e : fs::directory_iterator(raw, ec)) {

@@ -279,7 +279,7 @@ void AddBuildFlags(CLI::App* build, int cores, BuildArgs* args) {
   BuildArgs& b = *args;
   build->add_option("raw", b.raw.raw, "raw dataset: IDX folder (train-images-idx3-ubyte[.gz], ...), image folder "
                                       "(<class>/*.jpg|png, or train/<class>/... and val|test/<class>/...), or CSV "
-                                      "(a .csv file, or a folder with train.csv [+ val.csv, test.csv])")
+                                      "(a .csv file, or a folder with train.csv [+ val.csv, test.csv]; gzip or zstd too: .csv.gz, .csv.zst)")
       ->required();
   build->add_option("db", b.db, "db directory to create")->required();
   build->add_option("--format", b.raw.format, "raw format: auto, idx, image-folder (or images) or csv")

@@ -1,0 +1,143 @@
+// CSV tables that arrive compressed (train.csv.gz as Kaggle serves it,
+// .csv.zst), and files that are not CSV text at all.
+#include <gtest/gtest.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "preprocess/compressed_input.h"
+#include "preprocess/source.h"
+#include "tests/test_util.h"
+
+namespace granary {
+namespace {
+
+using testing::TempDir;
+
+// `text` gzip-compressed (one member).
+std::string Gzip(const std::string& text, const std::string& scratch) {
+  gzFile f = gzopen(scratch.c_str(), "wb");
+  EXPECT_EQ(gzwrite(f, text.data(), static_cast<unsigned>(text.size())), static_cast<int>(text.size()));
+  EXPECT_EQ(gzclose(f), Z_OK);
+  return testing::ReadFile(scratch);
+}
+
+std::string Zstd(const std::string& text) {
+  std::string out(ZSTD_compressBound(text.size()), '\0');
+  const size_t n = ZSTD_compress(out.data(), out.size(), text.data(), text.size(), 3);
+  EXPECT_FALSE(ZSTD_isError(n));
+  out.resize(n);
+  return out;
+}
+
+// Every row's features and label, as text: "1.5 2 | 0; ...".
+std::string RowsOf(const Source& source) {
+  std::string rows;
+  for (const auto& split : source.splits) {
+    for (uint64_t i = 0; i < split->size(); ++i) {
+      Sample s;
+      Status st = split->Produce(i, &s);
+      EXPECT_TRUE(st.ok()) << st.ToString();
+      for (size_t at = 0; at + 4 <= s.fields[0].size(); at += 4) {
+        float f = 0;
+        std::memcpy(&f, s.fields[0].data() + at, 4);
+        rows += std::to_string(f) + " ";
+      }
+      int64_t label = 0;
+      std::memcpy(&label, s.fields[1].data(), 8);
+      rows += "| " + std::to_string(label) + "; ";
+    }
+  }
+  return rows;
+}
+
+// Sets TMPDIR for the scope of the object.
+class TmpdirFor {
+ public:
+  explicit TmpdirFor(const std::string& dir) { setenv("TMPDIR", dir.c_str(), 1); }
+  ~TmpdirFor() { unsetenv("TMPDIR"); }
+};
+
+TEST(CompressedInput, MagicBytesNameTheCompression) {
+  EXPECT_EQ(CompressionOf("\x1f\x8b\x08"), "gzip");
+  EXPECT_EQ(CompressionOf("\x28\xb5\x2f\xfd\x20"), "zstd");
+  EXPECT_EQ(CompressionOf("BZh91AY"), "bzip2");
+  EXPECT_EQ(CompressionOf(std::string("\xfd" "7zXZ\0", 6)), "xz");
+  EXPECT_EQ(CompressionOf("PK\x03\x04"), "zip");
+  EXPECT_EQ(CompressionOf("a,b,label"), "");
+  EXPECT_EQ(CompressionOf(""), "");
+  EXPECT_EQ(DecompressCommand("bzip2", "t.csv.bz2"), "bunzip2 -k t.csv.bz2");
+}
+
+// A gzip (of two members, as `cat a.gz b.gz` makes) or zstd table is read as
+// the table itself, from an unnamed copy that leaves nothing in TMPDIR.
+TEST(CompressedInput, GzipAndZstdTablesAreReadAsTheTableItself) {
+  TempDir dir, tmp;
+  const TmpdirFor tmpdir(tmp.path());
+  const std::string head = "a,b,label\n1.5,2,0\n";
+  const std::string tail = "-3,4e2,1\n7,8,0\n";
+  testing::WriteFile(dir.Sub("t.csv"), head + tail);
+  testing::WriteFile(dir.Sub("t.csv.gz"), Gzip(head, dir.Sub("a.gz")) + Gzip(tail, dir.Sub("b.gz")));
+  testing::WriteFile(dir.Sub("t.csv.zst"), Zstd(head + tail));
+  CsvOptions o;
+  auto plain = OpenCsvSource(dir.Sub("t.csv"), o);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  const std::string expected = RowsOf(plain.value());
+  EXPECT_EQ(expected, "1.500000 2.000000 | 0; -3.000000 400.000000 | 1; 7.000000 8.000000 | 0; ");
+  for (const char* name : {"t.csv.gz", "t.csv.zst"}) {
+    auto source = OpenCsvSource(dir.Sub(name), o);
+    ASSERT_TRUE(source.ok()) << name << ": " << source.status().ToString();
+    EXPECT_EQ(RowsOf(source.value()), expected) << name;
+    bool noted = false;
+    for (const std::string& note : source->info.notes) noted = noted || note.find("decompressed copy") != std::string::npos;
+    EXPECT_TRUE(noted) << name;
+    EXPECT_TRUE(std::filesystem::is_empty(tmp.path())) << name;
+  }
+  // A folder's train.csv.gz (and test.csv.zst) is a CSV dataset.
+  TempDir folder;
+  testing::WriteFile(folder.Sub("train.csv.gz"), testing::ReadFile(dir.Sub("t.csv.gz")));
+  testing::WriteFile(folder.Sub("test.csv.zst"), testing::ReadFile(dir.Sub("t.csv.zst")));
+  EXPECT_EQ(DetectFormat(folder.path()), "csv");
+  auto splits = OpenCsvSource(folder.path(), o);
+  ASSERT_TRUE(splits.ok()) << splits.status().ToString();
+  ASSERT_EQ(splits->splits.size(), 2u);
+  EXPECT_EQ(splits->splits[1]->name(), "test");
+  EXPECT_EQ(RowsOf(splits.value()), expected + expected);
+}
+
+TEST(CompressedInput, CutDamagedOtherCompressionsAndBinaryFilesAreRefusedByName) {
+  TempDir dir;
+  std::string table = "a,b,label\n";
+  for (int i = 0; i < 20000; ++i) table += std::to_string(i) + "," + std::to_string(i * 7 % 13) + "," + std::to_string(i % 3) + "\n";
+  const std::string gz = Gzip(table, dir.Sub("scratch.gz"));
+  const std::string zst = Zstd(table);
+  std::string damaged = gz;
+  for (size_t i = 40; i < 60; ++i) damaged[i] = static_cast<char>(damaged[i] ^ 0x5a);
+  const std::pair<std::string, std::string> refused[] = {
+      {gz.substr(0, gz.size() / 2), "the gzip data ends early"},
+      {zst.substr(0, zst.size() / 2), "the zstd data ends early"},
+      {damaged, "damaged gzip data"},
+      {"BZh91AY&SY", "is bzip2-compressed: prep reads CSV text as it is, gzip or zstd; decompress it first (bunzip2 -k"},
+      {"PAR1\x15\x04", "is a Parquet file"},
+      {std::string("\x7f" "ELF\x02\x01\x01\0\0\0", 10), "is not a text table (a NUL byte at byte 7)"}};
+  for (const auto& [bytes, message] : refused) {
+    testing::WriteFile(dir.Sub("t.csv"), bytes);
+    auto s = OpenCsvSource(dir.Sub("t.csv"), CsvOptions());
+    ASSERT_FALSE(s.ok()) << message;
+    EXPECT_NE(s.status().message().find(dir.Sub("t.csv") + ": " + message), std::string::npos) << s.status().ToString();
+  }
+  // No room for the copy: the temporary directory is named, with the way out.
+  testing::WriteFile(dir.Sub("t.csv"), gz);
+  const TmpdirFor tmpdir(dir.Sub("nonexistent"));
+  auto s = OpenCsvSource(dir.Sub("t.csv"), CsvOptions());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find(dir.Sub("nonexistent") + ": create a temporary file (set TMPDIR"),
+            std::string::npos)
+      << s.status().ToString();
+}
+
+}  // namespace
+}  // namespace granary
