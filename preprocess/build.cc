@@ -304,6 +304,7 @@ Manifest MakeManifest(const Source& source, const BuildOptions& options, const B
   m.label_field = source.info.label_field;
   m.num_classes = source.info.num_classes;
   m.class_names = source.info.class_names;
+  m.element_names = source.info.element_names;
   m.notes = source.info.notes;
   m.codec = options.zstd_level > 0 ? "zstd" : "none";
   m.zstd_level = options.zstd_level;

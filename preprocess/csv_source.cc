@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 
+#include "preprocess/csv_columns.h"
 #include "preprocess/csv_table.h"
 #include "preprocess/source.h"
 #include "preprocess/stratified.h"
@@ -20,36 +21,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool IsMissing(const std::string& v) {
-  return v.empty() || v == "NA" || v == "N/A" || v == "NaN" || v == "nan" || v == "null" || v == "NULL" || v == "?";
-}
-
-// Parses a whole decimal or scientific number that float32 can hold; false if
-// anything is left over, for hexadecimal ("0x1b", which strtod reads), and
-// for inf, nan and values beyond float32's range (1e39 would be stored as
-// inf, which "inf" itself is refused as).
-bool ParseNumber(const std::string& v, double* out) {
-  if (v.empty() || v.find_first_of("xXpP") != std::string::npos) return false;
-  char* end = nullptr;
-  *out = std::strtod(v.c_str(), &end);  // underflow gives 0 or a denormal, as float32 would
-  return end == v.c_str() + v.size() && std::isfinite(*out) && std::fabs(*out) <= std::numeric_limits<float>::max();
-}
-
-// `v` with its one comma read as a decimal point ("1,5" -> "1.5"), for a
-// message; as it is if it holds another number of commas.
-std::string DecimalPoint(std::string v) {
-  const size_t comma = v.find(',');
-  if (comma != std::string::npos && v.find(',', comma + 1) == std::string::npos) v[comma] = '.';
-  return v;
-}
-
 // The rows of one part of a table (all of it, its held-out rows or the
 // others), or the `kept` ones of them (--limit), read back as items.
 class CsvSplit : public SplitSource {
  public:
   CsvSplit(std::string name, std::shared_ptr<const CsvTable> table, int part, std::vector<uint64_t> kept,
            bool subset, size_t label_column, std::shared_ptr<const std::map<std::string, int64_t>> classes,
-           MissingPolicy missing, uint64_t raw_bytes)
+           std::shared_ptr<const CsvColumns> columns, MissingPolicy missing, uint64_t raw_bytes)
       : name_(std::move(name)),
         table_(std::move(table)),
         part_(part),
@@ -57,6 +35,7 @@ class CsvSplit : public SplitSource {
         subset_(subset),
         label_column_(label_column),
         classes_(std::move(classes)),
+        columns_(std::move(columns)),
         missing_(missing),
         raw_bytes_(raw_bytes) {}
 
@@ -81,33 +60,8 @@ class CsvSplit : public SplitSource {
                                      std::to_string(columns.size()));
     }
     sample->fields.resize(2);
-    std::string& features = sample->fields[0];
-    features.clear();
-    for (size_t c = 0; c < fields.size(); ++c) {
-      if (c == label_column_) continue;
-      const std::string v = TrimCsvField(fields[c]);
-      double x = 0;
-      if (IsMissing(v)) {
-        if (missing_ == MissingPolicy::kReject) return Status::InvalidArgument("column '" + columns[c] + "': missing value");
-        x = missing_ == MissingPolicy::kNaN ? std::nan("") : 0.0;
-      } else if (!ParseNumber(v, &x)) {
-        // A quoted value may hold line ends: shown escaped, the reason stays one line.
-        std::string shown;
-        for (char ch : v) shown += ch == '\n' ? "\\n" : ch == '\r' ? "\\r" : std::string(1, ch);
-        const bool infinite = v.find("inf") != std::string::npos || v.find("Inf") != std::string::npos ||
-                              v.find("INF") != std::string::npos;
-        const bool decimal_comma = v.find(',') != std::string::npos && ParseNumber(DecimalPoint(v), &x);
-        return Status::InvalidArgument(
-            "column '" + columns[c] + "': '" + shown + "' is not a number float32 can hold" +
-            (infinite        ? " (features must be finite; --missing applies to empty, NA, N/A, NaN, null and ?)"
-             : decimal_comma ? " (a decimal comma: prep reads decimal points; in a file separated by ';', "
-                               "sed 's/,/./g' converts them)"
-             : v.find_first_of("xX") != std::string::npos ? " (decimal numbers only, not hexadecimal)"
-                                                          : ""));
-      }
-      const float f = static_cast<float>(x);
-      features.append(reinterpret_cast<const char*>(&f), sizeof(f));
-    }
+    sample->fields[0].clear();
+    GRANARY_RETURN_IF_ERROR(columns_->Append(fields, missing_, &sample->fields[0]));
     const std::string value = TrimCsvField(fields[label_column_]);
     auto label = classes_->find(value);
     if (label == classes_->end()) {
@@ -128,6 +82,7 @@ class CsvSplit : public SplitSource {
   bool subset_;
   size_t label_column_;
   std::shared_ptr<const std::map<std::string, int64_t>> classes_;
+  std::shared_ptr<const CsvColumns> columns_;
   MissingPolicy missing_;
   uint64_t raw_bytes_;
 };
@@ -278,7 +233,7 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
     };
     const auto on_row = [&](const CsvParser::Row& row, int part) -> Status {
       const std::string value = row.fields->empty() ? "" : TrimCsvField(row.fields->front());
-      if (row.columns != columns || IsMissing(value)) {
+      if (row.columns != columns || IsMissingCsvValue(value)) {
         ++input.unlabelled[part];
         return Status::OK();
       }
@@ -388,6 +343,33 @@ StatusOr<std::array<std::vector<uint64_t>, 2>> KeepStratifiedRows(const CsvInput
   return kept;
 }
 
+// What was found rather than given is noted, and recorded as if given (a
+// later build that finds the same is up to date with this one): the label
+// column, the delimiter; and which files were read decompressed.
+void NoteWhatWasFound(const std::vector<CsvInput>& inputs, const CsvOptions& options, const std::string& label,
+                      SourceInfo* info) {
+  if (options.label.empty()) {
+    info->notes.push_back("label column '" + label + "' (the column named like a label; --label picks another)");
+    info->options["label"] = label;
+  }
+  for (const CsvInput& input : inputs) {
+    if (!input.table->compression().empty()) {
+      char size[32];
+      std::snprintf(size, sizeof(size), "%.1f MB", static_cast<double>(input.table->bytes()) / 1e6);
+      info->notes.push_back(input.table->path() + ": " + input.table->compression() + ", read from a " + size +
+                            " decompressed copy in $TMPDIR (else /tmp), which nothing keeps");
+    }
+  }
+  const char delimiter = inputs[0].table->delimiter();
+  if (delimiter != ',') {
+    if (options.delimiter == 0) {
+      info->notes.push_back("columns separated by " + QuotedDelimiter(delimiter) +
+                            " (found in the header; --delimiter gives another)");
+    }
+    info->options["delimiter"] = CsvDelimiterName(delimiter);
+  }
+}
+
 }  // namespace
 
 StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options) {
@@ -396,30 +378,18 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
   size_t label_column = 0;
   std::string label;
   GRANARY_ASSIGN_OR_RETURN(std::vector<CsvInput> inputs, ScanCsvFiles(raw, options, &label_column, &label));
-  const std::vector<std::string>& header = inputs[0].table->header();
 
   Source source;
-  // What was found rather than given is noted, and recorded as if given (a
-  // later build that finds the same is up to date with this one).
-  if (options.label.empty()) {
-    source.info.notes.push_back("label column '" + label + "' (the column named like a label; --label picks another)");
-    source.info.options["label"] = label;
-  }
-  for (const CsvInput& input : inputs) {
-    if (!input.table->compression().empty()) {
-      char size[32];
-      std::snprintf(size, sizeof(size), "%.1f MB", static_cast<double>(input.table->bytes()) / 1e6);
-      source.info.notes.push_back(input.table->path() + ": " + input.table->compression() + ", read from a " + size +
-                                  " decompressed copy in $TMPDIR (else /tmp), which nothing keeps");
-    }
-  }
-  const char delimiter = inputs[0].table->delimiter();
-  if (delimiter != ',') {
-    if (options.delimiter == 0) {
-      source.info.notes.push_back("columns separated by " + QuotedDelimiter(delimiter) +
-                                  " (found in the header; --delimiter gives another)");
-    }
-    source.info.options["delimiter"] = CsvDelimiterName(delimiter);
+  NoteWhatWasFound(inputs, options, label, &source.info);
+  std::vector<const CsvTable*> tables;
+  for (const CsvInput& input : inputs) tables.push_back(input.table.get());
+  GRANARY_ASSIGN_OR_RETURN(CsvColumns planned, CsvColumns::Plan(tables, label_column, options.drop, &source.info.notes));
+  const auto columns = std::make_shared<const CsvColumns>(std::move(planned));
+  if (!options.drop.empty()) {  // recorded in order: the same columns given in another order are the same build
+    const std::set<std::string> sorted(options.drop.begin(), options.drop.end());
+    std::string dropped;
+    for (const std::string& name : sorted) dropped += (dropped.empty() ? "" : ",") + name;
+    source.info.options["drop"] = dropped;
   }
   std::set<std::string> values;
   for (const CsvInput& input : inputs) {
@@ -430,8 +400,9 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
   source.info.path = raw;
   source.info.label_field = "label";
   source.info.num_classes = static_cast<int64_t>(source.info.class_names.size());
-  source.info.schema.fields = {{"features", DType::kFloat32, {static_cast<int64_t>(header.size() - 1)}, ""},
+  source.info.schema.fields = {{"features", DType::kFloat32, {static_cast<int64_t>(columns->elements())}, ""},
                                {"label", DType::kInt64, {}, ""}};
+  source.info.element_names["features"] = columns->element_names();
 
   const bool held_out = inputs.size() == 1 && options.val_fraction > 0;
   for (const CsvInput& input : inputs) {
@@ -444,7 +415,7 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
     for (int part = 0; part < (held_out ? 2 : 1); ++part) {
       const std::string name = held_out ? (part == 0 ? "train" : "val") : input.name;
       source.splits.push_back(std::make_unique<CsvSplit>(name, input.table, part, std::move(kept[part]),
-                                                         subset[part], label_column, classes, options.missing,
+                                                         subset[part], label_column, classes, columns, options.missing,
                                                          part == 0 ? input.table->bytes() : 0));
     }
   }

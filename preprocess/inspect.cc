@@ -132,6 +132,11 @@ std::string DescribeDb(const DbReader& db) {
       for (size_t c = 0; c < m.class_names.size(); ++c) out << (c == 0 ? " " : ", ") << Printable(m.class_names[c]);
       out << ")";
     }
+    if (auto names = m.element_names.find(f.name); names != m.element_names.end()) {
+      out << "  (";
+      for (size_t e = 0; e < names->second.size() && e < 12; ++e) out << (e == 0 ? "" : ", ") << Printable(names->second[e]);
+      out << (names->second.size() > 12 ? ", ...: prep info --json names all)" : ")");
+    }
     out << "\n";
   }
   out << "compression  " << CompressionText(m) << "\n";

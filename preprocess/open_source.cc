@@ -78,6 +78,7 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
     }
     csv.val_fraction = o.val_fraction;
     csv.limit = o.limit;
+    csv.drop = o.drop;
     recorded.insert({{"label", o.label}, {"missing", o.missing}, {"val_fraction", std::to_string(o.val_fraction)}});
     source = OpenCsvSource(o.raw, csv);
   } else if (format == "image-folder") {

@@ -291,6 +291,10 @@ void AddBuildFlags(CLI::App* build, int cores, BuildArgs* args) {
   build->add_option("--missing", b.raw.missing, "csv: a missing value rejects the row, or becomes nan or zero")
       ->capture_default_str()
       ->check(CLI::IsMember({"reject", "nan", "zero"}));
+  build->add_option("--drop", b.raw.drop,
+                    "csv: columns to leave out of the features (comma-separated: an id, free text); a text column "
+                    "is otherwise one-hot encoded")
+      ->delimiter(',');
   build->add_option("--size", b.raw.size, "images: stored size S (square) or WxH; short side resized, centre crop")
       ->capture_default_str();
   build->add_option("--max-image-mb", b.raw.max_image_mb,

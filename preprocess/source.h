@@ -64,6 +64,9 @@ struct SourceInfo {
   std::string label_field;
   int64_t num_classes = 0;
   std::vector<std::string> class_names;
+  // Field -> the name of each of its elements, where they have names (a CSV
+  // table's features: its columns).
+  std::map<std::string, std::vector<std::string>> element_names;
   // Things the user should know that are not errors (e.g. ignored files).
   std::vector<std::string> notes;
   // How the raw data was read (OpenSource's options that apply to its kind),
@@ -129,12 +132,15 @@ struct CsvOptions {
   MissingPolicy missing = MissingPolicy::kReject;
   double val_fraction = 0;  // single-file input: this fraction of rows becomes split "val"
   uint64_t limit = 0;
+  std::vector<std::string> drop;  // columns left out of the features
 };
 
 // A CSV file (split "train"), or a folder with train.csv and optionally
 // val.csv / test.csv (same header and delimiter). The label column and the
-// delimiter, where not given, are found from the header and noted. Every column but the label is a float32
-// feature: field "features" (float32 [columns - 1]) and "label" (int64).
+// delimiter, where not given, are found from the header and noted. Every
+// column but the label and those in `drop` is a feature (preprocess/
+// csv_columns.h: a number, or text one-hot encoded): field "features"
+// (float32, its elements named in info.element_names) and "label" (int64).
 // Labels that are all non-negative integers are class indices; otherwise the
 // sorted distinct strings are the classes. A row with the wrong number of
 // fields, a non-numeric value, a missing value (under kReject) or a missing
@@ -163,6 +169,7 @@ struct RawOptions {
   std::string label;                     // csv ("": the column named like a label)
   std::string delimiter = "auto";        // csv: auto, ",", ";", "tab" (or "\t") or "|"
   std::string missing = "reject";        // csv: reject, nan or zero
+  std::vector<std::string> drop;         // csv: columns left out of the features
   uint64_t limit = 0;                    // N items of each split (0: all): a stratified subset of images and
                                          // CSV rows (preprocess/stratified.h), the first N of IDX files
 };

@@ -101,6 +101,7 @@ std::string ManifestToJson(const Manifest& m) {
       {"notes", m.notes},
   };
   if (!m.statistics.empty()) doc["statistics"] = StatisticsToJson(m);
+  if (!m.element_names.empty()) doc["element_names"] = m.element_names;
   return DumpJson(doc, 2) + "\n";
 }
 
@@ -237,6 +238,28 @@ Status ParseFieldStatistics(const json& j, const std::string& where, const Split
   return Status::OK();
 }
 
+// The manifest's "element_names" (optional), after its schema: for a field of
+// fixed shape, one string per element.
+Status ParseElementNames(const json& doc, const std::string& origin, Manifest* m) {
+  auto names = doc.find("element_names");
+  if (names == doc.end()) return Status::OK();
+  if (!names->is_object()) return Status::Corruption(origin + ": element_names: not an object");
+  for (const auto& [field_name, of_field] : names->items()) {
+    const std::string where = origin + ": element_names." + field_name;
+    const int field = m->schema.FieldIndex(field_name);
+    if (field < 0 || m->schema.fields[field].HasVariableDims()) {
+      return Status::Corruption(where + ": not a field of fixed shape");
+    }
+    std::vector<std::string>& list = m->element_names[field_name];
+    GRANARY_RETURN_IF_ERROR(Get(*names, field_name.c_str(), &list, origin + ": element_names"));
+    if (static_cast<int64_t>(list.size()) != m->schema.fields[field].FixedElements()) {
+      return Status::Corruption(where + ": " + std::to_string(list.size()) + " names for " +
+                                std::to_string(m->schema.fields[field].FixedElements()) + " elements");
+    }
+  }
+  return Status::OK();
+}
+
 // The manifest's "statistics" (optional), after its schema and splits.
 Status ParseStatistics(const json& doc, const std::string& origin, Manifest* m) {
   auto statistics = doc.find("statistics");
@@ -348,6 +371,7 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& origi
   }
   GRANARY_RETURN_IF_ERROR(ParseBuildRecord(doc, origin, &m));
   GRANARY_RETURN_IF_ERROR(ParseStatistics(doc, origin, &m));
+  GRANARY_RETURN_IF_ERROR(ParseElementNames(doc, origin, &m));
   if (!m.label_field.empty() && m.schema.FieldIndex(m.label_field) < 0) {
     return Status::Corruption(origin + ": label_field '" + m.label_field + "' is not in the schema");
   }

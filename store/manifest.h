@@ -59,6 +59,9 @@ struct Manifest {
   std::string label_field;  // the field training predicts, "" if none
   int64_t num_classes = 0;
   std::vector<std::string> class_names;
+  // Field -> the name of each of its elements (a CSV table's features: its
+  // columns); optional, for fields of fixed shape.
+  std::map<std::string, std::vector<std::string>> element_names;
   std::string codec;  // "zstd" or "none"
   int zstd_level = 0;
   // The zstd dictionary of codec zstd-dict records; path "" if the db has none.

@@ -77,5 +77,30 @@ TEST(Manifest, LyingStatisticsAreCorruptionNamingTheMember) {
   }
 }
 
+// Element names (a CSV table's columns) read back; a list that does not
+// fit its field is refused.
+TEST(Manifest, ElementNamesReadBackAndMustFitTheirField) {
+  Manifest with = WithStatistics();
+  with.element_names["features"] = {"a", "b", "color=red"};
+  const nlohmann::json good = nlohmann::json::parse(ManifestToJson(with));
+  auto m = ParseManifest(good.dump(), "manifest.json");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->element_names.at("features"), with.element_names.at("features"));
+  EXPECT_FALSE(nlohmann::json::parse(ManifestToJson(WithStatistics())).contains("element_names"));
+  const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> lies = {
+      {[](nlohmann::json& n) { n["features"] = {"a", "b"}; }, "element_names.features: 2 names for 3 elements"},
+      {[](nlohmann::json& n) { n["nope"] = {"a"}; }, "element_names.nope: not a field of fixed shape"},
+      {[](nlohmann::json& n) { n["features"] = {"a", 1, "c"}; }, "element_names"},
+      {[](nlohmann::json& n) { n = "a"; }, "element_names: not an object"},
+  };
+  for (const auto& [lie, expected] : lies) {
+    nlohmann::json j = good;
+    lie(j["element_names"]);
+    const Status s = ParseManifest(j.dump(), "manifest.json").status();
+    EXPECT_EQ(s.code(), Status::Code::kCorruption) << expected << ": " << s.ToString();
+    EXPECT_NE(s.message().find(expected), std::string::npos) << s.message();
+  }
+}
+
 }  // namespace
 }  // namespace granary

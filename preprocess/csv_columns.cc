@@ -1,0 +1,178 @@
+#include "preprocess/csv_columns.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <set>
+
+namespace granary {
+namespace {
+
+// Rows of the first table whose values decide which columns are text.
+constexpr uint64_t kSampledRows = 1000;
+
+// Parses a whole decimal or scientific number that float32 can hold; false if
+// anything is left over, for hexadecimal ("0x1b", which strtod reads), and
+// for inf, nan and values beyond float32's range (1e39 would be stored as
+// inf, which "inf" itself is refused as).
+bool ParseNumber(const std::string& v, double* out) {
+  if (v.empty() || v.find_first_of("xXpP") != std::string::npos) return false;
+  char* end = nullptr;
+  *out = std::strtod(v.c_str(), &end);  // underflow gives 0 or a denormal, as float32 would
+  return end == v.c_str() + v.size() && std::isfinite(*out) && std::fabs(*out) <= std::numeric_limits<float>::max();
+}
+
+// `v` with its one comma read as a decimal point ("1,5" -> "1.5"), for a
+// message; as it is if it holds another number of commas.
+std::string DecimalPoint(std::string v) {
+  const size_t comma = v.find(',');
+  if (comma != std::string::npos && v.find(',', comma + 1) == std::string::npos) v[comma] = '.';
+  return v;
+}
+
+// Whether `v` is meant as a number, even one a feature cannot hold ("inf",
+// "0x1b", "1e39", a decimal comma): a column of such values is no text, and
+// each is refused with its reason.
+bool MeantAsNumber(const std::string& v) {
+  double x = 0;
+  if (ParseNumber(DecimalPoint(v), &x)) return true;
+  char* end = nullptr;
+  (void)std::strtod(v.c_str(), &end);
+  return !v.empty() && end == v.c_str() + v.size();
+}
+
+// Why `v` (trimmed) is not a feature value, for column `name`.
+Status NotANumber(const std::string& name, const std::string& v) {
+  // A quoted value may hold line ends: shown escaped, the reason stays one line.
+  std::string shown;
+  for (char ch : v) shown += ch == '\n' ? "\\n" : ch == '\r' ? "\\r" : std::string(1, ch);
+  const bool infinite = v.find("inf") != std::string::npos || v.find("Inf") != std::string::npos ||
+                        v.find("INF") != std::string::npos;
+  double x = 0;
+  const bool decimal_comma = v.find(',') != std::string::npos && ParseNumber(DecimalPoint(v), &x);
+  return Status::InvalidArgument(
+      "column '" + name + "': '" + shown + "' is not a number float32 can hold" +
+      (infinite        ? " (features must be finite; --missing applies to empty, NA, N/A, NaN, null and ?)"
+       : decimal_comma ? " (a decimal comma: prep reads decimal points; in a file separated by ';', "
+                         "sed 's/,/./g' converts them)"
+       : v.find_first_of("xX") != std::string::npos ? " (decimal numbers only, not hexadecimal)"
+                                                    : ""));
+}
+
+}  // namespace
+
+bool IsMissingCsvValue(const std::string& v) {
+  return v.empty() || v == "NA" || v == "N/A" || v == "NaN" || v == "nan" || v == "null" || v == "NULL" || v == "?";
+}
+
+StatusOr<CsvColumns> CsvColumns::Plan(const std::vector<const CsvTable*>& tables, size_t label_column,
+                                      const std::vector<std::string>& drop, std::vector<std::string>* notes) {
+  const CsvTable& first = *tables[0];
+  const std::vector<std::string>& header = first.header();
+  CsvColumns plan;
+  plan.columns_.resize(header.size());
+  for (size_t c = 0; c < header.size(); ++c) plan.columns_[c].name = header[c];
+  plan.columns_[label_column].kind = Kind::kLeftOut;
+  for (const std::string& name : drop) {
+    const auto at = std::find(header.begin(), header.end(), name);
+    if (at == header.end() || static_cast<size_t>(at - header.begin()) == label_column) {
+      std::string columns;
+      for (size_t c = 0; c < header.size() && c < 12; ++c) columns += (c > 0 ? ", '" : "'") + header[c] + "'";
+      return Status::InvalidArgument("--drop " + name + ": " +
+                                     (at == header.end() ? "no such column in " + first.path() + " (its columns: " +
+                                                               columns + (header.size() > 12 ? ", ...)" : ")")
+                                                         : "is the label column"));
+    }
+    plan.columns_[static_cast<size_t>(at - header.begin())].kind = Kind::kLeftOut;
+  }
+  // Text columns: most of their values in the first rows are no numbers.
+  std::vector<uint64_t> numbers(header.size(), 0), texts(header.size(), 0);
+  const int part = first.rows(0) > 0 ? 0 : 1;
+  std::vector<std::string> fields;
+  for (uint64_t r = 0; r < std::min(kSampledRows, first.rows(part)); ++r) {
+    uint64_t line = 0;
+    GRANARY_RETURN_IF_ERROR(first.ReadRow(part, r, &fields, &line));
+    if (fields.size() != header.size()) continue;
+    for (size_t c = 0; c < header.size(); ++c) {
+      const std::string v = TrimCsvField(fields[c]);
+      if (!IsMissingCsvValue(v)) ++(MeantAsNumber(v) ? numbers : texts)[c];
+    }
+  }
+  std::vector<size_t> text;
+  for (size_t c = 0; c < header.size(); ++c) {
+    if (plan.columns_[c].kind == Kind::kNumber && texts[c] > numbers[c]) {
+      plan.columns_[c].kind = Kind::kText;
+      text.push_back(c);
+    }
+  }
+  // Their categories, from every row of every table.
+  std::vector<std::set<std::string>> values(header.size());
+  for (const CsvTable* table : tables) {
+    if (text.empty()) break;
+    GRANARY_RETURN_IF_ERROR(table->ForEachRow(CsvParser::kAllColumns, [&](const CsvParser::Row& row, int) -> Status {
+      if (row.columns != header.size()) return Status::OK();  // rejected as it is read
+      for (size_t c : text) {
+        const std::string v = TrimCsvField((*row.fields)[c]);
+        if (IsMissingCsvValue(v) || !values[c].insert(v).second || values[c].size() <= kMaxCategories) continue;
+        return Status::InvalidArgument(table->path() + ":" + std::to_string(row.line) + ": column '" + header[c] +
+                                       "' is text of over " + std::to_string(kMaxCategories) +
+                                       " distinct values (an id, a name, free text?), too many to one-hot encode: "
+                                       "--drop " + header[c] + " leaves it out");
+      }
+      return Status::OK();
+    }));
+  }
+  std::vector<std::string> left_out;
+  for (size_t c = 0; c < header.size(); ++c) {
+    Column& column = plan.columns_[c];
+    if (column.kind == Kind::kNumber) plan.names_.push_back(column.name);
+    if (column.kind == Kind::kLeftOut && c != label_column) left_out.push_back("'" + column.name + "'");
+    if (column.kind != Kind::kText) continue;
+    std::string shown;
+    for (const std::string& v : values[c]) {
+      column.categories.emplace(v, static_cast<uint32_t>(column.categories.size()));
+      plan.names_.push_back(column.name + "=" + v);
+      if (column.categories.size() <= 8) shown += (column.categories.size() > 1 ? ", " : "") + v;
+    }
+    notes->push_back("column '" + column.name + "' is text: one-hot encoded as " +
+                     std::to_string(column.categories.size()) + " feature(s) (" + shown +
+                     (column.categories.size() > 8 ? ", ..." : "") + "; --drop " + column.name + " leaves it out)");
+  }
+  if (!left_out.empty()) {
+    std::string names;
+    for (const std::string& n : left_out) names += (names.empty() ? "" : ", ") + n;
+    notes->push_back("column(s) left out by --drop: " + names);
+  }
+  if (plan.names_.empty()) return Status::InvalidArgument(first.path() + ": no feature columns besides the label");
+  return plan;
+}
+
+Status CsvColumns::Append(const std::vector<std::string>& fields, MissingPolicy missing, std::string* features) const {
+  const auto append = [&](float f) { features->append(reinterpret_cast<const char*>(&f), sizeof(f)); };
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    const Column& column = columns_[c];
+    if (column.kind == Kind::kLeftOut) continue;
+    const std::string v = TrimCsvField(fields[c]);
+    const size_t width = column.kind == Kind::kText ? column.categories.size() : 1;
+    if (IsMissingCsvValue(v)) {
+      if (missing == MissingPolicy::kReject) return Status::InvalidArgument("column '" + column.name + "': missing value");
+      for (size_t i = 0; i < width; ++i) append(missing == MissingPolicy::kNaN ? std::nanf("") : 0.0f);
+      continue;
+    }
+    if (column.kind == Kind::kText) {
+      const auto found = column.categories.find(v);
+      if (found == column.categories.end()) {  // the file changed since its categories were read
+        return Status::InvalidArgument("column '" + column.name + "': '" + v + "' is none of its categories");
+      }
+      for (size_t i = 0; i < width; ++i) append(i == found->second ? 1.0f : 0.0f);
+      continue;
+    }
+    double x = 0;
+    if (!ParseNumber(v, &x)) return NotANumber(column.name, v);
+    append(static_cast<float>(x));
+  }
+  return Status::OK();
+}
+
+}  // namespace granary

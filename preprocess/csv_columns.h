@@ -1,0 +1,60 @@
+// How a CSV table's columns become its `features` field: each column but the
+// label is a number (one float32), text (one-hot: one float32 for each of its
+// distinct values, as pandas.get_dummies encodes it) or left out (--drop).
+// Internal to preprocess (preprocess/csv_source.cc).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "preprocess/csv_table.h"
+#include "preprocess/source.h"
+
+namespace granary {
+
+// Empty, NA, N/A, NaN, nan, null, NULL or ?: a missing value (--missing).
+bool IsMissingCsvValue(const std::string& value);
+
+// A text column with more distinct values than this is refused (an id, a
+// name, free text: one-hot encoding would make a feature of each).
+inline constexpr size_t kMaxCategories = 100;
+
+class CsvColumns {
+ public:
+  // The columns of `tables` (one header; the first is the training table),
+  // labelled by `label_column`: those named in `drop` left out, each other one
+  // a number unless most of its values present in the first table's first
+  // rows are not numbers (it is text: its categories are then the sorted
+  // distinct values of all tables' rows, by one more pass over each).
+  // InvalidArgument naming the file: a dropped column that is not in the
+  // header or is the label, no feature left, a text column of over
+  // kMaxCategories values (at the line where it passes them). What was
+  // decided goes to `notes`.
+  static StatusOr<CsvColumns> Plan(const std::vector<const CsvTable*>& tables, size_t label_column,
+                                   const std::vector<std::string>& drop, std::vector<std::string>* notes);
+
+  // float32 elements of a row's features.
+  size_t elements() const { return names_.size(); }
+  // Each element's name: the column's, or "column=value" for a category.
+  const std::vector<std::string>& element_names() const { return names_; }
+
+  // Appends a row's features (`fields`: all of its fields, untrimmed, as many
+  // as the header's) to *features. InvalidArgument naming the column and
+  // value: a number float32 cannot hold, a missing value under kReject.
+  Status Append(const std::vector<std::string>& fields, MissingPolicy missing, std::string* features) const;
+
+ private:
+  enum class Kind { kNumber, kText, kLeftOut };
+  struct Column {
+    std::string name;
+    Kind kind = Kind::kNumber;
+    std::map<std::string, uint32_t> categories;  // kText: value -> its place among the sorted values
+  };
+  std::vector<Column> columns_;  // one per header column; the label's is left out
+  std::vector<std::string> names_;
+};
+
+}  // namespace granary

@@ -1,0 +1,112 @@
+// A CSV table's text columns (as every real table has: Sex, Embarked,
+// color) one-hot encoded, an id or free-text column refused with the way
+// out, and --drop; the features' element names recorded in the manifest.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "preprocess/build.h"
+#include "preprocess/source.h"
+#include "store/db.h"
+#include "tests/test_util.h"
+
+namespace granary {
+namespace {
+
+using testing::TempDir;
+
+// Row `i`'s features, or the reason it is rejected.
+std::string FeaturesOf(const SplitSource& split, uint64_t i) {
+  Sample s;
+  if (Status st = split.Produce(i, &s); !st.ok()) return st.message();
+  std::string text;
+  for (size_t at = 0; at + 4 <= s.fields[0].size(); at += 4) {
+    float f = 0;
+    std::memcpy(&f, s.fields[0].data() + at, 4);
+    text += (text.empty() ? "" : " ") + (std::isnan(f) ? std::string("nan") : std::to_string(static_cast<int>(f)));
+  }
+  return text;
+}
+
+TEST(CsvColumns, TextColumnsAreOneHotEncodedAndNumbersStayNumbers) {
+  TempDir dir;
+  // color is text (its categories include 'teal', seen only in val.csv);
+  // n holds numbers and one stray word, which rejects its row alone.
+  testing::WriteFile(dir.Sub("train.csv"),
+                     "n,color,label\n1,red,0\n2,blue,1\n3, red ,0\nabc,blue,1\n5,,0\n6,blue,1\n");
+  testing::WriteFile(dir.Sub("val.csv"), "n,color,label\n7,teal,0\n");
+  CsvOptions o;
+  auto source = OpenCsvSource(dir.path(), o);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->info.element_names.at("features"),
+            (std::vector<std::string>{"n", "color=blue", "color=red", "color=teal"}));
+  EXPECT_EQ(source->info.schema.fields[0].shape, (Shape{4}));
+  const SplitSource& train = *source->splits[0];
+  EXPECT_EQ(FeaturesOf(train, 0), "1 0 1 0");
+  EXPECT_EQ(FeaturesOf(train, 1), "2 1 0 0");
+  EXPECT_EQ(FeaturesOf(train, 2), "3 0 1 0");  // trimmed, as numbers are
+  EXPECT_EQ(FeaturesOf(train, 3), "column 'n': 'abc' is not a number float32 can hold");
+  EXPECT_EQ(FeaturesOf(train, 4), "column 'color': missing value");
+  EXPECT_EQ(FeaturesOf(*source->splits[1], 0), "7 0 0 1");
+  bool noted = false;
+  for (const std::string& note : source->info.notes) {
+    noted = noted || note == "column 'color' is text: one-hot encoded as 3 feature(s) (blue, red, teal; --drop color "
+                             "leaves it out)";
+  }
+  EXPECT_TRUE(noted);
+  // A missing category follows --missing as a number does: every element of it.
+  o.missing = MissingPolicy::kNaN;
+  auto nan = OpenCsvSource(dir.path(), o);
+  ASSERT_TRUE(nan.ok());
+  EXPECT_EQ(FeaturesOf(*nan->splits[0], 4), "5 nan nan nan");
+  o.missing = MissingPolicy::kZero;
+  EXPECT_EQ(FeaturesOf(*OpenCsvSource(dir.path(), o)->splits[0], 4), "5 0 0 0");
+  // A column of numbers written in a way prep refuses (a decimal comma) is
+  // no text: each value is refused with its reason.
+  testing::WriteFile(dir.Sub("comma.csv"), "x;label\n1,5;0\n2,5;1\n");
+  auto comma = OpenCsvSource(dir.Sub("comma.csv"), CsvOptions());
+  ASSERT_TRUE(comma.ok()) << comma.status().ToString();
+  EXPECT_NE(FeaturesOf(*comma->splits[0], 0).find("(a decimal comma"), std::string::npos);
+}
+
+TEST(CsvColumns, AnIdColumnIsRefusedSayingHowToDropItAndDropIsRecorded) {
+  TempDir dir;
+  std::string table = "id,name,age,label\n";
+  for (int i = 0; i < 150; ++i) table += std::to_string(i) + ",person " + std::to_string(i) + "," + std::to_string(20 + i % 50) + "," + std::to_string(i % 2) + "\n";
+  testing::WriteFile(dir.Sub("t.csv"), table);
+  auto refused = OpenCsvSource(dir.Sub("t.csv"), CsvOptions());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            dir.Sub("t.csv") + ":102: column 'name' is text of over 100 distinct values (an id, a name, free text?), "
+                               "too many to one-hot encode: --drop name leaves it out");
+  CsvOptions o;
+  o.drop = {"name", "id"};
+  auto source = OpenCsvSource(dir.Sub("t.csv"), o);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->info.element_names.at("features"), (std::vector<std::string>{"age"}));
+  EXPECT_EQ(source->info.options.at("drop"), "id,name");  // in order: the same build however given
+  EXPECT_EQ(FeaturesOf(*source->splits[0], 7), "27");
+  const std::pair<std::vector<std::string>, std::string> bad[] = {
+      {{"nmae"}, "--drop nmae: no such column in " + dir.Sub("t.csv") + " (its columns: 'id', 'name', 'age', 'label')"},
+      {{"label"}, "--drop label: is the label column"},
+      {{"id", "name", "age"}, dir.Sub("t.csv") + ": no feature columns besides the label"}};
+  for (const auto& [drop, message] : bad) {
+    o.drop = drop;
+    EXPECT_EQ(OpenCsvSource(dir.Sub("t.csv"), o).status().message(), message);
+  }
+  // The names reach the manifest, and a reader.
+  o.drop = {"name"};
+  auto built = OpenCsvSource(dir.Sub("t.csv"), o);
+  ASSERT_TRUE(built.ok());
+  BuildOptions b;
+  b.db_path = dir.Sub("db");
+  ASSERT_TRUE(BuildDb(built.value(), b).ok());
+  auto db = DbReader::Open(dir.Sub("db"));
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  EXPECT_EQ(db.value()->manifest().element_names.at("features"), (std::vector<std::string>{"id", "age"}));
+}
+
+}  // namespace
+}  // namespace granary
