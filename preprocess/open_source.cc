@@ -48,6 +48,11 @@ std::string DetectFormat(const std::string& raw) {
 }
 
 StatusOr<Source> OpenSource(const RawOptions& o) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(o.raw, ec) && std::filesystem::is_empty(o.raw, ec)) {
+    return Status::InvalidArgument(o.raw + ": an empty folder (prep reads an IDX folder, an image folder of "
+                                   "<class>/ folders, or a CSV table)");
+  }
   std::string format = o.format == "auto" ? DetectFormat(o.raw) : o.format;
   if (format == "images") format = "image-folder";
   std::map<std::string, std::string> recorded = {{"format", format}, {"limit", std::to_string(o.limit)}};

@@ -16,8 +16,10 @@ int main(int argc, char** argv) {
                "(see README.md, \"Your own PyTorch script\").\n\n  launch [flags] [--] COMMAND [ARGS...]"};
   app.prefix_command();  // the first word that is no flag of launch's starts COMMAND
   // torchrun's spellings of the same flags are taken too (--nproc-per-node, --node_rank, ...).
-  app.add_option("--ranks,--nproc-per-node,--nproc_per_node", c.ranks,
-                 "rank processes on this node (default 1; with --tune: measured)");
+  std::string ranks;
+  app.add_option("--ranks,--nproc-per-node,--nproc_per_node", ranks,
+                 "rank processes on this node (default 1; with --tune: measured); torchrun's auto: the default, "
+                 "cpu: one rank per CPU");
   app.add_option("--threads", c.threads, "intra-op threads per rank (0: the CPUs / ranks)")->capture_default_str();
   app.add_option("--loader-threads", c.loader_threads,
                  "granary.Loader workers per rank (GRANARY_LOADER_THREADS), on the rank's CPUs")
@@ -86,7 +88,12 @@ int main(int argc, char** argv) {
                  c.nnodes);
     return 2;
   }
-  c.ranks_given = app.count("--ranks") > 0;
+  if (!ranks.empty()) {
+    if (granary::Status parsed = granary::ParseRanksFlag(ranks, &c.ranks, &c.ranks_given); !parsed.ok()) {
+      std::fprintf(stderr, "launch: %s\n", parsed.message().c_str());
+      return 2;
+    }
+  }
   const int code = granary::RunCommand(c, granary::Environment::OfProcess());
   if (granary::Status flushed = granary::FlushStdout(); code == 0 && !flushed.ok()) {
     std::fprintf(stderr, "launch: %s\n", flushed.message().c_str());

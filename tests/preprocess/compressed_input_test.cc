@@ -1,5 +1,5 @@
 // CSV tables that arrive compressed (train.csv.gz as Kaggle serves it,
-// .csv.zst), and files that are not CSV text at all.
+// .csv.zst), files that are not CSV text at all, and an empty folder.
 #include <gtest/gtest.h>
 #include <zlib.h>
 #include <zstd.h>
@@ -137,6 +137,15 @@ TEST(CompressedInput, CutDamagedOtherCompressionsAndBinaryFilesAreRefusedByName)
   EXPECT_NE(s.status().message().find(dir.Sub("nonexistent") + ": create a temporary file (set TMPDIR"),
             std::string::npos)
       << s.status().ToString();
+}
+
+// An empty folder is named as one, not taken for an IDX folder without its files.
+TEST(OpenSource, AnEmptyFolderIsNamedAsOne) {
+  TempDir dir;
+  RawOptions raw;
+  raw.raw = dir.path();
+  EXPECT_EQ(OpenSource(raw).status().message(), dir.path() + ": an empty folder (prep reads an IDX folder, an image "
+                                                             "folder of <class>/ folders, or a CSV table)");
 }
 
 }  // namespace

@@ -147,6 +147,26 @@ TEST(TorchrunFlagAdvice, NamesWhatDoesTheWorkOfTorchrunsOtherFlags) {
   EXPECT_EQ(TorchrunFlagAdvice("--rdzv"), "");
 }
 
+// torchrun's --nproc-per-node values: a number, auto (launch's default) or cpu.
+TEST(ParseRanksFlag, TakesTorchrunsValues) {
+  int ranks = 1;
+  bool given = true;
+  ASSERT_TRUE(ParseRanksFlag("auto", &ranks, &given).ok());
+  EXPECT_FALSE(given);
+  EXPECT_EQ(ranks, 1);
+  ASSERT_TRUE(ParseRanksFlag("3", &ranks, &given).ok());
+  EXPECT_TRUE(given);
+  EXPECT_EQ(ranks, 3);
+  ASSERT_TRUE(ParseRanksFlag("cpu", &ranks, &given).ok());
+  EXPECT_EQ(ranks, static_cast<int>(UsableCpus().size()));
+  for (const char* bad : {"gpu", "two", "-1", "", "1.5", "99999999999"}) {
+    const Status s = ParseRanksFlag(bad, &ranks, &given);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("expected a number of ranks, auto"), std::string::npos) << s.message();
+  }
+  EXPECT_NE(ParseRanksFlag("gpu", &ranks, &given).message().find("launch runs CPU ranks"), std::string::npos);
+}
+
 TEST(MpirunStderrFilter, SumsUpBoxesAndDropsMpirunsOwnLines) {
   const std::string edge(74, '-');
   const std::string box = edge + "\nIt looks like MPI_INIT failed for some reason; your parallel process is\n" +

@@ -83,6 +83,22 @@ def round4_tables(d, w):
            "target", "--delimiter", ","], 1, needle="the header is one column holding ';': give --delimiter ';'")
     with open(w("r4t", "PLAIN.CSV"), "w") as f:
         f.write("a,target\n1,0\n2,1\n")
+    with open(w("r4t", "people.csv"), "w") as f:  # as Kaggle's Titanic: an id, a name, text columns
+        f.write("Id,Name,Sex,Age,Embarked,Survived\n" + "".join(
+            f"{i},\"Doe, Mr. {i}\",{'mf'[i % 2]},{20 + i % 40},{'SCQ'[i % 3] if i % 7 else ''},{i % 2}\n"
+            for i in range(300)))
+    d.case("a table with a name column: refused at its line with the --drop that leaves it out",
+           [PREP, "build", w("r4t", "people.csv"), w("r4pe.db"), "--label", "Survived"], 1, needle="--drop Name")
+    d.case("--drop Name,Id: text columns one-hot encoded, named in the manifest",
+           [PREP, "build", w("r4t", "people.csv"), w("r4pe.db"), "--label", "Survived", "--drop", "Name,Id",
+            "--missing", "zero", "--no-progress"], 0,
+           check=lambda: "" if json.load(open(w("r4pe.db", "manifest.json")))["element_names"]["features"] ==
+           ["Sex=f", "Sex=m", "Age", "Embarked=C", "Embarked=Q", "Embarked=S"] else "element names differ")
+    run(sh(f"gzip -k {w('r4t', 'floats.csv')}"))
+    d.case("floats.csv.gz: the same content as floats.csv",
+           [PREP, "build", w("r4t", "floats.csv.gz"), w("r4gz.db"), "--label", "target", "--no-progress"], 0,
+           check=lambda: "" if json.load(open(w("r4gz.db", "manifest.json")))["content_hash"] ==
+           json.load(open(w("r4f.db", "manifest.json")))["content_hash"] else "content hashes differ")
     d.case("PLAIN.CSV is a table", [PREP, "build", w("r4t", "PLAIN.CSV"), w("r4p.db"), "--label", "target",
            "--no-progress"], 0)
     idx = w("r4t", "idx")

@@ -439,7 +439,8 @@ int RunCommand(CommandConfig c, const Environment& env) {
     return fail(Status::NotFound("COMMAND " + c.command[0] + ": no such program" +
                                  (c.command[0].find('/') == std::string::npos ? " on PATH" : "")));
   }
-  if (script || !c.module.empty()) {
+  // Said once per node (under mpirun or srun, by the job's first rank alone).
+  if ((script || !c.module.empty()) && (placed->launcher.empty() || placed->job.first_rank == 0)) {
     std::fprintf(stderr, "launch: %s is run by %s -u (the python3 on PATH), as torchrun runs a script%s\n",
                  script ? given[0].c_str() : ("-m " + c.module).c_str(), program.c_str(),
                  script ? " (--no-python: as it is)" : "");

@@ -4,6 +4,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+
+#include "trainer/launch/layout.h"
+
 namespace granary {
 
 std::vector<std::string> TorchrunCommand(const std::vector<std::string>& command, const std::string& module,
@@ -89,6 +93,27 @@ int FreePort() {
   }
   ::close(fd);
   return port;
+}
+
+Status ParseRanksFlag(const std::string& text, int* ranks, bool* given) {
+  if (text == "auto") {
+    *given = false;
+    return Status::OK();
+  }
+  if (text == "cpu") {
+    *ranks = std::max<int>(1, static_cast<int>(UsableCpus().size()));
+    *given = true;
+    return Status::OK();
+  }
+  const bool digits = !text.empty() && text.size() <= 6 && text.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits) {
+    return Status::InvalidArgument("--ranks (--nproc-per-node) " + text + ": expected a number of ranks, auto " +
+                                   "(launch's default; --tune measures) or cpu (one rank per CPU)" +
+                                   (text == "gpu" || text == "xpu" ? "; launch runs CPU ranks" : ""));
+  }
+  *ranks = std::stoi(text);
+  *given = true;
+  return Status::OK();
 }
 
 }  // namespace granary

@@ -42,6 +42,12 @@ std::vector<std::string> TorchrunCommand(const std::vector<std::string>& command
 // "" for a word that is no flag of torchrun's.
 std::string TorchrunFlagAdvice(const std::string& flag);
 
+// --ranks (torchrun's --nproc-per-node) as typed: a number of ranks (*given
+// set), torchrun's "auto" (launch's default: *given cleared, *ranks left
+// alone) or "cpu" (one rank per usable CPU, as torchrun counts them);
+// InvalidArgument naming the flag for anything else ("gpu": no GPUs here).
+Status ParseRanksFlag(const std::string& text, int* ranks, bool* given);
+
 // A TCP port free on this machine now (the kernel's choice), for a
 // one-machine job's rendezvous; 0 if none could be had.
 int FreePort();
