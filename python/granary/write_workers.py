@@ -7,6 +7,7 @@ import collections
 import concurrent.futures
 import multiprocessing
 import os
+import sys
 
 import numpy as np
 
@@ -54,6 +55,9 @@ class _Slots:
 def _worker_init(parent, dataset, fields, label_name, slots):
     from . import _native
     _native.die_with_parent(parent)  # a parent killed outright leaves no worker behind
+    torch = sys.modules.get("torch")
+    if torch is not None:  # as in DataLoader's workers: N workers of every core's threads would oversubscribe
+        torch.set_num_threads(1)
     _WORKER.update(dataset=dataset, fields=fields, label_name=label_name, slots=slots)
 
 

@@ -238,6 +238,23 @@ class WriteTest(unittest.TestCase):
             granary.write(self.path("gen.db"), (s for s in data), workers=2)
         self.assert_no_db(self.path("gen.db"))
 
+    def test_workers_run_the_dataset_on_one_torch_thread_each(self):
+        import torch
+        before = torch.get_num_threads()
+        torch.set_num_threads(3)  # more than one, whatever torch chose on this machine
+        self.addCleanup(torch.set_num_threads, before)
+
+        class Threads(torch.utils.data.Dataset):  # what a transform made of torch ops would run on
+            def __len__(self):
+                return 40
+
+            def __getitem__(self, k):
+                return {"x": np.array([torch.get_num_threads()], np.float32), "label": k % 2}
+        granary.write(self.path("threads.db"), Threads(), workers=2)
+        d = granary.Dataset(self.path("threads.db"))
+        self.assertEqual({float(d[k]["x"][0]) for k in range(len(d))}, {1.0})  # as DataLoader's workers
+        self.assertEqual(torch.get_num_threads(), 3)  # the caller's own are left alone
+
     def test_a_worker_killed_is_named_and_leaves_no_db_nor_process(self):
         # A dataset whose decoder crashes a worker (here: SIGKILL, as the OOM killer sends) ends the write
         # with the samples that were being read, where multiprocessing.Pool would have waited for ever.
