@@ -312,6 +312,35 @@ std::map<std::string, int64_t> ChooseClasses(const std::set<std::string>& values
   return classes;
 }
 
+// Refuses a label column of numbers that are not all integers (a price, a
+// temperature: a regression target, where each value would become a class
+// of its own); notes one with more classes than half its `labelled` rows.
+Status CheckClassLabels(const std::string& path, const std::string& label, const std::set<std::string>& values,
+                        uint64_t labelled, std::vector<std::string>* notes) {
+  std::vector<std::string> fractions;
+  for (const std::string& v : values) {
+    char* end = nullptr;
+    const double x = std::strtod(v.c_str(), &end);
+    int64_t integral = 0;
+    const bool decimal = !v.empty() && v.find_first_of("xXpP") == std::string::npos;
+    if (!decimal || end != v.c_str() + v.size() || !std::isfinite(x)) return Status::OK();  // text: class names
+    if (!IntegralLabel(v, &integral) && fractions.size() < 3) fractions.push_back(v);
+  }
+  if (!fractions.empty()) {
+    std::string shown;
+    for (const std::string& v : fractions) shown += (shown.empty() ? "" : ", ") + v;
+    return Status::InvalidArgument(path + ": column '" + label + "' holds numbers that are not integers (" + shown +
+                                   ", ...): a regression target, not classes; prep's labels are classes (train "
+                                   "trains classifiers): bin the values into classes first, or --label another column");
+  }
+  if (values.size() > 100 && values.size() * 2 > labelled) {
+    notes->push_back("column '" + label + "' holds " + std::to_string(values.size()) + " classes for " +
+                     std::to_string(labelled) + " rows: an id or a measured value rather than a class label? "
+                     "(--label picks another column)");
+  }
+  return Status::OK();
+}
+
 // For --limit: the positions in each part of `input` that a stratified
 // subset of `limit` keeps (StratifiedShares of the rows' classes, each
 // class's first rows), by a second pass over the file. Rows that will be
@@ -392,9 +421,14 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
     source.info.options["drop"] = dropped;
   }
   std::set<std::string> values;
+  uint64_t labelled = 0;
   for (const CsvInput& input : inputs) {
-    for (const auto& [value, rows] : input.labels) values.insert(value);
+    for (const auto& [value, rows] : input.labels) {
+      values.insert(value);
+      labelled += rows[0] + rows[1];
+    }
   }
+  GRANARY_RETURN_IF_ERROR(CheckClassLabels(inputs[0].table->path(), label, values, labelled, &source.info.notes));
   auto classes = std::make_shared<const std::map<std::string, int64_t>>(ChooseClasses(values, &source.info.class_names));
   source.info.kind = "csv";
   source.info.path = raw;

@@ -113,6 +113,24 @@ TEST(Csv, IntegralLabelsAreOrderedByValueHoweverSpelled) {
   auto hex = OpenCsvSource(dir.Sub("hex.csv"), o);
   ASSERT_TRUE(hex.ok()) << hex.status().ToString();
   EXPECT_EQ(hex->info.class_names, (std::vector<std::string>{"0x1b", "1", "2.5"}));
+  // Numbers that are not all integers are a regression target, refused; a
+  // class per row is noted.
+  std::string prices = "rooms,price\n", ids = "x,id\n";
+  for (int i = 0; i < 120; ++i) {
+    prices += std::to_string(i % 5) + "," + std::to_string(1000 + i) + (i == 7 ? ".5\n" : "\n");
+    ids += std::to_string(i % 5) + "," + std::to_string(i * 13) + "\n";
+  }
+  testing::WriteFile(dir.Sub("prices.csv"), prices);
+  o.label = "price";
+  EXPECT_EQ(OpenCsvSource(dir.Sub("prices.csv"), o).status().message(),
+            dir.Sub("prices.csv") + ": column 'price' holds numbers that are not integers (1007.5, ...): a regression "
+                                    "target, not classes; prep's labels are classes (train trains classifiers): bin "
+                                    "the values into classes first, or --label another column");
+  testing::WriteFile(dir.Sub("ids.csv"), ids);
+  o.label = "id";
+  auto per_row = OpenCsvSource(dir.Sub("ids.csv"), o);
+  ASSERT_TRUE(per_row.ok()) << per_row.status().ToString();
+  EXPECT_NE(per_row->info.notes.back().find("holds 120 classes for 120 rows"), std::string::npos);
 }
 
 // Tables as people keep them get a diagnosis, not "no column": CR-only line
