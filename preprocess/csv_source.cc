@@ -132,9 +132,34 @@ std::string OneColumnHint(const std::vector<std::string>& header, char delimiter
   return "";
 }
 
+// "the header's columns: 'a', 'b', ...", or "its columns (--no-header): '1', ...".
+std::string ColumnsText(const std::vector<std::string>& header, const CsvOptions& options) {
+  return (options.header ? "the header's columns: " : "its columns (--no-header): ") + HeaderText(header);
+}
+
+// "; its first row holds numbers ('5.1', '3.5'): ..." where `header` holds
+// a field that is a decimal number (a table without a header: UCI's
+// iris.data); "" otherwise.
+std::string NoHeaderHint(const std::vector<std::string>& header) {
+  std::string numbers;
+  int shown = 0;
+  for (const std::string& h : header) {
+    char* end = nullptr;
+    (void)std::strtod(h.c_str(), &end);
+    if (!h.empty() && end == h.c_str() + h.size() && h.find_first_of("xXpP") == std::string::npos && shown++ < 2) {
+      numbers += (numbers.empty() ? "'" : ", '") + h + "'";
+    }
+  }
+  if (numbers.empty()) return "";
+  return "; its first row holds numbers (" + numbers + "): a table without a header? --no-header reads it so, its "
+         "columns named 1.." + std::to_string(header.size()) + " (--label " + std::to_string(header.size()) +
+         " for the last)";
+}
+
 // The one column of `header` named like a label (kLabelNames), or an error
 // saying --label is needed.
-StatusOr<std::string> LabelNamed(const std::string& path, const std::vector<std::string>& header, char delimiter) {
+StatusOr<std::string> LabelNamed(const std::string& path, const std::vector<std::string>& header,
+                                 const CsvOptions& options) {
   for (const std::vector<std::string>& names : kLabelNames) {
     std::vector<std::string> named;
     for (const std::string& column : header) {
@@ -148,19 +173,20 @@ StatusOr<std::string> LabelNamed(const std::string& path, const std::vector<std:
                                      "' are both named like a label");
     }
   }
-  return Status::InvalidArgument(path + ": give --label COLUMN: no column is named label, target, class or y (the "
-                                 "header's columns: " + HeaderText(header) + ")" + OneColumnHint(header, delimiter));
+  return Status::InvalidArgument(path + ": give --label COLUMN: no column is named label, target, class or y (" +
+                                 ColumnsText(header, options) + ")" +
+                                 OneColumnHint(header, options.delimiter) + (options.header ? NoHeaderHint(header) : ""));
 }
 
-// The label column of `header` (the first file's, at `path`, split at
-// `delimiter`, 0 where found from the header), or an error naming what is
-// wrong with the header.
+// The label column of `header` (the first file's, at `path`, read with
+// `options`), or an error naming what is wrong with the header.
 StatusOr<size_t> LabelColumn(const std::string& path, const std::vector<std::string>& header,
-                             const std::string& label, char delimiter) {
+                             const std::string& label, const CsvOptions& options) {
   auto at = std::find(header.begin(), header.end(), label);
   if (at == header.end()) {
-    return Status::InvalidArgument(path + ": no column '" + label + "' for --label (the header's " +
-                                   "columns: " + HeaderText(header) + ")" + OneColumnHint(header, delimiter));
+    return Status::InvalidArgument(path + ": no column '" + label + "' for --label (" + ColumnsText(header, options) +
+                                   ")" + OneColumnHint(header, options.delimiter) +
+                                   (options.header ? NoHeaderHint(header) : ""));
   }
   std::map<std::string, size_t> named;  // column name -> its first column, 1-based
   for (size_t c = 0; c < header.size(); ++c) {
@@ -226,9 +252,9 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
       }
       *label = options.label;
       if (label->empty()) {
-        GRANARY_ASSIGN_OR_RETURN(*label, LabelNamed(path, header, options.delimiter));
+        GRANARY_ASSIGN_OR_RETURN(*label, LabelNamed(path, header, options));
       }
-      GRANARY_ASSIGN_OR_RETURN(*label_column, LabelColumn(path, header, *label, options.delimiter));
+      GRANARY_ASSIGN_OR_RETURN(*label_column, LabelColumn(path, header, *label, options));
       return *label_column;
     };
     const auto on_row = [&](const CsvParser::Row& row, int part) -> Status {
@@ -248,7 +274,7 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
     };
     // The other files are read with the first's delimiter, as they have its header.
     const char delimiter = inputs.empty() ? options.delimiter : inputs[0].table->delimiter();
-    GRANARY_ASSIGN_OR_RETURN(input.table, CsvTable::Scan(path, val_fraction, delimiter, on_header, on_row));
+    GRANARY_ASSIGN_OR_RETURN(input.table, CsvTable::Scan(path, val_fraction, delimiter, options.header, on_header, on_row));
     inputs.push_back(std::move(input));
   }
   return inputs;

@@ -123,7 +123,7 @@ bool CsvTable::HeldOut(double fraction, uint64_t line) {
 }
 
 StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
-    const std::string& path, double val_fraction, char delimiter,
+    const std::string& path, double val_fraction, char delimiter, bool header,
     const std::function<StatusOr<size_t>(const std::vector<std::string>& header)>& on_header,
     const std::function<Status(const CsvParser::Row&, int part)>& on_row) {
   auto table = std::make_shared<CsvTable>();
@@ -157,21 +157,30 @@ StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
   table->delimiter_ = delimiter != 0 ? delimiter : DetectCsvDelimiter(text);
   bool header_seen = false;
   size_t column = CsvParser::kAllColumns;
-  GRANARY_RETURN_IF_ERROR(table->ScanRows(bom ? 3 : 0, 1, &column, [&](const CsvParser::Row& row, int part) -> Status {
-    if (!header_seen) {
-      header_seen = true;
-      for (const std::string& h : *row.fields) table->header_.push_back(TrimCsvField(h));
-      GRANARY_ASSIGN_OR_RETURN(column, on_header(table->header_));
-      return Status::OK();
-    }
+  const auto data_row = [&](const CsvParser::Row& row, int part) {
     // Blocks start at rows, about kBlockBytes apart.
     if (table->blocks_.empty() || row.offset - table->blocks_.back().offset >= kBlockBytes) {
       table->blocks_.push_back({row.offset, row.line, {table->part_rows_[0], table->part_rows_[1]}});
     }
     ++table->part_rows_[part];
     return on_row(row, part);
+  };
+  GRANARY_RETURN_IF_ERROR(table->ScanRows(bom ? 3 : 0, 1, &column, [&](const CsvParser::Row& row, int part) -> Status {
+    if (header_seen) return data_row(row, part);
+    header_seen = true;
+    for (size_t c = 0; c < row.columns; ++c) {
+      table->header_.push_back(header ? TrimCsvField((*row.fields)[c]) : std::to_string(c + 1));
+    }
+    GRANARY_ASSIGN_OR_RETURN(column, on_header(table->header_));
+    if (header) return Status::OK();
+    // No header: this row is the first of the data, keeping the one column later rows keep.
+    std::vector<std::string> kept;
+    if (column < row.fields->size()) kept.push_back((*row.fields)[column]);
+    CsvParser::Row first = row;
+    first.fields = &kept;
+    return data_row(first, part);
   }));
-  if (!header_seen) return Status::InvalidArgument(path + ": no header row");
+  if (!header_seen) return Status::InvalidArgument(path + (header ? ": no header row" : ": no rows"));
   if (table->blocks_.empty()) return Status::InvalidArgument(path + ": a header and no data rows");
   return std::shared_ptr<const CsvTable>(std::move(table));
 }

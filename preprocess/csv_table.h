@@ -89,15 +89,16 @@ class CsvTable {
 
   // Reads `path` once, in pieces (a gzip or zstd file decompressed first),
   // its fields split at `delimiter` (0: as DetectCsvDelimiter finds it in
-  // the header). The header row's fields (trimmed) go to
-  // on_header, which returns the column every later row keeps for on_row
+  // the header). The header row's fields (trimmed; without a `header` row,
+  // "1", "2", ... for the first row's columns, and that row is data) go to
+  // on_header, which returns the column every data row keeps for on_row
   // (kNoColumn, or an error that ends the scan). A row is in part 1 where
   // HeldOut(val_fraction, its line), else part 0. Errors name the file: it
   // is not a regular file, is UTF-16, compressed otherwise or not text, has
   // no header or no data rows, a row longer than kMaxRowBytes, an
   // unterminated quoted field.
   static StatusOr<std::shared_ptr<const CsvTable>> Scan(
-      const std::string& path, double val_fraction, char delimiter,
+      const std::string& path, double val_fraction, char delimiter, bool header,
       const std::function<StatusOr<size_t>(const std::vector<std::string>& header)>& on_header,
       const std::function<Status(const CsvParser::Row&, int part)>& on_row);
 

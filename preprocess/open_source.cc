@@ -84,6 +84,8 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
     csv.val_fraction = o.val_fraction;
     csv.limit = o.limit;
     csv.drop = o.drop;
+    csv.header = !o.no_header;
+    if (o.no_header) recorded["header"] = "no";
     recorded.insert({{"label", o.label}, {"missing", o.missing}, {"val_fraction", std::to_string(o.val_fraction)}});
     source = OpenCsvSource(o.raw, csv);
   } else if (format == "image-folder") {

@@ -295,6 +295,8 @@ void AddBuildFlags(CLI::App* build, int cores, BuildArgs* args) {
                     "csv: columns to leave out of the features (comma-separated: an id, free text); a text column "
                     "is otherwise one-hot encoded")
       ->delimiter(',');
+  build->add_flag("--no-header", b.raw.no_header,
+                  "csv: the first row is data, not column names (columns are then named 1, 2, ...: --label 5)");
   build->add_option("--size", b.raw.size, "images: stored size S (square) or WxH; short side resized, centre crop")
       ->capture_default_str();
   build->add_option("--max-image-mb", b.raw.max_image_mb,

@@ -133,6 +133,7 @@ struct CsvOptions {
   double val_fraction = 0;  // single-file input: this fraction of rows becomes split "val"
   uint64_t limit = 0;
   std::vector<std::string> drop;  // columns left out of the features
+  bool header = true;             // false: no header row; columns named "1", "2", ... (--no-header)
 };
 
 // A CSV file (split "train"), or a folder with train.csv and optionally
@@ -170,6 +171,7 @@ struct RawOptions {
   std::string delimiter = "auto";        // csv: auto, ",", ";", "tab" (or "\t") or "|"
   std::string missing = "reject";        // csv: reject, nan or zero
   std::vector<std::string> drop;         // csv: columns left out of the features
+  bool no_header = false;                // csv: the first row is data; columns named 1..N
   uint64_t limit = 0;                    // N items of each split (0: all): a stratified subset of images and
                                          // CSV rows (preprocess/stratified.h), the first N of IDX files
 };

@@ -108,5 +108,31 @@ TEST(CsvColumns, AnIdColumnIsRefusedSayingHowToDropItAndDropIsRecorded) {
   EXPECT_EQ(db.value()->manifest().element_names.at("features"), (std::vector<std::string>{"id", "age"}));
 }
 
+// A table without a header (UCI's iris.data): refused saying so, and read
+// with --no-header, its first row data and its columns named 1..N.
+TEST(CsvColumns, ATableWithoutAHeaderIsNamedAndReadWithNoHeader) {
+  TempDir dir;
+  testing::WriteFile(dir.Sub("iris.data"), "5.1,3.5,Iris-setosa\n4.9,3.0,Iris-setosa\n7.0,3.2,Iris-versicolor\n");
+  EXPECT_EQ(OpenCsvSource(dir.Sub("iris.data"), CsvOptions()).status().message(),
+            dir.Sub("iris.data") + ": give --label COLUMN: no column is named label, target, class or y (the header's "
+                                   "columns: '5.1', '3.5', 'Iris-setosa'); its first row holds numbers ('5.1', '3.5'): "
+                                   "a table without a header? --no-header reads it so, its columns named 1..3 (--label "
+                                   "3 for the last)");
+  CsvOptions o;
+  o.header = false;
+  o.label = "3";
+  auto source = OpenCsvSource(dir.Sub("iris.data"), o);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->info.element_names.at("features"), (std::vector<std::string>{"1", "2"}));
+  EXPECT_EQ(source->info.class_names, (std::vector<std::string>{"Iris-setosa", "Iris-versicolor"}));
+  ASSERT_EQ(source->splits[0]->size(), 3u);
+  EXPECT_EQ(FeaturesOf(*source->splits[0], 0), "5 3");  // the first row is data
+  EXPECT_EQ(source->splits[0]->ItemName(0), dir.Sub("iris.data") + ":1");
+  EXPECT_EQ(FeaturesOf(*source->splits[0], 2), "7 3");
+  o.label = "4";
+  EXPECT_EQ(OpenCsvSource(dir.Sub("iris.data"), o).status().message(),
+            dir.Sub("iris.data") + ": no column '4' for --label (its columns (--no-header): '1', '2', '3')");
+}
+
 }  // namespace
 }  // namespace granary
