@@ -26,6 +26,15 @@ def _batch_fields(path, input_field, target_field):
     raise errors.InvalidArgumentError("granary's C++ module is not built: name both input_field= and target_field=")
 
 
+def _names(path):
+    """(classes, element_names) of the db at `path`: its class names in label
+    order, as torchvision's ImageFolder.classes, and its fields' element names
+    (a CSV table's features: its columns)."""
+    from . import reader
+    manifest = reader.decode_names(reader.read_manifest(os.path.join(path, "manifest.json")))
+    return list(manifest.get("class_names", [])), dict(manifest.get("element_names", {}))
+
+
 class _PythonSplit:
     """granary.reader's split with the C++ handle's interface."""
 
@@ -54,7 +63,9 @@ class Dataset(torch.utils.data.Dataset):
     `transform` (applied to the dict, or to the input). Works with DataLoader
     (workers open the db again after fork, as LMDB requires) and
     DistributedSampler. backend: "native" (C++), "python" (granary.reader) or
-    "auto" (native if built).
+    "auto" (native if built). classes and class_to_idx are torchvision's
+    ImageFolder's (the db's class names in label order); element_names maps a
+    field to its elements' names (a CSV table's features: its columns).
     """
 
     def __init__(self, db, split="train", as_tuple=False, transform=None, input_field=None, target_field=None,
@@ -80,6 +91,8 @@ class Dataset(torch.utils.data.Dataset):
                 if name not in self.fields:
                     raise errors.NotFoundError(f"{self.path}: {role} '{name}': no such field "
                                                f"(fields: {', '.join(self.fields)})")
+        self.classes, self.element_names = _names(self.path)
+        self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
         self._handle, self._pid = handle, os.getpid()
 
     def _open(self):
@@ -202,7 +215,7 @@ class Loader:
     and std for RGB, 0.5 / 0.5 for gray), or (mean, std), each a number or one
     per channel. shuffle: "full", "block" or "none". input_field and
     target_field: the fields batched (default: as `train` picks them, see
-    granary.describe).
+    granary.describe). classes, class_to_idx and element_names as Dataset's.
     """
 
     def __init__(self, db, split="train", batch_size=64, rank=None, world=None, seed=0, threads=None, prefetch=4,
@@ -228,6 +241,8 @@ class Loader:
                       os.fsencode(target_field or ""))
         self._made = (os.getpid(), _native.Loader(*self._args))  # bad options fail here
         self.content_hash = self._made[1].content_hash
+        self.classes, self.element_names = _names(self.path)
+        self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
         self._epoch = 0
         self._iterations = 0  # iterators made: only the newest may take batches
         self._position = 0  # where the next iteration starts (load_state_dict)

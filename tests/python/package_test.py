@@ -298,6 +298,13 @@ class PackageTest(unittest.TestCase):
         self.assertIn("target_field nope", str(caught.exception))
         with self.assertRaises(granary.NotFoundError):
             granary.describe(os.path.join(self.tmp, "absent"))
+        # The class and feature names, as torchvision's ImageFolder gives classes and class_to_idx.
+        fashion = granary.Dataset(self.dbs["fashion"])
+        self.assertEqual(fashion.classes, about["classes"])
+        self.assertEqual(fashion.class_to_idx[fashion.classes[9]], 9)
+        self.assertEqual(fashion.element_names, {})
+        for table in (granary.Dataset(self.dbs["csv"]), granary.Loader(self.dbs["csv"])):
+            self.assertEqual((table.classes, table.element_names), (["0", "1", "2"], {"features": ["a", "b"]}))
 
     def test_a_loader_used_after_fork_opens_its_own_in_the_child(self):
         # Its threads stay in the parent: iterated in a forked child it used to
