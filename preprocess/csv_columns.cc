@@ -1,6 +1,7 @@
 #include "preprocess/csv_columns.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -31,12 +32,33 @@ std::string DecimalPoint(std::string v) {
   return v;
 }
 
+// Whether `v` is written with thousands separators: "1,234", "-12,345,678.5".
+bool ThousandsSeparated(const std::string& v) {
+  size_t i = v.empty() || (v[0] != '-' && v[0] != '+') ? 0 : 1;
+  size_t digits = 0;
+  while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i]))) ++i, ++digits;
+  if (digits < 1 || digits > 3 || i == v.size() || v[i] != ',') return false;
+  while (i < v.size() && v[i] == ',') {
+    if (i + 3 >= v.size()) return false;  // a comma and three digits
+    for (size_t k = i + 1; k <= i + 3; ++k) {
+      if (!std::isdigit(static_cast<unsigned char>(v[k]))) return false;
+    }
+    i += 4;
+  }
+  if (i == v.size()) return true;
+  if (v[i] != '.' || i + 1 == v.size()) return false;
+  for (++i; i < v.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(v[i]))) return false;
+  }
+  return true;
+}
+
 // Whether `v` is meant as a number, even one a feature cannot hold ("inf",
 // "0x1b", "1e39", a decimal comma): a column of such values is no text, and
 // each is refused with its reason.
 bool MeantAsNumber(const std::string& v) {
   double x = 0;
-  if (ParseNumber(DecimalPoint(v), &x)) return true;
+  if (ParseNumber(DecimalPoint(v), &x) || ThousandsSeparated(v)) return true;
   char* end = nullptr;
   (void)std::strtod(v.c_str(), &end);
   return !v.empty() && end == v.c_str() + v.size();
@@ -50,10 +72,13 @@ Status NotANumber(const std::string& name, const std::string& v) {
   const bool infinite = v.find("inf") != std::string::npos || v.find("Inf") != std::string::npos ||
                         v.find("INF") != std::string::npos;
   double x = 0;
-  const bool decimal_comma = v.find(',') != std::string::npos && ParseNumber(DecimalPoint(v), &x);
+  const bool thousands = ThousandsSeparated(v);
+  const bool decimal_comma = !thousands && v.find(',') != std::string::npos && ParseNumber(DecimalPoint(v), &x);
   return Status::InvalidArgument(
       "column '" + name + "': '" + shown + "' is not a number float32 can hold" +
       (infinite        ? " (features must be finite; --missing applies to empty, NA, N/A, NaN, null and ?)"
+       : thousands     ? " (thousands separators, or a decimal comma: prep reads numbers written as 1234.5, "
+                         "with a decimal point and no separators)"
        : decimal_comma ? " (a decimal comma: prep reads decimal points; in a file separated by ';', "
                          "sed 's/,/./g' converts them)"
        : v.find_first_of("xX") != std::string::npos ? " (decimal numbers only, not hexadecimal)"

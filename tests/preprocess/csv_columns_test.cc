@@ -69,6 +69,15 @@ TEST(CsvColumns, TextColumnsAreOneHotEncodedAndNumbersStayNumbers) {
   auto comma = OpenCsvSource(dir.Sub("comma.csv"), CsvOptions());
   ASSERT_TRUE(comma.ok()) << comma.status().ToString();
   EXPECT_NE(FeaturesOf(*comma->splits[0], 0).find("(a decimal comma"), std::string::npos);
+  // So is a column of numbers with thousands separators (quoted in a ',' file).
+  std::string sums = "total,label\n";
+  for (int i = 0; i < 150; ++i) sums += "\"" + std::to_string(1 + i) + "," + std::to_string(100 + i) + ",000.5\"," + std::to_string(i % 2) + "\n";
+  testing::WriteFile(dir.Sub("sums.csv"), sums);
+  auto separated = OpenCsvSource(dir.Sub("sums.csv"), CsvOptions());
+  ASSERT_TRUE(separated.ok()) << separated.status().ToString();
+  EXPECT_EQ(FeaturesOf(*separated->splits[0], 0),
+            "column 'total': '1,100,000.5' is not a number float32 can hold (thousands separators, or a decimal comma: "
+            "prep reads numbers written as 1234.5, with a decimal point and no separators)");
 }
 
 TEST(CsvColumns, AnIdColumnIsRefusedSayingHowToDropItAndDropIsRecorded) {
