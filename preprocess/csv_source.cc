@@ -2,15 +2,13 @@
 // column (integers, or strings mapped to class indices).
 #include <algorithm>
 #include <array>
-#include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <limits>
 #include <map>
 #include <set>
 
+#include "preprocess/class_labels.h"
 #include "preprocess/csv_columns.h"
 #include "preprocess/csv_table.h"
 #include "preprocess/source.h"
@@ -106,11 +104,6 @@ std::string QuotedDelimiter(char delimiter) {
   return delimiter == '\t' ? "tab" : "'" + std::string(1, delimiter) + "'";
 }
 
-// Column names that say a column is the label, compared without case, in
-// the order they are taken: "x,y,target" is labelled by target.
-const std::vector<std::vector<std::string>> kLabelNames = {{"label", "labels"}, {"target", "targets"}, {"class"},
-                                                           {"y"}};
-
 // "'a', 'b', ... (N in all)": the header's first columns, for a message.
 std::string HeaderText(const std::vector<std::string>& header) {
   std::string found;
@@ -156,22 +149,15 @@ std::string NoHeaderHint(const std::vector<std::string>& header) {
          " for the last)";
 }
 
-// The one column of `header` named like a label (kLabelNames), or an error
+// The one column of `header` named like a label (ColumnsNamedLikeALabel), or an error
 // saying --label is needed.
 StatusOr<std::string> LabelNamed(const std::string& path, const std::vector<std::string>& header,
                                  const CsvOptions& options) {
-  for (const std::vector<std::string>& names : kLabelNames) {
-    std::vector<std::string> named;
-    for (const std::string& column : header) {
-      std::string lower = column;
-      std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-      if (std::find(names.begin(), names.end(), lower) != names.end()) named.push_back(column);
-    }
-    if (named.size() == 1) return named[0];
-    if (named.size() > 1) {
-      return Status::InvalidArgument(path + ": give --label COLUMN: columns '" + named[0] + "' and '" + named[1] +
-                                     "' are both named like a label");
-    }
+  const std::vector<std::string> named = ColumnsNamedLikeALabel(header);
+  if (named.size() == 1) return named[0];
+  if (named.size() > 1) {
+    return Status::InvalidArgument(path + ": give --label COLUMN: columns '" + named[0] + "' and '" + named[1] +
+                                   "' are both named like a label");
   }
   return Status::InvalidArgument(path + ": give --label COLUMN: no column is named label, target, class or y (" +
                                  ColumnsText(header, options) + ")" +
@@ -278,93 +264,6 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
     inputs.push_back(std::move(input));
   }
   return inputs;
-}
-
-// `text` as an integral number in decimal however it is spelled ("7",
-// "07", "7.0", "7e0", "-1"; pandas writes an integer column that held a NaN
-// as "7.0"), into *value; false for anything else (hex, "7.5", "inf").
-bool IntegralLabel(const std::string& text, int64_t* value) {
-  if (text.empty() || text.find_first_not_of("0123456789+-.eE") != std::string::npos) return false;
-  char* end = nullptr;
-  errno = 0;
-  const double x = std::strtod(text.c_str(), &end);
-  if (end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(x) || x != std::floor(x) ||
-      std::fabs(x) > 9.0e15) {  // past 2^53 a double no longer tells integers apart
-    return false;
-  }
-  *value = static_cast<int64_t>(x);
-  return true;
-}
-
-// The classes of the label column's `values`: each value's class, and the
-// classes' names in order (*names).
-std::map<std::string, int64_t> ChooseClasses(const std::set<std::string>& values, std::vector<std::string>* names) {
-  // Classes: labels that are all integral numbers, however spelled, by
-  // value: non-negative ones as they are, when dense (at most twice as many
-  // indices as values, plus a few: a class may be absent from a small
-  // table); else in numeric order, named by their values (a label of 594082
-  // is one class, not 594083; -1 and 1 are classes 0 and 1). Any other
-  // labels: the sorted distinct strings.
-  std::map<std::string, int64_t> classes;
-  std::set<int64_t> numbers;  // integral labels in numeric order ("7", "07" and "7.0" are one)
-  bool integers = !values.empty();
-  for (const std::string& v : values) {
-    int64_t x = 0;
-    if (!IntegralLabel(v, &x)) {
-      integers = false;
-      break;
-    }
-    classes[v] = x;
-    numbers.insert(x);
-  }
-  const bool dense =
-      integers && *numbers.begin() >= 0 && *numbers.rbegin() < 2 * static_cast<int64_t>(numbers.size()) + 16;
-  if (dense) {
-    for (int64_t i = 0; i <= *numbers.rbegin(); ++i) names->push_back(std::to_string(i));
-  } else if (integers) {
-    std::map<int64_t, int64_t> index;  // label value -> class
-    for (int64_t number : numbers) {
-      index[number] = static_cast<int64_t>(names->size());
-      names->push_back(std::to_string(number));
-    }
-    for (auto& [v, x] : classes) x = index[x];
-  } else {
-    classes.clear();
-    for (const std::string& v : values) {
-      classes[v] = static_cast<int64_t>(names->size());
-      names->push_back(v);
-    }
-  }
-  return classes;
-}
-
-// Refuses a label column of numbers that are not all integers (a price, a
-// temperature: a regression target, where each value would become a class
-// of its own); notes one with more classes than half its `labelled` rows.
-Status CheckClassLabels(const std::string& path, const std::string& label, const std::set<std::string>& values,
-                        uint64_t labelled, std::vector<std::string>* notes) {
-  std::vector<std::string> fractions;
-  for (const std::string& v : values) {
-    char* end = nullptr;
-    const double x = std::strtod(v.c_str(), &end);
-    int64_t integral = 0;
-    const bool decimal = !v.empty() && v.find_first_of("xXpP") == std::string::npos;
-    if (!decimal || end != v.c_str() + v.size() || !std::isfinite(x)) return Status::OK();  // text: class names
-    if (!IntegralLabel(v, &integral) && fractions.size() < 3) fractions.push_back(v);
-  }
-  if (!fractions.empty()) {
-    std::string shown;
-    for (const std::string& v : fractions) shown += (shown.empty() ? "" : ", ") + v;
-    return Status::InvalidArgument(path + ": column '" + label + "' holds numbers that are not integers (" + shown +
-                                   ", ...): a regression target, not classes; prep's labels are classes (train "
-                                   "trains classifiers): bin the values into classes first, or --label another column");
-  }
-  if (values.size() > 100 && values.size() * 2 > labelled) {
-    notes->push_back("column '" + label + "' holds " + std::to_string(values.size()) + " classes for " +
-                     std::to_string(labelled) + " rows: an id or a measured value rather than a class label? "
-                     "(--label picks another column)");
-  }
-  return Status::OK();
 }
 
 // For --limit: the positions in each part of `input` that a stratified

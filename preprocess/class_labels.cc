@@ -1,0 +1,105 @@
+#include "preprocess/class_labels.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+namespace granary {
+
+std::vector<std::string> ColumnsNamedLikeALabel(const std::vector<std::string>& header) {
+  static const std::vector<std::vector<std::string>> kNames = {{"label", "labels"}, {"target", "targets"}, {"class"},
+                                                               {"y"}};
+  for (const std::vector<std::string>& names : kNames) {
+    std::vector<std::string> named;
+    for (const std::string& column : header) {
+      std::string lower = column;
+      std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+      if (std::find(names.begin(), names.end(), lower) != names.end()) named.push_back(column);
+    }
+    if (!named.empty()) return named;
+  }
+  return {};
+}
+
+bool IntegralLabel(const std::string& text, int64_t* value) {
+  if (text.empty() || text.find_first_not_of("0123456789+-.eE") != std::string::npos) return false;
+  char* end = nullptr;
+  errno = 0;
+  const double x = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(x) || x != std::floor(x) ||
+      std::fabs(x) > 9.0e15) {  // past 2^53 a double no longer tells integers apart
+    return false;
+  }
+  *value = static_cast<int64_t>(x);
+  return true;
+}
+
+std::map<std::string, int64_t> ChooseClasses(const std::set<std::string>& values, std::vector<std::string>* names) {
+  // Classes: labels that are all integral numbers, however spelled, by
+  // value: non-negative ones as they are, when dense (at most twice as many
+  // indices as values, plus a few: a class may be absent from a small
+  // table); else in numeric order, named by their values (a label of 594082
+  // is one class, not 594083; -1 and 1 are classes 0 and 1). Any other
+  // labels: the sorted distinct strings.
+  std::map<std::string, int64_t> classes;
+  std::set<int64_t> numbers;  // integral labels in numeric order ("7", "07" and "7.0" are one)
+  bool integers = !values.empty();
+  for (const std::string& v : values) {
+    int64_t x = 0;
+    if (!IntegralLabel(v, &x)) {
+      integers = false;
+      break;
+    }
+    classes[v] = x;
+    numbers.insert(x);
+  }
+  const bool dense =
+      integers && *numbers.begin() >= 0 && *numbers.rbegin() < 2 * static_cast<int64_t>(numbers.size()) + 16;
+  if (dense) {
+    for (int64_t i = 0; i <= *numbers.rbegin(); ++i) names->push_back(std::to_string(i));
+  } else if (integers) {
+    std::map<int64_t, int64_t> index;  // label value -> class
+    for (int64_t number : numbers) {
+      index[number] = static_cast<int64_t>(names->size());
+      names->push_back(std::to_string(number));
+    }
+    for (auto& [v, x] : classes) x = index[x];
+  } else {
+    classes.clear();
+    for (const std::string& v : values) {
+      classes[v] = static_cast<int64_t>(names->size());
+      names->push_back(v);
+    }
+  }
+  return classes;
+}
+
+Status CheckClassLabels(const std::string& path, const std::string& label, const std::set<std::string>& values,
+                        uint64_t labelled, std::vector<std::string>* notes) {
+  std::vector<std::string> fractions;
+  for (const std::string& v : values) {
+    char* end = nullptr;
+    const double x = std::strtod(v.c_str(), &end);
+    int64_t integral = 0;
+    const bool decimal = !v.empty() && v.find_first_of("xXpP") == std::string::npos;
+    if (!decimal || end != v.c_str() + v.size() || !std::isfinite(x)) return Status::OK();  // text: class names
+    if (!IntegralLabel(v, &integral) && fractions.size() < 3) fractions.push_back(v);
+  }
+  if (!fractions.empty()) {
+    std::string shown;
+    for (const std::string& v : fractions) shown += (shown.empty() ? "" : ", ") + v;
+    return Status::InvalidArgument(path + ": column '" + label + "' holds numbers that are not integers (" + shown +
+                                   ", ...): a regression target, not classes; prep's labels are classes (train "
+                                   "trains classifiers): bin the values into classes first, or --label another column");
+  }
+  if (values.size() > 100 && values.size() * 2 > labelled) {
+    notes->push_back("column '" + label + "' holds " + std::to_string(values.size()) + " classes for " +
+                     std::to_string(labelled) + " rows: an id or a measured value rather than a class label? "
+                     "(--label picks another column)");
+  }
+  return Status::OK();
+}
+
+}  // namespace granary

@@ -1,0 +1,40 @@
+// Class labels written as text: a CSV table's label column, a labels table
+// beside a folder of images (prep build --labels). Which column is the
+// label, which value is which class, and what is no class label at all.
+// Internal to preprocess.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace granary {
+
+// The columns of `header` named like a label, compared without case: those
+// named label(s), else target(s), else class, else y ("x,y,target" is
+// labelled by target); empty if none is.
+std::vector<std::string> ColumnsNamedLikeALabel(const std::vector<std::string>& header);
+
+// `text` as an integral number in decimal however it is spelled ("7",
+// "07", "7.0", "7e0", "-1"; pandas writes an integer column that held a NaN
+// as "7.0"), into *value; false for anything else (hex, "7.5", "inf").
+bool IntegralLabel(const std::string& text, int64_t* value);
+
+// The classes of a label column's distinct `values`: each value's class, and
+// the classes' names in order (*names). Labels that are all integral
+// numbers are classes by value (non-negative and dense: the indices
+// themselves), any others the sorted distinct strings.
+std::map<std::string, int64_t> ChooseClasses(const std::set<std::string>& values, std::vector<std::string>* names);
+
+// Refuses a label column (`label`, of the table at `path`) of numbers that
+// are not all integers (a price: a regression target, where each value would
+// become a class of its own); notes one with more classes than half its
+// `labelled` rows.
+Status CheckClassLabels(const std::string& path, const std::string& label, const std::set<std::string>& values,
+                        uint64_t labelled, std::vector<std::string>* notes);
+
+}  // namespace granary
