@@ -170,6 +170,29 @@ StatusOr<FolderLayout> ChooseLayout(const fs::path& raw, const std::vector<std::
                                  ". Say which with --layout splits or --layout classes");
 }
 
+namespace {
+
+// " (kg/train.csv beside it?)": the CSV files in `dir` and beside it (the
+// first three), which may label its images; "" for none.
+std::string TablesNear(const fs::path& dir) {
+  std::vector<std::string> tables;
+  for (const fs::path& where : {dir, dir.parent_path().empty() ? fs::path(".") : dir.parent_path()}) {
+    std::error_code ec;
+    for (fs::directory_iterator it(where, ec), end; !ec && it != end; it.increment(ec)) {
+      std::string ext = it->path().extension().string();
+      std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+      if (ext == ".csv" && it->is_regular_file(ec)) tables.push_back(it->path().string());
+    }
+  }
+  std::sort(tables.begin(), tables.end());
+  if (tables.empty()) return "";
+  std::string text;
+  for (size_t i = 0; i < tables.size() && i < 3; ++i) text += (i == 0 ? "" : ", ") + tables[i];
+  return " (" + text + (tables.size() > 3 ? ", ..." : "") + " beside it?)";
+}
+
+}  // namespace
+
 Status FindSplitRoots(const fs::path& raw, const std::vector<std::string>& top, FolderLayout layout,
                       std::vector<SplitRoot>* split_roots, std::vector<std::string>* classes) {
   if (layout == FolderLayout::kSplits) {
@@ -188,8 +211,9 @@ Status FindSplitRoots(const fs::path& raw, const std::vector<std::string>& top, 
     return Status::NotFound(
         raw.string() + ": " + (loose > 0 ? std::to_string(loose) + " image(s) but " : "") +
         "no class folders (expected " + train.string() + "/<class>/*.jpg|jpeg|png|webp, as torchvision's ImageFolder" +
-        (loose > 0 ? " reads labelled images; images without labels are written by granary.write (README, \"Any "
-                     "dataset from Python\"))"
+        (loose > 0 ? " reads labelled images; images labelled by a table, as Kaggle ships them: --labels TABLE" +
+                         TablesNear(raw) + "; images without labels are written by granary.write (README, \"Any "
+                         "dataset from Python\"))"
                    : ")"));
   }
   for (size_t s = 1; s < split_roots->size(); ++s) {

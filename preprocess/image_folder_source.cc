@@ -16,6 +16,7 @@
 #include "base/file.h"
 #include "preprocess/folder_layout.h"
 #include "preprocess/image.h"
+#include "preprocess/image_labels.h"
 #include "preprocess/source.h"
 #include "preprocess/stratified.h"
 #include "store/output_path.h"
@@ -34,13 +35,15 @@ struct ImageItem {
 
 class ImageSplit : public SplitSource {
  public:
+  // `labels`: the table labelling the images (--labels), named when an image has no row there.
   ImageSplit(std::string name, std::string raw, std::vector<ImageItem> items, uint64_t raw_bytes,
-             ImageTransform transform)
+             ImageTransform transform, std::string labels = "")
       : name_(std::move(name)),
         raw_(std::move(raw)),
         items_(std::move(items)),
         transform_(transform),
-        raw_bytes_(raw_bytes) {}
+        raw_bytes_(raw_bytes),
+        labels_(std::move(labels)) {}
 
   const std::string& name() const override { return name_; }
   uint64_t size() const override { return items_.size(); }
@@ -49,6 +52,7 @@ class ImageSplit : public SplitSource {
 
   Status Produce(uint64_t index, Sample* sample) const override {
     const ImageItem& item = items_[index];
+    if (item.label < 0) return Status::InvalidArgument("no label: no row of " + labels_ + " names it");
     thread_local std::string file;
     thread_local Image image;
     GRANARY_RETURN_IF_ERROR(ReadFile(raw_ + "/" + item.name, &file));
@@ -66,6 +70,7 @@ class ImageSplit : public SplitSource {
   std::vector<ImageItem> items_;
   ImageTransform transform_;
   uint64_t raw_bytes_ = 0;
+  std::string labels_;
 };
 
 // A file or directory by identity, whatever path reached it.
@@ -90,6 +95,7 @@ struct Walk {
   std::vector<std::string> undecoded;         // images of a format prep does not decode (.bmp, .gif, ...)
   std::vector<std::string> hidden;            // dotfiles (macOS's ._x.jpg) and hidden folders
   std::map<std::string, InputFile> inputs;    // every image taken, by its path relative to RAW
+  std::set<FileId> left_out;                  // folders not walked (granary dbs inside RAW)
 
   void StartSplit(const std::string& name) {
     split = name;
@@ -132,6 +138,7 @@ Status ListImagesBelow(const fs::path& dir, const fs::path& raw, Walk* walk, std
       const struct stat& st = stats[k];
       const FileId id{st.st_dev, st.st_ino};
       if (S_ISDIR(st.st_mode)) {
+        if (walk->left_out.count(id) > 0) continue;
         if (!walk->dirs.insert(id).second) {
           (fs::is_symlink(e, ec) ? walk->skipped_links : walk->reached_again).push_back(rel);
           continue;
@@ -226,7 +233,9 @@ void NoteTopFolders(const fs::path& raw, const std::vector<std::string>& hidden,
 void NoteEmptyClasses(const std::vector<ImageItem>& items, const std::vector<std::string>& classes,
                       std::vector<std::string>* notes) {
   std::vector<bool> has_images(classes.size(), false);
-  for (const ImageItem& item : items) has_images[static_cast<size_t>(item.label)] = true;
+  for (const ImageItem& item : items) {
+    if (item.label >= 0) has_images[static_cast<size_t>(item.label)] = true;  // -1: unlabelled (--labels)
+  }
   std::vector<std::string> empty;
   for (size_t label = 0; label < classes.size(); ++label) {
     if (!has_images[label]) empty.push_back(classes[label]);
@@ -260,6 +269,76 @@ void NoteWalk(Walk* walk, std::vector<std::string>* notes) {
   }
 }
 
+// Split `name` of `items` (their files `bytes` in all) into `source`: with
+// options.val_fraction, as train and val (by a hash of each image's path:
+// stable when files are added), each cut to options.limit, stratified.
+void AddSplits(const std::string& name, std::vector<ImageItem> items, uint64_t bytes,
+               const ImageFolderOptions& options, const std::string& dir, const ImageTransform& transform,
+               const std::string& labels, Source* source) {
+  if (options.val_fraction <= 0) {
+    KeepStratified(&items, options.limit, [](const ImageItem& i) { return i.label; });
+    source->splits.push_back(std::make_unique<ImageSplit>(name, dir, std::move(items), bytes, transform, labels));
+    return;
+  }
+  std::vector<ImageItem> train, val;
+  for (ImageItem& item : items) {
+    const uint64_t h = XXH64(item.name.data(), item.name.size(), 0);
+    (static_cast<double>(h % 1000000) < options.val_fraction * 1e6 ? val : train).push_back(std::move(item));
+  }
+  KeepStratified(&val, options.limit, [](const ImageItem& i) { return i.label; });
+  KeepStratified(&train, options.limit, [](const ImageItem& i) { return i.label; });
+  // The file bytes are split in proportion to the counts.
+  const uint64_t total = train.size() + val.size();
+  const uint64_t val_bytes = total > 0 ? bytes * val.size() / total : 0;
+  source->splits.push_back(
+      std::make_unique<ImageSplit>("train", dir, std::move(train), bytes - val_bytes, transform, labels));
+  source->splits.push_back(std::make_unique<ImageSplit>("val", dir, std::move(val), val_bytes, transform, labels));
+}
+
+// Every image below `dir`, labelled by the table options.labels (--labels),
+// into `source` (its schema and kind set).
+Status AddLabelledImages(const std::string& dir, const ImageFolderOptions& options, const ImageTransform& transform,
+                         Source* source) {
+  GRANARY_ASSIGN_OR_RETURN(ImageLabels labels, ImageLabels::Read(options.labels, options.label_column));
+  const fs::path raw(dir);
+  std::vector<std::string> hidden, dbs, notes;
+  (void)SortedSubdirs(raw, &hidden, &dbs);
+  Walk walk;
+  struct stat st;
+  if (Identify(raw, &st)) walk.roots.insert({st.st_dev, st.st_ino});
+  for (const std::string& db : dbs) {
+    if (Identify(raw / db, &st)) walk.left_out.insert({st.st_dev, st.st_ino});
+  }
+  walk.StartSplit("train");
+  std::vector<std::string> found;
+  uint64_t bytes = 0;
+  GRANARY_RETURN_IF_ERROR(ListImagesBelow(raw, raw, &walk, &found, &bytes));
+  if (found.empty()) {
+    std::sort(walk.undecoded.begin(), walk.undecoded.end());
+    return Status::NotFound(dir + ": no .jpg, .jpeg, .png or .webp files below it" +
+                            (walk.undecoded.empty() ? "" : "; " + UndecodedNote(walk.undecoded)));
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<ImageItem> items;
+  for (std::string& name : found) {
+    const int64_t label = labels.ClassOf(name);
+    items.push_back({std::move(name), label});
+  }
+  source->info.class_names = labels.class_names();
+  source->info.num_classes = static_cast<int64_t>(labels.class_names().size());
+  for (std::string& note : labels.Notes()) source->info.notes.push_back(std::move(note));
+  NoteEmptyClasses(items, labels.class_names(), &source->info.notes);
+  NoteTopFolders(raw, hidden, dbs, FolderLayout::kSplits, &source->info.notes);
+  source->info.options["layout"] = "labels";
+  source->info.options["labels"] = options.labels;
+  source->info.options["labels_hash"] = labels.content_hash();
+  source->info.options["label"] = labels.label_column();
+  AddSplits("train", std::move(items), bytes, options, dir, transform, options.labels, source);
+  for (auto& [path, input] : walk.inputs) source->info.inputs.push_back(std::move(input));
+  NoteWalk(&walk, &source->info.notes);
+  return Status::OK();
+}
+
 }  // namespace
 
 StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolderOptions& options) {
@@ -271,6 +350,19 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
   if (options.val_fraction < 0 || options.val_fraction >= 1) {
     return Status::InvalidArgument("--val-fraction must be in [0, 1)");
   }
+  Source source;
+  source.info.kind = "image-folder";
+  source.info.path = dir;
+  source.info.label_field = "label";
+  source.info.schema.fields = {
+      {"image", DType::kUInt8, {options.height, options.width, options.channels}, "HWC"},
+      {"label", DType::kInt64, {}, ""}};
+  source.info.items_are_files = true;
+  ImageTransform transform{options.width, options.height, options.channels, options.max_decode_bytes};
+  if (!options.labels.empty()) {
+    GRANARY_RETURN_IF_ERROR(AddLabelledImages(dir, options, transform, &source));
+    return source;
+  }
   const fs::path raw(dir);
   std::vector<std::string> notes, hidden, dbs;
   const std::vector<std::string> top = SortedSubdirs(raw, &hidden, &dbs);
@@ -280,16 +372,8 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
   GRANARY_RETURN_IF_ERROR(FindSplitRoots(raw, top, layout, &split_roots, &classes));
   NoteTopFolders(raw, hidden, dbs, layout, &notes);
 
-  Source source;
-  source.info.kind = "image-folder";
-  source.info.path = dir;
-  source.info.label_field = "label";
   source.info.class_names = classes;
   source.info.num_classes = static_cast<int64_t>(classes.size());
-  source.info.schema.fields = {
-      {"image", DType::kUInt8, {options.height, options.width, options.channels}, "HWC"},
-      {"label", DType::kInt64, {}, ""}};
-  ImageTransform transform{options.width, options.height, options.channels, options.max_decode_bytes};
   // The roots (RAW, each split's folder, each class folder) are only walked as
   // themselves: a link to one from elsewhere is a cycle or a cross link.
   Walk walk;
@@ -309,20 +393,7 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
     GRANARY_RETURN_IF_ERROR(ListImages(root, raw, classes, &walk, &items, &bytes));
     if (name == "train") NoteEmptyClasses(items, classes, &source.info.notes);
     if (split_roots.size() == 1 && options.val_fraction > 0) {
-      // Deterministic split by a hash of the relative path: stable when files are added.
-      std::vector<ImageItem> train, val;
-      for (ImageItem& item : items) {
-        const uint64_t h = XXH64(item.name.data(), item.name.size(), 0);
-        (static_cast<double>(h % 1000000) < options.val_fraction * 1e6 ? val : train).push_back(std::move(item));
-      }
-      items = std::move(train);
-      KeepStratified(&val, options.limit, [](const ImageItem& i) { return i.label; });
-      KeepStratified(&items, options.limit, [](const ImageItem& i) { return i.label; });
-      // The file bytes are split in proportion to the counts.
-      const uint64_t total = items.size() + val.size();
-      const uint64_t val_bytes = total > 0 ? bytes * val.size() / total : 0;
-      source.splits.push_back(std::make_unique<ImageSplit>("train", dir, std::move(items), bytes - val_bytes, transform));
-      source.splits.push_back(std::make_unique<ImageSplit>("val", dir, std::move(val), val_bytes, transform));
+      AddSplits(name, std::move(items), bytes, options, dir, transform, "", &source);
       continue;
     }
     KeepStratified(&items, options.limit, [](const ImageItem& i) { return i.label; });
@@ -339,7 +410,6 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
   for (std::string& note : notes) source.info.notes.push_back(std::move(note));
   source.info.options["layout"] = layout == FolderLayout::kSplits ? "splits" : "classes";
   for (auto& [path, input] : walk.inputs) source.info.inputs.push_back(std::move(input));
-  source.info.items_are_files = true;
   NoteWalk(&walk, &source.info.notes);
   return source;
 }

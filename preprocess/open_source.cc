@@ -56,6 +56,14 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
   std::string format = o.format == "auto" ? DetectFormat(o.raw) : o.format;
   if (format == "images") format = "image-folder";
   std::map<std::string, std::string> recorded = {{"format", format}, {"limit", std::to_string(o.limit)}};
+  if (!o.labels.empty() && format != "image-folder") {
+    return Status::InvalidArgument("--labels " + o.labels + ": labels a folder of images; " + o.raw + " is read as " +
+                                   format + (format == "idx" ? " (--format images reads it as images)" : ""));
+  }
+  if (!o.label.empty() && o.labels.empty() && format == "image-folder") {
+    return Status::InvalidArgument("--label " + o.label + ": names a column of a CSV table or of --labels' table; an "
+                                   "image folder's labels are its class folders");
+  }
   StatusOr<Source> source = Status::InvalidArgument("--format " + o.format + ": expected auto, idx, image-folder or csv");
   if (format == "idx") {
     IdxSourceOptions idx;
@@ -104,6 +112,8 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
     images.val_fraction = o.val_fraction;
     images.limit = o.limit;
     images.max_decode_bytes = o.max_image_mb << 20;
+    images.labels = o.labels;
+    images.label_column = o.label;
     recorded.insert({{"size", RecordedSize(o.size)},
                      {"channels", std::to_string(o.channels)},
                      {"max_image_mb", std::to_string(o.max_image_mb)},

@@ -285,7 +285,8 @@ void AddBuildFlags(CLI::App* build, int cores, BuildArgs* args) {
   build->add_option("--format", b.raw.format, "raw format: auto, idx, image-folder (or images) or csv")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "idx", "image-folder", "images", "csv"}));
-  build->add_option("--label", b.raw.label, "csv: the label column (default: the one named label, target, y or class)");
+  build->add_option("--label", b.raw.label,
+                    "csv (and --labels' table): the label column (default: the one named label, target, y or class)");
   build->add_option("--delimiter", b.raw.delimiter, "csv: between fields: auto (from the header), ',', ';', tab or '|'")
       ->capture_default_str();
   build->add_option("--missing", b.raw.missing, "csv: a missing value rejects the row, or becomes nan or zero")
@@ -297,6 +298,10 @@ void AddBuildFlags(CLI::App* build, int cores, BuildArgs* args) {
       ->delimiter(',');
   build->add_flag("--no-header", b.raw.no_header,
                   "csv: the first row is data, not column names (columns are then named 1, 2, ...: --label 5)");
+  build->add_option("--labels", b.raw.labels,
+                    "images: a table (CSV) of each image's label, as Kaggle ships train/ beside train_labels.csv: "
+                    "a column naming the image (path, file name or name without extension) and --label's column "
+                    "(default: the one named like a label, or the second of two)");
   build->add_option("--size", b.raw.size, "images: stored size S (square) or WxH; short side resized, centre crop")
       ->capture_default_str();
   build->add_option("--max-image-mb", b.raw.max_image_mb,

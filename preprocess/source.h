@@ -110,6 +110,11 @@ struct ImageFolderOptions {
   double val_fraction = 0;
   uint64_t limit = 0;  // N images of each split, every class its share (0: all)
   uint64_t max_decode_bytes = kDefaultMaxDecodeBytes;  // an image needing more to decode is rejected
+  // A table of labels (preprocess/image_labels.h): every image below the
+  // folder, whatever its folder, is labelled by its row (--labels), its label
+  // column `label_column` where given.
+  std::string labels;
+  std::string label_column;
 };
 
 // An image folder as torchvision's ImageFolder reads it: RAW/<class>/**/*.jpg,
@@ -120,6 +125,9 @@ struct ImageFolderOptions {
 // Classes are the sorted folder names of the train split. Hidden files and
 // folders and granary dbs inside RAW are skipped, and noted. Fields: "image"
 // (uint8 [height, width, channels], layout HWC) and "label" (int64).
+// With `labels`, every image below the folder is one split (train, or train
+// and val with val_fraction), labelled by the table; an image no row names is
+// rejected, named.
 StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolderOptions& options);
 
 // What a missing CSV value ("", NA, N/A, NaN, nan, null, NULL, ?) becomes:
@@ -167,11 +175,12 @@ struct RawOptions {
   uint64_t max_image_mb = kDefaultMaxDecodeBytes >> 20;  // image-folder: most memory one decode may take
   std::string layout = "auto";           // image-folder: auto, classes or splits
   double val_fraction = 0;               // image-folder and csv
-  std::string label;                     // csv ("": the column named like a label)
+  std::string label;                     // csv, and images' --labels table ("": the column named like a label)
   std::string delimiter = "auto";        // csv: auto, ",", ";", "tab" (or "\t") or "|"
   std::string missing = "reject";        // csv: reject, nan or zero
   std::vector<std::string> drop;         // csv: columns left out of the features
   bool no_header = false;                // csv: the first row is data; columns named 1..N
+  std::string labels;                    // image-folder: a table of each image's label (--labels)
   uint64_t limit = 0;                    // N items of each split (0: all): a stratified subset of images and
                                          // CSV rows (preprocess/stratified.h), the first N of IDX files
 };

@@ -544,7 +544,8 @@ TEST(ImageFolderFormats, ImagesOutsideClassFoldersAreNamedInTheRefusal) {
   auto flat = OpenImageFolderSource(dir.Sub("flat"), ImageFolderOptions{});
   EXPECT_NE(flat.status().message().find("flat: 3 image(s) but no class folders (expected " + dir.Sub("flat") +
                                          "/<class>/*.jpg|jpeg|png|webp, as torchvision's ImageFolder reads labelled "
-                                         "images; images without labels are written by granary.write"),
+                                         "images; images labelled by a table, as Kaggle ships them: --labels TABLE; "
+                                         "images without labels are written by granary.write"),
             std::string::npos)
       << flat.status().message();
   std::filesystem::create_directories(dir.Sub("flat/unsorted"));  // a class folder, still empty

@@ -21,6 +21,7 @@ def hostile_round4(d, w):
     round4_odd_images(d, w)
     round4_tables(d, w)
     round4_odd_tables(d, w)
+    round5_labelled_images(d, w)
     round4_builds(d, w)
     round4_launches(d, w)
     round4_python(d, w)
@@ -154,6 +155,23 @@ def round4_odd_images(d, w):
         f.write(lying_jpeg(20000, 20000))
     d.case("a JPEG declaring 20000x20000: over the pixel cap, which the message states",
            [PREP, "build", cap, w("r4cap.db"), "--size", "8", "--no-progress"], 1, needle="2^28")
+
+
+def round5_labelled_images(d, w):
+    """A folder of images beside a table of their labels, as Kaggle ships them."""
+    kaggle = w("r5k")
+    image_folder(kaggle, classes=("train",), per_class=6)
+    names = sorted(os.listdir(os.path.join(kaggle, "train")))
+    with open(os.path.join(kaggle, "train.csv"), "w") as f:
+        f.write("id,has_cactus\n" + "".join(f"{n},{k % 2}\n" for k, n in enumerate(names)))
+    d.case("train/ of images and no class folders: --labels named, with the table beside it",
+           [PREP, "build", os.path.join(kaggle, "train"), w("r5k.db")], 1, needle="--labels TABLE (")
+    d.case("--labels train.csv: every image labelled by its row",
+           [PREP, "build", os.path.join(kaggle, "train"), w("r5k.db"), "--labels", os.path.join(kaggle, "train.csv"),
+            "--size", "8", "--no-progress"], 0,
+           check=lambda: "" if db_count(w("r5k.db")) == len(names) else f"{db_count(w('r5k.db'))} samples")
+    d.case("--labels on an IDX folder", [PREP, "build", FASHION, w("r5i.db"), "--labels",
+           os.path.join(kaggle, "train.csv")], 1, needle="labels a folder of images")
 
 
 def round4_odd_tables(d, w):

@@ -1,0 +1,157 @@
+#include "preprocess/image_labels.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <set>
+
+#include "base/file.h"
+#include "preprocess/class_labels.h"
+#include "preprocess/csv_columns.h"
+#include "preprocess/csv_table.h"
+#include "store/manifest.h"
+
+namespace granary {
+namespace {
+
+// At most this many distinct labels (as a CSV table's label column).
+constexpr size_t kMostLabelValues = 100000;
+
+// "'a', 'b', ...": a header's first columns, for a message.
+std::string Columns(const std::vector<std::string>& header) {
+  std::string text;
+  for (size_t c = 0; c < header.size() && c < 12; ++c) text += (c > 0 ? ", '" : "'") + header[c] + "'";
+  return text + (header.size() > 12 ? ", ..." : "");
+}
+
+// The label column of `header` (`given`, else named like a label, else the
+// second of two), or an error naming the table.
+StatusOr<size_t> LabelColumnOf(const std::string& path, const std::vector<std::string>& header,
+                               const std::string& given) {
+  if (header.size() < 2) {
+    return Status::InvalidArgument(path + ": a labels table needs a column naming each image and a label column "
+                                   "(its header: " + Columns(header) + ")");
+  }
+  std::string name = given;
+  if (name.empty()) {
+    const std::vector<std::string> named = ColumnsNamedLikeALabel(header);
+    if (named.size() > 1) {
+      return Status::InvalidArgument(path + ": give --label COLUMN: columns '" + named[0] + "' and '" + named[1] +
+                                     "' are both named like a label");
+    }
+    if (named.empty() && header.size() > 2) {
+      return Status::InvalidArgument(path + ": give --label COLUMN: no column is named label, target, class or y "
+                                     "(its columns: " + Columns(header) + ")");
+    }
+    name = named.empty() ? header[1] : named[0];
+  }
+  const auto at = std::find(header.begin(), header.end(), name);
+  if (at == header.end()) {
+    return Status::InvalidArgument(path + ": no column '" + name + "' for --label (its columns: " + Columns(header) +
+                                   ")");
+  }
+  return static_cast<size_t>(at - header.begin());
+}
+
+// "xxh64:..." of the file at `path`, read in pieces.
+StatusOr<std::string> HashOfFile(const std::string& path) {
+  ReadOnlyFile file;
+  GRANARY_RETURN_IF_ERROR(file.Open(path));
+  std::unique_ptr<XXH64_state_t, XXH_errorcode (*)(XXH64_state_t*)> state(XXH64_createState(), XXH64_freeState);
+  XXH64_reset(state.get(), 0);
+  std::string piece(1 << 20, '\0');
+  for (uint64_t at = 0; at < file.size_bytes();) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(piece.size(), file.size_bytes() - at));
+    GRANARY_RETURN_IF_ERROR(file.ReadAt(at, n, piece.data()));
+    XXH64_update(state.get(), piece.data(), n);
+    at += n;
+  }
+  return FormatHash(XXH64_digest(state.get()));
+}
+
+}  // namespace
+
+StatusOr<ImageLabels> ImageLabels::Read(const std::string& path, const std::string& label) {
+  ImageLabels labels;
+  labels.path_ = path;
+  size_t columns = 0, id = 0, column = 0;
+  std::map<std::string, std::pair<std::string, uint64_t>> by_id;  // id -> (label as written, line)
+  std::set<std::string> values;
+  const auto on_header = [&](const std::vector<std::string>& header) -> StatusOr<size_t> {
+    columns = header.size();
+    GRANARY_ASSIGN_OR_RETURN(column, LabelColumnOf(path, header, label));
+    id = column == 0 ? 1 : 0;
+    labels.label_column_ = header[column];
+    labels.id_column_ = header[id];
+    return CsvParser::kAllColumns;
+  };
+  const auto on_row = [&](const CsvParser::Row& row, int) -> Status {
+    const std::string where = path + ":" + std::to_string(row.line);
+    if (row.columns != columns) {
+      labels.left_out_.push_back(where);
+      return Status::OK();
+    }
+    const std::string name = TrimCsvField((*row.fields)[id]), value = TrimCsvField((*row.fields)[column]);
+    if (name.empty() || IsMissingCsvValue(value)) {
+      labels.left_out_.push_back(where);
+      return Status::OK();
+    }
+    const auto [at, fresh] = by_id.emplace(name, std::make_pair(value, row.line));
+    if (!fresh && at->second.first != value) {
+      return Status::InvalidArgument(where + ": '" + name + "' is labelled again, '" + value + "' where line " +
+                                     std::to_string(at->second.second) + " says '" + at->second.first + "'");
+    }
+    if (values.insert(value).second && values.size() > kMostLabelValues) {
+      return Status::InvalidArgument(where + ": column '" + labels.label_column_ + "' holds over " +
+                                     std::to_string(kMostLabelValues) + " distinct values: no class labels");
+    }
+    return Status::OK();
+  };
+  GRANARY_RETURN_IF_ERROR(CsvTable::Scan(path, 0, 0, true, on_header, on_row).status());
+  if (by_id.empty()) return Status::InvalidArgument(path + ": no row names an image and its label");
+  GRANARY_RETURN_IF_ERROR(CheckClassLabels(path, labels.label_column_, values, by_id.size(), &labels.notes_));
+  const std::map<std::string, int64_t> classes = ChooseClasses(values, &labels.class_names_);
+  for (const auto& [name, labelled] : by_id) labels.rows_[name] = {classes.at(labelled.first), labelled.second, false};
+  GRANARY_ASSIGN_OR_RETURN(labels.content_hash_, HashOfFile(path));
+  return labels;
+}
+
+int64_t ImageLabels::ClassOf(const std::string& name) {
+  const std::filesystem::path p(name);
+  for (const std::string& key : {name, p.filename().string(), p.stem().string()}) {
+    const auto at = rows_.find(key);
+    if (at == rows_.end()) continue;
+    at->second.used = true;
+    return at->second.label;
+  }
+  return -1;
+}
+
+std::vector<std::string> ImageLabels::Notes() const {
+  std::vector<std::string> notes = {"labels from " + path_ + ": column '" + label_column_ + "' of the image named in '" +
+                                    id_column_ + "' (" + std::to_string(rows_.size()) + " rows, " +
+                                    std::to_string(class_names_.size()) + " classes)"};
+  notes.insert(notes.end(), notes_.begin(), notes_.end());
+  const auto listing = [](const std::vector<std::string>& names) {
+    std::string text;
+    for (size_t i = 0; i < names.size() && i < 5; ++i) text += " " + names[i];
+    return text + (names.size() > 5 ? " ..." : "");
+  };
+  if (!left_out_.empty()) {
+    notes.push_back("left out " + std::to_string(left_out_.size()) + " row(s) of " + path_ +
+                    " without an image name and a label:" + listing(left_out_));
+  }
+  std::vector<std::string> unused;
+  for (const auto& [name, row] : rows_) {
+    if (!row.used) unused.push_back(name);
+  }
+  if (!unused.empty()) {
+    notes.push_back(std::to_string(unused.size()) + " row(s) of " + path_ + " name no image in the folder:" +
+                    listing(unused));
+  }
+  return notes;
+}
+
+}  // namespace granary

@@ -1,0 +1,56 @@
+// A table of labels for a folder of images, as Kaggle ships them (train/ of
+// images beside train_labels.csv: "id,label"), for prep build --labels: each
+// row names an image (its path relative to the folder, its file name, or its
+// file name without the extension, as the table writes it) and its class.
+// Internal to preprocess (preprocess/image_folder_source.cc).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace granary {
+
+class ImageLabels {
+ public:
+  // Reads the table at `path` as prep reads a CSV table (its delimiter from
+  // the header; gzip or zstd too). Its label column is `label` where given,
+  // else the one named like a label (label, target, class, y), else, of two
+  // columns, the second; its id column the first other one. Classes as a CSV
+  // table's labels are (preprocess/class_labels.h: integers by value, else
+  // the sorted names; a regression target refused). InvalidArgument naming
+  // the file: no such column, an id named twice with two labels, no rows.
+  // Rows with another number of fields or no label are left out and noted.
+  static StatusOr<ImageLabels> Read(const std::string& path, const std::string& label);
+
+  // The class of the image `name` (its path relative to the folder), by the
+  // row naming its path, else its file name, else its stem; -1 if none does.
+  // Marks that row used.
+  int64_t ClassOf(const std::string& name);
+  // Notes: which columns were read, rows left out, and rows naming no image
+  // (after every image was looked up).
+  std::vector<std::string> Notes() const;
+
+  const std::string& label_column() const { return label_column_; }
+  const std::vector<std::string>& class_names() const { return class_names_; }
+  // "xxh64:..." of the table's bytes: a build records it, so a table edited
+  // since is a build with other options.
+  const std::string& content_hash() const { return content_hash_; }
+
+ private:
+  struct Row {
+    int64_t label = 0;
+    uint64_t line = 0;
+    bool used = false;
+  };
+  std::string path_, id_column_, label_column_, content_hash_;
+  std::map<std::string, Row> rows_;  // by id as the table writes it
+  std::vector<std::string> class_names_;
+  std::vector<std::string> left_out_;  // "path:line" of rows without 2+ fields or a label
+  std::vector<std::string> notes_;     // what reading the labels found (CheckClassLabels)
+};
+
+}  // namespace granary
