@@ -102,11 +102,9 @@ StatusOr<CsvColumns> CsvColumns::Plan(const std::vector<const CsvTable*>& tables
   for (const std::string& name : drop) {
     const auto at = std::find(header.begin(), header.end(), name);
     if (at == header.end() || static_cast<size_t>(at - header.begin()) == label_column) {
-      std::string columns;
-      for (size_t c = 0; c < header.size() && c < 12; ++c) columns += (c > 0 ? ", '" : "'") + header[c] + "'";
       return Status::InvalidArgument("--drop " + name + ": " +
                                      (at == header.end() ? "no such column in " + first.path() + " (its columns: " +
-                                                               columns + (header.size() > 12 ? ", ...)" : ")")
+                                                               CsvHeaderText(header) + ")"
                                                          : "is the label column"));
     }
     plan.columns_[static_cast<size_t>(at - header.begin())].kind = Kind::kLeftOut;

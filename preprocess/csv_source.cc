@@ -104,14 +104,6 @@ std::string QuotedDelimiter(char delimiter) {
   return delimiter == '\t' ? "tab" : "'" + std::string(1, delimiter) + "'";
 }
 
-// "'a', 'b', ... (N in all)": the header's first columns, for a message.
-std::string HeaderText(const std::vector<std::string>& header) {
-  std::string found;
-  for (size_t c = 0; c < header.size() && c < 12; ++c) found += (c > 0 ? ", '" : "'") + header[c] + "'";
-  if (header.size() > 12) found += ", ... (" + std::to_string(header.size()) + " in all)";
-  return found;
-}
-
 // "; the header is one column holding ';': give --delimiter ';'" where
 // `header` is one column holding a delimiter other than `delimiter`; "" otherwise.
 std::string OneColumnHint(const std::vector<std::string>& header, char delimiter) {
@@ -127,7 +119,7 @@ std::string OneColumnHint(const std::vector<std::string>& header, char delimiter
 
 // "the header's columns: 'a', 'b', ...", or "its columns (--no-header): '1', ...".
 std::string ColumnsText(const std::vector<std::string>& header, const CsvOptions& options) {
-  return (options.header ? "the header's columns: " : "its columns (--no-header): ") + HeaderText(header);
+  return (options.header ? "the header's columns: " : "its columns (--no-header): ") + CsvHeaderText(header);
 }
 
 // "; its first row holds numbers ('5.1', '3.5'): ..." where `header` holds

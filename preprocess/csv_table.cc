@@ -100,6 +100,13 @@ std::string TrimCsvField(const std::string& field) {
   return a == std::string::npos ? "" : field.substr(a, b - a + 1);
 }
 
+std::string CsvHeaderText(const std::vector<std::string>& header) {
+  std::string text;
+  for (size_t c = 0; c < header.size() && c < 12; ++c) text += (c > 0 ? ", '" : "'") + header[c] + "'";
+  if (header.size() > 12) text += ", ... (" + std::to_string(header.size()) + " in all)";
+  return text;
+}
+
 char DetectCsvDelimiter(std::string_view line) {
   size_t counts[4] = {0, 0, 0, 0};
   const char kDelimiters[4] = {',', ';', '\t', '|'};

@@ -69,6 +69,9 @@ class CsvParser {
 // after parsing: a header, a label, a number).
 std::string TrimCsvField(const std::string& field);
 
+// "'a', 'b', ... (N in all)": a header's first columns, for a message.
+std::string CsvHeaderText(const std::vector<std::string>& header);
+
 // The delimiter of a table whose header line is `line` (its start will do,
 // up to its first line end outside quotes): ',' if it holds one, else the
 // one of ';', '\t' and '|' it holds most of (spreadsheets in locales with a

@@ -19,20 +19,13 @@ namespace {
 // At most this many distinct labels (as a CSV table's label column).
 constexpr size_t kMostLabelValues = 100000;
 
-// "'a', 'b', ...": a header's first columns, for a message.
-std::string Columns(const std::vector<std::string>& header) {
-  std::string text;
-  for (size_t c = 0; c < header.size() && c < 12; ++c) text += (c > 0 ? ", '" : "'") + header[c] + "'";
-  return text + (header.size() > 12 ? ", ..." : "");
-}
-
 // The label column of `header` (`given`, else named like a label, else the
 // second of two), or an error naming the table.
 StatusOr<size_t> LabelColumnOf(const std::string& path, const std::vector<std::string>& header,
                                const std::string& given) {
   if (header.size() < 2) {
     return Status::InvalidArgument(path + ": a labels table needs a column naming each image and a label column "
-                                   "(its header: " + Columns(header) + ")");
+                                   "(its header: " + CsvHeaderText(header) + ")");
   }
   std::string name = given;
   if (name.empty()) {
@@ -43,13 +36,13 @@ StatusOr<size_t> LabelColumnOf(const std::string& path, const std::vector<std::s
     }
     if (named.empty() && header.size() > 2) {
       return Status::InvalidArgument(path + ": give --label COLUMN: no column is named label, target, class or y "
-                                     "(its columns: " + Columns(header) + ")");
+                                     "(its columns: " + CsvHeaderText(header) + ")");
     }
     name = named.empty() ? header[1] : named[0];
   }
   const auto at = std::find(header.begin(), header.end(), name);
   if (at == header.end()) {
-    return Status::InvalidArgument(path + ": no column '" + name + "' for --label (its columns: " + Columns(header) +
+    return Status::InvalidArgument(path + ": no column '" + name + "' for --label (its columns: " + CsvHeaderText(header) +
                                    ")");
   }
   return static_cast<size_t>(at - header.begin());
