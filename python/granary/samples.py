@@ -227,3 +227,27 @@ def _warn_of_random_transforms(dataset, split):
                       f"the db stores one draw per sample, which every epoch then reads. Write the samples without "
                       f"their augmentation (e.g. transforms.Resize((H, W))) and augment as they are read "
                       f"(granary.Loader(augment='crop,flip'), or granary.Dataset(transform=...))", stacklevel=3)
+
+
+def _refuse_tables(samples, splits):
+    """Two shapes of tabular data that iterate as something else: a pandas
+    DataFrame gives its column names, and a dict of equally long arrays
+    ({"features": X, "label": y}) would be read as splits named by its keys.
+    Both refused, saying how their rows are written."""
+    rows = "[{'features': x, 'label': y} for x, y in zip(X, y)]"
+    for name, dataset in splits.items():
+        if type(dataset).__module__.split(".")[0] == "pandas" and hasattr(dataset, "columns"):
+            raise InvalidArgumentError(
+                f"split '{name}' is a pandas DataFrame, which iterates over its column names, not its rows: write "
+                f"it as a CSV table for prep (df.to_csv('t.csv', index=False), then prep build t.csv db: text "
+                f"columns one-hot encoded, statistics recorded), or give its rows as samples: "
+                f"X = df[feature_columns].to_numpy(np.float32), y = df['label'].to_numpy(), then {rows}")
+    if not isinstance(samples, dict) or len(samples) < 2:
+        return
+    splits_named = {"train", "val", "validation", "test"}
+    lengths = {len(v) if isinstance(v, np.ndarray) or type(v).__name__ == "Tensor" else None for v in samples.values()}
+    if None not in lengths and len(lengths) == 1 and not set(samples) <= splits_named:
+        raise InvalidArgumentError(
+            f"samples is a dict of {len(samples)} arrays of {lengths.pop()} rows ({', '.join(map(repr, samples))}): "
+            f"a dict's keys name splits ({{'train': samples, 'test': ...}}); columns are written as samples: {rows}")
+

@@ -39,7 +39,7 @@ import numpy as np
 
 from .errors import InvalidArgumentError
 from .paths import os_bytes, os_str
-from .samples import _Batch, _convert, _infer_schema, _label_field, _warn_of_random_transforms
+from .samples import _Batch, _convert, _infer_schema, _label_field, _refuse_tables, _warn_of_random_transforms
 from .write_workers import _write_with_workers
 
 __all__ = ["Writer", "write"]
@@ -413,6 +413,7 @@ def write(db, samples, *, split_of=None, val_fraction=0.0, classes=None, workers
     if split_of is not None and val_fraction:
         raise InvalidArgumentError("give split_of or val_fraction, not both")
     splits = samples if isinstance(samples, dict) else {"train": samples}
+    _refuse_tables(samples, splits)
     if classes is None:
         classes = next((getattr(s, "classes") for s in splits.values() if hasattr(s, "classes")), None)
     # (split, dataset, indices or None for all in order)

@@ -255,6 +255,26 @@ class WriteTest(unittest.TestCase):
         self.assertEqual({float(d[k]["x"][0]) for k in range(len(d))}, {1.0})  # as DataLoader's workers
         self.assertEqual(torch.get_num_threads(), 3)  # the caller's own are left alone
 
+    def test_tables_that_iterate_as_something_else_are_refused_saying_how_to_write_their_rows(self):
+        class DataFrame:  # as pandas' (not installed here): iterating it gives its column names
+            __module__ = "pandas.core.frame"
+            columns = ["a", "label"]
+
+            def __iter__(self):
+                return iter(self.columns)
+        with self.assertRaisesRegex(granary.InvalidArgumentError, r"split 'train' is a pandas DataFrame, which "
+                                    r"iterates over its column names, not its rows: write it as a CSV table"):
+            granary.write(self.path("df.db"), DataFrame())
+        self.assert_no_db(self.path("df.db"))
+        columns = {"features": np.zeros((10, 3), np.float32), "label": np.arange(10) % 2}
+        with self.assertRaisesRegex(granary.InvalidArgumentError, r"samples is a dict of 2 arrays of 10 rows "
+                                    r"\('features', 'label'\): a dict's keys name splits"):
+            granary.write(self.path("columns.db"), columns)
+        self.assert_no_db(self.path("columns.db"))
+        # Splits that are arrays, named as splits, are splits.
+        splits = {"train": np.zeros((10, 3), np.float32), "test": np.ones((10, 3), np.float32)}
+        self.assertEqual(granary.write(self.path("arrays.db"), splits)["splits"], [("train", 10), ("test", 10)])
+
     def test_a_worker_killed_is_named_and_leaves_no_db_nor_process(self):
         # A dataset whose decoder crashes a worker (here: SIGKILL, as the OOM killer sends) ends the write
         # with the samples that were being read, where multiprocessing.Pool would have waited for ever.
