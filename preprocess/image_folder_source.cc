@@ -299,7 +299,6 @@ void AddSplits(const std::string& name, std::vector<ImageItem> items, uint64_t b
 // into `source` (its schema and kind set).
 Status AddLabelledImages(const std::string& dir, const ImageFolderOptions& options, const ImageTransform& transform,
                          Source* source) {
-  GRANARY_ASSIGN_OR_RETURN(ImageLabels labels, ImageLabels::Read(options.labels, options.label_column));
   const fs::path raw(dir);
   std::vector<std::string> hidden, dbs, notes;
   (void)SortedSubdirs(raw, &hidden, &dbs);
@@ -319,6 +318,7 @@ Status AddLabelledImages(const std::string& dir, const ImageFolderOptions& optio
                             (walk.undecoded.empty() ? "" : "; " + UndecodedNote(walk.undecoded)));
   }
   std::sort(found.begin(), found.end());
+  GRANARY_ASSIGN_OR_RETURN(ImageLabels labels, ImageLabels::Read(options.labels, options.label_column, found));
   std::vector<ImageItem> items;
   for (std::string& name : found) {
     const int64_t label = labels.ClassOf(name);

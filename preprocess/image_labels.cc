@@ -19,6 +19,9 @@ namespace {
 // At most this many distinct labels (as a CSV table's label column).
 constexpr size_t kMostLabelValues = 100000;
 
+// Rows whose values choose the column that names the images.
+constexpr size_t kChoosingRows = 1000;
+
 // The label column of `header` (`given`, else named like a label, else the
 // second of two), or an error naming the table.
 StatusOr<size_t> LabelColumnOf(const std::string& path, const std::vector<std::string>& header,
@@ -64,34 +67,56 @@ StatusOr<std::string> HashOfFile(const std::string& path) {
   return FormatHash(XXH64_digest(state.get()));
 }
 
+// The names a row may give the image `name` (its path in the folder) by:
+// that path, its file name, and its file name without the extension.
+std::vector<std::string> KeysOf(const std::string& name) {
+  const std::filesystem::path p(name);
+  return {name, p.filename().string(), p.stem().string()};
+}
+
+// The column of `rows` (line, fields), other than `label`, whose values are
+// the most of `keys`; the number of columns where none is one.
+size_t IdColumnOf(const std::vector<std::pair<uint64_t, std::vector<std::string>>>& rows, size_t label,
+                  const std::set<std::string>& keys) {
+  const size_t columns = rows.empty() ? 0 : rows[0].second.size();
+  size_t best = columns, most = 0;
+  for (size_t c = 0; c < columns; ++c) {
+    if (c == label) continue;
+    size_t named = 0;
+    for (const auto& row : rows) named += keys.count(TrimCsvField(row.second[c]));
+    if (named > most) best = c, most = named;
+  }
+  return best;
+}
+
 }  // namespace
 
-StatusOr<ImageLabels> ImageLabels::Read(const std::string& path, const std::string& label) {
+StatusOr<ImageLabels> ImageLabels::Read(const std::string& path, const std::string& label,
+                                        const std::vector<std::string>& images) {
   ImageLabels labels;
   labels.path_ = path;
-  size_t columns = 0, id = 0, column = 0;
+  std::set<std::string> keys;  // every name a row may give an image by
+  for (const std::string& image : images) {
+    for (std::string& key : KeysOf(image)) keys.insert(std::move(key));
+  }
+  std::vector<std::string> header;
+  size_t id = 0, column = 0;
   std::map<std::string, std::pair<std::string, uint64_t>> by_id;  // id -> (label as written, line)
   std::set<std::string> values;
-  const auto on_header = [&](const std::vector<std::string>& header) -> StatusOr<size_t> {
-    columns = header.size();
+  const auto on_header = [&](const std::vector<std::string>& names) -> StatusOr<size_t> {
+    header = names;
     GRANARY_ASSIGN_OR_RETURN(column, LabelColumnOf(path, header, label));
-    id = column == 0 ? 1 : 0;
     labels.label_column_ = header[column];
-    labels.id_column_ = header[id];
     return CsvParser::kAllColumns;
   };
-  const auto on_row = [&](const CsvParser::Row& row, int) -> Status {
-    const std::string where = path + ":" + std::to_string(row.line);
-    if (row.columns != columns) {
-      labels.left_out_.push_back(where);
-      return Status::OK();
-    }
-    const std::string name = TrimCsvField((*row.fields)[id]), value = TrimCsvField((*row.fields)[column]);
+  const auto add = [&](uint64_t line, const std::vector<std::string>& fields) -> Status {
+    const std::string where = path + ":" + std::to_string(line);
+    const std::string name = TrimCsvField(fields[id]), value = TrimCsvField(fields[column]);
     if (name.empty() || IsMissingCsvValue(value)) {
       labels.left_out_.push_back(where);
       return Status::OK();
     }
-    const auto [at, fresh] = by_id.emplace(name, std::make_pair(value, row.line));
+    const auto [at, fresh] = by_id.emplace(name, std::make_pair(value, line));
     if (!fresh && at->second.first != value) {
       return Status::InvalidArgument(where + ": '" + name + "' is labelled again, '" + value + "' where line " +
                                      std::to_string(at->second.second) + " says '" + at->second.first + "'");
@@ -102,7 +127,34 @@ StatusOr<ImageLabels> ImageLabels::Read(const std::string& path, const std::stri
     }
     return Status::OK();
   };
+  // The id column is the one whose values name the most images in the first rows, which wait for it.
+  std::vector<std::pair<uint64_t, std::vector<std::string>>> first;
+  bool chosen = false;
+  const auto choose = [&]() -> Status {
+    chosen = true;
+    id = IdColumnOf(first, column, keys);
+    if (id == header.size()) {
+      return Status::InvalidArgument(path + ": no column names the folder's images (its columns: " +
+                                     CsvHeaderText(header) + "; first row: " + CsvHeaderText(first[0].second) +
+                                     "; an image: '" + images[0] + "'): a row names an image by its path in the "
+                                     "folder, its file name, or its file name without the extension");
+    }
+    labels.id_column_ = header[id];
+    for (const auto& [line, fields] : first) GRANARY_RETURN_IF_ERROR(add(line, fields));
+    first.clear();
+    return Status::OK();
+  };
+  const auto on_row = [&](const CsvParser::Row& row, int) -> Status {
+    if (row.columns != header.size()) {
+      labels.left_out_.push_back(path + ":" + std::to_string(row.line));
+      return Status::OK();
+    }
+    if (chosen) return add(row.line, *row.fields);
+    first.emplace_back(row.line, *row.fields);
+    return first.size() == kChoosingRows ? choose() : Status::OK();
+  };
   GRANARY_RETURN_IF_ERROR(CsvTable::Scan(path, 0, 0, true, on_header, on_row).status());
+  if (!chosen && !first.empty()) GRANARY_RETURN_IF_ERROR(choose());
   if (by_id.empty()) return Status::InvalidArgument(path + ": no row names an image and its label");
   GRANARY_RETURN_IF_ERROR(CheckClassLabels(path, labels.label_column_, values, by_id.size(), &labels.notes_));
   const std::map<std::string, int64_t> classes = ChooseClasses(values, &labels.class_names_);
@@ -112,8 +164,7 @@ StatusOr<ImageLabels> ImageLabels::Read(const std::string& path, const std::stri
 }
 
 int64_t ImageLabels::ClassOf(const std::string& name) {
-  const std::filesystem::path p(name);
-  for (const std::string& key : {name, p.filename().string(), p.stem().string()}) {
+  for (const std::string& key : KeysOf(name)) {
     const auto at = rows_.find(key);
     if (at == rows_.end()) continue;
     at->second.used = true;

@@ -17,14 +17,18 @@ namespace granary {
 class ImageLabels {
  public:
   // Reads the table at `path` as prep reads a CSV table (its delimiter from
-  // the header; gzip or zstd too). Its label column is `label` where given,
-  // else the one named like a label (label, target, class, y), else, of two
-  // columns, the second; its id column the first other one. Classes as a CSV
-  // table's labels are (preprocess/class_labels.h: integers by value, else
-  // the sorted names; a regression target refused). InvalidArgument naming
-  // the file: no such column, an id named twice with two labels, no rows.
-  // Rows with another number of fields or no label are left out and noted.
-  static StatusOr<ImageLabels> Read(const std::string& path, const std::string& label);
+  // the header; gzip or zstd too), for the folder of `images` (their paths
+  // in it, not empty). Its label column is `label` where given, else the one
+  // named like a label (label, target, class, y), else, of two columns, the
+  // second; its id column the other one whose values name the most of the
+  // images in the first 1,000 rows. Classes as a CSV table's labels are
+  // (preprocess/class_labels.h: integers by value, else the sorted names; a
+  // regression target refused). InvalidArgument naming the file: no such
+  // column, no column naming the images, an id named twice with two labels,
+  // no rows. Rows with another number of fields or no label are left out
+  // and noted.
+  static StatusOr<ImageLabels> Read(const std::string& path, const std::string& label,
+                                    const std::vector<std::string>& images);
 
   // The class of the image `name` (its path relative to the folder), by the
   // row naming its path, else its file name, else its stem; -1 if none does.

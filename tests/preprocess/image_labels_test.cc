@@ -109,6 +109,17 @@ TEST(ImageLabels, TablesThatCannotLabelAreRefusedNamingTheTable) {
     const Status s = OpenImageFolderSource(dir.Sub("train"), Labelled(table)).status();
     EXPECT_NE(s.message().find(message), std::string::npos) << s.ToString();
   }
+  // The column naming the images is found by its values (HAM10000's
+  // metadata: lesion_id,image_id,dx: the images are ISIC_*.jpg).
+  testing::WriteFile(table, "lesion_id,image_id,dx\nHAM_1,a,nv\n");
+  auto ham = OpenImageFolderSource(dir.Sub("train"), Labelled(table, "dx"));
+  ASSERT_TRUE(ham.ok()) << ham.status().ToString();
+  EXPECT_EQ(LabelsOf(ham.value()).at("train a.png"), "0");
+  testing::WriteFile(table, "lesion_id,dx\nHAM_1,nv\n");
+  EXPECT_EQ(OpenImageFolderSource(dir.Sub("train"), Labelled(table)).status().message(),
+            table + ": no column names the folder's images (its columns: 'lesion_id', 'dx'; first row: 'HAM_1', 'nv'; "
+                    "an image: 'a.png'): a row names an image by its path in the folder, its file name, or its file "
+                    "name without the extension");
   testing::WriteFile(table, "file,kind,label\na.png,x,3\n");
   EXPECT_NE(OpenImageFolderSource(dir.Sub("train"), Labelled(table, "nope")).status().message().find(
                 table + ": no column 'nope' for --label (its columns: 'file', 'kind', 'label')"),
