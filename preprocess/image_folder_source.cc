@@ -300,7 +300,7 @@ void AddSplits(const std::string& name, std::vector<ImageItem> items, uint64_t b
 Status AddLabelledImages(const std::string& dir, const ImageFolderOptions& options, const ImageTransform& transform,
                          Source* source) {
   const fs::path raw(dir);
-  std::vector<std::string> hidden, dbs, notes;
+  std::vector<std::string> hidden, dbs;
   (void)SortedSubdirs(raw, &hidden, &dbs);
   Walk walk;
   struct stat st;
