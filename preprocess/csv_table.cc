@@ -153,6 +153,11 @@ StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
     return Status::InvalidArgument(path + ": is UTF-16 (a byte order mark or NUL bytes): prep reads UTF-8 CSV; "
                                    "save it as UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)");
   }
+  if (first.size() > 262 && first.compare(257, 5, "ustar") == 0) {
+    return Status::InvalidArgument(path + ": is a tar archive" + (table->compression_.empty() ? "" : " (" +
+                                   table->compression_ + "-compressed)") + ": prep reads a folder or a table, not an "
+                                   "archive; extract it first (tar xf " + path + ") and build from what it holds");
+  }
   if (text.substr(0, 4) == "PAR1") {
     return Status::InvalidArgument(path + ": is a Parquet file: prep reads CSV text (pandas writes it: "
                                    "pd.read_parquet(...).to_csv(..., index=False))");
@@ -198,6 +203,10 @@ Status CsvTable::Decompress() {
   GRANARY_RETURN_IF_ERROR(file_.ReadAt(0, head, start));
   compression_ = CompressionOf(std::string_view(start, head));
   if (compression_.empty()) return Status::OK();
+  if (compression_ == "zip") {  // Kaggle's downloads: a folder of images or a table inside
+    return Status::InvalidArgument(path_ + ": is a zip archive: prep reads a folder or a table, not an archive; "
+                                   "extract it first (unzip " + path_ + " -d DIR) and build from what it holds");
+  }
   if (compression_ != "gzip" && compression_ != "zstd") {
     return Status::InvalidArgument(path_ + ": is " + compression_ + "-compressed: prep reads CSV text as it is, " +
                                    "gzip or zstd; decompress it first (" + DecompressCommand(compression_, path_) +

@@ -122,6 +122,11 @@ TEST(CompressedInput, CutDamagedOtherCompressionsAndBinaryFilesAreRefusedByName)
       {damaged, "damaged gzip data"},
       {"BZh91AY&SY", "is bzip2-compressed: prep reads CSV text as it is, gzip or zstd; decompress it first (bunzip2 -k"},
       {"PAR1\x15\x04", "is a Parquet file"},
+      {"PK\x03\x04\x14\x00", "is a zip archive: prep reads a folder or a table, not an archive; extract it first "
+                               "(unzip " + dir.Sub("t.csv") + " -d DIR)"},
+      {std::string(257, 'a') + "ustar\x00" + std::string(300, '\0'), "is a tar archive: prep reads a folder or a table"},
+      {Gzip(std::string(257, 'a') + "ustar\x00" + std::string(300, '\0'), dir.Sub("scratch.gz")),
+       "is a tar archive (gzip-compressed): prep reads a folder or a table, not an archive; extract it first (tar xf"},
       {std::string("\x7f" "ELF\x02\x01\x01\0\0\0", 10), "is not a text table (a NUL byte at byte 7)"}};
   for (const auto& [bytes, message] : refused) {
     testing::WriteFile(dir.Sub("t.csv"), bytes);
