@@ -31,8 +31,15 @@ def _names(path):
     order, as torchvision's ImageFolder.classes, and its fields' element names
     (a CSV table's features: its columns)."""
     from . import reader
-    manifest = reader.decode_names(reader.read_manifest(os.path.join(path, "manifest.json")))
-    return list(manifest.get("class_names", [])), dict(manifest.get("element_names", {}))
+    where = os.path.join(path, "manifest.json")
+    manifest = reader.decode_names(reader.read_manifest(where))
+    classes, names = manifest.get("class_names", []), manifest.get("element_names", {})
+    if not (isinstance(classes, list) and all(isinstance(c, str) for c in classes)):
+        raise errors.CorruptionError(f"{where}: class_names: not an array of strings")
+    if not (isinstance(names, dict) and all(isinstance(v, list) and all(isinstance(n, str) for n in v)
+                                            for v in names.values())):
+        raise errors.CorruptionError(f"{where}: element_names: not an object of arrays of strings")
+    return list(classes), dict(names)
 
 
 class _PythonSplit:

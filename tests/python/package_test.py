@@ -424,6 +424,18 @@ class PackageTest(unittest.TestCase):
                 dataset = granary.Dataset(lying, backend=backend)
                 dataset[len(dataset) - 1]
             self.assertIn("the manifest says", str(caught.exception))
+        # Element names that are no names: refused by both readers, as a CorruptionError.
+        names = os.path.join(self.tmp, "names")
+        shutil.copytree(self.dbs["csv"], names)
+        with open(os.path.join(names, "manifest.json")) as f:
+            manifest = json.load(f)
+        manifest["element_names"] = {"features": ["a", 2]}
+        with open(os.path.join(names, "manifest.json"), "w") as f:
+            json.dump(manifest, f)
+        for backend in ("native", "python"):
+            with self.assertRaises(granary.CorruptionError, msg=backend) as caught:
+                granary.Dataset(names, backend=backend)
+            self.assertIn("element_names", str(caught.exception))
 
     def test_a_corrupt_record_is_a_corruption_error_naming_shard_and_key(self):
         db = os.path.join(self.tmp, "corrupt")
