@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -17,12 +16,6 @@ namespace granary {
 namespace {
 
 constexpr size_t kPiece = 1 << 20;
-
-// $TMPDIR, else /tmp.
-std::string TemporaryDirectory() {
-  const char* dir = std::getenv("TMPDIR");
-  return dir != nullptr && *dir != '\0' ? dir : "/tmp";
-}
 
 // An unnamed file in `dir`, open for reading and writing.
 StatusOr<int> UnnamedFile(const std::string& dir) {
@@ -123,8 +116,8 @@ std::string DecompressCommand(const std::string& compression, const std::string&
   return "unzip " + path;
 }
 
-StatusOr<int> DecompressToUnnamedFile(const std::string& path, const std::string& compression) {
-  const std::string dir = TemporaryDirectory();
+StatusOr<int> DecompressToUnnamedFile(const std::string& path, const std::string& compression,
+                                      const std::string& dir) {
   GRANARY_ASSIGN_OR_RETURN(const int fd, UnnamedFile(dir));
   Status done = compression == "gzip"   ? Gunzip(path, fd, dir)
                 : compression == "zstd" ? Unzstd(path, fd, dir)

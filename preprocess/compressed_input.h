@@ -21,11 +21,12 @@ std::string CompressionOf(std::string_view start);
 std::string DecompressCommand(const std::string& compression, const std::string& path);
 
 // Decompresses `path`, a gzip (one or more members) or zstd stream, into an
-// unnamed file in $TMPDIR (else /tmp): O_TMPFILE, or a file removed as soon
-// as it is made, so nothing is left behind whatever ends the process. Returns
-// its descriptor (the caller closes it; the file goes with it), read from its
-// start. Errors name `path` (a damaged or cut stream) or the temporary
-// directory (no room: set TMPDIR).
-StatusOr<int> DecompressToUnnamedFile(const std::string& path, const std::string& compression);
+// unnamed file in `temp_dir` (prep's: $TMPDIR, else /tmp): O_TMPFILE, or a
+// file removed as soon as it is made, so nothing is left behind whatever ends
+// the process. Returns its descriptor (the caller closes it; the file goes
+// with it), read from its start. Errors name `path` (a damaged or cut stream)
+// or `temp_dir` (no room: set TMPDIR).
+StatusOr<int> DecompressToUnnamedFile(const std::string& path, const std::string& compression,
+                                      const std::string& temp_dir);
 
 }  // namespace granary

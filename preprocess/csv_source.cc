@@ -252,7 +252,7 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
     };
     // The other files are read with the first's delimiter, as they have its header.
     const char delimiter = inputs.empty() ? options.delimiter : inputs[0].table->delimiter();
-    GRANARY_ASSIGN_OR_RETURN(input.table, CsvTable::Scan(path, val_fraction, delimiter, options.header, on_header, on_row));
+    GRANARY_ASSIGN_OR_RETURN(input.table, CsvTable::Scan(path, {val_fraction, delimiter, options.header, options.temp_dir}, on_header, on_row));
     inputs.push_back(std::move(input));
   }
   return inputs;
@@ -303,7 +303,7 @@ void NoteWhatWasFound(const std::vector<CsvInput>& inputs, const CsvOptions& opt
       char size[32];
       std::snprintf(size, sizeof(size), "%.1f MB", static_cast<double>(input.table->bytes()) / 1e6);
       info->notes.push_back(input.table->path() + ": " + input.table->compression() + ", read from a " + size +
-                            " decompressed copy in $TMPDIR (else /tmp), which nothing keeps");
+                            " decompressed copy in " + options.temp_dir + " ($TMPDIR), which nothing keeps");
     }
   }
   const char delimiter = inputs[0].table->delimiter();

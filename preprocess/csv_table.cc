@@ -130,18 +130,19 @@ bool CsvTable::HeldOut(double fraction, uint64_t line) {
 }
 
 StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
-    const std::string& path, double val_fraction, char delimiter, bool header,
+    const std::string& path, const CsvScanOptions& options,
     const std::function<StatusOr<size_t>(const std::vector<std::string>& header)>& on_header,
     const std::function<Status(const CsvParser::Row&, int part)>& on_row) {
   auto table = std::make_shared<CsvTable>();
   table->path_ = path;
-  table->val_fraction_ = val_fraction;
+  table->val_fraction_ = options.val_fraction;
+  const bool header = options.header;
   if (Status opened = table->file_.Open(path); !opened.ok()) {
     if (opened.code() != Status::Code::kInvalidArgument) return opened;
     return Status::InvalidArgument(opened.message() + ": prep reads a CSV table twice, streaming it (once for its "
                                    "rows and labels, then as it writes them); save a pipe's table to a file first");
   }
-  GRANARY_RETURN_IF_ERROR(table->Decompress());
+  GRANARY_RETURN_IF_ERROR(table->Decompress(options.temp_dir));
   // The header line, or as much of it as the first 64 KiB hold.
   std::string first(static_cast<size_t>(std::min<uint64_t>(64 << 10, table->bytes())), '\0');
   GRANARY_RETURN_IF_ERROR(table->file_.ReadAt(0, first.size(), first.data()));
@@ -166,7 +167,7 @@ StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
     return Status::InvalidArgument(path + ": is not a text table (a NUL byte at byte " +
                                    std::to_string(nul + (bom ? 3 : 0)) + "): prep reads CSV text");
   }
-  table->delimiter_ = delimiter != 0 ? delimiter : DetectCsvDelimiter(text);
+  table->delimiter_ = options.delimiter != 0 ? options.delimiter : DetectCsvDelimiter(text);
   bool header_seen = false;
   size_t column = CsvParser::kAllColumns;
   const auto data_row = [&](const CsvParser::Row& row, int part) {
@@ -197,7 +198,7 @@ StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
   return std::shared_ptr<const CsvTable>(std::move(table));
 }
 
-Status CsvTable::Decompress() {
+Status CsvTable::Decompress(const std::string& temp_dir) {
   char start[6] = {0, 0, 0, 0, 0, 0};
   const size_t head = static_cast<size_t>(std::min<uint64_t>(sizeof(start), bytes()));
   GRANARY_RETURN_IF_ERROR(file_.ReadAt(0, head, start));
@@ -212,7 +213,7 @@ Status CsvTable::Decompress() {
                                    "gzip or zstd; decompress it first (" + DecompressCommand(compression_, path_) +
                                    ")");
   }
-  GRANARY_ASSIGN_OR_RETURN(const int fd, DecompressToUnnamedFile(path_, compression_));
+  GRANARY_ASSIGN_OR_RETURN(const int fd, DecompressToUnnamedFile(path_, compression_, temp_dir));
   return file_.Adopt(fd, path_);
 }
 

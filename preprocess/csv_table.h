@@ -81,6 +81,14 @@ char DetectCsvDelimiter(std::string_view line);
 // How a delimiter is named in messages and options: ",", ";", "tab", "|".
 std::string CsvDelimiterName(char delimiter);
 
+// How CsvTable::Scan reads a file.
+struct CsvScanOptions {
+  double val_fraction = 0;  // rows HeldOut at it are part 1
+  char delimiter = 0;       // between fields; 0: as DetectCsvDelimiter finds it in the header
+  bool header = true;       // false: the first row is data, its columns named "1", "2", ...
+  std::string temp_dir = "/tmp";  // where a compressed file's decompressed copy is made (prep's $TMPDIR)
+};
+
 // A CSV file's data rows, each in one of two parts (the rows a hash of their
 // line puts in a held-out split, and the others), read back by part and
 // position. Thread-safe after Scan.
@@ -90,18 +98,18 @@ class CsvTable {
   // would otherwise make the rest of a file one row held in memory).
   static constexpr uint64_t kMaxRowBytes = 64 << 20;
 
-  // Reads `path` once, in pieces (a gzip or zstd file decompressed first),
-  // its fields split at `delimiter` (0: as DetectCsvDelimiter finds it in
-  // the header). The header row's fields (trimmed; without a `header` row,
-  // "1", "2", ... for the first row's columns, and that row is data) go to
-  // on_header, which returns the column every data row keeps for on_row
-  // (kNoColumn, or an error that ends the scan). A row is in part 1 where
-  // HeldOut(val_fraction, its line), else part 0. Errors name the file: it
-  // is not a regular file, is UTF-16, compressed otherwise or not text, has
-  // no header or no data rows, a row longer than kMaxRowBytes, an
-  // unterminated quoted field.
+  // Reads `path` once, in pieces (a gzip or zstd file decompressed first,
+  // into options.temp_dir), its fields split at options.delimiter. The
+  // header row's fields (trimmed; without options.header, "1", "2", ... for
+  // the first row's columns, and that row is data) go to on_header, which
+  // returns the column every data row keeps for on_row (kNoColumn, or an
+  // error that ends the scan). A row is in part 1 where
+  // HeldOut(options.val_fraction, its line), else part 0. Errors name the
+  // file: it is not a regular file, is UTF-16, compressed otherwise, an
+  // archive or not text, has no header or no data rows, a row longer than
+  // kMaxRowBytes, an unterminated quoted field.
   static StatusOr<std::shared_ptr<const CsvTable>> Scan(
-      const std::string& path, double val_fraction, char delimiter, bool header,
+      const std::string& path, const CsvScanOptions& options,
       const std::function<StatusOr<size_t>(const std::vector<std::string>& header)>& on_header,
       const std::function<Status(const CsvParser::Row&, int part)>& on_row);
 
@@ -110,7 +118,7 @@ class CsvTable {
 
   const std::string& path() const { return path_; }
   // "gzip" or "zstd" for a compressed file (read from an unnamed decompressed
-  // copy in $TMPDIR, which bytes() measures), else "".
+  // copy in the scan's temp_dir, which bytes() measures), else "".
   const std::string& compression() const { return compression_; }
   char delimiter() const { return delimiter_; }
   uint64_t bytes() const { return file_.size_bytes(); }
@@ -148,9 +156,9 @@ class CsvTable {
   Status ScanRows(uint64_t offset, uint64_t line, const size_t* column,
                   const std::function<Status(const CsvParser::Row&, int part)>& on_row) const;
   int PartOf(uint64_t line) const;
-  // Where file_ is compressed: file_ becomes its decompressed copy.
-  // InvalidArgument for a compression prep does not read.
-  Status Decompress();
+  // Where file_ is compressed: file_ becomes its decompressed copy in
+  // `temp_dir`. InvalidArgument for a compression prep does not read.
+  Status Decompress(const std::string& temp_dir);
   // The block, from the cache or read (Read) by the first thread to ask.
   StatusOr<std::shared_ptr<const Loaded>> Load(size_t block) const;
   Status Read(size_t block, std::shared_ptr<const Loaded>* out) const;

@@ -318,7 +318,7 @@ Status AddLabelledImages(const std::string& dir, const ImageFolderOptions& optio
                             (walk.undecoded.empty() ? "" : "; " + UndecodedNote(walk.undecoded)));
   }
   std::sort(found.begin(), found.end());
-  GRANARY_ASSIGN_OR_RETURN(ImageLabels labels, ImageLabels::Read(options.labels, options.label_column, found));
+  GRANARY_ASSIGN_OR_RETURN(ImageLabels labels, ImageLabels::Read(options.labels, options.label_column, found, options.temp_dir));
   std::vector<ImageItem> items;
   for (std::string& name : found) {
     const int64_t label = labels.ClassOf(name);

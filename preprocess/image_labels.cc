@@ -92,7 +92,7 @@ size_t IdColumnOf(const std::vector<std::pair<uint64_t, std::vector<std::string>
 }  // namespace
 
 StatusOr<ImageLabels> ImageLabels::Read(const std::string& path, const std::string& label,
-                                        const std::vector<std::string>& images) {
+                                        const std::vector<std::string>& images, const std::string& temp_dir) {
   ImageLabels labels;
   labels.path_ = path;
   std::set<std::string> keys;  // every name a row may give an image by
@@ -153,7 +153,7 @@ StatusOr<ImageLabels> ImageLabels::Read(const std::string& path, const std::stri
     first.emplace_back(row.line, *row.fields);
     return first.size() == kChoosingRows ? choose() : Status::OK();
   };
-  GRANARY_RETURN_IF_ERROR(CsvTable::Scan(path, 0, 0, true, on_header, on_row).status());
+  GRANARY_RETURN_IF_ERROR(CsvTable::Scan(path, {0, 0, true, temp_dir}, on_header, on_row).status());
   if (!chosen && !first.empty()) GRANARY_RETURN_IF_ERROR(choose());
   if (by_id.empty()) return Status::InvalidArgument(path + ": no row names an image and its label");
   GRANARY_RETURN_IF_ERROR(CheckClassLabels(path, labels.label_column_, values, by_id.size(), &labels.notes_));

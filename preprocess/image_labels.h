@@ -17,7 +17,7 @@ namespace granary {
 class ImageLabels {
  public:
   // Reads the table at `path` as prep reads a CSV table (its delimiter from
-  // the header; gzip or zstd too), for the folder of `images` (their paths
+  // the header; gzip or zstd too, decompressed into `temp_dir`), for the folder of `images` (their paths
   // in it, not empty). Its label column is `label` where given, else the one
   // named like a label (label, target, class, y), else, of two columns, the
   // second; its id column the other one whose values name the most of the
@@ -28,7 +28,7 @@ class ImageLabels {
   // no rows. Rows with another number of fields or no label are left out
   // and noted.
   static StatusOr<ImageLabels> Read(const std::string& path, const std::string& label,
-                                    const std::vector<std::string>& images);
+                                    const std::vector<std::string>& images, const std::string& temp_dir);
 
   // The class of the image `name` (its path relative to the folder), by the
   // row naming its path, else its file name, else its stem; -1 if none does.

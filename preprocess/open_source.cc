@@ -50,7 +50,7 @@ std::string DetectFormat(const std::string& raw) {
 StatusOr<Source> OpenSource(const RawOptions& o) {
   std::error_code ec;
   if (std::filesystem::is_directory(o.raw, ec) && std::filesystem::is_empty(o.raw, ec)) {
-    return Status::InvalidArgument(o.raw + ": an empty folder (prep reads an IDX folder, an image folder of "
+    return Status::InvalidArgument(o.raw + ": the folder is empty (prep reads an IDX folder, an image folder of "
                                    "<class>/ folders, or a CSV table)");
   }
   std::string format = o.format == "auto" ? DetectFormat(o.raw) : o.format;
@@ -93,6 +93,7 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
     csv.limit = o.limit;
     csv.drop = o.drop;
     csv.header = !o.no_header;
+    csv.temp_dir = o.temp_dir;
     if (o.no_header) recorded["header"] = "no";
     recorded.insert({{"label", o.label}, {"missing", o.missing}, {"val_fraction", std::to_string(o.val_fraction)}});
     source = OpenCsvSource(o.raw, csv);
@@ -114,6 +115,7 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
     images.max_decode_bytes = o.max_image_mb << 20;
     images.labels = o.labels;
     images.label_column = o.label;
+    images.temp_dir = o.temp_dir;
     recorded.insert({{"size", RecordedSize(o.size)},
                      {"channels", std::to_string(o.channels)},
                      {"max_image_mb", std::to_string(o.max_image_mb)},

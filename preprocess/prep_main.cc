@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "base/cli.h"
+#include "base/environment.h"
 #include "base/file.h"
 #include "base/json_text.h"
 #include "preprocess/build.h"
@@ -378,6 +379,9 @@ int main(int argc, char** argv) {
   CLI::App app{"Builds granary dbs from raw datasets (see README.md and docs/FORMAT.md)."};
   app.require_subcommand(1);
   BuildArgs b;
+  // Where a compressed table is decompressed, as other programs choose a temporary directory.
+  b.raw.temp_dir = granary::Environment::OfProcess().Get("TMPDIR", "/tmp");
+  if (b.raw.temp_dir.empty()) b.raw.temp_dir = "/tmp";
   CLI::App* build = app.add_subcommand("build", "build a db from a raw dataset folder");
   AddBuildFlags(build, cores, &b);
   std::string db_path;

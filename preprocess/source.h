@@ -115,6 +115,7 @@ struct ImageFolderOptions {
   // column `label_column` where given.
   std::string labels;
   std::string label_column;
+  std::string temp_dir = "/tmp";  // where a compressed labels table is decompressed (prep's $TMPDIR)
 };
 
 // An image folder as torchvision's ImageFolder reads it: RAW/<class>/**/*.jpg,
@@ -142,6 +143,7 @@ struct CsvOptions {
   uint64_t limit = 0;
   std::vector<std::string> drop;  // columns left out of the features
   bool header = true;             // false: no header row; columns named "1", "2", ... (--no-header)
+  std::string temp_dir = "/tmp";  // where a compressed table is decompressed (prep's $TMPDIR)
 };
 
 // A CSV file (split "train"), or a folder with train.csv and optionally
@@ -181,6 +183,7 @@ struct RawOptions {
   std::vector<std::string> drop;         // csv: columns left out of the features
   bool no_header = false;                // csv: the first row is data; columns named 1..N
   std::string labels;                    // image-folder: a table of each image's label (--labels)
+  std::string temp_dir = "/tmp";         // csv and --labels: where a compressed table is decompressed
   uint64_t limit = 0;                    // N items of each split (0: all): a stratified subset of images and
                                          // CSV rows (preprocess/stratified.h), the first N of IDX files
 };

@@ -4,7 +4,6 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -54,13 +53,6 @@ std::string RowsOf(const Source& source) {
   return rows;
 }
 
-// Sets TMPDIR for the scope of the object.
-class TmpdirFor {
- public:
-  explicit TmpdirFor(const std::string& dir) { setenv("TMPDIR", dir.c_str(), 1); }
-  ~TmpdirFor() { unsetenv("TMPDIR"); }
-};
-
 TEST(CompressedInput, MagicBytesNameTheCompression) {
   EXPECT_EQ(CompressionOf("\x1f\x8b\x08"), "gzip");
   EXPECT_EQ(CompressionOf("\x28\xb5\x2f\xfd\x20"), "zstd");
@@ -73,16 +65,17 @@ TEST(CompressedInput, MagicBytesNameTheCompression) {
 }
 
 // A gzip (of two members, as `cat a.gz b.gz` makes) or zstd table is read as
-// the table itself, from an unnamed copy that leaves nothing in TMPDIR.
+// the table itself, from an unnamed copy that leaves nothing in the
+// temporary directory.
 TEST(CompressedInput, GzipAndZstdTablesAreReadAsTheTableItself) {
   TempDir dir, tmp;
-  const TmpdirFor tmpdir(tmp.path());
   const std::string head = "a,b,label\n1.5,2,0\n";
   const std::string tail = "-3,4e2,1\n7,8,0\n";
   testing::WriteFile(dir.Sub("t.csv"), head + tail);
   testing::WriteFile(dir.Sub("t.csv.gz"), Gzip(head, dir.Sub("a.gz")) + Gzip(tail, dir.Sub("b.gz")));
   testing::WriteFile(dir.Sub("t.csv.zst"), Zstd(head + tail));
   CsvOptions o;
+  o.temp_dir = tmp.path();
   auto plain = OpenCsvSource(dir.Sub("t.csv"), o);
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();
   const std::string expected = RowsOf(plain.value());
@@ -136,8 +129,9 @@ TEST(CompressedInput, CutDamagedOtherCompressionsAndBinaryFilesAreRefusedByName)
   }
   // No room for the copy: the temporary directory is named, with the way out.
   testing::WriteFile(dir.Sub("t.csv"), gz);
-  const TmpdirFor tmpdir(dir.Sub("nonexistent"));
-  auto s = OpenCsvSource(dir.Sub("t.csv"), CsvOptions());
+  CsvOptions no_room;
+  no_room.temp_dir = dir.Sub("nonexistent");
+  auto s = OpenCsvSource(dir.Sub("t.csv"), no_room);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find(dir.Sub("nonexistent") + ": create a temporary file (set TMPDIR"),
             std::string::npos)
@@ -149,7 +143,7 @@ TEST(OpenSource, AnEmptyFolderIsNamedAsOne) {
   TempDir dir;
   RawOptions raw;
   raw.raw = dir.path();
-  EXPECT_EQ(OpenSource(raw).status().message(), dir.path() + ": an empty folder (prep reads an IDX folder, an image "
+  EXPECT_EQ(OpenSource(raw).status().message(), dir.path() + ": the folder is empty (prep reads an IDX folder, an image "
                                                              "folder of <class>/ folders, or a CSV table)");
 }
 

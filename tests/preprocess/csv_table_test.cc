@@ -88,7 +88,7 @@ TEST(CsvTable, RowsReadBackFromBlocksAreTheWholeParsesRows) {
   for (double val_fraction : {0.0, 0.3}) {
     std::vector<ParsedRow> scanned[2];
     auto table = CsvTable::Scan(
-        dir.Sub("t.csv"), val_fraction, 0, true, [](const std::vector<std::string>&) -> StatusOr<size_t> { return 2; },
+        dir.Sub("t.csv"), {val_fraction}, [](const std::vector<std::string>&) -> StatusOr<size_t> { return 2; },
         [&](const CsvParser::Row& r, int part) {
           scanned[part].push_back({r.line, *r.fields});
           return Status::OK();
@@ -123,7 +123,7 @@ TEST(CsvTable, AFileChangedAfterTheScanOrARowTooLongIsNamed) {
   const std::string text = MessyCsv(30000, 3);
   testing::WriteFile(dir.Sub("t.csv"), text);
   auto table = CsvTable::Scan(
-      dir.Sub("t.csv"), 0, 0, true, [](const std::vector<std::string>&) -> StatusOr<size_t> { return CsvParser::kNoColumn; },
+      dir.Sub("t.csv"), {}, [](const std::vector<std::string>&) -> StatusOr<size_t> { return CsvParser::kNoColumn; },
       [](const CsvParser::Row&, int) { return Status::OK(); });
   ASSERT_TRUE(table.ok()) << table.status().ToString();
   std::filesystem::resize_file(dir.Sub("t.csv"), text.size() / 2);
@@ -140,7 +140,7 @@ TEST(CsvTable, AFileChangedAfterTheScanOrARowTooLongIsNamed) {
   testing::WriteFile(dir.Sub("r.csv"), rows);
   const auto when = std::filesystem::last_write_time(dir.Sub("r.csv"));
   auto before = CsvTable::Scan(
-      dir.Sub("r.csv"), 0, 0, true, [](const std::vector<std::string>&) -> StatusOr<size_t> { return 1; },
+      dir.Sub("r.csv"), {}, [](const std::vector<std::string>&) -> StatusOr<size_t> { return 1; },
       [](const CsvParser::Row&, int) { return Status::OK(); });
   ASSERT_TRUE(before.ok()) << before.status().ToString();
   for (size_t i = 7; i < rows.size(); i += 8) rows[i] = ',';  // every second row joins the one before
@@ -153,7 +153,7 @@ TEST(CsvTable, AFileChangedAfterTheScanOrARowTooLongIsNamed) {
   // A pipe cannot be read twice: named, with the way on.
   ASSERT_EQ(::mkfifo(dir.Sub("pipe.csv").c_str(), 0600), 0);
   auto pipe = CsvTable::Scan(
-      dir.Sub("pipe.csv"), 0, 0, true, [](const std::vector<std::string>&) -> StatusOr<size_t> { return 1; },
+      dir.Sub("pipe.csv"), {}, [](const std::vector<std::string>&) -> StatusOr<size_t> { return 1; },
       [](const CsvParser::Row&, int) { return Status::OK(); });
   ASSERT_FALSE(pipe.ok());
   EXPECT_NE(pipe.status().message().find("pipe.csv: is a FIFO, not a regular file: prep reads a CSV table twice"),
@@ -163,7 +163,7 @@ TEST(CsvTable, AFileChangedAfterTheScanOrARowTooLongIsNamed) {
   // One quote left open: the rest of the file would be one row.
   testing::WriteFile(dir.Sub("long.csv"), "a,b\n1,\"" + std::string(CsvTable::kMaxRowBytes + (1 << 20), 'x'));
   auto long_row = CsvTable::Scan(
-      dir.Sub("long.csv"), 0, 0, true, [](const std::vector<std::string>&) -> StatusOr<size_t> { return 1; },
+      dir.Sub("long.csv"), {}, [](const std::vector<std::string>&) -> StatusOr<size_t> { return 1; },
       [](const CsvParser::Row&, int) { return Status::OK(); });
   ASSERT_FALSE(long_row.ok());
   EXPECT_NE(long_row.status().message().find("long.csv: a row longer than 64 MiB"), std::string::npos)
