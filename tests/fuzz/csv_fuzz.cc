@@ -1,7 +1,8 @@
 // libFuzzer target: a CSV table with label column "y", as `prep build` opens
 // it (from a file on /dev/shm), every row produced: a status per row, never a
 // crash (run under ASan/UBSan by tools/fuzz). Bit 0 of the first byte picks
-// the missing-value policy, bit 1 a held-out split, bit 2 a --limit of 3.
+// the missing-value policy, bit 1 a held-out split, bit 2 a --limit of 3,
+// bit 3 a table without a header (--no-header, label column 2).
 // The text parsed in pieces of (first byte >> 3) + 1 bytes must give the
 // rows of one parse of the whole (the streaming reader's invariant).
 #include <unistd.h>
@@ -49,6 +50,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.missing = (data[0] & 1) ? granary::MissingPolicy::kNaN : granary::MissingPolicy::kReject;
   options.val_fraction = (data[0] & 2) ? 0.3 : 0.0;
   options.limit = (data[0] & 4) ? 3 : 0;
+  if (data[0] & 8) {  // --no-header: columns named 1..N, the second the label
+    options.header = false;
+    options.label = "2";
+  }
+  options.temp_dir = "/dev/shm";  // a gzip or zstd table's copy
   auto source = granary::OpenCsvSource(path, options);
   if (source.ok()) {
     for (const auto& split : source->splits) {
