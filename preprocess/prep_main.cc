@@ -296,7 +296,8 @@ void AddBuildFlags(CLI::App* build, int cores, BuildArgs* args) {
   build->add_option("--drop", b.raw.drop,
                     "csv: columns to leave out of the features (comma-separated: an id, free text); a text column "
                     "is otherwise one-hot encoded")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->allow_extra_args(false);  // --drop a,b RAW DB: RAW is no column
   build->add_flag("--no-header", b.raw.no_header,
                   "csv: the first row is data, not column names (columns are then named 1, 2, ...: --label 5)");
   build->add_option("--labels", b.raw.labels,

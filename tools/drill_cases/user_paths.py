@@ -90,8 +90,8 @@ def round4_tables(d, w):
             for i in range(300)))
     d.case("a table with a name column: refused at its line with the --drop that leaves it out",
            [PREP, "build", w("r4t", "people.csv"), w("r4pe.db"), "--label", "Survived"], 1, needle="--drop Name")
-    d.case("--drop Name,Id: text columns one-hot encoded, named in the manifest",
-           [PREP, "build", w("r4t", "people.csv"), w("r4pe.db"), "--label", "Survived", "--drop", "Name,Id",
+    d.case("--drop Name,Id (before RAW and DB): text columns one-hot encoded, named in the manifest",
+           [PREP, "build", "--drop", "Name,Id", w("r4t", "people.csv"), w("r4pe.db"), "--label", "Survived",
             "--missing", "zero", "--no-progress"], 0,
            check=lambda: "" if json.load(open(w("r4pe.db", "manifest.json")))["element_names"]["features"] ==
            ["Sex=f", "Sex=m", "Age", "Embarked=C", "Embarked=Q", "Embarked=S"] else "element names differ")
