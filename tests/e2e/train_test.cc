@@ -168,6 +168,30 @@ TEST_F(EndToEnd, ACsvDbTrainsAnMlpAndEvaluatesOnItsValSplit) {
   EXPECT_NE(r.err.find("[3]"), std::string::npos) << r.err;
 }
 
+// A table as it is downloaded: gzipped, an id column, and a class that a
+// text column decides (one-hot encoded by prep, named in the manifest); the
+// id dropped with --drop given before RAW and DB, as people type it.
+TEST_F(EndToEnd, ADownloadedTableWithTextColumnsTrains) {
+  std::string rows = "id,colour,noise,label\n";
+  const char* colours[] = {"red", "green", "blue"};
+  for (int i = 0; i < 600; ++i) {
+    rows += "p" + std::to_string(i) + "," + colours[i * 7 % 3] + "," + std::to_string(i * 31 % 17) + "," +
+            std::to_string(i * 7 % 3 == 1 ? 1 : 0) + "\n";
+  }
+  testing::WriteFile(dir_.Sub("t.csv"), rows);
+  ASSERT_EQ(RunCommand("gzip " + dir_.Sub("t.csv"), dir_).exit_code, 0);
+  const std::string db = dir_.Sub("db");
+  auto refused = RunCommand(kPrep + " build " + dir_.Sub("t.csv.gz") + " " + db, dir_);
+  EXPECT_NE(refused.err.find("--drop id leaves it out"), std::string::npos) << refused.err;
+  auto prep = RunCommand(kPrep + " build --drop id " + dir_.Sub("t.csv.gz") + " " + db + " --val-fraction 0.2", dir_);
+  ASSERT_EQ(prep.exit_code, 0) << prep.err;
+  auto info = RunCommand(kPrep + " info " + db, dir_);
+  EXPECT_NE(info.out.find("(colour=blue, colour=green, colour=red, noise)"), std::string::npos) << info.out;
+  auto j = TrainJson("--db " + db + " --ranks 2 --epochs 20 --batch-size 32 --lr 0.01", dir_);
+  ASSERT_EQ(j["epochs"].size(), 20u);
+  EXPECT_GT(j["epochs"][19]["test_accuracy"].get<double>(), 0.95) << j["epochs"][19];
+}
+
 // A feature db holding missing values (prep --missing nan): the MLP
 // standardises each feature over the values present and takes a missing one
 // as its mean, and a note names the features; the loss stays finite.
