@@ -68,15 +68,9 @@ constexpr size_t kTemporaryChars = 6;
 // Writes all of `contents` to `fd` and closes it (fsynced first when
 // `sync`); IOError naming `path` otherwise (the descriptor closed too).
 Status WriteAndClose(int fd, const std::string& path, const std::string& contents, bool sync) {
-  for (size_t done = 0; done < contents.size();) {
-    const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : EIO;
-      ::close(fd);
-      return Status::IOError(path, "write", err);
-    }
-    done += static_cast<size_t>(n);
+  if (const int err = WriteAll(fd, contents.data(), contents.size()); err != 0) {
+    ::close(fd);
+    return Status::IOError(path, "write", err);
   }
   if (sync && ::fsync(fd) != 0) {
     const int err = errno;
@@ -247,6 +241,17 @@ Status FlushStdout() {
   // reason FlushStdoutNoting saw then, or none: errno now is another call's.
   if (std::ferror(stdout)) return Status::IOError("stdout", "write", stdout_errno.load());
   return Status::OK();
+}
+
+int WriteAll(int fd, const char* data, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, data, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return w < 0 ? errno : EIO;
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+  return 0;
 }
 
 Status FsyncPath(const std::string& path) {

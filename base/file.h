@@ -69,6 +69,11 @@ Status FlushStdout();
 // FlushStdout, which names it (the stream's error flag keeps no reason).
 void FlushStdoutNoting();
 
+// Writes all of `n` bytes at `data` to `fd`, again after EINTR and short
+// writes (a pipe, a full disk's last bytes); errno of the failure (EIO for a
+// write of nothing), or 0.
+int WriteAll(int fd, const char* data, size_t n);
+
 // fsync of a file or directory (a directory's, after a rename into it).
 Status FsyncPath(const std::string& path);
 

@@ -33,18 +33,11 @@ StatusOr<int> UnnamedFile(const std::string& dir) {
 
 // Writes `bytes` at the end of the unnamed file `fd` in `dir`.
 Status Append(int fd, const std::string& dir, const char* bytes, size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd, bytes, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      return Status::IOError(dir, "write the decompressed table to a temporary file" +
-                                      std::string(errno == ENOSPC ? " (set TMPDIR to a directory with room)" : ""),
-                             errno);
-    }
-    bytes += n;
-    size -= static_cast<size_t>(n);
-  }
-  return Status::OK();
+  const int err = WriteAll(fd, bytes, size);
+  if (err == 0) return Status::OK();
+  return Status::IOError(dir, "write the decompressed table to a temporary file" +
+                                  std::string(err == ENOSPC ? " (set TMPDIR to a directory with room)" : ""),
+                         err);
 }
 
 Status Gunzip(const std::string& path, int out, const std::string& dir) {

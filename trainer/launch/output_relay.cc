@@ -10,23 +10,13 @@
 #include <chrono>
 #include <utility>
 
+#include "base/file.h"
+
 namespace granary {
 namespace {
 
 double NowSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// Writes all of `n` bytes to `fd`; errno of the failure, or 0.
-int WriteAll(int fd, const char* data, size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, data, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return w < 0 ? errno : EIO;
-    data += w;
-    n -= static_cast<size_t>(w);
-  }
-  return 0;
 }
 
 // A line of OpenMPI's boxes: dashes only.
