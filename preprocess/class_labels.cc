@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "preprocess/csv_table.h"
+
 namespace granary {
 
 std::vector<std::string> ColumnsNamedLikeALabel(const std::vector<std::string>& header) {
@@ -80,11 +82,9 @@ Status CheckClassLabels(const std::string& path, const std::string& label, const
                         uint64_t labelled, std::vector<std::string>* notes) {
   std::vector<std::string> fractions;
   for (const std::string& v : values) {
-    char* end = nullptr;
-    const double x = std::strtod(v.c_str(), &end);
+    double x = 0;
     int64_t integral = 0;
-    const bool decimal = !v.empty() && v.find_first_of("xXpP") == std::string::npos;
-    if (!decimal || end != v.c_str() + v.size() || !std::isfinite(x)) return Status::OK();  // text: class names
+    if (!ParseDecimal(v, &x) || !std::isfinite(x)) return Status::OK();  // text: class names
     if (!IntegralLabel(v, &integral) && fractions.size() < 3) fractions.push_back(v);
   }
   if (!fractions.empty()) {

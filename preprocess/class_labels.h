@@ -4,6 +4,7 @@
 // Internal to preprocess.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -13,6 +14,10 @@
 #include "base/status.h"
 
 namespace granary {
+
+// At most this many distinct label values: a column with more is no class
+// label (a float target, an id), and its distinct values would fill memory.
+inline constexpr size_t kMaxLabelValues = 100000;
 
 // The columns of `header` named like a label, compared without case: those
 // named label(s), else target(s), else class, else y ("x,y,target" is

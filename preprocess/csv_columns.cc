@@ -18,10 +18,8 @@ constexpr uint64_t kSampledRows = 1000;
 // for inf, nan and values beyond float32's range (1e39 would be stored as
 // inf, which "inf" itself is refused as).
 bool ParseNumber(const std::string& v, double* out) {
-  if (v.empty() || v.find_first_of("xXpP") != std::string::npos) return false;
-  char* end = nullptr;
-  *out = std::strtod(v.c_str(), &end);  // underflow gives 0 or a denormal, as float32 would
-  return end == v.c_str() + v.size() && std::isfinite(*out) && std::fabs(*out) <= std::numeric_limits<float>::max();
+  // Underflow gives 0 or a denormal, as float32 would.
+  return ParseDecimal(v, out) && std::isfinite(*out) && std::fabs(*out) <= std::numeric_limits<float>::max();
 }
 
 // `v` with its one comma read as a decimal point ("1,5" -> "1.5"), for a

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -95,10 +94,6 @@ struct CsvInput {
   uint64_t unlabelled[2] = {0, 0};
 };
 
-// At most this many distinct label values: a column with more is no class
-// label (a float target, an id), and its distinct values would fill memory.
-constexpr size_t kMaxLabelValues = 100000;
-
 // A delimiter as a message (and the shell) writes it: ';' or tab.
 std::string QuotedDelimiter(char delimiter) {
   return delimiter == '\t' ? "tab" : "'" + std::string(1, delimiter) + "'";
@@ -129,9 +124,8 @@ std::string NoHeaderHint(const std::vector<std::string>& header) {
   std::string numbers;
   int shown = 0;
   for (const std::string& h : header) {
-    char* end = nullptr;
-    (void)std::strtod(h.c_str(), &end);
-    if (!h.empty() && end == h.c_str() + h.size() && h.find_first_of("xXpP") == std::string::npos && shown++ < 2) {
+    double x = 0;
+    if (ParseDecimal(h, &x) && shown++ < 2) {
       numbers += (numbers.empty() ? "'" : ", '") + h + "'";
     }
   }
@@ -197,7 +191,7 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
   std::vector<std::pair<std::string, std::string>> files;  // (split, path)
   if (fs::is_directory(raw, ec)) {
     for (const char* name : {"train", "val", "test"}) {
-      for (const char* extension : {".csv", ".csv.gz", ".csv.zst"}) {  // the first there, uncompressed first
+      for (const char* extension : kCsvFolderExtensions) {
         const fs::path p = fs::path(raw) / (std::string(name) + extension);
         if (fs::is_regular_file(p, ec)) {
           files.emplace_back(name, p.string());

@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "preprocess/compressed_input.h"
 
@@ -98,6 +99,13 @@ Status CsvParser::End(const std::string& origin, const std::function<Status(cons
 std::string TrimCsvField(const std::string& field) {
   const size_t a = field.find_first_not_of(" \t"), b = field.find_last_not_of(" \t");
   return a == std::string::npos ? "" : field.substr(a, b - a + 1);
+}
+
+bool ParseDecimal(const std::string& v, double* x) {
+  if (v.empty() || v.find_first_of("xXpP") != std::string::npos) return false;
+  char* end = nullptr;
+  *x = std::strtod(v.c_str(), &end);
+  return end == v.c_str() + v.size();
 }
 
 std::string CsvHeaderText(const std::vector<std::string>& header) {

@@ -69,6 +69,15 @@ class CsvParser {
 // after parsing: a header, a label, a number).
 std::string TrimCsvField(const std::string& field);
 
+// How a folder's tables are named after their split (train.csv, ...),
+// the uncompressed first: the first there is read.
+inline constexpr const char* kCsvFolderExtensions[] = {".csv", ".csv.gz", ".csv.zst"};
+
+// `v` as a whole decimal or scientific number, as strtod reads one but not
+// hexadecimal ("0x1b"), into *x; false if it is empty or anything is left
+// over. inf and nan are read: a caller that takes only finite values checks.
+bool ParseDecimal(const std::string& v, double* x);
+
 // "'a', 'b', ... (N in all)": a header's first columns, for a message.
 std::string CsvHeaderText(const std::vector<std::string>& header);
 

@@ -16,9 +16,6 @@
 namespace granary {
 namespace {
 
-// At most this many distinct labels (as a CSV table's label column).
-constexpr size_t kMostLabelValues = 100000;
-
 // Rows whose values choose the column that names the images.
 constexpr size_t kChoosingRows = 1000;
 
@@ -121,9 +118,9 @@ StatusOr<ImageLabels> ImageLabels::Read(const std::string& path, const std::stri
       return Status::InvalidArgument(where + ": '" + name + "' is labelled again, '" + value + "' where line " +
                                      std::to_string(at->second.second) + " says '" + at->second.first + "'");
     }
-    if (values.insert(value).second && values.size() > kMostLabelValues) {
+    if (values.insert(value).second && values.size() > kMaxLabelValues) {
       return Status::InvalidArgument(where + ": column '" + labels.label_column_ + "' holds over " +
-                                     std::to_string(kMostLabelValues) + " distinct values: no class labels");
+                                     std::to_string(kMaxLabelValues) + " distinct values: no class labels");
     }
     return Status::OK();
   };

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "preprocess/csv_table.h"
 #include "preprocess/folder_layout.h"
 #include "preprocess/source.h"
 
@@ -33,8 +34,8 @@ std::string DetectFormat(const std::string& raw) {
   std::error_code ec;
   // A file is a table (a.csv, A.CSV, data.txt: the CSV reader says what it finds); a folder with train.csv too.
   if (fs::is_regular_file(raw, ec)) return "csv";
-  for (const char* table : {"train.csv", "train.csv.gz", "train.csv.zst"}) {
-    if (fs::is_regular_file(fs::path(raw) / table, ec)) return "csv";
+  for (const char* extension : kCsvFolderExtensions) {
+    if (fs::is_regular_file(fs::path(raw) / (std::string("train") + extension), ec)) return "csv";
   }
   // A folder of folders, or of images alone (the image folder source says what it lacks), is an image folder.
   bool has_dirs = false, has_images = false;
