@@ -27,9 +27,9 @@ def _batch_fields(path, input_field, target_field):
 
 
 def _names(path):
-    """(classes, element_names) of the db at `path`: its class names in label
-    order, as torchvision's ImageFolder.classes, and its fields' element names
-    (a CSV table's features: its columns)."""
+    """(classes, class_to_idx, element_names) of the db at `path`: its class
+    names in label order and their indices, as torchvision's ImageFolder gives
+    them, and its fields' element names (a CSV table's features: its columns)."""
     from . import reader
     where = os.path.join(path, "manifest.json")
     manifest = reader.decode_names(reader.read_manifest(where))
@@ -39,7 +39,7 @@ def _names(path):
     if not (isinstance(names, dict) and all(isinstance(v, list) and all(isinstance(n, str) for n in v)
                                             for v in names.values())):
         raise errors.CorruptionError(f"{where}: element_names: not an object of arrays of strings")
-    return list(classes), dict(names)
+    return list(classes), {name: i for i, name in enumerate(classes)}, dict(names)
 
 
 class _PythonSplit:
@@ -98,8 +98,7 @@ class Dataset(torch.utils.data.Dataset):
                 if name not in self.fields:
                     raise errors.NotFoundError(f"{self.path}: {role} '{name}': no such field "
                                                f"(fields: {', '.join(self.fields)})")
-        self.classes, self.element_names = _names(self.path)
-        self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
+        self.classes, self.class_to_idx, self.element_names = _names(self.path)
         self._handle, self._pid = handle, os.getpid()
 
     def _open(self):
@@ -248,8 +247,7 @@ class Loader:
                       os.fsencode(target_field or ""))
         self._made = (os.getpid(), _native.Loader(*self._args))  # bad options fail here
         self.content_hash = self._made[1].content_hash
-        self.classes, self.element_names = _names(self.path)
-        self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
+        self.classes, self.class_to_idx, self.element_names = _names(self.path)
         self._epoch = 0
         self._iterations = 0  # iterators made: only the newest may take batches
         self._position = 0  # where the next iteration starts (load_state_dict)
