@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "preprocess/cifar.h"
 #include "preprocess/csv_table.h"
 #include "preprocess/folder_layout.h"
 #include "preprocess/source.h"
@@ -21,6 +22,29 @@ bool ParseSize(const std::string& text, int* width, int* height) {
   return true;
 }
 
+// What a folder holding a single folder holds there, where it is a dataset
+// another format reads ("an IDX dataset"); "" if not: a download extracted
+// into a folder of its own (raw/cifar-10-batches-bin/).
+std::string DatasetInside(const std::string& raw, std::string* inner) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<fs::path> folders;
+  for (const auto& e : fs::directory_iterator(raw, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name[0] != '.' && e.is_directory(ec)) folders.push_back(e.path());
+  }
+  if (folders.size() != 1) return "";
+  *inner = folders[0].string();
+  for (const auto& e : fs::directory_iterator(*inner, ec)) {
+    if (e.path().filename().string().find("-ubyte") != std::string::npos) return "an IDX dataset";
+  }
+  if (LooksLikeCifar(*inner)) return "a CIFAR dataset";
+  for (const char* extension : kCsvFolderExtensions) {
+    if (fs::is_regular_file(fs::path(*inner) / (std::string("train") + extension), ec)) return "a CSV dataset";
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string RecordedSize(const std::string& size) {
@@ -37,6 +61,7 @@ std::string DetectFormat(const std::string& raw) {
   for (const char* extension : kCsvFolderExtensions) {
     if (fs::is_regular_file(fs::path(raw) / (std::string("train") + extension), ec)) return "csv";
   }
+  if (LooksLikeCifar(raw)) return "cifar";
   // A folder of folders, or of images alone (the image folder source says what it lacks), is an image folder.
   bool has_dirs = false, has_images = false;
   for (const auto& e : fs::directory_iterator(raw, ec)) {
@@ -51,8 +76,8 @@ std::string DetectFormat(const std::string& raw) {
 StatusOr<Source> OpenSource(const RawOptions& o) {
   std::error_code ec;
   if (std::filesystem::is_directory(o.raw, ec) && std::filesystem::is_empty(o.raw, ec)) {
-    return Status::InvalidArgument(o.raw + ": the folder is empty (prep reads an IDX folder, an image folder of "
-                                   "<class>/ folders, or a CSV table)");
+    return Status::InvalidArgument(o.raw + ": the folder is empty (prep reads an IDX folder, a CIFAR folder, an "
+                                   "image folder of <class>/ folders, or a CSV table)");
   }
   std::string format = o.format == "auto" ? DetectFormat(o.raw) : o.format;
   if (format == "images") format = "image-folder";
@@ -65,12 +90,22 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
     return Status::InvalidArgument("--label " + o.label + ": names a column of a CSV table or of --labels' table; an "
                                    "image folder's labels are its class folders");
   }
-  StatusOr<Source> source = Status::InvalidArgument("--format " + o.format + ": expected auto, idx, image-folder or csv");
+  if (!o.label.empty() && format == "idx") {
+    return Status::InvalidArgument("--label " + o.label + ": names a column of a CSV table (or picks CIFAR-100's "
+                                   "fine or coarse label); an IDX dataset's labels are its labels files");
+  }
+  StatusOr<Source> source = Status::InvalidArgument("--format " + o.format + ": expected auto, idx, cifar, image-folder or csv");
   if (format == "idx") {
     IdxSourceOptions idx;
     idx.limit = o.limit;
     idx.class_names = o.class_names;
     source = OpenIdxSource(o.raw, idx);
+  } else if (format == "cifar") {
+    CifarSourceOptions cifar;
+    cifar.limit = o.limit;
+    cifar.label = o.label;
+    cifar.class_names = o.class_names;
+    source = OpenCifarSource(o.raw, cifar);
   } else if (format == "csv") {
     CsvOptions csv;
     csv.label = o.label;
@@ -122,6 +157,13 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
                      {"max_image_mb", std::to_string(o.max_image_mb)},
                      {"val_fraction", std::to_string(o.val_fraction)}});
     source = OpenImageFolderSource(o.raw, images);
+  }
+  std::string inner;
+  if (!source.ok() && o.format == "auto" && format == "image-folder") {
+    if (const std::string what = DatasetInside(o.raw, &inner); !what.empty()) {
+      return Status::InvalidArgument(source.status().message() + "; its one folder, " + inner + ", holds " + what +
+                                     ": build from that (prep build " + inner + " DB)");
+    }
   }
   if (!source.ok()) return source;
   for (auto it = recorded.begin(); it != recorded.end();) {

@@ -278,16 +278,18 @@ granary::Status CheckOutputs(bool building, const BuildArgs& b, const std::strin
 // `prep build`'s arguments and flags, each bounded before any work starts.
 void AddBuildFlags(CLI::App* build, int cores, BuildArgs* args) {
   BuildArgs& b = *args;
-  build->add_option("raw", b.raw.raw, "raw dataset: IDX folder (train-images-idx3-ubyte[.gz], ...), image folder "
+  build->add_option("raw", b.raw.raw, "raw dataset: IDX folder (train-images-idx3-ubyte[.gz], ...), CIFAR-10/100 "
+                                      "binary folder (data_batch_1.bin, ... or train.bin, test.bin), image folder "
                                       "(<class>/*.jpg|png, or train/<class>/... and val|test/<class>/...), or CSV "
                                       "(a .csv file, or a folder with train.csv [+ val.csv, test.csv]; gzip or zstd too: .csv.gz, .csv.zst)")
       ->required();
   build->add_option("db", b.db, "db directory to create")->required();
-  build->add_option("--format", b.raw.format, "raw format: auto, idx, image-folder (or images) or csv")
+  build->add_option("--format", b.raw.format, "raw format: auto, idx, cifar, image-folder (or images) or csv")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "idx", "image-folder", "images", "csv"}));
+      ->check(CLI::IsMember({"auto", "idx", "cifar", "image-folder", "images", "csv"}));
   build->add_option("--label", b.raw.label,
-                    "csv (and --labels' table): the label column (default: the one named label, target, y or class)");
+                    "csv (and --labels' table): the label column (default: the one named label, target, y or class); "
+                    "CIFAR-100: fine (default) or coarse");
   build->add_option("--delimiter", b.raw.delimiter, "csv: between fields: auto (from the header), ',', ';', tab or '|'")
       ->capture_default_str();
   build->add_option("--missing", b.raw.missing, "csv: a missing value rejects the row, or becomes nan or zero")

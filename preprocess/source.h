@@ -167,17 +167,30 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
 // and "label" (int64). Errors name the file and what is wrong with it.
 StatusOr<Source> OpenIdxSource(const std::string& dir, const IdxSourceOptions& options);
 
+struct CifarSourceOptions {
+  uint64_t limit = 0;                    // the first `limit` items of each split (0: all)
+  std::string label;                     // CIFAR-100: "fine" (or "") or "coarse"
+  std::vector<std::string> class_names;  // overrides the names file's
+};
+
+// A CIFAR-10 or CIFAR-100 folder in the binary version (preprocess/cifar.h):
+// fields "image" (uint8 [3, 32, 32], CHW) and "label" (int64); splits train
+// and test. A record whose label is out of range is rejected by name
+// ("data_batch_3.bin[17]"). Errors name the file and what is wrong with it.
+StatusOr<Source> OpenCifarSource(const std::string& dir, const CifarSourceOptions& options);
+
 // How to read a raw dataset whatever its kind: `prep build`'s input options.
 struct RawOptions {
   std::string raw;
-  std::string format = "auto";  // auto, idx, image-folder (or images), csv
-  std::vector<std::string> class_names;  // idx: overrides "0".."N-1"
+  std::string format = "auto";  // auto, idx, cifar, image-folder (or images), csv
+  std::vector<std::string> class_names;  // idx, cifar: overrides "0".."N-1" (or CIFAR's names file)
   std::string size = "64";               // image-folder: "S" or "WxH"
   int channels = 3;                      // image-folder: 1 or 3
   uint64_t max_image_mb = kDefaultMaxDecodeBytes >> 20;  // image-folder: most memory one decode may take
   std::string layout = "auto";           // image-folder: auto, classes or splits
   double val_fraction = 0;               // image-folder and csv
-  std::string label;                     // csv, and images' --labels table ("": the column named like a label)
+  std::string label;                     // csv, and images' --labels table ("": the column named like a label);
+                                         // CIFAR-100: fine or coarse
   std::string delimiter = "auto";        // csv: auto, ",", ";", "tab" (or "\t") or "|"
   std::string missing = "reject";        // csv: reject, nan or zero
   std::vector<std::string> drop;         // csv: columns left out of the features
@@ -189,7 +202,8 @@ struct RawOptions {
 };
 
 // "auto" detection: a .csv file or a folder with train.csv is "csv", a folder
-// with IDX files "idx", a folder with sub-folders "image-folder", else "idx".
+// with IDX files "idx", one with CIFAR's files "cifar", a folder with
+// sub-folders "image-folder", else "idx".
 std::string DetectFormat(const std::string& raw);
 
 // --size as a build records it: "64" for 64 or 64x64, "96x64" for 96x64 or

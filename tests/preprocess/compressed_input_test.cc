@@ -143,8 +143,9 @@ TEST(OpenSource, AnEmptyFolderIsNamedAsOne) {
   TempDir dir;
   RawOptions raw;
   raw.raw = dir.path();
-  EXPECT_EQ(OpenSource(raw).status().message(), dir.path() + ": the folder is empty (prep reads an IDX folder, an image "
-                                                             "folder of <class>/ folders, or a CSV table)");
+  EXPECT_EQ(OpenSource(raw).status().message(), dir.path() + ": the folder is empty (prep reads an IDX folder, a CIFAR "
+                                                             "folder, an image folder of <class>/ folders, or a CSV "
+                                                             "table)");
 }
 
 }  // namespace

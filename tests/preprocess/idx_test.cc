@@ -150,6 +150,22 @@ TEST(IdxSource, LabelCountMustMatchImageCount) {
   EXPECT_NE(source.status().message().find("3 labels for 4 images"), std::string::npos);
 }
 
+// --label names a CSV column (or CIFAR-100's label); given for IDX files it
+// was ignored without a word.
+TEST(IdxSource, ALabelFlagIsRefusedNotIgnored) {
+  TempDir dir;
+  testing::WriteFile(dir.Sub("train-images-idx3-ubyte"), ImagesIdx(4, 2, 2));
+  testing::WriteFile(dir.Sub("train-labels-idx1-ubyte"), LabelsIdx(4));
+  RawOptions options;
+  options.raw = dir.path();
+  EXPECT_TRUE(OpenSource(options).ok());
+  options.label = "label";
+  StatusOr<Source> source = OpenSource(options);
+  ASSERT_FALSE(source.ok());
+  EXPECT_NE(source.status().message().find("--label label: names a column of a CSV table"), std::string::npos)
+      << source.status().ToString();
+}
+
 // One stray label of 200 among 0..9 makes 201 classes: said in a note.
 TEST(IdxSource, AStrayLabelIsNoted) {
   TempDir dir;

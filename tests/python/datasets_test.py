@@ -1,0 +1,110 @@
+#!/usr/bin/python3
+"""Well-known datasets as they are downloaded, through prep and through
+torchvision + granary.write: CIFAR-10's binary version built by prep holds
+the samples torchvision reads from its Python version, which prep refuses
+with a command that writes it; that command runs as printed; a CIFAR db
+trains with no flags.
+
+    GRANARY_BUILD=build /usr/bin/python3 tests/python/datasets_test.py
+"""
+import json
+import os
+import pickle
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.abspath(os.environ.get("GRANARY_BUILD", os.path.join(ROOT, "build")))
+sys.path.insert(0, os.path.join(BUILD, "python"))
+import granary  # noqa: E402
+
+PREP = os.path.join(BUILD, "preprocess/prep")
+TRAIN = os.path.join(BUILD, "trainer/train")
+CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+
+# torchvision checks the MD5 of CIFAR's real files; these are made up.
+NO_MD5_CHECK = """
+import torchvision.datasets.cifar as cifar
+cifar.check_integrity = lambda *args, **kwargs: True
+cifar.CIFAR10._check_integrity = lambda self: True
+"""
+
+
+def run(*args, check=True, **kwargs):
+    done = subprocess.run([str(a) for a in args], capture_output=True, text=True, **kwargs)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, args))} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return done
+
+
+def write_cifar10(root, per_batch, seed=0):
+    """The same made-up CIFAR-10 in both versions: root/cifar-10-batches-py
+    (pickles of str keys, as torchvision loads them) and
+    root/cifar-10-batches-bin (records of a label byte and CHW pixels)."""
+    rng = np.random.default_rng(seed)
+    py, binary = os.path.join(root, "cifar-10-batches-py"), os.path.join(root, "cifar-10-batches-bin")
+    os.makedirs(py)
+    os.makedirs(binary)
+    for name in [f"data_batch_{k}" for k in range(1, 6)] + ["test_batch"]:
+        labels = rng.integers(0, 10, per_batch)
+        # Each class a colour of its own, so a model can learn it; noise besides.
+        data = (labels[:, None] * 25 + rng.integers(0, 8, (per_batch, 3072))).astype(np.uint8)
+        with open(os.path.join(py, name), "wb") as f:
+            pickle.dump({"batch_label": name, "labels": [int(x) for x in labels], "data": data}, f)
+        np.concatenate([labels.astype(np.uint8)[:, None], data], axis=1).tofile(os.path.join(binary, name + ".bin"))
+    with open(os.path.join(py, "batches.meta"), "wb") as f:
+        pickle.dump({"label_names": CLASSES}, f)
+    with open(os.path.join(binary, "batches.meta.txt"), "w") as f:
+        f.write("\n".join(CLASSES) + "\n\n")  # CIFAR's own file ends in blank lines
+    return py, binary
+
+
+class CifarTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="granary-datasets-test-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_the_python_versions_command_writes_the_samples_of_the_binary_version(self):
+        py, binary = write_cifar10(self.tmp, 30)
+        bin_db, py_db = os.path.join(self.tmp, "bin.db"), os.path.join(self.tmp, "py.db")
+        run(PREP, "build", binary, bin_db, "--no-progress")
+        refused = run(PREP, "build", py, py_db, check=False, cwd=self.tmp)
+        self.assertEqual(refused.returncode, 1)
+        self.assertIn("holds CIFAR-10 as Python pickles", refused.stderr)
+        self.assertFalse(os.path.exists(py_db))
+        # The command as printed, DB replaced, in a Python that skips torchvision's MD5 check.
+        command = re.search(r'python3 -c "(.*?)"$', refused.stderr.strip()).group(1).replace("'DB'", repr(py_db))
+        with open(os.path.join(self.tmp, "sitecustomize.py"), "w") as f:
+            f.write(NO_MD5_CHECK)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([self.tmp, os.path.join(BUILD, "python")]))
+        run("/usr/bin/python3", "-c", command, cwd=self.tmp, env=env)
+        ours, theirs = granary.describe(bin_db), granary.describe(py_db)
+        self.assertEqual(ours["classes"], CLASSES)
+        self.assertEqual(theirs["classes"], CLASSES)
+        for split, count in (("train", 150), ("test", 30)):
+            a, b = granary.Dataset(bin_db, split=split), granary.Dataset(py_db, split=split)
+            self.assertEqual((len(a), len(b)), (count, count))
+            for i in range(count):
+                x, y = a[i], b[i]  # prep's CHW beside granary.write's HWC (a PIL image's layout)
+                self.assertTrue(np.array_equal(x["image"].numpy(), y["input"].permute(2, 0, 1).numpy()), (split, i))
+                self.assertEqual(int(x["label"]), int(y["target"]), (split, i))
+
+    def test_a_cifar_db_trains_with_no_flags(self):
+        _, binary = write_cifar10(self.tmp, 100)
+        db = os.path.join(self.tmp, "db")
+        run(PREP, "build", binary, db, "--no-progress")
+        report = json.loads(run(TRAIN, "--db", db, "--epochs", "6", "--batch-size", "32", "--json").stdout)
+        self.assertEqual(report["config"]["data"]["eval_split"], "test")
+        self.assertGreater(report["epochs"][-1]["test_accuracy"], 0.8)
+
+
+if __name__ == "__main__":
+    unittest.main()
