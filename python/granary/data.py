@@ -168,6 +168,30 @@ def _normalization(normalize):
     return mean, std
 
 
+def _check_unit_range(path, split, field, normalize):
+    """normalize=True (ImageNet's mean and std, for values in [0, 1]) of a
+    float field whose recorded values lie outside [0, 1]: images written
+    after ToTensor() and Normalize(), which it would normalise a second time
+    (a silent wrong input). Refused, naming the values; uint8 fields (scaled
+    to [0, 1] first) and dbs without statistics are not checked."""
+    if normalize is not True:
+        return
+    from . import reader
+    manifest = reader.read_manifest(os.path.join(path, "manifest.json"))
+    stats = ((manifest.get("statistics") or {}).get(split) or {}).get(field)
+    if not isinstance(stats, dict) or not isinstance(stats.get("min"), list) or not isinstance(stats.get("max"), list):
+        return
+    values = [v for v in stats["min"] + stats["max"] if isinstance(v, (int, float)) and math.isfinite(v)]
+    if not values:
+        return
+    low, high = min(values), max(values)
+    if low < -0.01 or high > 1.01:
+        raise errors.InvalidArgumentError(
+            f"normalize=True: field '{field}' of split '{split}' holds float values from {low:.3g} to {high:.3g}, "
+            f"not images in [0, 1]: normalised already when written (Normalize() in the transform)? "
+            f"normalize=False reads them as they are; normalize=(mean, std) gives the statistics to use")
+
+
 def _superseded():
     return errors.FailedPreconditionError(
         "granary.Loader: another iterator over this Loader was started; a Loader gives one stream of batches, "
@@ -218,8 +242,9 @@ class Loader:
 
     augment: comma list of "flip", "crop" (pad 4, random crop), "rrc" (random
     resized crop). normalize: False (values / 255 only), True (ImageNet's mean
-    and std for RGB, 0.5 / 0.5 for gray), or (mean, std), each a number or one
-    per channel. shuffle: "full", "block" or "none". input_field and
+    and std for RGB, 0.5 / 0.5 for gray; refused for float images whose
+    recorded values lie outside [0, 1]: normalised when written), or (mean,
+    std), each a number or one per channel. shuffle: "full", "block" or "none". input_field and
     target_field: the fields batched (default: as `train` picks them, see
     granary.describe). classes, class_to_idx and element_names as Dataset's.
     """
@@ -248,6 +273,8 @@ class Loader:
         self._made = (os.getpid(), _native.Loader(*self._args))  # bad options fail here
         self.content_hash = self._made[1].content_hash
         self.classes, self.class_to_idx, self.element_names = _names(self.path)
+        if normalize is True:
+            _check_unit_range(self.path, split, _batch_fields(self.path, input_field, target_field)[0], normalize)
         self._epoch = 0
         self._iterations = 0  # iterators made: only the newest may take batches
         self._position = 0  # where the next iteration starts (load_state_dict)

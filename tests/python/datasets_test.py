@@ -3,7 +3,8 @@
 torchvision + granary.write: CIFAR-10's binary version built by prep holds
 the samples torchvision reads from its Python version, which prep refuses
 with a command that writes it; that command runs as printed; a CIFAR db
-trains with no flags.
+trains with no flags. A dataset written through torchvision's ToTensor()
+and Normalize() is not normalised a second time by granary.Loader.
 
     GRANARY_BUILD=build /usr/bin/python3 tests/python/datasets_test.py
 """
@@ -104,6 +105,30 @@ class CifarTest(unittest.TestCase):
         report = json.loads(run(TRAIN, "--db", db, "--epochs", "6", "--batch-size", "32", "--json").stdout)
         self.assertEqual(report["config"]["data"]["eval_split"], "test")
         self.assertGreater(report["epochs"][-1]["test_accuracy"], 0.8)
+
+
+class TransformedTest(unittest.TestCase):
+    def test_images_normalised_when_written_are_not_normalised_again(self):
+        import torchvision.transforms as T
+        from PIL import Image
+        tmp = tempfile.mkdtemp(prefix="granary-datasets-test-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        rng = np.random.default_rng(4)
+        pictures = [Image.fromarray(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)) for _ in range(40)]
+        for name, transform in (("unit", T.ToTensor()),
+                                ("normalised", T.Compose([T.ToTensor(), T.Normalize((0.485, 0.456, 0.406),
+                                                                                    (0.229, 0.224, 0.225))]))):
+            granary.write(os.path.join(tmp, name), [(transform(p), k % 2) for k, p in enumerate(pictures)])
+        # Values in [0, 1] (ToTensor's): ImageNet's mean and std applied, as asked.
+        x, _ = next(iter(granary.Loader(os.path.join(tmp, "unit"), batch_size=40, shuffle="none", normalize=True)))
+        first = T.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))(T.ToTensor()(pictures[0]))
+        self.assertTrue(np.allclose(x[0].numpy(), first.numpy(), atol=1e-5))
+        # Normalised already: normalize=True refused naming the values; False reads them as written.
+        with self.assertRaisesRegex(granary.InvalidArgumentError, r"normalize=True: field 'input' of split 'train' "
+                                    r"holds float values from -2\.\d+ to 2\.\d+, not images in \[0, 1\]"):
+            granary.Loader(os.path.join(tmp, "normalised"), normalize=True)
+        x, _ = next(iter(granary.Loader(os.path.join(tmp, "normalised"), batch_size=40, shuffle="none")))
+        self.assertTrue(np.allclose(x[0].numpy(), first.numpy(), atol=1e-5))
 
 
 if __name__ == "__main__":
