@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <map>
 #include <cctype>
 #include <set>
 #include <utility>
@@ -44,7 +45,52 @@ std::string SplitOfFolder(const std::string& name) {
   return "";
 }
 
+bool HasNoClassOf(const fs::path& dir, const std::vector<std::string>& classes) {
+  for (const std::string& sub : SortedSubdirs(dir)) {
+    if (std::find(classes.begin(), classes.end(), sub) != classes.end()) return false;
+  }
+  return true;
+}
+
+// The one table directly in `dir` (.csv, .tsv, .txt; .csv.gz, .csv.zst);
+// "" where there is none, or more than one.
+std::string LabelsTableIn(const fs::path& dir) {
+  std::vector<std::string> tables;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (name[0] == '.' || !it->is_regular_file(ec)) continue;
+    for (const char* ext : {".csv", ".tsv", ".txt", ".csv.gz", ".csv.zst"}) {
+      const std::string e(ext);
+      if (name.size() > e.size() && name.compare(name.size() - e.size(), e.size(), e) == 0) {
+        tables.push_back(it->path().string());
+        break;
+      }
+    }
+  }
+  return tables.size() == 1 ? tables[0] : "";
+}
+
 }  // namespace
+
+std::map<std::string, std::string> TableLabelledSplits(const fs::path& raw, const std::vector<std::string>& splits,
+                                                       std::vector<std::string>* unlabelled) {
+  std::map<std::string, std::string> tables;
+  const std::vector<std::string> train_classes = SortedSubdirs(raw / "train");
+  std::vector<std::string> without;
+  for (const std::string& name : splits) {
+    if (name == "train" || !HasNoClassOf(raw / name, train_classes) || !HoldsImages(raw / name)) continue;
+    const std::string table = LabelsTableIn(raw / name);
+    if (table.empty()) {
+      without.push_back(name);
+    } else {
+      tables[name] = table;
+    }
+  }
+  if (!tables.empty() && unlabelled != nullptr) *unlabelled = without;
+  return tables;
+}
 
 namespace {
 
@@ -128,13 +174,25 @@ StatusOr<FolderLayout> ChooseLayout(const fs::path& raw, const std::vector<std::
   if (val_twice) {
     return Status::InvalidArgument(where + ": both val/ and validation/: which one is the validation split?");
   }
+  // Splits labelled by a table in them (Tiny ImageNet's val/images/ beside
+  // val/val_annotations.txt), and beside those, splits without labels (its
+  // test/): their folders are no classes.
+  std::vector<std::string> unlabelled;
+  const std::map<std::string, std::string> tables = TableLabelledSplits(raw, splits, &unlabelled);
+  const auto by_table = [&](const std::string& name) {
+    return tables.count(name) > 0 || std::find(unlabelled.begin(), unlabelled.end(), name) != unlabelled.end();
+  };
+  for (const std::string& name : unlabelled) {
+    notes->push_back(name + "/: neither class folders nor a table of labels (a test set without labels): its "
+                     "images are left out");
+  }
   // What reading train/ (val/, test/) as splits would leave out.
   std::vector<std::string> left_out;
   for (const std::string& name : others) {
     if (HoldsImages(raw / name)) left_out.push_back(name + "/");
   }
   for (const std::string& name : splits) {
-    if (!LooseImages(raw / name).empty()) left_out.push_back("the images directly in " + name + "/");
+    if (!by_table(name) && !LooseImages(raw / name).empty()) left_out.push_back("the images directly in " + name + "/");
   }
   std::vector<std::string> train_classes = SortedSubdirs(raw / "train");
   if (requested == FolderLayout::kSplits) {
@@ -157,6 +215,7 @@ StatusOr<FolderLayout> ChooseLayout(const fs::path& raw, const std::vector<std::
   std::string doubt;
   if (!others.empty()) doubt = FolderNames(others, "/") + " beside them hold no images";
   for (const std::string& name : splits) {
+    if (by_table(name)) continue;
     for (const std::string& c : SortedSubdirs(raw / name)) {
       if (doubt.empty() && std::find(train_classes.begin(), train_classes.end(), c) == train_classes.end()) {
         doubt = name + "/" + c + "/ is not a class of train/";
@@ -196,10 +255,18 @@ std::string TablesNear(const fs::path& dir) {
 Status FindSplitRoots(const fs::path& raw, const std::vector<std::string>& top, FolderLayout layout,
                       std::vector<SplitRoot>* split_roots, std::vector<std::string>* classes) {
   if (layout == FolderLayout::kSplits) {
+    std::vector<std::string> split_folders, unlabelled;
+    for (const std::string& name : top) {
+      if (!SplitOfFolder(name).empty()) split_folders.push_back(name);
+    }
+    const std::map<std::string, std::string> tables = TableLabelledSplits(raw, split_folders, &unlabelled);
     for (const char* split : {"train", "val", "validation", "test"}) {
-      if (std::find(top.begin(), top.end(), split) != top.end()) {
-        split_roots->push_back({SplitOfFolder(split), raw / split});
+      if (std::find(top.begin(), top.end(), split) == top.end() ||
+          std::find(unlabelled.begin(), unlabelled.end(), split) != unlabelled.end()) {
+        continue;
       }
+      const auto table = tables.find(split);
+      split_roots->push_back({SplitOfFolder(split), raw / split, table == tables.end() ? "" : table->second});
     }
   } else {
     split_roots->push_back({"train", raw});
@@ -217,6 +284,7 @@ Status FindSplitRoots(const fs::path& raw, const std::vector<std::string>& top, 
                    : ")"));
   }
   for (size_t s = 1; s < split_roots->size(); ++s) {
+    if (!(*split_roots)[s].labels.empty()) continue;  // its images are labelled by its table
     for (const std::string& c : SortedSubdirs((*split_roots)[s].root)) {
       if (std::find(classes->begin(), classes->end(), c) == classes->end()) {
         return Status::InvalidArgument(((*split_roots)[s].root / c).string() + ": class '" + c +

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,20 @@ StatusOr<FolderLayout> ChooseLayout(const std::filesystem::path& raw, const std:
 struct SplitRoot {
   std::string name;  // the split
   std::filesystem::path root;
+  // The table labelling the images below `root`, where the split has no
+  // class folders but a table (TableLabelledSplits); "": class folders.
+  std::string labels;
 };
+
+// The split folders among `splits` (other than train/) that hold images,
+// none of train/'s class folders, and one table directly in them (.csv,
+// .tsv, .txt): each folder's name and its table, which labels its images
+// (Tiny ImageNet's val/ with val/images/ and val/val_annotations.txt).
+// Where there is one, the split folders with images but neither class
+// folders nor a table go to *unlabelled (its test/: no labels, left out).
+std::map<std::string, std::string> TableLabelledSplits(const std::filesystem::path& raw,
+                                                       const std::vector<std::string>& splits,
+                                                       std::vector<std::string>* unlabelled);
 
 
 // The split roots of `layout`, and the classes: train's class folders; a

@@ -196,6 +196,30 @@ Status ListImages(const fs::path& root, const fs::path& raw, const std::vector<s
   return Status::OK();
 }
 
+// The images below split.root, a split labelled by the table in it
+// (split.labels), as train/'s `classes` by name; an image no row names is
+// kept with label -1, rejected by name when built. The table's hash is
+// recorded as the split's `<split>_labels_hash` option.
+Status ListTableLabelledImages(const SplitRoot& split, const fs::path& raw, const std::vector<std::string>& classes,
+                               const ImageFolderOptions& options, Walk* walk, std::vector<ImageItem>* items,
+                               uint64_t* bytes, SourceInfo* info) {
+  std::vector<std::string> found;
+  GRANARY_RETURN_IF_ERROR(ListImagesBelow(split.root, raw, walk, &found, bytes));
+  const std::string table = fs::path(split.labels).lexically_relative(raw).string();
+  walk->ignored.erase(std::remove(walk->ignored.begin(), walk->ignored.end(), table), walk->ignored.end());
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> in_split;  // relative to the split's folder, as its table names them
+  const std::string prefix = split.root.lexically_relative(raw).string() + "/";
+  for (const std::string& name : found) {
+    in_split.push_back(name.compare(0, prefix.size(), prefix) == 0 ? name.substr(prefix.size()) : name);
+  }
+  GRANARY_ASSIGN_OR_RETURN(ImageLabels labels, ImageLabels::Read(split.labels, "", in_split, options.temp_dir, classes));
+  for (size_t i = 0; i < found.size(); ++i) items->push_back({std::move(found[i]), labels.ClassOf(in_split[i])});
+  for (std::string& note : labels.Notes()) info->notes.push_back(std::move(note));
+  info->options[split.name + "_labels_hash"] = labels.content_hash();
+  return Status::OK();
+}
+
 // "<what>: a b c ..." naming the first few of `names`, for a note.
 std::string NoteListing(const std::string& what, const std::vector<std::string>& names) {
   std::string note = what + ":";
@@ -378,19 +402,25 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
   // themselves: a link to one from elsewhere is a cycle or a cross link.
   Walk walk;
   std::vector<fs::path> roots = {raw};
-  for (const auto& [name, root] : split_roots) {
-    roots.push_back(root);
-    for (const std::string& c : classes) roots.push_back(root / c);
+  for (const SplitRoot& split : split_roots) {
+    roots.push_back(split.root);
+    for (const std::string& c : classes) roots.push_back(split.root / c);
   }
   for (const fs::path& root : roots) {
     struct stat st;
     if (Identify(root, &st)) walk.roots.insert({st.st_dev, st.st_ino});
   }
-  for (const auto& [name, root] : split_roots) {
+  for (const SplitRoot& split : split_roots) {
+    const std::string& name = split.name;
+    const fs::path& root = split.root;
     std::vector<ImageItem> items;
     uint64_t bytes = 0;
     walk.StartSplit(name);
-    GRANARY_RETURN_IF_ERROR(ListImages(root, raw, classes, &walk, &items, &bytes));
+    if (split.labels.empty()) {
+      GRANARY_RETURN_IF_ERROR(ListImages(root, raw, classes, &walk, &items, &bytes));
+    } else {
+      GRANARY_RETURN_IF_ERROR(ListTableLabelledImages(split, raw, classes, options, &walk, &items, &bytes, &source.info));
+    }
     if (name == "train") NoteEmptyClasses(items, classes, &source.info.notes);
     if (split_roots.size() == 1 && options.val_fraction > 0) {
       AddSplits(name, std::move(items), bytes, options, dir, transform, "", &source);
@@ -405,7 +435,7 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
                                                         "in no class folder: " + FolderNames(loose)) +
                               (walk.undecoded.empty() ? "" : "; " + UndecodedNote(walk.undecoded)));
     }
-    source.splits.push_back(std::make_unique<ImageSplit>(name, dir, std::move(items), bytes, transform));
+    source.splits.push_back(std::make_unique<ImageSplit>(name, dir, std::move(items), bytes, transform, split.labels));
   }
   for (std::string& note : notes) source.info.notes.push_back(std::move(note));
   source.info.options["layout"] = layout == FolderLayout::kSplits ? "splits" : "classes";

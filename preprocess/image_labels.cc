@@ -86,24 +86,90 @@ size_t IdColumnOf(const std::vector<std::pair<uint64_t, std::vector<std::string>
   return best;
 }
 
+// The label column of `header`, or kDecidedByRows where the first rows
+// decide it (the column holding the most of train/'s classes, when
+// `by_classes`); an error naming the table where neither can.
+constexpr size_t kDecidedByRows = static_cast<size_t>(-1);
+StatusOr<size_t> DecideLabelColumn(const std::string& path, const std::vector<std::string>& header,
+                                   const std::string& label, bool by_classes, bool headerless) {
+  if (!label.empty()) return LabelColumnOf(path, header, label);
+  if (!headerless && !ColumnsNamedLikeALabel(header).empty()) return LabelColumnOf(path, header, "");
+  if (by_classes) return kDecidedByRows;
+  if (headerless && header.size() > 2) {
+    return Status::InvalidArgument(path + ": has no header (its first row names an image): give --label N, the "
+                                   "number of its label column (1.." + std::to_string(header.size()) + ")");
+  }
+  return LabelColumnOf(path, header, "");
+}
+
+// The column of `rows` (other than `id`) whose values are the most of
+// `classes`; the number of columns where none is one.
+size_t ClassColumnOf(const std::vector<std::pair<uint64_t, std::vector<std::string>>>& rows, size_t id,
+                     const std::set<std::string>& classes) {
+  const size_t columns = rows.empty() ? 0 : rows[0].second.size();
+  size_t best = columns, most = 0;
+  for (size_t c = 0; c < columns; ++c) {
+    if (c == id) continue;
+    size_t named = 0;
+    for (const auto& row : rows) named += classes.count(TrimCsvField(row.second[c]));
+    if (named > most) best = c, most = named;
+  }
+  return best;
+}
+
+// The id column (naming the most `keys`) and, where still to be decided,
+// the label column (holding the most of `classes`), from the first rows.
+Status ChooseColumns(const std::string& path, const std::vector<std::string>& header,
+                     const std::vector<std::pair<uint64_t, std::vector<std::string>>>& first,
+                     const std::set<std::string>& keys, const std::set<std::string>& classes,
+                     const std::string& an_image, size_t* id, size_t* column) {
+  *id = IdColumnOf(first, *column, keys);
+  if (*id == header.size()) {
+    return Status::InvalidArgument(path + ": no column names the folder's images (its columns: " +
+                                   CsvHeaderText(header) + "; first row: " + CsvHeaderText(first[0].second) +
+                                   "; an image: '" + an_image + "'): a row names an image by its path in the "
+                                   "folder, its file name, or its file name without the extension");
+  }
+  if (*column != kDecidedByRows) return Status::OK();
+  *column = ClassColumnOf(first, *id, classes);
+  if (*column == header.size()) {
+    return Status::InvalidArgument(path + ": no column holds the names of train/'s classes (first row: " +
+                                   CsvHeaderText(first[0].second) + "; a class: '" + *classes.begin() + "')");
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 StatusOr<ImageLabels> ImageLabels::Read(const std::string& path, const std::string& label,
-                                        const std::vector<std::string>& images, const std::string& temp_dir) {
+                                        const std::vector<std::string>& images, const std::string& temp_dir,
+                                        const std::vector<std::string>& classes) {
   ImageLabels labels;
   labels.path_ = path;
-  std::set<std::string> keys;  // every name a row may give an image by
+  std::set<std::string> keys;   // every name a row may give an image by
+  std::set<std::string> files;  // those with the extension: no header's column name
   for (const std::string& image : images) {
-    for (std::string& key : KeysOf(image)) keys.insert(std::move(key));
+    std::vector<std::string> names = KeysOf(image);
+    files.insert(names[0]);
+    files.insert(names[1]);
+    for (std::string& key : names) keys.insert(std::move(key));
   }
+  const std::set<std::string> known(classes.begin(), classes.end());
   std::vector<std::string> header;
   size_t id = 0, column = 0;
   std::map<std::string, std::pair<std::string, uint64_t>> by_id;  // id -> (label as written, line)
   std::set<std::string> values;
+  // The id column is the one whose values name the most images in the first rows, which wait for it.
+  std::vector<std::pair<uint64_t, std::vector<std::string>>> first;
   const auto on_header = [&](const std::vector<std::string>& names) -> StatusOr<size_t> {
     header = names;
-    GRANARY_ASSIGN_OR_RETURN(column, LabelColumnOf(path, header, label));
-    labels.label_column_ = header[column];
+    if (std::any_of(names.begin(), names.end(), [&](const std::string& n) { return files.count(TrimCsvField(n)); })) {
+      labels.headerless_ = true;  // the first row names an image: data, not a header
+      header.clear();
+      for (size_t c = 1; c <= names.size(); ++c) header.push_back(std::to_string(c));
+      first.emplace_back(1, names);
+    }
+    GRANARY_ASSIGN_OR_RETURN(column, DecideLabelColumn(path, header, label, !known.empty(), labels.headerless_));
     return CsvParser::kAllColumns;
   };
   const auto add = [&](uint64_t line, const std::vector<std::string>& fields) -> Status {
@@ -124,19 +190,12 @@ StatusOr<ImageLabels> ImageLabels::Read(const std::string& path, const std::stri
     }
     return Status::OK();
   };
-  // The id column is the one whose values name the most images in the first rows, which wait for it.
-  std::vector<std::pair<uint64_t, std::vector<std::string>>> first;
   bool chosen = false;
   const auto choose = [&]() -> Status {
     chosen = true;
-    id = IdColumnOf(first, column, keys);
-    if (id == header.size()) {
-      return Status::InvalidArgument(path + ": no column names the folder's images (its columns: " +
-                                     CsvHeaderText(header) + "; first row: " + CsvHeaderText(first[0].second) +
-                                     "; an image: '" + images[0] + "'): a row names an image by its path in the "
-                                     "folder, its file name, or its file name without the extension");
-    }
+    GRANARY_RETURN_IF_ERROR(ChooseColumns(path, header, first, keys, known, images[0], &id, &column));
     labels.id_column_ = header[id];
+    labels.label_column_ = header[column];
     for (const auto& [line, fields] : first) GRANARY_RETURN_IF_ERROR(add(line, fields));
     first.clear();
     return Status::OK();
@@ -148,16 +207,37 @@ StatusOr<ImageLabels> ImageLabels::Read(const std::string& path, const std::stri
     }
     if (chosen) return add(row.line, *row.fields);
     first.emplace_back(row.line, *row.fields);
-    return first.size() == kChoosingRows ? choose() : Status::OK();
+    return first.size() >= kChoosingRows ? choose() : Status::OK();
   };
   GRANARY_RETURN_IF_ERROR(CsvTable::Scan(path, {0, 0, true, temp_dir}, on_header, on_row).status());
   if (!chosen && !first.empty()) GRANARY_RETURN_IF_ERROR(choose());
   if (by_id.empty()) return Status::InvalidArgument(path + ": no row names an image and its label");
-  GRANARY_RETURN_IF_ERROR(CheckClassLabels(path, labels.label_column_, values, by_id.size(), &labels.notes_));
-  const std::map<std::string, int64_t> classes = ChooseClasses(values, &labels.class_names_);
-  for (const auto& [name, labelled] : by_id) labels.rows_[name] = {classes.at(labelled.first), labelled.second, false};
+  GRANARY_RETURN_IF_ERROR(labels.Classify(by_id, values, classes));
   GRANARY_ASSIGN_OR_RETURN(labels.content_hash_, HashOfFile(path));
   return labels;
+}
+
+Status ImageLabels::Classify(const std::map<std::string, std::pair<std::string, uint64_t>>& by_id,
+                             const std::set<std::string>& values, const std::vector<std::string>& classes) {
+  std::map<std::string, int64_t> index;
+  if (classes.empty()) {
+    GRANARY_RETURN_IF_ERROR(CheckClassLabels(path_, label_column_, values, by_id.size(), &notes_));
+    index = ChooseClasses(values, &class_names_);
+  } else {
+    class_names_ = classes;
+    for (size_t k = 0; k < classes.size(); ++k) index[classes[k]] = static_cast<int64_t>(k);
+  }
+  for (const auto& [name, labelled] : by_id) {
+    const auto at = index.find(labelled.first);
+    if (at == index.end()) {
+      return Status::InvalidArgument(path_ + ":" + std::to_string(labelled.second) + ": '" + name + "' is labelled '" +
+                                     labelled.first + "', which is not one of train/'s " +
+                                     std::to_string(classes.size()) + " classes (" + classes[0] +
+                                     (classes.size() > 1 ? ", " + classes[1] : "") + ", ...)");
+    }
+    rows_[name] = {at->second, labelled.second, false};
+  }
+  return Status::OK();
 }
 
 int64_t ImageLabels::ClassOf(const std::string& name) {
@@ -171,9 +251,10 @@ int64_t ImageLabels::ClassOf(const std::string& name) {
 }
 
 std::vector<std::string> ImageLabels::Notes() const {
-  std::vector<std::string> notes = {"labels from " + path_ + ": column '" + label_column_ + "' of the image named in '" +
-                                    id_column_ + "' (" + std::to_string(rows_.size()) + " rows, " +
-                                    std::to_string(class_names_.size()) + " classes)"};
+  std::vector<std::string> notes = {"labels from " + path_ + (headerless_ ? " (no header; columns numbered)" : "") +
+                                    ": column '" + label_column_ + "' of the image named in '" + id_column_ + "' (" +
+                                    std::to_string(rows_.size()) + " rows, " + std::to_string(class_names_.size()) +
+                                    " classes)"};
   notes.insert(notes.end(), notes_.begin(), notes_.end());
   const auto listing = [](const std::vector<std::string>& names) {
     std::string text;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,18 +18,24 @@ namespace granary {
 class ImageLabels {
  public:
   // Reads the table at `path` as prep reads a CSV table (its delimiter from
-  // the header; gzip or zstd too, decompressed into `temp_dir`), for the folder of `images` (their paths
-  // in it, not empty). Its label column is `label` where given, else the one
-  // named like a label (label, target, class, y), else, of two columns, the
-  // second; its id column the other one whose values name the most of the
-  // images in the first 1,000 rows. Classes as a CSV table's labels are
+  // the header; gzip or zstd too, decompressed into `temp_dir`), for the
+  // folder of `images` (their paths in it, not empty). A table whose first
+  // row names an image has no header: its columns are named 1..N. Its
+  // label column is `label` where given, else the one named like a label
+  // (label, target, class, y), else, of two columns, the second; its id
+  // column the other one whose values name the most of the images in the
+  // first 1,000 rows. Classes as a CSV table's labels are
   // (preprocess/class_labels.h: integers by value, else the sorted names; a
-  // regression target refused). InvalidArgument naming the file: no such
-  // column, no column naming the images, an id named twice with two labels,
-  // no rows. Rows with another number of fields or no label are left out
-  // and noted.
+  // regression target refused), unless `classes` are given (a split
+  // labelled by a table beside train/'s class folders): then the labels are
+  // their names, the label column (unless given) the one holding the most
+  // of them, and a row naming another class is refused. InvalidArgument
+  // naming the file: no such column, no column naming the images, an id
+  // named twice with two labels, no rows. Rows with another number of
+  // fields or no label are left out and noted.
   static StatusOr<ImageLabels> Read(const std::string& path, const std::string& label,
-                                    const std::vector<std::string>& images, const std::string& temp_dir);
+                                    const std::vector<std::string>& images, const std::string& temp_dir,
+                                    const std::vector<std::string>& classes = {});
 
   // The class of the image `name` (its path relative to the folder), by the
   // row naming its path, else its file name, else its stem; -1 if none does.
@@ -50,7 +57,13 @@ class ImageLabels {
     uint64_t line = 0;
     bool used = false;
   };
+  // Each row's class (rows_, class_names_): `classes` by name where given,
+  // else chosen from the label `values`.
+  Status Classify(const std::map<std::string, std::pair<std::string, uint64_t>>& by_id,
+                  const std::set<std::string>& values, const std::vector<std::string>& classes);
+
   std::string path_, id_column_, label_column_, content_hash_;
+  bool headerless_ = false;
   std::map<std::string, Row> rows_;  // by id as the table writes it
   std::vector<std::string> class_names_;
   std::vector<std::string> left_out_;  // "path:line" of rows without 2+ fields or a label

@@ -144,5 +144,30 @@ TEST(ImageLabels, TablesThatCannotLabelAreRefusedNamingTheTable) {
       << OpenSource(flat).status().ToString();
 }
 
+// A table without a header (its first row names an image): columns 1..N;
+// of two, the second is the label; of more, --label N says which.
+TEST(ImageLabels, ATableWithoutAHeaderIsReadFromItsFirstRow) {
+  TempDir dir;
+  for (const char* name : {"a.png", "b.png", "c.png"}) WriteImage(dir.Sub("train/") + name);
+  testing::WriteFile(dir.Sub("labels.txt"), "a.png,dog\nb.png,cat\nc.png,dog\n");
+  auto source = OpenImageFolderSource(dir.Sub("train"), Labelled(dir.Sub("labels.txt")));
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(LabelsOf(source.value()),
+            (std::map<std::string, std::string>{{"train a.png", "1"}, {"train b.png", "0"}, {"train c.png", "1"}}));
+  EXPECT_NE(source->info.notes[0].find("(no header; columns numbered): column '2' of the image named in '1'"),
+            std::string::npos)
+      << source->info.notes[0];
+  testing::WriteFile(dir.Sub("boxes.txt"), "a.png\t0\t0\tdog\nb.png\t0\t0\tcat\nc.png\t0\t0\tdog\n");
+  auto wide = OpenImageFolderSource(dir.Sub("train"), Labelled(dir.Sub("boxes.txt")));
+  ASSERT_FALSE(wide.ok());
+  EXPECT_NE(wide.status().message().find("has no header (its first row names an image): give --label N, the number "
+                                         "of its label column (1..4)"),
+            std::string::npos)
+      << wide.status().ToString();
+  auto given = OpenImageFolderSource(dir.Sub("train"), Labelled(dir.Sub("boxes.txt"), "4"));
+  ASSERT_TRUE(given.ok()) << given.status().ToString();
+  EXPECT_EQ(given->info.class_names, (std::vector<std::string>{"cat", "dog"}));
+}
+
 }  // namespace
 }  // namespace granary

@@ -815,6 +815,64 @@ TEST_F(FolderLayouts, AnAmbiguousFolderIsRefusedNamingBothReadings) {
       << beside.status().ToString();
 }
 
+// Tiny ImageNet's layout: train/<wnid>/images/*.JPEG beside a boxes file,
+// val/images/ labelled by val/val_annotations.txt (tab-separated, no
+// header: file, wnid, box), test/images/ without labels. Read as splits:
+// val's images labelled with train's classes by the table (an image it does
+// not name rejected by name, a class train/ lacks refused), test/ left out
+// and noted. Without the table, the folder is as ambiguous as before.
+TEST_F(FolderLayouts, ASplitLabelledByATableInItIsReadWithTrainsClasses) {
+  const std::vector<std::string> wnids = {"n01443537", "n01629819"};
+  for (const std::string& w : wnids) {
+    for (int k = 0; k < 3; ++k) Image("train/" + w + "/images/" + w + "_" + std::to_string(k) + ".JPEG");
+    testing::WriteFile(dir_.Sub("raw/train/" + w + "/" + w + "_boxes.txt"), w + "_0.JPEG\t0\t0\t5\t5\n");
+  }
+  std::string annotations;
+  for (int k = 0; k < 4; ++k) {
+    Image("val/images/val_" + std::to_string(k) + ".JPEG");
+    if (k < 3) annotations += "val_" + std::to_string(k) + ".JPEG\t" + wnids[k % 2] + "\t0\t0\t5\t5\n";
+  }
+  testing::WriteFile(dir_.Sub("raw/val/val_annotations.txt"), annotations);
+  Image("test/images/test_0.JPEG");
+  testing::WriteFile(dir_.Sub("raw/wnids.txt"), wnids[0] + "\n" + wnids[1] + "\n");
+  auto source = Open();
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->info.options.at("layout"), "splits");
+  EXPECT_EQ(source->info.class_names, wnids);
+  ASSERT_EQ(source->splits.size(), 2u);
+  EXPECT_EQ(source->splits[0]->size(), 6u);
+  ASSERT_EQ(source->splits[1]->name(), "val");
+  std::vector<std::string> labels;
+  for (uint64_t i = 0; i < source->splits[1]->size(); ++i) {
+    Sample sample;
+    const Status status = source->splits[1]->Produce(i, &sample);
+    int64_t label = -1;
+    if (status.ok()) std::memcpy(&label, sample.fields[1].data(), sizeof(label));
+    labels.push_back(source->splits[1]->ItemName(i) + " " + (status.ok() ? std::to_string(label) : status.message()));
+  }
+  EXPECT_EQ(labels, (std::vector<std::string>{"val/images/val_0.JPEG 0", "val/images/val_1.JPEG 1",
+                                               "val/images/val_2.JPEG 0",
+                                               "val/images/val_3.JPEG no label: no row of " +
+                                                   dir_.Sub("raw/val/val_annotations.txt") + " names it"}));
+  const std::string notes = Notes(source.value());
+  EXPECT_NE(notes.find("test/: neither class folders nor a table of labels"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("ignored 2 file(s) without"), std::string::npos) << notes;  // the boxes, not the table
+  EXPECT_NE(source->info.options.at("val_labels_hash").find("xxh64:"), std::string::npos);
+  // A class train/ lacks is refused naming its line.
+  testing::WriteFile(dir_.Sub("raw/val/val_annotations.txt"), annotations + "val_3.JPEG\tn09999999\t0\t0\t5\t5\n");
+  auto unknown = Open();
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("val_annotations.txt:4: 'val_3.JPEG' is labelled 'n09999999', which is "
+                                            "not one of train/'s 2 classes"),
+            std::string::npos)
+      << unknown.status().ToString();
+  // Without the table, val/images/ and test/images/ make the folder ambiguous, as before.
+  std::filesystem::remove(dir_.Sub("raw/val/val_annotations.txt"));
+  auto untabled = Open();
+  ASSERT_FALSE(untabled.ok());
+  EXPECT_NE(untabled.status().message().find("ambiguous layout"), std::string::npos) << untabled.status().ToString();
+}
+
 // What people keep beside their images is skipped and noted, never counted
 // as a reject nor made a class: macOS's ._ files, hidden folders (.git),
 // a granary db built inside the raw folder; a class left empty is named.
