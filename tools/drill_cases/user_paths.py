@@ -172,6 +172,38 @@ def round5_labelled_images(d, w):
            check=lambda: "" if db_count(w("r5k.db")) == len(names) else f"{db_count(w('r5k.db'))} samples")
     d.case("--labels on an IDX folder", [PREP, "build", FASHION, w("r5i.db"), "--labels",
            os.path.join(kaggle, "train.csv")], 1, needle="labels a folder of images")
+    round6_known_datasets(d, w)
+
+
+def round6_known_datasets(d, w):
+    """Well-known datasets as downloaded: CIFAR's two versions, Tiny ImageNet's layout."""
+    cifar = w("r6", "cifar-10-batches-bin")
+    os.makedirs(cifar)
+    for name in [f"data_batch_{k}.bin" for k in range(1, 6)] + ["test_batch.bin"]:
+        with open(os.path.join(cifar, name), "wb") as f:
+            f.write(b"".join(bytes([k % 10]) + bytes([k]) * 3072 for k in range(4)))
+    d.case("cifar-10-batches-bin: 20 train, 4 test samples",
+           [PREP, "build", cifar, w("r6c.db"), "--no-progress"], 0,
+           check=lambda: "" if (db_count(w("r6c.db"), "train"), db_count(w("r6c.db"), "test")) == (20, 4) else "counts")
+    with open(os.path.join(cifar, "data_batch_3.bin"), "ab") as f:
+        f.write(b"cut")
+    d.case("a CIFAR batch cut short", [PREP, "build", cifar, w("r6x.db")], 1, needle="(a cut download?)")
+    pickles = w("r6p", "cifar-10-batches-py")
+    os.makedirs(pickles)
+    for name in ("data_batch_1", "test_batch", "batches.meta"):
+        open(os.path.join(pickles, name), "wb").close()
+    d.case("cifar-10-batches-py: the Python version, refused with the granary.write command",
+           [PREP, "build", pickles, w("r6p.db")], 1, needle="granary.write('DB'")
+    tiny = w("r6t", "tiny-imagenet-200")
+    for wnid in ("n01443537", "n01629819"):
+        image_folder(os.path.join(tiny, "train", wnid), classes=("images",), per_class=2)
+    image_folder(os.path.join(tiny, "val"), classes=("images",), per_class=3)
+    image_folder(os.path.join(tiny, "test"), classes=("images",), per_class=2)
+    with open(os.path.join(tiny, "val", "val_annotations.txt"), "w") as f:
+        f.write("".join(f"{k}.jpg\t{('n01443537', 'n01629819')[k % 2]}\t0\t0\t9\t9\n" for k in range(3)))
+    d.case("tiny-imagenet-200: train 4, val 3 labelled by val_annotations.txt, test/ left out",
+           [PREP, "build", tiny, w("r6t.db"), "--size", "8", "--no-progress"], 0,
+           check=lambda: "" if (db_count(w("r6t.db"), "train"), db_count(w("r6t.db"), "val")) == (4, 3) else "counts")
 
 
 def round4_odd_tables(d, w):
