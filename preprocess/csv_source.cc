@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "base/file.h"
 #include "preprocess/class_labels.h"
 #include "preprocess/csv_columns.h"
 #include "preprocess/csv_table.h"
@@ -150,6 +151,40 @@ StatusOr<std::string> LabelNamed(const std::string& path, const std::vector<std:
                                  OneColumnHint(header, options.delimiter) + (options.header ? NoHeaderHint(header) : ""));
 }
 
+// The header of the plain table at `path` (its first row, trimmed, as Scan
+// finds it), or none where it cannot be read so (a compressed file, no row
+// in its first MiB): a peek, which never fails a build.
+std::vector<std::string> PeekCsvHeader(const std::string& path, char delimiter) {
+  ReadOnlyFile file;
+  if (!file.Open(path).ok()) return {};
+  std::string text(static_cast<size_t>(std::min<uint64_t>(file.size_bytes(), 1 << 20)), '\0');
+  if (!file.ReadAt(0, text.size(), text.data()).ok()) return {};
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
+  if (text.compare(0, 2, "\x1f\x8b") == 0 || text.compare(0, 4, "\x28\xb5\x2f\xfd") == 0) return {};
+  CsvParser parser;
+  parser.SetDelimiter(delimiter != 0 ? delimiter : DetectCsvDelimiter(text));
+  std::vector<std::string> header;
+  const auto first_row = [&](const CsvParser::Row& row) {
+    for (const std::string& field : *row.fields) header.push_back(TrimCsvField(field));
+    return Status::FailedPrecondition("one row is all a header is");
+  };
+  parser.Feed(text, first_row).PermitUncheckedError();
+  return header;
+}
+
+// The column of `header` that `other` (a test file's header) lacks, where
+// it lacks exactly one and has the rest in order: the label, as Kaggle
+// ships train.csv beside test.csv; "" otherwise.
+std::string ColumnOnlyIn(const std::vector<std::string>& header, const std::vector<std::string>& other) {
+  if (other.size() + 1 != header.size()) return "";
+  for (size_t c = 0; c < header.size(); ++c) {
+    std::vector<std::string> without = header;
+    without.erase(without.begin() + static_cast<std::ptrdiff_t>(c));
+    if (without == other) return header[c];
+  }
+  return "";
+}
+
 // The label column of `header` (the first file's, at `path`, read with
 // `options`), or an error naming what is wrong with the header.
 StatusOr<size_t> LabelColumn(const std::string& path, const std::vector<std::string>& header,
@@ -186,7 +221,8 @@ StatusOr<size_t> LabelColumn(const std::string& path, const std::vector<std::str
 // The CSV table(s) at `raw`, scanned: a file (split train), or a folder's
 // train.csv with val.csv and test.csv if present, each with the first's header.
 StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOptions& options,
-                                             size_t* label_column, std::string* label) {
+                                             size_t* label_column, std::string* label,
+                                             std::vector<std::string>* notes) {
   std::error_code ec;
   std::vector<std::pair<std::string, std::string>> files;  // (split, path)
   if (fs::is_directory(raw, ec)) {
@@ -205,8 +241,13 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
   } else {
     files.emplace_back("train", raw);
   }
-  // A single file's held-out rows are split "val".
-  const double val_fraction = files.size() == 1 ? options.val_fraction : 0;
+  // The train file's held-out rows are split "val", where no file is.
+  const auto val_file = std::find_if(files.begin(), files.end(), [](const auto& f) { return f.first == "val"; });
+  if (options.val_fraction > 0 && val_file != files.end()) {
+    return Status::InvalidArgument("--val-fraction: " + val_file->second + " is the val split already");
+  }
+  const auto test = std::find_if(files.begin(), files.end(), [](const auto& f) { return f.first == "test"; });
+  const std::string test_file = test == files.end() ? "" : test->second;
   std::vector<CsvInput> inputs;
   std::set<std::string> values;
   for (const auto& file : files) {
@@ -214,9 +255,16 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
     CsvInput input;
     input.name = file.first;
     size_t columns = 0;  // the header's
+    bool unlabelled = false;  // the train file's columns without its label (Kaggle's test.csv)
     const auto on_header = [&](const std::vector<std::string>& header) -> StatusOr<size_t> {
       columns = header.size();
       if (!inputs.empty()) {
+        std::vector<std::string> without = inputs[0].table->header();
+        without.erase(without.begin() + static_cast<std::ptrdiff_t>(*label_column));
+        if (header == without) {
+          unlabelled = true;
+          return Status::FailedPrecondition("unlabelled");  // ends the scan: the file is left out
+        }
         if (header != inputs[0].table->header()) {
           return Status::InvalidArgument(path + ": header differs from " + inputs[0].table->path() + "'s");
         }
@@ -224,7 +272,10 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
       }
       *label = options.label;
       if (label->empty()) {
-        GRANARY_ASSIGN_OR_RETURN(*label, LabelNamed(path, header, options));
+        StatusOr<std::string> named = LabelNamed(path, header, options);
+        const std::string lacked = named.ok() || test_file.empty() ? "" : ColumnOnlyIn(header, PeekCsvHeader(test_file, options.delimiter));
+        if (!named.ok() && lacked.empty()) return named.status();
+        *label = named.ok() ? named.value() : lacked;
       }
       GRANARY_ASSIGN_OR_RETURN(*label_column, LabelColumn(path, header, *label, options));
       return *label_column;
@@ -246,7 +297,17 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
     };
     // The other files are read with the first's delimiter, as they have its header.
     const char delimiter = inputs.empty() ? options.delimiter : inputs[0].table->delimiter();
-    GRANARY_ASSIGN_OR_RETURN(input.table, CsvTable::Scan(path, {val_fraction, delimiter, options.header, options.temp_dir}, on_header, on_row));
+    const double val_fraction = input.name == "train" ? options.val_fraction : 0;
+    StatusOr<std::shared_ptr<const CsvTable>> table =
+        CsvTable::Scan(path, {val_fraction, delimiter, options.header, options.temp_dir}, on_header, on_row);
+    if (unlabelled) {
+      notes->push_back(path + ": " + inputs[0].table->path() + "'s columns without its label '" + *label +
+                       "' (a test set without labels, as Kaggle ships them): left out" +
+                       (options.val_fraction > 0 ? "" : "; --val-fraction F holds out a val split of the train rows"));
+      continue;
+    }
+    if (!table.ok()) return table.status();
+    input.table = std::move(table).value();
     inputs.push_back(std::move(input));
   }
   return inputs;
@@ -289,7 +350,11 @@ StatusOr<std::array<std::vector<uint64_t>, 2>> KeepStratifiedRows(const CsvInput
 void NoteWhatWasFound(const std::vector<CsvInput>& inputs, const CsvOptions& options, const std::string& label,
                       SourceInfo* info) {
   if (options.label.empty()) {
-    info->notes.push_back("label column '" + label + "' (the column named like a label; --label picks another)");
+    const std::vector<std::string> named = ColumnsNamedLikeALabel(inputs[0].table->header());
+    const bool by_name = std::find(named.begin(), named.end(), label) != named.end();
+    info->notes.push_back("label column '" + label + "' (" +
+                          (by_name ? "the column named like a label" : "the column test.csv lacks") +
+                          "; --label picks another)");
     info->options["label"] = label;
   }
   for (const CsvInput& input : inputs) {
@@ -317,9 +382,10 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
   if (!fs::exists(raw, ec)) return Status::NotFound(raw + ": no such file or folder");
   size_t label_column = 0;
   std::string label;
-  GRANARY_ASSIGN_OR_RETURN(std::vector<CsvInput> inputs, ScanCsvFiles(raw, options, &label_column, &label));
-
   Source source;
+  GRANARY_ASSIGN_OR_RETURN(std::vector<CsvInput> inputs,
+                           ScanCsvFiles(raw, options, &label_column, &label, &source.info.notes));
+
   NoteWhatWasFound(inputs, options, label, &source.info);
   std::vector<const CsvTable*> tables;
   for (const CsvInput& input : inputs) tables.push_back(input.table.get());
@@ -349,8 +415,8 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
                                {"label", DType::kInt64, {}, ""}};
   source.info.element_names["features"] = columns->element_names();
 
-  const bool held_out = inputs.size() == 1 && options.val_fraction > 0;
   for (const CsvInput& input : inputs) {
+    const bool held_out = input.name == "train" && options.val_fraction > 0;
     std::array<std::vector<uint64_t>, 2> kept;
     bool subset[2] = {false, false};
     for (int part : {0, 1}) subset[part] = options.limit > 0 && input.table->rows(part) > options.limit;

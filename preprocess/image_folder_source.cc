@@ -395,6 +395,11 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
   std::vector<std::string> classes;
   GRANARY_RETURN_IF_ERROR(FindSplitRoots(raw, top, layout, &split_roots, &classes));
   NoteTopFolders(raw, hidden, dbs, layout, &notes);
+  for (const SplitRoot& split : split_roots) {
+    if (split.name == "val" && options.val_fraction > 0) {
+      return Status::InvalidArgument("--val-fraction: " + split.root.string() + " is the val split already");
+    }
+  }
 
   source.info.class_names = classes;
   source.info.num_classes = static_cast<int64_t>(classes.size());
@@ -422,7 +427,7 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
       GRANARY_RETURN_IF_ERROR(ListTableLabelledImages(split, raw, classes, options, &walk, &items, &bytes, &source.info));
     }
     if (name == "train") NoteEmptyClasses(items, classes, &source.info.notes);
-    if (split_roots.size() == 1 && options.val_fraction > 0) {
+    if (name == "train" && options.val_fraction > 0) {  // train and test folders: val held out of train
       AddSplits(name, std::move(items), bytes, options, dir, transform, "", &source);
       continue;
     }

@@ -320,7 +320,7 @@ void AddBuildFlags(CLI::App* build, int cores, BuildArgs* args) {
   build->add_option("--channels", b.raw.channels, "images: 3 (RGB) or 1 (gray)")->capture_default_str()->check(
       CLI::IsMember({1, 3}));
   build->add_option("--val-fraction", b.raw.val_fraction,
-                    "images without train/ and val/ folders, or a single CSV file: this fraction becomes split 'val'")
+                    "this fraction of the train images or rows becomes split 'val' (where RAW has no val/ or val.csv)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 0.99));
   build->add_option("--threads", b.options.threads, "worker threads (0: all cores)")->capture_default_str()->check(

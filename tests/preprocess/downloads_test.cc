@@ -1,0 +1,103 @@
+// Datasets as they are downloaded, one pace off prep's usual path: Kaggle's
+// train.csv beside a test.csv without labels, and --val-fraction on a
+// folder that has a test split but no val split.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "preprocess/png.h"
+#include "preprocess/source.h"
+#include "tests/test_util.h"
+
+namespace granary {
+namespace {
+
+using testing::TempDir;
+
+std::string Notes(const Source& source) {
+  std::string notes;
+  for (const std::string& note : source.info.notes) notes += note + "\n";
+  return notes;
+}
+
+std::vector<std::string> SplitsOf(const Source& source) {
+  std::vector<std::string> splits;
+  for (const auto& split : source.splits) splits.push_back(split->name() + " " + std::to_string(split->size()));
+  return splits;
+}
+
+// Kaggle's competition folder: train.csv, test.csv (the same columns but
+// the label, which is what the submission predicts), a sample submission.
+// The label is the column test.csv lacks; test.csv is left out and noted;
+// --val-fraction holds out val from train.csv (it did nothing beside a
+// test.csv), and is refused beside a val.csv.
+TEST(Downloads, KagglesTestCsvWithoutLabelsNamesTheLabelAndIsLeftOut) {
+  TempDir dir;
+  std::string train = "PassengerId,Survived,Pclass,Fare\n", test = "PassengerId,Pclass,Fare\n";
+  for (int i = 0; i < 40; ++i) train += std::to_string(i) + "," + std::to_string(i % 2) + ",1," + std::to_string(i) + "\n";
+  for (int i = 0; i < 10; ++i) test += std::to_string(40 + i) + ",2,7.5\n";
+  testing::WriteFile(dir.Sub("train.csv"), train);
+  testing::WriteFile(dir.Sub("test.csv"), test);
+  testing::WriteFile(dir.Sub("gender_submission.csv"), "PassengerId,Survived\n40,0\n");
+  CsvOptions options;
+  auto source = OpenCsvSource(dir.path(), options);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->info.options.at("label"), "Survived");  // recorded as if given: --label Survived is the same build
+  EXPECT_EQ(SplitsOf(source.value()), (std::vector<std::string>{"train 40"}));
+  const std::string notes = Notes(source.value());
+  EXPECT_NE(notes.find("label column 'Survived' (the column test.csv lacks"), std::string::npos) << notes;
+  EXPECT_NE(notes.find(dir.Sub("test.csv") + ": " + dir.Sub("train.csv") + "'s columns without its label 'Survived' "
+                       "(a test set without labels, as Kaggle ships them): left out; --val-fraction F holds out"),
+            std::string::npos)
+      << notes;
+  options.val_fraction = 0.25;
+  auto held_out = OpenCsvSource(dir.path(), options);
+  ASSERT_TRUE(held_out.ok()) << held_out.status().ToString();
+  ASSERT_EQ(held_out->splits.size(), 2u);
+  EXPECT_EQ(held_out->splits[1]->name(), "val");
+  EXPECT_EQ(held_out->splits[0]->size() + held_out->splits[1]->size(), 40u);
+  testing::WriteFile(dir.Sub("val.csv"), train);
+  auto twice = OpenCsvSource(dir.path(), options);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.status().message(), "--val-fraction: " + dir.Sub("val.csv") + " is the val split already");
+  // A test.csv with the label is a test split, as before; one lacking two columns differs.
+  std::filesystem::remove(dir.Sub("val.csv"));
+  testing::WriteFile(dir.Sub("test.csv"), "PassengerId,Pclass\n1,2\n");
+  options.val_fraction = 0;
+  options.label = "Survived";
+  EXPECT_NE(OpenCsvSource(dir.path(), options).status().message().find("header differs"), std::string::npos);
+}
+
+// train/ and test/ of class folders, as torchvision-style datasets come:
+// --val-fraction holds val out of train/ (it was ignored without a word);
+// beside a val/ folder it is refused.
+TEST(Downloads, ValFractionHoldsValOutOfTrainBesideATestFolder) {
+  TempDir dir;
+  const std::vector<uint8_t> pixels(16, 90);
+  for (const char* split : {"train", "test"}) {
+    for (const char* c : {"a", "b"}) {
+      std::filesystem::create_directories(dir.Sub(std::string("raw/") + split + "/" + c));
+      for (int i = 0; i < 10; ++i) {
+        const std::string path = dir.Sub(std::string("raw/") + split + "/" + c + "/" + std::to_string(i) + ".png");
+        ASSERT_TRUE(WritePng(path, pixels.data(), 4, 4, 1).ok());
+      }
+    }
+  }
+  ImageFolderOptions options;
+  options.width = options.height = 4;
+  options.val_fraction = 0.3;
+  auto source = OpenImageFolderSource(dir.Sub("raw"), options);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  const std::vector<std::string> splits = SplitsOf(source.value());
+  ASSERT_EQ(splits.size(), 3u);
+  EXPECT_EQ(splits[1].substr(0, 4), "val ");
+  EXPECT_EQ(splits[2], "test 20");
+  EXPECT_EQ(source->splits[0]->size() + source->splits[1]->size(), 20u);
+  std::filesystem::rename(dir.Sub("raw/test"), dir.Sub("raw/val"));
+  auto twice = OpenImageFolderSource(dir.Sub("raw"), options);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.status().message(), "--val-fraction: " + dir.Sub("raw/val") + " is the val split already");
+}
+
+}  // namespace
+}  // namespace granary
