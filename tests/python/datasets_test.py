@@ -3,7 +3,9 @@
 torchvision + granary.write: CIFAR-10's binary version built by prep holds
 the samples torchvision reads from its Python version, which prep refuses
 with a command that writes it; that command runs as printed; a CIFAR db
-trains with no flags. A dataset written through torchvision's ToTensor()
+trains with no flags. A Kaggle competition folder (train.csv, test.csv
+without labels) builds and trains, saying where its evaluation split is
+to come from. A dataset written through torchvision's ToTensor()
 and Normalize() is not normalised a second time by granary.Loader.
 
     GRANARY_BUILD=build /usr/bin/python3 tests/python/datasets_test.py
@@ -104,6 +106,33 @@ class CifarTest(unittest.TestCase):
         run(PREP, "build", binary, db, "--no-progress")
         report = json.loads(run(TRAIN, "--db", db, "--epochs", "6", "--batch-size", "32", "--json").stdout)
         self.assertEqual(report["config"]["data"]["eval_split"], "test")
+        self.assertGreater(report["epochs"][-1]["test_accuracy"], 0.8)
+
+
+class KaggleTest(unittest.TestCase):
+    def test_a_competition_folder_trains_and_says_where_its_evaluation_split_comes_from(self):
+        tmp = tempfile.mkdtemp(prefix="granary-datasets-test-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        rng = np.random.default_rng(5)
+        with open(os.path.join(tmp, "train.csv"), "w") as train, open(os.path.join(tmp, "test.csv"), "w") as test:
+            train.write("PassengerId,Survived,Pclass,Sex,Fare\n")
+            test.write("PassengerId,Pclass,Sex,Fare\n")
+            for i in range(600):
+                sex = ("male", "female")[i % 2]
+                survived = int(sex == "female") if rng.random() < 0.9 else int(sex == "male")
+                fields = [str(i), str(rng.integers(1, 4)), sex, f"{rng.random() * 80:.2f}"]
+                train.write(",".join(fields[:1] + [str(survived)] + fields[1:]) + "\n")
+                if i < 100:
+                    test.write(",".join(fields) + "\n")
+        db = os.path.join(tmp, "db")
+        built = run(PREP, "build", tmp, db, "--drop", "PassengerId", "--no-progress")
+        self.assertIn("label column 'Survived' (the column test.csv lacks", built.stderr)
+        self.assertIn("(a test set without labels, as Kaggle ships them): left out", built.stderr)
+        trained = run(TRAIN, "--db", db, "--epochs", "1")
+        self.assertIn("train: no evaluation: no split to evaluate on", trained.stdout)
+        run(PREP, "build", tmp, db, "--drop", "PassengerId", "--val-fraction", "0.2", "--force", "--no-progress")
+        report = json.loads(run(TRAIN, "--db", db, "--epochs", "8", "--lr", "0.01", "--json").stdout)
+        self.assertEqual(report["config"]["data"]["eval_split"], "val")
         self.assertGreater(report["epochs"][-1]["test_accuracy"], 0.8)
 
 
