@@ -192,6 +192,30 @@ def _check_unit_range(path, split, field, normalize):
             f"normalize=False reads them as they are; normalize=(mean, std) gives the statistics to use")
 
 
+def _feature_scaling(path, field):
+    """(mean, 1 / std) tensors that standardise the feature vector `field`
+    with the train split's recorded statistics (as `train`'s MLP does: a
+    missing value, NaN, becomes the mean, 0), or None where `field` is no
+    feature vector (for images normalize=True means ImageNet's).
+    InvalidArgumentError where the db records no statistics of it."""
+    from . import reader
+    manifest = reader.read_manifest(os.path.join(path, "manifest.json"))
+    shapes = {f.get("name"): f.get("shape") for f in manifest.get("schema", {}).get("fields", [])}
+    if not isinstance(shapes.get(field), list) or len(shapes[field]) != 1:
+        return None
+    stats = ((manifest.get("statistics") or {}).get("train") or {}).get(field)
+    if not isinstance(stats, dict) or not isinstance(stats.get("mean"), list) or not isinstance(stats.get("std"), list):
+        raise errors.InvalidArgumentError(
+            f"normalize=True: the db records no statistics of feature field '{field}' for its train split to "
+            f"standardise with (a db built before December 2026, or without a train split): standardise the "
+            f"features yourself, or rebuild it")
+    def finite(values, default):
+        return [v if isinstance(v, (int, float)) and math.isfinite(v) and v != 0 else default for v in values]
+    mean = torch.tensor(finite(stats["mean"], 0.0), dtype=torch.float32)
+    scale = 1 / torch.tensor(finite(stats["std"], 1.0), dtype=torch.float32)
+    return mean, scale
+
+
 def _superseded():
     return errors.FailedPreconditionError(
         "granary.Loader: another iterator over this Loader was started; a Loader gives one stream of batches, "
@@ -243,8 +267,10 @@ class Loader:
     augment: comma list of "flip", "crop" (pad 4, random crop), "rrc" (random
     resized crop). normalize: False (values / 255 only), True (ImageNet's mean
     and std for RGB, 0.5 / 0.5 for gray; refused for float images whose
-    recorded values lie outside [0, 1]: normalised when written), or (mean,
-    std), each a number or one per channel. shuffle: "full", "block" or "none". input_field and
+    recorded values lie outside [0, 1]: normalised when written; features
+    standardised with the train split's recorded mean and std, a missing
+    value becoming 0, as `train`'s MLP does), or (mean, std) for images, each
+    a number or one per channel. shuffle: "full", "block" or "none". input_field and
     target_field: the fields batched (default: as `train` picks them, see
     granary.describe). classes, class_to_idx and element_names as Dataset's.
     """
@@ -266,14 +292,18 @@ class Loader:
         self.channels_last = channels_last
         self._batch = batch_size
         self.drop_last = bool(drop_last)
-        mean, std = _normalization(normalize)
+        # normalize=True of features: standardised here, with the train split's statistics.
+        self._scaling = None
+        if normalize is True:
+            self._scaling = _feature_scaling(self.path, _batch_fields(self.path, input_field, target_field)[0])
+        mean, std = _normalization(False if self._scaling is not None else normalize)
         self._args = (os_bytes(self.path), split, batch_size, rank, world, seed, threads, prefetch, augment, shuffle,
                       mean, std, channels_last, bool(sampler_drop_last), os.fsencode(input_field or ""),
                       os.fsencode(target_field or ""))
         self._made = (os.getpid(), _native.Loader(*self._args))  # bad options fail here
         self.content_hash = self._made[1].content_hash
         self.classes, self.class_to_idx, self.element_names = _names(self.path)
-        if normalize is True:
+        if normalize is True and self._scaling is None:
             _check_unit_range(self.path, split, _batch_fields(self.path, input_field, target_field)[0], normalize)
         self._epoch = 0
         self._iterations = 0  # iterators made: only the newest may take batches
@@ -328,6 +358,8 @@ class Loader:
                 return
             x, y = batch
             x, y = torch.from_numpy(x), torch.from_numpy(y)
+            if self._scaling is not None:
+                x = torch.nan_to_num((x - self._scaling[0]) * self._scaling[1], nan=0.0)
             if self.channels_last and x.dim() == 4:
                 x = x.permute(0, 3, 1, 2)  # N x C x H x W, channels-last in memory
             yield x, y

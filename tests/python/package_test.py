@@ -486,11 +486,16 @@ class PackageTest(unittest.TestCase):
         self.assertIn("target_field image: is the input field", str(caught.exception))
         with self.assertRaises(granary.InvalidArgumentError):
             granary.Loader(self.dbs["fashion"]).set_epoch(-1)
-        # Features are given raw: normalisation is for images.
-        for normalize in (True, (100.0, 0.001)):
-            with self.assertRaises(granary.InvalidArgumentError) as caught:
-                granary.Loader(self.dbs["csv"], normalize=normalize)
-            self.assertIn("normalisation is for images", str(caught.exception))
+        # Features: (mean, std) is for images; normalize=True standardises with the train split's statistics.
+        with self.assertRaises(granary.InvalidArgumentError) as caught:
+            granary.Loader(self.dbs["csv"], normalize=(100.0, 0.001))
+        self.assertIn("normalisation is for images", str(caught.exception))
+        raw, _ = next(iter(granary.Loader(self.dbs["csv"], batch_size=1 << 16, shuffle="none")))
+        scaled, _ = next(iter(granary.Loader(self.dbs["csv"], batch_size=1 << 16, shuffle="none", normalize=True)))
+        recorded = granary.describe(self.dbs["csv"])["statistics"]["train"]["features"]
+        np.testing.assert_allclose(raw.mean(0).numpy(), recorded["mean"], rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(scaled.numpy(), ((raw - torch.tensor(recorded["mean"])) /
+                                                    torch.tensor(recorded["std"])).numpy(), rtol=1e-5, atol=1e-5)
         # A model `train --save`s says how its input was normalised.
         train = os.path.join(os.path.dirname(PREP), "../trainer/train")
         model = os.path.join(self.tmp, "ms.pt")
