@@ -28,6 +28,7 @@
 #include "loader/fields.h"
 #include "loader/loader.h"
 #include "loader/sampler.h"
+#include "preprocess/image.h"
 #include "preprocess/sample_writer.h"
 #include "store/db.h"
 #include "store/schema.h"
@@ -406,6 +407,23 @@ PYBIND11_MODULE(_native, m) {
         ChooseBatchFields(OpenDb(path)->manifest(), path, input_field, target_field, kPythonFieldNames));
     return py::make_tuple(OsStr(f.input), OsStr(f.target));
   }, py::arg("path"), py::arg("input_field") = "", py::arg("target_field") = "");
+
+  // An image file's bytes decoded, resized and centre-cropped as prep build
+  // stores an image folder's images: H x W x C uint8 (granary.load_image).
+  m.def("decode_image", [](const py::bytes& data, int width, int height, int channels, uint64_t max_mb) {
+    const std::string bytes = data;
+    ImageTransform transform{width, height, channels, max_mb << 20};
+    Image image;
+    Status decoded;
+    {
+      py::gil_scoped_release release;
+      decoded = DecodeImage(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), transform, &image);
+    }
+    ThrowIfError(decoded);
+    py::array_t<uint8_t> out({image.height, image.width, image.channels});
+    std::memcpy(out.mutable_data(), image.pixels.data(), image.pixels.size());
+    return out;
+  }, py::arg("data"), py::arg("width"), py::arg("height"), py::arg("channels"), py::arg("max_mb") = 256);
 
   DefineWriter(m);
 

@@ -20,7 +20,7 @@ from .errors import (CorruptionError, Error, FailedPreconditionError, FormatErro
                      ReadError, WorkerError)
 from .writer import Writer, write
 
-__all__ = ["Dataset", "Loader", "Writer", "write", "describe", "model_info", "Error", "CorruptionError", "FailedPreconditionError",
+__all__ = ["Dataset", "Loader", "Writer", "write", "describe", "model_info", "load_image", "Error", "CorruptionError", "FailedPreconditionError",
            "FormatError", "InvalidArgumentError", "NotFoundError", "ReadError", "WorkerError", "native_available"]
 
 
@@ -83,6 +83,8 @@ def __getattr__(name):
     # Dataset and Loader import torch; `granary.reader` alone does not need it.
     if name in ("Dataset", "Loader"):
         return getattr(importlib.import_module(".data", __name__), name)
+    if name == "load_image":
+        return importlib.import_module(".images", __name__).load_image
     if name == "reader":
         return importlib.import_module(".reader", __name__)
     raise AttributeError(f"module 'granary' has no attribute '{name}'")
