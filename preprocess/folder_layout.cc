@@ -146,12 +146,44 @@ std::vector<std::string> LooseImages(const fs::path& dir) {
   return names;
 }
 
+std::string ClassFromName(const std::string& path) {
+  std::string name = fs::path(path).stem().string();
+  size_t end = name.size();
+  while (end > 0 && std::isdigit(static_cast<unsigned char>(name[end - 1]))) --end;
+  if (end == name.size()) return "";  // no number: no class followed by one
+  while (end > 0 && std::string("._- ").find(name[end - 1]) != std::string::npos) --end;
+  return name.substr(0, end);
+}
+
 std::string FolderNames(const std::vector<std::string>& names, const char* suffix) {
   std::string text;
   for (size_t i = 0; i < names.size() && i < 8; ++i) text += (i > 0 ? ", " : "") + names[i] + suffix;
   if (names.size() > 8) text += ", ... (" + std::to_string(names.size()) + " in all)";
   return text;
 }
+
+namespace {
+
+// "their names say a class (cat, dog: 2 by the name without its number)"
+// where every one of `images` has a class by its name and they make from 2
+// to 1,000 classes; "" otherwise.
+std::string NamesSayClasses(const std::vector<std::string>& images) {
+  std::set<std::string> classes;
+  for (const std::string& image : images) {
+    const std::string c = ClassFromName(image);
+    if (c.empty()) return "";
+    classes.insert(c);
+  }
+  if (classes.size() < 2 || classes.size() > 1000) return "";
+  std::string named;
+  for (auto it = classes.begin(); it != classes.end() && std::distance(classes.begin(), it) < 3; ++it) {
+    named += (named.empty() ? "" : ", ") + *it;
+  }
+  return "their names say a class (" + named + (classes.size() > 3 ? ", ..." : "") + ": " +
+         std::to_string(classes.size()) + " by the name without its number)";
+}
+
+}  // namespace
 
 StatusOr<FolderLayout> ChooseLayout(const fs::path& raw, const std::vector<std::string>& top, FolderLayout requested,
                                     std::vector<std::string>* notes) {
@@ -200,7 +232,14 @@ StatusOr<FolderLayout> ChooseLayout(const fs::path& raw, const std::vector<std::
     return requested;
   }
   if (!left_out.empty()) {
-    if (!train_classes.empty()) {
+    const std::vector<std::string> loose = LooseImages(raw / "train");
+    if (train_classes.empty() && !loose.empty()) {
+      const std::string said = NamesSayClasses(loose), train = (raw / "train").string();
+      notes->push_back("read as class folders (" + FolderNames(top) + "), as torchvision's ImageFolder would; "
+                       "train/ holds its " + std::to_string(loose.size()) + " images directly, in no class folder" +
+                       (said.empty() ? ": labelled by a table? prep build " + train + " DB --labels TABLE"
+                                     : "; " + said + ": prep build " + train + " DB --label-from-name"));
+    } else if (!train_classes.empty()) {
       const bool one = splits.size() == 1;
       notes->push_back("read as class folders (" + FolderNames(top) + "), as torchvision's ImageFolder would: " +
                        FolderNames(splits, "/") + (one ? " is a class" : " are classes") + " here, since reading " +
@@ -274,11 +313,14 @@ Status FindSplitRoots(const fs::path& raw, const std::vector<std::string>& top, 
   const fs::path& train = (*split_roots)[0].root;
   *classes = SortedSubdirs(train);
   if (classes->empty()) {
-    const size_t loose = LooseImages(train).size();
+    const std::vector<std::string> images = LooseImages(train);
+    const size_t loose = images.size();
     return Status::NotFound(
         raw.string() + ": " + (loose > 0 ? std::to_string(loose) + " image(s) but " : "") +
         "no class folders (expected " + train.string() + "/<class>/*.jpg|jpeg|png|webp, as torchvision's ImageFolder" +
-        (loose > 0 ? " reads labelled images; images labelled by a table, as Kaggle ships them: --labels TABLE" +
+        (loose > 0 ? " reads labelled images;" +
+                         (NamesSayClasses(images).empty() ? "" : " " + NamesSayClasses(images) + ": --label-from-name;") +
+                         " images labelled by a table, as Kaggle ships them: --labels TABLE" +
                          TablesNear(raw) + "; images without labels are written by granary.write (README, \"Any "
                          "dataset from Python\"))"
                    : ")"));

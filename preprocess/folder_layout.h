@@ -30,6 +30,14 @@ std::vector<std::string> SortedSubdirs(const std::filesystem::path& dir, std::ve
 // The images directly in `dir` (not in its subfolders), sorted.
 std::vector<std::string> LooseImages(const std::filesystem::path& dir);
 
+// The class a file name says, as datasets without class folders name their
+// images: the name without its extension, then without a trailing number
+// and the separators before it ("cat.0.jpg" and "cat.123.jpg": "cat";
+// "Abyssinian_100.jpg": "Abyssinian"; "great_pyrenees_12.jpg":
+// "great_pyrenees"); only the file name of a path counts. "" for a name that
+// is a number alone ("0001.jpg") or ends in no number ("sunset.jpg").
+std::string ClassFromName(const std::string& path);
+
 // "a, b, c" (each with `suffix`), the first 8 of `names` and how many in all, for a message.
 std::string FolderNames(const std::vector<std::string>& names, const char* suffix = "");
 

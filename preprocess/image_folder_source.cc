@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "base/file.h"
+#include "preprocess/class_labels.h"
 #include "preprocess/folder_layout.h"
 #include "preprocess/image.h"
 #include "preprocess/image_labels.h"
@@ -35,15 +36,15 @@ struct ImageItem {
 
 class ImageSplit : public SplitSource {
  public:
-  // `labels`: the table labelling the images (--labels), named when an image has no row there.
+  // `unlabelled`: why an item of label -1 has none (no row of a --labels table names it).
   ImageSplit(std::string name, std::string raw, std::vector<ImageItem> items, uint64_t raw_bytes,
-             ImageTransform transform, std::string labels = "")
+             ImageTransform transform, std::string unlabelled = "")
       : name_(std::move(name)),
         raw_(std::move(raw)),
         items_(std::move(items)),
         transform_(transform),
         raw_bytes_(raw_bytes),
-        labels_(std::move(labels)) {}
+        unlabelled_(std::move(unlabelled)) {}
 
   const std::string& name() const override { return name_; }
   uint64_t size() const override { return items_.size(); }
@@ -52,7 +53,7 @@ class ImageSplit : public SplitSource {
 
   Status Produce(uint64_t index, Sample* sample) const override {
     const ImageItem& item = items_[index];
-    if (item.label < 0) return Status::InvalidArgument("no label: no row of " + labels_ + " names it");
+    if (item.label < 0) return Status::InvalidArgument("no label: " + unlabelled_);
     thread_local std::string file;
     thread_local Image image;
     GRANARY_RETURN_IF_ERROR(ReadFile(raw_ + "/" + item.name, &file));
@@ -70,7 +71,7 @@ class ImageSplit : public SplitSource {
   std::vector<ImageItem> items_;
   ImageTransform transform_;
   uint64_t raw_bytes_ = 0;
-  std::string labels_;
+  std::string unlabelled_;
 };
 
 // A file or directory by identity, whatever path reached it.
@@ -298,10 +299,10 @@ void NoteWalk(Walk* walk, std::vector<std::string>* notes) {
 // stable when files are added), each cut to options.limit, stratified.
 void AddSplits(const std::string& name, std::vector<ImageItem> items, uint64_t bytes,
                const ImageFolderOptions& options, const std::string& dir, const ImageTransform& transform,
-               const std::string& labels, Source* source) {
+               const std::string& unlabelled, Source* source) {
   if (options.val_fraction <= 0) {
     KeepStratified(&items, options.limit, [](const ImageItem& i) { return i.label; });
-    source->splits.push_back(std::make_unique<ImageSplit>(name, dir, std::move(items), bytes, transform, labels));
+    source->splits.push_back(std::make_unique<ImageSplit>(name, dir, std::move(items), bytes, transform, unlabelled));
     return;
   }
   std::vector<ImageItem> train, val;
@@ -315,12 +316,43 @@ void AddSplits(const std::string& name, std::vector<ImageItem> items, uint64_t b
   const uint64_t total = train.size() + val.size();
   const uint64_t val_bytes = total > 0 ? bytes * val.size() / total : 0;
   source->splits.push_back(
-      std::make_unique<ImageSplit>("train", dir, std::move(train), bytes - val_bytes, transform, labels));
-  source->splits.push_back(std::make_unique<ImageSplit>("val", dir, std::move(val), val_bytes, transform, labels));
+      std::make_unique<ImageSplit>("train", dir, std::move(train), bytes - val_bytes, transform, unlabelled));
+  source->splits.push_back(std::make_unique<ImageSplit>("val", dir, std::move(val), val_bytes, transform, unlabelled));
 }
 
-// Every image below `dir`, labelled by the table options.labels (--labels),
-// into `source` (its schema and kind set).
+// The images `found` (sorted paths below `dir`), each of the class its file
+// name says (ClassFromName: cat.0.jpg, cat.1.jpg are class "cat"), into
+// *items; the classes, sorted, into *names. An image whose name says no
+// class gets -1 (rejected by name when built). InvalidArgument where the
+// names give fewer than two classes, or more than kMaxLabelValues.
+Status LabelByName(const std::string& dir, std::vector<std::string> found, std::vector<ImageItem>* items,
+                   std::vector<std::string>* names) {
+  std::map<std::string, int64_t> classes;
+  for (const std::string& name : found) {
+    const std::string c = ClassFromName(name);
+    if (!c.empty()) classes.emplace(c, 0);
+  }
+  if (classes.size() < 2 || classes.size() > kMaxLabelValues) {
+    return Status::InvalidArgument(
+        dir + ": --label-from-name: the " + std::to_string(found.size()) + " images' names (without their number) " +
+        "give " + std::to_string(classes.size()) + " class(es)" +
+        (classes.empty() ? "" : " (" + classes.begin()->first + (classes.size() > 1 ? ", ..." : "") + ")") +
+        ": it needs names that say their class, as cat.0.jpg and dog.0.jpg do");
+  }
+  for (auto& [name, index] : classes) {
+    index = static_cast<int64_t>(names->size());
+    names->push_back(name);
+  }
+  for (std::string& name : found) {
+    const std::string c = ClassFromName(name);
+    const int64_t label = c.empty() ? -1 : classes.at(c);
+    items->push_back({std::move(name), label});
+  }
+  return Status::OK();
+}
+
+// Every image below `dir`, labelled by the table options.labels (--labels)
+// or by its name (--label-from-name), into `source` (its schema and kind set).
 Status AddLabelledImages(const std::string& dir, const ImageFolderOptions& options, const ImageTransform& transform,
                          Source* source) {
   const fs::path raw(dir);
@@ -342,22 +374,31 @@ Status AddLabelledImages(const std::string& dir, const ImageFolderOptions& optio
                             (walk.undecoded.empty() ? "" : "; " + UndecodedNote(walk.undecoded)));
   }
   std::sort(found.begin(), found.end());
-  GRANARY_ASSIGN_OR_RETURN(ImageLabels labels, ImageLabels::Read(options.labels, options.label_column, found, options.temp_dir));
   std::vector<ImageItem> items;
-  for (std::string& name : found) {
-    const int64_t label = labels.ClassOf(name);
-    items.push_back({std::move(name), label});
+  std::string unlabelled;
+  if (options.label_from_name) {
+    GRANARY_RETURN_IF_ERROR(LabelByName(dir, std::move(found), &items, &source->info.class_names));
+    source->info.options["layout"] = "names";
+    unlabelled = "its name is no class followed by a number (as cat.0.jpg is)";
+  } else {
+    GRANARY_ASSIGN_OR_RETURN(ImageLabels labels,
+                             ImageLabels::Read(options.labels, options.label_column, found, options.temp_dir));
+    for (std::string& name : found) {
+      const int64_t label = labels.ClassOf(name);
+      items.push_back({std::move(name), label});
+    }
+    source->info.class_names = labels.class_names();
+    for (std::string& note : labels.Notes()) source->info.notes.push_back(std::move(note));
+    source->info.options["layout"] = "labels";
+    source->info.options["labels"] = options.labels;
+    source->info.options["labels_hash"] = labels.content_hash();
+    source->info.options["label"] = labels.label_column();
+    unlabelled = "no row of " + options.labels + " names it";
   }
-  source->info.class_names = labels.class_names();
-  source->info.num_classes = static_cast<int64_t>(labels.class_names().size());
-  for (std::string& note : labels.Notes()) source->info.notes.push_back(std::move(note));
-  NoteEmptyClasses(items, labels.class_names(), &source->info.notes);
+  source->info.num_classes = static_cast<int64_t>(source->info.class_names.size());
+  NoteEmptyClasses(items, source->info.class_names, &source->info.notes);
   NoteTopFolders(raw, hidden, dbs, FolderLayout::kSplits, &source->info.notes);
-  source->info.options["layout"] = "labels";
-  source->info.options["labels"] = options.labels;
-  source->info.options["labels_hash"] = labels.content_hash();
-  source->info.options["label"] = labels.label_column();
-  AddSplits("train", std::move(items), bytes, options, dir, transform, options.labels, source);
+  AddSplits("train", std::move(items), bytes, options, dir, transform, unlabelled, source);
   for (auto& [path, input] : walk.inputs) source->info.inputs.push_back(std::move(input));
   NoteWalk(&walk, &source->info.notes);
   return Status::OK();
@@ -383,7 +424,7 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
       {"label", DType::kInt64, {}, ""}};
   source.info.items_are_files = true;
   ImageTransform transform{options.width, options.height, options.channels, options.max_decode_bytes};
-  if (!options.labels.empty()) {
+  if (!options.labels.empty() || options.label_from_name) {
     GRANARY_RETURN_IF_ERROR(AddLabelledImages(dir, options, transform, &source));
     return source;
   }
@@ -440,7 +481,8 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
                                                         "in no class folder: " + FolderNames(loose)) +
                               (walk.undecoded.empty() ? "" : "; " + UndecodedNote(walk.undecoded)));
     }
-    source.splits.push_back(std::make_unique<ImageSplit>(name, dir, std::move(items), bytes, transform, split.labels));
+    source.splits.push_back(std::make_unique<ImageSplit>(name, dir, std::move(items), bytes, transform,
+                                                         "no row of " + split.labels + " names it"));
   }
   for (std::string& note : notes) source.info.notes.push_back(std::move(note));
   source.info.options["layout"] = layout == FolderLayout::kSplits ? "splits" : "classes";

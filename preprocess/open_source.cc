@@ -82,6 +82,10 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
   std::string format = o.format == "auto" ? DetectFormat(o.raw) : o.format;
   if (format == "images") format = "image-folder";
   std::map<std::string, std::string> recorded = {{"format", format}, {"limit", std::to_string(o.limit)}};
+  if (o.label_from_name && (format != "image-folder" || !o.labels.empty())) {
+    return Status::InvalidArgument(std::string("--label-from-name: labels a folder of images by their names; ") +
+                                   (o.labels.empty() ? o.raw + " is read as " + format : "--labels labels them by a table"));
+  }
   if (!o.labels.empty() && format != "image-folder") {
     return Status::InvalidArgument("--labels " + o.labels + ": labels a folder of images; " + o.raw + " is read as " +
                                    format + (format == "idx" ? " (--format images reads it as images)" : ""));
@@ -150,6 +154,7 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
     images.limit = o.limit;
     images.max_decode_bytes = o.max_image_mb << 20;
     images.labels = o.labels;
+    images.label_from_name = o.label_from_name;
     images.label_column = o.label;
     images.temp_dir = o.temp_dir;
     recorded.insert({{"size", RecordedSize(o.size)},

@@ -306,6 +306,9 @@ void AddBuildFlags(CLI::App* build, int cores, BuildArgs* args) {
                     "images: a table (CSV) of each image's label, as Kaggle ships train/ beside train_labels.csv: "
                     "a column naming the image (path, file name or name without extension) and --label's column "
                     "(default: the one named like a label, or the second of two)");
+  build->add_flag("--label-from-name", b.raw.label_from_name,
+                  "images: each image's class is its file name without its number (cat.0.jpg, cat.1.jpg: 'cat'; "
+                  "Abyssinian_100.jpg: 'Abyssinian'), for folders without class folders");
   build->add_option("--size", b.raw.size, "images: stored size S (square) or WxH; short side resized, centre crop")
       ->capture_default_str();
   build->add_option("--max-image-mb", b.raw.max_image_mb,

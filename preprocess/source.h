@@ -116,6 +116,10 @@ struct ImageFolderOptions {
   std::string labels;
   std::string label_column;
   std::string temp_dir = "/tmp";  // where a compressed labels table is decompressed (prep's $TMPDIR)
+  // Every image below the folder labelled by its file name without its
+  // number (--label-from-name: Kaggle's dogs-vs-cats cat.0.jpg, the Oxford
+  // pets' Abyssinian_100.jpg; folder_layout.h's ClassFromName).
+  bool label_from_name = false;
 };
 
 // An image folder as torchvision's ImageFolder reads it: RAW/<class>/**/*.jpg,
@@ -126,8 +130,9 @@ struct ImageFolderOptions {
 // Classes are the sorted folder names of the train split. Hidden files and
 // folders and granary dbs inside RAW are skipped, and noted. Fields: "image"
 // (uint8 [height, width, channels], layout HWC) and "label" (int64).
-// With `labels`, every image below the folder is one split (train, or train
-// and val with val_fraction), labelled by the table; an image no row names is
+// With `labels` (or `label_from_name`), every image below the folder is one
+// split (train, or train and val with val_fraction), labelled by the table
+// (or its name); an image no row names (or whose name is a number) is
 // rejected, named.
 StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolderOptions& options);
 
@@ -196,6 +201,7 @@ struct RawOptions {
   std::vector<std::string> drop;         // csv: columns left out of the features
   bool no_header = false;                // csv: the first row is data; columns named 1..N
   std::string labels;                    // image-folder: a table of each image's label (--labels)
+  bool label_from_name = false;          // image-folder: each image's label is its name without its number
   std::string temp_dir = "/tmp";         // csv and --labels: where a compressed table is decompressed
   uint64_t limit = 0;                    // N items of each split (0: all): a stratified subset of images and
                                          // CSV rows (preprocess/stratified.h), the first N of IDX files

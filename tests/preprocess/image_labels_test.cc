@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 
+#include "preprocess/folder_layout.h"
 #include "preprocess/png.h"
 #include "preprocess/source.h"
 #include "tests/test_util.h"
@@ -167,6 +168,65 @@ TEST(ImageLabels, ATableWithoutAHeaderIsReadFromItsFirstRow) {
   auto given = OpenImageFolderSource(dir.Sub("train"), Labelled(dir.Sub("boxes.txt"), "4"));
   ASSERT_TRUE(given.ok()) << given.status().ToString();
   EXPECT_EQ(given->info.class_names, (std::vector<std::string>{"cat", "dog"}));
+}
+
+TEST(ImageLabels, ClassFromNameIsTheNameWithoutItsNumber) {
+  const std::map<std::string, std::string> cases = {
+      {"cat.0.jpg", "cat"}, {"train/dog.12499.jpg", "dog"}, {"Abyssinian_100.jpg", "Abyssinian"},
+      {"great_pyrenees_12.png", "great_pyrenees"}, {"img-7.webp", "img"}, {"n02085620_10074.JPEG", "n02085620"},
+      {"0001.jpg", ""}, {"sunset.jpg", ""}, {"cat.jpg", ""}};
+  for (const auto& [name, expected] : cases) EXPECT_EQ(ClassFromName(name), expected) << name;
+}
+
+// Kaggle's dogs-vs-cats: train/ of cat.0.jpg, dog.0.jpg, ... beside test1/
+// of unlabelled 1.jpg, ...: the refusals say --label-from-name, which labels
+// each image by its name; an image whose name says no class is rejected by
+// name; names that make no two classes are refused.
+TEST(ImageLabels, LabelFromNameLabelsAFolderWhoseNamesSayTheClass) {
+  TempDir dir;
+  for (int i = 0; i < 5; ++i) {
+    WriteImage(dir.Sub("dogs-vs-cats/train/cat." + std::to_string(i) + ".png"));
+    WriteImage(dir.Sub("dogs-vs-cats/train/dog." + std::to_string(i) + ".png"));
+    WriteImage(dir.Sub("dogs-vs-cats/test1/" + std::to_string(i + 1) + ".png"));
+  }
+  WriteImage(dir.Sub("dogs-vs-cats/train/0001.png"));
+  ImageFolderOptions options = Labelled("");
+  auto refused = OpenImageFolderSource(dir.Sub("dogs-vs-cats/train"), options);
+  ASSERT_FALSE(refused.ok());
+  // 0001.png says no class: no suggestion where not every name says one.
+  EXPECT_EQ(refused.status().message().find("--label-from-name"), std::string::npos) << refused.status().ToString();
+  std::filesystem::remove(dir.Sub("dogs-vs-cats/train/0001.png"));
+  refused = OpenImageFolderSource(dir.Sub("dogs-vs-cats/train"), options);
+  EXPECT_NE(refused.status().message().find("their names say a class (cat, dog: 2 by the name without its number): "
+                                            "--label-from-name"),
+            std::string::npos)
+      << refused.status().ToString();
+  // The folder above: train/ and test1/ read as classes, as ImageFolder would, with a note saying what to build.
+  auto above = OpenImageFolderSource(dir.Sub("dogs-vs-cats"), options);
+  ASSERT_TRUE(above.ok()) << above.status().ToString();
+  std::string notes;
+  for (const std::string& note : above->info.notes) notes += note + "\n";
+  EXPECT_NE(notes.find("train/ holds its 10 images directly, in no class folder; their names say a class (cat, dog: "
+                       "2 by the name without its number): prep build " + dir.Sub("dogs-vs-cats/train") +
+                       " DB --label-from-name"),
+            std::string::npos)
+      << notes;
+  WriteImage(dir.Sub("dogs-vs-cats/train/0001.png"));
+  options.label_from_name = true;
+  auto source = OpenImageFolderSource(dir.Sub("dogs-vs-cats/train"), options);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->info.class_names, (std::vector<std::string>{"cat", "dog"}));
+  EXPECT_EQ(source->info.options.at("layout"), "names");
+  const std::map<std::string, std::string> labels = LabelsOf(source.value());
+  EXPECT_EQ(labels.at("train cat.3.png"), "0");
+  EXPECT_EQ(labels.at("train dog.0.png"), "1");
+  EXPECT_EQ(labels.at("train 0001.png"), "no label: its name is no class followed by a number (as cat.0.jpg is)");
+  auto unlabelled = OpenImageFolderSource(dir.Sub("dogs-vs-cats/test1"), options);
+  ASSERT_FALSE(unlabelled.ok());
+  EXPECT_NE(unlabelled.status().message().find("--label-from-name: the 5 images' names (without their number) give 0 "
+                                               "class(es)"),
+            std::string::npos)
+      << unlabelled.status().ToString();
 }
 
 }  // namespace

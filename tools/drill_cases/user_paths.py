@@ -201,6 +201,17 @@ def round6_known_datasets(d, w):
     image_folder(os.path.join(tiny, "test"), classes=("images",), per_class=2)
     with open(os.path.join(tiny, "val", "val_annotations.txt"), "w") as f:
         f.write("".join(f"{k}.jpg\t{('n01443537', 'n01629819')[k % 2]}\t0\t0\t9\t9\n" for k in range(3)))
+    pets = w("r6n", "train")
+    os.makedirs(pets)
+    from PIL import Image
+    for k in range(4):
+        for animal in ("cat", "dog"):
+            Image.new("RGB", (20, 16), (k * 50, 90, 20)).save(os.path.join(pets, f"{animal}.{k}.jpg"))
+    d.case("dogs-vs-cats' train/cat.0.jpg ...: the refusal names --label-from-name",
+           [PREP, "build", pets, w("r6n.db")], 1, needle="their names say a class (cat, dog")
+    d.case("--label-from-name: 8 images, classes cat and dog",
+           [PREP, "build", pets, w("r6n.db"), "--label-from-name", "--size", "8", "--no-progress"], 0,
+           check=lambda: "" if db_count(w("r6n.db")) == 8 else f"{db_count(w('r6n.db'))} samples")
     d.case("tiny-imagenet-200: train 4, val 3 labelled by val_annotations.txt, test/ left out",
            [PREP, "build", tiny, w("r6t.db"), "--size", "8", "--no-progress"], 0,
            check=lambda: "" if (db_count(w("r6t.db"), "train"), db_count(w("r6t.db"), "val")) == (4, 3) else "counts")
