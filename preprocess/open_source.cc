@@ -1,4 +1,5 @@
 // OpenSource: `prep build`'s choice of source (detected or named) and its options.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -22,27 +23,56 @@ bool ParseSize(const std::string& text, int* width, int* height) {
   return true;
 }
 
-// What a folder holding a single folder holds there, where it is a dataset
-// another format reads ("an IDX dataset"); "" if not: a download extracted
-// into a folder of its own (raw/cifar-10-batches-bin/).
-std::string DatasetInside(const std::string& raw, std::string* inner) {
+// What `dir` holds, where it is a dataset a format other than image folders
+// reads ("an IDX dataset"); "" if not.
+std::string DatasetIn(const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  std::vector<fs::path> folders;
-  for (const auto& e : fs::directory_iterator(raw, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name[0] != '.' && e.is_directory(ec)) folders.push_back(e.path());
-  }
-  if (folders.size() != 1) return "";
-  *inner = folders[0].string();
-  for (const auto& e : fs::directory_iterator(*inner, ec)) {
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
     if (e.path().filename().string().find("-ubyte") != std::string::npos) return "an IDX dataset";
   }
-  if (LooksLikeCifar(*inner)) return "a CIFAR dataset";
+  if (LooksLikeCifar(dir.string())) return "a CIFAR dataset";
   for (const char* extension : kCsvFolderExtensions) {
-    if (fs::is_regular_file(fs::path(*inner) / (std::string("train") + extension), ec)) return "a CSV dataset";
+    if (fs::is_regular_file(dir / (std::string("train") + extension), ec)) return "a CSV dataset";
   }
   return "";
+}
+
+// "its folder RAW/x/raw holds an IDX dataset: build from that (prep build
+// RAW/x/raw DB)" where a folder below `raw` (three levels down, as
+// torchvision's root/FashionMNIST/raw/ is two) holds a dataset another
+// format reads; the first few where several do; "" where none does.
+std::string DatasetBelow(const std::string& raw) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<fs::path, int>> pending = {{fs::path(raw), 0}};
+  std::vector<std::pair<std::string, std::string>> found;  // folder, what it holds
+  for (size_t listed = 0; !pending.empty() && listed < 1000 && found.size() < 5; ++listed) {
+    const auto [dir, depth] = pending.back();
+    pending.pop_back();
+    if (depth > 0) {
+      if (std::string what = DatasetIn(dir); !what.empty()) {
+        found.emplace_back(dir.string(), what);
+        continue;
+      }
+    }
+    if (depth == 3) continue;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      if (e.path().filename().string()[0] != '.' && e.is_directory(ec)) pending.emplace_back(e.path(), depth + 1);
+    }
+  }
+  if (found.empty()) return "";
+  if (found.size() == 1) {
+    return "its folder " + found[0].first + " holds " + found[0].second + ": build from that (prep build " +
+           found[0].first + " DB)";
+  }
+  std::sort(found.begin(), found.end());
+  std::string listed;
+  for (size_t i = 0; i < found.size() && i < 4; ++i) {
+    listed += (listed.empty() ? "" : ", ") + found[i].first + " (" + found[i].second + ")";
+  }
+  return "folders below it hold datasets: " + listed + (found.size() > 4 ? ", ..." : "") +
+         ": build from one (prep build " + found[0].first + " DB)";
 }
 
 }  // namespace
@@ -163,11 +193,9 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
                      {"val_fraction", std::to_string(o.val_fraction)}});
     source = OpenImageFolderSource(o.raw, images);
   }
-  std::string inner;
   if (!source.ok() && o.format == "auto" && format == "image-folder") {
-    if (const std::string what = DatasetInside(o.raw, &inner); !what.empty()) {
-      return Status::InvalidArgument(source.status().message() + "; its one folder, " + inner + ", holds " + what +
-                                     ": build from that (prep build " + inner + " DB)");
+    if (const std::string below = DatasetBelow(o.raw); !below.empty()) {
+      return Status::InvalidArgument(source.status().message() + "; " + below);
     }
   }
   if (!source.ok()) return source;

@@ -177,9 +177,9 @@ TEST(Cifar, ThePythonVersionIsRefusedWithTheCommandsThatBuildIt) {
             std::string::npos);
 }
 
-// A download extracted into a folder of its own (raw/cifar-10-batches-bin/)
-// read as an image folder of one empty class: the error names the folder
-// inside and what it holds.
+// A download extracted into a folder of its own (raw/cifar-10-batches-bin/),
+// or torchvision's root (root/FashionMNIST/raw/), read as an image folder
+// without images: the error names the folder below that holds a dataset.
 TEST(OpenSource, AFolderHoldingOneDatasetFolderSaysToBuildFromThat) {
   TempDir dir;
   std::filesystem::create_directories(dir.Sub("cifar-10-batches-bin"));
@@ -189,11 +189,26 @@ TEST(OpenSource, AFolderHoldingOneDatasetFolderSaysToBuildFromThat) {
   options.raw = dir.path();
   StatusOr<Source> source = OpenSource(options);
   ASSERT_FALSE(source.ok());
-  EXPECT_NE(Message(source.status()).find("its one folder, " + dir.Sub("cifar-10-batches-bin") +
-                                          ", holds a CIFAR dataset: build from that (prep build " +
+  EXPECT_NE(Message(source.status()).find("its folder " + dir.Sub("cifar-10-batches-bin") +
+                                          " holds a CIFAR dataset: build from that (prep build " +
                                           dir.Sub("cifar-10-batches-bin") + " DB)"),
             std::string::npos)
       << source.status().ToString();
+  // torchvision's root: the dataset two folders down, or two datasets.
+  std::filesystem::create_directories(dir.Sub("root/FashionMNIST/raw"));
+  std::filesystem::create_directories(dir.Sub("root/MNIST/raw"));
+  testing::WriteFile(dir.Sub("root/FashionMNIST/raw/train-images-idx3-ubyte"), "");
+  options.raw = dir.Sub("root");
+  EXPECT_NE(Message(OpenSource(options).status()).find("its folder " + dir.Sub("root/FashionMNIST/raw") +
+                                                       " holds an IDX dataset"),
+            std::string::npos)
+      << OpenSource(options).status().ToString();
+  testing::WriteFile(dir.Sub("root/MNIST/raw/train-images-idx3-ubyte.gz"), "");
+  EXPECT_NE(Message(OpenSource(options).status()).find("folders below it hold datasets: " +
+                                                       dir.Sub("root/FashionMNIST/raw") + " (an IDX dataset), " +
+                                                       dir.Sub("root/MNIST/raw") + " (an IDX dataset): build from one"),
+            std::string::npos)
+      << OpenSource(options).status().ToString();
   options.raw = dir.Sub("cifar-10-batches-bin");
   EXPECT_TRUE(OpenSource(options).ok());
   options.label = "fine";
