@@ -97,6 +97,14 @@ StatusOr<CsvColumns> CsvColumns::Plan(const std::vector<const CsvTable*>& tables
   plan.columns_.resize(header.size());
   for (size_t c = 0; c < header.size(); ++c) plan.columns_[c].name = header[c];
   plan.columns_[label_column].kind = Kind::kLeftOut;
+  // A first column without a name is the index pandas' to_csv writes unless
+  // told index=False (R's write.csv: its row names): row numbers, no feature.
+  const bool index_column = header.size() > 1 && header[0].empty() && label_column != 0;
+  if (index_column) {
+    plan.columns_[0].kind = Kind::kLeftOut;
+    notes->push_back("column 1 has no name: the index pandas' to_csv writes (unless index=False), row numbers; "
+                     "left out");
+  }
   for (const std::string& name : drop) {
     const auto at = std::find(header.begin(), header.end(), name);
     if (at == header.end() || static_cast<size_t>(at - header.begin()) == label_column) {
@@ -148,7 +156,9 @@ StatusOr<CsvColumns> CsvColumns::Plan(const std::vector<const CsvTable*>& tables
   for (size_t c = 0; c < header.size(); ++c) {
     Column& column = plan.columns_[c];
     if (column.kind == Kind::kNumber) plan.names_.push_back(column.name);
-    if (column.kind == Kind::kLeftOut && c != label_column) left_out.push_back("'" + column.name + "'");
+    if (column.kind == Kind::kLeftOut && c != label_column && !(index_column && c == 0)) {
+      left_out.push_back("'" + column.name + "'");
+    }
     if (column.kind != Kind::kText) continue;
     std::string shown;
     for (const std::string& v : values[c]) {

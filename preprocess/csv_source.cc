@@ -197,6 +197,7 @@ StatusOr<size_t> LabelColumn(const std::string& path, const std::vector<std::str
   }
   std::map<std::string, size_t> named;  // column name -> its first column, 1-based
   for (size_t c = 0; c < header.size(); ++c) {
+    if (header[c].empty() && c == 0 && header.size() > 2) continue;  // pandas' index: CsvColumns leaves it out
     if (header[c].empty()) {
       return Status::InvalidArgument(path + ": column " + std::to_string(c + 1) + " of " +
                                      std::to_string(header.size()) + " has no name" +

@@ -1,6 +1,7 @@
-// Datasets as they are downloaded, one pace off prep's usual path: Kaggle's
-// train.csv beside a test.csv without labels, and --val-fraction on a
-// folder that has a test split but no val split.
+// Datasets as they are downloaded or saved, one pace off prep's usual path:
+// Kaggle's train.csv beside a test.csv without labels, a table pandas wrote
+// with its index, and --val-fraction on a folder that has a test split but
+// no val split.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -66,6 +67,26 @@ TEST(Downloads, KagglesTestCsvWithoutLabelsNamesTheLabelAndIsLeftOut) {
   options.val_fraction = 0;
   options.label = "Survived";
   EXPECT_NE(OpenCsvSource(dir.path(), options).status().message().find("header differs"), std::string::npos);
+}
+
+// A table pandas wrote with df.to_csv(path) (index=True, its default): a
+// first column without a name holding row numbers. It was refused ("column
+// 1 of 4 has no name"); it is left out, and noted. Another column without a
+// name is still refused.
+TEST(Downloads, PandasIndexColumnIsLeftOutAndNoted) {
+  TempDir dir;
+  testing::WriteFile(dir.Sub("df.csv"), ",a,b,label\n0,1.5,2,0\n1,2.5,3,1\n2,3.5,1,0\n");
+  auto source = OpenCsvSource(dir.Sub("df.csv"), {});
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->info.element_names.at("features"), (std::vector<std::string>{"a", "b"}));
+  EXPECT_NE(Notes(source.value()).find("column 1 has no name: the index pandas' to_csv writes (unless index=False), "
+                                       "row numbers; left out"),
+            std::string::npos)
+      << Notes(source.value());
+  EXPECT_EQ(Notes(source.value()).find("left out by --drop"), std::string::npos);
+  testing::WriteFile(dir.Sub("gap.csv"), "a,,b,label\n1,2,3,0\n");
+  EXPECT_NE(OpenCsvSource(dir.Sub("gap.csv"), {}).status().message().find("column 2 of 4 has no name"),
+            std::string::npos);
 }
 
 // train/ and test/ of class folders, as torchvision-style datasets come:
