@@ -229,6 +229,22 @@ def _warn_of_random_transforms(dataset, split):
                       f"(granary.Loader(augment='crop,flip'), or granary.Dataset(transform=...))", stacklevel=3)
 
 
+def _warn_of_float_pixels(sample, fields, split):
+    """Float C x H x W images whose values are all k/255 in [0, 1] are
+    ToTensor() of uint8 pixels: stored as float32 they take 4x the bytes of
+    the pixels, which granary.Loader would scale to [0, 1] itself."""
+    for field, (_, value) in zip(fields, _named_values(sample, 0, split)):
+        if field.layout != "CHW" or field.dtype.kind != "f":
+            continue
+        array = _as_array(value)[0].astype(np.float64)
+        if array.size and array.min() >= 0 and array.max() <= 1 and np.allclose(array * 255, np.round(array * 255),
+                                                                                   atol=1e-3):
+            warnings.warn(f"granary.write: split '{split}': field '{field.name}' holds {field.dtype.name} images "
+                          f"of values k/255 (ToTensor() of 8-bit pixels): stored as they are, 4x the bytes of the "
+                          f"pixels. Write the uint8 pixels instead (no ToTensor(): a PIL image or a uint8 array); "
+                          f"granary.Loader and train scale them to [0, 1] as they read", stacklevel=4)
+
+
 def _refuse_tables(samples, splits):
     """Two shapes of tabular data that iterate as something else: a pandas
     DataFrame gives its column names, and a dict of equally long arrays

@@ -6,7 +6,8 @@ with a command that writes it; that command runs as printed; a CIFAR db
 trains with no flags. A Kaggle competition folder (train.csv, test.csv
 without labels) builds and trains, saying where its evaluation split is
 to come from. A dataset written through torchvision's ToTensor()
-and Normalize() is not normalised a second time by granary.Loader.
+and Normalize() is not normalised a second time by granary.Loader; one
+written after ToTensor() alone is warned of (float pixels, 4x the bytes).
 
     GRANARY_BUILD=build /usr/bin/python3 tests/python/datasets_test.py
 """
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import warnings
 
 import numpy as np
 
@@ -144,10 +146,14 @@ class TransformedTest(unittest.TestCase):
         self.addCleanup(shutil.rmtree, tmp, True)
         rng = np.random.default_rng(4)
         pictures = [Image.fromarray(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)) for _ in range(40)]
-        for name, transform in (("unit", T.ToTensor()),
-                                ("normalised", T.Compose([T.ToTensor(), T.Normalize((0.485, 0.456, 0.406),
-                                                                                    (0.229, 0.224, 0.225))]))):
-            granary.write(os.path.join(tmp, name), [(transform(p), k % 2) for k, p in enumerate(pictures)])
+        # ToTensor()'s floats are 8-bit pixels at 4x the bytes: warned of; normalised ones are not pixels.
+        with self.assertWarnsRegex(UserWarning, r"field 'input' holds float32 images of values k/255 \(ToTensor\(\) "
+                                                r"of 8-bit pixels\): stored as they are, 4x the bytes"):
+            granary.write(os.path.join(tmp, "unit"), [(T.ToTensor()(p), k % 2) for k, p in enumerate(pictures)])
+        normalise = T.Compose([T.ToTensor(), T.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            granary.write(os.path.join(tmp, "normalised"), [(normalise(p), k % 2) for k, p in enumerate(pictures)])
         # Values in [0, 1] (ToTensor's): ImageNet's mean and std applied, as asked.
         x, _ = next(iter(granary.Loader(os.path.join(tmp, "unit"), batch_size=40, shuffle="none", normalize=True)))
         first = T.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))(T.ToTensor()(pictures[0]))
