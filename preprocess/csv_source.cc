@@ -274,7 +274,8 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
       *label = options.label;
       if (label->empty()) {
         StatusOr<std::string> named = LabelNamed(path, header, options);
-        const std::string lacked = named.ok() || test_file.empty() ? "" : ColumnOnlyIn(header, PeekCsvHeader(test_file, options.delimiter));
+        const std::string lacked =
+            named.ok() || test_file.empty() ? "" : ColumnOnlyIn(header, PeekCsvHeader(test_file, options.delimiter));
         if (!named.ok() && lacked.empty()) return named.status();
         *label = named.ok() ? named.value() : lacked;
       }

@@ -3,8 +3,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <map>
 #include <cctype>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -37,11 +37,27 @@ bool HoldsImages(const fs::path& dir) {
   return false;
 }
 
-// The split a top folder stands for in the splits layout ("validation" is
-// split "val"); empty if its name is no split's.
+// The split a top folder stands for in the splits layout, by its name in
+// any case, '_' and '-' aside: train (training, train_set), val (valid,
+// validation), test (testing, test_set); empty if its name is no split's.
+// (Kaggle's datasets name them Training/ and Testing/ as often as not.)
 std::string SplitOfFolder(const std::string& name) {
-  if (name == "train" || name == "val" || name == "test") return name;
-  if (name == "validation") return "val";
+  std::string n;
+  for (char c : name) {
+    if (c != '_' && c != '-') n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  if (n == "train" || n == "training" || n == "trainset") return "train";
+  if (n == "val" || n == "valid" || n == "validation" || n == "valset") return "val";
+  if (n == "test" || n == "testing" || n == "testset") return "test";
+  return "";
+}
+
+// The folder among `folders` that stands for split `split` ("train"); ""
+// if none does.
+std::string FolderOfSplit(const std::vector<std::string>& folders, const std::string& split) {
+  for (const std::string& name : folders) {
+    if (SplitOfFolder(name) == split) return name;
+  }
   return "";
 }
 
@@ -77,10 +93,12 @@ std::string LabelsTableIn(const fs::path& dir) {
 std::map<std::string, std::string> TableLabelledSplits(const fs::path& raw, const std::vector<std::string>& splits,
                                                        std::vector<std::string>* unlabelled) {
   std::map<std::string, std::string> tables;
-  const std::vector<std::string> train_classes = SortedSubdirs(raw / "train");
+  const std::vector<std::string> train_classes = SortedSubdirs(raw / FolderOfSplit(splits, "train"));
   std::vector<std::string> without;
   for (const std::string& name : splits) {
-    if (name == "train" || !HasNoClassOf(raw / name, train_classes) || !HoldsImages(raw / name)) continue;
+    if (SplitOfFolder(name) == "train" || !HasNoClassOf(raw / name, train_classes) || !HoldsImages(raw / name)) {
+      continue;
+    }
     const std::string table = LabelsTableIn(raw / name);
     if (table.empty()) {
       without.push_back(name);
@@ -189,23 +207,30 @@ StatusOr<FolderLayout> ChooseLayout(const fs::path& raw, const std::vector<std::
                                     std::vector<std::string>* notes) {
   std::vector<std::string> splits, others;  // top folders by what their name says
   for (const std::string& name : top) (SplitOfFolder(name).empty() ? others : splits).push_back(name);
-  const bool has_train = std::find(splits.begin(), splits.end(), "train") != splits.end();
-  const bool val_twice = std::find(splits.begin(), splits.end(), "val") != splits.end() &&
-                         std::find(splits.begin(), splits.end(), "validation") != splits.end();
+  const std::string train_folder = FolderOfSplit(splits, "train");
+  const bool has_train = !train_folder.empty();
+  std::string twice;  // two folders of one split (val/ and validation/)
+  for (size_t i = 0; i < splits.size() && twice.empty(); ++i) {
+    for (size_t j = i + 1; j < splits.size() && twice.empty(); ++j) {
+      if (SplitOfFolder(splits[i]) == SplitOfFolder(splits[j])) {
+        twice = "both " + splits[i] + "/ and " + splits[j] + "/: which one is the " + SplitOfFolder(splits[i]) +
+                " split?";
+      }
+    }
+  }
   if (requested == FolderLayout::kClasses) return requested;
   const std::string where = raw.string();
   if (requested == FolderLayout::kSplits) {
     if (!has_train) return Status::InvalidArgument(where + ": --layout splits needs a train/ folder");
     if (!others.empty()) {
       return Status::InvalidArgument(where + ": --layout splits: " + FolderNames(others, "/") +
-                                     " beside train/ would be left out (split folders are train, val or "
-                                     "validation, test; --layout classes reads every folder as a class)");
+                                     " beside " + train_folder + "/ would be left out (split folders are "
+                                     "train, val, test, in any case, or training, validation, testing; --layout "
+                                     "classes reads every folder as a class)");
     }
   }
   if (!has_train) return FolderLayout::kClasses;
-  if (val_twice) {
-    return Status::InvalidArgument(where + ": both val/ and validation/: which one is the validation split?");
-  }
+  if (!twice.empty()) return Status::InvalidArgument(where + ": " + twice);
   // Splits labelled by a table in them (Tiny ImageNet's val/images/ beside
   // val/val_annotations.txt), and beside those, splits without labels (its
   // test/): their folders are no classes.
@@ -226,17 +251,18 @@ StatusOr<FolderLayout> ChooseLayout(const fs::path& raw, const std::vector<std::
   for (const std::string& name : splits) {
     if (!by_table(name) && !LooseImages(raw / name).empty()) left_out.push_back("the images directly in " + name + "/");
   }
-  std::vector<std::string> train_classes = SortedSubdirs(raw / "train");
+  std::vector<std::string> train_classes = SortedSubdirs(raw / train_folder);
   if (requested == FolderLayout::kSplits) {
     if (!left_out.empty()) notes->push_back("--layout splits leaves out " + FolderNames(left_out));
     return requested;
   }
   if (!left_out.empty()) {
-    const std::vector<std::string> loose = LooseImages(raw / "train");
+    const std::vector<std::string> loose = LooseImages(raw / train_folder);
     if (train_classes.empty() && !loose.empty()) {
-      const std::string said = NamesSayClasses(loose), train = (raw / "train").string();
-      notes->push_back("read as class folders (" + FolderNames(top) + "), as torchvision's ImageFolder would; "
-                       "train/ holds its " + std::to_string(loose.size()) + " images directly, in no class folder" +
+      const std::string said = NamesSayClasses(loose), train = (raw / train_folder).string();
+      notes->push_back("read as class folders (" + FolderNames(top) + "), as torchvision's ImageFolder would; " +
+                       train_folder + "/ holds its " + std::to_string(loose.size()) +
+                       " images directly, in no class folder" +
                        (said.empty() ? ": labelled by a table? prep build " + train + " DB --labels TABLE"
                                      : "; " + said + ": prep build " + train + " DB --label-from-name"));
     } else if (!train_classes.empty()) {
@@ -257,13 +283,13 @@ StatusOr<FolderLayout> ChooseLayout(const fs::path& raw, const std::vector<std::
     if (by_table(name)) continue;
     for (const std::string& c : SortedSubdirs(raw / name)) {
       if (doubt.empty() && std::find(train_classes.begin(), train_classes.end(), c) == train_classes.end()) {
-        doubt = name + "/" + c + "/ is not a class of train/";
+        doubt = name + "/" + c + "/ is not a class of " + train_folder + "/";
       }
     }
   }
   if (doubt.empty()) return FolderLayout::kSplits;
   return Status::InvalidArgument(where + ": ambiguous layout: read as splits, " + FolderNames(splits, "/") +
-                                 " hold class folders (train/'s: " + FolderNames(train_classes) +
+                                 " hold class folders (" + train_folder + "/'s: " + FolderNames(train_classes) +
                                  "); read as classes, the classes are " + FolderNames(top) + "; " + doubt +
                                  ". Say which with --layout splits or --layout classes");
 }
@@ -299,13 +325,11 @@ Status FindSplitRoots(const fs::path& raw, const std::vector<std::string>& top, 
       if (!SplitOfFolder(name).empty()) split_folders.push_back(name);
     }
     const std::map<std::string, std::string> tables = TableLabelledSplits(raw, split_folders, &unlabelled);
-    for (const char* split : {"train", "val", "validation", "test"}) {
-      if (std::find(top.begin(), top.end(), split) == top.end() ||
-          std::find(unlabelled.begin(), unlabelled.end(), split) != unlabelled.end()) {
-        continue;
-      }
-      const auto table = tables.find(split);
-      split_roots->push_back({SplitOfFolder(split), raw / split, table == tables.end() ? "" : table->second});
+    for (const char* split : {"train", "val", "test"}) {
+      const std::string folder = FolderOfSplit(split_folders, split);
+      if (folder.empty() || std::find(unlabelled.begin(), unlabelled.end(), folder) != unlabelled.end()) continue;
+      const auto table = tables.find(folder);
+      split_roots->push_back({split, raw / folder, table == tables.end() ? "" : table->second});
     }
   } else {
     split_roots->push_back({"train", raw});
@@ -315,11 +339,11 @@ Status FindSplitRoots(const fs::path& raw, const std::vector<std::string>& top, 
   if (classes->empty()) {
     const std::vector<std::string> images = LooseImages(train);
     const size_t loose = images.size();
+    const std::string said = NamesSayClasses(images);
     return Status::NotFound(
         raw.string() + ": " + (loose > 0 ? std::to_string(loose) + " image(s) but " : "") +
         "no class folders (expected " + train.string() + "/<class>/*.jpg|jpeg|png|webp, as torchvision's ImageFolder" +
-        (loose > 0 ? " reads labelled images;" +
-                         (NamesSayClasses(images).empty() ? "" : " " + NamesSayClasses(images) + ": --label-from-name;") +
+        (loose > 0 ? " reads labelled images;" + (said.empty() ? "" : " " + said + ": --label-from-name;") +
                          " images labelled by a table, as Kaggle ships them: --labels TABLE" +
                          TablesNear(raw) + "; images without labels are written by granary.write (README, \"Any "
                          "dataset from Python\"))"

@@ -214,7 +214,8 @@ Status ListTableLabelledImages(const SplitRoot& split, const fs::path& raw, cons
   for (const std::string& name : found) {
     in_split.push_back(name.compare(0, prefix.size(), prefix) == 0 ? name.substr(prefix.size()) : name);
   }
-  GRANARY_ASSIGN_OR_RETURN(ImageLabels labels, ImageLabels::Read(split.labels, "", in_split, options.temp_dir, classes));
+  GRANARY_ASSIGN_OR_RETURN(ImageLabels labels,
+                           ImageLabels::Read(split.labels, "", in_split, options.temp_dir, classes));
   for (size_t i = 0; i < found.size(); ++i) items->push_back({std::move(found[i]), labels.ClassOf(in_split[i])});
   for (std::string& note : labels.Notes()) info->notes.push_back(std::move(note));
   info->options[split.name + "_labels_hash"] = labels.content_hash();
@@ -465,7 +466,8 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
     if (split.labels.empty()) {
       GRANARY_RETURN_IF_ERROR(ListImages(root, raw, classes, &walk, &items, &bytes));
     } else {
-      GRANARY_RETURN_IF_ERROR(ListTableLabelledImages(split, raw, classes, options, &walk, &items, &bytes, &source.info));
+      GRANARY_RETURN_IF_ERROR(
+          ListTableLabelledImages(split, raw, classes, options, &walk, &items, &bytes, &source.info));
     }
     if (name == "train") NoteEmptyClasses(items, classes, &source.info.notes);
     if (name == "train" && options.val_fraction > 0) {  // train and test folders: val held out of train

@@ -113,8 +113,9 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
   if (format == "images") format = "image-folder";
   std::map<std::string, std::string> recorded = {{"format", format}, {"limit", std::to_string(o.limit)}};
   if (o.label_from_name && (format != "image-folder" || !o.labels.empty())) {
-    return Status::InvalidArgument(std::string("--label-from-name: labels a folder of images by their names; ") +
-                                   (o.labels.empty() ? o.raw + " is read as " + format : "--labels labels them by a table"));
+    return Status::InvalidArgument(
+        std::string("--label-from-name: labels a folder of images by their names; ") +
+        (o.labels.empty() ? o.raw + " is read as " + format : "--labels labels them by a table"));
   }
   if (!o.labels.empty() && format != "image-folder") {
     return Status::InvalidArgument("--labels " + o.labels + ": labels a folder of images; " + o.raw + " is read as " +
@@ -128,7 +129,8 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
     return Status::InvalidArgument("--label " + o.label + ": names a column of a CSV table (or picks CIFAR-100's "
                                    "fine or coarse label); an IDX dataset's labels are its labels files");
   }
-  StatusOr<Source> source = Status::InvalidArgument("--format " + o.format + ": expected auto, idx, cifar, image-folder or csv");
+  StatusOr<Source> source =
+      Status::InvalidArgument("--format " + o.format + ": expected auto, idx, cifar, image-folder or csv");
   if (format == "idx") {
     IdxSourceOptions idx;
     idx.limit = o.limit;

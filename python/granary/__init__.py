@@ -20,8 +20,9 @@ from .errors import (CorruptionError, Error, FailedPreconditionError, FormatErro
                      ReadError, WorkerError)
 from .writer import Writer, write
 
-__all__ = ["Dataset", "Loader", "Writer", "write", "describe", "model_info", "load_image", "Error", "CorruptionError", "FailedPreconditionError",
-           "FormatError", "InvalidArgumentError", "NotFoundError", "ReadError", "WorkerError", "native_available"]
+__all__ = ["Dataset", "Loader", "Writer", "write", "describe", "model_info", "load_image", "Error", "CorruptionError",
+           "FailedPreconditionError", "FormatError", "InvalidArgumentError", "NotFoundError", "ReadError", "WorkerError",
+           "native_available"]
 
 
 def describe(db):

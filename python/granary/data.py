@@ -209,11 +209,11 @@ def _feature_scaling(path, field):
             f"normalize=True: the db records no statistics of feature field '{field}' for its train split to "
             f"standardise with (a db built before December 2026, or without a train split): standardise the "
             f"features yourself, or rebuild it")
-    def finite(values, default):
-        return [v if isinstance(v, (int, float)) and math.isfinite(v) and v != 0 else default for v in values]
-    mean = torch.tensor(finite(stats["mean"], 0.0), dtype=torch.float32)
-    scale = 1 / torch.tensor(finite(stats["std"], 1.0), dtype=torch.float32)
-    return mean, scale
+    def usable(v):  # a column of missing values alone has none
+        return isinstance(v, (int, float)) and math.isfinite(v)
+    mean = torch.tensor([v if usable(v) else 0.0 for v in stats["mean"]], dtype=torch.float32)
+    std = torch.tensor([v if usable(v) and v > 0 else 1.0 for v in stats["std"]], dtype=torch.float32)
+    return mean, 1 / std
 
 
 def _superseded():

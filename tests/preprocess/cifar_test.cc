@@ -173,7 +173,8 @@ TEST(Cifar, ThePythonVersionIsRefusedWithTheCommandsThatBuildIt) {
   EXPECT_NE(hundred.find("d.CIFAR100('" + dir.path() + "', train=True)"), std::string::npos) << hundred;
   // Renamed: torchvision would not find it where the command looks.
   std::filesystem::rename(py10, dir.Sub("cifar10"));
-  EXPECT_NE(Message(FindCifarDataset(dir.Sub("cifar10"), "").status()).find("reads the folder as ROOT/cifar-10-batches-py"),
+  EXPECT_NE(Message(FindCifarDataset(dir.Sub("cifar10"), "").status())
+                .find("reads the folder as ROOT/cifar-10-batches-py"),
             std::string::npos);
 }
 

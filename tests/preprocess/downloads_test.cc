@@ -35,7 +35,9 @@ std::vector<std::string> SplitsOf(const Source& source) {
 TEST(Downloads, KagglesTestCsvWithoutLabelsNamesTheLabelAndIsLeftOut) {
   TempDir dir;
   std::string train = "PassengerId,Survived,Pclass,Fare\n", test = "PassengerId,Pclass,Fare\n";
-  for (int i = 0; i < 40; ++i) train += std::to_string(i) + "," + std::to_string(i % 2) + ",1," + std::to_string(i) + "\n";
+  for (int i = 0; i < 40; ++i) {
+    train += std::to_string(i) + "," + std::to_string(i % 2) + ",1," + std::to_string(i) + "\n";
+  }
   for (int i = 0; i < 10; ++i) test += std::to_string(40 + i) + ",2,7.5\n";
   testing::WriteFile(dir.Sub("train.csv"), train);
   testing::WriteFile(dir.Sub("test.csv"), test);
@@ -118,6 +120,39 @@ TEST(Downloads, ValFractionHoldsValOutOfTrainBesideATestFolder) {
   auto twice = OpenImageFolderSource(dir.Sub("raw"), options);
   ASSERT_FALSE(twice.ok());
   EXPECT_EQ(twice.status().message(), "--val-fraction: " + dir.Sub("raw/val") + " is the val split already");
+}
+
+// Kaggle's image datasets name their splits Training/ and Testing/ as often
+// as train/ and test/ (the brain tumour MRI set: Training/glioma/...,
+// Testing/glioma/...). Those were read as two classes, "Testing" and
+// "Training": a classifier of which folder an image came from, without a
+// word. They are splits, as train/ and test/ are.
+TEST(Downloads, TrainingAndTestingFoldersAreSplits) {
+  TempDir dir;
+  const std::vector<uint8_t> pixels(16, 90);
+  for (const char* split : {"Training", "Testing"}) {
+    for (const char* c : {"glioma", "meningioma", "notumor"}) {
+      std::filesystem::create_directories(dir.Sub(std::string("mri/") + split + "/" + c));
+      for (int i = 0; i < 3; ++i) {
+        const std::string path = dir.Sub(std::string("mri/") + split + "/" + c + "/Tr-" + std::to_string(i) + ".png");
+        ASSERT_TRUE(WritePng(path, pixels.data(), 4, 4, 1).ok());
+      }
+    }
+  }
+  ImageFolderOptions options;
+  options.width = options.height = 4;
+  auto source = OpenImageFolderSource(dir.Sub("mri"), options);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->info.options.at("layout"), "splits");
+  EXPECT_EQ(source->info.class_names, (std::vector<std::string>{"glioma", "meningioma", "notumor"}));
+  EXPECT_EQ(SplitsOf(source.value()), (std::vector<std::string>{"train 9", "test 9"}));
+  // Two folders of one split: which is meant cannot be told.
+  std::filesystem::create_directories(dir.Sub("mri/test/glioma"));
+  ASSERT_TRUE(WritePng(dir.Sub("mri/test/glioma/x.png"), pixels.data(), 4, 4, 1).ok());
+  auto twice = OpenImageFolderSource(dir.Sub("mri"), options);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("both Testing/ and test/: which one is the test split?"), std::string::npos)
+      << twice.status().ToString();
 }
 
 }  // namespace
