@@ -62,12 +62,37 @@ class _PythonSplit:
         return {name: np.array(array) for name, array in self._split[index].items()}  # writable copies
 
 
+def _image_layout(path, field):
+    """"HWC" or "CHW" where `field` is a uint8 image of 1, 3 or 4 channels
+    (what a PIL image holds); "" otherwise."""
+    from . import reader
+    manifest = reader.read_manifest(os.path.join(path, "manifest.json"))
+    for f in manifest.get("schema", {}).get("fields", []):
+        if f.get("name") != field or f.get("dtype") != "uint8" or len(f.get("shape") or []) != 3:
+            continue
+        layout, shape = f.get("layout", ""), f["shape"]
+        channels = shape[2] if layout == "HWC" else shape[0] if layout == "CHW" else 0
+        return layout if channels in (1, 3, 4) else ""
+    return ""
+
+
+def _pil_image(x, layout):
+    """A uint8 image tensor (H x W x C or C x H x W) as the PIL image
+    torchvision's ImageFolder would hand a transform."""
+    from PIL import Image
+    hwc = x if layout == "HWC" else x.permute(1, 2, 0)
+    pixels = np.ascontiguousarray(hwc.numpy())
+    return Image.fromarray(pixels[:, :, 0] if pixels.shape[2] == 1 else pixels)
+
+
 class Dataset(torch.utils.data.Dataset):
     """One split of a db as a map-style torch Dataset.
 
     dataset[i] is a dict {field: tensor} of sample i, each field as stored
     (an image is uint8 H x W x C), or (input, target) with as_tuple=True, after
-    `transform` (applied to the dict, or to the input). Works with DataLoader
+    `transform` (applied to the dict, or to the input: to an image input as
+    torchvision's ImageFolder applies it, to a PIL image, so a torchvision
+    pipeline written for ImageFolder, ToTensor() and all, runs unchanged). Works with DataLoader
     (workers open the db again after fork, as LMDB requires) and
     DistributedSampler. backend: "native" (C++), "python" (granary.reader) or
     "auto" (native if built). classes and class_to_idx are torchvision's
@@ -99,6 +124,9 @@ class Dataset(torch.utils.data.Dataset):
                     raise errors.NotFoundError(f"{self.path}: {role} '{name}': no such field "
                                                f"(fields: {', '.join(self.fields)})")
         self.classes, self.class_to_idx, self.element_names = _names(self.path)
+        # A transform of an image input gets a PIL image: torchvision's transforms of tensors take C x H x W,
+        # and would flip an H x W x C tensor's channels where they mean its columns.
+        self._pil_layout = _image_layout(self.path, self.input_field) if as_tuple and transform else ""
         self._handle, self._pid = handle, os.getpid()
 
     def _open(self):
@@ -123,7 +151,9 @@ class Dataset(torch.utils.data.Dataset):
         if not self.as_tuple:
             return self.transform(sample) if self.transform else sample
         x = sample[self.input_field]
-        return (self.transform(x) if self.transform else x), sample[self.target_field]
+        if self.transform:
+            x = self.transform(_pil_image(x, self._pil_layout) if self._pil_layout else x)
+        return x, sample[self.target_field]
 
     def __getstate__(self):  # spawned workers and pickling: no open handle travels
         state = dict(self.__dict__)

@@ -8,6 +8,8 @@ without labels) builds and trains, saying where its evaluation split is
 to come from. A dataset written through torchvision's ToTensor()
 and Normalize() is not normalised a second time by granary.Loader; one
 written after ToTensor() alone is warned of (float pixels, 4x the bytes).
+granary.Dataset hands a torchvision transform a PIL image, as ImageFolder
+does.
 
     GRANARY_BUILD=build /usr/bin/python3 tests/python/datasets_test.py
 """
@@ -164,6 +166,35 @@ class TransformedTest(unittest.TestCase):
             granary.Loader(os.path.join(tmp, "normalised"), normalize=True)
         x, _ = next(iter(granary.Loader(os.path.join(tmp, "normalised"), batch_size=40, shuffle="none")))
         self.assertTrue(np.allclose(x[0].numpy(), first.numpy(), atol=1e-5))
+
+
+class TorchvisionTransformTest(unittest.TestCase):
+    def test_a_transform_written_for_imagefolder_gets_what_imagefolder_gives(self):
+        import torch
+        import torchvision.transforms as T
+        tmp = tempfile.mkdtemp(prefix="granary-datasets-test-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        _, binary = write_cifar10(tmp, 4)  # CHW images
+        folder = os.path.join(tmp, "folder")  # HWC images
+        from PIL import Image
+        for c in ("a", "b"):
+            os.makedirs(os.path.join(folder, c))
+            for k in range(3):
+                pixels = np.random.default_rng(k).integers(0, 256, (20, 24, 3), dtype=np.uint8)
+                Image.fromarray(pixels).save(os.path.join(folder, c, f"{k}.png"))
+        for raw, flags in ((binary, []), (folder, ["--size", "16"])):
+            db = raw + ".db"
+            run(PREP, "build", raw, db, "--no-progress", *flags)
+            stored = granary.Dataset(db, as_tuple=True)[1][0]
+            chw = stored if stored.shape[0] == 3 else stored.permute(2, 0, 1)
+            # A horizontal flip flips columns (an H x W x C tensor's flip would swap its colours).
+            flipped = granary.Dataset(db, as_tuple=True, transform=T.Compose([T.RandomHorizontalFlip(p=1.0),
+                                                                               T.ToTensor()]))[1][0]
+            self.assertTrue(torch.allclose(flipped, chw.flip(-1).float() / 255), db)
+            cropped = granary.Dataset(db, as_tuple=True, transform=T.Compose([T.RandomCrop(12), T.ToTensor()]))[1][0]
+            self.assertEqual(tuple(cropped.shape), (3, 12, 12))
+        gray = granary.Dataset(os.path.join(tmp, "folder.db"), as_tuple=True, transform=T.Grayscale())[0][0]
+        self.assertEqual(gray.mode, "L")
 
 
 if __name__ == "__main__":
