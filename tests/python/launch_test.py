@@ -197,6 +197,25 @@ class LaunchTest(unittest.TestCase):
         self.assertIn("launch: rank 1 exited with status 1 (ValueError: a bad batch at step 10); stopping the other "
                       "ranks", r.stderr)
 
+    def test_a_script_written_for_gpus_is_named_with_what_to_change(self):
+        gpu = os.path.join(self.dir, "gpu.py")
+        with open(gpu, "w") as f:  # no @record: launch's startup module records what ended the rank
+            f.write(textwrap.dedent("""
+                import sys, torch, torch.distributed as dist
+                if sys.argv[1] == "nccl":
+                    dist.init_process_group("nccl")
+                model = torch.nn.Linear(4, 2).cuda()
+            """))
+        r = self.launch("--ranks", "2", PYTHON, gpu, "cuda")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertRegex(r.stderr, r"launch: rank [01] exited with status 1 \(AssertionError: Torch not compiled with "
+                                   r"CUDA enabled\): the script puts its model or tensors on CUDA, and this torch runs "
+                                   r"on CPUs: use torch.device\(\"cpu\"\)")
+        r = self.launch("--ranks", "2", PYTHON, gpu, "nccl")
+        self.assertRegex(r.stderr, r"\(RuntimeError: Distributed package doesn't have NCCL built in\): NCCL needs GPUs: "
+                                   r"dist.init_process_group\(\"gloo\"\) runs on CPUs")
+        self.assertIn("Traceback", r.stderr)  # the script's own traceback still shows
+
     def test_a_killed_rank_is_named_within_2_s(self):
         killed_at = os.path.join(self.dir, "killed_at")
         start = time.time()

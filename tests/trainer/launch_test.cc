@@ -105,6 +105,21 @@ TEST(Launch, ACommandRankIsNamedWithTheErrorItRecorded) {
   EXPECT_EQ(out->failure, "rank 1 exited with status 2 (ValueError: bad); stopping the other ranks");
 }
 
+// A script written for GPUs, run by launch on CPUs: its first error says
+// what to change (Debian's torch 1.13's own messages).
+TEST(CpuAdvice, NamesWhatAGpuScriptChangesToRunOnCpus) {
+  EXPECT_NE(CpuAdvice("RuntimeError: Distributed package doesn't have NCCL built in").find(
+                "init_process_group(\"gloo\")"),
+            std::string::npos);
+  EXPECT_NE(CpuAdvice("AssertionError: Torch not compiled with CUDA enabled").find("torch.device(\"cpu\")"),
+            std::string::npos);
+  EXPECT_NE(CpuAdvice("ValueError: DistributedDataParallel device_ids and output_device arguments only work with "
+                      "single-device/multiple-device GPU modules or CPU modules, but got device_ids [0]")
+                .find("takes no device_ids"),
+            std::string::npos);
+  EXPECT_EQ(CpuAdvice("ValueError: a bad batch"), "");
+}
+
 TEST(RecordedErrorMessage, TakesTorchsMessageFirstLineAndPrintableOnly) {
   EXPECT_EQ(RecordedErrorMessage(R"({"message": {"message": "KeyError: 'x'\nTraceback", "extraInfo": {}}})"),
             "KeyError: 'x'");

@@ -10,6 +10,8 @@ layout of trainer/launch/heartbeat.cc's Slot) and writes there:
   `launch` judges a hung rank and `launch --tune` measures a layout by them;
 - when the interpreter began to exit, so that of ranks ending together the
   launcher names the one that ended first;
+- the exception that ends the script, in its error file (TORCHELASTIC_ERROR_FILE,
+  as torch's @record writes it), which `launch` names in its line on the rank;
 - a sign of life while the main thread moves (a thread samples where it is
   once a second), so a long evaluation without steps is not taken for a hang,
   while a rank blocked in one call (a collective, a deadlock, a stopped peer)
@@ -128,6 +130,35 @@ def _install(words, halves):
     beat()
 
 
+def _record_uncaught():
+    """An exception that ends the script is written to the rank's error file
+    (TORCHELASTIC_ERROR_FILE) as torch's @record writes it, unless @record
+    wrote there first: `launch` names every rank's exception, not only a
+    script's that is decorated."""
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path:
+        return
+    previous = sys.excepthook
+
+    def hook(kind, value, trace):
+        try:
+            if os.stat(path).st_size == 0:
+                import json
+                import time
+                import traceback
+                message = "".join(traceback.format_exception_only(kind, value)).strip() + "\n" + \
+                    "".join(traceback.format_tb(trace))
+                with open(path, "w") as f:
+                    json.dump({"message": {"message": message, "extraInfo": {
+                        "py_callstack": "".join(traceback.format_exception(kind, value, trace)),
+                        "timestamp": str(int(time.time()))}}}, f)
+        except Exception:
+            pass
+        previous(kind, value, trace)
+
+    sys.excepthook = hook
+
+
 def _after_import(name, patch):
     """Calls patch(module) once `name` has been imported (now, if it already was)."""
     if name in sys.modules:
@@ -177,6 +208,7 @@ try:
     _slot = _attach()
     if _slot is not None:
         _install(*_slot)
+        _record_uncaught()
 except Exception as _error:  # never the user's problem: the rank runs as it would without launch
     print(f"launch: rank startup module: {_error!r}; steps are not counted", file=sys.stderr)
 try:

@@ -55,6 +55,20 @@ std::string RankErrorFiles::Message(int rank) const {
   return RecordedErrorMessage(text);
 }
 
+std::string CpuAdvice(const std::string& message) {
+  const auto has = [&](const char* words) { return message.find(words) != std::string::npos; };
+  if (has("NCCL")) return "NCCL needs GPUs: dist.init_process_group(\"gloo\") runs on CPUs";
+  if (has("not compiled with CUDA") || has("NVIDIA driver") || has("CUDA is not available") ||
+      has("CUDA driver")) {
+    return "the script puts its model or tensors on CUDA, and this torch runs on CPUs: use torch.device(\"cpu\") "
+           "(or \"cuda\" if torch.cuda.is_available() else \"cpu\")";
+  }
+  if (has("DistributedDataParallel") && has("device_ids")) {
+    return "on CPUs DistributedDataParallel takes no device_ids: DistributedDataParallel(model)";
+  }
+  return "";
+}
+
 std::string RecordedErrorMessage(const std::string& text) {
   const nlohmann::json j = ParseJson(text);
   if (!j.is_object() || !j.contains("message")) return "";

@@ -37,6 +37,11 @@ class RankErrorFiles {
   std::vector<int> fds_;
 };
 
+// What a script written for GPUs should change to run on CPUs, from the
+// error a rank recorded (`message`: NCCL asked for, a tensor put on CUDA,
+// device_ids given to DistributedDataParallel); "" for any other error.
+std::string CpuAdvice(const std::string& message);
+
 // The message in an error file's text (RankErrorFiles::Message), "" if none.
 std::string RecordedErrorMessage(const std::string& text);
 

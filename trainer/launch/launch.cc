@@ -137,8 +137,9 @@ std::string RankExitLine(const LaunchOptions& o, int rank, int wstatus, const Ra
   }
   if (o.kind == RankKind::kCommand) {
     const std::string recorded = errors != nullptr ? errors->Message(rank) : "";
+    const std::string advice = CpuAdvice(recorded);
     return RankName(o, rank) + " exited with status " + std::to_string(WEXITSTATUS(wstatus)) +
-           (recorded.empty() ? "" : " (" + recorded + ")") + others;
+           (recorded.empty() ? "" : " (" + recorded + ")") + (advice.empty() ? "" : ": " + advice) + others;
   }
   return "";
 }
