@@ -12,6 +12,7 @@
 #include <iostream>
 
 #include "base/cli.h"
+#include "base/cli_flags.h"
 #include "base/file.h"
 #include "base/json_text.h"
 #include "loader/fields.h"
@@ -219,7 +220,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "loader: %s (see loader --help)\n", e.what());
+    std::fprintf(stderr, "loader: %s%s (see loader --help)\n", e.what(), granary::ParseErrorAdvice(app).c_str());
     return 2;
   }
   if (bench->parsed()) return RunBench(bench_args);

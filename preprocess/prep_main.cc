@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "base/cli.h"
+#include "base/cli_flags.h"
 #include "base/environment.h"
 #include "base/file.h"
 #include "base/json_text.h"
@@ -413,7 +414,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "prep: %s (see prep --help)\n", e.what());
+    std::fprintf(stderr, "prep: %s%s (see prep --help)\n", e.what(), granary::ParseErrorAdvice(app).c_str());
     return 2;
   }
   // "out/new.db/" names the db "out/new.db": the db is a directory, however it is written.

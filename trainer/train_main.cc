@@ -6,7 +6,10 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <map>
+
 #include "base/cli.h"
+#include "base/cli_flags.h"
 #include "base/file.h"
 #include "trainer/config/choices.h"
 #include "trainer/config/config.h"
@@ -199,7 +202,16 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "train: %s (see train --help)\n", e.what());
+    // PyTorch scripts' flags, and what train calls them.
+    static const std::map<std::string, std::string> kAliases = {
+        {"--num-workers", "--loader-threads"}, {"--workers", "--loader-threads"}, {"--data", "--db"},
+        {"--dataset", "--db"}, {"--nproc-per-node", "--ranks"}, {"--world-size", "--ranks"},
+        {"--learning-rate", "--lr"}, {"--bs", "--batch-size"},
+        {"--device", "train runs on CPUs (--ranks and --threads say how many)"},
+        {"--gpus", "train runs on CPUs (--ranks and --threads say how many)"},
+        {"--cuda", "train runs on CPUs (--ranks and --threads say how many)"}};
+    std::fprintf(stderr, "train: %s%s (see train --help)\n", e.what(),
+                 granary::ParseErrorAdvice(app, kAliases).c_str());
     return 2;
   }
   if (granary::Status parsed = choices.ParseInto(&config); !parsed.ok()) return granary::PrintFailure("train", parsed);
