@@ -2,6 +2,7 @@
 import math
 import operator
 import os
+import warnings
 
 import numpy as np
 import torch
@@ -290,7 +291,8 @@ class Loader:
     (DistributedSampler's drop_last: the epoch's tail is dropped instead).
     drop_last is DataLoader's: this rank's last batch, if short, is not
     given. Set the epoch with set_epoch(e) before iterating, as with
-    DistributedSampler.
+    DistributedSampler (a second pass over an epoch without it, which gives
+    the same order, is warned of: DataLoader(shuffle=True) reshuffles itself).
     state_dict() after some batches and load_state_dict() on a new Loader (any
     world size) continue the epoch where it stopped.
 
@@ -336,6 +338,8 @@ class Loader:
         if normalize is True and self._scaling is None:
             _check_unit_range(self.path, split, _batch_fields(self.path, input_field, target_field)[0], normalize)
         self._epoch = 0
+        self._finished = None  # the epoch a pass last ran to its end, until set_epoch
+        self._warned = False
         self._iterations = 0  # iterators made: only the newest may take batches
         self._position = 0  # where the next iteration starts (load_state_dict)
 
@@ -358,6 +362,7 @@ class Loader:
     def set_epoch(self, epoch):
         self._epoch = _integer("set_epoch: epoch", epoch, 0, (1 << 64) - 1)
         self._position = 0
+        self._finished = None
 
     def __len__(self):
         """Batches this rank gets in the coming iteration (the last may be smaller, unless drop_last)."""
@@ -373,6 +378,12 @@ class Loader:
         batches: a new iterator takes it over, and an older one still in use
         raises (two iterators sharing it would each get part of the epoch)."""
         self._iterations += 1
+        if self._finished == self._epoch and self._position == 0 and not self._warned:
+            # DataLoader(shuffle=True) reshuffles each pass by itself; DistributedSampler, and this loader, do not.
+            self._warned = True
+            warnings.warn(f"granary.Loader: a second pass over epoch {self._epoch} without set_epoch(): the same "
+                          f"order and augmentation as the pass before; call loader.set_epoch(epoch) before each "
+                          f"epoch, as with DistributedSampler", stacklevel=2)
         return self._batches(self._iterations)
 
     def _batches(self, iteration):
@@ -385,6 +396,7 @@ class Loader:
             if iteration != self._iterations:
                 raise _superseded()
             if batch is None or (self.drop_last and len(batch[1]) < self._batch):
+                self._finished = self._epoch
                 return
             x, y = batch
             x, y = torch.from_numpy(x), torch.from_numpy(y)
@@ -400,6 +412,7 @@ class Loader:
 
     def load_state_dict(self, state):
         self._epoch = _integer("state['epoch']", state["epoch"], 0, (1 << 64) - 1)
+        self._finished = None
         self._position = _integer("state['position']", state["position"], 0, self._loader.plan(0)["samples"])
 
     def stats(self):

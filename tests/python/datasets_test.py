@@ -9,7 +9,7 @@ to come from. A dataset written through torchvision's ToTensor()
 and Normalize() is not normalised a second time by granary.Loader; one
 written after ToTensor() alone is warned of (float pixels, 4x the bytes).
 granary.Dataset hands a torchvision transform a PIL image, as ImageFolder
-does.
+does; a granary.Loader looped over again without set_epoch() says so.
 
     GRANARY_BUILD=build /usr/bin/python3 tests/python/datasets_test.py
 """
@@ -195,6 +195,29 @@ class TorchvisionTransformTest(unittest.TestCase):
             self.assertEqual(tuple(cropped.shape), (3, 12, 12))
         gray = granary.Dataset(os.path.join(tmp, "folder.db"), as_tuple=True, transform=T.Grayscale())[0][0]
         self.assertEqual(gray.mode, "L")
+
+
+class DataLoaderHabitsTest(unittest.TestCase):
+    def test_a_second_pass_without_set_epoch_is_warned_of_once(self):
+        tmp = tempfile.mkdtemp(prefix="granary-datasets-test-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        _, binary = write_cifar10(tmp, 8)
+        db = os.path.join(tmp, "db")
+        run(PREP, "build", binary, db, "--no-progress")
+        loader = granary.Loader(db, batch_size=16)
+        first = [y.tolist() for _, y in loader]
+        # DataLoader(shuffle=True)'s habit: loop again, expecting another order.
+        with self.assertWarnsRegex(UserWarning, r"a second pass over epoch 0 without set_epoch\(\): the same order"):
+            again = [y.tolist() for _, y in loader]
+        self.assertEqual(again, first)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            [y.tolist() for _, y in loader]  # said once
+            fresh = granary.Loader(db, batch_size=16)
+            for epoch in range(3):  # DistributedSampler's habit: nothing to say
+                fresh.set_epoch(epoch)
+                orders = [y.tolist() for _, y in fresh]
+        self.assertNotEqual(orders, first)
 
 
 if __name__ == "__main__":
