@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cctype>
 #include <cstddef>
 #include <cerrno>
 #include <cstdlib>
@@ -117,19 +118,47 @@ std::string BuildInProgressNote(const std::string& path) {
          (resume_with.empty() ? "prep build --resume" : Printable(resume_with)) + " continues it)";
 }
 
+// For a path that is no db: "; it is raw data (...): prep build PATH DB
+// makes a db of it" where it looks like what prep reads (a table; a folder
+// of images, class folders of them, IDX or CIFAR files, a train.csv), the
+// first level only; "" otherwise.
+std::string RawDataNote(const std::string& path) {
+  const auto lower_ext = [](const fs::path& p) {
+    std::string ext = p.extension().string();
+    for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return ext;
+  };
+  const auto is_raw_file = [&](const fs::path& p) {
+    const std::string ext = lower_ext(p), name = p.filename().string();
+    return ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".webp" || ext == ".csv" || ext == ".tsv" ||
+           name.find("-ubyte") != std::string::npos || name.rfind("data_batch_", 0) == 0;
+  };
+  std::error_code ec;
+  bool raw = fs::is_regular_file(path, ec) && (is_raw_file(path) || lower_ext(path) == ".gz");
+  for (fs::directory_iterator it(path, ec), end; !raw && !ec && it != end; it.increment(ec)) {
+    raw = is_raw_file(it->path());
+    for (fs::directory_iterator in(it->path(), ec), e2; !raw && !ec && in != e2; in.increment(ec)) {
+      raw = is_raw_file(in->path());  // a class folder's images
+    }
+    ec.clear();
+  }
+  return raw ? "; it looks like raw data: `prep build " + path + " DB` makes a db of it" : "";
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<DbReader>> DbReader::Open(const std::string& path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec)) {
     if (!fs::exists(path, ec)) return Status::NotFound(path + ": no such db directory" + BuildInProgressNote(path));
-    return Status::InvalidArgument(path + ": is not a granary db (not a directory)");
+    return Status::InvalidArgument(path + ": is not a granary db (not a directory)" + RawDataNote(path));
   }
   const std::string manifest_path = path + "/" + format::kManifestFile;
   std::string text;
   Status read = ReadBoundedFile(manifest_path, format::kMaxManifestBytes, &text);
   if (read.code() == Status::Code::kNotFound) {
-    std::string hint = fs::exists(path + format::kPartialSuffix, ec) ? " (a build of it did not finish)" : "";
+    std::string hint =
+        fs::exists(path + format::kPartialSuffix, ec) ? " (a build of it did not finish)" : RawDataNote(path);
     return Status::NotFound(path + ": is not a granary db: " + format::kManifestFile + " not found" + hint);
   }
   GRANARY_RETURN_IF_ERROR(read);

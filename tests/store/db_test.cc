@@ -208,6 +208,17 @@ TEST(Db, NonDbDirectoriesAreRejectedClearly) {
   auto empty = DbReader::Open(dir.path());
   EXPECT_EQ(empty.status().code(), Status::Code::kNotFound);
   EXPECT_NE(empty.status().message().find("is not a granary db"), std::string::npos) << empty.status().message();
+  EXPECT_EQ(empty.status().message().find("raw data"), std::string::npos);
+  // Raw data given where a db goes (`train --db photos/`, prep not run yet): prep build is named.
+  std::filesystem::create_directories(dir.Sub("photos/cat"));
+  testing::WriteFile(dir.Sub("photos/cat/1.JPG"), "");
+  testing::WriteFile(dir.Sub("t.csv"), "a,label\n1,0\n");
+  for (const std::string raw : {dir.Sub("photos"), dir.Sub("t.csv")}) {
+    EXPECT_NE(DbReader::Open(raw).status().message().find("; it looks like raw data: `prep build " + raw +
+                                                          " DB` makes a db of it"),
+              std::string::npos)
+        << DbReader::Open(raw).status().ToString();
+  }
 }
 
 TEST(Db, MalformedOrNewerManifestIsRejected) {
