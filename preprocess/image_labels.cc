@@ -71,14 +71,15 @@ std::vector<std::string> KeysOf(const std::string& name) {
   return {name, p.filename().string(), p.stem().string()};
 }
 
-// The column of `rows` (line, fields), other than `label`, whose values are
-// the most of `keys`; the number of columns where none is one.
-size_t IdColumnOf(const std::vector<std::pair<uint64_t, std::vector<std::string>>>& rows, size_t label,
-                  const std::set<std::string>& keys) {
+// The column of `rows` (line, fields), other than `other`, whose values are
+// the most of `keys` (the images' names; train/'s classes); the number of
+// columns where none is one.
+size_t ColumnHoldingMost(const std::vector<std::pair<uint64_t, std::vector<std::string>>>& rows, size_t other,
+                         const std::set<std::string>& keys) {
   const size_t columns = rows.empty() ? 0 : rows[0].second.size();
   size_t best = columns, most = 0;
   for (size_t c = 0; c < columns; ++c) {
-    if (c == label) continue;
+    if (c == other) continue;
     size_t named = 0;
     for (const auto& row : rows) named += keys.count(TrimCsvField(row.second[c]));
     if (named > most) best = c, most = named;
@@ -102,28 +103,13 @@ StatusOr<size_t> DecideLabelColumn(const std::string& path, const std::vector<st
   return LabelColumnOf(path, header, "");
 }
 
-// The column of `rows` (other than `id`) whose values are the most of
-// `classes`; the number of columns where none is one.
-size_t ClassColumnOf(const std::vector<std::pair<uint64_t, std::vector<std::string>>>& rows, size_t id,
-                     const std::set<std::string>& classes) {
-  const size_t columns = rows.empty() ? 0 : rows[0].second.size();
-  size_t best = columns, most = 0;
-  for (size_t c = 0; c < columns; ++c) {
-    if (c == id) continue;
-    size_t named = 0;
-    for (const auto& row : rows) named += classes.count(TrimCsvField(row.second[c]));
-    if (named > most) best = c, most = named;
-  }
-  return best;
-}
-
 // The id column (naming the most `keys`) and, where still to be decided,
 // the label column (holding the most of `classes`), from the first rows.
 Status ChooseColumns(const std::string& path, const std::vector<std::string>& header,
                      const std::vector<std::pair<uint64_t, std::vector<std::string>>>& first,
                      const std::set<std::string>& keys, const std::set<std::string>& classes,
                      const std::string& an_image, size_t* id, size_t* column) {
-  *id = IdColumnOf(first, *column, keys);
+  *id = ColumnHoldingMost(first, *column, keys);
   if (*id == header.size()) {
     return Status::InvalidArgument(path + ": no column names the folder's images (its columns: " +
                                    CsvHeaderText(header) + "; first row: " + CsvHeaderText(first[0].second) +
@@ -131,7 +117,7 @@ Status ChooseColumns(const std::string& path, const std::vector<std::string>& he
                                    "folder, its file name, or its file name without the extension");
   }
   if (*column != kDecidedByRows) return Status::OK();
-  *column = ClassColumnOf(first, *id, classes);
+  *column = ColumnHoldingMost(first, *id, classes);
   if (*column == header.size()) {
     return Status::InvalidArgument(path + ": no column holds the names of train/'s classes (first row: " +
                                    CsvHeaderText(first[0].second) + "; a class: '" + *classes.begin() + "')");

@@ -103,15 +103,11 @@ std::string DetectFormat(const std::string& raw) {
   return has_dirs || has_images ? "image-folder" : "idx";
 }
 
-StatusOr<Source> OpenSource(const RawOptions& o) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(o.raw, ec) && std::filesystem::is_empty(o.raw, ec)) {
-    return Status::InvalidArgument(o.raw + ": the folder is empty (prep reads an IDX folder, a CIFAR folder, an "
-                                   "image folder of <class>/ folders, or a CSV table)");
-  }
-  std::string format = o.format == "auto" ? DetectFormat(o.raw) : o.format;
-  if (format == "images") format = "image-folder";
-  std::map<std::string, std::string> recorded = {{"format", format}, {"limit", std::to_string(o.limit)}};
+namespace {
+
+// --label, --labels and --label-from-name where `format` takes them: a
+// refusal naming the flag elsewhere, where it used to be ignored.
+Status CheckLabelFlags(const RawOptions& o, const std::string& format) {
   if (o.label_from_name && (format != "image-folder" || !o.labels.empty())) {
     return Status::InvalidArgument(
         std::string("--label-from-name: labels a folder of images by their names; ") +
@@ -129,6 +125,21 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
     return Status::InvalidArgument("--label " + o.label + ": names a column of a CSV table (or picks CIFAR-100's "
                                    "fine or coarse label); an IDX dataset's labels are its labels files");
   }
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<Source> OpenSource(const RawOptions& o) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(o.raw, ec) && std::filesystem::is_empty(o.raw, ec)) {
+    return Status::InvalidArgument(o.raw + ": the folder is empty (prep reads an IDX folder, a CIFAR folder, an "
+                                   "image folder of <class>/ folders, or a CSV table)");
+  }
+  std::string format = o.format == "auto" ? DetectFormat(o.raw) : o.format;
+  if (format == "images") format = "image-folder";
+  std::map<std::string, std::string> recorded = {{"format", format}, {"limit", std::to_string(o.limit)}};
+  GRANARY_RETURN_IF_ERROR(CheckLabelFlags(o, format));
   StatusOr<Source> source =
       Status::InvalidArgument("--format " + o.format + ": expected auto, idx, cifar, image-folder or csv");
   if (format == "idx") {
