@@ -9,7 +9,9 @@ to come from. A dataset written through torchvision's ToTensor()
 and Normalize() is not normalised a second time by granary.Loader; one
 written after ToTensor() alone is warned of (float pixels, 4x the bytes).
 granary.Dataset hands a torchvision transform a PIL image, as ImageFolder
-does; a granary.Loader looped over again without set_epoch() says so.
+does; a granary.Loader looped over again without set_epoch() says so; a
+torchvision model name given to train is refused with a command that makes
+it train.
 
     GRANARY_BUILD=build /usr/bin/python3 tests/python/datasets_test.py
 """
@@ -195,6 +197,22 @@ class TorchvisionTransformTest(unittest.TestCase):
             self.assertEqual(tuple(cropped.shape), (3, 12, 12))
         gray = granary.Dataset(os.path.join(tmp, "folder.db"), as_tuple=True, transform=T.Grayscale())[0][0]
         self.assertEqual(gray.mode, "L")
+
+
+class TorchvisionModelTest(unittest.TestCase):
+    def test_a_torchvision_model_name_is_refused_with_a_command_that_makes_it_train(self):
+        tmp = tempfile.mkdtemp(prefix="granary-datasets-test-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        _, binary = write_cifar10(tmp, 8)
+        db = os.path.join(tmp, "db")
+        run(PREP, "build", binary, db, "--no-progress")
+        refused = run(TRAIN, "--db", db, "--model", "resnet18", check=False, cwd=tmp)
+        self.assertNotEqual(refused.returncode, 0)
+        command = re.search(r'python3 -c "(.*?)"', refused.stderr).group(1).replace("num_classes=N", "num_classes=10")
+        run("/usr/bin/python3", "-c", command, cwd=tmp)
+        report = json.loads(run(TRAIN, "--db", db, "--model", "resnet18.pt", "--epochs", "1", "--batch-size", "16",
+                                "--json", cwd=tmp).stdout)
+        self.assertEqual(len(report["epochs"]), 1)
 
 
 class DataLoaderHabitsTest(unittest.TestCase):

@@ -54,8 +54,16 @@ Status ValidateData(const DataConfig& data, int cores) {
 
 Status ValidateModel(const ModelConfig& model) {
   if (model.name != "auto" && !IsKnownModel(model.name) && !IsModelFile(model.name)) {
+    // A torchvision name (resnet18, mobilenet_v2, vgg11, ...): how any of them trains here.
+    const bool torchvision = model.name.find_first_of("0123456789_") != std::string::npos;
     return OutOfRange("--model", model.name,
-                      "unknown (known: auto, " + KnownModelNames() + ", or a TorchScript FILE.pt)");
+                      "unknown (known: auto, " + KnownModelNames() + ", or a TorchScript FILE.pt)" +
+                          (torchvision ? "; torchvision's models train as TorchScript files: python3 -c \"import "
+                                         "torch, torchvision; torch.jit.script(torchvision.models." + model.name +
+                                         "(num_classes=N)).save('" + model.name + ".pt')\" (N: the db's classes), "
+                                         "then --model " + model.name + ".pt; resnet and mobilenet here are small "
+                                         "ones, for 32-128 px images"
+                                       : ""));
   }
   if (!(model.width >= kMinModelWidth && model.width <= kMaxModelWidth)) {
     return OutOfRange("--width", NumberText(model.width),
