@@ -118,10 +118,10 @@ std::string BuildInProgressNote(const std::string& path) {
          (resume_with.empty() ? "prep build --resume" : Printable(resume_with)) + " continues it)";
 }
 
-// For a path that is no db: "; it is raw data (...): prep build PATH DB
+// For a path that is no db: "; it looks like raw data: `prep build PATH DB`
 // makes a db of it" where it looks like what prep reads (a table; a folder
-// of images, class folders of them, IDX or CIFAR files, a train.csv), the
-// first level only; "" otherwise.
+// of images, of class folders of them, of IDX or CIFAR files, a train.csv),
+// by the first 256 entries of two levels; "" otherwise.
 std::string RawDataNote(const std::string& path) {
   const auto lower_ext = [](const fs::path& p) {
     std::string ext = p.extension().string();
@@ -135,9 +135,12 @@ std::string RawDataNote(const std::string& path) {
   };
   std::error_code ec;
   bool raw = fs::is_regular_file(path, ec) && (is_raw_file(path) || lower_ext(path) == ".gz");
-  for (fs::directory_iterator it(path, ec), end; !raw && !ec && it != end; it.increment(ec)) {
+  int seen = 0;  // a home folder given as a db is not walked whole
+  for (fs::directory_iterator it(path, ec), end; !raw && !ec && it != end && seen < 256; it.increment(ec), ++seen) {
     raw = is_raw_file(it->path());
-    for (fs::directory_iterator in(it->path(), ec), e2; !raw && !ec && in != e2; in.increment(ec)) {
+    int inside = 0;
+    for (fs::directory_iterator in(it->path(), ec), e2; !raw && !ec && in != e2 && inside < 256;
+         in.increment(ec), ++inside) {
       raw = is_raw_file(in->path());  // a class folder's images
     }
     ec.clear();
