@@ -97,9 +97,7 @@ StatusOr<CsvColumns> CsvColumns::Plan(const std::vector<const CsvTable*>& tables
   plan.columns_.resize(header.size());
   for (size_t c = 0; c < header.size(); ++c) plan.columns_[c].name = header[c];
   plan.columns_[label_column].kind = Kind::kLeftOut;
-  // A first column without a name is the index pandas' to_csv writes unless
-  // told index=False (R's write.csv: its row names): row numbers, no feature.
-  const bool index_column = header.size() > 1 && header[0].empty() && label_column != 0;
+  const bool index_column = IsIndexColumn(header, 0) && label_column != 0;
   if (index_column) {
     plan.columns_[0].kind = Kind::kLeftOut;
     notes->push_back("column 1 has no name: the index pandas' to_csv writes (unless index=False), row numbers; "

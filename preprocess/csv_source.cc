@@ -197,7 +197,7 @@ StatusOr<size_t> LabelColumn(const std::string& path, const std::vector<std::str
   }
   std::map<std::string, size_t> named;  // column name -> its first column, 1-based
   for (size_t c = 0; c < header.size(); ++c) {
-    if (header[c].empty() && c == 0 && header.size() > 2) continue;  // pandas' index: CsvColumns leaves it out
+    if (IsIndexColumn(header, c)) continue;  // CsvColumns leaves it out
     if (header[c].empty()) {
       return Status::InvalidArgument(path + ": column " + std::to_string(c + 1) + " of " +
                                      std::to_string(header.size()) + " has no name" +
@@ -260,9 +260,7 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
     const auto on_header = [&](const std::vector<std::string>& header) -> StatusOr<size_t> {
       columns = header.size();
       if (!inputs.empty()) {
-        std::vector<std::string> without = inputs[0].table->header();
-        without.erase(without.begin() + static_cast<std::ptrdiff_t>(*label_column));
-        if (header == without) {
+        if (ColumnOnlyIn(inputs[0].table->header(), header) == *label) {
           unlabelled = true;
           return Status::FailedPrecondition("unlabelled");  // ends the scan: the file is left out
         }

@@ -69,6 +69,13 @@ class CsvParser {
 // after parsing: a header, a label, a number).
 std::string TrimCsvField(const std::string& field);
 
+// Whether column `c` of `header` is the index pandas' to_csv writes unless
+// told index=False (R's write.csv: its row names): a first column without a
+// name, with a label and a feature beside it. Row numbers, no feature.
+inline bool IsIndexColumn(const std::vector<std::string>& header, size_t c) {
+  return c == 0 && header.size() > 2 && header[0].empty();
+}
+
 // How a folder's tables are named after their split (train.csv, ...),
 // the uncompressed first: the first there is read.
 inline constexpr const char* kCsvFolderExtensions[] = {".csv", ".csv.gz", ".csv.zst"};

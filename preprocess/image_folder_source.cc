@@ -328,10 +328,11 @@ void AddSplits(const std::string& name, std::vector<ImageItem> items, uint64_t b
 // names give fewer than two classes, or more than kMaxLabelValues.
 Status LabelByName(const std::string& dir, std::vector<std::string> found, std::vector<ImageItem>* items,
                    std::vector<std::string>* names) {
+  std::vector<std::string> said;  // each image's class by its name
   std::map<std::string, int64_t> classes;
   for (const std::string& name : found) {
-    const std::string c = ClassFromName(name);
-    if (!c.empty()) classes.emplace(c, 0);
+    said.push_back(ClassFromName(name));
+    if (!said.back().empty()) classes.emplace(said.back(), 0);
   }
   if (classes.size() < 2 || classes.size() > kMaxLabelValues) {
     return Status::InvalidArgument(
@@ -344,10 +345,8 @@ Status LabelByName(const std::string& dir, std::vector<std::string> found, std::
     index = static_cast<int64_t>(names->size());
     names->push_back(name);
   }
-  for (std::string& name : found) {
-    const std::string c = ClassFromName(name);
-    const int64_t label = c.empty() ? -1 : classes.at(c);
-    items->push_back({std::move(name), label});
+  for (size_t i = 0; i < found.size(); ++i) {
+    items->push_back({std::move(found[i]), said[i].empty() ? -1 : classes.at(said[i])});
   }
   return Status::OK();
 }
@@ -483,8 +482,8 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
                                                         "in no class folder: " + FolderNames(loose)) +
                               (walk.undecoded.empty() ? "" : "; " + UndecodedNote(walk.undecoded)));
     }
-    source.splits.push_back(std::make_unique<ImageSplit>(name, dir, std::move(items), bytes, transform,
-                                                         "no row of " + split.labels + " names it"));
+    const std::string unlabelled = split.labels.empty() ? "" : "no row of " + split.labels + " names it";
+    source.splits.push_back(std::make_unique<ImageSplit>(name, dir, std::move(items), bytes, transform, unlabelled));
   }
   for (std::string& note : notes) source.info.notes.push_back(std::move(note));
   source.info.options["layout"] = layout == FolderLayout::kSplits ? "splits" : "classes";

@@ -23,17 +23,18 @@ bool ParseSize(const std::string& text, int* width, int* height) {
   return true;
 }
 
-// What `dir` holds, where it is a dataset a format other than image folders
-// reads ("an IDX dataset"); "" if not.
-std::string DatasetIn(const std::filesystem::path& dir) {
+// The format of the folder `dir` where it is a dataset of a format other
+// than image folders, as DetectFormat decides it: "csv" (a train.csv[.gz|.zst]),
+// "cifar" or "idx" (IDX files); "" otherwise.
+std::string DatasetFormatIn(const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (e.path().filename().string().find("-ubyte") != std::string::npos) return "an IDX dataset";
-  }
-  if (LooksLikeCifar(dir.string())) return "a CIFAR dataset";
   for (const char* extension : kCsvFolderExtensions) {
-    if (fs::is_regular_file(dir / (std::string("train") + extension), ec)) return "a CSV dataset";
+    if (fs::is_regular_file(dir / (std::string("train") + extension), ec)) return "csv";
+  }
+  if (LooksLikeCifar(dir.string())) return "cifar";
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().filename().string().find("-ubyte") != std::string::npos) return "idx";
   }
   return "";
 }
@@ -50,8 +51,9 @@ std::string DatasetBelow(const std::string& raw) {
     const auto [dir, depth] = pending.back();
     pending.pop_back();
     if (depth > 0) {
-      if (std::string what = DatasetIn(dir); !what.empty()) {
-        found.emplace_back(dir.string(), what);
+      if (const std::string format = DatasetFormatIn(dir); !format.empty()) {
+        found.emplace_back(dir.string(), format == "csv" ? "a CSV dataset" : format == "cifar" ? "a CIFAR dataset"
+                                                                                             : "an IDX dataset");
         continue;
       }
     }
@@ -88,15 +90,11 @@ std::string DetectFormat(const std::string& raw) {
   std::error_code ec;
   // A file is a table (a.csv, A.CSV, data.txt: the CSV reader says what it finds); a folder with train.csv too.
   if (fs::is_regular_file(raw, ec)) return "csv";
-  for (const char* extension : kCsvFolderExtensions) {
-    if (fs::is_regular_file(fs::path(raw) / (std::string("train") + extension), ec)) return "csv";
-  }
-  if (LooksLikeCifar(raw)) return "cifar";
+  if (const std::string format = DatasetFormatIn(raw); !format.empty()) return format;
   // A folder of folders, or of images alone (the image folder source says what it lacks), is an image folder.
   bool has_dirs = false, has_images = false;
   for (const auto& e : fs::directory_iterator(raw, ec)) {
     const std::string name = e.path().filename().string();
-    if (name.find("-ubyte") != std::string::npos) return "idx";
     has_dirs = has_dirs || (e.is_directory(ec) && name[0] != '.');
     has_images = has_images || HasImageExtension(e.path()) || HasOtherImageExtension(e.path());
   }
