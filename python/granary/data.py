@@ -27,13 +27,18 @@ def _batch_fields(path, input_field, target_field):
     raise errors.InvalidArgumentError("granary's C++ module is not built: name both input_field= and target_field=")
 
 
-def _names(path):
-    """(classes, class_to_idx, element_names) of the db at `path`: its class
-    names in label order and their indices, as torchvision's ImageFolder gives
-    them, and its fields' element names (a CSV table's features: its columns)."""
+def _manifest(path):
+    """The manifest of the db at `path`, its names decoded (granary.reader)."""
     from . import reader
+    return reader.decode_names(reader.read_manifest(os.path.join(path, "manifest.json")))
+
+
+def _names(path, manifest):
+    """(classes, class_to_idx, element_names) of the db at `path` from its
+    `manifest`: its class names in label order and their indices, as
+    torchvision's ImageFolder gives them, and its fields' element names (a
+    CSV table's features: its columns)."""
     where = os.path.join(path, "manifest.json")
-    manifest = reader.decode_names(reader.read_manifest(where))
     classes, names = manifest.get("class_names", []), manifest.get("element_names", {})
     if not (isinstance(classes, list) and all(isinstance(c, str) for c in classes)):
         raise errors.CorruptionError(f"{where}: class_names: not an array of strings")
@@ -63,11 +68,9 @@ class _PythonSplit:
         return {name: np.array(array) for name, array in self._split[index].items()}  # writable copies
 
 
-def _image_layout(path, field):
-    """"HWC" or "CHW" where `field` is a uint8 image of 1, 3 or 4 channels
-    (what a PIL image holds); "" otherwise."""
-    from . import reader
-    manifest = reader.read_manifest(os.path.join(path, "manifest.json"))
+def _image_layout(manifest, field):
+    """"HWC" or "CHW" where `field` of the db's `manifest` is a uint8 image of
+    1, 3 or 4 channels (what a PIL image holds); "" otherwise."""
     for f in manifest.get("schema", {}).get("fields", []):
         if f.get("name") != field or f.get("dtype") != "uint8" or len(f.get("shape") or []) != 3:
             continue
@@ -124,10 +127,11 @@ class Dataset(torch.utils.data.Dataset):
                 if name not in self.fields:
                     raise errors.NotFoundError(f"{self.path}: {role} '{name}': no such field "
                                                f"(fields: {', '.join(self.fields)})")
-        self.classes, self.class_to_idx, self.element_names = _names(self.path)
+        manifest = _manifest(self.path)
+        self.classes, self.class_to_idx, self.element_names = _names(self.path, manifest)
         # A transform of an image input gets a PIL image: torchvision's transforms of tensors take C x H x W,
         # and would flip an H x W x C tensor's channels where they mean its columns.
-        self._pil_layout = _image_layout(self.path, self.input_field) if as_tuple and transform else ""
+        self._pil_layout = _image_layout(manifest, self.input_field) if as_tuple and transform else ""
         self._handle, self._pid = handle, os.getpid()
 
     def _open(self):
@@ -199,16 +203,13 @@ def _normalization(normalize):
     return mean, std
 
 
-def _check_unit_range(path, split, field, normalize):
-    """normalize=True (ImageNet's mean and std, for values in [0, 1]) of a
-    float field whose recorded values lie outside [0, 1]: images written
-    after ToTensor() and Normalize(), which it would normalise a second time
-    (a silent wrong input). Refused, naming the values; uint8 fields (scaled
-    to [0, 1] first) and dbs without statistics are not checked."""
-    if normalize is not True:
-        return
-    from . import reader
-    manifest = reader.read_manifest(os.path.join(path, "manifest.json"))
+def _check_unit_range(manifest, split, field):
+    """For normalize=True (ImageNet's mean and std, for values in [0, 1]): a
+    float field whose values the db's `manifest` records outside [0, 1] holds
+    images written after ToTensor() and Normalize(), which it would normalise
+    a second time (a silent wrong input). Refused, naming the values; uint8
+    fields (scaled to [0, 1] first) and dbs without statistics are not
+    checked."""
     stats = ((manifest.get("statistics") or {}).get(split) or {}).get(field)
     if not isinstance(stats, dict) or not isinstance(stats.get("min"), list) or not isinstance(stats.get("max"), list):
         return
@@ -223,14 +224,13 @@ def _check_unit_range(path, split, field, normalize):
             f"normalize=False reads them as they are; normalize=(mean, std) gives the statistics to use")
 
 
-def _feature_scaling(path, field):
+def _feature_scaling(manifest, field):
     """(mean, 1 / std) tensors that standardise the feature vector `field`
-    with the train split's recorded statistics (as `train`'s MLP does: a
-    missing value, NaN, becomes the mean, 0), or None where `field` is no
-    feature vector (for images normalize=True means ImageNet's).
-    InvalidArgumentError where the db records no statistics of it."""
-    from . import reader
-    manifest = reader.read_manifest(os.path.join(path, "manifest.json"))
+    with the train split's statistics in the db's `manifest` (as `train`'s
+    MLP does: a missing value, NaN, becomes the mean, 0), or None where
+    `field` is no feature vector (for images normalize=True means
+    ImageNet's). InvalidArgumentError where the db records no statistics of
+    it."""
     shapes = {f.get("name"): f.get("shape") for f in manifest.get("schema", {}).get("fields", [])}
     if not isinstance(shapes.get(field), list) or len(shapes[field]) != 1:
         return None
@@ -325,18 +325,22 @@ class Loader:
         self._batch = batch_size
         self.drop_last = bool(drop_last)
         # normalize=True of features: standardised here, with the train split's statistics.
-        self._scaling = None
+        manifest, self._scaling = None, None
         if normalize is True:
-            self._scaling = _feature_scaling(self.path, _batch_fields(self.path, input_field, target_field)[0])
+            batched = _batch_fields(self.path, input_field, target_field)[0]  # opens the db: the tools' errors
+            manifest = _manifest(self.path)
+            self._scaling = _feature_scaling(manifest, batched)
         mean, std = _normalization(False if self._scaling is not None else normalize)
         self._args = (os_bytes(self.path), split, batch_size, rank, world, seed, threads, prefetch, augment, shuffle,
                       mean, std, channels_last, bool(sampler_drop_last), os.fsencode(input_field or ""),
                       os.fsencode(target_field or ""))
         self._made = (os.getpid(), _native.Loader(*self._args))  # bad options fail here
         self.content_hash = self._made[1].content_hash
-        self.classes, self.class_to_idx, self.element_names = _names(self.path)
+        if manifest is None:
+            manifest = _manifest(self.path)
+        self.classes, self.class_to_idx, self.element_names = _names(self.path, manifest)
         if normalize is True and self._scaling is None:
-            _check_unit_range(self.path, split, _batch_fields(self.path, input_field, target_field)[0], normalize)
+            _check_unit_range(manifest, split, batched)
         self._epoch = 0
         self._finished = None  # the epoch a pass last ran to its end, until set_epoch
         self._warned = False
