@@ -21,6 +21,21 @@ std::string Notes(const Source& source) {
   return notes;
 }
 
+// root/<split>/<class>/0.png ... (count-1).png, 4x4 gray, for each split and class.
+void WriteSplitFolders(const std::string& root, const std::vector<std::string>& splits,
+                       const std::vector<std::string>& classes, int count) {
+  const std::vector<uint8_t> pixels(16, 90);
+  for (const std::string& split : splits) {
+    for (const std::string& c : classes) {
+      std::filesystem::create_directories(root + "/" + split + "/" + c);
+      for (int i = 0; i < count; ++i) {
+        const std::string path = root + "/" + split + "/" + c + "/" + std::to_string(i) + ".png";
+        ASSERT_TRUE(WritePng(path, pixels.data(), 4, 4, 1).ok()) << path;
+      }
+    }
+  }
+}
+
 std::vector<std::string> SplitsOf(const Source& source) {
   std::vector<std::string> splits;
   for (const auto& split : source.splits) splits.push_back(split->name() + " " + std::to_string(split->size()));
@@ -96,16 +111,7 @@ TEST(Downloads, PandasIndexColumnIsLeftOutAndNoted) {
 // beside a val/ folder it is refused.
 TEST(Downloads, ValFractionHoldsValOutOfTrainBesideATestFolder) {
   TempDir dir;
-  const std::vector<uint8_t> pixels(16, 90);
-  for (const char* split : {"train", "test"}) {
-    for (const char* c : {"a", "b"}) {
-      std::filesystem::create_directories(dir.Sub(std::string("raw/") + split + "/" + c));
-      for (int i = 0; i < 10; ++i) {
-        const std::string path = dir.Sub(std::string("raw/") + split + "/" + c + "/" + std::to_string(i) + ".png");
-        ASSERT_TRUE(WritePng(path, pixels.data(), 4, 4, 1).ok());
-      }
-    }
-  }
+  WriteSplitFolders(dir.Sub("raw"), {"train", "test"}, {"a", "b"}, 10);
   ImageFolderOptions options;
   options.width = options.height = 4;
   options.val_fraction = 0.3;
@@ -129,16 +135,7 @@ TEST(Downloads, ValFractionHoldsValOutOfTrainBesideATestFolder) {
 // word. They are splits, as train/ and test/ are.
 TEST(Downloads, TrainingAndTestingFoldersAreSplits) {
   TempDir dir;
-  const std::vector<uint8_t> pixels(16, 90);
-  for (const char* split : {"Training", "Testing"}) {
-    for (const char* c : {"glioma", "meningioma", "notumor"}) {
-      std::filesystem::create_directories(dir.Sub(std::string("mri/") + split + "/" + c));
-      for (int i = 0; i < 3; ++i) {
-        const std::string path = dir.Sub(std::string("mri/") + split + "/" + c + "/Tr-" + std::to_string(i) + ".png");
-        ASSERT_TRUE(WritePng(path, pixels.data(), 4, 4, 1).ok());
-      }
-    }
-  }
+  WriteSplitFolders(dir.Sub("mri"), {"Training", "Testing"}, {"glioma", "meningioma", "notumor"}, 3);
   ImageFolderOptions options;
   options.width = options.height = 4;
   auto source = OpenImageFolderSource(dir.Sub("mri"), options);
@@ -147,8 +144,7 @@ TEST(Downloads, TrainingAndTestingFoldersAreSplits) {
   EXPECT_EQ(source->info.class_names, (std::vector<std::string>{"glioma", "meningioma", "notumor"}));
   EXPECT_EQ(SplitsOf(source.value()), (std::vector<std::string>{"train 9", "test 9"}));
   // Two folders of one split: which is meant cannot be told.
-  std::filesystem::create_directories(dir.Sub("mri/test/glioma"));
-  ASSERT_TRUE(WritePng(dir.Sub("mri/test/glioma/x.png"), pixels.data(), 4, 4, 1).ok());
+  WriteSplitFolders(dir.Sub("mri"), {"test"}, {"glioma"}, 1);
   auto twice = OpenImageFolderSource(dir.Sub("mri"), options);
   ASSERT_FALSE(twice.ok());
   EXPECT_NE(twice.status().message().find("both Testing/ and test/: which one is the test split?"), std::string::npos)

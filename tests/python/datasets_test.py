@@ -74,12 +74,24 @@ def write_cifar10(root, per_batch, seed=0):
     return py, binary
 
 
-class CifarTest(unittest.TestCase):
+class Case(unittest.TestCase):
+    """A test with a folder of its own (self.tmp)."""
+
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="granary-datasets-test-")
 
     def tearDown(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def cifar_db(self, per_batch):
+        """prep's db (self.tmp/db) of a made-up CIFAR-10 of `per_batch` samples a batch."""
+        _, binary = write_cifar10(self.tmp, per_batch)
+        db = os.path.join(self.tmp, "db")
+        run(PREP, "build", binary, db, "--no-progress")
+        return db
+
+
+class CifarTest(Case):
 
     def test_the_python_versions_command_writes_the_samples_of_the_binary_version(self):
         py, binary = write_cifar10(self.tmp, 30)
@@ -107,18 +119,15 @@ class CifarTest(unittest.TestCase):
                 self.assertEqual(int(x["label"]), int(y["target"]), (split, i))
 
     def test_a_cifar_db_trains_with_no_flags(self):
-        _, binary = write_cifar10(self.tmp, 100)
-        db = os.path.join(self.tmp, "db")
-        run(PREP, "build", binary, db, "--no-progress")
+        db = self.cifar_db(100)
         report = json.loads(run(TRAIN, "--db", db, "--epochs", "6", "--batch-size", "32", "--json").stdout)
         self.assertEqual(report["config"]["data"]["eval_split"], "test")
         self.assertGreater(report["epochs"][-1]["test_accuracy"], 0.8)
 
 
-class KaggleTest(unittest.TestCase):
+class KaggleTest(Case):
     def test_a_competition_folder_trains_and_says_where_its_evaluation_split_comes_from(self):
-        tmp = tempfile.mkdtemp(prefix="granary-datasets-test-")
-        self.addCleanup(shutil.rmtree, tmp, True)
+        tmp = self.tmp
         rng = np.random.default_rng(5)
         with open(os.path.join(tmp, "train.csv"), "w") as train, open(os.path.join(tmp, "test.csv"), "w") as test:
             train.write("PassengerId,Survived,Pclass,Sex,Fare\n")
@@ -142,12 +151,11 @@ class KaggleTest(unittest.TestCase):
         self.assertGreater(report["epochs"][-1]["test_accuracy"], 0.8)
 
 
-class TransformedTest(unittest.TestCase):
+class TransformedTest(Case):
     def test_images_normalised_when_written_are_not_normalised_again(self):
         import torchvision.transforms as T
         from PIL import Image
-        tmp = tempfile.mkdtemp(prefix="granary-datasets-test-")
-        self.addCleanup(shutil.rmtree, tmp, True)
+        tmp = self.tmp
         rng = np.random.default_rng(4)
         pictures = [Image.fromarray(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)) for _ in range(40)]
         # ToTensor()'s floats are 8-bit pixels at 4x the bytes: warned of; normalised ones are not pixels.
@@ -170,12 +178,11 @@ class TransformedTest(unittest.TestCase):
         self.assertTrue(np.allclose(x[0].numpy(), first.numpy(), atol=1e-5))
 
 
-class TorchvisionTransformTest(unittest.TestCase):
+class TorchvisionTransformTest(Case):
     def test_a_transform_written_for_imagefolder_gets_what_imagefolder_gives(self):
         import torch
         import torchvision.transforms as T
-        tmp = tempfile.mkdtemp(prefix="granary-datasets-test-")
-        self.addCleanup(shutil.rmtree, tmp, True)
+        tmp = self.tmp
         _, binary = write_cifar10(tmp, 4)  # CHW images
         folder = os.path.join(tmp, "folder")  # HWC images
         from PIL import Image
@@ -199,13 +206,9 @@ class TorchvisionTransformTest(unittest.TestCase):
         self.assertEqual(gray.mode, "L")
 
 
-class TorchvisionModelTest(unittest.TestCase):
+class TorchvisionModelTest(Case):
     def test_a_torchvision_model_name_is_refused_with_a_command_that_makes_it_train(self):
-        tmp = tempfile.mkdtemp(prefix="granary-datasets-test-")
-        self.addCleanup(shutil.rmtree, tmp, True)
-        _, binary = write_cifar10(tmp, 8)
-        db = os.path.join(tmp, "db")
-        run(PREP, "build", binary, db, "--no-progress")
+        tmp, db = self.tmp, self.cifar_db(8)
         refused = run(TRAIN, "--db", db, "--model", "resnet18", check=False, cwd=tmp)
         self.assertNotEqual(refused.returncode, 0)
         command = re.search(r'python3 -c "(.*?)"', refused.stderr).group(1).replace("num_classes=N", "num_classes=10")
@@ -215,13 +218,9 @@ class TorchvisionModelTest(unittest.TestCase):
         self.assertEqual(len(report["epochs"]), 1)
 
 
-class DataLoaderHabitsTest(unittest.TestCase):
+class DataLoaderHabitsTest(Case):
     def test_a_second_pass_without_set_epoch_is_warned_of_once(self):
-        tmp = tempfile.mkdtemp(prefix="granary-datasets-test-")
-        self.addCleanup(shutil.rmtree, tmp, True)
-        _, binary = write_cifar10(tmp, 8)
-        db = os.path.join(tmp, "db")
-        run(PREP, "build", binary, db, "--no-progress")
+        db = self.cifar_db(8)
         loader = granary.Loader(db, batch_size=16)
         first = [y.tolist() for _, y in loader]
         # DataLoader(shuffle=True)'s habit: loop again, expecting another order.
