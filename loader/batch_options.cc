@@ -44,11 +44,13 @@ StatusOr<BatchGeometry> ResolveGeometry(const DbReader& db, const LoaderOptions&
                                    "sample: granary.Dataset, with a transform that makes it one shape, in a "
                                    "DataLoader)");
   }
-  if (!target.shape.empty() || target.dtype == DType::kFloat32 || target.dtype == DType::kFloat64) {
-    return Status::InvalidArgument("field '" + target.name + "' must be an integer scalar to serve as a target");
+  if (!target.shape.empty()) {
+    return Status::InvalidArgument("field '" + target.name + "' has shape " + ShapeToString(target.shape) +
+                                   ": a target is a scalar (a class, or a number to predict)");
   }
   g.input_dtype = input.dtype;
   g.target_dtype = target.dtype;
+  g.value_target = target.dtype == DType::kFloat32 || target.dtype == DType::kFloat64;
   g.field_shape = input.shape;
   g.sample_shape = input.shape;
   if (input.layout == "HWC") {

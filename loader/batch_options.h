@@ -18,6 +18,7 @@ namespace granary {
 struct BatchGeometry {
   int input_index = 0, target_index = 0;
   DType input_dtype = DType::kUInt8, target_dtype = DType::kInt64;
+  bool value_target = false;  // a float target (regression): Batch::target_values
   Shape field_shape, sample_shape, batch_shape;
   bool hwc = false;
   size_t sample_elements = 0;
@@ -35,7 +36,7 @@ Status CheckBounds(const LoaderOptions& options);
 
 // The batch the options make of `db`'s input and target fields;
 // InvalidArgument naming the field where they cannot make one (a field
-// missing, a target that is not an integer scalar, a variable shape, ...).
+// missing, a target that is not a scalar, a variable shape, ...).
 StatusOr<BatchGeometry> ResolveGeometry(const DbReader& db, const LoaderOptions& options);
 
 // The prefetch slots hold `prefetch` batches at once: refuse what cannot fit.

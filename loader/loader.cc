@@ -220,7 +220,8 @@ struct Loader::Impl {
     } else {
       batch->input.resize(size * geometry.sample_elements);
     }
-    batch->target.resize(size);
+    batch->value_target = geometry.value_target;
+    (geometry.value_target ? batch->target_values.resize(size) : batch->target.resize(size));
     batch->skipped_reasons.clear();
     if (window_positions > 0) {
       AdviseWindows(*readers[worker], e, indices, first, size);
@@ -254,7 +255,11 @@ struct Loader::Impl {
                                        ", the batch needs " + ShapeToString(geometry.field_shape));
       }
       const size_t out = kept++;
-      batch->target[out] = ToInt64(geometry.target_dtype, fields[geometry.target_index].data);
+      if (geometry.value_target) {
+        batch->target_values[out] = ScalarAs<float>(geometry.target_dtype, fields[geometry.target_index].data);
+      } else {
+        batch->target[out] = ScalarAs<int64_t>(geometry.target_dtype, fields[geometry.target_index].data);
+      }
       if (options.uint8_batches) {
         uint8_t* dst = batch->input_u8.data() + out * geometry.sample_elements;
         if (geometry.sample_shape.size() != 3) {
@@ -277,7 +282,7 @@ struct Loader::Impl {
       batch->input_shape[0] = static_cast<int64_t>(kept);
       (options.uint8_batches ? batch->input_u8.resize(kept * geometry.sample_elements)
                              : batch->input.resize(kept * geometry.sample_elements));
-      batch->target.resize(kept);
+      (geometry.value_target ? batch->target_values.resize(kept) : batch->target.resize(kept));
     }
     return Status::OK();
   }

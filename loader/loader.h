@@ -54,7 +54,8 @@ struct LoaderOptions {
   int threads = 1;   // worker threads
   int prefetch = 4;  // batches ready or in flight ahead of the consumer
   std::string input_field = "image";  // any numeric dtype, converted to float32
-  std::string target_field = "label";  // an integer scalar, converted to int64
+  std::string target_field = "label";  // a scalar: an integer (a class), converted to int64, or a float
+                                       // (a regression target), converted to float32
   // input = (value * scale - mean) / stddev, elementwise; per channel (of a
   // C x H x W input) when channel_mean / channel_std are given.
   float scale = 1.0f / 255.0f;
@@ -90,7 +91,11 @@ struct Batch {
   Shape input_shape;  // {size, ...sample shape in the batch's layout}
   std::vector<float> input;
   std::vector<uint8_t> input_u8;
+  // The targets: classes in `target`, or, where the target field is a float
+  // (value_target), the values to predict in `target_values`.
+  bool value_target = false;
   std::vector<int64_t> target;
+  std::vector<float> target_values;
 };
 
 // Where a rank is in an epoch, to save with a checkpoint: the epoch and how

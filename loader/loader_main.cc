@@ -96,7 +96,8 @@ int RunBench(BenchArgs& a) {
         std::fprintf(stderr, "loader: skipped corrupt %s\n", granary::Printable(reason).c_str());
       }
       samples += batch.size;
-      bytes += batch.input.size() * sizeof(float) + batch.input_u8.size() + batch.target.size() * sizeof(int64_t);
+      bytes += batch.input.size() * sizeof(float) + batch.input_u8.size() + batch.target.size() * sizeof(int64_t) +
+               batch.target_values.size() * sizeof(float);
       if (a.step_ms > 0) Spin(a.step_ms);
     }
   }

@@ -74,12 +74,6 @@ void ChwToHwc(const Shape& chw, float* image, std::vector<float>* scratch) {
   }
 }
 
-int64_t ToInt64(DType dtype, const uint8_t* src) {
-  return VisitDType(dtype, [&](auto tag) {
-    decltype(tag) v;
-    std::memcpy(&v, src, sizeof(v));
-    return static_cast<int64_t>(v);
-  });
-}
+
 
 }  // namespace granary

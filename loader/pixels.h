@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "loader/augment.h"
@@ -32,7 +33,15 @@ void CopyImage(const uint8_t* src, int channels, int h, int w, bool hwc, const A
 // C x H x W floats at `image` rearranged in place to H x W x C.
 void ChwToHwc(const Shape& chw, float* image, std::vector<float>* scratch);
 
-// An integer scalar as int64 (the loader refuses float targets).
-int64_t ToInt64(DType dtype, const uint8_t* src);
+// A scalar of `dtype` at `src` as a T: a class as int64, a value to
+// predict as float.
+template <typename T>
+T ScalarAs(DType dtype, const uint8_t* src) {
+  return VisitDType(dtype, [&](auto tag) {
+    decltype(tag) v;
+    std::memcpy(&v, src, sizeof(v));
+    return static_cast<T>(v);
+  });
+}
 
 }  // namespace granary

@@ -78,6 +78,12 @@ std::map<std::string, int64_t> ChooseClasses(const std::set<std::string>& values
   return classes;
 }
 
+std::string RegressionHint(const std::string& value) {
+  double x = 0;
+  if (!ParseDecimal(value, &x) || !std::isfinite(x)) return "";
+  return "; a number to predict (a price, a count) is read with --regression";
+}
+
 Status CheckClassLabels(const std::string& path, const std::string& label, const std::set<std::string>& values,
                         uint64_t labelled, std::vector<std::string>* notes) {
   std::vector<std::string> fractions;
@@ -91,13 +97,13 @@ Status CheckClassLabels(const std::string& path, const std::string& label, const
     std::string shown;
     for (const std::string& v : fractions) shown += (shown.empty() ? "" : ", ") + v;
     return Status::InvalidArgument(path + ": column '" + label + "' holds numbers that are not integers (" + shown +
-                                   ", ...): a regression target, not classes; prep's labels are classes (train "
-                                   "trains classifiers): bin the values into classes first, or --label another column");
+                                   ", ...): a regression target, not classes: --regression reads it as a number to "
+                                   "predict (train fits it with mean squared error), or --label picks another column");
   }
   if (values.size() > 100 && values.size() * 2 > labelled) {
     notes->push_back("column '" + label + "' holds " + std::to_string(values.size()) + " classes for " +
                      std::to_string(labelled) + " rows: an id or a measured value rather than a class label? "
-                     "(--label picks another column)");
+                     "(--label picks another column; --regression reads a number to predict, a count, as one)");
   }
   return Status::OK();
 }

@@ -35,9 +35,13 @@ bool IntegralLabel(const std::string& text, int64_t* value);
 // themselves), any others the sorted distinct strings.
 std::map<std::string, int64_t> ChooseClasses(const std::set<std::string>& values, std::vector<std::string>* names);
 
+// "; a number to predict (a price, a count) is read with --regression" where
+// `value` is a number, "" otherwise: for a refusal of a column as classes.
+std::string RegressionHint(const std::string& value);
+
 // Refuses a label column (`label`, of the table at `path`) of numbers that
 // are not all integers (a price: a regression target, where each value would
-// become a class of its own); notes one with more classes than half its
+// become a class of its own; --regression reads it); notes one with more classes than half its
 // `labelled` rows.
 Status CheckClassLabels(const std::string& path, const std::string& label, const std::set<std::string>& values,
                         uint64_t labelled, std::vector<std::string>* notes);

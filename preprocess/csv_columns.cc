@@ -85,6 +85,14 @@ Status NotANumber(const std::string& name, const std::string& v) {
 
 }  // namespace
 
+Status ParseCsvNumber(const std::string& column, const std::string& value, float* out) {
+  if (IsMissingCsvValue(value)) return Status::InvalidArgument("column '" + column + "': missing value");
+  double x = 0;
+  if (!ParseNumber(value, &x)) return NotANumber(column, value);
+  *out = static_cast<float>(x);
+  return Status::OK();
+}
+
 bool IsMissingCsvValue(const std::string& v) {
   return v.empty() || v == "NA" || v == "N/A" || v == "NaN" || v == "nan" || v == "null" || v == "NULL" || v == "?";
 }

@@ -18,6 +18,12 @@ namespace granary {
 // Empty, NA, N/A, NaN, nan, null, NULL or ?: a missing value (--missing).
 bool IsMissingCsvValue(const std::string& value);
 
+// A value of column `column` (trimmed) as a float32 number, into *out:
+// InvalidArgument naming the column and value where it is missing or no
+// number float32 can hold (with what it looks like: a decimal comma,
+// thousands separators, hexadecimal). A regression target is read so.
+Status ParseCsvNumber(const std::string& column, const std::string& value, float* out);
+
 // A text column with more distinct values than this is refused (an id, a
 // name, free text: one-hot encoding would make a feature of each).
 inline constexpr size_t kMaxCategories = 100;

@@ -1,5 +1,6 @@
 // CSV tables: a header row, numeric feature columns (float32) and a label
-// column (integers, or strings mapped to class indices).
+// column (integers, or strings mapped to class indices; or, --regression, a
+// number to predict, float32).
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -25,7 +26,7 @@ class CsvSplit : public SplitSource {
  public:
   CsvSplit(std::string name, std::shared_ptr<const CsvTable> table, int part, std::vector<uint64_t> kept,
            bool subset, size_t label_column, std::shared_ptr<const std::map<std::string, int64_t>> classes,
-           std::shared_ptr<const CsvColumns> columns, MissingPolicy missing, uint64_t raw_bytes)
+           std::shared_ptr<const CsvColumns> columns, MissingPolicy missing, uint64_t raw_bytes)  // classes null: a regression target
       : name_(std::move(name)),
         table_(std::move(table)),
         part_(part),
@@ -61,6 +62,12 @@ class CsvSplit : public SplitSource {
     sample->fields[0].clear();
     GRANARY_RETURN_IF_ERROR(columns_->Append(fields, missing_, &sample->fields[0]));
     const std::string value = TrimCsvField(fields[label_column_]);
+    if (classes_ == nullptr) {
+      float target = 0;
+      GRANARY_RETURN_IF_ERROR(ParseCsvNumber(columns[label_column_], value, &target));
+      sample->fields[1].assign(reinterpret_cast<const char*>(&target), sizeof(target));
+      return Status::OK();
+    }
     auto label = classes_->find(value);
     if (label == classes_->end()) {
       return Status::InvalidArgument("column '" + columns[label_column_] + "': label '" + value +
@@ -79,7 +86,7 @@ class CsvSplit : public SplitSource {
   std::vector<uint64_t> kept_;  // positions in the part, ascending (subset_)
   bool subset_;
   size_t label_column_;
-  std::shared_ptr<const std::map<std::string, int64_t>> classes_;
+  std::shared_ptr<const std::map<std::string, int64_t>> classes_;  // null: the label is a number to predict
   std::shared_ptr<const CsvColumns> columns_;
   MissingPolicy missing_;
   uint64_t raw_bytes_;
@@ -87,11 +94,13 @@ class CsvSplit : public SplitSource {
 
 // A CSV file of the input, scanned: its split, and how many rows of each
 // part hold each label value (rows with the header's number of fields and a
-// label; the others are counted in `unlabelled`).
+// label; the others are counted in `unlabelled`). A regression target's
+// values are not kept: its rows holding a number are counted in `valued`.
 struct CsvInput {
   std::string name;  // split: train, val or test
   std::shared_ptr<const CsvTable> table;
   std::map<std::string, std::array<uint64_t, 2>> labels;
+  uint64_t valued[2] = {0, 0};
   uint64_t unlabelled[2] = {0, 0};
 };
 
@@ -286,12 +295,18 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
         ++input.unlabelled[part];
         return Status::OK();
       }
+      if (options.regression) {
+        float target = 0;
+        ++(ParseCsvNumber(*label, value, &target).ok() ? input.valued : input.unlabelled)[part];
+        return Status::OK();
+      }
       auto [at, fresh] = input.labels.try_emplace(value, std::array<uint64_t, 2>{0, 0});
       ++at->second[part];
       if (fresh && values.insert(value).second && values.size() > kMaxLabelValues) {
         return Status::InvalidArgument(path + ":" + std::to_string(row.line) + ": column '" + *label +
                                        "' holds over " + std::to_string(kMaxLabelValues) +
-                                       " distinct values: prep reads class labels (integers or names)");
+                                       " distinct values: prep reads class labels (integers or names)" +
+                                       RegressionHint(value));
       }
       return Status::OK();
     };
@@ -316,24 +331,31 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
 // For --limit: the positions in each part of `input` that a stratified
 // subset of `limit` keeps (StratifiedShares of the rows' classes, each
 // class's first rows), by a second pass over the file. Rows that will be
-// rejected count as a class of their own (-1), as with images.
+// rejected count as a class of their own (-1), as with images; a regression
+// target's rows (`classes` null) are one class.
 StatusOr<std::array<std::vector<uint64_t>, 2>> KeepStratifiedRows(const CsvInput& input, size_t label_column,
-                                                                   const std::map<std::string, int64_t>& classes,
+                                                                   const std::map<std::string, int64_t>* classes,
                                                                    uint64_t limit) {
   std::array<std::map<int64_t, uint64_t>, 2> share;
   for (int part : {0, 1}) {
     std::map<int64_t, uint64_t> count;
     if (input.unlabelled[part] > 0) count[-1] = input.unlabelled[part];
-    for (const auto& [value, rows] : input.labels) count[classes.at(value)] += rows[part];
+    if (input.valued[part] > 0) count[0] = input.valued[part];
+    for (const auto& [value, rows] : input.labels) count[classes->at(value)] += rows[part];
     share[part] = StratifiedShares(count, input.table->rows(part), limit);
   }
   const size_t columns = input.table->header().size();
+  const auto class_of = [&](const std::string& value) -> int64_t {
+    float target = 0;
+    if (classes == nullptr) return ParseCsvNumber("", value, &target).ok() ? 0 : -1;
+    const auto found = classes->find(value);
+    return found == classes->end() ? -1 : found->second;
+  };
   std::array<std::vector<uint64_t>, 2> kept;
   uint64_t seen[2] = {0, 0};
   GRANARY_RETURN_IF_ERROR(input.table->ForEachRow(label_column, [&](const CsvParser::Row& row, int part) {
     const std::string value = row.fields->empty() ? "" : TrimCsvField(row.fields->front());
-    const auto found = classes.find(value);
-    const int64_t label = row.columns == columns && found != classes.end() ? found->second : -1;
+    const int64_t label = row.columns == columns ? class_of(value) : -1;
     if (uint64_t& left = share[part][label]; left > 0) {
       kept[part].push_back(seen[part]);
       --left;
@@ -405,15 +427,23 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
       labelled += rows[0] + rows[1];
     }
   }
-  GRANARY_RETURN_IF_ERROR(CheckClassLabels(inputs[0].table->path(), label, values, labelled, &source.info.notes));
-  auto classes = std::make_shared<const std::map<std::string, int64_t>>(ChooseClasses(values, &source.info.class_names));
+  std::shared_ptr<const std::map<std::string, int64_t>> classes;
+  if (!options.regression) {
+    GRANARY_RETURN_IF_ERROR(CheckClassLabels(inputs[0].table->path(), label, values, labelled, &source.info.notes));
+    classes = std::make_shared<const std::map<std::string, int64_t>>(ChooseClasses(values, &source.info.class_names));
+  } else {
+    source.info.notes.push_back("column '" + label + "' is the regression target (--regression): field 'target', "
+                                "float32");
+  }
   source.info.kind = "csv";
   source.info.path = raw;
-  source.info.label_field = "label";
+  source.info.label_field = options.regression ? "target" : "label";
   source.info.num_classes = static_cast<int64_t>(source.info.class_names.size());
-  source.info.schema.fields = {{"features", DType::kFloat32, {static_cast<int64_t>(columns->elements())}, ""},
-                               {"label", DType::kInt64, {}, ""}};
+  source.info.schema.fields = {
+      {"features", DType::kFloat32, {static_cast<int64_t>(columns->elements())}, ""},
+      options.regression ? FieldSpec{"target", DType::kFloat32, {}, ""} : FieldSpec{"label", DType::kInt64, {}, ""}};
   source.info.element_names["features"] = columns->element_names();
+  if (options.regression) source.info.element_names["target"] = {label};
 
   for (const CsvInput& input : inputs) {
     const bool held_out = input.name == "train" && options.val_fraction > 0;
@@ -421,7 +451,7 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
     bool subset[2] = {false, false};
     for (int part : {0, 1}) subset[part] = options.limit > 0 && input.table->rows(part) > options.limit;
     if (subset[0] || subset[1]) {
-      GRANARY_ASSIGN_OR_RETURN(kept, KeepStratifiedRows(input, label_column, *classes, options.limit));
+      GRANARY_ASSIGN_OR_RETURN(kept, KeepStratifiedRows(input, label_column, classes.get(), options.limit));
     }
     for (int part = 0; part < (held_out ? 2 : 1); ++part) {
       const std::string name = held_out ? (part == 0 ? "train" : "val") : input.name;

@@ -127,7 +127,9 @@ std::string DescribeDb(const DbReader& db) {
     const FieldSpec& f = m.schema.fields[i];
     out << (i == 0 ? "fields       " : "             ") << f.name << " " << DTypeName(f.dtype) << " "
         << ShapeToString(f.shape);
-    if (f.name == m.label_field) {
+    if (f.name == m.label_field && (f.dtype == DType::kFloat32 || f.dtype == DType::kFloat64)) {
+      out << "  (label: a number to predict, regression)";
+    } else if (f.name == m.label_field) {
       out << "  (label, " << m.num_classes << " classes:";
       for (size_t c = 0; c < m.class_names.size(); ++c) out << (c == 0 ? " " : ", ") << Printable(m.class_names[c]);
       out << ")";

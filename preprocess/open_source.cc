@@ -119,6 +119,10 @@ Status CheckLabelFlags(const RawOptions& o, const std::string& format) {
     return Status::InvalidArgument("--label " + o.label + ": names a column of a CSV table or of --labels' table; an "
                                    "image folder's labels are its class folders");
   }
+  if (o.regression && format != "csv") {
+    return Status::InvalidArgument("--regression: reads a CSV table's label column as a number to predict; " + o.raw +
+                                   " is read as " + format + ", whose labels are classes");
+  }
   if (!o.label.empty() && format == "idx") {
     return Status::InvalidArgument("--label " + o.label + ": names a column of a CSV table (or picks CIFAR-100's "
                                    "fine or coarse label); an IDX dataset's labels are its labels files");
@@ -175,7 +179,9 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
     csv.drop = o.drop;
     csv.header = !o.no_header;
     csv.temp_dir = o.temp_dir;
+    csv.regression = o.regression;
     if (o.no_header) recorded["header"] = "no";
+    if (o.regression) recorded["regression"] = "yes";
     recorded.insert({{"label", o.label}, {"missing", o.missing}, {"val_fraction", std::to_string(o.val_fraction)}});
     source = OpenCsvSource(o.raw, csv);
   } else if (format == "image-folder") {

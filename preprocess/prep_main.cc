@@ -301,6 +301,9 @@ void AddBuildFlags(CLI::App* build, int cores, BuildArgs* args) {
                     "is otherwise one-hot encoded")
       ->delimiter(',')
       ->allow_extra_args(false);  // --drop a,b RAW DB: RAW is no column
+  build->add_flag("--regression", b.raw.regression,
+                  "csv: the label column is a number to predict (a price, a count), stored as float32 field "
+                  "'target', not classes; train fits it with mean squared error");
   build->add_flag("--no-header", b.raw.no_header,
                   "csv: the first row is data, not column names (columns are then named 1, 2, ...: --label 5)");
   build->add_option("--labels", b.raw.labels,

@@ -149,6 +149,7 @@ struct CsvOptions {
   std::vector<std::string> drop;  // columns left out of the features
   bool header = true;             // false: no header row; columns named "1", "2", ... (--no-header)
   std::string temp_dir = "/tmp";  // where a compressed table is decompressed (prep's $TMPDIR)
+  bool regression = false;        // the label column is a number to predict: field "target", float32
 };
 
 // A CSV file (split "train"), or a folder with train.csv and optionally
@@ -156,7 +157,9 @@ struct CsvOptions {
 // delimiter, where not given, are found from the header and noted. Every
 // column but the label and those in `drop` is a feature (preprocess/
 // csv_columns.h: a number, or text one-hot encoded): field "features"
-// (float32, its elements named in info.element_names) and "label" (int64).
+// (float32, its elements named in info.element_names) and "label" (int64),
+// or, with `regression`, "target" (float32: the column's numbers; a row
+// whose value is missing or no number is rejected, named).
 // Labels that are all non-negative integers are class indices; otherwise the
 // sorted distinct strings are the classes. A row with the wrong number of
 // fields, a non-numeric value, a missing value (under kReject) or a missing
@@ -203,6 +206,7 @@ struct RawOptions {
   std::string labels;                    // image-folder: a table of each image's label (--labels)
   bool label_from_name = false;          // image-folder: each image's label is its name without its number
   std::string temp_dir = "/tmp";         // csv and --labels: where a compressed table is decompressed
+  bool regression = false;               // csv: the label column is a number to predict (--regression)
   uint64_t limit = 0;                    // N items of each split (0: all): a stratified subset of images and
                                          // CSV rows (preprocess/stratified.h), the first N of IDX files
 };

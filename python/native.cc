@@ -316,8 +316,10 @@ class LoaderHandle {
       }
     });
     py::array input = ArrayOver(py::dtype::of<float>(), ToDims(owner->input_shape), owner->input.data(), owner);
-    py::array target = ArrayOver(py::dtype::of<int64_t>(), {static_cast<py::ssize_t>(owner->target.size())},
-                                 owner->target.data(), owner);
+    const py::ssize_t size = static_cast<py::ssize_t>(owner->size);
+    py::array target = owner->value_target
+                           ? ArrayOver(py::dtype::of<float>(), {size}, owner->target_values.data(), owner)
+                           : ArrayOver(py::dtype::of<int64_t>(), {size}, owner->target.data(), owner);
     return py::make_tuple(std::move(input), std::move(target));
   }
 

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +20,7 @@
 #include "trainer/loop/rank_model.h"
 #include "trainer/models/quantize.h"
 #include "trainer/models/registry.h"
+#include "trainer/number_text.h"
 #include "trainer/torch_guard.h"
 
 namespace granary {
@@ -94,7 +98,7 @@ int RunEvalOnly(TrainConfig config, bool json, const std::vector<std::string>& g
     return Fail(splits);
   }
   // The model takes the db's input and gives a logit per class (bounded by --timeout).
-  if (Status fits = CheckModelFits(c, run.workload, run.db->manifest().num_classes, ModelUse::kInfer); !fits.ok()) {
+  if (Status fits = CheckModelFits(c, run.workload, ModelUse::kInfer); !fits.ok()) {
     return Fail(fits.WithContext("--eval-only"));  // (past --timeout main exits at once: DryForwardLeftRunning)
   }
   StatusOr<Evaluation> e = EvaluateSaved(run);
@@ -104,25 +108,31 @@ int RunEvalOnly(TrainConfig config, bool json, const std::vector<std::string>& g
   for (const std::string& reason : r.skipped) {
     std::fprintf(stderr, "train: evaluation: skipped corrupt %s\n", Printable(reason).c_str());
   }
+  // What the model scored: accuracy and loss, or a regression target's loss, rmse and r2.
+  std::vector<std::pair<std::string, double>> scores = {{"accuracy", static_cast<double>(r.correct) / n},
+                                                        {"loss", r.loss_sum / n}};
+  if (run.workload.regression) {
+    const RegressionFigures f = RegressionFiguresOf(r.squared_error_sum, r.target_sum, r.target_squared_sum, n,
+                                                    run.workload.target_std);
+    scores = {{"loss", f.loss}, {"rmse", f.rmse}, {"r2", f.r2}};
+  }
   if (json) {
-    const nlohmann::json out = {{"model", c.model.name},
-                                {"db", c.data.db},
-                                {"split", c.data.eval_split},
-                                {"samples", r.samples},
-                                {"skipped", r.skipped.size()},
-                                {"accuracy", static_cast<double>(r.correct) / n},
-                                {"loss", r.loss_sum / n},
-                                {"samples_per_s", e->samples_per_s},
-                                {"threads", e->threads},
-                                {"batch_size", kEvalBatchSize},
-                                {"int8_layers", e->int8_layers}};
+    nlohmann::json out = {{"model", c.model.name}, {"db", c.data.db}, {"split", c.data.eval_split},
+                          {"samples", r.samples}, {"skipped", r.skipped.size()}};
+    for (const auto& [name, value] : scores) out[name] = value;
+    out.update({{"samples_per_s", e->samples_per_s},
+                {"threads", e->threads},
+                {"batch_size", kEvalBatchSize},
+                {"int8_layers", e->int8_layers}});
     std::cout << DumpJson(out) << '\n';
     FlushStdoutNoting();
   } else {
-    std::printf("eval %s on %s split %s: %llu samples  acc %.4f  loss %.4f  samples/s %.0f  (%s, %d thread%s)\n",
-                c.model.name.c_str(), c.data.db.c_str(), c.data.eval_split.c_str(),
-                static_cast<unsigned long long>(r.samples), static_cast<double>(r.correct) / n, r.loss_sum / n,
-                e->samples_per_s, e->int8_layers > 0 ? "int8" : "fp32", e->threads, e->threads == 1 ? "" : "s");
+    std::string scored;
+    for (const auto& [name, value] : scores) scored += "  " + (name == "accuracy" ? "acc" : name) + " " + FixedText(value, 4);
+    std::printf("eval %s on %s split %s: %llu samples%s  samples/s %.0f  (%s, %d thread%s)\n", c.model.name.c_str(),
+                c.data.db.c_str(), c.data.eval_split.c_str(), static_cast<unsigned long long>(r.samples),
+                scored.c_str(), e->samples_per_s, e->int8_layers > 0 ? "int8" : "fp32", e->threads,
+                e->threads == 1 ? "" : "s");
   }
   return 0;
 }

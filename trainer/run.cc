@@ -76,7 +76,11 @@ Status CheckOutputPaths(const TrainConfig& config) {
 Status Preflight(const ResolvedRun& run) {
   const TrainConfig& c = run.config;
   // (A model past --timeout still runs on a thread: main then exits at once, DryForwardLeftRunning.)
-  GRANARY_RETURN_IF_ERROR(CheckModelFits(c, run.workload, run.db->manifest().num_classes, ModelUse::kTrain));
+  GRANARY_RETURN_IF_ERROR(CheckModelFits(c, run.workload, ModelUse::kTrain));
+  if (run.workload.regression && run.config.optim.label_smoothing > 0) {
+    return Status::InvalidArgument("--label-smoothing: smooths class labels; the db's target '" +
+                                   run.workload.target_field + "' is a number to predict");
+  }
   for (const std::unique_ptr<Feature>& feature : AllFeatures()) GRANARY_RETURN_IF_ERROR(feature->Preflight(run));
   GRANARY_RETURN_IF_ERROR(CheckOutputPaths(c));
   if (c.model.precision == ComputeType::kBf16 && !CpuHasNativeBf16()) {

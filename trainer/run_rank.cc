@@ -44,7 +44,7 @@ std::string MissingFeaturesNote(const InputStatistics& s) {
 // missing).
 StatusOr<ModelSpec> SpecOf(const ResolvedRun& run, int rank, RunObserver& observer) {
   const TrainConfig& c = run.config;
-  ModelSpec spec = SpecFor(c.model, run.workload, run.db->manifest().num_classes);
+  ModelSpec spec = SpecFor(c.model, run.workload);
   if (run.workload.kind != InputKind::kFeatures || c.data.synthetic) return spec;
   GRANARY_ASSIGN_OR_RETURN(const InputStatistics s,
                            InputStatisticsOf(*run.db, TrainSplitPassOptions(c, run.workload, 1024,
@@ -95,12 +95,13 @@ StatusOr<std::vector<EpochReport>> RunRank(const ResolvedRun& run, int rank, Run
   state.parts.net = model.net.get();
   state.parts.precision = &model.precision;
   state.parts.optimizer = optimizer.get();
-  state.parts.label_smoothing = c.optim.label_smoothing;
+  state.parts.objective.label_smoothing = c.optim.label_smoothing;
+  if (run.workload.regression) state.parts.objective.target_std = run.workload.target_std;
   state.parts.seed = c.optim.seed;
   state.parts.rank = rank;
   state.check_flow = kCheckFlowByDefault || run.env.Get(kCheckFlowVariable) == "1";
   GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<TrainBatches> batches,
-                           MakeTrainBatches(c, *train, run.db->manifest().num_classes, rank, observer));
+                           MakeTrainBatches(c, *train, run.workload, rank, observer));
   GRANARY_ASSIGN_OR_RETURN(RunHooks hooks, AssembleHooks(state));
   StatusOr<std::vector<EpochReport>> reports = TrainRank(state, *batches, std::move(hooks));
   // A split larger than memory whose windows stopped being read around the

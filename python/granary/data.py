@@ -278,7 +278,8 @@ class Loader:
 
     Iterating yields (input, target) torch tensors: float32 N x C x H x W
     images (values / 255, then normalised; channels_last=True gives the same
-    shape in channels-last memory) or N x F features, and int64 N labels. The
+    shape in channels-last memory) or N x F features, and int64 N labels
+    (float32 N values for a regression db: `prep build --regression`). The
     tensors share the loader's batch buffers (no copy); each batch's buffers
     return to the loader once both tensors are gone.
 

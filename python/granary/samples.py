@@ -151,19 +151,42 @@ def _resize_hint(field, array):
 def _label_field(fields, label):
     """The field training predicts: `label` if named, else the one integer
     scalar field; among several, the one named like a label (label, target,
-    y, ...), else the one int64 (bools are uint8); None if that leaves not
-    exactly one."""
+    y, ...), else the one int64 (bools are uint8); where no integer scalar
+    is, the one float scalar named like a label (a tuple's "target"): a
+    number to predict (regression). None if that leaves not exactly one."""
     names = [f.name for f in fields]
     if label is not None:
         if label not in names:
             raise InvalidArgumentError(f"label={label!r}: not a field of the db ({names})")
+        field = fields[names.index(label)]
+        if field.shape != () or field.dtype.kind not in "iuf":
+            raise InvalidArgumentError(f"label={label!r}: is {field.dtype} of shape {field.shape}; a label is a "
+                                       f"scalar: an integer class, or a float to predict")
         return label
     integer_scalars = [f for f in fields if f.shape == () and f.dtype.kind in "iu"]
     for narrower in (lambda f: True, lambda f: f.name in _LABEL_NAMES, lambda f: f.dtype == np.int64):
         chosen = [f.name for f in integer_scalars if narrower(f)]
         if len(chosen) == 1:
             return chosen[0]
+    values = [f.name for f in fields if f.shape == () and f.dtype.kind == "f" and f.name in _LABEL_NAMES]
+    if not integer_scalars and len(values) == 1:
+        return values[0]
     return None
+
+
+def _checked_label(value, regression, name, index, split):
+    """A sample's label field `name`, checked: a class (returned: 0 or more)
+    or, for a regression target, a finite value (returns -1: no class)."""
+    if regression:
+        if not np.isfinite(value):
+            raise InvalidArgumentError(f"sample {index} of split '{split}': {name} is {float(value)}; a value to "
+                                       f"predict is finite")
+        return -1
+    label = int(value)
+    if label < 0:
+        raise InvalidArgumentError(f"sample {index} of split '{split}': label {label} is negative; class labels are "
+                                   f"0..N-1")
+    return label
 
 
 class _Batch:

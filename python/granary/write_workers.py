@@ -11,8 +11,8 @@ import sys
 
 import numpy as np
 
-from .errors import InvalidArgumentError, WorkerError
-from .samples import _Batch, _convert
+from .errors import WorkerError
+from .samples import _Batch, _checked_label, _convert
 
 _WORKER = {}
 
@@ -69,14 +69,13 @@ def _worker_convert(split, indices, slot):
     batch = _Batch(fields) if slot is None else None
     columns = slots.columns(slot, len(indices)) if slot is not None else None
     max_label = -1
-    k = [f.name for f in fields].index(_WORKER["label_name"]) if _WORKER["label_name"] is not None else None
+    name = _WORKER["label_name"]
+    k = [f.name for f in fields].index(name) if name is not None else None
+    regression = k is not None and fields[k].dtype.kind == "f"
     for row, (position, index) in enumerate(indices):
         arrays = _convert(_WORKER["dataset"][index], fields, position, split)
         if k is not None:
-            max_label = max(max_label, int(arrays[k]))
-            if int(arrays[k]) < 0:
-                raise InvalidArgumentError(f"sample {position} of split '{split}': label {int(arrays[k])} is "
-                                           f"negative; class labels are 0..N-1")
+            max_label = max(max_label, _checked_label(arrays[k], regression, name, position, split))
         if columns is None:
             batch.add(arrays)
         else:

@@ -39,8 +39,8 @@ import numpy as np
 
 from .errors import InvalidArgumentError
 from .paths import os_bytes, os_str
-from .samples import (_Batch, _convert, _infer_schema, _label_field, _refuse_tables, _warn_of_float_pixels,
-                      _warn_of_random_transforms)
+from .samples import (_Batch, _checked_label, _convert, _infer_schema, _label_field, _refuse_tables,
+                      _warn_of_float_pixels, _warn_of_random_transforms)
 from .write_workers import _write_with_workers
 
 __all__ = ["Writer", "write"]
@@ -221,7 +221,7 @@ class Writer:
         notes = []
         classes = self._classes
         num_classes = 0
-        if self._label_name is not None:
+        if self._label_name is not None and not self._regression:
             num_classes = len(classes) if classes is not None else self._max_label + 1
             if classes is not None and self._max_label >= len(classes):
                 raise InvalidArgumentError(f"{self.path}: label {self._max_label} but only {len(classes)} classes "
@@ -272,6 +272,10 @@ class Writer:
         _warn_of_float_pixels(sample, self._fields, split)
         self._label_name = _label_field(self._fields, self._label)
         self._label_index = [f.name for f in self._fields].index(self._label_name) if self._label_name else None
+        self._regression = self._label_name is not None and self._fields[self._label_index].dtype.kind == "f"
+        if self._regression and self._classes is not None:
+            raise InvalidArgumentError(f"classes=: label field '{self._label_name}' is a float, a number to predict "
+                                       f"(regression), which has no classes")
         self._batch = _Batch(self._fields)
         s = self._settings
         fingerprint = json.dumps({"source": s["source"], "label": self._label_name, "classes": self._classes,
@@ -319,10 +323,7 @@ class Writer:
 
     def _check_label(self, arrays, index, split):
         if self._label_name is not None:
-            label = int(arrays[self._label_index])
-            if label < 0:
-                raise InvalidArgumentError(f"sample {index} of split '{split}': label {label} is negative; class "
-                                           f"labels are 0..N-1")
+            label = _checked_label(arrays[self._label_index], self._regression, self._label_name, index, split)
             self._max_label = max(self._max_label, label)
 
     def _add(self, arrays):

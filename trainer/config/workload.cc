@@ -1,5 +1,7 @@
 #include "trainer/config/workload.h"
 
+#include <cmath>
+
 #include "loader/fields.h"
 
 namespace granary {
@@ -9,6 +11,25 @@ namespace {
 constexpr int64_t kSmallImage = 32;
 
 bool IsInteger(DType t) { return t != DType::kFloat32 && t != DType::kFloat64; }
+
+// A regression target's mean and std over `split`, as the build recorded
+// them (a constant target gets std 1).
+Status ReadTargetScale(const Manifest& manifest, const std::string& db, const std::string& split, Workload* w) {
+  const auto in_split = manifest.statistics.find(split);
+  const FieldStatistics* s = nullptr;
+  if (in_split != manifest.statistics.end()) {
+    const auto field = in_split->second.find(w->target_field);
+    if (field != in_split->second.end()) s = &field->second;
+  }
+  if (s == nullptr || s->mean.size() != 1 || !std::isfinite(s->mean[0]) || !std::isfinite(s->stddev[0])) {
+    return Status::InvalidArgument(db + ": label field '" + w->target_field + "' is a number to predict, and the "
+                                   "manifest records no statistics of it for split '" + split + "' (written by "
+                                   "prep build or granary.write, it would: rebuild it)");
+  }
+  w->target_mean = s->mean[0];
+  w->target_std = s->stddev[0] > 1e-12 ? s->stddev[0] : 1.0;
+  return Status::OK();
+}
 
 // "train, test": the db's split names, for a message.
 std::string SplitNames(const Manifest& manifest) {
@@ -49,11 +70,15 @@ StatusOr<Workload> ResolveWorkload(const Manifest& manifest, const std::string& 
   GRANARY_ASSIGN_OR_RETURN(BatchFields fields, ChooseBatchFields(manifest, db, config->data.input_field));
   w.target_field = fields.target;
   const FieldSpec& target = schema.fields[schema.FieldIndex(w.target_field)];
-  if (!target.shape.empty() || !IsInteger(target.dtype)) {
+  if (!target.shape.empty()) {
     return Status::InvalidArgument(db + ": label field '" + target.name + "' is " + DTypeName(target.dtype) + " " +
-                                   ShapeToString(target.shape) + ": training needs an integer class per sample");
+                                   ShapeToString(target.shape) + ": training needs a class or a value per sample");
   }
-  if (manifest.num_classes < 2) {
+  w.regression = !IsInteger(target.dtype);
+  w.outputs = w.regression ? 1 : manifest.num_classes;
+  if (w.regression) {
+    GRANARY_RETURN_IF_ERROR(ReadTargetScale(manifest, db, config->data.train_split, &w));
+  } else if (manifest.num_classes < 2) {
     return Status::InvalidArgument(db + ": label field '" + target.name + "' has " +
                                    std::to_string(manifest.num_classes) + " classes: training needs at least 2");
   }

@@ -24,6 +24,13 @@ struct Workload {
   InputKind kind = InputKind::kImage;
   Shape input_shape;         // one sample as batched: C x H x W, or {features}
   bool input_uint8 = false;  // scaled by 1/255 when batched
+  // The model's outputs: one per class, or one value for a regression target
+  // (a float label field, prep build --regression), which is fitted by the
+  // squared error in units of its std over the train split (from the
+  // manifest's statistics).
+  int64_t outputs = 0;
+  bool regression = false;
+  double target_mean = 0, target_std = 1;
 };
 
 // Resolves `config`'s automatic choices against `manifest`:
@@ -33,7 +40,8 @@ struct Workload {
 //   model.name "auto"    -> mlp for feature vectors, convnet for images up to
 //                           32 px, resnet above.
 // InvalidArgument naming the db, the field and its shape when the db cannot be
-// trained: no label field, a label that is not an integer scalar, an input
+// trained: no label field, a label that is no scalar (or a float one with no
+// statistics recorded), fewer than 2 classes, an input
 // that is not numeric or not of a fixed shape. (Whether the model fits the
 // input is CheckModelFits's question, trainer/loop/rank_model.h.)
 StatusOr<Workload> ResolveWorkload(const Manifest& manifest, const std::string& db, TrainConfig* config);

@@ -1,6 +1,7 @@
 #include "trainer/eval/evaluate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 
 #include "trainer/launch/heartbeat.h"
@@ -30,6 +31,14 @@ StatusOr<EvalResult> EvaluateForward(const DbReader& db, LoaderOptions options, 
     Status evaluated = CatchTorch("evaluation", [&] {
       torch::Tensor logits = forward(InputTensor(batch, options.channels_last)).narrow(0, 0, keep);
       torch::Tensor target = TargetTensor(batch).narrow(0, 0, keep);
+      if (batch.value_target) {
+        target = target.to(torch::kFloat64);
+        const torch::Tensor error = logits.reshape({-1}).to(torch::kFloat64) - target;
+        out.squared_error_sum += (error * error).sum().item<double>();
+        out.target_sum += target.sum().item<double>();
+        out.target_squared_sum += (target * target).sum().item<double>();
+        return;
+      }
       out.loss_sum += torch::nll_loss(torch::log_softmax(logits, 1), target, {}, at::Reduction::Sum).item<double>();
       out.correct += static_cast<uint64_t>(logits.argmax(1).eq(target).sum().item<int64_t>());
     });
@@ -40,6 +49,17 @@ StatusOr<EvalResult> EvaluateForward(const DbReader& db, LoaderOptions options, 
     HeartbeatBeat();  // a long evaluation is not a hang
   }
   return out;
+}
+
+RegressionFigures RegressionFiguresOf(double squared_error_sum, double target_sum, double target_squared_sum, double n,
+                                      double target_std) {
+  RegressionFigures f;
+  if (n <= 0) return f;
+  f.loss = squared_error_sum / n / (target_std * target_std);
+  f.rmse = std::sqrt(squared_error_sum / n);
+  const double deviations = target_squared_sum - target_sum * target_sum / n;
+  f.r2 = deviations > 1e-12 * std::max(1.0, target_squared_sum) ? 1 - squared_error_sum / deviations : 0;
+  return f;
 }
 
 StatusOr<EvalResult> EvaluateModule(const DbReader& db, const DataConfig& data, const Workload& workload,

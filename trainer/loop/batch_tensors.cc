@@ -8,7 +8,9 @@ torch::Tensor InputTensor(Batch& b, bool channels_last) {
 }
 
 torch::Tensor TargetTensor(Batch& b) {
-  return torch::from_blob(b.target.data(), {static_cast<int64_t>(b.size)}, torch::kInt64);
+  const int64_t size = static_cast<int64_t>(b.size);
+  if (b.value_target) return torch::from_blob(b.target_values.data(), {size}, torch::kFloat32);
+  return torch::from_blob(b.target.data(), {size}, torch::kInt64);
 }
 
 }  // namespace granary

@@ -18,11 +18,14 @@ std::atomic<bool> dry_forward_left_running{false};
 
 bool DryForwardLeftRunning() { return dry_forward_left_running.load(); }
 
-ModelSpec SpecFor(const ModelConfig& m, const Workload& workload, int64_t classes) {
+ModelSpec SpecFor(const ModelConfig& m, const Workload& workload) {
   ModelSpec spec;
   spec.name = m.name;
   spec.input = workload.input_shape;
-  spec.classes = classes;
+  spec.classes = workload.outputs;
+  spec.regression = workload.regression;
+  spec.target_mean = workload.target_mean;
+  spec.target_std = workload.target_std;
   spec.dropout = m.dropout;
   spec.width = m.width;
   return spec;
@@ -36,6 +39,7 @@ std::string ModelCardOf(const TrainConfig& config, const Workload& workload, con
   card.mean = config.data.mean;
   card.stddev = config.data.stddev;
   card.classes = manifest.class_names;
+  if (workload.regression) card.regression_target = workload.target_field;
   card.db_content_hash = manifest.content_hash;
   return ModelCardJson(card);
 }
@@ -51,9 +55,10 @@ Status ApplySavedModelsInput(const Manifest& manifest, TrainConfig* config) {
   return Status::OK();
 }
 
-Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64_t classes, ModelUse use) {
+Status CheckModelFits(const TrainConfig& config, const Workload& workload, ModelUse use) {
   const std::string context = config.data.db + ": field '" + workload.input_field + "'";
-  ModelSpec spec = SpecFor(config.model, workload, classes);
+  ModelSpec spec = SpecFor(config.model, workload);
+  const int64_t classes = workload.outputs;
   StatusOr<std::shared_ptr<Classifier>> model = CatchTorchOr("building the model", [&] { return CreateModel(spec); });
   if (!model.ok()) return model.status().WithContext(context);
   if (use == ModelUse::kTrain) {
@@ -103,8 +108,9 @@ Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64
   const Shape want = {2, classes};
   if (logits.sizes().vec() != want) {
     return Status::InvalidArgument(context + ": " + shapes + " gives " + ShapeToString(logits.sizes().vec()) +
-                                   ", training needs " + ShapeToString(want) + " (" + std::to_string(classes) +
-                                   " classes)");
+                                   ", training needs " + ShapeToString(want) + " (" +
+                                   (workload.regression ? "one value to predict" : std::to_string(classes) + " classes") +
+                                   ")");
   }
   // The loss (log_softmax) has no kernel for half or integer logits on CPU.
   const auto dtype = logits.scalar_type();

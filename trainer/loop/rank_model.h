@@ -16,8 +16,9 @@
 
 namespace granary {
 
-// The model to build for `workload` with `classes` classes.
-ModelSpec SpecFor(const ModelConfig& m, const Workload& workload, int64_t classes);
+// The model to build for `workload`: one output per class, or one value to
+// predict.
+ModelSpec SpecFor(const ModelConfig& m, const Workload& workload);
 
 // What a model is checked for: training needs a parameter to train.
 enum class ModelUse { kTrain, kInfer };  // kInfer: train --eval-only
@@ -29,7 +30,7 @@ enum class ModelUse { kTrain, kInfer };  // kInfer: train --eval-only
 // Else
 // InvalidArgument or FailedPrecondition naming the db, the model and the
 // shapes, or, for kTrain, that it has no trainable parameter (an INT8 model).
-Status CheckModelFits(const TrainConfig& config, const Workload& workload, int64_t classes, ModelUse use);
+Status CheckModelFits(const TrainConfig& config, const Workload& workload, ModelUse use);
 
 // True once a dry forward of CheckModelFits outlived --timeout: its thread
 // still runs LibTorch, so main must end the process at once (ExitAtOnce:

@@ -34,9 +34,14 @@ uint64_t StepSeed(uint64_t seed, int rank, int64_t step) {
          1;
 }
 
-torch::Tensor TrainingLoss(const torch::Tensor& logits, const torch::Tensor& target, double smoothing) {
-  torch::Tensor log_p = torch::log_softmax(logits, 1);
+torch::Tensor TrainingLoss(const torch::Tensor& output, const torch::Tensor& target, const Objective& objective) {
+  if (objective.target_std > 0) {
+    const torch::Tensor value = output.reshape({-1}).to(target.scalar_type());
+    return torch::mse_loss(value, target) / (objective.target_std * objective.target_std);
+  }
+  torch::Tensor log_p = torch::log_softmax(output, 1);
   torch::Tensor nll = torch::nll_loss(log_p, target);
+  const double smoothing = objective.label_smoothing;
   if (smoothing == 0) return nll;
   return (1 - smoothing) * nll - smoothing * log_p.mean(1).mean();
 }
@@ -69,7 +74,7 @@ StatusOr<StepResult> Step(const StepParts& parts, int64_t step, int micro_batche
     GRANARY_RETURN_IF_ERROR(CatchTorch("training step", [&] {
       if (m == 0) parts.optimizer->zero_grad();
       torch::Tensor logits = parts.precision->Forward(*parts.net, batch.input);
-      torch::Tensor loss = TrainingLoss(logits, batch.target, parts.label_smoothing);
+      torch::Tensor loss = TrainingLoss(logits, batch.target, parts.objective);
       if (m + 1 == micro_batches && parts.sync != nullptr) parts.sync->BeginStep();
       (micro_batches > 1 ? loss / static_cast<double>(micro_batches) : loss).backward();
       batch_loss = loss.item<double>() * static_cast<double>(batch.input.size(0));

@@ -20,6 +20,16 @@ class Comm;
 class GradientSync;
 class Precision;
 
+// What a batch's loss is: cross-entropy over classes, with label smoothing
+// as PyTorch's CrossEntropyLoss has it ((1 - e) x NLL + e x the mean over
+// classes of -log p); or, for a regression target (target_std > 0), the mean
+// squared error in units of the target's std (the model's one output is in
+// the target's units: a loss of 1 is what predicting the mean scores).
+struct Objective {
+  double label_smoothing = 0;
+  double target_std = 0;
+};
+
 // What a step works on; every pointer outlives the step.
 struct StepParts {
   Classifier* net = nullptr;
@@ -29,7 +39,7 @@ struct StepParts {
   GradientSync* sync = nullptr;        // the gradients' mean over ranks, after the group's last backward
   Comm* comm = nullptr;                // broadcasts rank 0's `buffers` before each group (DDP's rule)
   std::vector<torch::Tensor> buffers;  // BatchNorm statistics and the like
-  double label_smoothing = 0;
+  Objective objective;
   uint64_t seed = 0;  // with `rank` and the step, dropout's random stream (StepSeed)
   int rank = 0;
 };
@@ -63,8 +73,7 @@ StatusOr<StepResult> Step(const StepParts& parts, int64_t step, int micro_batche
 // uninterrupted one would have. Non-negative as an int64 (manual_seed).
 uint64_t StepSeed(uint64_t seed, int rank, int64_t step);
 
-// Cross-entropy, with label smoothing as PyTorch's CrossEntropyLoss has it:
-// (1 - e) x NLL + e x the mean over classes of -log p.
-torch::Tensor TrainingLoss(const torch::Tensor& logits, const torch::Tensor& target, double smoothing);
+// The batch's loss (Objective) of the model's `output`.
+torch::Tensor TrainingLoss(const torch::Tensor& output, const torch::Tensor& target, const Objective& objective);
 
 }  // namespace granary

@@ -53,8 +53,8 @@ class SyntheticBatches : public TrainBatches {
   MicroBatch batch_;
 };
 
-// Random inputs of the loader's shape and layout, random labels.
-MicroBatch RandomBatch(const Loader& loader, int64_t size, int64_t classes, bool channels_last) {
+// Random inputs of the loader's shape and layout, random targets.
+MicroBatch RandomBatch(const Loader& loader, int64_t size, const Workload& workload, bool channels_last) {
   std::vector<int64_t> shape = {size};
   for (uint64_t d : loader.sample_shape()) shape.push_back(static_cast<int64_t>(d));
   MicroBatch b;
@@ -65,19 +65,21 @@ MicroBatch RandomBatch(const Loader& loader, int64_t size, int64_t classes, bool
   } else {
     b.input = torch::rand(shape);
   }
-  b.target = torch::randint(std::max<int64_t>(1, classes), {size}, torch::kInt64);
+  b.target = workload.regression
+                 ? torch::randn({size}) * workload.target_std + workload.target_mean
+                 : torch::randint(std::max<int64_t>(1, workload.outputs), {size}, torch::kInt64);
   return b;
 }
 
 }  // namespace
 
-StatusOr<std::unique_ptr<TrainBatches>> MakeTrainBatches(const TrainConfig& c, Loader& loader, int64_t classes,
-                                                         int rank, RunObserver& observer) {
+StatusOr<std::unique_ptr<TrainBatches>> MakeTrainBatches(const TrainConfig& c, Loader& loader,
+                                                         const Workload& workload, int rank, RunObserver& observer) {
   const bool channels_last = c.model.channels_last;
   if (!c.data.synthetic) return std::unique_ptr<TrainBatches>(new LoaderBatches(loader, channels_last, rank, observer));
   MicroBatch batch;
   GRANARY_RETURN_IF_ERROR(CatchTorch("synthetic batch", [&] {
-    batch = RandomBatch(loader, c.MicroBatchSize(), classes, channels_last);
+    batch = RandomBatch(loader, c.MicroBatchSize(), workload, channels_last);
   }));
   return std::unique_ptr<TrainBatches>(new SyntheticBatches(std::move(batch)));
 }

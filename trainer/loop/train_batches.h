@@ -10,6 +10,7 @@
 #include "base/status.h"
 #include "loader/loader.h"
 #include "trainer/config/config.h"
+#include "trainer/config/workload.h"
 #include "trainer/loop/step.h"
 #include "trainer/report/observer.h"
 
@@ -27,9 +28,10 @@ class TrainBatches {
 };
 
 // The batches of `config` for rank `rank`: `loader`'s (its skipped records
-// told to `observer`), or the --synthetic one (`classes` labels). `loader`
-// and `observer` must outlive them.
-StatusOr<std::unique_ptr<TrainBatches>> MakeTrainBatches(const TrainConfig& config, Loader& loader, int64_t classes,
-                                                         int rank, RunObserver& observer);
+// told to `observer`), or the --synthetic one (random labels of `workload`'s
+// classes, or random values of its regression target). `loader` and
+// `observer` must outlive them.
+StatusOr<std::unique_ptr<TrainBatches>> MakeTrainBatches(const TrainConfig& config, Loader& loader,
+                                                         const Workload& workload, int rank, RunObserver& observer);
 
 }  // namespace granary

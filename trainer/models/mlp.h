@@ -1,7 +1,9 @@
 // mlp: a multilayer perceptron for feature vectors (CSV dbs) or flattened
 // images: [standardise,] fc-H, ReLU, fc-H, ReLU, dropout, fc-classes, with
 // H = 256 x width. Feature inputs are standardised with the training split's
-// per-feature mean and std (ModelSpec), held as buffers.
+// per-feature mean and std (ModelSpec), held as buffers. For a regression
+// target fc-classes is fc-1, its output scaled to the target's units by the
+// target's mean and std (buffers too: a saved model predicts in units).
 #pragma once
 
 #include "trainer/models/prune.h"
@@ -19,6 +21,7 @@ class Mlp : public Classifier, public Scriptable, public Prunable {
 
  private:
   torch::Tensor mean_, inv_std_;  // undefined: no standardisation
+  torch::Tensor target_mean_, target_std_;  // undefined: classes
   torch::nn::Linear fc1_{nullptr}, fc2_{nullptr}, fc3_{nullptr};
   torch::nn::Dropout drop_{nullptr};
 };

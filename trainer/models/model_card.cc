@@ -18,14 +18,15 @@ constexpr size_t kMaxCardBytes = 1 << 20;  // class names of a large db fit many
 }  // namespace
 
 std::string ModelCardJson(const ModelCard& card) {
-  const nlohmann::json j = {{"format", kCardFormat},
-                            {"input_field", card.input_field},
-                            {"input_shape", card.input_shape},
-                            {"input_scale", card.input_scale},
-                            {"mean", card.mean},
-                            {"std", card.stddev},
-                            {"classes", card.classes},
-                            {"db_content_hash", card.db_content_hash}};
+  nlohmann::json j = {{"format", kCardFormat},
+                      {"input_field", card.input_field},
+                      {"input_shape", card.input_shape},
+                      {"input_scale", card.input_scale},
+                      {"mean", card.mean},
+                      {"std", card.stddev},
+                      {"classes", card.classes},
+                      {"db_content_hash", card.db_content_hash}};
+  if (!card.regression_target.empty()) j["regression_target"] = card.regression_target;
   return DumpJson(j);
 }
 
@@ -59,6 +60,7 @@ StatusOr<std::optional<ModelCard>> ReadModelCard(const std::string& path) {
     card.stddev = j.at("std").get<double>();
     card.classes = j.at("classes").get<std::vector<std::string>>();
     card.db_content_hash = j.at("db_content_hash").get<std::string>();
+    if (j.contains("regression_target")) card.regression_target = j.at("regression_target").get<std::string>();
   } catch (const nlohmann::json::exception& e) {
     return bad(std::string("has a missing or mistyped member: ") + e.what());
   }

@@ -2,7 +2,7 @@
 // it is saved as (--save FILE.pt and FILE.int8.pt) as the extra file
 // granary.json (docs/FORMAT.md, "Saved models"): the input field and its
 // shape, how values were scaled and normalised (--mean/--std), the class
-// names. `train --eval-only --model` and `train --model` apply it, so a model
+// names (or the regression target a model's one output predicts). `train --eval-only --model` and `train --model` apply it, so a model
 // trained with --mean 0.5 --std 0.25 is evaluated as it was trained; Python
 // reads it with granary.model_info(path) or
 // torch.jit.load(path, _extra_files={"granary.json": ""}).
@@ -25,6 +25,9 @@ struct ModelCard {
   double input_scale = 1.0;  // 1/255 for uint8 images
   double mean = 0.0, stddev = 1.0;  // input = (value * input_scale - mean) / stddev
   std::vector<std::string> classes;
+  // A regression model's target field ("" for a classifier, whose outputs
+  // are the classes): its one output is the target's value, in its units.
+  std::string regression_target;
   std::string db_content_hash;  // the db it was trained on
 };
 

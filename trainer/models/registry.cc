@@ -28,7 +28,14 @@ const Entry kModels[] = {
 }  // namespace
 
 StatusOr<std::shared_ptr<Classifier>> CreateModel(const ModelSpec& spec) {
-  if (spec.classes < 2) return Status::InvalidArgument("model " + spec.name + ": needs at least 2 classes");
+  if (spec.regression && spec.name != "mlp" && !IsModelFile(spec.name)) {
+    return Status::InvalidArgument("model " + spec.name + ": predicts classes; a regression target (a number to "
+                                   "predict) is fitted by the mlp (--model mlp), or by a TorchScript model file "
+                                   "giving one value per sample");
+  }
+  if (spec.classes < 2 && !spec.regression) {
+    return Status::InvalidArgument("model " + spec.name + ": needs at least 2 classes");
+  }
   if (IsModelFile(spec.name)) return LoadScriptModel(spec);
   const Entry* e = FindByName(kModels, spec.name);
   if (e == nullptr)

@@ -28,6 +28,11 @@ struct ModelSpec {
   int64_t classes = 0;
   double dropout = 0;  // before the last layer
   double width = 1;    // channel (or hidden unit) multiplier
+  // A regression target (classes 1): the model's one output is the value in
+  // the target's units, its last layer's output x target_std + target_mean
+  // (the training split's), so that layer learns a standardised value.
+  bool regression = false;
+  double target_mean = 0, target_std = 1;
   // Feature-vector inputs: per-feature statistics of the training split; the
   // model standardises its input with them (kept as buffers, so a saved model
   // does too). Undefined for images, which the loader normalises.

@@ -141,7 +141,10 @@ std::vector<Chart> Charts(const std::vector<EpochReport>& epochs, const std::vec
   // The evaluation's figures (features/evaluation), where the run evaluated.
   const bool evaluated =
       std::any_of(epochs.begin(), epochs.end(), [](const EpochReport& e) { return e.Number("test_loss").has_value(); });
-  Chart loss{"loss", "Loss", "cross-entropy", {}};
+  // A regression target's figures (test_rmse, test_r2) in place of accuracy.
+  const bool regression =
+      std::any_of(epochs.begin(), epochs.end(), [](const EpochReport& e) { return e.Number("test_rmse").has_value(); });
+  Chart loss{"loss", "Loss", regression ? "squared error / variance" : "cross-entropy", {}};
   if (!steps.empty()) {
     Series fine{"train (steps)", {}, false};
     for (const StepReport& s : steps) {
@@ -153,7 +156,9 @@ std::vector<Chart> Charts(const std::vector<EpochReport>& epochs, const std::vec
   loss.series.push_back(PerEpoch("train", epochs, [](const EpochReport& e) { return e.train_loss; }));
   if (evaluated) loss.series.push_back(FigurePerEpoch("test", epochs, "test_loss"));
   std::vector<Chart> charts = {loss};
-  if (evaluated) {
+  if (evaluated && regression) {
+    charts.push_back({"rmse", "Test RMSE", "target units", {FigurePerEpoch("test", epochs, "test_rmse")}});
+  } else if (evaluated) {
     charts.push_back({"accuracy", "Test accuracy", "accuracy", {FigurePerEpoch("test", epochs, "test_accuracy")}});
   }
   charts.push_back({"throughput",
@@ -200,11 +205,14 @@ std::string RenderHtmlReport(const TrainConfig& config, const Layout& layout, co
   if (!epochs.empty()) {
     const EpochReport& last = epochs.back();
     const std::optional<double> test_loss = last.Number("test_loss"), test_accuracy = last.Number("test_accuracy");
+    const std::optional<double> test_rmse = last.Number("test_rmse"), test_r2 = last.Number("test_r2");
+    const std::string scored = test_loss && test_accuracy ? ", test accuracy " + Format("%.4f", *test_accuracy)
+                               : test_loss && test_rmse && test_r2
+                                   ? ", test RMSE " + Format("%.6g", *test_rmse) + ", test R\u00b2 " + Format("%.4f", *test_r2)
+                                   : "";
     html += Row("last epoch", "train loss " + Format("%.4f", last.train_loss) +
-                                  (test_loss && test_accuracy ? ", test loss " + Format("%.4f", *test_loss) +
-                                                                    ", test accuracy " + Format("%.4f", *test_accuracy)
-                                                              : "") +
-                                  ", " + Format("%.0f", last.samples_per_s) + " samples/s");
+                                  (test_loss ? ", test loss " + Format("%.4f", *test_loss) : "") + scored + ", " +
+                                  Format("%.0f", last.samples_per_s) + " samples/s");
   }
   html += "</table>\n";
   for (const Chart& chart : Charts(epochs, steps)) {

@@ -29,10 +29,23 @@ StatusOr<Flow> EvaluationHook::AfterEpoch(RankState& state, const EpochEvent&, E
   for (const std::string& reason : result->skipped) {
     state.observer.Note("rank " + std::to_string(state.rank) + ": evaluation: skipped corrupt " + reason);
   }
-  torch::Tensor sums = torch::tensor(
-      {result->loss_sum, static_cast<double>(result->correct), static_cast<double>(result->samples)}, torch::kFloat64);
+  torch::Tensor sums = torch::tensor({result->loss_sum, static_cast<double>(result->correct),
+                                      static_cast<double>(result->samples), result->squared_error_sum,
+                                      result->target_sum, result->target_squared_sum},
+                                     torch::kFloat64);
   GRANARY_RETURN_IF_ERROR(state.dp.comm->AllReduceSum(sums));
   const double samples = sums[2].item<double>();
+  if (state.run.workload.regression) {
+    const RegressionFigures f = RegressionFiguresOf(sums[3].item<double>(), sums[4].item<double>(),
+                                                    sums[5].item<double>(), samples, state.run.workload.target_std);
+    r->Set("test_loss", f.loss);
+    r->Set("test_rmse", f.rmse);
+    r->Set("test_r2", f.r2);
+    r->Set("test_samples", static_cast<uint64_t>(samples));
+    r->line_part += "  test_loss " + FixedText(f.loss, 4) + "  test_rmse " + NumberText(f.rmse) + "  test_r2 " +
+                    FixedText(f.r2, 4);
+    return Flow::kGoOn;
+  }
   const double loss = sums[0].item<double>() / std::max(1.0, samples);
   const double accuracy = sums[1].item<double>() / std::max(1.0, samples);
   r->Set("test_loss", loss);

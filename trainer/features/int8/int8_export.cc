@@ -85,9 +85,12 @@ std::string Int8Path(const std::string& save) {
   return save.substr(0, dot) + ".int8" + save.substr(dot);
 }
 
-StatusOr<std::vector<std::string>> CheckQuantizable(const TrainConfig& c, const Workload& workload,
-                                                    int64_t classes) {
+StatusOr<std::vector<std::string>> CheckQuantizable(const TrainConfig& c, const Workload& workload) {
   if (c.shrink.quantize != Quantize::kInt8) return std::vector<std::string>{};
+  if (workload.regression) {
+    return Status::InvalidArgument("--quantize int8: measures the INT8 model's accuracy against the trained one's; "
+                                   "a regression target (" + workload.target_field + ") has no accuracy: not supported");
+  }
   if (c.data.eval_split.empty()) {
     return Status::InvalidArgument(
         "--quantize int8: the INT8 model is measured against the trained one on the eval split, and this run has "
@@ -95,7 +98,7 @@ StatusOr<std::vector<std::string>> CheckQuantizable(const TrainConfig& c, const 
   }
   const std::string what = "model " + c.model.name;
   StatusOr<torch::jit::Module> fp32 = CatchTorchOr("--quantize int8: building the model", [&] {
-    StatusOr<std::shared_ptr<Classifier>> model = CreateModel(SpecFor(c.model, workload, classes));
+    StatusOr<std::shared_ptr<Classifier>> model = CreateModel(SpecFor(c.model, workload));
     return model.ok() ? ToTorchScript(*model.value()) : StatusOr<torch::jit::Module>(model.status());
   });
   if (!fp32.ok()) return fp32.status().WithContext("--quantize int8");
@@ -227,7 +230,7 @@ class Int8ExportFeature : public Feature {
   // line each.
   Status Preflight(const ResolvedRun& run) const override {
     GRANARY_ASSIGN_OR_RETURN(const std::vector<std::string> fp32,
-                             CheckQuantizable(run.config, run.workload, run.db->manifest().num_classes));
+                             CheckQuantizable(run.config, run.workload));
     for (const std::string& layer : fp32) {
       std::fprintf(stderr, "train: --quantize int8: will stay fp32: %s\n", Printable(layer).c_str());
     }

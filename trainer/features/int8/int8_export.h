@@ -46,10 +46,10 @@ std::string Int8Path(const std::string& save);
 // Before any rank starts: the run's model, untrained, through the passes on
 // a batch of zeros of the db's shape. The layers that would stay fp32, each
 // with why (none without --quantize int8); InvalidArgument naming the model
-// if no layer would be quantized or the run evaluates nothing to compare on;
-// FailedPrecondition with LibTorch's message if a pass fails.
-StatusOr<std::vector<std::string>> CheckQuantizable(const TrainConfig& config, const Workload& workload,
-                                                    int64_t classes);
+// if no layer would be quantized, the run evaluates nothing to compare on or
+// its target is a value to predict (no accuracy); FailedPrecondition with
+// LibTorch's message if a pass fails.
+StatusOr<std::vector<std::string>> CheckQuantizable(const TrainConfig& config, const Workload& workload);
 
 // The trained `net` quantized and measured (see above); the INT8 file is
 // written only if config.output.save is set. Errors name the step that failed.

@@ -84,6 +84,11 @@ class StopAtAccuracyFeature : public Feature {
                                      ": the run has no eval split to measure it on (the db has no test or val "
                                      "split, or --eval-split \"\")");
     }
+    if (c.optim.stop_at_accuracy > 0 && run.workload.regression) {
+      return Status::InvalidArgument("--stop-at-accuracy " + NumberText(c.optim.stop_at_accuracy) + ": the db's "
+                                     "target '" + run.workload.target_field + "' is a number to predict, which has "
+                                     "no accuracy (its test_rmse and test_r2 are reported)");
+    }
     return Status::OK();
   }
 
