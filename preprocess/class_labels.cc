@@ -86,19 +86,33 @@ std::string RegressionHint(const std::string& value) {
 
 Status CheckClassLabels(const std::string& path, const std::string& label, const std::set<std::string>& values,
                         uint64_t labelled, std::vector<std::string>* notes) {
-  std::vector<std::string> fractions;
+  std::vector<std::string> fractions, text;  // the first three of each, to show
+  size_t fractional = 0, texts = 0;
   for (const std::string& v : values) {
     double x = 0;
     int64_t integral = 0;
-    if (!ParseDecimal(v, &x) || !std::isfinite(x)) return Status::OK();  // text: class names
-    if (!IntegralLabel(v, &integral) && fractions.size() < 3) fractions.push_back(v);
+    if (!ParseDecimal(v, &x) || !std::isfinite(x)) {
+      if (++texts <= 3) text.push_back(v);
+      continue;
+    }
+    if (IntegralLabel(v, &integral)) continue;
+    ++fractional;
+    if (fractions.size() < 3) fractions.push_back(v);
   }
-  if (!fractions.empty()) {
-    std::string shown;
-    for (const std::string& v : fractions) shown += (shown.empty() ? "" : ", ") + v;
-    return Status::InvalidArgument(path + ": column '" + label + "' holds numbers that are not integers (" + shown +
-                                   ", ...): a regression target, not classes: --regression reads it as a number to "
-                                   "predict (train fits it with mean squared error), or --label picks another column");
+  // Text among the values makes them class names, unless nearly all are
+  // fractional numbers: a price column with a stray "n/a?" is no 800 classes.
+  if (!fractions.empty() && fractional >= 10 * texts) {
+    const auto joined = [](const std::vector<std::string>& list) {
+      std::string out;
+      for (const std::string& v : list) out += (out.empty() ? "" : ", ") + v;
+      return out;
+    };
+    const std::string no_number =
+        texts == 0 ? "" : " and " + std::to_string(texts) + " that are no number (" + joined(text) + ")";
+    return Status::InvalidArgument(path + ": column '" + label + "' holds numbers that are not integers (" +
+                                   joined(fractions) + ", ...)" + no_number + ": a regression target, not classes: --regression reads it as a number to "
+                                   "predict (train fits it with mean squared error; a row whose value is no number "
+                                   "is rejected), or --label picks another column");
   }
   if (values.size() > 100 && values.size() * 2 > labelled) {
     notes->push_back("column '" + label + "' holds " + std::to_string(values.size()) + " classes for " +

@@ -228,7 +228,7 @@ StatusOr<std::string> DescribeRecord(const DbReader& db, const CatOptions& optio
       }
     }
     if (shown < count) out << " ... (" << count - shown << " more)";
-    if (spec.name == m.label_field && count == 1) {
+    if (spec.name == m.label_field && count == 1 && spec.dtype != DType::kFloat32 && spec.dtype != DType::kFloat64) {
       int64_t label = std::stoll(ValueText(spec.dtype, f.data, 0));
       if (label >= 0 && static_cast<size_t>(label) < m.class_names.size()) {
         out << "  (" << Printable(m.class_names[label]) << ")";

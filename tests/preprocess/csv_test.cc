@@ -124,8 +124,22 @@ TEST(Csv, IntegralLabelsAreOrderedByValueHoweverSpelled) {
   o.label = "price";
   EXPECT_EQ(OpenCsvSource(dir.Sub("prices.csv"), o).status().message(),
             dir.Sub("prices.csv") + ": column 'price' holds numbers that are not integers (1007.5, ...): a regression "
-                                    "target, not classes; prep's labels are classes (train trains classifiers): bin "
-                                    "the values into classes first, or --label another column");
+                                    "target, not classes: --regression reads it as a number to predict (train fits "
+                                    "it with mean squared error; a row whose value is no number is rejected), or "
+                                    "--label picks another column");
+  // With --regression the column is the values, float32, the row that holds none rejected by its line.
+  o.regression = true;
+  auto values = OpenCsvSource(dir.Sub("prices.csv"), o);
+  ASSERT_TRUE(values.ok()) << values.status().ToString();
+  EXPECT_EQ(values->info.label_field, "target");
+  EXPECT_EQ(values->info.num_classes, 0);
+  ASSERT_EQ(values->info.schema.fields[1].dtype, DType::kFloat32);
+  Sample row;
+  ASSERT_TRUE(values->splits[0]->Produce(7, &row).ok());
+  float price = 0;
+  std::memcpy(&price, row.fields[1].data(), sizeof(price));
+  EXPECT_EQ(price, 1007.5f);
+  o.regression = false;
   testing::WriteFile(dir.Sub("ids.csv"), ids);
   o.label = "id";
   auto per_row = OpenCsvSource(dir.Sub("ids.csv"), o);

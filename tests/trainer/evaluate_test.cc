@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "tests/loader/image_db.h"
 #include "tests/test_util.h"
 
@@ -57,6 +59,19 @@ TEST(Evaluate, SkippedRecordsComeBackNamedAndRanksShareTheSplit) {
   EXPECT_EQ(skipped[0].rfind("sample 9: train/shard-00000.mdb, key 9: ", 0), 0u) << skipped[0];
   EXPECT_EQ(samples, 63u);
   EXPECT_EQ(correct, 63u);
+}
+
+// A regression target's figures from its sums: targets 1, 2, 3, 4 (mean
+// 2.5, squared deviations 5) predicted with errors 1, -1, 0, 0: RMSE
+// sqrt(2 / 4), R^2 1 - 2 / 5, the loss the mean squared error over the
+// target's variance; targets that do not vary give R^2 0, not a division by 0.
+TEST(Evaluate, RegressionFiguresAreRmseAndR2) {
+  const RegressionFigures f = RegressionFiguresOf(2, 10, 30, 4, 2);
+  EXPECT_DOUBLE_EQ(f.rmse, std::sqrt(0.5));
+  EXPECT_DOUBLE_EQ(f.r2, 1 - 2.0 / 5);
+  EXPECT_DOUBLE_EQ(f.loss, 0.5 / 4);
+  EXPECT_EQ(RegressionFiguresOf(4, 12, 36, 4, 1).r2, 0);
+  EXPECT_EQ(RegressionFiguresOf(0, 0, 0, 0, 1).rmse, 0);
 }
 
 }  // namespace

@@ -1,0 +1,102 @@
+#!/usr/bin/python3
+"""A number to predict, from Python: granary.write of (features, float)
+samples stores a float32 regression target that `train` fits with no flags;
+granary.Loader batches it as float32 (a CSV db of prep build --regression
+too), granary.Dataset hands it over as it is, the saved model predicts in the
+target's units, and what is no regression target is refused by name.
+
+    GRANARY_BUILD=build /usr/bin/python3 tests/python/regression_test.py
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.abspath(os.environ.get("GRANARY_BUILD", os.path.join(ROOT, "build")))
+sys.path.insert(0, os.path.join(BUILD, "python"))
+import granary  # noqa: E402
+import torch  # noqa: E402
+
+PREP = os.path.join(BUILD, "preprocess/prep")
+TRAIN = os.path.join(BUILD, "trainer/train")
+
+
+def run(*args):
+    done = subprocess.run([str(a) for a in args], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, args))} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return done
+
+
+def samples(x, y):
+    return [(row, float(value)) for row, value in zip(x, y)]
+
+
+class RegressionTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="granary-regression-test-")
+        rng = np.random.default_rng(3)
+        cls.x = rng.normal(size=(1500, 4)).astype(np.float32)
+        cls.y = cls.x @ np.array([3.0, -2.0, 0.5, 1.0]) * 100 + 5000 + rng.normal(0, 5, 1500)
+        cls.db = os.path.join(cls.tmp, "db")
+        granary.write(cls.db, {"train": samples(cls.x[:1200], cls.y[:1200]),
+                               "test": samples(cls.x[1200:], cls.y[1200:])}, progress=False)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_a_float_target_is_a_regression_db_that_train_fits(self):
+        info = granary.describe(self.db)
+        self.assertEqual(info["label_field"], "target")
+        self.assertEqual(info["num_classes"], 0)
+        model = os.path.join(self.tmp, "m.pt")
+        out = run(TRAIN, "--db", self.db, "--epochs", "15", "--dropout", "0", "--lr", "0.003", "--save", model,
+                  "--json").stdout
+        last = json.loads(out)["epochs"][-1]
+        self.assertGreater(last["test_r2"], 0.99, last)
+        self.assertEqual(granary.model_info(model)["regression_target"], "target")
+        # The saved model's one output is the price itself, not a standardised value.
+        x, y = next(iter(granary.Loader(self.db, split="test", batch_size=300, shuffle="none")))
+        self.assertEqual((x.dtype, y.dtype, tuple(y.shape)), (torch.float32, torch.float32, (300,)))
+        np.testing.assert_allclose(y.numpy(), self.y[1200:1500].astype(np.float32))
+        with torch.no_grad():
+            predicted = torch.jit.load(model)(x).flatten()
+        rmse = float(((predicted - y) ** 2).mean().sqrt())
+        self.assertAlmostEqual(rmse, last["test_rmse"], delta=0.01 * last["test_rmse"])
+
+    def test_dataset_and_a_prep_db_give_the_same_values(self):
+        table = os.path.join(self.tmp, "t.csv")
+        with open(table, "w") as f:
+            f.write("a,b,c,d,price\n")
+            for row, value in zip(self.x[:50], self.y[:50]):
+                f.write(",".join(f"{v:.9g}" for v in row) + f",{value:.9g}\n")
+        csv_db = os.path.join(self.tmp, "csv-db")
+        run(PREP, "build", table, csv_db, "--label", "price", "--regression")
+        x, y = next(iter(granary.Loader(csv_db, batch_size=50, shuffle="none")))
+        np.testing.assert_allclose(y.numpy(), self.y[:50].astype(np.float32))
+        features, target = granary.Dataset(self.db, as_tuple=True)[7]
+        self.assertEqual(float(target), float(np.float32(self.y[7])))
+        np.testing.assert_array_equal(np.asarray(features), self.x[7])
+
+    def test_what_is_no_value_to_predict_is_refused(self):
+        bad = [(self.x[0], 1.0), (self.x[1], float("nan"))]
+        with self.assertRaisesRegex(granary.InvalidArgumentError, "sample 1 of split 'train': target is nan"):
+            granary.write(os.path.join(self.tmp, "nan-db"), bad, progress=False)
+        with self.assertRaisesRegex(granary.InvalidArgumentError, "no classes"):
+            granary.write(os.path.join(self.tmp, "classes-db"), samples(self.x[:4], self.y[:4]), classes=["a", "b"],
+                          progress=False)
+        with self.assertRaisesRegex(granary.InvalidArgumentError, "a label is a scalar"):
+            granary.write(os.path.join(self.tmp, "vector-db"), [{"x": self.x[0], "y": self.x[1]}], label="y",
+                          progress=False)
+
+
+if __name__ == "__main__":
+    unittest.main()
