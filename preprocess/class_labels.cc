@@ -85,7 +85,7 @@ std::string RegressionHint(const std::string& value) {
 }
 
 Status CheckClassLabels(const std::string& path, const std::string& label, const std::set<std::string>& values,
-                        uint64_t labelled, std::vector<std::string>* notes) {
+                        uint64_t labelled, bool table, std::vector<std::string>* notes) {
   std::vector<std::string> fractions, text;  // the first three of each, to show
   size_t fractional = 0, texts = 0;
   for (const std::string& v : values) {
@@ -99,25 +99,34 @@ Status CheckClassLabels(const std::string& path, const std::string& label, const
     ++fractional;
     if (fractions.size() < 3) fractions.push_back(v);
   }
+  const std::string way_forward =
+      table ? ": --regression reads it as a number to predict (train fits it with mean squared error; a row whose "
+              "value is no number is rejected), or --label picks another column"
+            : ": an image folder's labels are classes (granary.write stores images with a float target to predict), "
+              "or --label picks another column";
+  const auto joined = [](const std::vector<std::string>& list) {
+    std::string out;
+    for (const std::string& v : list) out += (out.empty() ? "" : ", ") + v;
+    return out;
+  };
   // Text among the values makes them class names, unless nearly all are
   // fractional numbers: a price column with a stray "n/a?" is no 800 classes.
   if (!fractions.empty() && fractional >= 10 * texts) {
-    const auto joined = [](const std::vector<std::string>& list) {
-      std::string out;
-      for (const std::string& v : list) out += (out.empty() ? "" : ", ") + v;
-      return out;
-    };
     const std::string no_number =
         texts == 0 ? "" : " and " + std::to_string(texts) + " that are no number (" + joined(text) + ")";
     return Status::InvalidArgument(path + ": column '" + label + "' holds numbers that are not integers (" +
-                                   joined(fractions) + ", ...)" + no_number + ": a regression target, not classes: --regression reads it as a number to "
-                                   "predict (train fits it with mean squared error; a row whose value is no number "
-                                   "is rejected), or --label picks another column");
+                                   joined(fractions) + ", ...)" + no_number + ": a regression target, not classes" +
+                                   way_forward);
   }
   if (values.size() > 100 && values.size() * 2 > labelled) {
-    notes->push_back("column '" + label + "' holds " + std::to_string(values.size()) + " classes for " +
-                     std::to_string(labelled) + " rows: an id or a measured value rather than a class label? "
-                     "(--label picks another column; --regression reads a number to predict, a count, as one)");
+    const std::string many = "column '" + label + "' holds " + std::to_string(values.size()) + " classes for " +
+                             std::to_string(labelled) + " rows";
+    // Integers that are nearly all distinct are a count or a price (Kaggle's SalePrice), or an id: no classes.
+    if (table && texts == 0) {
+      return Status::InvalidArgument(path + ": " + many + ": a number to predict (a price, a count) or an id, not "
+                                     "classes" + way_forward);
+    }
+    notes->push_back(many + ": an id or a measured value rather than a class label? (--label picks another column)");
   }
   return Status::OK();
 }

@@ -36,14 +36,17 @@ bool IntegralLabel(const std::string& text, int64_t* value);
 std::map<std::string, int64_t> ChooseClasses(const std::set<std::string>& values, std::vector<std::string>* names);
 
 // "; a number to predict (a price, a count) is read with --regression" where
-// `value` is a number, "" otherwise: for a refusal of a column as classes.
+// `value` is a number, "" otherwise: for a refusal of a CSV column as classes.
 std::string RegressionHint(const std::string& value);
 
 // Refuses a label column (`label`, of the table at `path`) of numbers that
 // are not all integers (a price: a regression target, where each value would
-// become a class of its own; --regression reads it); notes one with more classes than half its
-// `labelled` rows.
+// become a class of its own), nearly all such numbers beside a few that are
+// text; of a CSV table (`table`: --regression reads it as a number to
+// predict), also one of integers with more classes than half its `labelled`
+// rows (a price in whole units, a count, an id); notes one of text so (a
+// labels table's too).
 Status CheckClassLabels(const std::string& path, const std::string& label, const std::set<std::string>& values,
-                        uint64_t labelled, std::vector<std::string>* notes);
+                        uint64_t labelled, bool table, std::vector<std::string>* notes);
 
 }  // namespace granary

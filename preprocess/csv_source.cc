@@ -429,7 +429,8 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
   }
   std::shared_ptr<const std::map<std::string, int64_t>> classes;
   if (!options.regression) {
-    GRANARY_RETURN_IF_ERROR(CheckClassLabels(inputs[0].table->path(), label, values, labelled, &source.info.notes));
+    GRANARY_RETURN_IF_ERROR(CheckClassLabels(inputs[0].table->path(), label, values, labelled, /*table=*/true,
+                                             &source.info.notes));
     classes = std::make_shared<const std::map<std::string, int64_t>>(ChooseClasses(values, &source.info.class_names));
   } else {
     source.info.notes.push_back("column '" + label + "' is the regression target (--regression): field 'target', "

@@ -207,7 +207,7 @@ Status ImageLabels::Classify(const std::map<std::string, std::pair<std::string, 
                              const std::set<std::string>& values, const std::vector<std::string>& classes) {
   std::map<std::string, int64_t> index;
   if (classes.empty()) {
-    GRANARY_RETURN_IF_ERROR(CheckClassLabels(path_, label_column_, values, by_id.size(), &notes_));
+    GRANARY_RETURN_IF_ERROR(CheckClassLabels(path_, label_column_, values, by_id.size(), /*table=*/false, &notes_));
     index = ChooseClasses(values, &class_names_);
   } else {
     class_names_ = classes;

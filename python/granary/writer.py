@@ -25,8 +25,9 @@ arrays, torch tensors, PIL images, ints, floats, bools, bytes or str:
 
 Every later sample must fit: the same fields, dtypes and shapes, or it is
 refused naming its index, split and field. The label field is the one
-integer scalar field (or `label=`); with one other field besides it, that
-one is the input `train --db` reads with no flags.
+integer scalar field (or `label=`), else a float scalar named like a label
+(a tuple's "target"): a number to predict (regression); with one other
+field besides it, that one is the input `train --db` reads with no flags.
 """
 import json
 import os
@@ -124,7 +125,8 @@ class Writer:
 
     `schema` ({name: (dtype, shape[, layout])}; shape None for bytes) fixes
     the fields instead of the first sample. `label` names the field training
-    predicts (default: the one integer scalar field); `classes` the class
+    predicts (default: the one integer scalar field, else the float scalar
+    named like a label: a regression target); `classes` the class
     names in label order (default: "0".."N-1" for N = the largest label +
     1). `threads` compress (0: every core); `zstd_level` and `dictionary`
     ("auto", "on", "off") as prep's flags. The db appears only when close()

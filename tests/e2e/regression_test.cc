@@ -65,6 +65,34 @@ TEST_F(EndToEnd, ARegressionTableTrainsTheMlpAndReportsRmseAndR2) {
   ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --quantize int8", dir_), "no accuracy");
 }
 
+// Kaggle's House Prices as downloaded: train.csv with an Id, a text column,
+// NA values and SalePrice in whole dollars; test.csv without SalePrice. The
+// column test.csv lacks is found as the label, and its integers, nearly all
+// distinct, are refused as classes, naming --regression, which builds it.
+TEST_F(EndToEnd, KaggleHousePricesAreRefusedAsClassesAndBuiltWithRegression) {
+  const std::string folder = dir_.Sub("house-prices");
+  std::string train = "Id,LotArea,MSZoning,LotFrontage,SalePrice\n", test = "Id,LotArea,MSZoning,LotFrontage\n";
+  for (int i = 1; i <= 300; ++i) {
+    const std::string row = std::to_string(i) + "," + std::to_string(3000 + i * 37 % 9000) + "," +
+                            (i % 3 == 0 ? "RL" : "RM") + "," + (i % 10 == 0 ? "NA" : std::to_string(20 + i % 90));
+    train += row + "," + std::to_string(50000 + i * 37 % 9000 * 8 + (i % 3 == 0 ? 20000 : 0)) + "\n";
+    test += row + "\n";
+  }
+  ASSERT_EQ(RunCommand("mkdir " + folder, dir_).exit_code, 0);
+  testing::WriteFile(folder + "/train.csv", train);
+  testing::WriteFile(folder + "/test.csv", test);
+  const std::string db = dir_.Sub("db");
+  ExpectOneLineError(RunCommand(kPrep + " build " + folder + " " + db, dir_),
+                     "column 'SalePrice' holds 300 classes for 300 rows: a number to predict");
+  auto prep = RunCommand(kPrep + " build " + folder + " " + db + " --regression --drop Id --missing nan "
+                         "--val-fraction 0.2", dir_);
+  ASSERT_EQ(prep.exit_code, 0) << prep.err;
+  EXPECT_NE(prep.err.find("test.csv: " + folder + "/train.csv's columns without its label 'SalePrice'"),
+            std::string::npos) << prep.err;
+  auto j = TrainJson("--db " + db + " --ranks 1 --epochs 2", dir_);
+  EXPECT_TRUE(j["epochs"].back().contains("test_r2")) << j["epochs"].back();
+}
+
 // --regression is a CSV table's; elsewhere it is refused, naming the format.
 TEST_F(EndToEnd, RegressionIsRefusedForImageDatasets) {
   auto r = RunCommand(kPrep + " build " + std::string(kFashion) + " " + dir_.Sub("db") + " --regression", dir_);

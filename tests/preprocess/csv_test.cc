@@ -140,9 +140,20 @@ TEST(Csv, IntegralLabelsAreOrderedByValueHoweverSpelled) {
   std::memcpy(&price, row.fields[1].data(), sizeof(price));
   EXPECT_EQ(price, 1007.5f);
   o.regression = false;
+  // Integers of a class per row (an id, a price in whole units: Kaggle's SalePrice) are no classes either.
   testing::WriteFile(dir.Sub("ids.csv"), ids);
   o.label = "id";
-  auto per_row = OpenCsvSource(dir.Sub("ids.csv"), o);
+  EXPECT_EQ(OpenCsvSource(dir.Sub("ids.csv"), o).status().message(),
+            dir.Sub("ids.csv") + ": column 'id' holds 120 classes for 120 rows: a number to predict (a price, a "
+                                 "count) or an id, not classes: --regression reads it as a number to predict (train "
+                                 "fits it with mean squared error; a row whose value is no number is rejected), or "
+                                 "--label picks another column");
+  // Text labels so many are noted (a labels table's too): names are classes however many.
+  std::string names = "x,name\n";
+  for (int i = 0; i < 120; ++i) names += std::to_string(i % 5) + ",n" + std::to_string(i) + "\n";
+  testing::WriteFile(dir.Sub("names.csv"), names);
+  o.label = "name";
+  auto per_row = OpenCsvSource(dir.Sub("names.csv"), o);
   ASSERT_TRUE(per_row.ok()) << per_row.status().ToString();
   EXPECT_NE(per_row->info.notes.back().find("holds 120 classes for 120 rows"), std::string::npos);
 }
