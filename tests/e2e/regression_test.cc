@@ -39,6 +39,8 @@ TEST_F(EndToEnd, ARegressionTableTrainsTheMlpAndReportsRmseAndR2) {
   EXPECT_NE(info["rejected"][0]["reason"].get<std::string>().find("column 'price': 'n/a?'"), std::string::npos);
   EXPECT_NE(RunCommand(kPrep + " info " + db, dir_).out.find("target float32 []  (label: a number to predict"),
             std::string::npos);
+  auto cat = RunCommand(kPrep + " cat " + db + " --index 0", dir_);
+  EXPECT_NE(cat.out.find("target float32 []: "), std::string::npos) << cat.out << cat.err;
   auto bench = RunCommand(kLoader + " bench " + db + " --epochs 1", dir_);
   EXPECT_EQ(bench.exit_code, 0) << bench.err;
 
