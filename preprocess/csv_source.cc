@@ -26,7 +26,7 @@ class CsvSplit : public SplitSource {
  public:
   CsvSplit(std::string name, std::shared_ptr<const CsvTable> table, int part, std::vector<uint64_t> kept,
            bool subset, size_t label_column, std::shared_ptr<const std::map<std::string, int64_t>> classes,
-           std::shared_ptr<const CsvColumns> columns, MissingPolicy missing, uint64_t raw_bytes)  // classes null: a regression target
+           std::shared_ptr<const CsvColumns> columns, MissingPolicy missing, uint64_t raw_bytes)
       : name_(std::move(name)),
         table_(std::move(table)),
         part_(part),

@@ -128,7 +128,9 @@ int RunEvalOnly(TrainConfig config, bool json, const std::vector<std::string>& g
     FlushStdoutNoting();
   } else {
     std::string scored;
-    for (const auto& [name, value] : scores) scored += "  " + (name == "accuracy" ? "acc" : name) + " " + FixedText(value, 4);
+    for (const auto& [name, value] : scores) {
+      scored += "  " + (name == "accuracy" ? "acc" : name) + " " + FixedText(value, 4);
+    }
     std::printf("eval %s on %s split %s: %llu samples%s  samples/s %.0f  (%s, %d thread%s)\n", c.model.name.c_str(),
                 c.data.db.c_str(), c.data.eval_split.c_str(), static_cast<unsigned long long>(r.samples),
                 scored.c_str(), e->samples_per_s, e->int8_layers > 0 ? "int8" : "fp32", e->threads,

@@ -76,6 +76,25 @@ TEST(Workload, ResolvingIsIdempotent) {
   EXPECT_EQ(c.data.eval_split, "");  // no test or val split: no evaluation
 }
 
+// A float label is a number to predict: one output, and the train split's
+// mean and std of it (from the manifest) for the model to scale by.
+TEST(Workload, AFloatLabelIsARegressionTargetWithItsTrainStatistics) {
+  Manifest m = WithFields({{"x", DType::kFloat32, {3}, ""}, {"label", DType::kFloat32, {}, ""}});
+  FieldStatistics price;
+  price.samples = 10;
+  price.mean = {250.0};
+  price.stddev = {40.0};
+  m.statistics["train"]["label"] = price;
+  TrainConfig c = Auto();
+  auto w = ResolveWorkload(m, "the.db", &c);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_TRUE(w->regression);
+  EXPECT_EQ(w->outputs, 1);
+  EXPECT_EQ(w->target_mean, 250.0);
+  EXPECT_EQ(w->target_std, 40.0);
+  EXPECT_EQ(c.model.name, "mlp");
+}
+
 TEST(Workload, DbsThatCannotBeTrainedAreRefusedNamingTheFieldAndShape) {
   struct Bad {
     Manifest manifest;
@@ -83,12 +102,15 @@ TEST(Workload, DbsThatCannotBeTrainedAreRefusedNamingTheFieldAndShape) {
   };
   Manifest no_label = WithFields({{"image", DType::kUInt8, {28, 28, 1}, "HWC"}});
   no_label.label_field = "";
+  // A float label is a number to predict, fitted in units of its std: the manifest must record it.
   Manifest float_label = WithFields({{"x", DType::kFloat32, {3}, ""}, {"label", DType::kFloat32, {}, ""}});
+  Manifest vector_label = WithFields({{"x", DType::kFloat32, {3}, ""}, {"label", DType::kFloat32, {2}, ""}});
   Manifest one_class = WithFields({{"x", DType::kFloat32, {3}, ""}, kLabel});
   one_class.num_classes = 1;
   const Bad cases[] = {
       {no_label, "", "no label field"},
-      {float_label, "", "label field 'label' is float32 []"},
+      {float_label, "", "label field 'label' is a number to predict, and the manifest records no statistics"},
+      {vector_label, "", "label field 'label' is float32 [2]: training needs a class or a value per sample"},
       {one_class, "", "1 classes"},
       {WithFields({{"a", DType::kFloat32, {3}, ""}, {"b", DType::kFloat32, {3}, ""}, kLabel}), "",
        "pick one with --input-field"},

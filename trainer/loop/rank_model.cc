@@ -109,7 +109,8 @@ Status CheckModelFits(const TrainConfig& config, const Workload& workload, Model
   if (logits.sizes().vec() != want) {
     return Status::InvalidArgument(context + ": " + shapes + " gives " + ShapeToString(logits.sizes().vec()) +
                                    ", training needs " + ShapeToString(want) + " (" +
-                                   (workload.regression ? "one value to predict" : std::to_string(classes) + " classes") +
+                                   (workload.regression ? "one value to predict"
+                                                        : std::to_string(classes) + " classes") +
                                    ")");
   }
   // The loss (log_softmax) has no kernel for half or integer logits on CPU.

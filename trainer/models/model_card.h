@@ -2,8 +2,9 @@
 // it is saved as (--save FILE.pt and FILE.int8.pt) as the extra file
 // granary.json (docs/FORMAT.md, "Saved models"): the input field and its
 // shape, how values were scaled and normalised (--mean/--std), the class
-// names (or the regression target a model's one output predicts). `train --eval-only --model` and `train --model` apply it, so a model
-// trained with --mean 0.5 --std 0.25 is evaluated as it was trained; Python
+// names (or the regression target a model's one output predicts). `train
+// --eval-only --model` and `train --model` apply it, so a model trained
+// with --mean 0.5 --std 0.25 is evaluated as it was trained; Python
 // reads it with granary.model_info(path) or
 // torch.jit.load(path, _extra_files={"granary.json": ""}).
 #pragma once

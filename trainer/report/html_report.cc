@@ -206,10 +206,12 @@ std::string RenderHtmlReport(const TrainConfig& config, const Layout& layout, co
     const EpochReport& last = epochs.back();
     const std::optional<double> test_loss = last.Number("test_loss"), test_accuracy = last.Number("test_accuracy");
     const std::optional<double> test_rmse = last.Number("test_rmse"), test_r2 = last.Number("test_r2");
-    const std::string scored = test_loss && test_accuracy ? ", test accuracy " + Format("%.4f", *test_accuracy)
-                               : test_loss && test_rmse && test_r2
-                                   ? ", test RMSE " + Format("%.6g", *test_rmse) + ", test R\u00b2 " + Format("%.4f", *test_r2)
-                                   : "";
+    std::string scored;
+    if (test_loss && test_accuracy) {
+      scored = ", test accuracy " + Format("%.4f", *test_accuracy);
+    } else if (test_loss && test_rmse && test_r2) {
+      scored = ", test RMSE " + Format("%.6g", *test_rmse) + ", test R\u00b2 " + Format("%.4f", *test_r2);
+    }
     html += Row("last epoch", "train loss " + Format("%.4f", last.train_loss) +
                                   (test_loss ? ", test loss " + Format("%.4f", *test_loss) : "") + scored + ", " +
                                   Format("%.0f", last.samples_per_s) + " samples/s");

@@ -89,7 +89,8 @@ StatusOr<std::vector<std::string>> CheckQuantizable(const TrainConfig& c, const 
   if (c.shrink.quantize != Quantize::kInt8) return std::vector<std::string>{};
   if (workload.regression) {
     return Status::InvalidArgument("--quantize int8: measures the INT8 model's accuracy against the trained one's; "
-                                   "a regression target (" + workload.target_field + ") has no accuracy: not supported");
+                                   "the db's target '" + workload.target_field +
+                                   "' is a number to predict, which has no accuracy");
   }
   if (c.data.eval_split.empty()) {
     return Status::InvalidArgument(
