@@ -62,8 +62,9 @@ bool MeantAsNumber(const std::string& v) {
   return !v.empty() && end == v.c_str() + v.size();
 }
 
-// Why `v` (trimmed) is not a feature value, for column `name`.
-Status NotANumber(const std::string& name, const std::string& v) {
+// Why `v` (trimmed) is not a value of column `name`: a feature's, or (not
+// `feature`) a regression target's.
+Status NotANumber(const std::string& name, const std::string& v, bool feature = true) {
   // A quoted value may hold line ends: shown escaped, the reason stays one line.
   std::string shown;
   for (char ch : v) shown += ch == '\n' ? "\\n" : ch == '\r' ? "\\r" : std::string(1, ch);
@@ -74,11 +75,12 @@ Status NotANumber(const std::string& name, const std::string& v) {
   const bool decimal_comma = !thousands && v.find(',') != std::string::npos && ParseNumber(DecimalPoint(v), &x);
   return Status::InvalidArgument(
       "column '" + name + "': '" + shown + "' is not a number float32 can hold" +
-      (infinite        ? " (features must be finite; --missing applies to empty, NA, N/A, NaN, null and ?)"
-       : thousands     ? " (thousands separators, or a decimal comma: prep reads numbers written as 1234.5, "
-                         "with a decimal point and no separators)"
-       : decimal_comma ? " (a decimal comma: prep reads decimal points; in a file separated by ';', "
-                         "sed 's/,/./g' converts them)"
+      (infinite && !feature ? " (a value to predict must be finite)"
+       : infinite           ? " (features must be finite; --missing applies to empty, NA, N/A, NaN, null and ?)"
+       : thousands          ? " (thousands separators, or a decimal comma: prep reads numbers written as "
+                              "1234.5, with a decimal point and no separators)"
+       : decimal_comma      ? " (a decimal comma: prep reads decimal points; in a file separated by ';', "
+                              "sed 's/,/./g' converts them)"
        : v.find_first_of("xX") != std::string::npos ? " (decimal numbers only, not hexadecimal)"
                                                     : ""));
 }
@@ -88,7 +90,7 @@ Status NotANumber(const std::string& name, const std::string& v) {
 Status ParseCsvNumber(const std::string& column, const std::string& value, float* out) {
   if (IsMissingCsvValue(value)) return Status::InvalidArgument("column '" + column + "': missing value");
   double x = 0;
-  if (!ParseNumber(value, &x)) return NotANumber(column, value);
+  if (!ParseNumber(value, &x)) return NotANumber(column, value, /*feature=*/false);
   *out = static_cast<float>(x);
   return Status::OK();
 }

@@ -27,8 +27,8 @@ TEST_F(EndToEnd, ARegressionTableTrainsTheMlpAndReportsRmseAndR2) {
   testing::WriteFile(dir_.Sub("houses.csv"), PriceTable(800));
   const std::string db = dir_.Sub("db"), table = dir_.Sub("houses.csv");
   ExpectOneLineError(RunCommand(kPrep + " build " + table + " " + db + " --label price", dir_), "--regression");
-  auto prep = RunCommand(kPrep + " build " + table + " " + db + " --label price --regression --val-fraction 0.2 --json",
-                         dir_);
+  auto prep =
+      RunCommand(kPrep + " build " + table + " " + db + " --label price --regression --val-fraction 0.2 --json", dir_);
   ASSERT_EQ(prep.exit_code, 0) << prep.err;
   const nlohmann::json info = nlohmann::json::parse(RunCommand(kPrep + " info --json " + db, dir_).out);
   EXPECT_EQ(info["label_field"], "target");
@@ -44,9 +44,8 @@ TEST_F(EndToEnd, ARegressionTableTrainsTheMlpAndReportsRmseAndR2) {
   auto bench = RunCommand(kLoader + " bench " + db + " --epochs 1", dir_);
   EXPECT_EQ(bench.exit_code, 0) << bench.err;
 
-  auto j = TrainJson("--db " + db + " --ranks 2 --epochs 25 --batch-size 32 --lr 0.003 --dropout 0 --save " +
-                         dir_.Sub("m.pt"),
-                     dir_);
+  auto j = TrainJson(
+      "--db " + db + " --ranks 2 --epochs 25 --batch-size 32 --lr 0.003 --dropout 0 --save " + dir_.Sub("m.pt"), dir_);
   EXPECT_EQ(j["config"]["model"]["name"], "mlp");
   const auto& last = j["epochs"].back();
   EXPECT_FALSE(last.contains("test_accuracy")) << last;
@@ -65,6 +64,32 @@ TEST_F(EndToEnd, ARegressionTableTrainsTheMlpAndReportsRmseAndR2) {
   ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --model convnet", dir_), "predicts classes");
   ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --label-smoothing 0.1", dir_), "number to predict");
   ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --quantize int8", dir_), "no accuracy");
+}
+
+// A saved model of a regression target used on a db of classes, and the
+// other way round: refused by the model's card, before any evaluation.
+TEST_F(EndToEnd, ASavedModelOfTheOtherKindOfTargetIsRefusedByItsCard) {
+  std::string classes = "a,b,label\n";
+  for (int i = 0; i < 120; ++i) {
+    classes += std::to_string(i % 11) + "," + std::to_string(i % 7) + "," + std::to_string(i % 2) + "\n";
+  }
+  testing::WriteFile(dir_.Sub("classes.csv"), classes);
+  testing::WriteFile(dir_.Sub("prices.csv"), PriceTable(120));
+  const std::string classes_db = dir_.Sub("classes"), prices_db = dir_.Sub("prices");
+  auto prep = RunCommand(kPrep + " build " + dir_.Sub("classes.csv") + " " + classes_db + " --val-fraction 0.2", dir_);
+  ASSERT_EQ(prep.exit_code, 0) << prep.err;
+  prep = RunCommand(kPrep + " build " + dir_.Sub("prices.csv") + " " + prices_db +
+                        " --label price --regression --val-fraction 0.2 --max-rejects 0.1",
+                    dir_);
+  ASSERT_EQ(prep.exit_code, 0) << prep.err;
+  TrainJson("--db " + classes_db + " --ranks 1 --epochs 1 --save " + dir_.Sub("classifier.pt"), dir_);
+  TrainJson("--db " + prices_db + " --ranks 1 --epochs 1 --save " + dir_.Sub("regressor.pt"), dir_);
+  ExpectOneLineError(
+      RunCommand(kTrain + " --db " + prices_db + " --eval-only --model " + dir_.Sub("classifier.pt"), dir_),
+      "predicts 2 classes (its card says); the db's label 'target' is a number to predict");
+  ExpectOneLineError(
+      RunCommand(kTrain + " --db " + classes_db + " --eval-only --model " + dir_.Sub("regressor.pt"), dir_),
+      "predicts a number, regression target 'target' (its card says); the db's label 'label' is 2 classes");
 }
 
 // Kaggle's House Prices as downloaded: train.csv with an Id, a text column,
@@ -86,11 +111,12 @@ TEST_F(EndToEnd, KaggleHousePricesAreRefusedAsClassesAndBuiltWithRegression) {
   const std::string db = dir_.Sub("db");
   ExpectOneLineError(RunCommand(kPrep + " build " + folder + " " + db, dir_),
                      "column 'SalePrice' holds 300 classes for 300 rows: a number to predict");
-  auto prep = RunCommand(kPrep + " build " + folder + " " + db + " --regression --drop Id --missing nan "
-                         "--val-fraction 0.2", dir_);
+  const std::string options = " --regression --drop Id --missing nan --val-fraction 0.2";
+  auto prep = RunCommand(kPrep + " build " + folder + " " + db + options, dir_);
   ASSERT_EQ(prep.exit_code, 0) << prep.err;
   EXPECT_NE(prep.err.find("test.csv: " + folder + "/train.csv's columns without its label 'SalePrice'"),
-            std::string::npos) << prep.err;
+            std::string::npos)
+      << prep.err;
   auto j = TrainJson("--db " + db + " --ranks 1 --epochs 2", dir_);
   EXPECT_TRUE(j["epochs"].back().contains("test_r2")) << j["epochs"].back();
 }

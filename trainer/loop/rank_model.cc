@@ -48,6 +48,17 @@ Status ApplySavedModelsInput(const Manifest& manifest, TrainConfig* config) {
   if (!IsModelFile(config->model.name)) return Status::OK();
   GRANARY_ASSIGN_OR_RETURN(const std::optional<ModelCard> card, ReadModelCard(config->model.name));
   if (!card.has_value()) return Status::OK();
+  const int label = manifest.schema.FieldIndex(manifest.label_field);
+  const bool db_regression = label >= 0 && (manifest.schema.fields[label].dtype == DType::kFloat32 ||
+                                            manifest.schema.fields[label].dtype == DType::kFloat64);
+  if (label >= 0 && db_regression != !card->regression_target.empty()) {
+    return Status::InvalidArgument(
+        "--model " + config->model.name + ": " +
+        (db_regression ? "predicts " + std::to_string(card->classes.size()) + " classes (its card says)"
+                       : "predicts a number, regression target '" + card->regression_target + "' (its card says)") +
+        "; the db's label '" + manifest.label_field + "' is " +
+        (db_regression ? "a number to predict" : std::to_string(manifest.num_classes) + " classes"));
+  }
   GRANARY_RETURN_IF_ERROR(ApplyModelCard(*card, config->model.name, &config->data.mean, &config->data.stddev));
   if (config->data.input_field.empty() && manifest.schema.FieldIndex(card->input_field) >= 0) {
     config->data.input_field = card->input_field;

@@ -44,7 +44,8 @@ std::string ModelCardOf(const TrainConfig& config, const Workload& workload, con
 // With --model FILE.pt of a model granary saved: its recorded input
 // normalisation (and input field, if `manifest`'s schema has it and none
 // was named) into `config` (models/model_card.h); InvalidArgument for a
-// --mean/--std that differs. Nothing for a file without a card.
+// --mean/--std that differs, or a model of a regression target on a db of
+// classes (or the other way round). Nothing for a file without a card.
 Status ApplySavedModelsInput(const Manifest& manifest, TrainConfig* config);
 
 // A rank's model, in its precision.
