@@ -50,7 +50,7 @@ StatusOr<BatchGeometry> ResolveGeometry(const DbReader& db, const LoaderOptions&
   }
   g.input_dtype = input.dtype;
   g.target_dtype = target.dtype;
-  g.value_target = target.dtype == DType::kFloat32 || target.dtype == DType::kFloat64;
+  g.value_target = IsFloatDType(target.dtype);
   g.field_shape = input.shape;
   g.sample_shape = input.shape;
   if (input.layout == "HWC") {

@@ -127,7 +127,7 @@ std::string DescribeDb(const DbReader& db) {
     const FieldSpec& f = m.schema.fields[i];
     out << (i == 0 ? "fields       " : "             ") << f.name << " " << DTypeName(f.dtype) << " "
         << ShapeToString(f.shape);
-    if (f.name == m.label_field && (f.dtype == DType::kFloat32 || f.dtype == DType::kFloat64)) {
+    if (f.name == m.label_field && IsFloatDType(f.dtype)) {
       out << "  (label: a number to predict, regression)";
     } else if (f.name == m.label_field) {
       out << "  (label, " << m.num_classes << " classes:";
@@ -228,7 +228,7 @@ StatusOr<std::string> DescribeRecord(const DbReader& db, const CatOptions& optio
       }
     }
     if (shown < count) out << " ... (" << count - shown << " more)";
-    if (spec.name == m.label_field && count == 1 && spec.dtype != DType::kFloat32 && spec.dtype != DType::kFloat64) {
+    if (spec.name == m.label_field && count == 1 && !IsFloatDType(spec.dtype)) {
       int64_t label = std::stoll(ValueText(spec.dtype, f.data, 0));
       if (label >= 0 && static_cast<size_t>(label) < m.class_names.size()) {
         out << "  (" << Printable(m.class_names[label]) << ")";

@@ -32,7 +32,7 @@ std::string DictionaryHash(const std::string& bytes) {
 }
 
 bool HasStatistics(const FieldSpec& field) {
-  return (field.dtype == DType::kFloat32 || field.dtype == DType::kFloat64) && !field.HasVariableDims() &&
+  return IsFloatDType(field.dtype) && !field.HasVariableDims() &&
          field.FixedElements() <= kMaxStatisticsElements;
 }
 

@@ -29,6 +29,8 @@ decltype(auto) VisitDType(DType dtype, F&& f) {
 }
 
 size_t DTypeBytes(DType dtype);
+// float32 or float64: of a label field, a number to predict (regression).
+inline bool IsFloatDType(DType dtype) { return dtype == DType::kFloat32 || dtype == DType::kFloat64; }
 const char* DTypeName(DType dtype);  // "uint8", "float32", ...
 StatusOr<DType> ParseDType(const std::string& name);
 

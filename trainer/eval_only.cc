@@ -112,9 +112,8 @@ int RunEvalOnly(TrainConfig config, bool json, const std::vector<std::string>& g
   std::vector<std::pair<std::string, double>> scores = {{"accuracy", static_cast<double>(r.correct) / n},
                                                         {"loss", r.loss_sum / n}};
   if (run.workload.regression) {
-    const RegressionFigures f = RegressionFiguresOf(r.squared_error_sum, r.target_sum, r.target_squared_sum, n,
-                                                    run.workload.target_std);
-    scores = {{"loss", f.loss}, {"rmse", f.rmse}, {"r2", f.r2}};
+    const RegressionFigures f = RegressionFiguresOf(r, run.workload.target_std);
+    scores = {{"loss", f.loss}, {"rmse", f.rmse}, {"mae", f.mae}, {"r2", f.r2}};
   }
   if (json) {
     nlohmann::json out = {{"model", c.model.name}, {"db", c.data.db}, {"split", c.data.eval_split},

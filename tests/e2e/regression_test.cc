@@ -52,6 +52,7 @@ TEST_F(EndToEnd, ARegressionTableTrainsTheMlpAndReportsRmseAndR2) {
   // The prices spread over about 1000; predicting their mean would score RMSE about 900 and R^2 0.
   EXPECT_GT(last["test_r2"].get<double>(), 0.98) << last;
   EXPECT_LT(last["test_rmse"].get<double>(), 100) << last;
+  EXPECT_LE(last["test_mae"].get<double>(), last["test_rmse"].get<double>()) << last;  // as every MAE is
   EXPECT_NEAR(last["test_loss"].get<double>(), 1 - last["test_r2"].get<double>(), 0.02) << last;
   // The saved model predicts in the target's units: evaluated alone it scores what the last epoch did.
   auto eval = RunCommand(kTrain + " --db " + db + " --eval-only --model " + dir_.Sub("m.pt") + " --json", dir_);
@@ -59,6 +60,7 @@ TEST_F(EndToEnd, ARegressionTableTrainsTheMlpAndReportsRmseAndR2) {
   const nlohmann::json e = nlohmann::json::parse(eval.out);
   EXPECT_NEAR(e["rmse"].get<double>(), last["test_rmse"].get<double>(), 1e-3 * last["test_rmse"].get<double>());
   EXPECT_NEAR(e["r2"].get<double>(), last["test_r2"].get<double>(), 1e-4);
+  EXPECT_NEAR(e["mae"].get<double>(), last["test_mae"].get<double>(), 1e-3 * last["test_mae"].get<double>());
 
   ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --stop-at-accuracy 0.9", dir_), "no accuracy");
   ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --model convnet", dir_), "predicts classes");

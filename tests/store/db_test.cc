@@ -213,7 +213,7 @@ TEST(Db, NonDbDirectoriesAreRejectedClearly) {
   std::filesystem::create_directories(dir.Sub("photos/cat"));
   testing::WriteFile(dir.Sub("photos/cat/1.JPG"), "");
   testing::WriteFile(dir.Sub("t.csv"), "a,label\n1,0\n");
-  for (const std::string raw : {dir.Sub("photos"), dir.Sub("t.csv")}) {
+  for (const std::string& raw : {dir.Sub("photos"), dir.Sub("t.csv")}) {
     EXPECT_NE(DbReader::Open(raw).status().message().find("; it looks like raw data: `prep build " + raw +
                                                           " DB` makes a db of it"),
               std::string::npos)

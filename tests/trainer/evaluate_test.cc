@@ -63,15 +63,25 @@ TEST(Evaluate, SkippedRecordsComeBackNamedAndRanksShareTheSplit) {
 
 // A regression target's figures from its sums: targets 1, 2, 3, 4 (mean
 // 2.5, squared deviations 5) predicted with errors 1, -1, 0, 0: RMSE
-// sqrt(2 / 4), R^2 1 - 2 / 5, the loss the mean squared error over the
-// target's variance; targets that do not vary give R^2 0, not a division by 0.
-TEST(Evaluate, RegressionFiguresAreRmseAndR2) {
-  const RegressionFigures f = RegressionFiguresOf(2, 10, 30, 4, 2);
+// sqrt(2 / 4), MAE 2 / 4, R^2 1 - 2 / 5, the loss the mean squared error
+// over the target's variance; targets that do not vary give R^2 0, not a
+// division by 0, and no samples no figures.
+TEST(Evaluate, RegressionFiguresAreRmseMaeAndR2) {
+  EvalResult sums;
+  sums.samples = 4;
+  sums.squared_error_sum = 2;
+  sums.absolute_error_sum = 2;
+  sums.target_sum = 10;
+  sums.target_squared_sum = 30;
+  const RegressionFigures f = RegressionFiguresOf(sums, 2);
   EXPECT_DOUBLE_EQ(f.rmse, std::sqrt(0.5));
+  EXPECT_DOUBLE_EQ(f.mae, 0.5);
   EXPECT_DOUBLE_EQ(f.r2, 1 - 2.0 / 5);
   EXPECT_DOUBLE_EQ(f.loss, 0.5 / 4);
-  EXPECT_EQ(RegressionFiguresOf(4, 12, 36, 4, 1).r2, 0);
-  EXPECT_EQ(RegressionFiguresOf(0, 0, 0, 0, 1).rmse, 0);
+  sums.target_sum = 12;  // four 3s
+  sums.target_squared_sum = 36;
+  EXPECT_EQ(RegressionFiguresOf(sums, 1).r2, 0);
+  EXPECT_EQ(RegressionFiguresOf(EvalResult{}, 1).rmse, 0);
 }
 
 }  // namespace

@@ -173,6 +173,34 @@ def round5_labelled_images(d, w):
     d.case("--labels on an IDX folder", [PREP, "build", FASHION, w("r5i.db"), "--labels",
            os.path.join(kaggle, "train.csv")], 1, needle="labels a folder of images")
     round6_known_datasets(d, w)
+    round7_regression_tables(d, w)
+
+
+def round7_regression_tables(d, w):
+    """Tables whose label is a number to predict, as tabular users bring them."""
+    prices = w("r7.csv")
+    with open(prices, "w") as f:
+        f.write("rooms,age,price\n" + "".join(f"{k % 6},{k % 40},{k % 6 * 1000.5 - k % 40 * 7.25}\n"
+                                                for k in range(200)))
+        f.write("1,2,inf\n2,3,1e39\n3,4,\n4,5,0x1f\n5,6,12,5\n")
+    d.case("a price column as classes: refused, naming --regression",
+           [PREP, "build", prices, w("r7.db"), "--label", "price"], 1, needle="--regression")
+    d.case("--regression: 200 values; inf, 1e39, empty, hex and a row of four fields rejected by line",
+           [PREP, "build", prices, w("r7.db"), "--label", "price", "--regression", "--val-fraction", "0.2",
+            "--max-rejects", "0.2", "--no-progress"], 0,
+           check=lambda: "" if db_count(w("r7.db")) == 200 else f"{db_count(w('r7.db'))} samples")
+    d.case("train on the regression db: test_rmse and test_r2",
+           [TRAIN, "--db", w("r7.db"), "--ranks", "1", "--epochs", "2"], 0)
+    d.case("--stop-at-accuracy on a regression db: refused before any rank starts",
+           [TRAIN, "--db", w("r7.db"), "--stop-at-accuracy", "0.9"], 1, needle="no accuracy")
+    constant = w("r7c.csv")
+    with open(constant, "w") as f:
+        f.write("x,y\n" + "".join(f"{k},2.5\n" for k in range(100)))
+    d.case("a constant target: std 1, trained without a NaN",
+           sh(f"{PREP} build {constant} {w('r7c.db')} --label y --regression --val-fraction 0.2 --no-progress "
+              f"&& {TRAIN} --db {w('r7c.db')} --ranks 1 --epochs 2 --json | grep -q '\"test_r2\":0'"), 0)
+    d.case("--regression on an IDX folder: refused, naming the format",
+           [PREP, "build", FASHION, w("r7i.db"), "--regression"], 1, needle="read as idx")
 
 
 def round6_known_datasets(d, w):

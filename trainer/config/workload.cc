@@ -10,8 +10,6 @@ namespace {
 // Images up to this many pixels a side get the convnet; larger ones the resnet.
 constexpr int64_t kSmallImage = 32;
 
-bool IsInteger(DType t) { return t != DType::kFloat32 && t != DType::kFloat64; }
-
 // A regression target's mean and std over `split`, as the build recorded
 // them (a constant target gets std 1).
 Status ReadTargetScale(const Manifest& manifest, const std::string& db, const std::string& split, Workload* w) {
@@ -74,7 +72,7 @@ StatusOr<Workload> ResolveWorkload(const Manifest& manifest, const std::string& 
     return Status::InvalidArgument(db + ": label field '" + target.name + "' is " + DTypeName(target.dtype) + " " +
                                    ShapeToString(target.shape) + ": training needs a class or a value per sample");
   }
-  w.regression = !IsInteger(target.dtype);
+  w.regression = IsFloatDType(target.dtype);
   w.outputs = w.regression ? 1 : manifest.num_classes;
   if (w.regression) {
     GRANARY_RETURN_IF_ERROR(ReadTargetScale(manifest, db, config->data.train_split, &w));

@@ -35,6 +35,7 @@ StatusOr<EvalResult> EvaluateForward(const DbReader& db, LoaderOptions options, 
         target = target.to(torch::kFloat64);
         const torch::Tensor error = logits.reshape({-1}).to(torch::kFloat64) - target;
         out.squared_error_sum += (error * error).sum().item<double>();
+        out.absolute_error_sum += error.abs().sum().item<double>();
         out.target_sum += target.sum().item<double>();
         out.target_squared_sum += (target * target).sum().item<double>();
         return;
@@ -51,14 +52,15 @@ StatusOr<EvalResult> EvaluateForward(const DbReader& db, LoaderOptions options, 
   return out;
 }
 
-RegressionFigures RegressionFiguresOf(double squared_error_sum, double target_sum, double target_squared_sum, double n,
-                                      double target_std) {
+RegressionFigures RegressionFiguresOf(const EvalResult& sums, double target_std) {
   RegressionFigures f;
+  const double n = static_cast<double>(sums.samples);
   if (n <= 0) return f;
-  f.loss = squared_error_sum / n / (target_std * target_std);
-  f.rmse = std::sqrt(squared_error_sum / n);
-  const double deviations = target_squared_sum - target_sum * target_sum / n;
-  f.r2 = deviations > 1e-12 * std::max(1.0, target_squared_sum) ? 1 - squared_error_sum / deviations : 0;
+  f.loss = sums.squared_error_sum / n / (target_std * target_std);
+  f.rmse = std::sqrt(sums.squared_error_sum / n);
+  f.mae = sums.absolute_error_sum / n;
+  const double deviations = sums.target_squared_sum - sums.target_sum * sums.target_sum / n;
+  f.r2 = deviations > 1e-12 * std::max(1.0, sums.target_squared_sum) ? 1 - sums.squared_error_sum / deviations : 0;
   return f;
 }
 

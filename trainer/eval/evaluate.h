@@ -21,24 +21,24 @@ struct EvalResult {
   double loss_sum = 0;  // summed over the samples (classes: cross-entropy)
   uint64_t correct = 0;
   uint64_t samples = 0;
-  // A regression target's: the squared errors, the targets and their squares
-  // summed (in its units), what RegressionFigures makes figures of.
-  double squared_error_sum = 0, target_sum = 0, target_squared_sum = 0;
+  // A regression target's: the squared and absolute errors, the targets and
+  // their squares summed (in its units), what RegressionFiguresOf makes
+  // figures of.
+  double squared_error_sum = 0, absolute_error_sum = 0, target_sum = 0, target_squared_sum = 0;
   // Why each record this rank skipped was skipped (--skip-corrupt), for the
   // caller to report: the observer in training, stderr in --eval-only.
   std::vector<std::string> skipped;
 };
 
-// A regression target's figures from `n` samples' sums (EvalResult's,
-// possibly summed over ranks): the loss as training has it (the mean squared
-// error in units of `target_std`), the root mean squared error in the
+// A regression target's figures from an evaluation's sums (possibly summed
+// over ranks): the loss as training has it (the mean squared error in units
+// of `target_std`), the root mean squared and the mean absolute error in the
 // target's units, and R^2 (1 - the squared errors over the targets' squared
 // deviations from their mean; 0 where the targets do not vary).
 struct RegressionFigures {
-  double loss = 0, rmse = 0, r2 = 0;
+  double loss = 0, rmse = 0, mae = 0, r2 = 0;
 };
-RegressionFigures RegressionFiguresOf(double squared_error_sum, double target_sum, double target_squared_sum, double n,
-                                      double target_std);
+RegressionFigures RegressionFiguresOf(const EvalResult& sums, double target_std);
 
 // Evaluate, of any forward: a TorchScript module, an INT8 one. The caller
 // holds the grad mode and the model's eval mode.

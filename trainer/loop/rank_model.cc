@@ -49,8 +49,7 @@ Status ApplySavedModelsInput(const Manifest& manifest, TrainConfig* config) {
   GRANARY_ASSIGN_OR_RETURN(const std::optional<ModelCard> card, ReadModelCard(config->model.name));
   if (!card.has_value()) return Status::OK();
   const int label = manifest.schema.FieldIndex(manifest.label_field);
-  const bool db_regression = label >= 0 && (manifest.schema.fields[label].dtype == DType::kFloat32 ||
-                                            manifest.schema.fields[label].dtype == DType::kFloat64);
+  const bool db_regression = label >= 0 && IsFloatDType(manifest.schema.fields[label].dtype);
   if (label >= 0 && db_regression != !card->regression_target.empty()) {
     return Status::InvalidArgument(
         "--model " + config->model.name + ": " +

@@ -31,19 +31,25 @@ StatusOr<Flow> EvaluationHook::AfterEpoch(RankState& state, const EpochEvent&, E
   }
   torch::Tensor sums = torch::tensor({result->loss_sum, static_cast<double>(result->correct),
                                       static_cast<double>(result->samples), result->squared_error_sum,
-                                      result->target_sum, result->target_squared_sum},
+                                      result->absolute_error_sum, result->target_sum, result->target_squared_sum},
                                      torch::kFloat64);
   GRANARY_RETURN_IF_ERROR(state.dp.comm->AllReduceSum(sums));
   const double samples = sums[2].item<double>();
   if (state.run.workload.regression) {
-    const RegressionFigures f = RegressionFiguresOf(sums[3].item<double>(), sums[4].item<double>(),
-                                                    sums[5].item<double>(), samples, state.run.workload.target_std);
+    EvalResult all;
+    all.samples = static_cast<uint64_t>(samples);
+    all.squared_error_sum = sums[3].item<double>();
+    all.absolute_error_sum = sums[4].item<double>();
+    all.target_sum = sums[5].item<double>();
+    all.target_squared_sum = sums[6].item<double>();
+    const RegressionFigures f = RegressionFiguresOf(all, state.run.workload.target_std);
     r->Set("test_loss", f.loss);
     r->Set("test_rmse", f.rmse);
+    r->Set("test_mae", f.mae);
     r->Set("test_r2", f.r2);
-    r->Set("test_samples", static_cast<uint64_t>(samples));
-    r->line_part += "  test_loss " + FixedText(f.loss, 4) + "  test_rmse " + NumberText(f.rmse) + "  test_r2 " +
-                    FixedText(f.r2, 4);
+    r->Set("test_samples", all.samples);
+    r->line_part += "  test_loss " + FixedText(f.loss, 4) + "  test_rmse " + NumberText(f.rmse) + "  test_mae " +
+                    NumberText(f.mae) + "  test_r2 " + FixedText(f.r2, 4);
     return Flow::kGoOn;
   }
   const double loss = sums[0].item<double>() / std::max(1.0, samples);

@@ -87,7 +87,7 @@ class StopAtAccuracyFeature : public Feature {
     if (c.optim.stop_at_accuracy > 0 && run.workload.regression) {
       return Status::InvalidArgument("--stop-at-accuracy " + NumberText(c.optim.stop_at_accuracy) + ": the db's "
                                      "target '" + run.workload.target_field + "' is a number to predict, which has "
-                                     "no accuracy (its test_rmse and test_r2 are reported)");
+                                     "no accuracy (its test_rmse, test_mae and test_r2 are reported)");
     }
     return Status::OK();
   }
