@@ -74,6 +74,4 @@ void ChwToHwc(const Shape& chw, float* image, std::vector<float>* scratch) {
   }
 }
 
-
-
 }  // namespace granary

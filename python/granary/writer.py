@@ -165,6 +165,7 @@ class Writer:
         self._opened = False  # the C++ writer was made: "<db>.partial" is this write's
         self._fields = None
         self._label_name = None
+        self._regression = False  # the label field is a float: a number to predict
         self._max_label = -1
         self._split = None  # the split streaming into the db
         self._written_splits = []

@@ -86,6 +86,26 @@ class RegressionTest(unittest.TestCase):
         self.assertEqual(float(target), float(np.float32(self.y[7])))
         np.testing.assert_array_equal(np.asarray(features), self.x[7])
 
+    def test_workers_write_the_same_values_and_name_a_bad_one(self):
+        class Houses(torch.utils.data.Dataset):  # map-style, as a user's own dataset is
+            def __init__(self, x, y):
+                self.x, self.y = x, y
+
+            def __len__(self):
+                return len(self.y)
+
+            def __getitem__(self, i):
+                return self.x[i], float(self.y[i])
+
+        db = os.path.join(self.tmp, "workers-db")
+        granary.write(db, Houses(self.x[:200], self.y[:200]), workers=2, progress=False)
+        _, y = next(iter(granary.Loader(db, batch_size=200, shuffle="none")))
+        np.testing.assert_allclose(y.numpy(), self.y[:200].astype(np.float32))
+        y = self.y[:200].copy()
+        y[123] = np.inf
+        with self.assertRaisesRegex(granary.Error, "sample 123 of split 'train': target is inf"):
+            granary.write(os.path.join(self.tmp, "inf-db"), Houses(self.x[:200], y), workers=2, progress=False)
+
     def test_what_is_no_value_to_predict_is_refused(self):
         bad = [(self.x[0], 1.0), (self.x[1], float("nan"))]
         with self.assertRaisesRegex(granary.InvalidArgumentError, "sample 1 of split 'train': target is nan"):
