@@ -63,7 +63,6 @@ TEST_F(EndToEnd, ARegressionTableTrainsTheMlpAndReportsRmseAndR2) {
   EXPECT_NEAR(e["mae"].get<double>(), last["test_mae"].get<double>(), 1e-3 * last["test_mae"].get<double>());
 
   ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --stop-at-accuracy 0.9", dir_), "no accuracy");
-  ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --model convnet", dir_), "predicts classes");
   ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --label-smoothing 0.1", dir_), "number to predict");
   ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --quantize int8", dir_), "no accuracy");
 }

@@ -10,28 +10,14 @@ refused (a feature model, a file that is no image, a model without a card).
 import io
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import unittest
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.path.abspath(os.environ.get("GRANARY_BUILD", os.path.join(ROOT, "build")))
-sys.path.insert(0, os.path.join(BUILD, "python"))
+from testenv import PREP, ROOT, TRAIN, run  # puts the build's granary on sys.path
 import granary  # noqa: E402
 import torch  # noqa: E402
-
-PREP = os.path.join(BUILD, "preprocess/prep")
-TRAIN = os.path.join(BUILD, "trainer/train")
-
-
-def run(*args):
-    done = subprocess.run([str(a) for a in args], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise AssertionError(f"{' '.join(map(str, args))} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return done
 
 
 class PredictTest(unittest.TestCase):

@@ -10,28 +10,14 @@ target's units, and what is no regression target is refused by name.
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import unittest
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.path.abspath(os.environ.get("GRANARY_BUILD", os.path.join(ROOT, "build")))
-sys.path.insert(0, os.path.join(BUILD, "python"))
+from testenv import PREP, TRAIN, run  # puts the build's granary on sys.path
 import granary  # noqa: E402
 import torch  # noqa: E402
-
-PREP = os.path.join(BUILD, "preprocess/prep")
-TRAIN = os.path.join(BUILD, "trainer/train")
-
-
-def run(*args):
-    done = subprocess.run([str(a) for a in args], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise AssertionError(f"{' '.join(map(str, args))} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return done
 
 
 def samples(x, y):
@@ -105,6 +91,25 @@ class RegressionTest(unittest.TestCase):
         y[123] = np.inf
         with self.assertRaisesRegex(granary.Error, "sample 123 of split 'train': target is inf"):
             granary.write(os.path.join(self.tmp, "inf-db"), Houses(self.x[:200], y), workers=2, progress=False)
+
+    def test_images_with_a_value_to_predict_train_the_convnet(self):
+        # 16 x 16 gray images whose target is their mean brightness: a regression the convnet learns at once.
+        rng = np.random.default_rng(5)
+        levels = rng.uniform(20, 230, 700)
+        images = [np.clip(level + rng.normal(0, 20, (16, 16, 1)), 0, 255).astype(np.uint8) for level in levels]
+        db = os.path.join(self.tmp, "brightness-db")
+        granary.write(db, {"train": [(image, float(image.mean())) for image in images[:600]],
+                           "test": [(image, float(image.mean())) for image in images[600:]]}, progress=False)
+        model = os.path.join(self.tmp, "brightness.pt")
+        out = run(TRAIN, "--db", db, "--epochs", "6", "--lr", "0.003", "--save", model, "--json").stdout
+        report = json.loads(out)
+        self.assertEqual(report["config"]["model"]["name"], "convnet")
+        self.assertGreater(report["epochs"][-1]["test_r2"], 0.95, report["epochs"][-1])
+        x, y = next(iter(granary.Loader(db, split="test", batch_size=100, shuffle="none")))
+        with torch.no_grad():
+            predicted = torch.jit.load(model)(x).flatten()  # in the target's units: brightness 0-255
+        rmse = float(((predicted - y) ** 2).mean().sqrt())
+        self.assertAlmostEqual(rmse, report["epochs"][-1]["test_rmse"], delta=0.01 * rmse + 1e-3)
 
     def test_what_is_no_value_to_predict_is_refused(self):
         bad = [(self.x[0], 1.0), (self.x[1], float("nan"))]

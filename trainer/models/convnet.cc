@@ -11,21 +11,22 @@ ConvNet::ConvNet(const ModelSpec& spec) {
   fc1_ = register_module("fc1", nn::Linear(c2 * (height / 4) * (width / 4), hidden));
   drop_ = register_module("drop", nn::Dropout(spec.dropout));
   fc2_ = register_module("fc2", nn::Linear(hidden, spec.classes));
+  scale_ = TargetScale(*this, spec);
 }
 
 torch::Tensor ConvNet::forward(torch::Tensor x) {
   x = torch::max_pool2d(torch::relu(conv1_->forward(x)), 2);
   x = torch::max_pool2d(torch::relu(conv2_->forward(x)), 2);
   x = torch::relu(fc1_->forward(x.flatten(1)));
-  return fc2_->forward(drop_->forward(x));
+  return scale_(fc2_->forward(drop_->forward(x)));
 }
 
 std::string ConvNet::TorchScriptForward() const {
-  return "def forward(self, x):\n"
+  return std::string("def forward(self, x):\n") +
          "    x = torch.max_pool2d(torch.relu(self.conv1.forward(x)), [2, 2])\n"
          "    x = torch.max_pool2d(torch.relu(self.conv2.forward(x)), [2, 2])\n"
-         "    x = torch.relu(self.fc1.forward(torch.flatten(x, 1)))\n"
-         "    return self.fc2.forward(self.drop.forward(x))\n";
+         "    x = torch.relu(self.fc1.forward(torch.flatten(x, 1)))\n" +
+         scale_.ScriptReturn("self.fc2.forward(self.drop.forward(x))");
 }
 
 std::vector<ChannelGroup> ConvNet::ChannelGroups() {

@@ -20,6 +20,7 @@ class ConvNet : public Classifier, public Scriptable, public Prunable {
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr};
   torch::nn::Linear fc1_{nullptr}, fc2_{nullptr};
   torch::nn::Dropout drop_{nullptr};
+  TargetScale scale_;
 };
 
 // InvalidArgument unless spec.input is C x H x W with H and W at least 4.

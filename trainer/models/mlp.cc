@@ -13,10 +13,7 @@ Mlp::Mlp(const ModelSpec& spec) {
   fc2_ = register_module("fc2", nn::Linear(hidden, hidden));
   drop_ = register_module("drop", nn::Dropout(spec.dropout));
   fc3_ = register_module("fc3", nn::Linear(hidden, spec.classes));
-  if (spec.regression) {
-    target_mean_ = register_buffer("target_mean", torch::full({1}, spec.target_mean, torch::kFloat32));
-    target_std_ = register_buffer("target_std", torch::full({1}, spec.target_std, torch::kFloat32));
-  }
+  scale_ = TargetScale(*this, spec);
 }
 
 torch::Tensor Mlp::forward(torch::Tensor x) {
@@ -25,17 +22,15 @@ torch::Tensor Mlp::forward(torch::Tensor x) {
   if (mean_.defined()) x = torch::nan_to_num((x - mean_) * inv_std_, 0.0);
   x = torch::relu(fc1_->forward(x));
   x = torch::relu(fc2_->forward(x));
-  x = fc3_->forward(drop_->forward(x));
-  return target_mean_.defined() ? x * target_std_ + target_mean_ : x;
+  return scale_(fc3_->forward(drop_->forward(x)));
 }
 
 std::string Mlp::TorchScriptForward() const {
   return std::string("def forward(self, x):\n") + "    x = torch.flatten(x, 1)\n" +
          (mean_.defined() ? "    x = torch.nan_to_num((x - self.input_mean) * self.input_inv_std, 0.0)\n" : "") +
          "    x = torch.relu(self.fc1.forward(x))\n"
-         "    x = torch.relu(self.fc2.forward(x))\n"
-         "    x = self.fc3.forward(self.drop.forward(x))\n" +
-         (target_mean_.defined() ? "    return x * self.target_std + self.target_mean\n" : "    return x\n");
+         "    x = torch.relu(self.fc2.forward(x))\n" +
+         scale_.ScriptReturn("self.fc3.forward(self.drop.forward(x))");
 }
 
 std::vector<ChannelGroup> Mlp::ChannelGroups() {

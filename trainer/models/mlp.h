@@ -1,9 +1,8 @@
 // mlp: a multilayer perceptron for feature vectors (CSV dbs) or flattened
 // images: [standardise,] fc-H, ReLU, fc-H, ReLU, dropout, fc-classes, with
-// H = 256 x width. Feature inputs are standardised with the training split's
-// per-feature mean and std (ModelSpec), held as buffers. For a regression
-// target fc-classes is fc-1, its output scaled to the target's units by the
-// target's mean and std (buffers too: a saved model predicts in units).
+// H = 256 x width (fc-1 and TargetScale for a regression target). Feature
+// inputs are standardised with the training split's per-feature mean and std
+// (ModelSpec), held as buffers.
 #pragma once
 
 #include "trainer/models/prune.h"
@@ -21,7 +20,7 @@ class Mlp : public Classifier, public Scriptable, public Prunable {
 
  private:
   torch::Tensor mean_, inv_std_;  // undefined: no standardisation
-  torch::Tensor target_mean_, target_std_;  // undefined: classes
+  TargetScale scale_;
   torch::nn::Linear fc1_{nullptr}, fc2_{nullptr}, fc3_{nullptr};
   torch::nn::Dropout drop_{nullptr};
 };

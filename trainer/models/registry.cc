@@ -27,12 +27,21 @@ const Entry kModels[] = {
 
 }  // namespace
 
+TargetScale::TargetScale(torch::nn::Module& model, const ModelSpec& spec) {
+  if (!spec.regression) return;
+  mean_ = model.register_buffer("target_mean", torch::full({1}, spec.target_mean, torch::kFloat32));
+  std_ = model.register_buffer("target_std", torch::full({1}, spec.target_std, torch::kFloat32));
+}
+
+torch::Tensor TargetScale::operator()(const torch::Tensor& last) const {
+  return mean_.defined() ? last * std_ + mean_ : last;
+}
+
+std::string TargetScale::ScriptReturn(const std::string& last) const {
+  return mean_.defined() ? "    return " + last + " * self.target_std + self.target_mean\n" : "    return " + last + "\n";
+}
+
 StatusOr<std::shared_ptr<Classifier>> CreateModel(const ModelSpec& spec) {
-  if (spec.regression && spec.name != "mlp" && !IsModelFile(spec.name)) {
-    return Status::InvalidArgument("model " + spec.name + ": predicts classes; a regression target (a number to "
-                                   "predict) is fitted by the mlp (--model mlp), or by a TorchScript model file "
-                                   "giving one value per sample");
-  }
   if (spec.classes < 2 && !spec.regression) {
     return Status::InvalidArgument("model " + spec.name + ": needs at least 2 classes");
   }

@@ -1,6 +1,7 @@
 // The models `train --model NAME` can build, one file each beside this one.
 // A model is a torch::nn::Module mapping an input batch (N x sample shape,
-// float32) to logits (N x classes). Built per rank; not thread-safe.
+// float32) to logits (N x classes), or, for a regression target, to the
+// value to predict (N x 1). Built per rank; not thread-safe.
 #pragma once
 
 #include <torch/torch.h>
@@ -37,6 +38,21 @@ struct ModelSpec {
   // model standardises its input with them (kept as buffers, so a saved model
   // does too). Undefined for images, which the loader normalises.
   torch::Tensor input_mean, input_std;
+};
+
+// A regression model's output in the target's units: its last layer's value
+// x target_std + target_mean, the two held as buffers of `model` (so a saved
+// model predicts in units too); for a classifier, the logits as they are.
+class TargetScale {
+ public:
+  TargetScale() = default;
+  TargetScale(torch::nn::Module& model, const ModelSpec& spec);
+  torch::Tensor operator()(const torch::Tensor& last) const;
+  // The TorchScript line that returns `last` (an expression) so.
+  std::string ScriptReturn(const std::string& last) const;
+
+ private:
+  torch::Tensor mean_, std_;  // undefined: a classifier
 };
 
 // `channels` scaled by the spec's width, at least 1.

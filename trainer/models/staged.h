@@ -39,19 +39,20 @@ class StagedNet : public Classifier, public Scriptable, public Prunable {
     }
     drop_ = register_module("drop", nn::Dropout(spec.dropout));
     fc_ = register_module("fc", nn::Linear(channels, spec.classes));
+    scale_ = TargetScale(*this, spec);
   }
 
   torch::Tensor forward(torch::Tensor x) override {
     x = torch::relu(stem_bn_->forward(stem_->forward(x)));
     for (const auto& block : blocks_) x = block->forward(x);
     x = x.mean({2, 3});  // global average pooling
-    return fc_->forward(drop_->forward(x));
+    return scale_(fc_->forward(drop_->forward(x)));
   }
 
   std::string TorchScriptForward() const override {
     std::string source = "def forward(self, x):\n    x = torch.relu(self.stem_bn.forward(self.stem.forward(x)))\n";
     for (size_t i = 1; i <= blocks_.size(); ++i) source += "    x = self.block" + std::to_string(i) + ".forward(x)\n";
-    return source + "    return self.fc.forward(self.drop.forward(torch.mean(x, [2, 3])))\n";
+    return source + scale_.ScriptReturn("self.fc.forward(self.drop.forward(torch.mean(x, [2, 3])))");
   }
 
   // The trunk's channels (the stem's, then each block's output, joined by
@@ -82,6 +83,7 @@ class StagedNet : public Classifier, public Scriptable, public Prunable {
   std::vector<std::shared_ptr<Block>> blocks_;
   torch::nn::Dropout drop_{nullptr};
   torch::nn::Linear fc_{nullptr};
+  TargetScale scale_;
 };
 
 }  // namespace granary
