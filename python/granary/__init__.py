@@ -50,7 +50,9 @@ def model_info(path):
     expects of its input, from the file's extra file granary.json, as a dict:
     "input_field", "input_shape" (one sample, as granary.Loader batches it),
     "input_scale" (1/255 for uint8 images), "mean" and "std" (input = (value
-    * input_scale - mean) / std), "classes", "db_content_hash", and
+    * input_scale - mean) / std), "classes" (or, for a model of a number to
+    predict, "regression_target": its one output is that value, in its
+    units), "db_content_hash", and
     "normalize": (mean, std), what granary.Loader's normalize= takes to feed
     it as `train` did. None for a TorchScript file without one (saved from
     Python). torch.jit.load(path, _extra_files={"granary.json": ""}) reads
