@@ -1,17 +1,16 @@
 // A table whose label is a number to predict (a price): prep refuses it as
 // classes and names --regression, which stores it as float32 field 'target';
 // `loader bench` reads it; `train` fits it with the mlp and reports the
-// held-out RMSE (in the target's units) and R^2; a saved model predicts in
-// those units; what needs classes is refused before any rank starts.
-#include <cmath>
-
+// held-out RMSE and MAE (in the target's units) and R^2; a saved model
+// predicts in those units; what needs classes is refused before any rank
+// starts.
 #include "tests/e2e/e2e.h"
 
 namespace granary {
 namespace {
 
-// price = 300 a - 50 b + 1000 + noise (std about 3), a and b of very
-// different scales; row 17's price is no number.
+// price = 300 a - 0.05 b + 1000 + noise (at most 3), a (0-10) and b
+// (0-9600) of very different scales; row 17's price is no number.
 std::string PriceTable(int rows) {
   std::string text = "a,b,price\n";
   for (int i = 0; i < rows; ++i) {
