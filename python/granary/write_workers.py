@@ -52,13 +52,13 @@ class _Slots:
                 .reshape((n,) + field.shape) for field, row, offset in zip(self.fields, self.row_bytes, self.offsets)]
 
 
-def _worker_init(parent, dataset, fields, label_name, slots):
+def _worker_init(parent, dataset, fields, label_name, regression, slots):
     from . import _native
     _native.die_with_parent(parent)  # a parent killed outright leaves no worker behind
     torch = sys.modules.get("torch")
     if torch is not None:  # as in DataLoader's workers: N workers of every core's threads would oversubscribe
         torch.set_num_threads(1)
-    _WORKER.update(dataset=dataset, fields=fields, label_name=label_name, slots=slots)
+    _WORKER.update(dataset=dataset, fields=fields, label_name=label_name, regression=regression, slots=slots)
 
 
 def _worker_convert(split, indices, slot):
@@ -71,11 +71,10 @@ def _worker_convert(split, indices, slot):
     max_label = -1
     name = _WORKER["label_name"]
     k = [f.name for f in fields].index(name) if name is not None else None
-    regression = k is not None and fields[k].dtype.kind == "f"
     for row, (position, index) in enumerate(indices):
         arrays = _convert(_WORKER["dataset"][index], fields, position, split)
         if k is not None:
-            max_label = max(max_label, _checked_label(arrays[k], regression, name, position, split))
+            max_label = max(max_label, _checked_label(arrays[k], _WORKER["regression"], name, position, split))
         if columns is None:
             batch.add(arrays)
         else:
@@ -98,7 +97,8 @@ def _write_with_workers(writer, name, dataset, order, start, expected, workers):
     # A pool that notices a worker that died (a crash in the dataset's code, the OOM killer): its
     # futures fail, where multiprocessing.Pool's would wait for ever.
     pool = concurrent.futures.ProcessPoolExecutor(workers, multiprocessing.get_context("fork"), _worker_init,
-                                                  (os.getpid(), dataset, writer._fields, writer._label_name, slots))
+                                                  (os.getpid(), dataset, writer._fields, writer._label_name,
+                                                   writer._regression, slots))
     pending = collections.deque()
 
     def take():
