@@ -180,6 +180,16 @@ nlohmann::json ParseJson(std::string_view text) {
   return MapStrings(j, [](const std::string& s) { return DecodeName(s); });
 }
 
+bool IsUtf8(std::string_view bytes) {
+  uint32_t cp;
+  for (size_t i = 0; i < bytes.size();) {
+    const size_t n = Utf8Sequence(bytes, i, &cp);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
 std::string Printable(std::string_view bytes) {
   std::string out;
   out.reserve(bytes.size());

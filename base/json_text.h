@@ -61,6 +61,10 @@ bool JsonIntegerFits(const nlohmann::json& v) {
 // and both values, e.g. "options.size: \"64\" -> \"32\"" ("" if equal).
 std::string JsonDifference(const nlohmann::json& was, const nlohmann::json& now);
 
+// True if `bytes` is valid UTF-8 (no overlong forms, surrogates or code
+// points past U+10FFFF: what Python's bytes.decode("utf-8") accepts).
+bool IsUtf8(std::string_view bytes);
+
 // `bytes` for a terminal: control characters, backslashes and bytes that are
 // not UTF-8 written as \xNN (a newline as \n), so a message stays one line.
 std::string Printable(std::string_view bytes);

@@ -127,6 +127,7 @@ std::string DescribeDb(const DbReader& db) {
     const FieldSpec& f = m.schema.fields[i];
     out << (i == 0 ? "fields       " : "             ") << f.name << " " << DTypeName(f.dtype) << " "
         << ShapeToString(f.shape);
+    if (f.IsText()) out << "  (text, UTF-8)";
     if (f.name == m.label_field && IsFloatDType(f.dtype)) {
       out << "  (label: a number to predict, regression)";
     } else if (f.name == m.label_field) {
@@ -203,6 +204,9 @@ std::string DescribeDbJson(const DbReader& db) {
   return DumpJson(j, 2) + "\n";
 }
 
+// Bytes of a text field `prep cat` shows (its --json shows all).
+constexpr size_t kTextShown = 1024;
+
 StatusOr<std::string> DescribeRecord(const DbReader& db, const CatOptions& options, bool as_json) {
   auto reader = SplitReader::Create(db, options.split);
   if (!reader.ok()) return reader.status();
@@ -217,9 +221,17 @@ StatusOr<std::string> DescribeRecord(const DbReader& db, const CatOptions& optio
     const FieldSpec& spec = m.schema.fields[i];
     const FieldView& f = fields[i];
     const size_t count = f.bytes / DTypeBytes(spec.dtype);
+    out << "  " << spec.name << " " << DTypeName(spec.dtype) << " " << ShapeToString(f.shape) << ":";
+    if (spec.IsText()) {
+      const std::string_view text(reinterpret_cast<const char*>(f.data), f.bytes);
+      out << " \"" << Printable(text.substr(0, kTextShown)) << "\"";
+      if (text.size() > kTextShown) out << " ... (" << text.size() - kTextShown << " more bytes)";
+      out << (IsUtf8(text) ? "" : "  (not UTF-8 text: prep verify names it)") << "\n";
+      j["fields"][spec.name] = {{"dtype", DTypeName(spec.dtype)}, {"shape", f.shape}, {"text", text}};
+      continue;
+    }
     const size_t shown = options.max_values == 0 || as_json ? count : std::min(count, options.max_values);
     json values = json::array();
-    out << "  " << spec.name << " " << DTypeName(spec.dtype) << " " << ShapeToString(f.shape) << ":";
     for (size_t k = 0; k < shown; ++k) {
       if (as_json) {
         values.push_back(ValueJson(spec.dtype, f.data, k));

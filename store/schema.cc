@@ -54,9 +54,13 @@ Status Schema::Validate() const {
     if (!names.insert(f.name).second) {
       return Status::InvalidArgument("schema field '" + f.name + "' appears twice");
     }
-    if (!f.layout.empty() && !((f.layout == "CHW" || f.layout == "HWC") && f.shape.size() == 3)) {
+    if (f.IsText() && !(f.dtype == DType::kUInt8 && f.shape == Shape{kVariableDim})) {
+      return Status::InvalidArgument("schema field '" + f.name + "': layout '" + f.layout + "' (text) is for uint8 of "
+                                     "shape [-1], not " + DTypeName(f.dtype) + " " + ShapeToString(f.shape));
+    }
+    if (!f.layout.empty() && !f.IsText() && !((f.layout == "CHW" || f.layout == "HWC") && f.shape.size() == 3)) {
       return Status::InvalidArgument("schema field '" + f.name + "': layout '" + f.layout +
-                                     "' needs a 3-dim shape and is CHW or HWC");
+                                     "' needs a 3-dim shape and is CHW or HWC (or utf-8, for text)");
     }
     for (int64_t d : f.shape) {
       if (d <= 0 && d != kVariableDim) {

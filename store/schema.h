@@ -38,14 +38,20 @@ StatusOr<DType> ParseDType(const std::string& name);
 using Shape = std::vector<int64_t>;
 inline constexpr int64_t kVariableDim = -1;
 
+inline constexpr char kTextLayout[] = "utf-8";
+
 struct FieldSpec {
   std::string name;
   DType dtype = DType::kUInt8;
   Shape shape;  // {} is a scalar
-  // For image fields, what the dims mean: "CHW" or "HWC"; "" otherwise.
+  // What the dims mean: "CHW" or "HWC" for an image field of 3 dims;
+  // kTextLayout for a uint8 field of shape [-1] whose bytes are UTF-8 text
+  // (granary.write of a Python str, which Python readers give back as str);
+  // "" otherwise.
   std::string layout;
 
   bool HasVariableDims() const;
+  bool IsText() const { return layout == kTextLayout; }
   // Elements for a fixed shape; precondition: !HasVariableDims().
   int64_t FixedElements() const;
 };

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/json_text.h"
 #include "store/content_hash.h"
 #include "store/db.h"
 #include "store/record.h"
@@ -50,7 +51,8 @@ struct DbFacts {
   if (out == nullptr) ::_exit(4);  // the parent sees no report and counts the samples missing
   auto problem = [&](const std::string& text) { std::fprintf(out, "P %s\n", text.c_str()); };
   const ShardInfo& shard_info = split.shards[shard];
-  RecordDecoder decoder(db.manifest.schema, db.dictionary);
+  const Schema& schema = db.manifest.schema;
+  RecordDecoder decoder(schema, db.dictionary);
   DecodedRecord record;
   const uint64_t end = shard_info.first + shard_info.count;
   uint64_t next = shard_info.first;  // the key the next record should have
@@ -72,6 +74,13 @@ struct DbFacts {
     next = key + record.num_samples;
     for (uint32_t k = 0; k < record.num_samples && key + k < end; ++k) {
       std::fprintf(out, "H %" PRIu64 " %016" PRIx64 "\n", key + k, SamplePayloadHash(record, k));
+      for (size_t i = 0; i < schema.fields.size(); ++i) {
+        const FieldView& f = record.sample(k)[i];
+        if (schema.fields[i].IsText() && !IsUtf8({reinterpret_cast<const char*>(f.data), f.bytes})) {
+          problem(where + ": sample " + std::to_string(key + k) + ": field '" + schema.fields[i].name +
+                  "' is not UTF-8 text, as its schema says (layout utf-8)");
+        }
+      }
     }
   });
   if (!walk.ok()) problem(walk.message());

@@ -80,6 +80,12 @@ def _image_layout(manifest, field):
     return ""
 
 
+def _text_fields(manifest):
+    """Names of the db's text fields (layout "utf-8": a str written by
+    granary.write), which a Dataset gives back as str."""
+    return {f.get("name") for f in manifest.get("schema", {}).get("fields", []) if f.get("layout") == "utf-8"}
+
+
 def _pil_image(x, layout):
     """A uint8 image tensor (H x W x C or C x H x W) as the PIL image
     torchvision's ImageFolder would hand a transform."""
@@ -93,7 +99,8 @@ class Dataset(torch.utils.data.Dataset):
     """One split of a db as a map-style torch Dataset.
 
     dataset[i] is a dict {field: tensor} of sample i, each field as stored
-    (an image is uint8 H x W x C), or (input, target) with as_tuple=True, after
+    (an image is uint8 H x W x C, a str written by granary.write a str, bytes
+    a uint8 tensor), or (input, target) with as_tuple=True, after
     `transform` (applied to the dict, or to the input: to an image input as
     torchvision's ImageFolder applies it, to a PIL image, so a torchvision
     pipeline written for ImageFolder, ToTensor() and all, runs unchanged). Works with DataLoader
@@ -132,6 +139,7 @@ class Dataset(torch.utils.data.Dataset):
         # A transform of an image input gets a PIL image: torchvision's transforms of tensors take C x H x W,
         # and would flip an H x W x C tensor's channels where they mean its columns.
         self._pil_layout = _image_layout(manifest, self.input_field) if as_tuple and transform else ""
+        self._text = _text_fields(manifest)
         self._handle, self._pid = handle, os.getpid()
 
     def _open(self):
@@ -152,13 +160,21 @@ class Dataset(torch.utils.data.Dataset):
         index = _integer("index", index, -self._length, self._length - 1, IndexError)
         if index < 0:
             index += self._length
-        sample = {name: torch.from_numpy(array) for name, array in self._reader().read(index).items()}
+        sample = {name: self._text_of(index, name, array) if name in self._text else torch.from_numpy(array)
+                  for name, array in self._reader().read(index).items()}
         if not self.as_tuple:
             return self.transform(sample) if self.transform else sample
         x = sample[self.input_field]
         if self.transform:
             x = self.transform(_pil_image(x, self._pil_layout) if self._pil_layout else x)
         return x, sample[self.target_field]
+
+    def _text_of(self, index, name, array):
+        try:
+            return array.tobytes().decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise errors.CorruptionError(f"{self.path}: sample {index} of split '{self.split}': field '{name}' is "
+                                         f"not UTF-8 text, as its schema says ({e.reason} at byte {e.start})") from None
 
     def __getstate__(self):  # spawned workers and pickling: no open handle travels
         state = dict(self.__dict__)
@@ -355,6 +371,13 @@ class Loader:
         if self._made is None or self._made[0] != os.getpid():
             self._made = (os.getpid(), _same_db(_native.Loader(*self._args), self.path, self.content_hash))
         return self._made[1]
+
+    def _text_of(self, index, name, array):
+        try:
+            return array.tobytes().decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise errors.CorruptionError(f"{self.path}: sample {index} of split '{self.split}': field '{name}' is "
+                                         f"not UTF-8 text, as its schema says ({e.reason} at byte {e.start})") from None
 
     def __getstate__(self):
         """Pickled (into a spawned process, or saved): the options, epoch and

@@ -138,6 +138,12 @@ class Db:
                               f"than this reader's {FORMAT_VERSION}")
         self.fields = [(f["name"], np.dtype(DTYPES[f["dtype"]]), list(f["shape"]))
                        for f in self.manifest["schema"]["fields"]]
+        for f in self.manifest["schema"]["fields"]:
+            layout = f.get("layout", "")
+            if not (layout == "" or layout in ("CHW", "HWC") and len(f["shape"]) == 3
+                    or layout == "utf-8" and f["dtype"] == "uint8" and f["shape"] == [-1]):
+                raise CorruptionError(f"{manifest_path}: field '{f['name']}': layout {layout!r} does not fit "
+                                      f"{f['dtype']} {f['shape']}")
         self._plain = zstandard.ZstdDecompressor()
         self._with_dictionary = None
         dictionary = self.manifest["compression"].get("dictionary")

@@ -15,9 +15,13 @@ _RANDOM_TRANSFORMS = ("ColorJitter", "AutoAugment", "RandAugment", "TrivialAugme
 _SUPPORTED = (np.uint8, np.int8, np.int16, np.int32, np.int64, np.float32, np.float64)
 
 
+TEXT_LAYOUT = "utf-8"  # a variable-length uint8 field holding a str as UTF-8 (docs/FORMAT.md)
+
+
 class _Field:
     """One field of the schema: name, numpy dtype, shape (None: variable
-    length, a 1-D uint8 vector) and image layout ("CHW", "HWC" or "")."""
+    length, a 1-D uint8 vector) and layout ("CHW" or "HWC" for an image,
+    TEXT_LAYOUT for text, else "")."""
 
     def __init__(self, name, dtype, shape, layout=""):
         self.name, self.dtype, self.shape, self.layout = name, np.dtype(dtype), shape, layout
@@ -26,16 +30,24 @@ class _Field:
         return (self.name, self.dtype.name, [-1] if self.shape is None else list(self.shape), self.layout)
 
     def describe(self):
-        return f"{self.dtype.name} {'variable-length' if self.shape is None else list(self.shape)}"
+        if self.layout == TEXT_LAYOUT:
+            return "str"
+        if self.shape is None:
+            return "bytes"
+        return f"{self.dtype.name} {list(self.shape)}"
 
 
-def _as_array(value):
-    """A sample's value as a numpy array (or bytes for variable-length ones),
-    and whether it was bytes/str."""
+def _as_array(value, where="a value"):
+    """A sample's value as a numpy array, and what it was: "str" or "bytes"
+    (a variable-length uint8 vector either way), else ""."""
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return np.frombuffer(bytes(value), dtype=np.uint8), True
+        return np.frombuffer(bytes(value), dtype=np.uint8), "bytes"
     if isinstance(value, str):
-        return np.frombuffer(value.encode("utf-8"), dtype=np.uint8), True
+        try:
+            return np.frombuffer(value.encode("utf-8"), dtype=np.uint8), "str"
+        except UnicodeEncodeError as e:
+            raise InvalidArgumentError(f"{where}: a str that UTF-8 cannot hold ({e.reason} at character {e.start}: "
+                                       f"{value[e.start:e.end]!r}); write such data as bytes") from None
     if isinstance(value, bool) or isinstance(value, np.bool_):
         return np.asarray(value, dtype=np.uint8), False
     if isinstance(value, int):
@@ -65,9 +77,9 @@ def _named_values(sample, index, split):
 
 
 def _infer_field(name, value):
-    array, variable = _as_array(value)
-    if variable:
-        return _Field(name, np.uint8, None)
+    array, kind = _as_array(value, f"field '{name}'")
+    if kind:
+        return _Field(name, np.uint8, None, TEXT_LAYOUT if kind == "str" else "")
     if array.dtype == np.bool_:
         array = array.astype(np.uint8)
     if array.dtype.type not in _SUPPORTED:
@@ -108,15 +120,13 @@ def _convert(sample, fields, index, split):
                                    f"{[f.name for f in fields]} (from the first sample)")
     out = []
     for field, (_, value) in zip(fields, named):
-        array, variable = _as_array(value)
+        array, kind = _as_array(value, f"{where}: field '{field.name}'")
         if field.shape is None:
-            if not variable and not (array.dtype == np.uint8 and array.ndim == 1):
-                raise InvalidArgumentError(f"{where}: field '{field.name}' is bytes in the db, not {array.dtype} "
-                                           f"{list(array.shape)}")
+            _check_variable(field, array, kind, where)
             out.append(array)
             continue
-        if variable:
-            raise InvalidArgumentError(f"{where}: field '{field.name}' is {field.describe()}, not bytes")
+        if kind:
+            raise InvalidArgumentError(f"{where}: field '{field.name}' is {field.describe()} in the db, not {kind}")
         if array.dtype == np.bool_:
             array = array.astype(np.uint8)
         if field.layout == "CHW" and array.ndim == len(field.shape) - 1 and field.shape[0] == 1:
@@ -132,6 +142,22 @@ def _convert(sample, fields, index, split):
             array = array.astype(field.dtype)
         out.append(array)
     return out
+
+
+def _check_variable(field, array, kind, where):
+    """A value for a variable-length field: a str for a text field; bytes
+    (or a 1-D uint8 array) for the others. What was written is what a
+    reader gives back, so the two are not mixed."""
+    if field.layout == TEXT_LAYOUT:
+        fits = kind == "str"
+    else:
+        fits = kind == "bytes" or not kind and array.dtype == np.uint8 and array.ndim == 1
+    if fits:
+        return
+    given = kind or f"{array.dtype} {list(array.shape)}"
+    raise InvalidArgumentError(f"{where}: field '{field.name}' holds {field.describe()}, not {given}: a field keeps "
+                               f"the kind of its first sample (or of schema=, where text is (np.uint8, None, "
+                               f"{TEXT_LAYOUT!r})), so that a reader gives back what was written")
 
 
 def _resize_hint(field, array):

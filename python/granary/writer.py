@@ -9,7 +9,7 @@ info/verify/cat` read it as they read prep's.
 
     with granary.Writer("tokens.db") as w:
         for text, label in my_generator():
-            w.write({"text": text.encode(), "label": label})
+            w.write({"text": text, "label": label})
 
 The schema comes from the first sample: a dict's keys name the fields, a
 tuple's are "input" and "target" (then "field2", ...). Values may be numpy
@@ -21,7 +21,8 @@ arrays, torch tensors, PIL images, ints, floats, bools, bytes or str:
 - other arrays keep their dtype and shape (float64 stays float64);
 - ints are int64 scalars, floats float32 scalars (torch's default), bools
   uint8;
-- bytes and str (stored as UTF-8) are variable-length uint8 vectors.
+- bytes are variable-length uint8 vectors; a str is text: its UTF-8 bytes,
+  in a field of layout "utf-8", which granary.Dataset gives back as str.
 
 Every later sample must fit: the same fields, dtypes and shapes, or it is
 refused naming its index, split and field. The label field is the one
@@ -201,7 +202,9 @@ class Writer:
         if split in self._written_splits:
             raise InvalidArgumentError(f"split '{split}' was written already: write each split's samples together "
                                        f"(splits: {self._written_splits})")
-        spool = self._spools.setdefault(split, _Spool(self._fields, os.path.dirname(self.path) or "."))
+        spool = self._spools.get(split)
+        if spool is None:  # one spool (and temporary file) per split, not one made for each sample
+            spool = self._spools[split] = _Spool(self._fields, os.path.dirname(self.path) or ".")
         arrays = _convert(sample, self._fields, spool.count, split)
         self._check_label(arrays, spool.count, split)
         spool.add(arrays, self._batch_size)

@@ -77,5 +77,16 @@ TEST(JsonText, PrintableKeepsAMessageOnOneLine) {
   EXPECT_EQ(Printable("back\\slash"), "back\\x5cslash");
 }
 
+TEST(JsonText, IsUtf8AcceptsWhatPythonDecodes) {
+  EXPECT_TRUE(IsUtf8(""));
+  EXPECT_TRUE(IsUtf8("caf\xc3\xa9 \xe7\x8c\xab \xf0\x9f\x90\x88"));  // café 猫 🐈
+  EXPECT_TRUE(IsUtf8(std::string("nul\0ok", 6)));
+  EXPECT_FALSE(IsUtf8("caf\xe9"));              // Latin-1
+  EXPECT_FALSE(IsUtf8("\xc3"));                 // cut short
+  EXPECT_FALSE(IsUtf8("\xc0\xaf"));             // overlong '/'
+  EXPECT_FALSE(IsUtf8("\xed\xa0\x80"));         // a surrogate, U+D800
+  EXPECT_FALSE(IsUtf8("\xf4\x90\x80\x80"));     // past U+10FFFF
+}
+
 }  // namespace
 }  // namespace granary

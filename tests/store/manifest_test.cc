@@ -1,5 +1,5 @@
-// The manifest's statistics: written and read back, and a lying one refused
-// naming the member.
+// The manifest's statistics, element names and field layouts: written and
+// read back, and a lying one refused naming the member.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -96,6 +96,32 @@ TEST(Manifest, ElementNamesReadBackAndMustFitTheirField) {
   for (const auto& [lie, expected] : lies) {
     nlohmann::json j = good;
     lie(j["element_names"]);
+    const Status s = ParseManifest(j.dump(), "manifest.json").status();
+    EXPECT_EQ(s.code(), Status::Code::kCorruption) << expected << ": " << s.ToString();
+    EXPECT_NE(s.message().find(expected), std::string::npos) << s.message();
+  }
+}
+
+TEST(Manifest, LayoutsMustFitTheirField) {
+  Manifest m = WithStatistics();
+  m.schema.fields.push_back({"caption", DType::kUInt8, {kVariableDim}, kTextLayout});
+  m.schema.fields.push_back({"image", DType::kUInt8, {28, 28, 1}, "HWC"});
+  const nlohmann::json good = nlohmann::json::parse(ManifestToJson(m));
+  auto parsed = ParseManifest(good.dump(), "manifest.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_TRUE(parsed->schema.fields[2].IsText());
+  EXPECT_EQ(parsed->schema.fields[3].layout, "HWC");
+  const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> lies = {
+      {[](nlohmann::json& f) { f[0]["layout"] = "utf-8"; }, "layout 'utf-8' (text) is for uint8 of shape [-1], not "
+                                                             "float32 [3]"},
+      {[](nlohmann::json& f) { f[2]["shape"] = {4}; }, "layout 'utf-8' (text) is for uint8 of shape [-1]"},
+      {[](nlohmann::json& f) { f[3]["layout"] = "utf-8"; }, "not uint8 [28, 28, 1]"},
+      {[](nlohmann::json& f) { f[2]["layout"] = "latin-1"; }, "layout 'latin-1' needs a 3-dim shape"},
+      {[](nlohmann::json& f) { f[2]["layout"] = "CHW"; }, "layout 'CHW' needs a 3-dim shape"},
+  };
+  for (const auto& [lie, expected] : lies) {
+    nlohmann::json j = good;
+    lie(j["schema"]["fields"]);
     const Status s = ParseManifest(j.dump(), "manifest.json").status();
     EXPECT_EQ(s.code(), Status::Code::kCorruption) << expected << ": " << s.ToString();
     EXPECT_NE(s.message().find(expected), std::string::npos) << s.message();

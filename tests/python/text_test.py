@@ -1,0 +1,133 @@
+#!/usr/bin/python3
+"""Text from Python: a str given to granary.write is stored as a text field
+(uint8 [-1], layout "utf-8", docs/FORMAT.md) and read back as the same str by
+granary.Dataset (either backend, in DataLoader workers too), while bytes stay
+bytes; the two are not mixed in one field, a str UTF-8 cannot hold is refused
+by its sample, and a db whose text is not UTF-8 is named by the reader and by
+`prep verify`. `prep cat` and `prep info` show text as text.
+
+    GRANARY_BUILD=build /usr/bin/python3 tests/python/text_test.py
+"""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import numpy as np
+
+from testenv import PREP, run  # puts the build's granary on sys.path
+import granary  # noqa: E402
+import torch  # noqa: E402
+
+CAPTIONS = ["a photo of a cat", "ein Foto einer Katze (ÄÖÜ ß)", "猫の写真", "emoji 🐈‍⬛ and a tab\there", "",
+            "a line\nbreak"]
+
+
+class Captions(torch.utils.data.Dataset):
+    """A map-style dataset of captions and raw bytes, as a user's would be."""
+
+    def __len__(self):
+        return 120
+
+    def __getitem__(self, i):
+        return {"caption": CAPTIONS[i % len(CAPTIONS)] + f" #{i}", "blob": bytes([i % 256, 255, 0]), "label": i % 3}
+
+
+class TextTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="granary-text-test-")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def test_a_str_is_read_back_as_the_same_str_and_bytes_as_bytes(self):
+        db = self.path("captions")
+        granary.write(db, Captions(), workers=2, progress=False)
+        fields = {f["name"]: f for f in granary.describe(db)["fields"]}
+        self.assertEqual(fields["caption"], {"name": "caption", "dtype": "uint8", "shape": [-1], "layout": "utf-8"})
+        self.assertEqual(fields["blob"], {"name": "blob", "dtype": "uint8", "shape": [-1], "layout": ""})
+        data = Captions()
+        for backend in ("native", "python"):
+            ds = granary.Dataset(db, backend=backend)
+            for i in (0, 1, 2, 3, 4, 5, 119):
+                sample = ds[i]
+                self.assertEqual(sample["caption"], data[i]["caption"], (backend, i))
+                self.assertIsInstance(sample["blob"], torch.Tensor)
+                self.assertEqual(bytes(sample["blob"].numpy()), data[i]["blob"])
+        # DataLoader's workers read the db again after fork; its collate makes a list of the strs.
+        loader = torch.utils.data.DataLoader(granary.Dataset(db), batch_size=8, num_workers=2)
+        batch = next(iter(loader))
+        self.assertEqual(batch["caption"], [data[i]["caption"] for i in range(8)])
+        self.assertEqual(batch["label"].tolist(), [i % 3 for i in range(8)])
+        # prep shows the text as text and checks it.
+        cat = run(PREP, "cat", db, "--index", "2").stdout
+        self.assertIn('caption uint8 [', cat)
+        self.assertIn('"猫の写真 #2"', cat)
+        record = json.loads(run(PREP, "cat", db, "--index", "3", "--json").stdout)
+        self.assertEqual(record["fields"]["caption"]["text"], data[3]["caption"])
+        self.assertIn("caption uint8 [-1]  (text, UTF-8)", run(PREP, "info", db).stdout)
+        run(PREP, "verify", db)
+
+    def test_str_and_bytes_are_not_mixed_in_a_field(self):
+        first = {"caption": "text", "blob": b"\x00", "label": 0}
+        cases = [({"caption": b"bytes", "blob": b"", "label": 1}, "field 'caption' holds str, not bytes"),
+                 ({"caption": "ok", "blob": "text", "label": 1}, "field 'blob' holds bytes, not str"),
+                 ({"caption": np.zeros(3, np.uint8), "blob": b"", "label": 1}, "holds str, not uint8 [3]"),
+                 ({"caption": "\ud800", "blob": b"", "label": 1}, "a str that UTF-8 cannot hold")]
+        for sample, message in cases:
+            db = self.path("mixed")
+            with self.assertRaises(granary.InvalidArgumentError) as caught:
+                granary.write(db, [first, first, sample], progress=False)
+            self.assertIn("sample 2 of split 'train'", str(caught.exception))
+            self.assertIn(message, str(caught.exception))
+            self.assertFalse(os.path.exists(db))
+        # A schema given by hand says which: text is (uint8, None, "utf-8").
+        with self.assertRaises(granary.InvalidArgumentError) as caught:
+            granary.write(self.path("bytes-schema"), [{"t": "a"}], schema={"t": ("uint8", None)}, progress=False)
+        self.assertIn("(np.uint8, None, 'utf-8')", str(caught.exception))
+        db = self.path("text-schema")
+        granary.write(db, [{"t": "a"}, {"t": "bc"}], schema={"t": ("uint8", None, "utf-8")}, progress=False)
+        self.assertEqual(granary.Dataset(db)[1]["t"], "bc")
+        with self.assertRaises(granary.InvalidArgumentError) as caught:
+            granary.write(self.path("int-text"), [{"t": "a"}], schema={"t": ("int32", None, "utf-8")}, progress=False)
+        self.assertIn("layout 'utf-8' (text) is for uint8 of shape [-1], not int32 [-1]", str(caught.exception))
+
+    def test_text_that_is_not_utf8_is_named_by_readers_and_verify(self):
+        db = self.path("lying")
+        granary.write(db, [{"t": b"fine", "label": 1}, {"t": b"\xff\xfe", "label": 0}], progress=False)
+        manifest_path = os.path.join(db, "manifest.json")
+        with open(manifest_path) as f:
+            manifest = json.load(f)
+        manifest["schema"]["fields"][0]["layout"] = "utf-8"  # the manifest lies: these bytes are no text
+        with open(manifest_path, "w") as f:
+            json.dump(manifest, f)
+        for backend in ("native", "python"):
+            ds = granary.Dataset(db, backend=backend)
+            self.assertEqual(ds[0]["t"], "fine")
+            with self.assertRaises(granary.CorruptionError) as caught:
+                ds[1]
+            self.assertIn("sample 1 of split 'train': field 't' is not UTF-8 text", str(caught.exception))
+        verify = subprocess.run([PREP, "verify", db], capture_output=True, text=True)
+        self.assertEqual(verify.returncode, 1, verify.stdout + verify.stderr)
+        self.assertIn("sample 1: field 't' is not UTF-8 text", verify.stdout + verify.stderr)
+        self.assertIn("(not UTF-8 text", run(PREP, "cat", db, "--index", "1").stdout)
+        # A layout that does not fit its field is refused by every reader.
+        manifest["schema"]["fields"][1]["layout"] = "utf-8"
+        with open(manifest_path, "w") as f:
+            json.dump(manifest, f)
+        for backend in ("native", "python"):
+            with self.assertRaises(granary.CorruptionError) as caught:
+                granary.Dataset(db, backend=backend)
+            self.assertIn("'label'", str(caught.exception))
+        self.assertNotEqual(subprocess.run([PREP, "info", db], capture_output=True).returncode, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
