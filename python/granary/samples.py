@@ -19,12 +19,20 @@ TEXT_LAYOUT = "utf-8"  # a variable-length uint8 field holding a str as UTF-8 (d
 
 
 class _Field:
-    """One field of the schema: name, numpy dtype, shape (None: variable
-    length, a 1-D uint8 vector) and layout ("CHW" or "HWC" for an image,
-    TEXT_LAYOUT for text, else "")."""
+    """One field of the schema: name, numpy dtype, shape (a tuple, -1 where
+    each sample states the dim; None: bytes or str, a 1-D uint8 vector) and
+    layout ("CHW" or "HWC" for an image, TEXT_LAYOUT for text, else "")."""
 
-    def __init__(self, name, dtype, shape, layout=""):
+    def __init__(self, name, dtype, shape, layout="", origin="the first sample"):
         self.name, self.dtype, self.shape, self.layout = name, np.dtype(dtype), shape, layout
+        self.origin = origin  # where the field's kind came from, for messages
+        if self.dtype == np.uint8 and shape == (-1,):
+            self.shape = None  # bytes (or a 1-D uint8 array) as a schema= of uint8 [-1] says
+
+    @property
+    def variable(self):
+        """Whether samples state (some of) the field's dims: it is not stacked."""
+        return self.shape is None or -1 in self.shape
 
     def spec(self):
         return (self.name, self.dtype.name, [-1] if self.shape is None else list(self.shape), self.layout)
@@ -105,7 +113,7 @@ def _infer_schema(sample, index, split, schema):
         for name, spec in schema.items():
             dtype, shape = spec[0], spec[1]
             layout = spec[2] if len(spec) > 2 else ""
-            fields.append(_Field(name, dtype, None if shape is None else tuple(shape), layout))
+            fields.append(_Field(name, dtype, None if shape is None else tuple(shape), layout, "schema="))
         return fields
     return [_infer_field(name, value) for name, value in _named_values(sample, index, split)]
 
@@ -117,7 +125,7 @@ def _convert(sample, fields, index, split):
     named = _named_values(sample, index, split)
     if [n for n, _ in named] != [f.name for f in fields]:
         raise InvalidArgumentError(f"{where}: fields {[n for n, _ in named]}, but the db's are "
-                                   f"{[f.name for f in fields]} (from the first sample)")
+                                   f"{[f.name for f in fields]} (from {fields[0].origin})")
     out = []
     for field, (_, value) in zip(fields, named):
         array, kind = _as_array(value, f"{where}: field '{field.name}'")
@@ -130,15 +138,15 @@ def _convert(sample, fields, index, split):
         if array.dtype == np.bool_:
             array = array.astype(np.uint8)
         if field.layout == "CHW" and array.ndim == len(field.shape) - 1 and field.shape[0] == 1:
-            array = array.reshape(field.shape)  # H x W, stored as 1 x H x W
-        if array.shape != field.shape:
+            array = array.reshape((1,) + array.shape)  # H x W, stored as 1 x H x W
+        if array.ndim != len(field.shape) or any(d not in (-1, a) for d, a in zip(field.shape, array.shape)):
             raise InvalidArgumentError(f"{where}: field '{field.name}' has shape {list(array.shape)}, but the "
-                                       f"db's is {list(field.shape)} (from the first sample)"
-                                       f"{_resize_hint(field, array)}")
+                                       f"db's is {list(field.shape)} (from {field.origin})"
+                                       f"{_resize_hint(field, array) or _length_hint(field, array)}")
         if array.dtype != field.dtype:
             if not np.can_cast(array.dtype, field.dtype, casting="same_kind"):
                 raise InvalidArgumentError(f"{where}: field '{field.name}' is {array.dtype}, but the db's is "
-                                           f"{field.dtype.name} (from the first sample)")
+                                           f"{field.dtype.name} (from {field.origin})")
             array = array.astype(field.dtype)
         out.append(array)
     return out
@@ -172,6 +180,17 @@ def _resize_hint(field, array):
     return ("; a field's images share one size: resize them in the dataset (in torchvision, "
             "transform=transforms.Resize((H, W)), or Resize(S) and CenterCrop(S)), or for an image folder use "
             "`prep build FOLDER DB --size WxH`, which resizes and centre-crops")
+
+
+def _length_hint(field, array):
+    """What to do about a sequence whose length differs from the first
+    one's (token ids, a time series): declare the dim variable."""
+    if field.layout or array.ndim != len(field.shape) or array.ndim == 0:
+        return ""
+    shape = [-1 if d != a else d for d, a in zip(field.shape, array.shape)]
+    return (f"; where it varies from sample to sample (token ids, a time series), give the field as "
+            f"schema={{'{field.name}': ('{field.dtype.name}', {shape}), ...}} (every field named): -1 marks a dim "
+            f"each sample states, and granary.Dataset gives each sample's own shape back")
 
 
 def _label_field(fields, label):
@@ -233,7 +252,7 @@ class _Batch:
     def columns(self):
         out = []
         for field, column in zip(self.fields, self.values):
-            out.append(column if field.shape is None else np.stack(column) if field.shape else np.array(column))
+            out.append(column if field.variable else np.stack(column) if field.shape else np.array(column))
         self.values = [[] for _ in self.fields]
         return out
 

@@ -40,7 +40,7 @@ class _Slots:
     @classmethod
     def make(cls, fields, rows, count, most_bytes=1 << 30):
         """`count` slots of `rows` samples each, or None (see above)."""
-        if any(f.shape is None for f in fields):
+        if any(f.variable for f in fields):
             return None
         row_bytes = [int(np.prod(f.shape, dtype=np.int64)) * f.dtype.itemsize for f in fields]
         return cls(fields, rows, count, row_bytes) if count * rows * sum(row_bytes) <= most_bytes else None

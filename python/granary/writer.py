@@ -124,8 +124,10 @@ class Writer:
                 w.write(sample)                 # split="train" by default
             w.write(test_sample, split="test")  # splits one after another
 
-    `schema` ({name: (dtype, shape[, layout])}; shape None for bytes) fixes
-    the fields instead of the first sample. `label` names the field training
+    `schema` ({name: (dtype, shape[, layout])}; shape None for bytes, a -1
+    in shape for a dim each sample states: token ids of any length are
+    ("int64", [-1]); layout "utf-8" for a str) fixes the fields instead of the
+    first sample. `label` names the field training
     predicts (default: the one integer scalar field, else the float scalar
     named like a label: a regression target); `classes` the class
     names in label order (default: "0".."N-1" for N = the largest label +

@@ -1,12 +1,14 @@
 #!/usr/bin/python3
-"""Text from Python: a str given to granary.write is stored as a text field
-(uint8 [-1], layout "utf-8", docs/FORMAT.md) and read back as the same str by
-granary.Dataset (either backend, in DataLoader workers too), while bytes stay
-bytes; the two are not mixed in one field, a str UTF-8 cannot hold is refused
-by its sample, and a db whose text is not UTF-8 is named by the reader and by
-`prep verify`. `prep cat` and `prep info` show text as text.
+"""Text and sequences from Python: a str given to granary.write is stored as
+a text field (uint8 [-1], layout "utf-8", docs/FORMAT.md) and read back as the
+same str by granary.Dataset (either backend, in DataLoader workers too),
+while bytes stay bytes; the two are not mixed in one field, a str UTF-8
+cannot hold is refused by its sample, and a db whose text is not UTF-8 is
+named by the reader and by `prep verify`. `prep cat` and `prep info` show text
+as text. Token ids and time series of any length are written with schema=
+and -1 where each sample states the dim, and read back with their own shape.
 
-    GRANARY_BUILD=build /usr/bin/python3 tests/python/text_test.py
+    GRANARY_BUILD=build /usr/bin/python3 tests/python/sequences_test.py
 """
 import json
 import os
@@ -17,7 +19,7 @@ import unittest
 
 import numpy as np
 
-from testenv import PREP, run  # puts the build's granary on sys.path
+from testenv import PREP, TRAIN, run  # puts the build's granary on sys.path
 import granary  # noqa: E402
 import torch  # noqa: E402
 
@@ -35,10 +37,10 @@ class Captions(torch.utils.data.Dataset):
         return {"caption": CAPTIONS[i % len(CAPTIONS)] + f" #{i}", "blob": bytes([i % 256, 255, 0]), "label": i % 3}
 
 
-class TextTest(unittest.TestCase):
+class SequencesTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="granary-text-test-")
+        cls.tmp = tempfile.mkdtemp(prefix="granary-sequences-test-")
 
     @classmethod
     def tearDownClass(cls):
@@ -127,6 +129,50 @@ class TextTest(unittest.TestCase):
                 granary.Dataset(db, backend=backend)
             self.assertIn("'label'", str(caught.exception))
         self.assertNotEqual(subprocess.run([PREP, "info", db], capture_output=True).returncode, 0)
+
+    def test_sequences_of_any_length_keep_their_own_shape(self):
+        lengths = [1 + (i * 7) % 23 for i in range(150)]
+        samples = [{"tokens": np.arange(n, dtype=np.int64) + i, "series": np.full((n % 5 + 1, 3), i, np.float32),
+                    "label": i % 2} for i, n in enumerate(lengths)]
+        # Inferred from the first sample, the length is fixed: the refusal says how to declare it.
+        with self.assertRaises(granary.InvalidArgumentError) as caught:
+            granary.write(self.path("fixed"), samples, progress=False)
+        self.assertIn("sample 1 of split 'train': field 'tokens' has shape [8], but the db's is [1] (from the first "
+                      "sample); where it varies", str(caught.exception))
+        self.assertIn("schema={'tokens': ('int64', [-1]), ...}", str(caught.exception))
+        schema = {"tokens": ("int64", [-1]), "series": ("float32", [-1, 3]), "label": ("int64", [])}
+        for workers in (1, 2):
+            db = self.path(f"sequences-{workers}")
+            granary.write(db, samples, schema=schema, workers=workers, val_fraction=0.2, progress=False)
+            self.assertEqual(granary.describe(db)["label_field"], "label")
+            run(PREP, "verify", db)
+            for backend in ("native", "python"):
+                for split in ("train", "val"):
+                    ds = granary.Dataset(db, split, backend=backend)
+                    for k in (0, len(ds) - 1):
+                        got = ds[k]
+                        i = int(got["tokens"][0])  # each sample starts at its own index
+                        np.testing.assert_array_equal(got["tokens"].numpy(), samples[i]["tokens"])
+                        np.testing.assert_array_equal(got["series"].numpy(), samples[i]["series"])
+        # The user's own collate pads them, as for any sequence dataset.
+        def pad(batch):
+            tokens = torch.nn.utils.rnn.pad_sequence([b["tokens"] for b in batch], batch_first=True)
+            return tokens, torch.stack([b["label"] for b in batch])
+        tokens, labels = next(iter(torch.utils.data.DataLoader(granary.Dataset(db), batch_size=4, collate_fn=pad,
+                                                               num_workers=2)))
+        self.assertEqual(tokens.shape[0], 4)
+        self.assertEqual(labels.shape, (4,))
+        # A dim the schema fixes is still checked; a sample of another rank too.
+        for bad, message in ((np.ones((2, 4), np.float32), "has shape [2, 4], but the db's is [-1, 3] (from schema=)"),
+                             (np.ones(3, np.float32), "has shape [3], but the db's is [-1, 3]")):
+            with self.assertRaises(granary.InvalidArgumentError) as caught:
+                granary.write(self.path("bad-series"), samples[:2] + [dict(samples[2], series=bad)], schema=schema,
+                              progress=False)
+            self.assertIn("sample 2 of split 'train': field 'series' " + message, str(caught.exception))
+        # train names what it cannot batch.
+        failed = subprocess.run([TRAIN, "--db", db, "--input-field", "tokens", "--epochs", "1"], capture_output=True, text=True)
+        self.assertNotEqual(failed.returncode, 0)
+        self.assertIn("field 'tokens' has shape [-1]: training needs a fixed shape", failed.stderr)
 
 
 if __name__ == "__main__":
