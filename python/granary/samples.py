@@ -45,9 +45,16 @@ class _Field:
         return f"{self.dtype.name} {list(self.shape)}"
 
 
-def _as_array(value, where="a value"):
+# dtypes the format lacks, and what to convert them to (the write refuses rather than choose).
+_WIDER = {"float16": "float32", "bfloat16": "float32", "uint16": "int32", "uint32": "int64", "bool": "uint8"}
+
+
+def _as_array(value, where="a value", first=False):
     """A sample's value as a numpy array, and what it was: "str" or "bytes"
-    (a variable-length uint8 vector either way), else ""."""
+    (a variable-length uint8 vector either way), else "".
+    InvalidArgumentError, prefixed by `where`, for what no field holds, and
+    for the `first` sample's dtypes the format lacks (a later sample's are
+    converted to its field's dtype where that keeps their values)."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return np.frombuffer(bytes(value), dtype=np.uint8), "bytes"
     if isinstance(value, str):
@@ -57,16 +64,39 @@ def _as_array(value, where="a value"):
             raise InvalidArgumentError(f"{where}: a str that UTF-8 cannot hold ({e.reason} at character {e.start}: "
                                        f"{value[e.start:e.end]!r}); write such data as bytes") from None
     if isinstance(value, bool) or isinstance(value, np.bool_):
-        return np.asarray(value, dtype=np.uint8), False
+        return np.asarray(value, dtype=np.uint8), ""
     if isinstance(value, int):
-        return np.asarray(value, dtype=np.int64), False
+        return np.asarray(value, dtype=np.int64), ""
     if isinstance(value, float):
-        return np.asarray(value, dtype=np.float32), False
+        return np.asarray(value, dtype=np.float32), ""
+    if value is None or isinstance(value, dict):
+        what = "None (a missing value)" if value is None else "a dict"
+        raise InvalidArgumentError(f"{where}: is {what}; a field holds one array, number, str or bytes in every "
+                                   f"sample" + (" (NaN for a missing float)" if value is None else
+                                                " (make each of its members a field of the sample)"))
     if hasattr(value, "detach") and hasattr(value, "numpy"):  # a torch tensor
-        return value.detach().cpu().numpy(), False
-    if hasattr(value, "getbands"):  # a PIL image
-        return np.asarray(value), False
-    return np.asarray(value), False
+        kind = str(getattr(value, "dtype", "")).replace("torch.", "")
+        if first and kind in _WIDER and kind != "bool":
+            raise _unstored(where, f"a torch.{kind} tensor", kind)
+        value = value.detach().cpu()
+        return (value.float() if kind == "bfloat16" else value).numpy(), ""  # numpy has no bfloat16
+    try:
+        array = np.asarray(value)  # a PIL image, a list, a numpy value
+    except ValueError:  # numpy: "setting an array element with a sequence ... inhomogeneous shape"
+        raise InvalidArgumentError(f"{where}: is nested lists of different lengths, not one rectangular array; pad "
+                                   f"its rows to one length, or give it as one sequence (see schema= and -1)") from None
+    if array.dtype.kind in "OUS":
+        what = "str values" if array.dtype.kind in "US" else "Python objects"
+        raise InvalidArgumentError(f"{where}: is an array of {what} ({type(value).__name__}); a field holds "
+                                   f"numbers, or one str or bytes")
+    if first and array.dtype.name in _WIDER and array.dtype != np.bool_:
+        raise _unstored(where, f"{array.dtype.name}", array.dtype.name)
+    return array, ""
+
+
+def _unstored(where, what, dtype):
+    return InvalidArgumentError(f"{where}: is {what}, a dtype granary does not store (it stores uint8, int8, int16, "
+                                f"int32, int64, float32, float64): convert it to {_WIDER[dtype]} first")
 
 
 def _named_values(sample, index, split):
@@ -84,14 +114,14 @@ def _named_values(sample, index, split):
     return [("input", sample)]
 
 
-def _infer_field(name, value):
-    array, kind = _as_array(value, f"field '{name}'")
+def _infer_field(name, value, where):
+    array, kind = _as_array(value, f"{where}: field '{name}'", first=True)
     if kind:
         return _Field(name, np.uint8, None, TEXT_LAYOUT if kind == "str" else "")
     if array.dtype == np.bool_:
         array = array.astype(np.uint8)
     if array.dtype.type not in _SUPPORTED:
-        raise InvalidArgumentError(f"field '{name}': dtype {array.dtype} is not one granary stores "
+        raise InvalidArgumentError(f"{where}: field '{name}': dtype {array.dtype} is not one granary stores "
                                    f"(uint8, int8, int16, int32, int64, float32, float64)")
     shape, layout = tuple(array.shape), ""
     if array.dtype == np.uint8 and array.ndim == 2:
@@ -101,7 +131,8 @@ def _infer_field(name, value):
     elif array.ndim == 3 and shape[0] in _IMAGE_CHANNELS and array.dtype.kind in "uf":
         layout = "CHW"
     if any(d == 0 for d in shape):
-        raise InvalidArgumentError(f"field '{name}': an empty array {list(array.shape)} fixes no shape")
+        raise InvalidArgumentError(f"{where}: field '{name}': an empty array {list(array.shape)} fixes no shape "
+                                   f"(where its length varies, see schema= and -1)")
     return _Field(name, array.dtype, shape, layout)
 
 
@@ -115,7 +146,8 @@ def _infer_schema(sample, index, split, schema):
             layout = spec[2] if len(spec) > 2 else ""
             fields.append(_Field(name, dtype, None if shape is None else tuple(shape), layout, "schema="))
         return fields
-    return [_infer_field(name, value) for name, value in _named_values(sample, index, split)]
+    where = f"sample {index} of split '{split}'"
+    return [_infer_field(name, value, where) for name, value in _named_values(sample, index, split)]
 
 
 def _convert(sample, fields, index, split):

@@ -174,6 +174,31 @@ class SequencesTest(unittest.TestCase):
         self.assertNotEqual(failed.returncode, 0)
         self.assertIn("field 'tokens' has shape [-1]: training needs a fixed shape", failed.stderr)
 
+    def test_a_value_no_field_holds_is_named_by_its_sample_and_field(self):
+        good = {"x": np.ones(3, np.float32), "label": 1}
+        # (value, message, refused in a later sample too): a later sample's float16, bfloat16 or uint16 is
+        # converted to the field's float32, which holds its values (below).
+        cases = [(None, "is None (a missing value)", True), ({"a": 1}, "is a dict", True),
+                 ([[1, 2], [3]], "is nested lists of different lengths", True),
+                 (["a", "b"], "is an array of str values", True),
+                 (np.ones(3, np.float16), "is float16, a dtype granary does not store", False),
+                 (torch.ones(3, dtype=torch.bfloat16), "is a torch.bfloat16 tensor, a dtype granary does not store",
+                  False),
+                 (np.ones(3, np.uint16), "is uint16, a dtype granary does not store (it stores uint8, int8, int16, "
+                  "int32, int64, float32, float64): convert it to int32 first", False)]
+        for value, message, later_too in cases:
+            for position in (0, 2) if later_too else (0,):  # the first sample (the schema comes from it), a later one
+                samples = [good, good, good]
+                samples[position] = {"x": value, "label": 1}
+                with self.assertRaises(granary.InvalidArgumentError, msg=(value, position)) as caught:
+                    granary.write(self.path("bad-value"), samples, progress=False)
+                self.assertIn(f"sample {position} of split 'train': field 'x': {message}", str(caught.exception))
+                self.assertFalse(os.path.exists(self.path("bad-value")))
+        db = self.path("converted")
+        granary.write(db, [good, {"x": torch.full((3,), 0.5, dtype=torch.bfloat16), "label": 0},
+                           {"x": np.full(3, 0.25, np.float16), "label": 1}], progress=False)
+        self.assertEqual([float(granary.Dataset(db)[k]["x"][0]) for k in range(3)], [1.0, 0.5, 0.25])
+
 
 if __name__ == "__main__":
     unittest.main()
