@@ -111,6 +111,30 @@ class RegressionTest(unittest.TestCase):
         rmse = float(((predicted - y) ** 2).mean().sqrt())
         self.assertAlmostEqual(rmse, report["epochs"][-1]["test_rmse"], delta=0.01 * rmse + 1e-3)
 
+    def test_a_users_torchscript_model_may_return_n_or_n_by_1_values(self):
+        # PyTorch scripts often squeeze the one output for MSELoss: train takes N as it takes N x 1.
+        class Linear(torch.nn.Module):
+            def __init__(self, squeeze: bool):
+                super().__init__()
+                self.layer = torch.nn.Linear(4, 1)
+                self.squeeze = squeeze
+
+            def forward(self, x):
+                y = self.layer(x)
+                return y.squeeze(1) if self.squeeze else y
+
+        epochs = {}
+        for squeeze in (True, False):
+            model = os.path.join(self.tmp, f"linear-{squeeze}.pt")
+            torch.manual_seed(0)  # the same weights either way
+            torch.jit.script(Linear(squeeze)).save(model)
+            out = run(TRAIN, "--db", self.db, "--model", model, "--epochs", "3", "--lr", "0.5", "--ranks", "1",
+                      "--json").stdout
+            epochs[squeeze] = json.loads(out)["epochs"]
+            self.assertLess(epochs[squeeze][-1]["test_rmse"], epochs[squeeze][0]["test_rmse"])
+        for a, b in zip(epochs[True], epochs[False]):
+            self.assertAlmostEqual(a["test_rmse"], b["test_rmse"], delta=1e-4 * b["test_rmse"])
+
     def test_what_is_no_value_to_predict_is_refused(self):
         bad = [(self.x[0], 1.0), (self.x[1], float("nan"))]
         with self.assertRaisesRegex(granary.InvalidArgumentError, "sample 1 of split 'train': target is nan"):

@@ -116,10 +116,12 @@ Status CheckModelFits(const TrainConfig& config, const Workload& workload, Model
   if (!dry->ran.ok()) return dry->ran.WithContext(context + ": " + shapes);
   const torch::Tensor logits = dry->logits;
   const Shape want = {2, classes};
-  if (logits.sizes().vec() != want) {
+  // A value to predict may come as N x 1 or, squeezed as PyTorch scripts often return it for MSELoss, as N.
+  const bool squeezed_value = workload.regression && logits.sizes().vec() == Shape{2};
+  if (logits.sizes().vec() != want && !squeezed_value) {
     return Status::InvalidArgument(context + ": " + shapes + " gives " + ShapeToString(logits.sizes().vec()) +
                                    ", training needs " + ShapeToString(want) + " (" +
-                                   (workload.regression ? "one value to predict"
+                                   (workload.regression ? "or [2]: one value to predict"
                                                         : std::to_string(classes) + " classes") +
                                    ")");
   }
