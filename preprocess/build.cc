@@ -306,6 +306,7 @@ Manifest MakeManifest(const Source& source, const BuildOptions& options, const B
   m.class_names = source.info.class_names;
   m.element_names = source.info.element_names;
   m.notes = source.info.notes;
+  m.notes.insert(m.notes.end(), summary.notes.begin(), summary.notes.end());
   m.codec = options.zstd_level > 0 ? "zstd" : "none";
   m.zstd_level = options.zstd_level;
   m.source_kind = source.info.kind;
@@ -436,6 +437,7 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
     current = SplitSummary();
   }
   SortSplits(source, &summary);
+  if (source.produced_notes) summary.notes = source.produced_notes();
   // The manifest vouches for inputs.json (its hash): `--update` copies samples by it.
   const std::string inputs = InputsJson(source, options, summary);
   GRANARY_RETURN_IF_ERROR(writer->AddFile(kInputsFile, inputs));

@@ -95,6 +95,7 @@ struct BuildSummary {
   uint64_t dictionary_bytes = 0;  // 0: none
   std::string dictionary_note;    // why there is none, or what it was trained on
   std::string content_hash;
+  std::vector<std::string> notes;  // what producing the items found (Source::produced_notes)
 };
 
 // The time now as a manifest's created_utc: "2026-12-04T18:00:00Z".

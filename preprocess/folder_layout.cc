@@ -361,4 +361,21 @@ Status FindSplitRoots(const fs::path& raw, const std::vector<std::string>& top, 
   return Status::OK();
 }
 
+// Notes on what RAW holds that is no class or split: hidden folders, granary
+// dbs, and (classes layout) images outside any class folder.
+void NoteTopFolders(const fs::path& raw, const std::vector<std::string>& hidden, const std::vector<std::string>& dbs,
+                    FolderLayout layout, std::vector<std::string>* notes) {
+  if (!hidden.empty()) {
+    notes->push_back("skipped hidden folder(s) " + FolderNames(hidden, "/") +
+                     " (torchvision's ImageFolder would make each a class, shifting the labels after it)");
+  }
+  if (!dbs.empty()) notes->push_back("skipped granary db(s) " + FolderNames(dbs, "/") + " inside the raw folder");
+  if (layout == FolderLayout::kClasses) {
+    if (std::vector<std::string> loose = LooseImages(raw); !loose.empty()) {
+      notes->push_back("left out " + std::to_string(loose.size()) + " image(s) outside any class folder: " +
+                       FolderNames(loose));
+    }
+  }
+}
+
 }  // namespace granary

@@ -74,6 +74,10 @@ std::map<std::string, std::string> TableLabelledSplits(const std::filesystem::pa
                                                        const std::vector<std::string>& splits,
                                                        std::vector<std::string>* unlabelled);
 
+// Notes on what RAW holds that is no class or split: hidden folders, granary
+// dbs, and (classes layout) images outside any class folder.
+void NoteTopFolders(const std::filesystem::path& raw, const std::vector<std::string>& hidden,
+                    const std::vector<std::string>& dbs, FolderLayout layout, std::vector<std::string>* notes);
 
 // The split roots of `layout`, and the classes: train's class folders; a
 // class in another split that train lacks is refused.

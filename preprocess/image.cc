@@ -258,12 +258,14 @@ Status DecodeJpeg(const uint8_t* data, size_t size, int channels, int min_width,
   }
   jpeg_finish_decompress(&cinfo);
   const bool saw_adobe_inverted = cinfo.saw_Adobe_marker;
+  const bool gray_file = cinfo.jpeg_color_space == JCS_GRAYSCALE;
   jpeg_destroy_decompress(&cinfo);
   if (err.warnings > 0) return Status::InvalidArgument("corrupt JPEG data: " + err.message);
 
   out->width = w;
   out->height = h;
   out->channels = channels;
+  out->gray_source = gray_file;
   out->pixels.resize(static_cast<size_t>(w) * h * channels);
   if (cmyk) {
     CmykToChannels(rows, static_cast<size_t>(w) * h, saw_adobe_inverted, channels, out->pixels.data());
@@ -320,6 +322,7 @@ Status DecodePng(const uint8_t* data, size_t size, int channels, uint64_t max_by
   out->width = static_cast<int>(ihdr.width);
   out->height = static_cast<int>(ihdr.height);
   out->channels = channels;
+  out->gray_source = gray;
   std::vector<uint8_t> decoded(bytes);
   if (!plain || !DecodePlainPngPixels(data, size, ihdr.width, ihdr.height, decoded_channels, decoded.data())) {
     rc = spng_decode_image(ctx.get(), decoded.data(), decoded.size(), fmt, 0);
@@ -383,6 +386,7 @@ Status DecodeWebp(const uint8_t* data, size_t size, int channels, uint64_t max_b
   out->width = static_cast<int>(width);
   out->height = static_cast<int>(height);
   out->channels = channels;
+  out->gray_source = false;
   if (channels == 3) {
     out->pixels.swap(rgb);
   } else {
@@ -424,6 +428,10 @@ Status DecodeImage(const uint8_t* data, size_t size, const ImageTransform& t, Im
   out->width = t.width;
   out->height = t.height;
   out->channels = t.channels;
+  out->gray_source = full.gray_source;
+  out->enlarged = scale > 1;  // then no DCT downscale was used: full is the file's own size
+  out->source_width = full.width;
+  out->source_height = full.height;
   out->pixels.resize(static_cast<size_t>(t.width) * t.height * t.channels);
   const size_t stride = static_cast<size_t>(full.width) * full.channels;
   const uint8_t* origin = full.pixels.data() + y0 * stride + static_cast<size_t>(x0) * full.channels;

@@ -18,6 +18,13 @@ struct Image {
   int height = 0;
   int channels = 0;
   std::vector<uint8_t> pixels;
+  // What the file held, for a build's notes: one gray channel (a gray JPEG
+  // or PNG), and for DecodeImage whether the image was smaller than the
+  // target and enlarged, with its own size then.
+  bool gray_source = false;
+  bool enlarged = false;
+  int source_width = 0;
+  int source_height = 0;
 };
 
 // Memory one image's decode may take by default (see ImageTransform).

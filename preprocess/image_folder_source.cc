@@ -17,6 +17,7 @@
 #include "preprocess/class_labels.h"
 #include "preprocess/folder_layout.h"
 #include "preprocess/image.h"
+#include "preprocess/image_facts.h"
 #include "preprocess/image_labels.h"
 #include "preprocess/source.h"
 #include "preprocess/stratified.h"
@@ -62,8 +63,11 @@ class ImageSplit : public SplitSource {
     sample->fields.resize(2);
     sample->fields[0].assign(reinterpret_cast<const char*>(image.pixels.data()), image.pixels.size());
     sample->fields[1].assign(reinterpret_cast<const char*>(&item.label), sizeof(item.label));
+    facts_.Record(index, image);
     return Status::OK();
   }
+
+  const ImageFacts& facts() const { return facts_; }
 
  private:
   std::string name_;
@@ -72,7 +76,17 @@ class ImageSplit : public SplitSource {
   ImageTransform transform_;
   uint64_t raw_bytes_ = 0;
   std::string unlabelled_;
+  mutable ImageFacts facts_{items_.size()};
 };
+
+// Sets `source`'s produced notes to DecodedImageNotes of its image splits.
+void NoteDecodedImages(Source* source, const ImageTransform& transform) {
+  std::vector<const ImageFacts*> facts;
+  for (const auto& split : source->splits) {
+    if (const auto* images = dynamic_cast<const ImageSplit*>(split.get())) facts.push_back(&images->facts());
+  }
+  source->produced_notes = [facts, transform] { return DecodedImageNotes(facts, transform); };
+}
 
 // A file or directory by identity, whatever path reached it.
 using FileId = std::pair<dev_t, ino_t>;
@@ -236,23 +250,6 @@ std::string UndecodedNote(const std::vector<std::string>& undecoded) {
                      undecoded) +
          " (prep reads JPEG, PNG and WebP: convert them, or write the folder with "
          "granary.write(torchvision.datasets.ImageFolder(...)), which reads what PIL reads)";
-}
-
-// Notes on what RAW holds that is no class or split: hidden folders, granary
-// dbs, and (classes layout) images outside any class folder.
-void NoteTopFolders(const fs::path& raw, const std::vector<std::string>& hidden, const std::vector<std::string>& dbs,
-                    FolderLayout layout, std::vector<std::string>* notes) {
-  if (!hidden.empty()) {
-    notes->push_back("skipped hidden folder(s) " + FolderNames(hidden, "/") +
-                     " (torchvision's ImageFolder would make each a class, shifting the labels after it)");
-  }
-  if (!dbs.empty()) notes->push_back("skipped granary db(s) " + FolderNames(dbs, "/") + " inside the raw folder");
-  if (layout == FolderLayout::kClasses) {
-    if (std::vector<std::string> loose = LooseImages(raw); !loose.empty()) {
-      notes->push_back("left out " + std::to_string(loose.size()) + " image(s) outside any class folder: " +
-                       FolderNames(loose));
-    }
-  }
 }
 
 // A note naming the classes none of `items` has.
@@ -426,6 +423,7 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
   ImageTransform transform{options.width, options.height, options.channels, options.max_decode_bytes};
   if (!options.labels.empty() || options.label_from_name) {
     GRANARY_RETURN_IF_ERROR(AddLabelledImages(dir, options, transform, &source));
+    NoteDecodedImages(&source, transform);
     return source;
   }
   const fs::path raw(dir);
@@ -489,6 +487,7 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
   source.info.options["layout"] = layout == FolderLayout::kSplits ? "splits" : "classes";
   for (auto& [path, input] : walk.inputs) source.info.inputs.push_back(std::move(input));
   NoteWalk(&walk, &source.info.notes);
+  NoteDecodedImages(&source, transform);
   return source;
 }
 

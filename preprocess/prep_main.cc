@@ -107,6 +107,12 @@ granary::StatusOr<granary::Source> UpToDateOrUpdated(BuildArgs& a, granary::Sour
                                       std::shared_ptr<const granary::DbReader>(std::move(old_db).value()), reused);
 }
 
+// The source's notes, then what producing its items found.
+std::vector<std::string> AllNotes(std::vector<std::string> notes, const std::vector<std::string>& produced) {
+  notes.insert(notes.end(), produced.begin(), produced.end());
+  return notes;
+}
+
 // The finished build's summary: JSON on stdout with --json, else lines on stderr.
 void PrintBuildSummary(const BuildArgs& a, const granary::Source& source, const granary::BuildSummary& s,
                        uint64_t reused) {
@@ -131,7 +137,7 @@ void PrintBuildSummary(const BuildArgs& a, const granary::Source& source, const 
                         {"reused", reused},
                         {"splits", nlohmann::json::array()},
                         {"rejected_items", nlohmann::json::array()},
-                        {"notes", source.info.notes}};
+                        {"notes", AllNotes(source.info.notes, s.notes)}};
     for (const auto& split : s.splits) {
       j["splits"].push_back(
           {{"name", split.name}, {"read", split.read}, {"written", split.written}, {"rejected", split.rejected}});
@@ -161,6 +167,7 @@ void PrintBuildSummary(const BuildArgs& a, const granary::Source& source, const 
                s.dictionary_bytes > 0 ? (std::to_string(s.dictionary_bytes) + " bytes, ").c_str() : "",
                s.dictionary_note.c_str());
   std::fprintf(stderr, "  content hash %s\n", s.content_hash.c_str());
+  for (const std::string& note : s.notes) std::fprintf(stderr, "prep: note: %s\n", granary::Printable(note).c_str());
 }
 
 int RunBuild(BuildArgs& a) {

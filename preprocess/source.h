@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -83,6 +84,10 @@ struct SourceInfo {
 struct Source {
   SourceInfo info;
   std::vector<std::unique_ptr<SplitSource>> splits;
+  // What producing the items found that the user should know (every image
+  // was gray, or smaller than the size it was enlarged to), asked once every
+  // split is written; null where a source has nothing of the kind.
+  std::function<std::vector<std::string>()> produced_notes;
 };
 
 struct IdxSourceOptions {

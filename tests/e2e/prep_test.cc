@@ -26,9 +26,10 @@ TEST_F(EndToEnd, BadRawInputEndsWithOneLineAndNoDb) {
   EXPECT_FALSE(fs::exists(db + ".partial"));
 }
 
-// What a build notes (files it left out, classes with no image) is kept in
-// the manifest and shown by `prep info` and `--json`; a failed build with
-// --json prints an error object, not nothing.
+// What a build notes (files it left out, classes with no image, what the
+// images were: gray, smaller than --size) is kept in the manifest and shown
+// by `prep info` and `--json`; a failed build with --json prints an error
+// object, not nothing.
 TEST_F(EndToEnd, ABuildsNotesAreKeptAndAFailedJsonBuildSaysWhy) {
   const std::string raw = dir_.Sub("raw");
   fs::create_directories(raw + "/a");
@@ -42,12 +43,22 @@ TEST_F(EndToEnd, ABuildsNotesAreKeptAndAFailedJsonBuildSaysWhy) {
   ASSERT_EQ(built.exit_code, 0) << built.err;
   const auto j = nlohmann::json::parse(built.out);
   EXPECT_EQ(j["ok"], true);
-  ASSERT_EQ(j["notes"].size(), 2u) << j["notes"];
+  ASSERT_EQ(j["notes"].size(), 3u) << j["notes"];
   const std::string manifest = testing::ReadFile(db + "/manifest.json");
   EXPECT_NE(manifest.find("without a .jpg/.jpeg/.png/.webp extension: a/notes.gz"), std::string::npos) << manifest;
   auto info = RunCommand(kPrep + " info " + db, dir_);
-  EXPECT_NE(info.out.find("notes        2"), std::string::npos) << info.out;
+  EXPECT_NE(info.out.find("notes        3"), std::string::npos) << info.out;
   EXPECT_NE(info.out.find("1 class(es) with no image in train: empty"), std::string::npos) << info.out;
+  // The image is Fashion-MNIST's: 28 x 28 and gray, stored as RGB unless --channels 1, enlarged past --size 28.
+  const std::string gray = "every image decoded (1) is grayscale, stored as 3 equal channels";
+  EXPECT_NE(info.out.find(gray), std::string::npos) << info.out;
+  auto enlarged = RunCommand(kPrep + " build " + raw + " " + dir_.Sub("db1") + " --size 32x40 --channels 1", dir_);
+  ASSERT_EQ(enlarged.exit_code, 0) << enlarged.err;
+  EXPECT_EQ(enlarged.err.find(gray), std::string::npos) << enlarged.err;
+  EXPECT_NE(enlarged.err.find("prep: note: every image decoded (1) is 28x28, smaller than --size 32x40: enlarged to it "
+                              "(1.6x the pixels to store and train on); --size 28 keeps them as they are"),
+            std::string::npos)
+      << enlarged.err;
   auto failed = RunCommand(kPrep + " build " + dir_.Sub("missing") + " " + dir_.Sub("db2") + " --json", dir_);
   EXPECT_EQ(failed.exit_code, 1);
   const auto e = nlohmann::json::parse(failed.out, nullptr, false);
