@@ -246,7 +246,7 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
       }
     }
     if (files.empty() || files[0].first != "train") {
-      return Status::NotFound(raw + ": no train.csv[.gz|.zst] (optionally with val.csv or test.csv)");
+      return Status::NotFound(raw + ": no train.csv[.gz|.zst] or train.tsv (optionally with val.csv or test.csv)");
     }
   } else {
     files.emplace_back("train", raw);

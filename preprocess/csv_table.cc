@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdlib>
 
 #include "preprocess/compressed_input.h"
@@ -171,6 +172,19 @@ StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
     return Status::InvalidArgument(path + ": is a Parquet file: prep reads CSV text (pandas writes it: "
                                    "pd.read_parquet(...).to_csv(..., index=False))");
   }
+  if (text.substr(0, 8) == "\xD0\xCF\x11\xE0\xA1\xB1\x1A\xE1") {  // OLE2: Excel 97-2003 and its kin
+    return Status::InvalidArgument(path + ": is an Excel 97-2003 workbook (or another OLE2 file): prep reads CSV "
+                                   "text; save the sheet as CSV (pandas: pd.read_excel('" + path +
+                                   "').to_csv('table.csv', index=False))");
+  }
+  if (const size_t at = text.find_first_not_of(" \t\r\n"); at != std::string_view::npos && (text[at] == '{' ||
+                                                                                             text[at] == '[')) {
+    const bool lines = text[at] == '{';
+    return Status::InvalidArgument(path + ": is " + (lines ? "JSON Lines (an object a line)" : "JSON") +
+                                   ", not CSV: prep reads CSV text; convert it (pandas: pd.read_json('" + path + "'" +
+                                   (lines ? ", lines=True" : "") + ").to_csv('table.csv', index=False)), or write "
+                                   "its records from Python with granary.write");
+  }
   if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
     return Status::InvalidArgument(path + ": is not a text table (a NUL byte at byte " +
                                    std::to_string(nul + (bom ? 3 : 0)) + "): prep reads CSV text");
@@ -212,7 +226,8 @@ Status CsvTable::Decompress(const std::string& temp_dir) {
   GRANARY_RETURN_IF_ERROR(file_.ReadAt(0, head, start));
   compression_ = CompressionOf(std::string_view(start, head));
   if (compression_.empty()) return Status::OK();
-  if (compression_ == "zip") {  // Kaggle's downloads: a folder of images or a table inside
+  if (compression_ == "zip") {  // Kaggle's downloads: a folder of images or a table inside; or a workbook
+    GRANARY_RETURN_IF_ERROR(RefuseSpreadsheet());
     return Status::InvalidArgument(path_ + ": is a zip archive: prep reads a folder or a table, not an archive; "
                                    "extract it first (unzip " + path_ + " -d DIR) and build from what it holds");
   }
@@ -223,6 +238,24 @@ Status CsvTable::Decompress(const std::string& temp_dir) {
   }
   GRANARY_ASSIGN_OR_RETURN(const int fd, DecompressToUnnamedFile(path_, compression_, temp_dir));
   return file_.Adopt(fd, path_);
+}
+
+Status CsvTable::RefuseSpreadsheet() const {
+  // An .xlsx or .ods is a zip whose entries say so (xl/workbook.xml; ODF's "mimetype" entry comes first),
+  // as its name does.
+  std::string start(static_cast<size_t>(std::min<uint64_t>(64 << 10, bytes())), '\0');
+  GRANARY_RETURN_IF_ERROR(file_.ReadAt(0, start.size(), start.data()));
+  const auto ends = [&](const char* suffix) {
+    const size_t n = std::strlen(suffix);
+    return path_.size() >= n && path_.compare(path_.size() - n, n, suffix) == 0;
+  };
+  const bool ods = start.find("opendocument.spreadsheet") != std::string::npos || ends(".ods");
+  const bool xlsx = start.find("xl/workbook") != std::string::npos || start.find("xl/_rels/") != std::string::npos;
+  if (!ods && !xlsx && !ends(".xlsx") && !ends(".xlsm")) return Status::OK();
+  return Status::InvalidArgument(path_ + ": is " + (ods ? "an OpenDocument spreadsheet" : "an Excel workbook") +
+                                 ": prep reads CSV text; save the sheet as CSV (pandas: pd.read_excel('" + path_ +
+                                 "'" + (ods ? ", engine='odf'" : "") + ").to_csv('table.csv', index=False); or the "
+                                 "spreadsheet's Save As, CSV)");
 }
 
 int CsvTable::PartOf(uint64_t line) const { return val_fraction_ > 0 && HeldOut(val_fraction_, line) ? 1 : 0; }

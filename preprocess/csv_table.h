@@ -78,7 +78,7 @@ inline bool IsIndexColumn(const std::vector<std::string>& header, size_t c) {
 
 // How a folder's tables are named after their split (train.csv, ...),
 // the uncompressed first: the first there is read.
-inline constexpr const char* kCsvFolderExtensions[] = {".csv", ".csv.gz", ".csv.zst"};
+inline constexpr const char* kCsvFolderExtensions[] = {".csv", ".csv.gz", ".csv.zst", ".tsv", ".tsv.gz", ".tsv.zst"};
 
 // `v` as a whole decimal or scientific number, as strtod reads one but not
 // hexadecimal ("0x1b"), into *x; false if it is empty or anything is left
@@ -175,6 +175,9 @@ class CsvTable {
   // Where file_ is compressed: file_ becomes its decompressed copy in
   // `temp_dir`. InvalidArgument for a compression prep does not read.
   Status Decompress(const std::string& temp_dir);
+  // InvalidArgument, with how to save it as CSV, where the zip file_ is an
+  // Excel or OpenDocument workbook.
+  Status RefuseSpreadsheet() const;
   // The block, from the cache or read (Read) by the first thread to ask.
   StatusOr<std::shared_ptr<const Loaded>> Load(size_t block) const;
   Status Read(size_t block, std::shared_ptr<const Loaded>* out) const;

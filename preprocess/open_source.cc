@@ -1,5 +1,6 @@
 // OpenSource: `prep build`'s choice of source (detected or named) and its options.
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 
@@ -75,6 +76,28 @@ std::string DatasetBelow(const std::string& raw) {
   }
   return "folders below it hold datasets: " + listed + (found.size() > 4 ? ", ..." : "") +
          ": build from one (prep build " + found[0].first + " DB)";
+}
+
+// "it holds train.jsonl, test.jsonl: tables prep does not read ..." where
+// the folder `raw` holds files of a table format other than CSV; "" if none.
+std::string OtherTables(const std::string& raw) {
+  namespace fs = std::filesystem;
+  static const char* const kOther[] = {".jsonl", ".ndjson", ".json", ".parquet", ".xlsx", ".xlsm", ".xls", ".ods",
+                                       ".feather", ".arrow", ".h5", ".hdf5", ".npy", ".npz", ".pkl", ".pickle"};
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(raw, ec)) {
+    std::string extension = e.path().extension().string();
+    for (char& c : extension) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (e.is_regular_file(ec) && std::find(std::begin(kOther), std::end(kOther), extension) != std::end(kOther)) {
+      found.push_back(e.path().filename().string());
+    }
+  }
+  if (found.empty()) return "";
+  std::sort(found.begin(), found.end());
+  return "it holds " + FolderNames(found) + ": tables of a format prep does not read (it reads CSV: a folder's "
+         "train.csv, val.csv, test.csv, or one table by its path); convert them to CSV (pandas: "
+         "df.to_csv('train.csv', index=False)), or write them from Python with granary.write";
 }
 
 }  // namespace
@@ -213,6 +236,11 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
   if (!source.ok() && o.format == "auto" && format == "image-folder") {
     if (const std::string below = DatasetBelow(o.raw); !below.empty()) {
       return Status::InvalidArgument(source.status().message() + "; " + below);
+    }
+  }
+  if (!source.ok() && o.format == "auto" && format == "idx") {
+    if (const std::string tables = OtherTables(o.raw); !tables.empty()) {
+      return Status::InvalidArgument(o.raw + ": " + tables);  // no IDX file either: it was never an IDX dataset
     }
   }
   if (!source.ok()) return source;

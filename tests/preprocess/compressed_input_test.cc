@@ -1,5 +1,6 @@
 // CSV tables that arrive compressed (train.csv.gz as Kaggle serves it,
-// .csv.zst), files that are not CSV text at all, and an empty folder.
+// .csv.zst), files that are not CSV text at all (other archives, workbooks,
+// JSON), an empty folder and one of tables in other formats.
 #include <gtest/gtest.h>
 #include <zlib.h>
 #include <zstd.h>
@@ -101,7 +102,7 @@ TEST(CompressedInput, GzipAndZstdTablesAreReadAsTheTableItself) {
   EXPECT_EQ(RowsOf(splits.value()), expected + expected);
 }
 
-TEST(CompressedInput, CutDamagedOtherCompressionsAndBinaryFilesAreRefusedByName) {
+TEST(CompressedInput, CutDamagedOtherCompressionsBinaryFilesAndOtherFormatsAreRefusedByName) {
   TempDir dir;
   std::string table = "a,b,label\n";
   for (int i = 0; i < 20000; ++i) table += std::to_string(i) + "," + std::to_string(i * 7 % 13) + "," + std::to_string(i % 3) + "\n";
@@ -120,7 +121,19 @@ TEST(CompressedInput, CutDamagedOtherCompressionsAndBinaryFilesAreRefusedByName)
       {std::string(257, 'a') + "ustar\x00" + std::string(300, '\0'), "is a tar archive: prep reads a folder or a table"},
       {Gzip(std::string(257, 'a') + "ustar\x00" + std::string(300, '\0'), dir.Sub("scratch.gz")),
        "is a tar archive (gzip-compressed): prep reads a folder or a table, not an archive; extract it first (tar xf"},
-      {std::string("\x7f" "ELF\x02\x01\x01\0\0\0", 10), "is not a text table (a NUL byte at byte 7)"}};
+      {std::string("\x7f" "ELF\x02\x01\x01\0\0\0", 10), "is not a text table (a NUL byte at byte 7)"},
+      // Tables in other formats: named, with the pandas line that makes the CSV.
+      {"PK\x03\x04\x14\x00" + std::string(24, '\x01') + "[Content_Types].xml....PK\x03\x04xl/workbook.xml",
+       "is an Excel workbook: prep reads CSV text; save the sheet as CSV (pandas: pd.read_excel('" + dir.Sub("t.csv") +
+           "').to_csv('table.csv', index=False)"},
+      {"PK\x03\x04\x14\x00" + std::string(24, '\x01') + "mimetypeapplication/vnd.oasis.opendocument.spreadsheet",
+       "is an OpenDocument spreadsheet"},
+      {std::string("\xD0\xCF\x11\xE0\xA1\xB1\x1A\xE1\0\0", 10), "is an Excel 97-2003 workbook"},
+      {"{\"a\": 1, \"label\": 0}\n{\"a\": 2, \"label\": 1}\n",
+       "is JSON Lines (an object a line), not CSV: prep reads CSV text; convert it (pandas: pd.read_json('" +
+           dir.Sub("t.csv") + "', lines=True).to_csv('table.csv', index=False)), or write its records from Python "
+           "with granary.write"},
+      {"  [{\"a\": 1, \"label\": 0}]", "is JSON, not CSV"}};
   for (const auto& [bytes, message] : refused) {
     testing::WriteFile(dir.Sub("t.csv"), bytes);
     auto s = OpenCsvSource(dir.Sub("t.csv"), CsvOptions());
@@ -146,6 +159,31 @@ TEST(OpenSource, AnEmptyFolderIsNamedAsOne) {
   EXPECT_EQ(OpenSource(raw).status().message(), dir.path() + ": the folder is empty (prep reads an IDX folder, a CIFAR "
                                                              "folder, an image folder of <class>/ folders, or a CSV "
                                                              "table)");
+}
+
+// A folder of tables in other formats is named as such; one of TSV tables is read as a CSV folder is.
+TEST(OpenSource, AFolderOfTablesInAnotherFormatIsNamedAndTsvIsRead) {
+  TempDir dir;
+  testing::WriteFile(dir.Sub("train.jsonl"), "{\"a\": 1, \"label\": 0}\n");
+  testing::WriteFile(dir.Sub("Test.JSONL"), "{\"a\": 1, \"label\": 0}\n");
+  RawOptions raw;
+  raw.raw = dir.path();
+  EXPECT_EQ(OpenSource(raw).status().message(),
+            dir.path() + ": it holds Test.JSONL, train.jsonl: tables of a format prep does not read (it reads CSV: a "
+                         "folder's train.csv, val.csv, test.csv, or one table by its path); convert them to CSV "
+                         "(pandas: df.to_csv('train.csv', index=False)), or write them from Python with granary.write");
+  TempDir tsv;
+  std::string table = "a\tb\tlabel\n";
+  for (int i = 0; i < 30; ++i) table += std::to_string(i) + "\t" + std::to_string(i * 2) + "\t" + std::to_string(i % 2) + "\n";
+  testing::WriteFile(tsv.Sub("train.tsv"), table);
+  testing::WriteFile(tsv.Sub("test.tsv"), table);
+  raw.raw = tsv.path();
+  StatusOr<Source> source = OpenSource(raw);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->info.kind, "csv");
+  ASSERT_EQ(source->splits.size(), 2u);
+  EXPECT_EQ(source->splits[1]->name(), "test");
+  EXPECT_EQ(source->splits[0]->size(), 30u);
 }
 
 }  // namespace
