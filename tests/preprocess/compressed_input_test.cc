@@ -174,7 +174,9 @@ TEST(OpenSource, AFolderOfTablesInAnotherFormatIsNamedAndTsvIsRead) {
                          "(pandas: df.to_csv('train.csv', index=False)), or write them from Python with granary.write");
   TempDir tsv;
   std::string table = "a\tb\tlabel\n";
-  for (int i = 0; i < 30; ++i) table += std::to_string(i) + "\t" + std::to_string(i * 2) + "\t" + std::to_string(i % 2) + "\n";
+  for (int i = 0; i < 30; ++i) {
+    table += std::to_string(i) + "\t" + std::to_string(i * 2) + "\t" + std::to_string(i % 2) + "\n";
+  }
   testing::WriteFile(tsv.Sub("train.tsv"), table);
   testing::WriteFile(tsv.Sub("test.tsv"), table);
   raw.raw = tsv.path();

@@ -170,7 +170,8 @@ class SequencesTest(unittest.TestCase):
                               progress=False)
             self.assertIn("sample 2 of split 'train': field 'series' " + message, str(caught.exception))
         # train names what it cannot batch.
-        failed = subprocess.run([TRAIN, "--db", db, "--input-field", "tokens", "--epochs", "1"], capture_output=True, text=True)
+        failed = subprocess.run([TRAIN, "--db", db, "--input-field", "tokens", "--epochs", "1"], capture_output=True,
+                                text=True)
         self.assertNotEqual(failed.returncode, 0)
         self.assertIn("field 'tokens' has shape [-1]: training needs a fixed shape", failed.stderr)
 
