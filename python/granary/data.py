@@ -8,7 +8,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from . import errors
+from . import errors, loader_args
 from .paths import os_bytes, os_str
 
 try:
@@ -319,17 +319,22 @@ class Loader:
     recorded values lie outside [0, 1]: normalised when written; features
     standardised with the train split's recorded mean and std, a missing
     value becoming 0, as `train`'s MLP does), or (mean, std) for images, each
-    a number or one per channel. shuffle: "full", "block" or "none". input_field and
+    a number or one per channel. shuffle: "full", "block" or "none" (True and
+    False, DataLoader's, are "full" and "none"); DataLoader's num_workers=N is
+    threads=N, its pin_memory and persistent_workers are taken and mean
+    nothing here, its other arguments are refused naming what the Loader
+    does instead (granary/loader_args.py). input_field and
     target_field: the fields batched (default: as `train` picks them, see
     granary.describe). classes, class_to_idx and element_names as Dataset's.
     """
 
     def __init__(self, db, split="train", batch_size=64, rank=None, world=None, seed=0, threads=None, prefetch=4,
                  augment="", normalize=False, channels_last=False, drop_last=False, shuffle="full", input_field=None,
-                 target_field=None, sampler_drop_last=False):
+                 target_field=None, sampler_drop_last=False, **dataloader_args):
         if _native is None:
             raise errors.Error("granary.Loader needs granary's C++ module (build granary; see README)")
-        rank, world, threads = _from_launcher(rank, world, threads)
+        shuffle = loader_args.shuffle_mode(shuffle)
+        rank, world, threads = _from_launcher(rank, world, loader_args.threads_of(dataloader_args, threads))
         # The loader's own bounds (loader/loader.h), checked before anything is allocated.
         bounds = _native.loader_bounds()
         for name, value, low, high in (("batch_size", batch_size, 1, bounds["batch_size"]),

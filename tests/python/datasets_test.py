@@ -9,7 +9,9 @@ to come from. A dataset written through torchvision's ToTensor()
 and Normalize() is not normalised a second time by granary.Loader; one
 written after ToTensor() alone is warned of (float pixels, 4x the bytes).
 granary.Dataset hands a torchvision transform a PIL image, as ImageFolder
-does; a granary.Loader looped over again without set_epoch() says so; a
+does; a granary.Loader looped over again without set_epoch() says so, and
+takes DataLoader's arguments that mean the same (shuffle=True, num_workers)
+or refuses them naming what it does instead; a
 torchvision model name given to train is refused with a command that makes
 it train.
 
@@ -235,6 +237,29 @@ class DataLoaderHabitsTest(Case):
                 fresh.set_epoch(epoch)
                 orders = [y.tolist() for _, y in fresh]
         self.assertNotEqual(orders, first)
+
+    def test_dataloaders_arguments_are_taken_or_refused_naming_what_to_do(self):
+        db = self.cifar_db(8)
+        # A script's DataLoader line with its first argument changed: the same words, the same meaning.
+        with self.assertWarnsRegex(UserWarning, "pin_memory=True is for copies to a GPU; granary trains on CPUs"):
+            loader = granary.Loader(db, batch_size=16, shuffle=True, num_workers=3, pin_memory=True,
+                                    persistent_workers=True)
+        self.assertEqual(loader._args[6], 3)  # threads
+        ordered = granary.Loader(db, batch_size=16, shuffle=False, num_workers=0)
+        self.assertEqual(ordered._args[6], 1)  # num_workers=0: one thread beside the loop
+        unshuffled = granary.Loader(db, batch_size=16, shuffle="none")
+        self.assertEqual([y.tolist() for _, y in ordered], [y.tolist() for _, y in unshuffled])
+        shuffled = [y.tolist() for _, y in loader]
+        self.assertNotEqual(shuffled, [y.tolist() for _, y in unshuffled])
+        self.assertEqual(sorted(sum(shuffled, [])), sorted(sum([y.tolist() for _, y in unshuffled], [])))
+        for kwargs, message in (({"collate_fn": list}, "takes no collate_fn= .* granary.Dataset in a DataLoader"),
+                                ({"sampler": None}, r"takes no sampler= .*\(rank=, world=, shuffle="),
+                                ({"prefetch_factor": 2}, "prefetch= is the number of batches"),
+                                ({"batchsize": 8}, "unexpected keyword argument 'batchsize': did you mean batch_size="),
+                                ({"num_workers": 2, "threads": 2}, "give threads= or num_workers="),
+                                ({"shuffle": 1}, "shuffle must be 'full', 'block', 'none'")):
+            with self.assertRaisesRegex((TypeError, granary.InvalidArgumentError), message):
+                granary.Loader(db, **kwargs)
 
 
 if __name__ == "__main__":
