@@ -377,13 +377,6 @@ class Loader:
             self._made = (os.getpid(), _same_db(_native.Loader(*self._args), self.path, self.content_hash))
         return self._made[1]
 
-    def _text_of(self, index, name, array):
-        try:
-            return array.tobytes().decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise errors.CorruptionError(f"{self.path}: sample {index} of split '{self.split}': field '{name}' is "
-                                         f"not UTF-8 text, as its schema says ({e.reason} at byte {e.start})") from None
-
     def __getstate__(self):
         """Pickled (into a spawned process, or saved): the options, epoch and
         position travel, not the C++ loader; it is opened again where the

@@ -46,7 +46,7 @@ class _Field:
 
 
 # dtypes the format lacks, and what to convert them to (the write refuses rather than choose).
-_WIDER = {"float16": "float32", "bfloat16": "float32", "uint16": "int32", "uint32": "int64", "bool": "uint8"}
+_WIDER = {"float16": "float32", "bfloat16": "float32", "uint16": "int32", "uint32": "int64"}
 
 
 def _as_array(value, where="a value", first=False):
@@ -76,7 +76,7 @@ def _as_array(value, where="a value", first=False):
                                                 " (make each of its members a field of the sample)"))
     if hasattr(value, "detach") and hasattr(value, "numpy"):  # a torch tensor
         kind = str(getattr(value, "dtype", "")).replace("torch.", "")
-        if first and kind in _WIDER and kind != "bool":
+        if first and kind in _WIDER:
             raise _unstored(where, f"a torch.{kind} tensor", kind)
         value = value.detach().cpu()
         return (value.float() if kind == "bfloat16" else value).numpy(), ""  # numpy has no bfloat16
@@ -89,7 +89,7 @@ def _as_array(value, where="a value", first=False):
         what = "str values" if array.dtype.kind in "US" else "Python objects"
         raise InvalidArgumentError(f"{where}: is an array of {what} ({type(value).__name__}); a field holds "
                                    f"numbers, or one str or bytes")
-    if first and array.dtype.name in _WIDER and array.dtype != np.bool_:
+    if first and array.dtype.name in _WIDER:
         raise _unstored(where, f"{array.dtype.name}", array.dtype.name)
     return array, ""
 

@@ -174,6 +174,7 @@ def round5_labelled_images(d, w):
            os.path.join(kaggle, "train.csv")], 1, needle="labels a folder of images")
     round6_known_datasets(d, w)
     round7_regression_tables(d, w)
+    round8_data_as_kept(d, w)
 
 
 def round7_regression_tables(d, w):
@@ -201,6 +202,52 @@ def round7_regression_tables(d, w):
               f"&& {TRAIN} --db {w('r7c.db')} --ranks 1 --epochs 2 --json | grep -q '\"test_r2\":0'"), 0)
     d.case("--regression on an IDX folder: refused, naming the format",
            [PREP, "build", FASHION, w("r7i.db"), "--regression"], 1, needle="read as idx")
+
+
+def round8_data_as_kept(d, w):
+    """Data as users keep it: tables in other formats, gray 28 x 28 PNG folders, text and DataLoader words."""
+    jsonl = w("r8.jsonl")
+    with open(jsonl, "w") as f:
+        f.write("".join(f'{{"a": {k}, "label": {k % 2}}}\n' for k in range(20)))
+    d.case("a JSON Lines table: named, with the pandas line that writes the CSV",
+           [PREP, "build", jsonl, w("r8j.db")], 1, needle="pd.read_json(")
+    workbook = w("r8.xlsx")
+    with open(workbook, "wb") as f:
+        f.write(b"PK\x03\x04" + bytes(26) + b"[Content_Types].xml" + b"PK\x03\x04" + bytes(26) + b"xl/workbook.xml")
+    d.case("an Excel workbook: named as one, not told to unzip", [PREP, "build", workbook, w("r8x.db")], 1,
+           needle="pd.read_excel(")
+    tsv = w("r8t")
+    os.makedirs(tsv)
+    for split in ("train", "test"):
+        with open(os.path.join(tsv, f"{split}.tsv"), "w") as f:
+            f.write("a\tb\tlabel\n" + "".join(f"{k}\t{k * 3 % 7}\t{k % 2}\n" for k in range(30)))
+    d.case("a folder of train.tsv and test.tsv: read as CSV", [PREP, "build", tsv, w("r8t.db"), "--no-progress"], 0,
+           check=lambda: "" if db_count(w("r8t.db")) == 60 else f"{db_count(w('r8t.db'))} samples")
+    from PIL import Image
+    gray = w("r8g")
+    for split in ("training", "testing"):
+        for digit in ("0", "1"):
+            os.makedirs(os.path.join(gray, split, digit))
+            for k in range(3):
+                Image.new("L", (28, 28), k * 60).save(os.path.join(gray, split, digit, f"{k}.png"))
+    d.case("mnist_png's layout (gray 28 x 28): built at the defaults, with notes naming --size 28 --channels 1",
+           [PREP, "build", gray, w("r8g.db"), "--no-progress"], 0,
+           check=lambda: "" if "--size 28 keeps them" in json.dumps(json.load(open(w("r8g.db", "manifest.json"))))
+           else "no note on the enlarged images")
+    script = textwrap.dedent(f"""
+        import sys, granary
+        granary.write({w("r8s.db")!r}, [{{"text": f"caf\u00e9 {{k}}", "label": k % 2}} for k in range(10)])
+        got = granary.Dataset({w("r8s.db")!r})[3]["text"]
+        sys.exit(0 if got == "caf\u00e9 3" else f"read back {{got!r}}")
+    """)
+    d.case("granary.write of a str: read back as the same str", ["/usr/bin/python3", "-c", script], 0)
+    script = textwrap.dedent(f"""
+        import granary
+        loader = granary.Loader({w("r8t.db")!r}, batch_size=8, shuffle=True, num_workers=2, pin_memory=False)
+        print(sum(len(y) for _, y in loader))
+    """)
+    d.case("granary.Loader with a DataLoader line's words (shuffle=True, num_workers, pin_memory)",
+           ["/usr/bin/python3", "-c", script], 0)
 
 
 def round6_known_datasets(d, w):
