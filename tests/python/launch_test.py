@@ -394,6 +394,15 @@ class LaunchTest(unittest.TestCase):
         r = self.launch("--no-python", "who.py")  # as it is: not a program (no path, not on PATH)
         self.assertEqual(r.returncode, 1)
         self.assertIn("launch: COMMAND who.py: no such program on PATH", r.stderr)
+        # Debian 12 has python3 and no python (unless python-is-python3): the README's habit, named.
+        bin_dir = os.path.join(self.dir, "bin")
+        os.makedirs(bin_dir, exist_ok=True)
+        if not os.path.exists(os.path.join(bin_dir, "python3")):
+            os.symlink("/usr/bin/python3", os.path.join(bin_dir, "python3"))
+        r = self.launch("--", "python", "x.py", env=dict(os.environ, PATH=bin_dir))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("launch: COMMAND python: no such program on PATH (Debian names it python3: launch SCRIPT.py "
+                      "runs a script with it)", r.stderr)
 
 
 if __name__ == "__main__":

@@ -436,8 +436,10 @@ int RunCommand(CommandConfig c, const Environment& env) {
   }
   const std::string program = FindProgram(c.command[0], env);
   if (program.empty()) {
+    const bool python = c.command[0] == "python" && !FindProgram("python3", env).empty();  // Debian's name
     return fail(Status::NotFound("COMMAND " + c.command[0] + ": no such program" +
-                                 (c.command[0].find('/') == std::string::npos ? " on PATH" : "")));
+                                 (c.command[0].find('/') == std::string::npos ? " on PATH" : "") +
+                                 (python ? " (Debian names it python3: launch SCRIPT.py runs a script with it)" : "")));
   }
   // Said once per node (under mpirun or srun, by the job's first rank alone).
   if ((script || !c.module.empty()) && (placed->launcher.empty() || placed->job.first_rank == 0)) {
