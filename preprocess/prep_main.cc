@@ -413,7 +413,9 @@ int main(int argc, char** argv) {
   CLI::App* cat = app.add_subcommand("cat", "print one record's fields");
   cat->add_option("db", db_path, "db directory")->required();
   cat->add_option("--split", cat_options.split, "split")->capture_default_str();
-  cat->add_option("--index", cat_options.index, "record index within the split")->required()->check(kNonNegative);
+  cat->add_option("index,--index", cat_options.index, "record index within the split (prep cat DB 5, or --index 5)")
+      ->required()
+      ->check(kNonNegative);
   cat->add_option("--max-values", cat_options.max_values, "values shown per field (0: all)")
       ->capture_default_str()
       ->check(kNonNegative);

@@ -72,7 +72,7 @@ class SequencesTest(unittest.TestCase):
         cat = run(PREP, "cat", db, "--index", "2").stdout
         self.assertIn('caption uint8 [', cat)
         self.assertIn('"猫の写真 #2"', cat)
-        record = json.loads(run(PREP, "cat", db, "--index", "3", "--json").stdout)
+        record = json.loads(run(PREP, "cat", db, "3", "--json").stdout)  # the index given as `prep cat DB 3`
         self.assertEqual(record["fields"]["caption"]["text"], data[3]["caption"])
         self.assertIn("caption uint8 [-1]  (text, UTF-8)", run(PREP, "info", db).stdout)
         run(PREP, "verify", db)
