@@ -30,6 +30,8 @@ integer scalar field (or `label=`), else a float scalar named like a label
 (a tuple's "target"): a number to predict (regression); with one other
 field besides it, that one is the input `train --db` reads with no flags.
 """
+import difflib
+import inspect
 import json
 import os
 import pickle
@@ -399,8 +401,25 @@ def _split_indices(count, split_of, val_fraction):
     return {"train": np.flatnonzero(~val).tolist(), "val": np.flatnonzero(val).tolist()}
 
 
+# What a user's other words for granary.write's arguments mean here.
+_WRITE_INSTEAD = {"num_workers": "workers=N reads the dataset in N processes, as DataLoader's num_workers",
+                  "force": "overwrite=True replaces an existing db", "compression": "zstd_level= (0 stores raw)",
+                  "level": "zstd_level=", "shuffle": "a db keeps its samples' order; granary.Loader shuffles as it reads",
+                  "batch_size": "the write batches by itself; granary.Loader(batch_size=) batches the reads"}
+
+
+def _refuse_unknown(arguments):
+    """TypeError for granary.write's unknown keyword arguments, naming the one meant."""
+    for name in arguments:
+        if name in _WRITE_INSTEAD:
+            raise TypeError(f"granary.write takes no {name}= ({_WRITE_INSTEAD[name]})")
+        close = difflib.get_close_matches(name, inspect.signature(write).parameters, n=1)
+        raise TypeError(f"granary.write got an unexpected keyword argument '{name}'"
+                        + (f": did you mean {close[0]}=?" if close else ""))
+
+
 def write(db, samples, *, split_of=None, val_fraction=0.0, classes=None, workers=1, label=None, schema=None,
-          overwrite=False, zstd_level=3, dictionary="auto", threads=0, progress=None, resume=False):
+          overwrite=False, zstd_level=3, dictionary="auto", threads=0, progress=None, resume=False, **others):
     """Writes `samples` into a new db at `db` and returns its summary (see
     Writer.close). `samples` is any iterable of samples (a torch Dataset, a
     generator, a torchvision dataset, a list), or a dict of them by split
@@ -415,6 +434,7 @@ def write(db, samples, *, split_of=None, val_fraction=0.0, classes=None, workers
     samples: a map-style dataset's stored items are not read again, an
     iterable's are read and skipped. Other arguments as granary.Writer's.
     """
+    _refuse_unknown(others)
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 1024:
         raise InvalidArgumentError(f"workers={workers!r}: must be an int in 1..1024")
     if not 0 <= val_fraction < 1:

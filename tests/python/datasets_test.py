@@ -260,6 +260,14 @@ class DataLoaderHabitsTest(Case):
                                 ({"shuffle": 1}, "shuffle must be 'full', 'block', 'none'")):
             with self.assertRaisesRegex((TypeError, granary.InvalidArgumentError), message):
                 granary.Loader(db, **kwargs)
+        # granary.write too names the argument meant, before it reads a sample.
+        for kwargs, message in (({"num_workers": 2}, r"takes no num_workers= \(workers=N reads the dataset"),
+                                ({"force": True}, r"takes no force= \(overwrite=True"),
+                                ({"val_frac": 0.1}, "unexpected keyword argument 'val_frac': did you mean "
+                                                    "val_fraction=")):
+            with self.assertRaisesRegex(TypeError, message):
+                granary.write(os.path.join(self.tmp, "w.db"), iter(()), **kwargs)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "w.db")))
 
 
 if __name__ == "__main__":

@@ -76,6 +76,12 @@ class SequencesTest(unittest.TestCase):
         self.assertEqual(record["fields"]["caption"]["text"], data[3]["caption"])
         self.assertIn("caption uint8 [-1]  (text, UTF-8)", run(PREP, "info", db).stdout)
         run(PREP, "verify", db)
+        # train has no model of text: it says where such a field is read.
+        failed = subprocess.run([TRAIN, "--db", db, "--input-field", "caption"], capture_output=True, text=True)
+        self.assertEqual(failed.returncode, 1, failed.stderr)
+        self.assertIn("field 'caption' has shape [-1]: training needs a fixed shape of at least one dim (it is text); "
+                      "train's models take images or feature vectors: read such a field in your own script with "
+                      "granary.Dataset", failed.stderr)
 
     def test_str_and_bytes_are_not_mixed_in_a_field(self):
         first = {"caption": "text", "blob": b"\x00", "label": 0}

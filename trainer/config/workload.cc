@@ -87,8 +87,13 @@ StatusOr<Workload> ResolveWorkload(const Manifest& manifest, const std::string& 
   const FieldSpec& input = schema.fields[index];
   w.input_field = input.name;
   if (input.HasVariableDims() || input.shape.empty()) {
-    return Status::InvalidArgument(db + ": field '" + input.name + "' has shape " + ShapeToString(input.shape) +
-                                   ": training needs a fixed shape of at least one dim");
+    return Status::InvalidArgument(
+        db + ": field '" + input.name + "' has shape " + ShapeToString(input.shape) +
+        ": training needs a fixed shape of at least one dim" +
+        (input.HasVariableDims() ? std::string(input.IsText() ? " (it is text)" : "") +
+                                       "; train's models take images or feature vectors: read such a field in your "
+                                       "own script with granary.Dataset (launch runs it on every core)"
+                                 : ""));
   }
   w.input_uint8 = input.dtype == DType::kUInt8;
   w.input_shape = BatchedShape(input);
