@@ -172,9 +172,9 @@ def _convert(sample, fields, index, split):
         if field.layout == "CHW" and array.ndim == len(field.shape) - 1 and field.shape[0] == 1:
             array = array.reshape((1,) + array.shape)  # H x W, stored as 1 x H x W
         if array.ndim != len(field.shape) or any(d not in (-1, a) for d, a in zip(field.shape, array.shape)):
+            hint = _resize_hint(field, array) or _channels_hint(field, array) or _length_hint(field, array)
             raise InvalidArgumentError(f"{where}: field '{field.name}' has shape {list(array.shape)}, but the "
-                                       f"db's is {list(field.shape)} (from {field.origin})"
-                                       f"{_resize_hint(field, array) or _length_hint(field, array)}")
+                                       f"db's is {list(field.shape)} (from {field.origin}){hint}")
         if array.dtype != field.dtype:
             if not np.can_cast(array.dtype, field.dtype, casting="same_kind"):
                 raise InvalidArgumentError(f"{where}: field '{field.name}' is {array.dtype}, but the db's is "
@@ -212,6 +212,15 @@ def _resize_hint(field, array):
     return ("; a field's images share one size: resize them in the dataset (in torchvision, "
             "transform=transforms.Resize((H, W)), or Resize(S) and CenterCrop(S)), or for an image folder use "
             "`prep build FOLDER DB --size WxH`, which resizes and centre-crops")
+
+
+def _channels_hint(field, array):
+    """What to do about an image of other channels than the first one's (a
+    gray or RGBA file among RGB photographs, opened without convert())."""
+    if field.layout not in ("HWC", "CHW") or array.dtype != np.uint8 or array.ndim not in (2, 3):
+        return ""
+    return ("; a field's images share one number of channels: convert each as torchvision's ImageFolder does "
+            "(Image.open(path).convert('RGB'), or 'L' for gray)")
 
 
 def _length_hint(field, array):

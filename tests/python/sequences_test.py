@@ -206,6 +206,16 @@ class SequencesTest(unittest.TestCase):
                            {"x": np.full(3, 0.25, np.float16), "label": 1}], progress=False)
         self.assertEqual([float(granary.Dataset(db)[k]["x"][0]) for k in range(3)], [1.0, 0.5, 0.25])
 
+    def test_an_image_of_other_channels_is_named_with_the_convert_that_fits_it(self):
+        from PIL import Image  # a folder of photographs read without convert(): a gray or RGBA file among them
+        for first, later in (("RGB", "L"), ("RGB", "RGBA"), ("L", "RGB")):
+            samples = [(Image.new(first, (16, 16)), 0), (Image.new(later, (16, 16)), 1)]
+            with self.assertRaises(granary.InvalidArgumentError, msg=(first, later)) as caught:
+                granary.write(self.path("modes"), samples, progress=False)
+            self.assertIn("sample 1 of split 'train': field 'input' has shape", str(caught.exception))
+            self.assertIn("a field's images share one number of channels: convert each as torchvision's ImageFolder "
+                          "does (Image.open(path).convert('RGB'), or 'L' for gray)", str(caught.exception))
+
 
 if __name__ == "__main__":
     unittest.main()
