@@ -10,6 +10,16 @@
 namespace granary {
 namespace {
 
+// Where most of a text column's values are sentences (three words or more:
+// reviews, descriptions), what a user with such a table can do instead.
+std::string FreeTextAdvice(const std::set<std::string>& values) {
+  size_t sentences = 0;
+  for (const std::string& v : values) sentences += std::count(v.begin(), v.end(), ' ') >= 2;
+  if (2 * sentences <= values.size()) return "";
+  return "; its values read as free text, and train has no model of text: write the rows from Python with "
+         "granary.write (a str is a text field, read back as str) and tokenise it in your own script";
+}
+
 // Rows of the first table whose values decide which columns are text.
 constexpr uint64_t kSampledRows = 1000;
 
@@ -155,7 +165,7 @@ StatusOr<CsvColumns> CsvColumns::Plan(const std::vector<const CsvTable*>& tables
         return Status::InvalidArgument(table->path() + ":" + std::to_string(row.line) + ": column '" + header[c] +
                                        "' is text of over " + std::to_string(kMaxCategories) +
                                        " distinct values (an id, a name, free text?), too many to one-hot encode: "
-                                       "--drop " + header[c] + " leaves it out");
+                                       "--drop " + header[c] + " leaves it out" + FreeTextAdvice(values[c]));
       }
       return Status::OK();
     }));

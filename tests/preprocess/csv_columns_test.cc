@@ -80,6 +80,26 @@ TEST(CsvColumns, TextColumnsAreOneHotEncodedAndNumbersStayNumbers) {
             "prep reads numbers written as 1234.5, with a decimal point and no separators)");
 }
 
+// A column of sentences (IMDB's reviews) is free text: the refusal says where such a table goes instead.
+TEST(CsvColumns, AFreeTextColumnIsRefusedNamingTheWayToATextModel) {
+  TempDir dir;
+  std::string table = "review,sentiment\n";
+  for (int i = 0; i < 150; ++i) {
+    table += "\"a film I saw, number " + std::to_string(i) + "\"," + (i % 2 ? "pos\n" : "neg\n");
+  }
+  testing::WriteFile(dir.Sub("t.csv"), table);
+  CsvOptions o;
+  o.label = "sentiment";
+  auto refused = OpenCsvSource(dir.Sub("t.csv"), o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            dir.Sub("t.csv") + ":102: column 'review' is text of over 100 distinct values (an id, a name, free "
+                               "text?), too many to one-hot encode: --drop review leaves it out; its values read as "
+                               "free text, and train has no model of text: write the rows from Python with "
+                               "granary.write (a str is a text field, read back as str) and tokenise it in your own "
+                               "script");
+}
+
 TEST(CsvColumns, AnIdColumnIsRefusedSayingHowToDropItAndDropIsRecorded) {
   TempDir dir;
   std::string table = "id,name,age,label\n";
