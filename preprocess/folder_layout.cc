@@ -132,6 +132,13 @@ bool HasOtherImageExtension(const fs::path& p) {
   return std::any_of(std::begin(kOthers), std::end(kOthers), [&](const char* other) { return ext == other; });
 }
 
+bool HasOtherTableExtension(const fs::path& p) {
+  static const char* const kOthers[] = {".jsonl", ".ndjson", ".json", ".parquet", ".xlsx", ".xlsm", ".xls", ".ods",
+                                        ".feather", ".arrow", ".h5", ".hdf5", ".npy", ".npz", ".pkl", ".pickle"};
+  const std::string ext = LowerExtension(p);
+  return std::any_of(std::begin(kOthers), std::end(kOthers), [&](const char* other) { return ext == other; });
+}
+
 std::vector<std::string> SortedSubdirs(const fs::path& dir, std::vector<std::string>* hidden,
                                        std::vector<std::string>* dbs) {
   std::vector<std::string> names;

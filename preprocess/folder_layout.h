@@ -21,6 +21,11 @@ bool HasImageExtension(const std::filesystem::path& p);
 // read: such files are named apart from other files a walk leaves out.
 bool HasOtherImageExtension(const std::filesystem::path& p);
 
+// Whether `p` names a table or array file of a format prep does not read
+// (JSON Lines, JSON, Parquet, Excel, OpenDocument, Feather, HDF5, NumPy,
+// pickle), which a folder is named by where it holds no dataset prep reads.
+bool HasOtherTableExtension(const std::filesystem::path& p);
+
 // The folders directly in `dir`, sorted by name: hidden ones (".git") and
 // granary dbs (a db built inside its own raw folder) are not classes or
 // splits; they are set aside into *hidden and *dbs when given.

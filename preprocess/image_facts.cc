@@ -16,7 +16,7 @@ void AtomicMax(std::atomic<int>* a, int v) {
   }
 }
 
-std::string SizeText(int width, int height) { return std::to_string(width) + "x" + std::to_string(height); }
+std::string DimsText(int width, int height) { return std::to_string(width) + "x" + std::to_string(height); }
 
 }  // namespace
 
@@ -47,7 +47,7 @@ std::vector<std::string> DecodedImageNotes(const std::vector<const ImageFacts*>&
   for (const ImageFacts* f : facts) f->AddTo(&t);
   if (t.decoded == 0) return {};
   const std::string every = "every image decoded (" + std::to_string(t.decoded) + ")";
-  const std::string target = SizeText(transform.width, transform.height);
+  const std::string target = DimsText(transform.width, transform.height);
   std::vector<std::string> notes;
   if (t.gray == t.decoded && transform.channels == 3) {
     notes.push_back(every + " is grayscale, stored as 3 equal channels (--channels 3, the default: RGB, as "
@@ -55,7 +55,7 @@ std::vector<std::string> DecodedImageNotes(const std::vector<const ImageFacts*>&
   }
   if (t.enlarged == 0) return notes;
   if (t.enlarged == t.decoded && t.min_width == t.max_width && t.min_height == t.max_height) {
-    const std::string size = SizeText(t.max_width, t.max_height);
+    const std::string size = DimsText(t.max_width, t.max_height);
     char times[32];
     std::snprintf(times, sizeof(times), "%.1f",
                   static_cast<double>(transform.width) * transform.height / (double{1} * t.max_width * t.max_height));

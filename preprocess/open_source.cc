@@ -1,6 +1,5 @@
 // OpenSource: `prep build`'s choice of source (detected or named) and its options.
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <filesystem>
 
@@ -82,16 +81,10 @@ std::string DatasetBelow(const std::string& raw) {
 // the folder `raw` holds files of a table format other than CSV; "" if none.
 std::string OtherTables(const std::string& raw) {
   namespace fs = std::filesystem;
-  static const char* const kOther[] = {".jsonl", ".ndjson", ".json", ".parquet", ".xlsx", ".xlsm", ".xls", ".ods",
-                                       ".feather", ".arrow", ".h5", ".hdf5", ".npy", ".npz", ".pkl", ".pickle"};
   std::vector<std::string> found;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(raw, ec)) {
-    std::string extension = e.path().extension().string();
-    for (char& c : extension) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (e.is_regular_file(ec) && std::find(std::begin(kOther), std::end(kOther), extension) != std::end(kOther)) {
-      found.push_back(e.path().filename().string());
-    }
+    if (e.is_regular_file(ec) && HasOtherTableExtension(e.path())) found.push_back(e.path().filename().string());
   }
   if (found.empty()) return "";
   std::sort(found.begin(), found.end());

@@ -52,6 +52,10 @@ struct DbFacts {
   auto problem = [&](const std::string& text) { std::fprintf(out, "P %s\n", text.c_str()); };
   const ShardInfo& shard_info = split.shards[shard];
   const Schema& schema = db.manifest.schema;
+  std::vector<size_t> text_fields;  // checked to be UTF-8, as their layout says
+  for (size_t i = 0; i < schema.fields.size(); ++i) {
+    if (schema.fields[i].IsText()) text_fields.push_back(i);
+  }
   RecordDecoder decoder(schema, db.dictionary);
   DecodedRecord record;
   const uint64_t end = shard_info.first + shard_info.count;
@@ -74,9 +78,9 @@ struct DbFacts {
     next = key + record.num_samples;
     for (uint32_t k = 0; k < record.num_samples && key + k < end; ++k) {
       std::fprintf(out, "H %" PRIu64 " %016" PRIx64 "\n", key + k, SamplePayloadHash(record, k));
-      for (size_t i = 0; i < schema.fields.size(); ++i) {
+      for (size_t i : text_fields) {
         const FieldView& f = record.sample(k)[i];
-        if (schema.fields[i].IsText() && !IsUtf8({reinterpret_cast<const char*>(f.data), f.bytes})) {
+        if (!IsUtf8({reinterpret_cast<const char*>(f.data), f.bytes})) {
           problem(where + ": sample " + std::to_string(key + k) + ": field '" + schema.fields[i].name +
                   "' is not UTF-8 text, as its schema says (layout utf-8)");
         }

@@ -4,6 +4,7 @@ num_workers=4, pin_memory=True)` becomes `granary.Loader(db, ...)` with the
 same words: those that mean the same are taken, the rest refused naming what
 the Loader does instead (granary/data.py uses them)."""
 import difflib
+import inspect
 import warnings
 
 from . import errors
@@ -22,8 +23,6 @@ _INSTEAD = {
     "timeout": "a batch that cannot be read fails at once, naming the record",
 }
 _TAKEN = ("num_workers", "pin_memory", "persistent_workers")
-_OWN = ("split", "batch_size", "rank", "world", "seed", "threads", "prefetch", "augment", "normalize", "channels_last",
-        "drop_last", "shuffle", "input_field", "target_field", "sampler_drop_last")
 
 
 def shuffle_mode(shuffle):
@@ -57,7 +56,8 @@ def threads_of(dataloader_args, threads):
         elif name in _INSTEAD:
             raise TypeError(f"granary.Loader takes no {name}= (a DataLoader's): {_INSTEAD[name]}")
         else:
-            close = difflib.get_close_matches(name, _OWN + _TAKEN, n=1)
+            from .data import Loader  # (data imports this module)
+            close = difflib.get_close_matches(name, [*inspect.signature(Loader).parameters, *_TAKEN], n=1)
             raise TypeError(f"granary.Loader got an unexpected keyword argument '{name}'"
                             + (f": did you mean {close[0]}=?" if close else ""))
     return threads
