@@ -6,6 +6,7 @@
 #include "preprocess/cifar.h"
 #include "preprocess/csv_table.h"
 #include "preprocess/folder_layout.h"
+#include "preprocess/numpy_files.h"
 #include "preprocess/source.h"
 
 namespace granary {
@@ -155,6 +156,9 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
                                    "image folder of <class>/ folders, or a CSV table)");
   }
   std::string format = o.format == "auto" ? DetectFormat(o.raw) : o.format;
+  if (format == "csv" && std::filesystem::is_regular_file(o.raw, ec)) {  // a NumPy file given for a table
+    if (const std::string numpy = NumpyAdvice(o.raw, o.db); !numpy.empty()) return Status::InvalidArgument(numpy);
+  }
   if (format == "images") format = "image-folder";
   std::map<std::string, std::string> recorded = {{"format", format}, {"limit", std::to_string(o.limit)}};
   GRANARY_RETURN_IF_ERROR(CheckLabelFlags(o, format));
@@ -232,6 +236,7 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
     }
   }
   if (!source.ok() && o.format == "auto" && format == "idx") {
+    if (const std::string numpy = NumpyAdvice(o.raw, o.db); !numpy.empty()) return Status::InvalidArgument(numpy);
     if (const std::string tables = OtherTables(o.raw); !tables.empty()) {
       return Status::InvalidArgument(o.raw + ": " + tables);  // no IDX file either: it was never an IDX dataset
     }

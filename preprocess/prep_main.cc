@@ -181,6 +181,7 @@ int RunBuild(BuildArgs& a) {
   std::error_code ec;
   const bool exists = std::filesystem::exists(std::filesystem::symlink_status(a.db, ec));
   if (!a.class_names.empty()) a.raw.class_names = SplitCommas(a.class_names);
+  a.raw.db = a.db;
   granary::StatusOr<granary::Source> source = granary::OpenSource(a.raw);
   if (!source.ok()) return fail(source.status());
   for (const std::string& note : source->info.notes) {

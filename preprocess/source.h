@@ -195,6 +195,7 @@ StatusOr<Source> OpenCifarSource(const std::string& dir, const CifarSourceOption
 // How to read a raw dataset whatever its kind: `prep build`'s input options.
 struct RawOptions {
   std::string raw;
+  std::string db;                        // the db to build: named where a refusal says how to write it otherwise
   std::string format = "auto";  // auto, idx, cifar, image-folder (or images), csv
   std::vector<std::string> class_names;  // idx, cifar: overrides "0".."N-1" (or CIFAR's names file)
   std::string size = "64";               // image-folder: "S" or "WxH"

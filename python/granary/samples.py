@@ -354,13 +354,30 @@ def _warn_of_float_pixels(sample, fields, split):
                           f"granary.Loader and train scale them to [0, 1] as they read", stacklevel=4)
 
 
+def _are_columns(values):
+    """Whether `values` are arrays (numpy or torch) with as many rows each
+    but not one shape: the columns of a table, not samples alike."""
+    arrays = all(isinstance(v, np.ndarray) or type(v).__name__ == "Tensor" for v in values)
+    if not arrays or any(v.ndim == 0 for v in values):
+        return False
+    return len({len(v) for v in values}) == 1 and len({tuple(v.shape) for v in values}) > 1
+
+
 def _refuse_tables(samples, splits):
     """Two shapes of tabular data that iterate as something else: a pandas
     DataFrame gives its column names, and a dict of equally long arrays
     ({"features": X, "label": y}) would be read as splits named by its keys.
-    Both refused, saying how their rows are written."""
+    A tuple of such arrays ((X, y), as TensorDataset takes them) would be
+    read as that many samples. All refused, saying how their rows are
+    written."""
     rows = "[{'features': x, 'label': y} for x, y in zip(X, y)]"
     for name, dataset in splits.items():
+        if isinstance(dataset, (tuple, list)) and 2 <= len(dataset) <= 8 and _are_columns(dataset):
+            shapes = ", ".join(str(list(c.shape)) for c in dataset)
+            raise InvalidArgumentError(
+                f"split '{name}' is a {type(dataset).__name__} of {len(dataset)} arrays of {len(dataset[0])} rows "
+                f"(shapes {shapes}): columns, which would be read as {len(dataset)} samples; write their rows: "
+                f"zip(X, y) (list(zip(X, y)) for val_fraction or workers), or torch's TensorDataset(X, y)")
         if type(dataset).__module__.split(".")[0] == "pandas" and hasattr(dataset, "columns"):
             raise InvalidArgumentError(
                 f"split '{name}' is a pandas DataFrame, which iterates over its column names, not its rows: write "

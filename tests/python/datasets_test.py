@@ -153,6 +153,48 @@ class KaggleTest(Case):
         self.assertGreater(report["epochs"][-1]["test_accuracy"], 0.8)
 
 
+class NumpyTest(Case):
+    def test_numpy_files_are_refused_with_the_python_that_writes_them_and_it_runs_as_printed(self):
+        tmp = self.tmp
+        python = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"))
+        rng = np.random.default_rng(7)
+        # Keras's mnist.npz (keras.datasets' download): images whose brightness says the class.
+        labels = rng.integers(0, 3, 400).astype(np.uint8)
+        images = (labels[:, None, None] * 100 + rng.integers(0, 40, (400, 28, 28))).astype(np.uint8)
+        np.savez(os.path.join(tmp, "mnist.npz"), x_train=images[:300], y_train=labels[:300], x_test=images[300:],
+                 y_test=labels[300:])
+        refused = run(PREP, "build", "mnist.npz", "db", check=False, cwd=tmp)
+        self.assertEqual(refused.returncode, 1, refused.stderr)
+        self.assertIn("mnist.npz: is a NumPy archive (.npz) of the arrays x_train, y_train, x_test, y_test: prep "
+                      "reads CSV tables, IDX files and image folders, not arrays", refused.stderr)
+        code = refused.stderr.split("write them from Python: ", 1)[1].strip()
+        subprocess.run([sys.executable, "-c", code], cwd=tmp, env=python, check=True)
+        report = json.loads(run(TRAIN, "--db", os.path.join(tmp, "db"), "--epochs", "4", "--json").stdout)
+        self.assertEqual(report["config"]["data"]["eval_split"], "test")
+        self.assertGreater(report["epochs"][-1]["test_accuracy"], 0.9)
+        # Features and labels saved apart (scikit-learn's X, y), given by the folder or by one of them.
+        os.mkdir(os.path.join(tmp, "arrays"))
+        features = rng.normal(size=(200, 6)).astype(np.float32)
+        np.save(os.path.join(tmp, "arrays", "X.npy"), features)
+        np.save(os.path.join(tmp, "arrays", "y.npy"), (features[:, 0] > 0).astype(np.int64))
+        for raw in ("arrays", "arrays/X.npy"):
+            refused = run(PREP, "build", raw, "features.db", check=False, cwd=tmp)
+            self.assertEqual(refused.returncode, 1, refused.stderr)
+            self.assertIn("granary.write('features.db', zip(np.load('arrays/X.npy'), np.load('arrays/y.npy')))",
+                          refused.stderr)
+        self.assertIn("arrays/X.npy: is a NumPy array (dtype '<f4', shape (200, 6))", refused.stderr)
+        subprocess.run([sys.executable, "-c", refused.stderr.split("from Python: ", 1)[1]], cwd=tmp, env=python,
+                       check=True)
+        info = json.loads(run(PREP, "info", os.path.join(tmp, "features.db"), "--json").stdout)
+        self.assertEqual([(s["name"], s["count"]) for s in info["splits"]], [("train", 200)])
+        self.assertEqual([f["shape"] for f in info["schema"]["fields"]], [[6], []])
+        # The same arrays given to granary.write as they are, a tuple of columns: refused, naming zip().
+        with self.assertRaisesRegex(granary.InvalidArgumentError, r"split 'train' is a tuple of 2 arrays of 200 rows "
+                                                                  r"\(shapes \[200, 6\], \[200\]\): columns.*zip\(X, y\)"):
+            granary.write(os.path.join(tmp, "columns.db"), (features, features[:, 0] > 0))
+        self.assertFalse(os.path.exists(os.path.join(tmp, "columns.db")))
+
+
 class TransformedTest(Case):
     def test_images_normalised_when_written_are_not_normalised_again(self):
         import torchvision.transforms as T

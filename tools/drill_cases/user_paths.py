@@ -6,6 +6,7 @@ import os
 import shutil
 import textwrap
 
+from drill_cases.arrivals import round9_arrivals
 from drill_cases.common import FASHION, PREP, TRAIN, image_folder, lying_jpeg, run, sh
 from drill_cases.user_launches import round4_launches, round4_tools
 
@@ -175,6 +176,7 @@ def round5_labelled_images(d, w):
     round6_known_datasets(d, w)
     round7_regression_tables(d, w)
     round8_data_as_kept(d, w)
+    round9_arrivals(d, w)
 
 
 def round7_regression_tables(d, w):

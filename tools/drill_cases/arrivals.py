@@ -1,0 +1,27 @@
+"""Round 9 of the hostile drill (seventeenth session): data as other tools
+save it and datasets as other libraries hand them over."""
+import os
+import textwrap
+
+from drill_cases.common import PREP, sh
+
+
+def round9_arrivals(d, w):
+    """NumPy's files given to prep, whose refusal prints the Python that writes them."""
+    keras = w("r9.npz")
+    script = textwrap.dedent(f"""
+        import numpy as np
+        y = np.arange(60, dtype=np.uint8) % 3
+        x = (y[:, None, None] * 80 + np.zeros((60, 28, 28), np.uint8)).astype(np.uint8)
+        np.savez({keras!r}, x_train=x[:50], y_train=y[:50], x_test=x[50:], y_test=y[50:])
+    """)
+    d.case("Keras's mnist.npz: named, with the granary.write line for its two splits",
+           sh(f"/usr/bin/python3 -c {quote(script)} && {PREP} build {keras} {w('r9.db')}"), 1,
+           needle="'test': zip(d['x_test'], d['y_test'])")
+    d.case("the line prep printed, run as printed: a db of 50 + 10 samples",
+           sh(f"code=$({PREP} build {keras} {w('r9.db')} 2>&1 | sed 's/.*from Python: //') && "
+              f"/usr/bin/python3 -c \"$code\" && {PREP} info {w('r9.db')} | grep -q '^total  *60 '"), 0)
+
+
+def quote(text):
+    return "'" + text.replace("'", "'\\''") + "'"
