@@ -5,7 +5,9 @@ the samples torchvision reads from its Python version, which prep refuses
 with a command that writes it; that command runs as printed; a CIFAR db
 trains with no flags. A Kaggle competition folder (train.csv, test.csv
 without labels) builds and trains, saying where its evaluation split is
-to come from. A dataset written through torchvision's ToTensor()
+to come from. NumPy's files (Keras's mnist.npz, X.npy and y.npy) are
+refused by prep with the granary.write call that writes them, which runs
+as printed. A dataset written through torchvision's ToTensor()
 and Normalize() is not normalised a second time by granary.Loader; one
 written after ToTensor() alone is warned of (float pixels, 4x the bytes).
 granary.Dataset hands a torchvision transform a PIL image, as ImageFolder
