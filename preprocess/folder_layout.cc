@@ -37,30 +37,6 @@ bool HoldsImages(const fs::path& dir) {
   return false;
 }
 
-// The split a top folder stands for in the splits layout, by its name in
-// any case, '_' and '-' aside: train (training, train_set), val (valid,
-// validation), test (testing, test_set); empty if its name is no split's.
-// (Kaggle's datasets name them Training/ and Testing/ as often as not.)
-std::string SplitOfFolder(const std::string& name) {
-  std::string n;
-  for (char c : name) {
-    if (c != '_' && c != '-') n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  if (n == "train" || n == "training" || n == "trainset") return "train";
-  if (n == "val" || n == "valid" || n == "validation" || n == "valset") return "val";
-  if (n == "test" || n == "testing" || n == "testset") return "test";
-  return "";
-}
-
-// The folder among `folders` that stands for split `split` ("train"); ""
-// if none does.
-std::string FolderOfSplit(const std::vector<std::string>& folders, const std::string& split) {
-  for (const std::string& name : folders) {
-    if (SplitOfFolder(name) == split) return name;
-  }
-  return "";
-}
-
 bool HasNoClassOf(const fs::path& dir, const std::vector<std::string>& classes) {
   for (const std::string& sub : SortedSubdirs(dir)) {
     if (std::find(classes.begin(), classes.end(), sub) != classes.end()) return false;
@@ -110,15 +86,29 @@ std::map<std::string, std::string> TableLabelledSplits(const fs::path& raw, cons
   return tables;
 }
 
-namespace {
-
 std::string LowerExtension(const fs::path& p) {
   std::string ext = p.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
   return ext;
 }
 
-}  // namespace
+std::string SplitOfFolder(const std::string& name) {
+  std::string n;
+  for (char c : name) {
+    if (c != '_' && c != '-') n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  if (n == "train" || n == "training" || n == "trainset") return "train";
+  if (n == "val" || n == "valid" || n == "validation" || n == "valset") return "val";
+  if (n == "test" || n == "testing" || n == "testset") return "test";
+  return "";
+}
+
+std::string FolderOfSplit(const std::vector<std::string>& folders, const std::string& split) {
+  for (const std::string& name : folders) {
+    if (SplitOfFolder(name) == split) return name;
+  }
+  return "";
+}
 
 bool HasImageExtension(const fs::path& p) {
   const std::string ext = LowerExtension(p);

@@ -13,6 +13,19 @@
 
 namespace granary {
 
+// The split a top folder stands for in the splits layout, by its name in
+// any case, '_' and '-' aside: train (training, train_set), val (valid,
+// validation), test (testing, test_set); empty if its name is no split's.
+// (Kaggle's datasets name them Training/ and Testing/ as often as not.)
+std::string SplitOfFolder(const std::string& name);
+
+// The folder among `folders` that stands for split `split` ("train"); ""
+// if none does.
+std::string FolderOfSplit(const std::vector<std::string>& folders, const std::string& split);
+
+// `p`'s extension in lower case (".jpg" for "a.JPG"); "" if it has none.
+std::string LowerExtension(const std::filesystem::path& p);
+
 // Whether `p` names a JPEG, PNG or WebP by its extension (any case).
 bool HasImageExtension(const std::filesystem::path& p);
 

@@ -98,7 +98,7 @@ std::vector<std::string> NumpyFilesIn(const fs::path& dir, size_t* others) {
   std::vector<std::string> found;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string extension = Lower(e.path().extension().string());
+    const std::string extension = LowerExtension(e.path());
     if (!e.is_regular_file(ec)) continue;
     if (extension == ".npy" || extension == ".npz") {
       found.push_back(e.path().filename().string());
@@ -108,11 +108,6 @@ std::vector<std::string> NumpyFilesIn(const fs::path& dir, size_t* others) {
   }
   std::sort(found.begin(), found.end());
   return found;
-}
-
-// `name` in the folder `dir` as the user spelled the folder ("" for the current one).
-std::string InFolder(const std::string& dir, const std::string& name) {
-  return dir.empty() ? name : dir + (dir.back() == '/' ? "" : "/") + name;
 }
 
 // The advice for the .npz archive `path`: "" where it is none.
@@ -131,7 +126,7 @@ std::string ArchiveAdvice(const std::string& path, const std::string& db) {
 std::string ArraysAdvice(const std::string& dir, const std::vector<std::string>& files, const std::string& db) {
   std::vector<NamedArray> arrays;
   for (const std::string& file : files) {
-    if (Lower(fs::path(file).extension().string()) != ".npy") continue;
+    if (LowerExtension(file) != ".npy") continue;
     arrays.push_back({fs::path(file).stem().string(), "np.load(" + PythonString(InFolder(dir, file)) + ")"});
   }
   const std::string call = WriteArraysCall(arrays, db);
@@ -191,6 +186,10 @@ std::string WriteArraysCall(const std::vector<NamedArray>& arrays, const std::st
   return "granary.write(" + PythonString(db) + ", {" + dict + "})";
 }
 
+std::string InFolder(const std::string& dir, const std::string& name) {
+  return dir.empty() ? name : dir + (dir.back() == '/' ? "" : "/") + name;
+}
+
 std::string PythonString(const std::string& text) {
   std::string quoted = "'";
   for (const char c : text) {
@@ -207,14 +206,15 @@ std::string NumpyAdvice(const std::string& raw, const std::string& db_path) {
     size_t others = 0;
     const std::vector<std::string> files = NumpyFilesIn(raw, &others);
     if (files.empty() || others > 0) return "";
-    if (files.size() == 1 && Lower(fs::path(files[0]).extension().string()) == ".npz") {
+    if (files.size() == 1 && LowerExtension(files[0]) == ".npz") {
       const std::string archive = ArchiveAdvice(InFolder(raw, files[0]), db);
       return archive.empty() ? "" : raw + ": holds " + files[0] + ", " + archive;
     }
     const std::string advice = ArraysAdvice(raw, files, db);
-    return raw + ": holds NumPy arrays (" + FolderNames(files) + "): " + kNotArrays +
-           (advice.empty() ? "; write their rows from Python: granary.write(" + PythonString(db) + ", zip(features, labels))"
-                           : "; " + advice);
+    const std::string rows = "write their rows from Python: granary.write(" + PythonString(db) +
+                             ", zip(features, labels))";
+    return raw + ": holds NumPy arrays (" + FolderNames(files) + "): " + kNotArrays + "; " +
+           (advice.empty() ? rows : advice);
   }
   if (!fs::is_regular_file(raw, ec)) return "";
   if (const std::string facts = NumpyArrayFacts(ReadPart(raw, /*from_end=*/false, 4096)); !facts.empty()) {

@@ -34,6 +34,10 @@ struct NamedArray {
 // "" where no pair is named so.
 std::string WriteArraysCall(const std::vector<NamedArray>& arrays, const std::string& db);
 
+// `name` in the folder `dir` as the user spelled the folder ("raw/x.npy",
+// "x.npy" where `dir` is ""), for the Python a refusal prints.
+std::string InFolder(const std::string& dir, const std::string& name);
+
 // `text` as a Python string literal in single quotes ('it\'s').
 std::string PythonString(const std::string& text);
 

@@ -7,6 +7,7 @@
 #include "preprocess/csv_table.h"
 #include "preprocess/folder_layout.h"
 #include "preprocess/numpy_files.h"
+#include "preprocess/other_media.h"
 #include "preprocess/source.h"
 
 namespace granary {
@@ -231,6 +232,7 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
     source = OpenImageFolderSource(o.raw, images);
   }
   if (!source.ok() && o.format == "auto" && format == "image-folder") {
+    if (const std::string media = OtherMediaAdvice(o.raw, o.db); !media.empty()) return Status::InvalidArgument(media);
     if (const std::string below = DatasetBelow(o.raw); !below.empty()) {
       return Status::InvalidArgument(source.status().message() + "; " + below);
     }

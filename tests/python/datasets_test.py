@@ -7,7 +7,9 @@ trains with no flags. A Kaggle competition folder (train.csv, test.csv
 without labels) builds and trains, saying where its evaluation split is
 to come from. NumPy's files (Keras's mnist.npz, X.npy and y.npy) are
 refused by prep with the granary.write call that writes them, which runs
-as printed. A dataset written through torchvision's ToTensor()
+as printed, as are class folders of text (aclImdb's reviews) and of
+audio (Speech Commands' clips, its lists of held-out clips as splits).
+A dataset written through torchvision's ToTensor()
 and Normalize() is not normalised a second time by granary.Loader; one
 written after ToTensor() alone is warned of (float pixels, 4x the bytes).
 granary.Dataset hands a torchvision transform a PIL image, as ImageFolder
@@ -191,10 +193,58 @@ class NumpyTest(Case):
         self.assertEqual([(s["name"], s["count"]) for s in info["splits"]], [("train", 200)])
         self.assertEqual([f["shape"] for f in info["schema"]["fields"]], [[6], []])
         # The same arrays given to granary.write as they are, a tuple of columns: refused, naming zip().
-        with self.assertRaisesRegex(granary.InvalidArgumentError, r"split 'train' is a tuple of 2 arrays of 200 rows "
-                                                                  r"\(shapes \[200, 6\], \[200\]\): columns.*zip\(X, y\)"):
+        columns = r"split 'train' is a tuple of 2 arrays of 200 rows \(shapes \[200, 6\], \[200\]\): columns.*zip"
+        with self.assertRaisesRegex(granary.InvalidArgumentError, columns):
             granary.write(os.path.join(tmp, "columns.db"), (features, features[:, 0] > 0))
         self.assertFalse(os.path.exists(os.path.join(tmp, "columns.db")))
+
+
+class TextAudioFoldersTest(Case):
+    def printed_code_run(self, raw, db):
+        """prep build RAW DB refused (exit 1); the Python its message ends with, run as printed in self.tmp."""
+        refused = run(PREP, "build", raw, db, check=False, cwd=self.tmp)
+        self.assertEqual(refused.returncode, 1, refused.stderr)
+        subprocess.run([sys.executable, "-c", "import " + refused.stderr.split(": import ", 1)[1]], cwd=self.tmp,
+                       env=dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python")), check=True)
+        return refused.stderr
+
+    def test_aclimdbs_folders_of_reviews_are_written_as_text_by_the_printed_code(self):
+        for split, label, k, review in (("train", "pos", 0, "A film \u00e9clatant.<br />10/10"),
+                                        ("train", "neg", 1, "Dull."), ("test", "pos", 2, "Fine."),
+                                        ("test", "neg", 3, "Bad."), ("train", "unsup", 4, "no label")):
+            os.makedirs(os.path.join(self.tmp, "aclImdb", split, label), exist_ok=True)
+            with open(os.path.join(self.tmp, "aclImdb", split, label, f"{k}_7.txt"), "w", encoding="utf-8") as f:
+                f.write(review)
+        with open(os.path.join(self.tmp, "aclImdb", "train", "urls_pos.txt"), "w") as f:
+            f.write("http://www.imdb.com/title/tt0453418/usercomments\n")
+        stderr = self.printed_code_run("aclImdb", "imdb.db")
+        self.assertIn("aclImdb: its class folders (neg/, pos/) hold 4 .txt files and no image: text", stderr)
+        self.assertIn("unsup/ left out (no class)", stderr)
+        train = granary.Dataset(os.path.join(self.tmp, "imdb.db"), split="train")
+        self.assertEqual(sorted((s["text"], int(s["label"])) for s in train),
+                         [("A film \u00e9clatant.<br />10/10", 1), ("Dull.", 0)])
+        self.assertEqual(len(granary.Dataset(os.path.join(self.tmp, "imdb.db"), split="test")), 2)
+
+    def test_speech_commands_clips_are_written_as_their_samples_in_the_splits_its_lists_name(self):
+        import wave
+        clips = {}
+        for word in ("yes", "no", "_background_noise_"):
+            os.makedirs(os.path.join(self.tmp, "speech", word))
+            for k in range(3):
+                samples = (np.arange(800 + 100 * k) * (k + 1) % 2000 - 1000).astype(np.int16)
+                name = f"{word}/{k}_nohash_0.wav"
+                with wave.open(os.path.join(self.tmp, "speech", name), "wb") as w:
+                    w.setnchannels(1), w.setsampwidth(2), w.setframerate(16000), w.writeframes(samples.tobytes())
+                clips[name] = samples
+        for listed, name in (("validation_list.txt", "yes/1_nohash_0.wav"), ("testing_list.txt", "no/2_nohash_0.wav")):
+            with open(os.path.join(self.tmp, "speech", listed), "w") as f:
+                f.write(name + "\n")
+        self.printed_code_run("speech", "words.db")
+        db = os.path.join(self.tmp, "words.db")
+        self.assertEqual([len(granary.Dataset(db, split=s)) for s in ("train", "val", "test")], [4, 1, 1])
+        val = granary.Dataset(db, split="val")[0]
+        self.assertEqual(int(val["label"]), 1)  # classes ['no', 'yes']
+        np.testing.assert_array_equal(val["audio"].numpy(), clips["yes/1_nohash_0.wav"])
 
 
 class TransformedTest(Case):

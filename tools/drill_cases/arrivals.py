@@ -7,7 +7,7 @@ from drill_cases.common import PREP, sh
 
 
 def round9_arrivals(d, w):
-    """NumPy's files given to prep, whose refusal prints the Python that writes them."""
+    """NumPy's files and class folders of text given to prep, whose refusal prints the Python that writes them."""
     keras = w("r9.npz")
     script = textwrap.dedent(f"""
         import numpy as np
@@ -21,6 +21,20 @@ def round9_arrivals(d, w):
     d.case("the line prep printed, run as printed: a db of 50 + 10 samples",
            sh(f"code=$({PREP} build {keras} {w('r9.db')} 2>&1 | sed 's/.*from Python: //') && "
               f"/usr/bin/python3 -c \"$code\" && {PREP} info {w('r9.db')} | grep -q '^total  *60 '"), 0)
+
+
+    imdb = w("r9i")
+    for split in ("train", "test"):
+        for label in ("pos", "neg"):
+            os.makedirs(os.path.join(imdb, split, label))
+            for k in range(2):
+                with open(os.path.join(imdb, split, label, f"{k}_7.txt"), "w") as f:
+                    f.write(f"a {label} review")
+    d.case("aclImdb's class folders of .txt reviews: named as text, with the granary.write of both splits",
+           [PREP, "build", imdb, w("r9i.db")], 1, needle="granary.write(")
+    d.case("the text folders' printed code, run as printed: 4 + 4 reviews as str",
+           sh(f"code=$({PREP} build {imdb} {w('r9i.db')} 2>&1 | sed 's/.*: import /import /') && "
+              f"/usr/bin/python3 -c \"$code\" && {PREP} info {w('r9i.db')} | grep -q '(text, UTF-8)'"), 0)
 
 
 def quote(text):
