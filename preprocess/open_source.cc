@@ -249,6 +249,12 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
   }
   recorded.insert(source->info.options.begin(), source->info.options.end());  // what the source resolved
   source->info.options = std::move(recorded);
+  if (source->info.num_classes == 1 && source->info.class_names.size() == 1) {
+    source->info.notes.push_back("every sample has the one class '" + source->info.class_names[0] + "' (" +
+                                 (format == "image-folder" && o.labels.empty() && !o.label_from_name
+                                      ? "one class folder" : "one label value") +
+                                 "): a classifier needs two or more, and train refuses a db of one class");
+  }
   return source;
 }
 

@@ -5,6 +5,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -186,6 +187,23 @@ TEST(OpenSource, AFolderOfTablesInAnotherFormatIsNamedAndTsvIsRead) {
   ASSERT_EQ(source->splits.size(), 2u);
   EXPECT_EQ(source->splits[1]->name(), "test");
   EXPECT_EQ(source->splits[0]->size(), 30u);
+}
+
+TEST(OpenSource, ADatasetOfOneClassIsNoted) {
+  TempDir dir;
+  testing::WriteFile(dir.Sub("one.csv"), "a,label\n1,0\n2,0\n3,0\n");
+  testing::WriteFile(dir.Sub("two.csv"), "a,label\n1,0\n2,1\n3,0\n");
+  RawOptions raw;
+  raw.raw = dir.Sub("one.csv");
+  StatusOr<Source> one = OpenSource(raw);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  const std::string note = "every sample has the one class '0' (one label value): a classifier needs two or more, "
+                           "and train refuses a db of one class";
+  EXPECT_NE(std::find(one->info.notes.begin(), one->info.notes.end(), note), one->info.notes.end());
+  raw.raw = dir.Sub("two.csv");
+  StatusOr<Source> two = OpenSource(raw);
+  ASSERT_TRUE(two.ok()) << two.status().ToString();
+  for (const std::string& n : two->info.notes) EXPECT_EQ(n.find("one class"), std::string::npos) << n;
 }
 
 }  // namespace
