@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "preprocess/compressed_input.h"
+#include "preprocess/numpy_files.h"
 
 namespace granary {
 
@@ -138,6 +139,66 @@ bool CsvTable::HeldOut(double fraction, uint64_t line) {
   return static_cast<double>(h % 1000000) < fraction * 1e6;
 }
 
+namespace {
+
+// InvalidArgument naming what the table at `path` is where its first bytes
+// (`text`, after a byte order mark) show another format: UTF-16 text, an
+// archive, a table or array file of another kind; OK otherwise.
+Status RefuseOtherFormat(const std::string& path, std::string_view text, const std::string& compression) {
+  if (text.substr(0, 2) == "\xFF\xFE" || text.substr(0, 2) == "\xFE\xFF" ||
+      (text.size() >= 2 && (text[0] == '\0' || text[1] == '\0'))) {
+    return Status::InvalidArgument(path + ": is UTF-16 (a byte order mark or NUL bytes): prep reads UTF-8 CSV; "
+                                   "save it as UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)");
+  }
+  if (text.size() > 262 && text.substr(257, 5) == "ustar") {
+    return Status::InvalidArgument(path + ": is a tar archive" + (compression.empty() ? "" : " (" +
+                                   compression + "-compressed)") + ": prep reads a folder or a table, not an "
+                                   "archive; extract it first (tar xf " + path + ") and build from what it holds");
+  }
+  if (text.substr(0, 4) == "PAR1") {
+    return Status::InvalidArgument(path + ": is a Parquet file: prep reads CSV text (pandas writes it: "
+                                   "pd.read_parquet(...).to_csv(..., index=False))");
+  }
+  if (text.substr(0, 8) == "\xD0\xCF\x11\xE0\xA1\xB1\x1A\xE1") {  // OLE2: Excel 97-2003 and its kin
+    return Status::InvalidArgument(path + ": is an Excel 97-2003 workbook (or another OLE2 file): prep reads CSV "
+                                   "text; save the sheet as CSV (pandas: pd.read_excel('" + path +
+                                   "').to_csv('table.csv', index=False))");
+  }
+  if (const size_t at = text.find_first_not_of(" \t\r\n"); at != std::string_view::npos && (text[at] == '{' ||
+                                                                                             text[at] == '[')) {
+    const bool lines = text[at] == '{';
+    return Status::InvalidArgument(path + ": is " + (lines ? "JSON Lines (an object a line)" : "JSON") +
+                                   ", not CSV: prep reads CSV text; convert it (pandas: pd.read_json('" + path + "'" +
+                                   (lines ? ", lines=True" : "") + ").to_csv('table.csv', index=False)), or write "
+                                   "its records from Python with granary.write");
+  }
+  if (const std::string facts = NumpyArrayFacts(text); !facts.empty()) {
+    return Status::InvalidArgument(path + ": is " + facts + ": prep reads CSV text; write it as CSV (pandas: "
+                                   "pd.DataFrame(np.load('" + path + "')).to_csv('table.csv', index=False))");
+  }
+  if (text.substr(0, 7) == "MATLAB ") {  // a MAT-file's text header (version 7.3's is HDF5 after it)
+    return Status::InvalidArgument(path + ": is a MATLAB file (.mat): prep reads CSV text; read it with "
+                                   "scipy.io.loadmat('" + path + "') and save the table as CSV (pandas: "
+                                   "pd.DataFrame(...).to_csv('table.csv', index=False))");
+  }
+  if (text.substr(0, 8) == "\x89HDF\r\n\x1a\n") {
+    return Status::InvalidArgument(path + ": is an HDF5 file: prep reads CSV text; read it with h5py or pandas "
+                                   "(pd.read_hdf('" + path + "').to_csv('table.csv', index=False))");
+  }
+  if (text.substr(0, 6) == "ARROW1") {
+    return Status::InvalidArgument(path + ": is an Arrow (Feather) file: prep reads CSV text (pandas writes it: "
+                                   "pd.read_feather('" + path + "').to_csv('table.csv', index=False))");
+  }
+  if (text.size() >= 2 && text[0] == '\x80' && text[1] >= 2 && text[1] <= 5) {  // pickle protocols 2-5
+    return Status::InvalidArgument(path + ": is a Python pickle: prep reads CSV text; load it in Python and save "
+                                   "it as CSV (a pandas DataFrame: pd.read_pickle('" + path + "').to_csv("
+                                   "'table.csv', index=False)), or write its samples with granary.write");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
     const std::string& path, const CsvScanOptions& options,
     const std::function<StatusOr<size_t>(const std::vector<std::string>& header)>& on_header,
@@ -158,33 +219,7 @@ StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
   // A UTF-8 byte order mark (spreadsheets write one) is not part of the first header.
   const bool bom = first.compare(0, 3, "\xEF\xBB\xBF") == 0;
   const std::string_view text = std::string_view(first).substr(bom ? 3 : 0);
-  if (text.substr(0, 2) == "\xFF\xFE" || text.substr(0, 2) == "\xFE\xFF" ||
-      (text.size() >= 2 && (text[0] == '\0' || text[1] == '\0'))) {
-    return Status::InvalidArgument(path + ": is UTF-16 (a byte order mark or NUL bytes): prep reads UTF-8 CSV; "
-                                   "save it as UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)");
-  }
-  if (first.size() > 262 && first.compare(257, 5, "ustar") == 0) {
-    return Status::InvalidArgument(path + ": is a tar archive" + (table->compression_.empty() ? "" : " (" +
-                                   table->compression_ + "-compressed)") + ": prep reads a folder or a table, not an "
-                                   "archive; extract it first (tar xf " + path + ") and build from what it holds");
-  }
-  if (text.substr(0, 4) == "PAR1") {
-    return Status::InvalidArgument(path + ": is a Parquet file: prep reads CSV text (pandas writes it: "
-                                   "pd.read_parquet(...).to_csv(..., index=False))");
-  }
-  if (text.substr(0, 8) == "\xD0\xCF\x11\xE0\xA1\xB1\x1A\xE1") {  // OLE2: Excel 97-2003 and its kin
-    return Status::InvalidArgument(path + ": is an Excel 97-2003 workbook (or another OLE2 file): prep reads CSV "
-                                   "text; save the sheet as CSV (pandas: pd.read_excel('" + path +
-                                   "').to_csv('table.csv', index=False))");
-  }
-  if (const size_t at = text.find_first_not_of(" \t\r\n"); at != std::string_view::npos && (text[at] == '{' ||
-                                                                                             text[at] == '[')) {
-    const bool lines = text[at] == '{';
-    return Status::InvalidArgument(path + ": is " + (lines ? "JSON Lines (an object a line)" : "JSON") +
-                                   ", not CSV: prep reads CSV text; convert it (pandas: pd.read_json('" + path + "'" +
-                                   (lines ? ", lines=True" : "") + ").to_csv('table.csv', index=False)), or write "
-                                   "its records from Python with granary.write");
-  }
+  GRANARY_RETURN_IF_ERROR(RefuseOtherFormat(path, text, table->compression_));
   if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
     return Status::InvalidArgument(path + ": is not a text table (a NUL byte at byte " +
                                    std::to_string(nul + (bom ? 3 : 0)) + "): prep reads CSV text");

@@ -134,7 +134,16 @@ TEST(CompressedInput, CutDamagedOtherCompressionsBinaryFilesAndOtherFormatsAreRe
        "is JSON Lines (an object a line), not CSV: prep reads CSV text; convert it (pandas: pd.read_json('" +
            dir.Sub("t.csv") + "', lines=True).to_csv('table.csv', index=False)), or write its records from Python "
            "with granary.write"},
-      {"  [{\"a\": 1, \"label\": 0}]", "is JSON, not CSV"}};
+      {"  [{\"a\": 1, \"label\": 0}]", "is JSON, not CSV"},
+      // Array and data files of other tools (a --labels table is read by the same reader).
+      {std::string("\x93NUMPY\x01\x00\x46\x00{'descr': '<i8', 'fortran_order': False, 'shape': (8189,), }", 80),
+       "is a NumPy array (dtype '<i8', shape (8189,)): prep reads CSV text; write it as CSV (pandas: "
+       "pd.DataFrame(np.load('" + dir.Sub("t.csv") + "')).to_csv('table.csv', index=False))"},
+      {"MATLAB 5.0 MAT-file, Platform: posix, Created on: Thu Feb 19 15:43:33 2009" + std::string(60, ' '),
+       "is a MATLAB file (.mat): prep reads CSV text; read it with scipy.io.loadmat('" + dir.Sub("t.csv") + "')"},
+      {std::string("\x89HDF\r\n\x1a\n\0\0", 10), "is an HDF5 file: prep reads CSV text; read it with h5py"},
+      {std::string("ARROW1\0\0", 8), "is an Arrow (Feather) file"},
+      {std::string("\x80\x04\x95\x00\x00", 5), "is a Python pickle: prep reads CSV text"}};
   for (const auto& [bytes, message] : refused) {
     testing::WriteFile(dir.Sub("t.csv"), bytes);
     auto s = OpenCsvSource(dir.Sub("t.csv"), CsvOptions());

@@ -3,7 +3,7 @@ save it and datasets as other libraries hand them over."""
 import os
 import textwrap
 
-from drill_cases.common import PREP, sh
+from drill_cases.common import PREP, image_folder, sh
 
 
 def round9_arrivals(d, w):
@@ -35,6 +35,14 @@ def round9_arrivals(d, w):
     d.case("the text folders' printed code, run as printed: 4 + 4 reviews as str",
            sh(f"code=$({PREP} build {imdb} {w('r9i.db')} 2>&1 | sed 's/.*: import /import /') && "
               f"/usr/bin/python3 -c \"$code\" && {PREP} info {w('r9i.db')} | grep -q '(text, UTF-8)'"), 0)
+
+    flowers = w("r9f")
+    image_folder(flowers, classes=("jpg",), per_class=3)
+    with open(os.path.join(flowers, "imagelabels.mat"), "wb") as f:
+        f.write(b"MATLAB 5.0 MAT-file, Platform: GLNXA64, Created on: Mon Jun 30 2008" + bytes(60))
+    d.case("--labels imagelabels.mat (Flowers-102): named as a MATLAB file, with scipy.io.loadmat",
+           [PREP, "build", os.path.join(flowers, "jpg"), w("r9f.db"), "--labels",
+            os.path.join(flowers, "imagelabels.mat")], 1, needle="scipy.io.loadmat(")
 
 
 def quote(text):
