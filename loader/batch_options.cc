@@ -40,9 +40,9 @@ StatusOr<BatchGeometry> ResolveGeometry(const DbReader& db, const LoaderOptions&
   const FieldSpec& target = schema.fields[g.target_index];
   if (input.HasVariableDims()) {
     return Status::InvalidArgument(db.path() + ": field '" + input.name +
-                                   "' has variable dims; batching needs a fixed shape (read such a field sample by "
-                                   "sample: granary.Dataset, with a transform that makes it one shape, in a "
-                                   "DataLoader)");
+                                   "' has variable dims; batching needs a fixed shape (read such a field with "
+                                   "granary.Dataset in a DataLoader: collate_fn=granary.pad_collate pads each "
+                                   "batch to its longest sample, or a transform makes it one shape)");
   }
   if (!target.shape.empty()) {
     return Status::InvalidArgument("field '" + target.name + "' has shape " + ShapeToString(target.shape) +

@@ -20,9 +20,9 @@ from .errors import (CorruptionError, Error, FailedPreconditionError, FormatErro
                      ReadError, WorkerError)
 from .writer import Writer, write
 
-__all__ = ["Dataset", "Loader", "Writer", "write", "describe", "model_info", "load_image", "Error", "CorruptionError",
-           "FailedPreconditionError", "FormatError", "InvalidArgumentError", "NotFoundError", "ReadError", "WorkerError",
-           "native_available"]
+__all__ = ["Dataset", "Loader", "Writer", "write", "describe", "model_info", "load_image", "pad_collate", "Error",
+           "CorruptionError", "FailedPreconditionError", "FormatError", "InvalidArgumentError", "NotFoundError",
+           "ReadError", "WorkerError", "native_available"]
 
 
 def describe(db):
@@ -86,6 +86,8 @@ def __getattr__(name):
     # Dataset and Loader import torch; `granary.reader` alone does not need it.
     if name in ("Dataset", "Loader"):
         return getattr(importlib.import_module(".data", __name__), name)
+    if name == "pad_collate":
+        return importlib.import_module(".collate", __name__).pad_collate
     if name == "load_image":
         return importlib.import_module(".images", __name__).load_image
     if name == "reader":

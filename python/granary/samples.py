@@ -196,7 +196,7 @@ def _check_variable(field, array, kind, where):
         return
     given = kind or f"{array.dtype} {list(array.shape)}"
     raise InvalidArgumentError(f"{where}: field '{field.name}' holds {field.describe()}, not {given}: a field keeps "
-                               f"the kind of its first sample (or of schema=, where text is (np.uint8, None, "
+                               f"the kind of its first sample (or of schema=, where text is ('uint8', [-1], "
                                f"{TEXT_LAYOUT!r})), so that a reader gives back what was written")
 
 

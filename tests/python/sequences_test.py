@@ -6,10 +6,12 @@ while bytes stay bytes; the two are not mixed in one field, a str UTF-8
 cannot hold is refused by its sample, and a db whose text is not UTF-8 is
 named by the reader and by `prep verify`. `prep cat` and `prep info` show text
 as text. Token ids and time series of any length are written with schema=
-and -1 where each sample states the dim, and read back with their own shape.
+and -1 where each sample states the dim, read back with their own shape, and
+batched by granary.pad_collate, padded to each batch's longest.
 
     GRANARY_BUILD=build /usr/bin/python3 tests/python/sequences_test.py
 """
+import functools
 import json
 import os
 import shutil
@@ -83,6 +85,48 @@ class SequencesTest(unittest.TestCase):
                       "train's models take images or feature vectors: read such a field in your own script with "
                       "granary.Dataset", failed.stderr)
 
+    def test_pad_collate_pads_each_field_that_varies_and_gives_its_lengths(self):
+        grids = [np.full((1 + i % 3, 1 + i % 2), i + 1, np.int16) for i in range(6)]  # two dims vary
+        samples = [{"tokens": np.arange(1 + (i * 5) % 7, dtype=np.int64) + 1, "grid": grids[i],
+                    "text": f"sample {i}", "label": i % 2} for i in range(6)]
+        db = self.path("padded")
+        granary.write(db, samples, schema={"tokens": ("int64", [-1]), "grid": ("int16", [-1, -1]),
+                                           "text": ("uint8", [-1], "utf-8"), "label": ("int64", [])}, progress=False)
+        for workers in (0, 2):
+            loader = torch.utils.data.DataLoader(granary.Dataset(db), batch_size=3, collate_fn=granary.pad_collate,
+                                                 num_workers=workers)
+            batch = next(iter(loader))
+            lengths = [1 + (i * 5) % 7 for i in range(3)]  # 1, 6, 4
+            self.assertEqual(batch["tokens_length"].tolist(), lengths)
+            self.assertEqual(batch["tokens"].shape, (3, 6))
+            for k, n in enumerate(lengths):
+                self.assertEqual(batch["tokens"][k].tolist(), list(range(1, n + 1)) + [0] * (6 - n))
+            self.assertEqual(batch["grid"].dtype, torch.int16)
+            self.assertEqual(batch["grid_length"].tolist(), [[1, 1], [2, 2], [3, 1]])
+            self.assertEqual(batch["grid"][2].tolist(), [[3, 0], [3, 0], [3, 0]])
+            self.assertEqual(batch["text"], ["sample 0", "sample 1", "sample 2"])  # a text field's strs: a list
+            self.assertEqual(batch["label"].tolist(), [0, 1, 0])
+            self.assertNotIn("label_length", batch)
+        # As tuples: the padded field is a (padded, lengths) pair; another padding value through partial.
+        pairs = [(np.arange(n, dtype=np.float32) + 1, n % 2) for n in (2, 5, 3)]
+        tuples = self.path("padded-tuples")
+        granary.write(tuples, pairs, schema={"input": ("float32", [-1]), "target": ("int64", [])}, progress=False)
+        pad = functools.partial(granary.pad_collate, padding_value=-1)
+        (values, lengths), targets = pad([granary.Dataset(tuples, as_tuple=True)[k] for k in range(3)])
+        self.assertEqual(values.tolist(), [[1, 2, -1, -1, -1], [1, 2, 3, 4, 5], [1, 2, 3, -1, -1]])
+        self.assertEqual((lengths.tolist(), targets.tolist()), ([2, 5, 3], [0, 1, 1]))
+        # Fields of one shape batch as DataLoader's own collate does.
+        same = [{"x": torch.ones(2), "y": 1}, {"x": torch.zeros(2), "y": 0}]
+        self.assertEqual(granary.pad_collate(same)["x"].tolist(), [[1, 1], [0, 0]])
+        with self.assertRaisesRegex(ValueError, "field 'x' varies in length and 'x_length', where its lengths go, is "
+                                                "a field of the samples too"):
+            granary.pad_collate([{"x": torch.ones(2), "x_length": 2}, {"x": torch.ones(3), "x_length": 3}])
+        with self.assertRaisesRegex(TypeError, "field 'x' holds tensors of different dims or dtypes"):
+            granary.pad_collate([{"x": torch.ones(2)}, {"x": torch.ones(3, dtype=torch.int64)}])
+        # granary.Loader, which batches in C++, names the way.
+        with self.assertRaisesRegex(granary.InvalidArgumentError, "collate_fn=granary.pad_collate"):
+            granary.Loader(db, input_field="tokens", batch_size=2)
+
     def test_str_and_bytes_are_not_mixed_in_a_field(self):
         first = {"caption": "text", "blob": b"\x00", "label": 0}
         cases = [({"caption": b"bytes", "blob": b"", "label": 1}, "field 'caption' holds str, not bytes"),
@@ -96,10 +140,10 @@ class SequencesTest(unittest.TestCase):
             self.assertIn("sample 2 of split 'train'", str(caught.exception))
             self.assertIn(message, str(caught.exception))
             self.assertFalse(os.path.exists(db))
-        # A schema given by hand says which: text is (uint8, None, "utf-8").
+        # A schema given by hand says which: text is ("uint8", [-1], "utf-8") (or None for [-1]).
         with self.assertRaises(granary.InvalidArgumentError) as caught:
             granary.write(self.path("bytes-schema"), [{"t": "a"}], schema={"t": ("uint8", None)}, progress=False)
-        self.assertIn("(np.uint8, None, 'utf-8')", str(caught.exception))
+        self.assertIn("('uint8', [-1], 'utf-8')", str(caught.exception))
         db = self.path("text-schema")
         granary.write(db, [{"t": "a"}, {"t": "bc"}], schema={"t": ("uint8", None, "utf-8")}, progress=False)
         self.assertEqual(granary.Dataset(db)[1]["t"], "bc")

@@ -44,6 +44,17 @@ def round9_arrivals(d, w):
            [PREP, "build", os.path.join(flowers, "jpg"), w("r9f.db"), "--labels",
             os.path.join(flowers, "imagelabels.mat")], 1, needle="scipy.io.loadmat(")
 
+    script = textwrap.dedent(f"""
+        import granary, numpy as np, torch
+        granary.write({w("r9p.db")!r}, [{{"ids": np.arange(1 + k % 5), "label": k % 2}} for k in range(20)],
+                      schema={{"ids": ("int64", [-1]), "label": ("int64", [])}}, progress=False)
+        loader = torch.utils.data.DataLoader(granary.Dataset({w("r9p.db")!r}), batch_size=4, num_workers=2,
+                                             collate_fn=granary.pad_collate)
+        assert [b["ids"].shape[1] for b in loader] == [4, 5, 5, 5, 5]
+    """)
+    d.case("token ids of any length batched by DataLoader with granary.pad_collate, in 2 workers",
+           ["/usr/bin/python3", "-c", script], 0)
+
 
 def quote(text):
     return "'" + text.replace("'", "'\\''") + "'"
