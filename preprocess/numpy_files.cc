@@ -27,7 +27,7 @@ uint32_t LittleEndian(std::string_view bytes, size_t at, int width) {
   return value;
 }
 
-// The bytes of `path` from `offset` (at most `most` of them); "" where it cannot be read.
+// The first `most` bytes of `path` (the last, `from_end`); "" where it cannot be read.
 std::string ReadPart(const std::string& path, bool from_end, size_t most) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return "";

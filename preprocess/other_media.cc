@@ -104,10 +104,12 @@ std::string OtherMediaAdvice(const std::string& raw, const std::string& db_path)
   }
   if (classes.size() < 2 || classes.size() > 100) return "";
   std::vector<std::pair<std::string, std::string>> splits;  // split, its folder as the user spells it
-  for (const char* split : {"train", "val", "test"}) {
-    const std::string folder = train.empty() ? (splits.empty() ? "." : "") : FolderOfSplit(top, split);
-    if (!folder.empty() && fs::is_directory(fs::path(raw) / folder / classes[0], ec)) {
-      splits.emplace_back(split, folder == "." ? raw : InFolder(raw, folder));
+  if (train.empty()) splits.emplace_back("train", raw);
+  for (const char* split : {"train", "val", "test"}) {  // the splits layout: those holding a class folder
+    const std::string folder = train.empty() ? "" : FolderOfSplit(top, split);
+    const auto holds = [&](const std::string& c) { return fs::is_directory(fs::path(raw) / folder / c, ec); };
+    if (!folder.empty() && std::any_of(classes.begin(), classes.end(), holds)) {
+      splits.emplace_back(split, InFolder(raw, folder));
     }
   }
   Counts counts;

@@ -23,8 +23,10 @@ TEST_F(Refusals, FlagsThatUsedToMeanSomethingElse) {
       "--dictionary on: zstd could not train a dictionary on 2 samples");
   ExpectOneLineError(PrepFashion(dir_.Sub("z.db"), "--limit 20 --dictionary on --zstd-level 0 --no-progress", dir_),
                      "--dictionary on needs compression");
-  fs::create_directories(dir_.Sub("junk/a"));
-  testing::WriteFile(dir_.Sub("junk/a/1.jpg"), "not a jpeg");
+  for (const char* c : {"a", "b"}) {  // two classes: one would add a note before the error
+    fs::create_directories(dir_.Sub("junk/" + std::string(c)));
+    testing::WriteFile(dir_.Sub("junk/" + std::string(c) + "/1.jpg"), "not a jpeg");
+  }
   ExpectOneLineError(RunCommand(kPrep + " build " + dir_.Sub("junk") + " " + dir_.Sub("j.db") + " --no-progress", dir_),
                      "more than --max-rejects allows; first: a/1.jpg: not a JPEG, PNG or WebP image");
 }

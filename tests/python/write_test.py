@@ -145,7 +145,8 @@ class WriteTest(unittest.TestCase):
             self.assertEqual(int(got["label"]), want["label"])
         # A variable-length field cannot be batched by granary.Loader, which says how it can be read.
         with self.assertRaisesRegex(granary.InvalidArgumentError, r"field 'blob' has variable dims; batching needs a "
-                                    r"fixed shape \(read such a field sample by sample: granary.Dataset"):
+                                    r"fixed shape \(read such a field with granary.Dataset in a DataLoader: "
+                                    r"collate_fn=granary.pad_collate"):
             granary.Loader(db, input_field="blob")
 
     def test_a_feature_db_and_an_image_db_train_with_no_flags(self):
