@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/file.h"
+#include "preprocess/progress.h"
 
 namespace granary {
 namespace {
@@ -40,14 +41,18 @@ Status Append(int fd, const std::string& dir, const char* bytes, size_t size) {
                          err);
 }
 
-Status Gunzip(const std::string& path, int out, const std::string& dir) {
+Status Gunzip(const std::string& path, int out, const std::string& dir, ProgressLine* progress) {
   gzFile in = gzopen(path.c_str(), "rb");
   if (in == nullptr) return Status::IOError(path, "open", errno);
   std::unique_ptr<gzFile_s, int (*)(gzFile)> owned(in, gzclose);
   gzbuffer(in, kPiece);
   std::vector<char> piece(kPiece);
-  for (;;) {
+  for (z_off_t read = 0;;) {
     const int n = gzread(in, piece.data(), static_cast<unsigned>(piece.size()));
+    if (const z_off_t at = gzoffset(in); progress != nullptr && at > read) {
+      progress->Add(static_cast<uint64_t>(at - read), 0);
+      read = at;
+    }
     if (n < 0) {
       int code = 0;
       const std::string what = gzerror(in, &code);
@@ -62,7 +67,7 @@ Status Gunzip(const std::string& path, int out, const std::string& dir) {
   return Status::OK();
 }
 
-Status Unzstd(const std::string& path, int out, const std::string& dir) {
+Status Unzstd(const std::string& path, int out, const std::string& dir, ProgressLine* progress) {
   ReadOnlyFile file;
   GRANARY_RETURN_IF_ERROR(file.Open(path));
   std::unique_ptr<ZSTD_DStream, size_t (*)(ZSTD_DStream*)> stream(ZSTD_createDStream(), ZSTD_freeDStream);
@@ -73,6 +78,7 @@ Status Unzstd(const std::string& path, int out, const std::string& dir) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(in.size(), file.size_bytes() - at));
     GRANARY_RETURN_IF_ERROR(file.ReadAt(at, n, in.data()));
     at += n;
+    if (progress != nullptr) progress->Add(n, 0);
     ZSTD_inBuffer input{in.data(), n, 0};
     bool full = true;  // the output was filled: the stream may hold more of it
     while (input.pos < input.size || full) {
@@ -110,10 +116,10 @@ std::string DecompressCommand(const std::string& compression, const std::string&
 }
 
 StatusOr<int> DecompressToUnnamedFile(const std::string& path, const std::string& compression,
-                                      const std::string& dir) {
+                                      const std::string& dir, ProgressLine* progress) {
   GRANARY_ASSIGN_OR_RETURN(const int fd, UnnamedFile(dir));
-  Status done = compression == "gzip"   ? Gunzip(path, fd, dir)
-                : compression == "zstd" ? Unzstd(path, fd, dir)
+  Status done = compression == "gzip"   ? Gunzip(path, fd, dir, progress)
+                : compression == "zstd" ? Unzstd(path, fd, dir, progress)
                                         : Status::InvalidArgument(path + ": " + compression + " is not decompressed here");
   if (done.ok() && ::lseek(fd, 0, SEEK_SET) != 0) done = Status::IOError(dir, "seek a temporary file", errno);
   if (!done.ok()) {

@@ -11,6 +11,8 @@
 
 namespace granary {
 
+class ProgressLine;
+
 // The compression whose magic bytes `start` (a file's first bytes, at least 6
 // of them where the file has them) begins with: "gzip", "zstd", "bzip2", "xz",
 // "zip"; "" for none of them.
@@ -25,8 +27,9 @@ std::string DecompressCommand(const std::string& compression, const std::string&
 // file removed as soon as it is made, so nothing is left behind whatever ends
 // the process. Returns its descriptor (the caller closes it; the file goes
 // with it), read from its start. Errors name `path` (a damaged or cut stream)
-// or `temp_dir` (no room: set TMPDIR).
+// or `temp_dir` (no room: set TMPDIR). The compressed bytes read are added
+// to `progress` as they are read, where given.
 StatusOr<int> DecompressToUnnamedFile(const std::string& path, const std::string& compression,
-                                      const std::string& temp_dir);
+                                      const std::string& temp_dir, ProgressLine* progress = nullptr);
 
 }  // namespace granary

@@ -314,7 +314,8 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
     const char delimiter = inputs.empty() ? options.delimiter : inputs[0].table->delimiter();
     const double val_fraction = input.name == "train" ? options.val_fraction : 0;
     StatusOr<std::shared_ptr<const CsvTable>> table =
-        CsvTable::Scan(path, {val_fraction, delimiter, options.header, options.temp_dir}, on_header, on_row);
+        CsvTable::Scan(path, {val_fraction, delimiter, options.header, options.temp_dir, options.show_progress},
+                       on_header, on_row);
     if (unlabelled) {
       notes->push_back(path + ": " + inputs[0].table->path() + "'s columns without its label '" + *label +
                        "' (a test set without labels, as Kaggle ships them): left out" +

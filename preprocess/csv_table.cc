@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cstring>
 #include <cstdlib>
+#include <filesystem>
 
 #include "preprocess/compressed_input.h"
 #include "preprocess/numpy_files.h"
+#include "preprocess/progress.h"
 
 namespace granary {
 
@@ -212,7 +214,7 @@ StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
     return Status::InvalidArgument(opened.message() + ": prep reads a CSV table twice, streaming it (once for its "
                                    "rows and labels, then as it writes them); save a pipe's table to a file first");
   }
-  GRANARY_RETURN_IF_ERROR(table->Decompress(options.temp_dir));
+  GRANARY_RETURN_IF_ERROR(table->Decompress(options.temp_dir, options.show_progress));
   // The header line, or as much of it as the first 64 KiB hold.
   std::string first(static_cast<size_t>(std::min<uint64_t>(64 << 10, table->bytes())), '\0');
   GRANARY_RETURN_IF_ERROR(table->file_.ReadAt(0, first.size(), first.data()));
@@ -235,7 +237,9 @@ StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
     ++table->part_rows_[part];
     return on_row(row, part);
   };
-  GRANARY_RETURN_IF_ERROR(table->ScanRows(bom ? 3 : 0, 1, &column, [&](const CsvParser::Row& row, int part) -> Status {
+  ProgressLine progress("reading " + std::filesystem::path(path).filename().string(), table->bytes(),
+                        options.show_progress && table->bytes() >= kProgressBytes, ProgressUnit::kBytes);
+  const auto read_row = [&](const CsvParser::Row& row, int part) -> Status {
     if (header_seen) return data_row(row, part);
     header_seen = true;
     for (size_t c = 0; c < row.columns; ++c) {
@@ -249,13 +253,14 @@ StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
     CsvParser::Row first = row;
     first.fields = &kept;
     return data_row(first, part);
-  }));
+  };
+  GRANARY_RETURN_IF_ERROR(table->ScanRows(bom ? 3 : 0, 1, &column, read_row, &progress));
   if (!header_seen) return Status::InvalidArgument(path + (header ? ": no header row" : ": no rows"));
   if (table->blocks_.empty()) return Status::InvalidArgument(path + ": a header and no data rows");
   return std::shared_ptr<const CsvTable>(std::move(table));
 }
 
-Status CsvTable::Decompress(const std::string& temp_dir) {
+Status CsvTable::Decompress(const std::string& temp_dir, bool show_progress) {
   char start[6] = {0, 0, 0, 0, 0, 0};
   const size_t head = static_cast<size_t>(std::min<uint64_t>(sizeof(start), bytes()));
   GRANARY_RETURN_IF_ERROR(file_.ReadAt(0, head, start));
@@ -271,7 +276,9 @@ Status CsvTable::Decompress(const std::string& temp_dir) {
                                    "gzip or zstd; decompress it first (" + DecompressCommand(compression_, path_) +
                                    ")");
   }
-  GRANARY_ASSIGN_OR_RETURN(const int fd, DecompressToUnnamedFile(path_, compression_, temp_dir));
+  ProgressLine progress("decompressing " + std::filesystem::path(path_).filename().string(), bytes(),
+                        show_progress && bytes() >= kProgressBytes, ProgressUnit::kBytes);
+  GRANARY_ASSIGN_OR_RETURN(const int fd, DecompressToUnnamedFile(path_, compression_, temp_dir, &progress));
   return file_.Adopt(fd, path_);
 }
 
@@ -296,7 +303,8 @@ Status CsvTable::RefuseSpreadsheet() const {
 int CsvTable::PartOf(uint64_t line) const { return val_fraction_ > 0 && HeldOut(val_fraction_, line) ? 1 : 0; }
 
 Status CsvTable::ScanRows(uint64_t offset, uint64_t line, const size_t* column,
-                          const std::function<Status(const CsvParser::Row&, int part)>& on_row) const {
+                          const std::function<Status(const CsvParser::Row&, int part)>& on_row,
+                          ProgressLine* progress) const {
   constexpr size_t kPiece = 1 << 20;
   std::string piece(static_cast<size_t>(std::min<uint64_t>(kPiece, bytes())), '\0');
   CsvParser parser;
@@ -313,6 +321,7 @@ Status CsvTable::ScanRows(uint64_t offset, uint64_t line, const size_t* column,
     GRANARY_RETURN_IF_ERROR(file_.ReadAt(at, n, piece.data()));
     GRANARY_RETURN_IF_ERROR(parser.Feed(std::string_view(piece.data(), n), row));
     at += n;
+    if (progress != nullptr) progress->Add(n, 0);
     if (parser.open_row_bytes() > kMaxRowBytes) {
       return Status::InvalidArgument(path_ + ": a row longer than " + std::to_string(kMaxRowBytes >> 20) +
                                      " MiB (an unterminated quoted field?)");

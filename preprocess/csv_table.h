@@ -17,6 +17,8 @@
 
 namespace granary {
 
+class ProgressLine;
+
 // Splits CSV text, fed in consecutive pieces, into rows of fields. RFC 4180:
 // comma separated (or by another delimiter: SetDelimiter), fields may be double-quoted (with "" for a quote and
 // commas or newlines inside; spaces before an opening quote are dropped);
@@ -103,6 +105,9 @@ struct CsvScanOptions {
   char delimiter = 0;       // between fields; 0: as DetectCsvDelimiter finds it in the header
   bool header = true;       // false: the first row is data, its columns named "1", "2", ...
   std::string temp_dir = "/tmp";  // where a compressed file's decompressed copy is made (prep's $TMPDIR)
+  // A progress line on stderr while a file of kProgressBytes or more is
+  // decompressed and scanned (prep on a terminal).
+  bool show_progress = false;
 };
 
 // A CSV file's data rows, each in one of two parts (the rows a hash of their
@@ -113,6 +118,8 @@ class CsvTable {
   // The longest row read: a longer one is refused (an unterminated quote
   // would otherwise make the rest of a file one row held in memory).
   static constexpr uint64_t kMaxRowBytes = 64 << 20;
+  // The smallest file (compressed, when decompressed) whose reading shows a progress line.
+  static constexpr uint64_t kProgressBytes = 32 << 20;
 
   // Reads `path` once, in pieces (a gzip or zstd file decompressed first,
   // into options.temp_dir), its fields split at options.delimiter. The
@@ -170,11 +177,13 @@ class CsvTable {
   // end in pieces, rows keeping *column (read after each row: the header's
   // callback chooses it).
   Status ScanRows(uint64_t offset, uint64_t line, const size_t* column,
-                  const std::function<Status(const CsvParser::Row&, int part)>& on_row) const;
+                  const std::function<Status(const CsvParser::Row&, int part)>& on_row,
+                  ProgressLine* progress = nullptr) const;
   int PartOf(uint64_t line) const;
   // Where file_ is compressed: file_ becomes its decompressed copy in
-  // `temp_dir`. InvalidArgument for a compression prep does not read.
-  Status Decompress(const std::string& temp_dir);
+  // `temp_dir` (a progress line shown while a large file is decompressed, if
+  // `show_progress`). InvalidArgument for a compression prep does not read.
+  Status Decompress(const std::string& temp_dir, bool show_progress);
   // InvalidArgument, with how to save it as CSV, where the zip file_ is an
   // Excel or OpenDocument workbook.
   Status RefuseSpreadsheet() const;

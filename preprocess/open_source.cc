@@ -201,6 +201,7 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
     csv.header = !o.no_header;
     csv.temp_dir = o.temp_dir;
     csv.regression = o.regression;
+    csv.show_progress = o.show_progress;
     if (o.no_header) recorded["header"] = "no";
     if (o.regression) recorded["regression"] = "yes";
     recorded.insert({{"label", o.label}, {"missing", o.missing}, {"val_fraction", std::to_string(o.val_fraction)}});

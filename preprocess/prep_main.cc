@@ -182,6 +182,7 @@ int RunBuild(BuildArgs& a) {
   const bool exists = std::filesystem::exists(std::filesystem::symlink_status(a.db, ec));
   if (!a.class_names.empty()) a.raw.class_names = SplitCommas(a.class_names);
   a.raw.db = a.db;
+  a.raw.show_progress = !a.no_progress && ::isatty(STDERR_FILENO);
   granary::StatusOr<granary::Source> source = granary::OpenSource(a.raw);
   if (!source.ok()) return fail(source.status());
   for (const std::string& note : source->info.notes) {

@@ -4,8 +4,12 @@
 
 namespace granary {
 
-ProgressLine::ProgressLine(std::string label, uint64_t total, bool enabled)
-    : label_(std::move(label)), total_(total), enabled_(enabled), start_(std::chrono::steady_clock::now()) {
+ProgressLine::ProgressLine(std::string label, uint64_t total, bool enabled, ProgressUnit unit)
+    : label_(std::move(label)),
+      total_(total),
+      enabled_(enabled),
+      unit_(unit),
+      start_(std::chrono::steady_clock::now()) {
   if (!enabled_) return;
   thread_ = std::thread([this] {
     MutexLock lock(&mu_);
@@ -43,9 +47,14 @@ void ProgressLine::Draw(bool final) {
   const int filled = static_cast<int>(pct / 100.0 * kBarWidth);
   for (int i = 0; i < kBarWidth; ++i) bar[i] = i < filled ? '#' : '.';
   bar[kBarWidth] = '\0';
-  std::fprintf(stderr, "\r\033[K%s [%s] %llu/%llu (%.1f%%)  %.0f items/s  %.1f MB/s%s%s", label_.c_str(), bar,
-               static_cast<unsigned long long>(items), static_cast<unsigned long long>(total_), pct, rate,
-               seconds > 0 ? mb / seconds : 0.0, eta, final ? "\n" : "");
+  if (unit_ == ProgressUnit::kBytes) {
+    std::fprintf(stderr, "\r\033[K%s [%s] %.0f/%.0f MB (%.1f%%)  %.1f MB/s%s%s", label_.c_str(), bar, items / 1e6,
+                 total_ / 1e6, pct, rate / 1e6, eta, final ? "\n" : "");
+  } else {
+    std::fprintf(stderr, "\r\033[K%s [%s] %llu/%llu (%.1f%%)  %.0f items/s  %.1f MB/s%s%s", label_.c_str(), bar,
+                 static_cast<unsigned long long>(items), static_cast<unsigned long long>(total_), pct, rate,
+                 seconds > 0 ? mb / seconds : 0.0, eta, final ? "\n" : "");
+  }
   std::fflush(stderr);
 }
 

@@ -12,10 +12,15 @@
 
 namespace granary {
 
+// What a ProgressLine counts: items (with their bytes beside), or bytes
+// alone (a file read or decompressed), shown in MB.
+enum class ProgressUnit { kItems, kBytes };
+
 class ProgressLine {
  public:
-  // Draws nothing unless `enabled`.
-  ProgressLine(std::string label, uint64_t total, bool enabled);
+  // Draws nothing unless `enabled`. With ProgressUnit::kBytes, `total` and
+  // Add's `items` are bytes.
+  ProgressLine(std::string label, uint64_t total, bool enabled, ProgressUnit unit = ProgressUnit::kItems);
   ~ProgressLine();  // Stops and draws the final line.
   ProgressLine(const ProgressLine&) = delete;
   ProgressLine& operator=(const ProgressLine&) = delete;
@@ -31,6 +36,7 @@ class ProgressLine {
   std::string label_;
   uint64_t total_;
   bool enabled_;
+  ProgressUnit unit_;
   std::atomic<uint64_t> items_{0};
   std::atomic<uint64_t> bytes_{0};
   std::chrono::steady_clock::time_point start_;

@@ -155,6 +155,7 @@ struct CsvOptions {
   bool header = true;             // false: no header row; columns named "1", "2", ... (--no-header)
   std::string temp_dir = "/tmp";  // where a compressed table is decompressed (prep's $TMPDIR)
   bool regression = false;        // the label column is a number to predict: field "target", float32
+  bool show_progress = false;     // a progress line while a large table is decompressed and scanned
 };
 
 // A CSV file (split "train"), or a folder with train.csv and optionally
@@ -196,6 +197,7 @@ StatusOr<Source> OpenCifarSource(const std::string& dir, const CifarSourceOption
 struct RawOptions {
   std::string raw;
   std::string db;                        // the db to build: named where a refusal says how to write it otherwise
+  bool show_progress = false;            // csv: a progress line while a large table is read (prep on a terminal)
   std::string format = "auto";  // auto, idx, cifar, image-folder (or images), csv
   std::vector<std::string> class_names;  // idx, cifar: overrides "0".."N-1" (or CIFAR's names file)
   std::string size = "64";               // image-folder: "S" or "WxH"

@@ -281,5 +281,34 @@ TEST_F(EndToEnd, AShardThatFillsItsMapFailsClearlyAndResumesWithRoom) {
   EXPECT_EQ(nlohmann::json::parse(limited.out)["content_hash"], hash);
 }
 
+// A table large enough to take a while is decompressed and read with a
+// progress line on a terminal (then the split's own line); none elsewhere.
+TEST_F(EndToEnd, ALargeTableIsDecompressedAndReadWithProgressOnATerminal) {
+  std::string table = "a,b,label\n";
+  for (int i = 0; table.size() < (36u << 20); ++i) {
+    table += std::to_string(i) + "," + std::to_string(i * 7 % 1000) + "," + std::to_string(i % 3) + "\n";
+  }
+  testing::WriteFile(dir_.Sub("t.csv"), table);
+  // Stored gzip blocks (level 0): the compressed file is as large as the table.
+  const std::string in_dir = "cd " + dir_.path() + " && ";
+  auto gz = RunCommand(in_dir + "/usr/bin/python3 -c \"import gzip, shutil; shutil.copyfileobj(open('t.csv', 'rb'), "
+                       "gzip.open('t.csv.gz', 'wb', compresslevel=0))\"", dir_);
+  ASSERT_EQ(gz.exit_code, 0) << gz.err;
+  const std::string build = in_dir + kPrep + " build t.csv.gz db --limit 10";
+  auto tty = RunCommand("script -qec '" + build + "' /dev/null", dir_);  // a terminal
+  ASSERT_EQ(tty.exit_code, 0) << tty.out;
+  for (const char* line : {"\033[Kdecompressing t.csv.gz [", "\033[Kreading t.csv.gz [", "\033[Ktrain ["}) {
+    EXPECT_NE(tty.out.find(line), std::string::npos) << line << "\n" << tty.out;
+  }
+  EXPECT_NE(tty.out.find(" MB (100.0%)"), std::string::npos) << tty.out;
+  auto piped = RunCommand(build + " --force", dir_);
+  ASSERT_EQ(piped.exit_code, 0) << piped.err;
+  EXPECT_EQ(piped.err.find("reading t.csv.gz"), std::string::npos) << piped.err;
+  testing::WriteFile(dir_.Sub("small.csv"), table.substr(0, table.find('\n', 1 << 20) + 1));
+  auto small = RunCommand("script -qec '" + in_dir + kPrep + " build small.csv small.db' /dev/null", dir_);
+  ASSERT_EQ(small.exit_code, 0) << small.out;
+  EXPECT_EQ(small.out.find("reading small.csv"), std::string::npos) << small.out;
+}
+
 }  // namespace
 }  // namespace granary

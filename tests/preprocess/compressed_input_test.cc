@@ -136,7 +136,7 @@ TEST(CompressedInput, CutDamagedOtherCompressionsBinaryFilesAndOtherFormatsAreRe
            "with granary.write"},
       {"  [{\"a\": 1, \"label\": 0}]", "is JSON, not CSV"},
       // Array and data files of other tools (a --labels table is read by the same reader).
-      {std::string("\x93NUMPY\x01\x00\x46\x00{'descr': '<i8', 'fortran_order': False, 'shape': (8189,), }", 80),
+      {std::string("\x93NUMPY\x01\x00\x46\x00", 10) + "{'descr': '<i8', 'fortran_order': False, 'shape': (8189,), }",
        "is a NumPy array (dtype '<i8', shape (8189,)): prep reads CSV text; write it as CSV (pandas: "
        "pd.DataFrame(np.load('" + dir.Sub("t.csv") + "')).to_csv('table.csv', index=False))"},
       {"MATLAB 5.0 MAT-file, Platform: posix, Created on: Thu Feb 19 15:43:33 2009" + std::string(60, ' '),
