@@ -51,6 +51,7 @@ class ImageSplit : public SplitSource {
   uint64_t size() const override { return items_.size(); }
   uint64_t raw_bytes() const override { return raw_bytes_; }
   std::string ItemName(uint64_t index) const override { return items_[index].name; }
+  int64_t ItemLabel(uint64_t index) const override { return items_[index].label; }
 
   Status Produce(uint64_t index, Sample* sample) const override {
     const ImageItem& item = items_[index];

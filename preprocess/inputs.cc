@@ -23,6 +23,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Whether the build option `key` is a labels table's content hash (labels_hash of --labels, or
+// <split>_labels_hash of a split's own table).
+bool IsLabelsHash(const std::string& key) {
+  const std::string suffix = "labels_hash";
+  return key.size() >= suffix.size() && key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Whether a table labels the items of a build with these options.
+bool LabelledByTable(const std::map<std::string, std::string>& options) {
+  return std::any_of(options.begin(), options.end(), [](const auto& o) { return IsLabelsHash(o.first); });
+}
+
 InputFile Stat(const fs::path& path, const std::string& name) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return {name, 0, -1};
@@ -45,6 +57,7 @@ class ReusingSplit : public SplitSource {
   const std::string& name() const override { return inner_->name(); }
   uint64_t size() const override { return inner_->size(); }
   std::string ItemName(uint64_t index) const override { return inner_->ItemName(index); }
+  int64_t ItemLabel(uint64_t index) const override { return inner_->ItemLabel(index); }
   uint64_t raw_bytes() const override { return inner_->raw_bytes(); }
 
   Status Produce(uint64_t index, Sample* sample) const override {
@@ -157,11 +170,14 @@ std::string InputsJson(const Source& source, const BuildOptions& options, const 
       for (const RejectedItem& r : summary.rejected) {
         if (r.split == split->name()) rejected.insert(r.item);
       }
-      nlohmann::json names = nlohmann::json::array();
+      nlohmann::json names = nlohmann::json::array(), labels = nlohmann::json::array();
       for (uint64_t k = 0; k < split->size(); ++k) {
         std::string name = split->ItemName(k);
-        if (rejected.count(name) == 0) names.push_back(std::move(name));
+        if (rejected.count(name) > 0) continue;
+        names.push_back(std::move(name));
+        labels.push_back(split->ItemLabel(k));
       }
+      if (LabelledByTable(source.info.options)) j["labels"][split->name()] = std::move(labels);
       // Each sample's payload hash, for --update to copy its record without
       // decompressing it; only where every written sample's is known.
       for (const SplitSummary& s : summary.splits) {
@@ -228,6 +244,16 @@ StatusOr<DbInputs> ReadDbInputs(const std::string& db) {
       in.files.push_back({f.at(0).get<std::string>(), f.at(1).get<uint64_t>(), f.at(2).get<int64_t>()});
     }
     for (const auto& [split, names] : j.at("items").items()) in.items[split] = names.get<std::vector<std::string>>();
+    if (j.contains("labels")) {
+      for (const auto& [split, labels] : j.at("labels").items()) {
+        in.labels[split] = labels.get<std::vector<int64_t>>();
+        if (in.labels[split].size() != in.items[split].size()) {
+          return Status::Corruption(path + ", split '" + split + "': labels for " +
+                                    std::to_string(in.labels[split].size()) + " of its " +
+                                    std::to_string(in.items[split].size()) + " items");
+        }
+      }
+    }
     if (j.contains("payload_hashes")) {
       for (const auto& [split, hex] : j.at("payload_hashes").items()) {
         auto names = in.items.find(split);
@@ -248,7 +274,9 @@ std::string InputChanges::FilesText() const {
   for (const auto& [n, what] : {std::pair{added, " added"}, {removed, " removed"}, {changed, " changed"}}) {
     if (n > 0) text += (text.empty() ? "" : ", ") + std::to_string(n) + what;
   }
-  return text.empty() ? "no input file changed" : "input files: " + text;
+  text = text.empty() ? "" : "input files: " + text;
+  for (const std::string& table : tables) text += (text.empty() ? "" : "; ") + ("labels table " + table + " changed");
+  return text.empty() ? "no input file changed" : text;
 }
 
 InputChanges CompareInputs(const DbInputs& old, const Source& source, const BuildOptions& options) {
@@ -274,7 +302,13 @@ InputChanges CompareInputs(const DbInputs& old, const Source& source, const Buil
     // Dbs built before sizes were recorded in one spelling hold --size as it was typed.
     const std::string was = a == old.options.end() ? "(none)" : k == "size" ? RecordedSize(a->second) : a->second;
     const std::string is = b == now.end() ? "(none)" : b->second;
-    if (was != is) c.options.push_back(k + ": " + was + " -> " + is);
+    if (was == is) continue;
+    if (IsLabelsHash(k) && a != old.options.end() && b != now.end()) {  // the same table, edited: data, not options
+      c.tables.push_back(k == "labels_hash" ? now.count("labels") ? now.at("labels") : "--labels"
+                                            : "of split '" + k.substr(0, k.size() - 12) + "'");
+    } else {
+      c.options.push_back(k + ": " + was + " -> " + is);
+    }
   }
   c.classes_differ = old.class_names != source.info.class_names;
   return c;
@@ -285,6 +319,11 @@ Source ReuseUnchangedItems(Source source, const DbInputs& old, std::shared_ptr<c
   *reused = 0;
   // A label is a class's index: with other classes an old sample's label may be wrong.
   if (!source.info.items_are_files || old.class_names != source.info.class_names) return source;
+  bool relabelled = false;
+  for (const auto& [key, value] : source.info.options) {
+    auto was = old.options.find(key);
+    relabelled = relabelled || (IsLabelsHash(key) && (was == old.options.end() || was->second != value));
+  }
   std::unordered_map<std::string, const InputFile*> before;
   for (const InputFile& f : old.files) before[f.path] = &f;
   std::unordered_map<std::string, const InputFile*> now;
@@ -295,6 +334,10 @@ Source ReuseUnchangedItems(Source source, const DbInputs& old, std::shared_ptr<c
     if (names == old.items.end()) continue;
     std::unordered_map<std::string, int64_t> old_index;
     for (size_t k = 0; k < names->second.size(); ++k) old_index[names->second[k]] = static_cast<int64_t>(k);
+    // Where a table labels the items, an item is unchanged only if its class is: the old ones are recorded
+    // (a db built before they were is read anew once its table changes).
+    auto labels = old.labels.find(split->name());
+    if (labels == old.labels.end() && relabelled) continue;
     std::vector<int64_t> reuse(split->size(), -1);
     for (uint64_t k = 0; k < split->size(); ++k) {
       const std::string name = split->ItemName(k);
@@ -303,6 +346,7 @@ Source ReuseUnchangedItems(Source source, const DbInputs& old, std::shared_ptr<c
       auto is = now.find(name);
       if (o == old_index.end() || was == before.end() || is == now.end()) continue;
       if (was->second->size != is->second->size || was->second->mtime_ns != is->second->mtime_ns) continue;
+      if (labels != old.labels.end() && labels->second[static_cast<size_t>(o->second)] != split->ItemLabel(k)) continue;
       reuse[k] = o->second;
       ++*reused;
     }

@@ -33,8 +33,11 @@ struct DbInputs {
   std::vector<std::string> class_names;
   // For sources whose items are files: each split's item names in sample order,
   std::map<std::string, std::vector<std::string>> items;
-  // and the samples' payload hashes where the build recorded them (not after --resume).
+  // and the samples' payload hashes where the build recorded them (not after --resume),
   std::map<std::string, std::vector<uint64_t>> payload_hashes;
+  // and, where a table labels the items (--labels), each sample's class: an
+  // --update after the table is edited rewrites the samples whose class it changed.
+  std::map<std::string, std::vector<int64_t>> labels;
 };
 
 // The source's input files as they are now (its own list, or the files
@@ -58,10 +61,13 @@ StatusOr<DbInputs> ReadDbInputs(const std::string& db);
 struct InputChanges {
   uint64_t added = 0, removed = 0, changed = 0, unchanged = 0;
   std::vector<std::string> options;  // "--size: 64 -> 32", one per option that differs
+  std::vector<std::string> tables;   // "labels.csv", one per labels table whose contents changed
   bool classes_differ = false;
 
-  bool none() const { return added == 0 && removed == 0 && changed == 0 && options.empty() && !classes_differ; }
-  // "3 files added, 1 changed" or "no file changed".
+  bool none() const {
+    return added == 0 && removed == 0 && changed == 0 && options.empty() && tables.empty() && !classes_differ;
+  }
+  // "input files: 3 added, 1 changed; labels table labels.csv changed", or "no input file changed".
   std::string FilesText() const;
 };
 InputChanges CompareInputs(const DbInputs& old, const Source& source, const BuildOptions& options);

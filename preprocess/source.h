@@ -38,6 +38,9 @@ class SplitSource {
   virtual uint64_t size() const = 0;
   // How a rejected item is named to the user: a file, "file:line" or "file[index]".
   virtual std::string ItemName(uint64_t index) const = 0;
+  // The class of item `index` where the source knows it before producing
+  // the item (an image's class folder or labels table row); -1 otherwise.
+  virtual int64_t ItemLabel(uint64_t /*index*/) const { return -1; }
   // Fills *sample for item `index`. A non-OK status rejects this item only.
   // Thread-safe: called concurrently for different items.
   virtual Status Produce(uint64_t index, Sample* sample) const = 0;

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """prep build on a db that exists: up to date when RAW and the options did
 not change, refused naming what changed otherwise, and with --update only
-the changed files read, giving the content hash of a fresh build.
+the changed files read (and, for a labels table edited, the samples whose
+class it changed), giving the content hash of a fresh build.
 
     GRANARY_BUILD=build /usr/bin/python3 tests/python/incremental_test.py
 """
@@ -60,10 +61,10 @@ class IncrementalTest(unittest.TestCase):
         with open(os.path.join(self.raw, name), "wb") as f:
             f.write(png(12, 12, seed))
 
-    def fresh_hash(self, *flags):
+    def fresh_hash(self, *flags, raw=None):
         db = os.path.join(self.tmp, "fresh.db")
         shutil.rmtree(db, ignore_errors=True)
-        return build_json(self.raw, db, *flags)[1]["content_hash"]
+        return build_json(raw or self.raw, db, *flags)[1]["content_hash"]
 
     def test_up_to_date_then_changed_then_updated_as_a_fresh_build(self):
         db = os.path.join(self.tmp, "photos.db")
@@ -188,6 +189,41 @@ class IncrementalTest(unittest.TestCase):
         self.assertTrue(same.get("up_to_date"), same)
         done, refused = build_json(self.raw, db, "--size", "6x5", check=False)
         self.assertIn("was built with other options (size: 6 -> 6x5)", refused["error"])
+
+    def test_an_edited_labels_table_is_updated_sample_by_sample(self):
+        images = os.path.join(self.tmp, "loose")  # images and a table of their labels, as Kaggle ships them
+        os.makedirs(images)
+        for k in range(30):
+            with open(os.path.join(images, f"{k:02d}.png"), "wb") as f:
+                f.write(png(12, 12, k))
+        table = os.path.join(self.tmp, "labels.csv")
+
+        def labels(relabelled=()):
+            with open(table, "w") as f:
+                f.write("id,label\n" + "".join(f"{k:02d}.png,{(k % 3 + (k in relabelled)) % 3}\n" for k in range(30)))
+
+        labels()
+        db = os.path.join(self.tmp, "kaggle.db")
+        flags = ("--labels", table, "--size", "8", "--val-fraction", "0.2")
+        build_json(images, db, *flags)
+        self.assertEqual(build_json(images, db, *flags)[1]["up_to_date"], True)
+        labels(relabelled=(4, 17))  # two labels corrected; the images as they were
+        done, refused = build_json(images, db, *flags, check=False)
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn(f"RAW changed since it was built (labels table {table} changed): pass --update",
+                      refused["error"])
+        _, updated = build_json(images, db, *flags, "--update")
+        self.assertEqual(updated["reused"], 28)
+        self.assertEqual(updated["content_hash"], self.fresh_hash(*flags, raw=images))
+        self.assertEqual(build_json(images, db, *flags)[1]["up_to_date"], True)
+        # A db whose record predates the labels (no "labels" in inputs.json) is read anew once its table changes.
+        inputs = self.inputs_of(db)
+        del inputs["labels"]
+        self.rewrite_inputs(db, inputs)
+        labels(relabelled=(4,))
+        _, updated = build_json(images, db, *flags, "--update")
+        self.assertEqual(updated["reused"], 0)
+        self.assertEqual(updated["content_hash"], self.fresh_hash(*flags, raw=images))
 
     def test_a_new_class_rebuilds_every_item(self):
         db = os.path.join(self.tmp, "photos.db")
