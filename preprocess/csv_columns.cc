@@ -89,18 +89,20 @@ Status NotANumber(const std::string& name, const std::string& v, bool feature = 
        : infinite           ? " (features must be finite; --missing applies to empty, NA, N/A, NaN, null and ?)"
        : thousands          ? " (thousands separators, or a decimal comma: prep reads numbers written as "
                               "1234.5, with a decimal point and no separators)"
-       : decimal_comma      ? " (a decimal comma: prep reads decimal points; in a file separated by ';', "
-                              "sed 's/,/./g' converts them)"
+       : decimal_comma      ? " (a decimal comma, where this table's numbers are read with a decimal point: "
+                              "--decimal comma reads commas)"
        : v.find_first_of("xX") != std::string::npos ? " (decimal numbers only, not hexadecimal)"
                                                     : ""));
 }
 
 }  // namespace
 
-Status ParseCsvNumber(const std::string& column, const std::string& value, float* out) {
+Status ParseCsvNumber(const std::string& column, const std::string& value, float* out, char decimal) {
   if (IsMissingCsvValue(value)) return Status::InvalidArgument("column '" + column + "': missing value");
   double x = 0;
-  if (!ParseNumber(value, &x)) return NotANumber(column, value, /*feature=*/false);
+  if (!ParseNumber(decimal == ',' ? DecimalPoint(value) : value, &x)) {
+    return NotANumber(column, value, /*feature=*/false);
+  }
   *out = static_cast<float>(x);
   return Status::OK();
 }
@@ -114,6 +116,7 @@ StatusOr<CsvColumns> CsvColumns::Plan(const std::vector<const CsvTable*>& tables
   const CsvTable& first = *tables[0];
   const std::vector<std::string>& header = first.header();
   CsvColumns plan;
+  plan.decimal_ = first.decimal();
   plan.columns_.resize(header.size());
   for (size_t c = 0; c < header.size(); ++c) plan.columns_[c].name = header[c];
   plan.columns_[label_column].kind = Kind::kLeftOut;
@@ -218,7 +221,7 @@ Status CsvColumns::Append(const std::vector<std::string>& fields, MissingPolicy 
       continue;
     }
     double x = 0;
-    if (!ParseNumber(v, &x)) return NotANumber(column.name, v);
+    if (!ParseNumber(decimal_ == ',' ? DecimalPoint(v) : v, &x)) return NotANumber(column.name, v);
     append(static_cast<float>(x));
   }
   return Status::OK();

@@ -22,7 +22,8 @@ bool IsMissingCsvValue(const std::string& value);
 // InvalidArgument naming the column and value where it is missing or no
 // number float32 can hold (with what it looks like: a decimal comma,
 // thousands separators, hexadecimal). A regression target is read so.
-Status ParseCsvNumber(const std::string& column, const std::string& value, float* out);
+// With `decimal` ',' the value's one comma is its decimal mark ("1,5").
+Status ParseCsvNumber(const std::string& column, const std::string& value, float* out, char decimal = '.');
 
 // A text column with more distinct values than this is refused (an id, a
 // name, free text: one-hot encoding would make a feature of each).
@@ -61,6 +62,7 @@ class CsvColumns {
   };
   std::vector<Column> columns_;  // one per header column; the label's is left out
   std::vector<std::string> names_;
+  char decimal_ = '.';  // the first table's decimal mark
 };
 
 }  // namespace granary

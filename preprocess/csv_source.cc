@@ -64,7 +64,7 @@ class CsvSplit : public SplitSource {
     const std::string value = TrimCsvField(fields[label_column_]);
     if (classes_ == nullptr) {
       float target = 0;
-      GRANARY_RETURN_IF_ERROR(ParseCsvNumber(columns[label_column_], value, &target));
+      GRANARY_RETURN_IF_ERROR(ParseCsvNumber(columns[label_column_], value, &target, table_->decimal()));
       sample->fields[1].assign(reinterpret_cast<const char*>(&target), sizeof(target));
       return Status::OK();
     }
@@ -295,9 +295,11 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
         ++input.unlabelled[part];
         return Status::OK();
       }
-      if (options.regression) {
+      if (options.regression) {  // counted before the table's decimal mark is known: either is a value
         float target = 0;
-        ++(ParseCsvNumber(*label, value, &target).ok() ? input.valued : input.unlabelled)[part];
+        const bool valued = ParseCsvNumber(*label, value, &target).ok() ||
+                            (options.decimal != '.' && ParseCsvNumber(*label, value, &target, ',').ok());
+        ++(valued ? input.valued : input.unlabelled)[part];
         return Status::OK();
       }
       auto [at, fresh] = input.labels.try_emplace(value, std::array<uint64_t, 2>{0, 0});
@@ -312,10 +314,11 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
     };
     // The other files are read with the first's delimiter, as they have its header.
     const char delimiter = inputs.empty() ? options.delimiter : inputs[0].table->delimiter();
+    const char decimal = inputs.empty() ? options.decimal : inputs[0].table->decimal();
     const double val_fraction = input.name == "train" ? options.val_fraction : 0;
-    StatusOr<std::shared_ptr<const CsvTable>> table =
-        CsvTable::Scan(path, {val_fraction, delimiter, options.header, options.temp_dir, options.show_progress},
-                       on_header, on_row);
+    StatusOr<std::shared_ptr<const CsvTable>> table = CsvTable::Scan(
+        path, {val_fraction, delimiter, decimal, options.header, options.temp_dir, options.show_progress}, on_header,
+        on_row);
     if (unlabelled) {
       notes->push_back(path + ": " + inputs[0].table->path() + "'s columns without its label '" + *label +
                        "' (a test set without labels, as Kaggle ships them): left out" +
@@ -348,7 +351,7 @@ StatusOr<std::array<std::vector<uint64_t>, 2>> KeepStratifiedRows(const CsvInput
   const size_t columns = input.table->header().size();
   const auto class_of = [&](const std::string& value) -> int64_t {
     float target = 0;
-    if (classes == nullptr) return ParseCsvNumber("", value, &target).ok() ? 0 : -1;
+    if (classes == nullptr) return ParseCsvNumber("", value, &target, input.table->decimal()).ok() ? 0 : -1;
     const auto found = classes->find(value);
     return found == classes->end() ? -1 : found->second;
   };
@@ -387,6 +390,13 @@ void NoteWhatWasFound(const std::vector<CsvInput>& inputs, const CsvOptions& opt
       info->notes.push_back(input.table->path() + ": " + input.table->compression() + ", read from a " + size +
                             " decompressed copy in " + options.temp_dir + " ($TMPDIR), which nothing keeps");
     }
+  }
+  if (inputs[0].table->decimal() == ',') {
+    if (options.decimal == 0) {
+      info->notes.push_back("numbers written with a decimal comma (1,5: as spreadsheets save CSV in many locales), "
+                            "read so (--decimal point reads them otherwise)");
+    }
+    info->options["decimal"] = "comma";
   }
   const char delimiter = inputs[0].table->delimiter();
   if (delimiter != ',') {

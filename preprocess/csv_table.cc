@@ -134,6 +134,32 @@ char DetectCsvDelimiter(std::string_view line) {
   return *most > 0 ? kDelimiters[most - counts] : ',';
 }
 
+char DetectCsvDecimal(std::string_view text, char delimiter) {
+  if (delimiter == ',') return '.';
+  const auto digits = [](std::string_view v) {
+    return !v.empty() && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  // "1,5" and "-0,25" (digits, one mark, digits) against "1.5".
+  const auto written_with = [&](std::string_view v, char mark) {
+    if (!v.empty() && (v[0] == '-' || v[0] == '+')) v.remove_prefix(1);
+    const size_t at = v.find(mark);
+    return at != std::string_view::npos && digits(v.substr(0, at)) && digits(v.substr(at + 1));
+  };
+  size_t commas = 0, points = 0;
+  const size_t header_end = text.find('\n');
+  for (size_t at = header_end == std::string_view::npos ? text.size() : header_end + 1; at < text.size();) {
+    size_t end = text.find_first_of(std::string{delimiter, '\n'}, at);
+    if (end == std::string_view::npos) break;  // the last line may be cut: left out
+    std::string_view v = text.substr(at, end - at);
+    while (!v.empty() && (v.back() == '\r' || v.back() == ' ' || v.back() == '"')) v.remove_suffix(1);
+    while (!v.empty() && (v.front() == ' ' || v.front() == '"')) v.remove_prefix(1);
+    commas += written_with(v, ',');
+    points += written_with(v, '.');
+    at = end + 1;
+  }
+  return commas > 0 && points == 0 ? ',' : '.';
+}
+
 std::string CsvDelimiterName(char delimiter) { return delimiter == '\t' ? "tab" : std::string(1, delimiter); }
 
 bool CsvTable::HeldOut(double fraction, uint64_t line) {
@@ -227,6 +253,7 @@ StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
                                    std::to_string(nul + (bom ? 3 : 0)) + "): prep reads CSV text");
   }
   table->delimiter_ = options.delimiter != 0 ? options.delimiter : DetectCsvDelimiter(text);
+  table->decimal_ = options.decimal != 0 ? options.decimal : DetectCsvDecimal(text, table->delimiter_);
   bool header_seen = false;
   size_t column = CsvParser::kAllColumns;
   const auto data_row = [&](const CsvParser::Row& row, int part) {

@@ -96,6 +96,12 @@ std::string CsvHeaderText(const std::vector<std::string>& header);
 // decimal comma write ';', TSV files a tab), else ','.
 char DetectCsvDelimiter(std::string_view line);
 
+// The decimal mark of a table separated by `delimiter` whose first lines are
+// `text` (its header first): ',' where the delimiter is not ',' and its
+// numbers are written with a decimal comma ("1,5") and none with a point, as
+// spreadsheets in many locales save ';'-separated CSV; '.' otherwise.
+char DetectCsvDecimal(std::string_view text, char delimiter);
+
 // How a delimiter is named in messages and options: ",", ";", "tab", "|".
 std::string CsvDelimiterName(char delimiter);
 
@@ -103,6 +109,7 @@ std::string CsvDelimiterName(char delimiter);
 struct CsvScanOptions {
   double val_fraction = 0;  // rows HeldOut at it are part 1
   char delimiter = 0;       // between fields; 0: as DetectCsvDelimiter finds it in the header
+  char decimal = 0;         // '.' or ','; 0: as DetectCsvDecimal finds it in the first rows
   bool header = true;       // false: the first row is data, its columns named "1", "2", ...
   std::string temp_dir = "/tmp";  // where a compressed file's decompressed copy is made (prep's $TMPDIR)
   // A progress line on stderr while a file of kProgressBytes or more is
@@ -144,6 +151,8 @@ class CsvTable {
   // copy in the scan's temp_dir, which bytes() measures), else "".
   const std::string& compression() const { return compression_; }
   char delimiter() const { return delimiter_; }
+  // Its numbers' decimal mark, '.' or ',' (CsvScanOptions::decimal).
+  char decimal() const { return decimal_; }
   uint64_t bytes() const { return file_.size_bytes(); }
   const std::vector<std::string>& header() const { return header_; }
   uint64_t rows(int part) const { return part_rows_[part]; }
@@ -197,6 +206,7 @@ class CsvTable {
   std::string compression_;
   double val_fraction_ = 0;
   char delimiter_ = ',';
+  char decimal_ = '.';
   std::vector<std::string> header_;
   uint64_t part_rows_[2] = {0, 0};
   std::vector<Block> blocks_;

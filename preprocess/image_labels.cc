@@ -195,7 +195,7 @@ StatusOr<ImageLabels> ImageLabels::Read(const std::string& path, const std::stri
     first.emplace_back(row.line, *row.fields);
     return first.size() >= kChoosingRows ? choose() : Status::OK();
   };
-  GRANARY_RETURN_IF_ERROR(CsvTable::Scan(path, {0, 0, true, temp_dir}, on_header, on_row).status());
+  GRANARY_RETURN_IF_ERROR(CsvTable::Scan(path, {0, 0, 0, true, temp_dir}, on_header, on_row).status());
   if (!chosen && !first.empty()) GRANARY_RETURN_IF_ERROR(choose());
   if (by_id.empty()) return Status::InvalidArgument(path + ": no row names an image and its label");
   GRANARY_RETURN_IF_ERROR(labels.Classify(by_id, values, classes));

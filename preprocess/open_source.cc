@@ -186,6 +186,11 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
     } else if (o.delimiter != "auto") {
       return Status::InvalidArgument("--delimiter " + o.delimiter + ": expected auto, ',', ';', tab or '|'");
     }
+    if (o.decimal == "point" || o.decimal == "comma") {
+      csv.decimal = o.decimal == "point" ? '.' : ',';
+    } else if (o.decimal != "auto") {
+      return Status::InvalidArgument("--decimal " + o.decimal + ": expected auto, point or comma");
+    }
     if (o.missing == "reject") {
       csv.missing = MissingPolicy::kReject;
     } else if (o.missing == "nan") {

@@ -302,6 +302,11 @@ void AddBuildFlags(CLI::App* build, int cores, BuildArgs* args) {
                     "CIFAR-100: fine (default) or coarse");
   build->add_option("--delimiter", b.raw.delimiter, "csv: between fields: auto (from the header), ',', ';', tab or '|'")
       ->capture_default_str();
+  build->add_option("--decimal", b.raw.decimal,
+                    "csv: numbers' decimal mark: auto (a comma where a table not separated by ',' writes its "
+                    "numbers 1,5 and none 1.5, as spreadsheets save CSV in many locales), point or comma")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "point", "comma"}));
   build->add_option("--missing", b.raw.missing, "csv: a missing value rejects the row, or becomes nan or zero")
       ->capture_default_str()
       ->check(CLI::IsMember({"reject", "nan", "zero"}));

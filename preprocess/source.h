@@ -159,6 +159,7 @@ struct CsvOptions {
   std::string temp_dir = "/tmp";  // where a compressed table is decompressed (prep's $TMPDIR)
   bool regression = false;        // the label column is a number to predict: field "target", float32
   bool show_progress = false;     // a progress line while a large table is decompressed and scanned
+  char decimal = 0;               // '.' or ','; 0: as the first table's first rows write numbers (DetectCsvDecimal)
 };
 
 // A CSV file (split "train"), or a folder with train.csv and optionally
@@ -211,6 +212,7 @@ struct RawOptions {
   std::string label;                     // csv, and images' --labels table ("": the column named like a label);
                                          // CIFAR-100: fine or coarse
   std::string delimiter = "auto";        // csv: auto, ",", ";", "tab" (or "\t") or "|"
+  std::string decimal = "auto";          // csv: auto, point or comma
   std::string missing = "reject";        // csv: reject, nan or zero
   std::vector<std::string> drop;         // csv: columns left out of the features
   bool no_header = false;                // csv: the first row is data; columns named 1..N

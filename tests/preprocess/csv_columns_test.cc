@@ -63,12 +63,12 @@ TEST(CsvColumns, TextColumnsAreOneHotEncodedAndNumbersStayNumbers) {
   EXPECT_EQ(FeaturesOf(*nan->splits[0], 4), "5 nan nan nan");
   o.missing = MissingPolicy::kZero;
   EXPECT_EQ(FeaturesOf(*OpenCsvSource(dir.path(), o)->splits[0], 4), "5 0 0 0");
-  // A column of numbers written in a way prep refuses (a decimal comma) is
-  // no text: each value is refused with its reason.
-  testing::WriteFile(dir.Sub("comma.csv"), "x;label\n1,5;0\n2,5;1\n");
+  // A column of numbers written in a way prep refuses (a decimal comma where
+  // the first rows have points) is no text: each value is refused with its reason.
+  testing::WriteFile(dir.Sub("comma.csv"), "x;label\n1.5;0\n2,5;1\n");
   auto comma = OpenCsvSource(dir.Sub("comma.csv"), CsvOptions());
   ASSERT_TRUE(comma.ok()) << comma.status().ToString();
-  EXPECT_NE(FeaturesOf(*comma->splits[0], 0).find("(a decimal comma"), std::string::npos);
+  EXPECT_NE(FeaturesOf(*comma->splits[0], 1).find("(a decimal comma"), std::string::npos);
   // So is a column of numbers with thousands separators (quoted in a ',' file).
   std::string sums = "total,label\n";
   for (int i = 0; i < 150; ++i) sums += "\"" + std::to_string(1 + i) + "," + std::to_string(100 + i) + ",000.5\"," + std::to_string(i % 2) + "\n";

@@ -376,16 +376,49 @@ TEST(Csv, TheDelimiterAndTheLabelColumnAreFoundFromTheHeader) {
     auto s = OpenCsvSource(dir.Sub("r.csv"), options);
     EXPECT_NE(s.status().message().find(r.message), std::string::npos) << s.status().ToString();
   }
-  // A decimal comma is named as one.
+  // A decimal comma where the table's numbers are read with points is named as one, with the flag that reads it.
   testing::WriteFile(dir.Sub("comma.csv"), "a;label\n1,5;0\n");
-  auto decimal = OpenCsvSource(dir.Sub("comma.csv"), CsvOptions{});
+  CsvOptions points;
+  points.decimal = '.';
+  auto decimal = OpenCsvSource(dir.Sub("comma.csv"), points);
   ASSERT_TRUE(decimal.ok());
   Sample sample;
   const Status rejected = decimal->splits[0]->Produce(0, &sample);
-  EXPECT_NE(rejected.message().find("'1,5' is not a number float32 can hold (a decimal comma: prep reads decimal "
-                                    "points; in a file separated by ';', sed 's/,/./g' converts them)"),
+  EXPECT_NE(rejected.message().find("'1,5' is not a number float32 can hold (a decimal comma, where this table's "
+                                    "numbers are read with a decimal point: --decimal comma reads commas)"),
             std::string::npos)
       << rejected.message();
+}
+
+// A ';'-separated table whose numbers have decimal commas (a spreadsheet's CSV in many locales) is read so,
+// features and a regression target alike, noted and recorded; one with points, or separated by ',', is not.
+TEST(Csv, DecimalCommasOfASpreadsheetsTableAreReadAsDecimalMarks) {
+  EXPECT_EQ(DetectCsvDecimal("a;b;label\n1,5;-0,25;0\n2;3;1\n", ';'), ',');
+  EXPECT_EQ(DetectCsvDecimal("a\tlabel\n\"1,5\"\t0\r\n", '\t'), ',');
+  EXPECT_EQ(DetectCsvDecimal("a;b;label\n1,5;2.5;0\n", ';'), '.');  // both: as written elsewhere, points
+  EXPECT_EQ(DetectCsvDecimal("a;b;label\n1;2;0\n", ';'), '.');
+  EXPECT_EQ(DetectCsvDecimal("a,b,label\n\"1,5\",2,0\n", ','), '.');
+  EXPECT_EQ(DetectCsvDecimal("a;label\nx,y;0\n1,5", ';'), '.');  // words, and a last line that may be cut
+  TempDir dir;
+  testing::WriteFile(dir.Sub("preise.csv"), "fläche;zimmer;preis\n52,5;2;210000,50\n71,25;3;289500\n");
+  CsvOptions options;
+  options.label = "preis";
+  options.regression = true;
+  auto source = OpenCsvSource(dir.Sub("preise.csv"), options);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  Sample sample;
+  ASSERT_TRUE(source->splits[0]->Produce(0, &sample).ok());
+  float values[3];
+  std::memcpy(values, sample.fields[0].data(), 2 * sizeof(float));
+  std::memcpy(values + 2, sample.fields[1].data(), sizeof(float));
+  EXPECT_EQ(std::vector<float>(values, values + 3), (std::vector<float>{52.5f, 2.0f, 210000.5f}));
+  EXPECT_EQ(source->info.options["decimal"], "comma");
+  EXPECT_NE(source->info.notes[0].find("numbers written with a decimal comma"), std::string::npos);
+  options.decimal = '.';  // --decimal point: each refused
+  auto points = OpenCsvSource(dir.Sub("preise.csv"), options);
+  ASSERT_TRUE(points.ok()) << points.status().ToString();
+  EXPECT_NE(points->splits[0]->Produce(0, &sample).message().find("--decimal comma reads commas"), std::string::npos);
+  EXPECT_EQ(points->info.options.count("decimal"), 0u);
 }
 
 // The manifest holds each split's feature statistics over the rows written
