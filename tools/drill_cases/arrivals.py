@@ -3,7 +3,7 @@ save it and datasets as other libraries hand them over."""
 import os
 import textwrap
 
-from drill_cases.common import PREP, image_folder, sh
+from drill_cases.common import PREP, db_count, image_folder, sh
 
 
 def round9_arrivals(d, w):
@@ -54,6 +54,26 @@ def round9_arrivals(d, w):
     """)
     d.case("token ids of any length batched by DataLoader with granary.pad_collate, in 2 workers",
            ["/usr/bin/python3", "-c", script], 0)
+
+    euro = w("r9e.csv")
+    with open(euro, "w") as f:
+        f.write("laenge;breite;klasse\n" + "".join(f"{k % 7},{k % 10};{k % 5},25;{k % 2}\n" for k in range(40)))
+    d.case("a ';' table with decimal commas (a German spreadsheet's CSV): read as numbers, 40 rows",
+           [PREP, "build", euro, w("r9e.db"), "--label", "klasse", "--no-progress"], 0,
+           check=lambda: "" if db_count(w("r9e.db")) == 40 else f"{db_count(w('r9e.db'))} samples")
+    loose = w("r9l")
+    image_folder(loose, classes=("train",), per_class=4)
+    names = sorted(os.listdir(os.path.join(loose, "train")))
+    table = w("r9l.csv")
+    with open(table, "w") as f:
+        f.write("id,label\n" + "".join(f"{n},{k % 2}\n" for k, n in enumerate(names)))
+    build = [PREP, "build", os.path.join(loose, "train"), w("r9l.db"), "--labels", table, "--size", "8",
+             "--no-progress"]
+    d.case("--labels: built", build, 0)
+    d.case("--labels table edited since (the second image's label corrected): named as the table that changed",
+           sh(f"sed -i '3s/,1$/,0/' {table} && {' '.join(build)}"), 1, needle="labels table " + table + " changed",
+           lines=2)
+    d.case("--update after a label correction: the other images copied", build + ["--update"], 0)
 
 
 def quote(text):

@@ -75,6 +75,12 @@ def db_hash(path):
         return "none"
 
 
+def db_count(db, split=None):
+    """The samples a db's manifest holds (of one split where given)."""
+    with open(os.path.join(db, "manifest.json")) as f:
+        return sum(s["count"] for s in json.load(f)["splits"] if split in (None, s["name"]))
+
+
 def image_folder(path, classes=("a", "b"), per_class=4):
     from PIL import Image
     for c in classes:

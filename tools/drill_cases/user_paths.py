@@ -7,13 +7,8 @@ import shutil
 import textwrap
 
 from drill_cases.arrivals import round9_arrivals
-from drill_cases.common import FASHION, PREP, TRAIN, image_folder, lying_jpeg, run, sh
+from drill_cases.common import FASHION, PREP, TRAIN, db_count, image_folder, lying_jpeg, run, sh
 from drill_cases.user_launches import round4_launches, round4_tools
-
-
-def db_count(db, split=None):
-    with open(os.path.join(db, "manifest.json")) as f:
-        return sum(s["count"] for s in json.load(f)["splits"] if split in (None, s["name"]))
 
 
 def hostile_round4(d, w):
