@@ -23,6 +23,34 @@ std::string FreeTextAdvice(const std::set<std::string>& values) {
 // Rows of the first table whose values decide which columns are text.
 constexpr uint64_t kSampledRows = 1000;
 
+// Whether a column's name says it identifies its row: "id", "Id", "ID",
+// "PassengerId", "customer_id", "CustomerID", "order-id".
+bool NamedLikeAnId(const std::string& name) {
+  if (name.size() < 2) return false;
+  const std::string end = name.substr(name.size() - 2);
+  if (name.size() == 2) return end == "id" || end == "Id" || end == "ID";
+  const auto before = static_cast<unsigned char>(name[name.size() - 3]);
+  return end == "Id" ? std::islower(before) || !std::isalnum(before)
+         : end == "ID" ? !std::isupper(before)
+                       : end == "id" && !std::isalnum(before);
+}
+
+// A note for each feature column named like an id whose sampled values (of
+// `rows` rows) are distinct integers: a row id, which a model learns only
+// noise from (Kaggle's Id, PassengerId), and which prep keeps as asked.
+void NoteIdColumns(const std::map<size_t, std::set<std::string>>& ids, const std::vector<std::string>& header,
+                   uint64_t rows, std::vector<std::string>* notes) {
+  for (const auto& [c, values] : ids) {
+    const bool integers = std::all_of(values.begin(), values.end(), [](const std::string& v) {
+      return !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+    });
+    if (rows < 20 || values.size() != rows || !integers) continue;
+    notes->push_back("column '" + header[c] + "' is named like an id and its values are distinct integers: a row id, "
+                     "from which a model learns nothing but noise; kept as a feature (--drop " + header[c] +
+                     " leaves it out)");
+  }
+}
+
 // Parses a whole decimal or scientific number that float32 can hold; false if
 // anything is left over, for hexadecimal ("0x1b", which strtod reads), and
 // for inf, nan and values beyond float32's range (1e39 would be stored as
@@ -138,17 +166,25 @@ StatusOr<CsvColumns> CsvColumns::Plan(const std::vector<const CsvTable*>& tables
   }
   // Text columns: most of their values in the first rows are no numbers.
   std::vector<uint64_t> numbers(header.size(), 0), texts(header.size(), 0);
+  std::map<size_t, std::set<std::string>> ids;  // the values of the feature columns named like an id
+  for (size_t c = 0; c < header.size(); ++c) {
+    if (plan.columns_[c].kind == Kind::kNumber && NamedLikeAnId(header[c])) ids[c];
+  }
   const int part = first.rows(0) > 0 ? 0 : 1;
   std::vector<std::string> fields;
+  uint64_t sampled = 0;
   for (uint64_t r = 0; r < std::min(kSampledRows, first.rows(part)); ++r) {
     uint64_t line = 0;
     GRANARY_RETURN_IF_ERROR(first.ReadRow(part, r, &fields, &line));
     if (fields.size() != header.size()) continue;
+    ++sampled;
     for (size_t c = 0; c < header.size(); ++c) {
       const std::string v = TrimCsvField(fields[c]);
       if (!IsMissingCsvValue(v)) ++(MeantAsNumber(v) ? numbers : texts)[c];
+      if (auto id = ids.find(c); id != ids.end()) id->second.insert(v);
     }
   }
+  NoteIdColumns(ids, header, sampled, notes);
   std::vector<size_t> text;
   for (size_t c = 0; c < header.size(); ++c) {
     if (plan.columns_[c].kind == Kind::kNumber && texts[c] > numbers[c]) {

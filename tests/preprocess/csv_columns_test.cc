@@ -1,8 +1,10 @@
 // A CSV table's text columns (as every real table has: Sex, Embarked,
 // color) one-hot encoded, an id or free-text column refused with the way
-// out, and --drop; the features' element names recorded in the manifest.
+// out (a numeric id noted), and --drop; the features' element names
+// recorded in the manifest.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -125,16 +127,39 @@ TEST(CsvColumns, AnIdColumnIsRefusedSayingHowToDropItAndDropIsRecorded) {
     o.drop = drop;
     EXPECT_EQ(OpenCsvSource(dir.Sub("t.csv"), o).status().message(), message);
   }
-  // The names reach the manifest, and a reader.
+  // The names reach the manifest, and a reader; the id column kept is noted as one.
   o.drop = {"name"};
   auto built = OpenCsvSource(dir.Sub("t.csv"), o);
   ASSERT_TRUE(built.ok());
+  const std::string id_note = "column 'id' is named like an id and its values are distinct integers: a row id, from "
+                              "which a model learns nothing but noise; kept as a feature (--drop id leaves it out)";
+  EXPECT_NE(std::find(built->info.notes.begin(), built->info.notes.end(), id_note), built->info.notes.end());
   BuildOptions b;
   b.db_path = dir.Sub("db");
   ASSERT_TRUE(BuildDb(built.value(), b).ok());
   auto db = DbReader::Open(dir.Sub("db"));
   ASSERT_TRUE(db.ok()) << db.status().ToString();
   EXPECT_EQ(db.value()->manifest().element_names.at("features"), (std::vector<std::string>{"id", "age"}));
+}
+
+// Kaggle's row ids (Id, PassengerId, customer_id, CustomerID) among the features are noted, by name and values:
+// a column of repeated integers, or one whose name only ends in the letters (Paid, Valid), is not.
+TEST(CsvColumns, AColumnNamedLikeAnIdOfDistinctIntegersIsNoted) {
+  TempDir dir;
+  std::string table = "PassengerId,customer_id,CustomerID,ID,Paid,Valid,GroupId,label\n";
+  for (int i = 0; i < 40; ++i) {
+    const std::string k = std::to_string(100 + i);
+    table += k + "," + k + "," + k + "," + k + "," + k + "," + k + "," + std::to_string(i % 4) + "," +
+             std::to_string(i % 2) + "\n";
+  }
+  testing::WriteFile(dir.Sub("t.csv"), table);
+  auto source = OpenCsvSource(dir.Sub("t.csv"), CsvOptions());
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  std::vector<std::string> noted;
+  for (const std::string& note : source->info.notes) {
+    if (note.find("is named like an id") != std::string::npos) noted.push_back(note.substr(8, note.find('\'', 8) - 8));
+  }
+  EXPECT_EQ(noted, (std::vector<std::string>{"PassengerId", "customer_id", "CustomerID", "ID"}));
 }
 
 // A table without a header (UCI's iris.data): refused saying so, and read
