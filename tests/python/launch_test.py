@@ -142,6 +142,7 @@ class LaunchTest(unittest.TestCase):
         under_launch = self.ranks_of(r.stdout)
         self.assertEqual(sorted(under_launch), [0, 1])
         self.assertIn("[rank 1] {", r.stdout)  # rank 0 plain, the others prefixed
+        self.assertNotIn("without joining", r.stderr)  # a DDP script joined its peers
         # torchrun's environment for 2 processes, set by hand.
         port = free_port()
         procs = []
@@ -158,6 +159,28 @@ class LaunchTest(unittest.TestCase):
         for rank in (0, 1):
             self.assertEqual(under_launch[rank]["checksum"], by_hand[rank]["checksum"])
         self.assertEqual(under_launch[0]["checksum"], under_launch[1]["checksum"])  # DDP kept them equal
+
+    def test_ranks_that_train_without_joining_their_peers_are_told_so(self):
+        alone = os.path.join(self.dir, "alone.py")
+        with open(alone, "w") as f:  # written for torch.distributed.launch, which passed --local_rank
+            f.write(textwrap.dedent("""
+                import argparse, torch, torch.nn as nn
+                parser = argparse.ArgumentParser()
+                parser.add_argument("--local_rank", type=int, default=-1)
+                if parser.parse_args().local_rank != -1:
+                    torch.distributed.init_process_group("gloo")
+                model = nn.Linear(8, 2)
+                opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                for _ in range(25):
+                    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()
+            """))
+        r = self.launch("--ranks", "2", PYTHON, alone)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr.count("without joining"), 1, r.stderr)  # rank 0's line, once
+        self.assertIn("launch: rank 0 took 20 optimizer steps without joining its 1 peer(s) (torch.distributed."
+                      "init_process_group was not called): the 2 ranks each train a model of their own", r.stderr)
+        self.assertIn("The script reads --local_rank, which torch.distributed.launch passed", r.stderr)
+        self.assertNotIn("without joining", self.launch("--ranks", "1", PYTHON, alone).stderr)  # one rank: alone
 
     def test_every_runtime_sees_its_share_inside_the_ranks(self):
         cpus = len(os.sched_getaffinity(0))

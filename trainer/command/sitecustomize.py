@@ -12,6 +12,11 @@ layout of trainer/launch/heartbeat.cc's Slot) and writes there:
   launcher names the one that ended first;
 - the exception that ends the script, in its error file (TORCHELASTIC_ERROR_FILE,
   as torch's @record writes it), which `launch` names in its line on the rank;
+- nothing, but one line on rank 0's stderr, where the job has several ranks
+  and rank 0 took its 20th optimizer step without joining them
+  (torch.distributed.init_process_group never called: every rank trains a
+  model of its own, which nothing averages, as a script written for
+  torch.distributed.launch does when it waits for a --local_rank argument);
 - a sign of life while the main thread moves (a thread samples where it is
   once a second), so a long evaluation without steps is not taken for a hang,
   while a rank blocked in one call (a collective, a deadlock, a stopped peer)
@@ -50,6 +55,7 @@ def _install(words, halves):
     import time
 
     steps = [words[1]]
+    taken = [0]  # by this process (a restarted rank's board slot keeps counting)
     local = threading.local()
 
     def beat():
@@ -59,6 +65,9 @@ def _install(words, halves):
         steps[0] += 1
         words[1] = steps[0]
         beat()
+        taken[0] += 1
+        if taken[0] == _ALONE_AFTER_STEPS:
+            _warn_if_alone()
 
     def wrap_step(cls):
         if "_granary_counted" in cls.__dict__:
@@ -128,6 +137,36 @@ def _install(words, halves):
     import atexit
     atexit.register(stop_sampler)
     beat()
+
+
+_ALONE_AFTER_STEPS = 20
+
+
+def _warn_if_alone():
+    """Rank 0 of several, having trained without joining its peers, says so
+    once: the job is then that many separate trainings, not one."""
+    try:
+        world = int(os.environ.get("WORLD_SIZE") or 1)
+        dist = sys.modules.get("torch.distributed")
+        if world < 2 or os.environ.get("RANK") != "0" or (dist is not None and dist.is_initialized()):
+            return
+        hint = ""
+        script = getattr(sys.modules.get("__main__"), "__file__", None)
+        try:
+            with open(script, errors="replace") as f:
+                text = f.read(1 << 20)
+            if "local_rank" in text or "local-rank" in text:
+                hint = (" The script reads --local_rank, which torch.distributed.launch passed; launch, as torchrun, "
+                        "puts it in the environment: int(os.environ['LOCAL_RANK']).")
+        except (OSError, TypeError):
+            pass
+        print(f"launch: rank 0 took {_ALONE_AFTER_STEPS} optimizer steps without joining its {world - 1} peer(s) "
+              f"(torch.distributed.init_process_group was not called): the {world} ranks each train a model of their "
+              f"own, which nothing averages. Call torch.distributed.init_process_group(\"gloo\") (it reads RANK, "
+              f"WORLD_SIZE, MASTER_ADDR and MASTER_PORT from the environment) and wrap the model in "
+              f"DistributedDataParallel.{hint}", file=sys.stderr, flush=True)
+    except Exception:
+        pass
 
 
 def _record_uncaught():
