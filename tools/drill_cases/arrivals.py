@@ -3,7 +3,7 @@ save it and datasets as other libraries hand them over."""
 import os
 import textwrap
 
-from drill_cases.common import PREP, db_count, image_folder, sh
+from drill_cases.common import PREP, TRAIN, db_count, image_folder, sh
 
 
 def round9_arrivals(d, w):
@@ -74,6 +74,15 @@ def round9_arrivals(d, w):
            sh(f"sed -i '3s/,1$/,0/' {table} && {' '.join(build)}"), 1, needle="labels table " + table + " changed",
            lines=2)
     d.case("--update after a label correction: the other images copied", build + ["--update"], 0)
+
+    script = w("r9a.py")
+    with open(script, "w") as f:
+        f.write("import argparse, torch\np = argparse.ArgumentParser()\np.add_argument('--local_rank', default=-1)\n"
+                "p.parse_args()\nm = torch.nn.Linear(4, 2)\no = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+                "for _ in range(25):\n    o.zero_grad(); m(torch.randn(2, 4)).sum().backward(); o.step()\n")
+    launch = os.path.join(os.path.dirname(TRAIN), "launch")
+    d.case("launch --ranks 2 of a script for torch.distributed.launch (--local_rank, no init_process_group): told so",
+           sh(f"{launch} --ranks 2 /usr/bin/python3 {script} 2>&1 | grep -q 'without joining its 1 peer'"), 0)
 
 
 def quote(text):
