@@ -20,6 +20,32 @@ std::string FreeTextAdvice(const std::set<std::string>& values) {
          "granary.write (a str is a text field, read back as str) and tokenise it in your own script";
 }
 
+// Whether `v` starts with a date: 2021-03-04 (ISO 8601, a time after it or
+// not), 2021/03/04, 04/03/2021 or 04.03.2021.
+bool LooksLikeADate(const std::string& v) {
+  const auto digits = [&](size_t at, size_t n) {
+    if (at + n > v.size()) return false;
+    for (size_t i = at; i < at + n; ++i) {
+      if (!std::isdigit(static_cast<unsigned char>(v[i]))) return false;
+    }
+    return true;
+  };
+  const auto mark = [&](size_t at) { return at < v.size() && (v[at] == '-' || v[at] == '/' || v[at] == '.'); };
+  const bool year_first = digits(0, 4) && mark(4) && digits(5, 2) && mark(7) && digits(8, 2);
+  const bool year_last = digits(0, 2) && mark(2) && digits(3, 2) && mark(5) && digits(6, 4);
+  return (year_first || year_last) && (v.size() == 10 || v[10] == ' ' || v[10] == 'T');
+}
+
+// Where most of a text column's values are dates (sales, weather, logs),
+// what to make of them.
+std::string DateAdvice(const std::string& column, const std::set<std::string>& values) {
+  const size_t dates = static_cast<size_t>(std::count_if(values.begin(), values.end(), LooksLikeADate));
+  if (2 * dates <= values.size()) return "";
+  return "; its values are dates, which a model takes better as numbers: derive them before prep (pandas: d = "
+         "pd.to_datetime(df['" + column + "']); df['year'], df['month'], df['weekday'] = d.dt.year, d.dt.month, "
+         "d.dt.weekday; then --drop " + column + ")";
+}
+
 // Rows of the first table whose values decide which columns are text.
 constexpr uint64_t kSampledRows = 1000;
 
@@ -204,7 +230,8 @@ StatusOr<CsvColumns> CsvColumns::Plan(const std::vector<const CsvTable*>& tables
         return Status::InvalidArgument(table->path() + ":" + std::to_string(row.line) + ": column '" + header[c] +
                                        "' is text of over " + std::to_string(kMaxCategories) +
                                        " distinct values (an id, a name, free text?), too many to one-hot encode: "
-                                       "--drop " + header[c] + " leaves it out" + FreeTextAdvice(values[c]));
+                                       "--drop " + header[c] + " leaves it out" + DateAdvice(header[c], values[c]) +
+                                       FreeTextAdvice(values[c]));
       }
       return Status::OK();
     }));
@@ -225,7 +252,8 @@ StatusOr<CsvColumns> CsvColumns::Plan(const std::vector<const CsvTable*>& tables
     }
     notes->push_back("column '" + column.name + "' is text: one-hot encoded as " +
                      std::to_string(column.categories.size()) + " feature(s) (" + shown +
-                     (column.categories.size() > 8 ? ", ..." : "") + "; --drop " + column.name + " leaves it out)");
+                     (column.categories.size() > 8 ? ", ..." : "") + "; --drop " + column.name + " leaves it out)" +
+                     DateAdvice(column.name, values[c]));
   }
   if (!left_out.empty()) {
     std::string names;

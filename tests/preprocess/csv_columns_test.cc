@@ -102,6 +102,48 @@ TEST(CsvColumns, AFreeTextColumnIsRefusedNamingTheWayToATextModel) {
                                "script");
 }
 
+// A column of dates (sales, weather) is named as such, with the numbers to derive from it, refused or one-hot encoded.
+TEST(CsvColumns, ADateColumnIsNamedWithTheNumbersToDeriveFromIt) {
+  TempDir dir;
+  std::string table = "day,units,label\n";
+  for (int i = 0; i < 150; ++i) {
+    table += "2021-" + std::string(i / 28 < 9 ? "0" : "") + std::to_string(1 + i / 28) + "-" +
+             (i % 28 < 9 ? "0" : "") + std::to_string(1 + i % 28) + (i % 2 ? " 10:30:00," : ",") +
+             std::to_string(i % 7) + "," + std::to_string(i % 2) + "\n";
+  }
+  testing::WriteFile(dir.Sub("t.csv"), table);
+  const std::string advice = "; its values are dates, which a model takes better as numbers: derive them before prep "
+                             "(pandas: d = pd.to_datetime(df['day']); df['year'], df['month'], df['weekday'] = "
+                             "d.dt.year, d.dt.month, d.dt.weekday; then --drop day)";
+  auto refused = OpenCsvSource(dir.Sub("t.csv"), CsvOptions());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            dir.Sub("t.csv") + ":102: column 'day' is text of over 100 distinct values (an id, a name, free text?), "
+                               "too many to one-hot encode: --drop day leaves it out" + advice);
+  testing::WriteFile(dir.Sub("few.csv"), table.substr(0, table.find("2021-02-13")));  // 40 days: one-hot encoded
+  // The note on a one-hot encoded column.
+  const auto note_on = [](const std::vector<std::string>& notes, const std::string& column) {
+    for (const std::string& n : notes) {
+      if (n.rfind("column '" + column + "' is text", 0) == 0) return n;
+    }
+    return std::string("(no note on column '" + column + "')");
+  };
+  auto few = OpenCsvSource(dir.Sub("few.csv"), CsvOptions());
+  ASSERT_TRUE(few.ok()) << few.status().ToString();
+  const std::string noted = note_on(few->info.notes, "day");
+  ASSERT_GT(noted.size(), advice.size());
+  EXPECT_EQ(noted.substr(noted.size() - advice.size()), advice);
+  for (const char* date : {"04/03/2021", "04.03.2021", "2021/03/04", "2021-03-04T10:30"}) {
+    testing::WriteFile(dir.Sub("one.csv"), std::string("when,x,label\n") + date + ",1,0\n" + date + ",2,1\n");
+    auto one = OpenCsvSource(dir.Sub("one.csv"), CsvOptions());
+    ASSERT_TRUE(one.ok()) << date;
+    EXPECT_NE(note_on(one->info.notes, "when").find("its values are dates"), std::string::npos) << date;
+  }
+  testing::WriteFile(dir.Sub("words.csv"), "color,x,label\nred,1,0\nblue,2,1\n");
+  EXPECT_EQ(note_on(OpenCsvSource(dir.Sub("words.csv"), CsvOptions())->info.notes, "color").find("dates"),
+            std::string::npos);
+}
+
 TEST(CsvColumns, AnIdColumnIsRefusedSayingHowToDropItAndDropIsRecorded) {
   TempDir dir;
   std::string table = "id,name,age,label\n";
