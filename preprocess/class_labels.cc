@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 
 #include "preprocess/csv_table.h"
 
@@ -117,6 +118,23 @@ Status CheckClassLabels(const std::string& path, const std::string& label, const
     return Status::InvalidArgument(path + ": column '" + label + "' holds numbers that are not integers (" +
                                    joined(fractions) + ", ...)" + no_number + ": a regression target, not classes" +
                                    way_forward);
+  }
+  // "Cat" and "cat": one class to the eye, two to a model.
+  std::map<std::string, std::vector<std::string>> spellings;
+  for (const std::string& v : values) {
+    std::string key = v;
+    std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return std::tolower(c); });
+    spellings[key].push_back("'" + v + "'");
+  }
+  std::vector<std::string> alike;
+  for (const auto& [key, spelt] : spellings) {
+    if (spelt.size() > 1 && alike.size() < 3) alike.push_back(joined(spelt));
+  }
+  if (!alike.empty()) {
+    notes->push_back("column '" + label + "' holds labels that differ only in case (" + alike[0] +
+                     (alike.size() > 1 ? "; " + alike[1] : "") + (alike.size() > 2 ? "; ..." : "") +
+                     "): each is a class of its own; where they mean one, spell them one way in the table "
+                     "(pandas: df['" + label + "'] = df['" + label + "'].str.lower())");
   }
   if (values.size() > 100 && values.size() * 2 > labelled) {
     const std::string many = "column '" + label + "' holds " + std::to_string(values.size()) + " classes for " +

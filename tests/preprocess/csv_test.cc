@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -61,6 +62,17 @@ TEST(Csv, StringLabelsBecomeSortedClassesAndQuotingWorks) {
   EXPECT_EQ(Features(split, 1, &label), (std::vector<float>{-300.0f, 4.0f}));
   EXPECT_EQ(label, 1);
   EXPECT_EQ(split.ItemName(1), dir.Sub("t.csv") + ":4");
+  for (const std::string& note : source->info.notes) EXPECT_EQ(note.find("differ only in case"), std::string::npos);
+  // Labels spelt two ways ("Cat", "cat") stay classes of their own, noted.
+  testing::WriteFile(dir.Sub("case.csv"), "x,label\n1,Cat\n2,cat\n3,Dog\n4,dog\n5,DOG\n6,bird\n");
+  auto cased = OpenCsvSource(dir.Sub("case.csv"), CsvOptions());
+  ASSERT_TRUE(cased.ok()) << cased.status().ToString();
+  EXPECT_EQ(cased->info.class_names, (std::vector<std::string>{"Cat", "DOG", "Dog", "bird", "cat", "dog"}));
+  EXPECT_NE(std::find(cased->info.notes.begin(), cased->info.notes.end(),
+                      "column 'label' holds labels that differ only in case ('Cat', 'cat'; 'DOG', 'Dog', 'dog'): "
+                      "each is a class of its own; where they mean one, spell them one way in the table (pandas: "
+                      "df['label'] = df['label'].str.lower())"),
+            cased->info.notes.end());
 }
 
 // Integer labels are class indices when dense (a class may be absent);

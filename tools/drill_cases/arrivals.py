@@ -61,6 +61,12 @@ def round9_arrivals(d, w):
     d.case("a ';' table with decimal commas (a German spreadsheet's CSV): read as numbers, 40 rows",
            [PREP, "build", euro, w("r9e.db"), "--label", "klasse", "--no-progress"], 0,
            check=lambda: "" if db_count(w("r9e.db")) == 40 else f"{db_count(w('r9e.db'))} samples")
+    dated = w("r9d.csv")
+    with open(dated, "w") as f:
+        f.write("day,units,label\n" + "".join(f"2021-{1 + k // 28:02d}-{1 + k % 28:02d},{k % 9},{k % 2}\n"
+                                              for k in range(120)))
+    d.case("a CSV column of 120 dates: refused as text, naming the numbers to derive from dates",
+           [PREP, "build", dated, w("r9d.db"), "--no-progress"], 1, needle="its values are dates")
     loose = w("r9l")
     image_folder(loose, classes=("train",), per_class=4)
     names = sorted(os.listdir(os.path.join(loose, "train")))
