@@ -148,6 +148,28 @@ Status CheckLabelFlags(const RawOptions& o, const std::string& format) {
   return Status::OK();
 }
 
+// "RAW: holds one folder, PetImages/, whose folders Cat/, Dog/ hold the
+// images: ..." where an image folder read as classes has one class whose
+// folder holds two or more folders of images (a download's folder given
+// for its dataset's: Kaggle's kagglecatsanddogs/PetImages/{Cat,Dog}); ""
+// otherwise, or where --layout, --labels or --label-from-name was given.
+std::string ClassesOneFolderDown(const RawOptions& o, const SourceInfo& info) {
+  const auto layout = info.options.find("layout");
+  if (o.layout != "auto" || !o.labels.empty() || o.label_from_name || info.class_names.size() != 1 ||
+      layout == info.options.end() || layout->second != "classes") {
+    return "";
+  }
+  const std::filesystem::path only = std::filesystem::path(o.raw) / info.class_names[0];
+  std::vector<std::string> classes;
+  for (const std::string& sub : SortedSubdirs(only)) {
+    if (!LooseImages(only / sub).empty()) classes.push_back(sub);
+  }
+  if (classes.size() < 2) return "";
+  return o.raw + ": holds one folder, " + info.class_names[0] + "/, whose folders " + FolderNames(classes, "/") +
+         " hold the images: they are the classes; build from it (prep build " + only.string() + " DB), or give "
+         "--layout classes for one class of them all";
+}
+
 }  // namespace
 
 StatusOr<Source> OpenSource(const RawOptions& o) {
@@ -255,6 +277,9 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
   }
   recorded.insert(source->info.options.begin(), source->info.options.end());  // what the source resolved
   source->info.options = std::move(recorded);
+  if (const std::string below = ClassesOneFolderDown(o, source->info); !below.empty()) {
+    return Status::InvalidArgument(below);
+  }
   if (source->info.num_classes == 1 && source->info.class_names.size() == 1) {
     source->info.notes.push_back("every sample has the one class '" + source->info.class_names[0] + "' (" +
                                  (format == "image-folder" && o.labels.empty() && !o.label_from_name

@@ -1,7 +1,7 @@
 // Datasets as they are downloaded or saved, one pace off prep's usual path:
 // Kaggle's train.csv beside a test.csv without labels, a table pandas wrote
-// with its index, and --val-fraction on a folder that has a test split but
-// no val split.
+// with its index, --val-fraction on a folder that has a test split but
+// no val split, and a download's folder given for the dataset inside it.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -149,6 +149,32 @@ TEST(Downloads, TrainingAndTestingFoldersAreSplits) {
   ASSERT_FALSE(twice.ok());
   EXPECT_NE(twice.status().message().find("both Testing/ and test/: which one is the test split?"), std::string::npos)
       << twice.status().ToString();
+}
+
+// Kaggle's Cats and Dogs extracted: kagglecatsanddogs/PetImages/{Cat,Dog}. Its folder read as classes would be
+// one class, PetImages: refused, naming the folder whose folders are the classes; --layout classes builds it so.
+TEST(Downloads, AFolderWhoseOneFolderHoldsTheClassesSaysToBuildFromThat) {
+  TempDir dir;
+  WriteSplitFolders(dir.Sub("kagglecatsanddogs"), {"PetImages"}, {"Cat", "Dog"}, 2);
+  RawOptions raw;
+  raw.raw = dir.Sub("kagglecatsanddogs");
+  raw.size = "4";
+  auto refused = OpenSource(raw);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            raw.raw + ": holds one folder, PetImages/, whose folders Cat/, Dog/ hold the images: they are the classes; "
+                      "build from it (prep build " + raw.raw + "/PetImages DB), or give --layout classes for one "
+                      "class of them all");
+  raw.layout = "classes";
+  auto one = OpenSource(raw);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(one->info.class_names, (std::vector<std::string>{"PetImages"}));
+  EXPECT_NE(Notes(one.value()).find("every sample has the one class 'PetImages'"), std::string::npos);
+  raw.layout = "auto";
+  raw.raw = dir.Sub("kagglecatsanddogs/PetImages");
+  auto two = OpenSource(raw);
+  ASSERT_TRUE(two.ok()) << two.status().ToString();
+  EXPECT_EQ(two->info.class_names, (std::vector<std::string>{"Cat", "Dog"}));
 }
 
 }  // namespace

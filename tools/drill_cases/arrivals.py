@@ -67,6 +67,10 @@ def round9_arrivals(d, w):
                                               for k in range(120)))
     d.case("a CSV column of 120 dates: refused as text, naming the numbers to derive from dates",
            [PREP, "build", dated, w("r9d.db"), "--no-progress"], 1, needle="its values are dates")
+    pets = w("r9p")
+    image_folder(os.path.join(pets, "PetImages"), classes=("Cat", "Dog"), per_class=2)
+    d.case("Kaggle's kagglecatsanddogs/PetImages/{Cat,Dog} given by its outer folder: refused, naming PetImages",
+           [PREP, "build", pets, w("r9p.db")], 1, needle="build from it (prep build " + pets + "/PetImages DB)")
     loose = w("r9l")
     image_folder(loose, classes=("train",), per_class=4)
     names = sorted(os.listdir(os.path.join(loose, "train")))
