@@ -70,7 +70,7 @@ def round9_arrivals(d, w):
     pets = w("r9p")
     image_folder(os.path.join(pets, "PetImages"), classes=("Cat", "Dog"), per_class=2)
     d.case("Kaggle's kagglecatsanddogs/PetImages/{Cat,Dog} given by its outer folder: refused, naming PetImages",
-           [PREP, "build", pets, w("r9p.db")], 1, needle="build from it (prep build " + pets + "/PetImages DB)")
+           [PREP, "build", pets, w("r9pets.db")], 1, needle="build from it (prep build " + pets + "/PetImages DB)")
     loose = w("r9l")
     image_folder(loose, classes=("train",), per_class=4)
     names = sorted(os.listdir(os.path.join(loose, "train")))
