@@ -72,8 +72,11 @@ StatusOr<std::string> MaybeTrainDictionary(const Schema& schema, const SplitSour
                                      std::to_string(sizes.size()) + " samples of split '" + split.name() + "' (" +
                                      dict.status().message() + "); use --dictionary auto or off");
     }
-    *note = "none (zstd could not train one on " + std::to_string(sizes.size()) + " samples: " +
-            dict.status().message() + ")";
+    // zstd's "Src size is incorrect": too few samples, or bytes, to train on.
+    const bool few = dict.status().message().find("Src size") != std::string::npos;
+    *note = "none (zstd could not train one on " + std::to_string(sizes.size()) + " samples" +
+            (few ? " of " + std::to_string(samples.size()) + " bytes in all: too few" : ": " + dict.status().message()) +
+            ")";
     return std::string();
   }
   const std::string trained = "trained on " + std::to_string(sizes.size()) + " samples of split '" + split.name() + "'";
