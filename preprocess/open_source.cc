@@ -1,5 +1,6 @@
 // OpenSource: `prep build`'s choice of source (detected or named) and its options.
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 
@@ -170,6 +171,33 @@ std::string ClassesOneFolderDown(const RawOptions& o, const SourceInfo& info) {
          "--layout classes for one class of them all";
 }
 
+// Why RAW, which does not exist, was given so, where its spelling says: a
+// URL, a '~' no shell expanded, spaces around it; "" otherwise.
+std::string MissingRawHint(const std::string& raw) {
+  const size_t scheme = raw.find("://");
+  if (scheme != std::string::npos && scheme > 0 && scheme < 8) {
+    const std::string name = raw.substr(0, scheme);
+    const bool web = name == "http" || name == "https" || name == "ftp";
+    return ": is a URL: prep reads local files and folders; download it first (" +
+           (web ? "curl -LO " + raw : std::string("gsutil cp, aws s3 cp or the like")) + ") and build from what it holds";
+  }
+  if (raw.rfind("~/", 0) == 0) {
+    return ": no such folder (a '~' no shell expanded, as inside quotes: $HOME" + raw.substr(1) + " is meant?)";
+  }
+  if (!raw.empty() && (std::isspace(static_cast<unsigned char>(raw.front())) ||
+                       std::isspace(static_cast<unsigned char>(raw.back())))) {
+    return ": no such folder (the name has a space at its start or end: pasted with it?)";
+  }
+  return "";
+}
+
+// "RAW: is a JPEG image: ..." where RAW is one image file; "" otherwise.
+std::string OneImageHint(const std::string& raw) {
+  if (!HasImageExtension(raw) && !HasOtherImageExtension(raw)) return "";
+  return raw + ": is an image: prep builds a db from a folder of them (RAW/<class>/*.jpg); to use one image with a "
+               "saved model, granary.load_image('" + raw + "', 'model.pt') reads it as the model takes it";
+}
+
 }  // namespace
 
 StatusOr<Source> OpenSource(const RawOptions& o) {
@@ -178,9 +206,13 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
     return Status::InvalidArgument(o.raw + ": the folder is empty (prep reads an IDX folder, a CIFAR folder, an "
                                    "image folder of <class>/ folders, or a CSV table)");
   }
+  if (!std::filesystem::exists(o.raw, ec)) {
+    if (const std::string hint = MissingRawHint(o.raw); !hint.empty()) return Status::NotFound(o.raw + hint);
+  }
   std::string format = o.format == "auto" ? DetectFormat(o.raw) : o.format;
-  if (format == "csv" && std::filesystem::is_regular_file(o.raw, ec)) {  // a NumPy file given for a table
+  if (format == "csv" && std::filesystem::is_regular_file(o.raw, ec)) {  // a NumPy file or an image given for a table
     if (const std::string numpy = NumpyAdvice(o.raw, o.db); !numpy.empty()) return Status::InvalidArgument(numpy);
+    if (const std::string image = OneImageHint(o.raw); !image.empty()) return Status::InvalidArgument(image);
   }
   if (format == "images") format = "image-folder";
   std::map<std::string, std::string> recorded = {{"format", format}, {"limit", std::to_string(o.limit)}};

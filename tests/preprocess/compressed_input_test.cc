@@ -198,6 +198,27 @@ TEST(OpenSource, AFolderOfTablesInAnotherFormatIsNamedAndTsvIsRead) {
   EXPECT_EQ(source->splits[0]->size(), 30u);
 }
 
+// RAW spelt as no local path can be (a URL, an unexpanded '~', a pasted space), or one image: said so.
+TEST(OpenSource, ARawThatIsAUrlATildeOrOneImageIsNamedSo) {
+  TempDir dir;
+  testing::WriteFile(dir.Sub("cat.jpg"), "\xff\xd8\xff");
+  const std::pair<std::string, std::string> named[] = {
+      {"https://example.com/train.csv", "https://example.com/train.csv: is a URL: prep reads local files and "
+                                        "folders; download it first (curl -LO https://example.com/train.csv)"},
+      {"s3://bucket/photos", "s3://bucket/photos: is a URL: prep reads local files and folders; download it first "
+                             "(gsutil cp, aws s3 cp or the like)"},
+      {"~/photos", "~/photos: no such folder (a '~' no shell expanded, as inside quotes: $HOME/photos is meant?)"},
+      {dir.Sub("cat.jpg "), dir.Sub("cat.jpg ") + ": no such folder (the name has a space at its start or end"},
+      {dir.Sub("cat.jpg"), dir.Sub("cat.jpg") + ": is an image: prep builds a db from a folder of them"},
+      {dir.Sub("nothing"), dir.Sub("nothing") + ": no such folder"}};
+  for (const auto& [raw, message] : named) {
+    RawOptions options;
+    options.raw = raw;
+    const Status status = OpenSource(options).status();
+    EXPECT_EQ(status.message().rfind(message, 0), 0u) << status.ToString();
+  }
+}
+
 TEST(OpenSource, ADatasetOfOneClassIsNoted) {
   TempDir dir;
   testing::WriteFile(dir.Sub("one.csv"), "a,label\n1,0\n2,0\n3,0\n");
