@@ -210,7 +210,7 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
     if (const std::string hint = MissingRawHint(o.raw); !hint.empty()) return Status::NotFound(o.raw + hint);
   }
   std::string format = o.format == "auto" ? DetectFormat(o.raw) : o.format;
-  if (format == "csv" && std::filesystem::is_regular_file(o.raw, ec)) {  // a NumPy file or an image given for a table
+  if (format == "csv" && std::filesystem::is_regular_file(o.raw, ec)) {  // a NumPy file or an image, not a table
     if (const std::string numpy = NumpyAdvice(o.raw, o.db); !numpy.empty()) return Status::InvalidArgument(numpy);
     if (const std::string image = OneImageHint(o.raw); !image.empty()) return Status::InvalidArgument(image);
   }
