@@ -179,7 +179,8 @@ std::string MissingRawHint(const std::string& raw) {
     const std::string name = raw.substr(0, scheme);
     const bool web = name == "http" || name == "https" || name == "ftp";
     return ": is a URL: prep reads local files and folders; download it first (" +
-           (web ? "curl -LO " + raw : std::string("gsutil cp, aws s3 cp or the like")) + ") and build from what it holds";
+           (web ? "curl -LO " + raw : std::string("gsutil cp, aws s3 cp or the like")) +
+           ") and build from what it holds";
   }
   if (raw.rfind("~/", 0) == 0) {
     return ": no such folder (a '~' no shell expanded, as inside quotes: $HOME" + raw.substr(1) + " is meant?)";
