@@ -160,7 +160,7 @@ class LaunchTest(unittest.TestCase):
             self.assertEqual(under_launch[rank]["checksum"], by_hand[rank]["checksum"])
         self.assertEqual(under_launch[0]["checksum"], under_launch[1]["checksum"])  # DDP kept them equal
 
-    def test_ranks_that_train_without_joining_their_peers_are_told_so(self):
+    def test_ranks_that_train_apart_or_spawn_their_own_processes_are_told_so(self):
         alone = os.path.join(self.dir, "alone.py")
         with open(alone, "w") as f:  # written for torch.distributed.launch, which passed --local_rank
             f.write(textwrap.dedent("""
@@ -181,6 +181,22 @@ class LaunchTest(unittest.TestCase):
                       "init_process_group was not called): the 2 ranks each train a model of their own", r.stderr)
         self.assertIn("The script reads --local_rank, which torch.distributed.launch passed", r.stderr)
         self.assertNotIn("without joining", self.launch("--ranks", "1", PYTHON, alone).stderr)  # one rank: alone
+        # The PyTorch DDP tutorial's way: the script spawns its own processes, in each of launch's ranks.
+        spawner = os.path.join(self.dir, "spawner.py")
+        with open(spawner, "w") as f:
+            f.write(textwrap.dedent("""
+                import torch.multiprocessing as mp
+                def main(rank, world):
+                    pass
+                if __name__ == "__main__":
+                    mp.spawn(main, args=(2,), nprocs=2, join=True)
+            """))
+        r = self.launch("--ranks", "2", PYTHON, spawner)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr.count("processes of its own"), 1, r.stderr)
+        self.assertIn("launch: the script starts 2 processes of its own (torch.multiprocessing.spawn) in each of "
+                      "launch's 2 ranks: 4 processes where one job was meant", r.stderr)
+        self.assertNotIn("processes of its own", self.launch("--ranks", "1", PYTHON, spawner).stderr)
 
     def test_every_runtime_sees_its_share_inside_the_ranks(self):
         cpus = len(os.sched_getaffinity(0))

@@ -17,6 +17,9 @@ layout of trainer/launch/heartbeat.cc's Slot) and writes there:
   (torch.distributed.init_process_group never called: every rank trains a
   model of its own, which nothing averages, as a script written for
   torch.distributed.launch does when it waits for a --local_rank argument);
+- likewise one line where the script starts processes of its own with
+  torch.multiprocessing.spawn (the PyTorch DDP tutorial's way) in each of
+  several ranks;
 - a sign of life while the main thread moves (a thread samples where it is
   once a second), so a long evaluation without steps is not taken for a hang,
   while a rank blocked in one call (a collective, a deadlock, a stopped peer)
@@ -103,6 +106,7 @@ def _install(words, halves):
         base.__init__ = __init__
 
     _after_import("torch.optim.optimizer", patch_optimizer)
+    _after_import("torch.multiprocessing.spawn", _patch_spawn)
 
     main = threading.main_thread()
     stop = threading.Event()
@@ -165,6 +169,40 @@ def _warn_if_alone():
               f"own, which nothing averages. Call torch.distributed.init_process_group(\"gloo\") (it reads RANK, "
               f"WORLD_SIZE, MASTER_ADDR and MASTER_PORT from the environment) and wrap the model in "
               f"DistributedDataParallel.{hint}", file=sys.stderr, flush=True)
+    except Exception:
+        pass
+
+
+def _patch_spawn(module):
+    """torch.multiprocessing.spawn (and start_processes) say, on rank 0 of
+    several, that the script starts processes of its own in every rank."""
+    import functools
+    said = []
+
+    def wrap(original):
+        @functools.wraps(original)
+        def wrapped(*args, **kwargs):
+            if not said:
+                said.append(True)
+                _warn_spawned(kwargs.get("nprocs", args[2] if len(args) > 2 else 1))
+            return original(*args, **kwargs)
+        return wrapped
+
+    for name in ("spawn", "start_processes"):
+        if callable(getattr(module, name, None)):
+            setattr(module, name, wrap(getattr(module, name)))
+
+
+def _warn_spawned(nprocs):
+    try:
+        world = int(os.environ.get("WORLD_SIZE") or 1)
+        if world < 2 or os.environ.get("RANK") != "0":
+            return
+        print(f"launch: the script starts {nprocs} processes of its own (torch.multiprocessing.spawn) in each of "
+              f"launch's {world} ranks: {world * nprocs} processes where one job was meant, each group with its own "
+              f"rendezvous beside launch's (a fixed MASTER_PORT then fails with 'Address already in use'). Run it "
+              f"with launch --ranks 1, whose one rank spawns them on the CPUs launch gives it, or read RANK and "
+              f"WORLD_SIZE from the environment instead of spawning.", file=sys.stderr, flush=True)
     except Exception:
         pass
 
