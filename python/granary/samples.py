@@ -354,6 +354,17 @@ def _warn_of_float_pixels(sample, fields, split):
                           f"granary.Loader and train scale them to [0, 1] as they read", stacklevel=4)
 
 
+def _warn_of_float64(fields, split):
+    """float64 fields (NumPy's and scikit-learn's default) are stored as they
+    are, 8 bytes a value, where train and granary.Loader compute in float32."""
+    wide = [f.name for f in fields if f.dtype == np.float64 and f.origin != "schema="]  # schema= said so
+    if wide:
+        names = ", ".join(f"'{name}'" for name in wide)
+        warnings.warn(f"granary.write: split '{split}': field(s) {names} hold float64 values (NumPy's default): "
+                      f"stored as they are, twice float32's bytes, while train and granary.Loader compute in "
+                      f"float32; .astype(np.float32) halves them (or schema= with 'float32')", stacklevel=4)
+
+
 def _are_columns(values):
     """Whether `values` are arrays (numpy or torch) with as many rows each
     but not one shape: the columns of a table, not samples alike."""

@@ -44,7 +44,7 @@ import numpy as np
 from .errors import InvalidArgumentError
 from .paths import os_bytes, os_str
 from .samples import (_Batch, _checked_label, _convert, _infer_schema, _label_field, _refuse_tables,
-                      _warn_of_float_pixels, _warn_of_random_transforms)
+                      _warn_of_float64, _warn_of_float_pixels, _warn_of_random_transforms)
 from .write_workers import _write_with_workers
 
 __all__ = ["Writer", "write"]
@@ -280,6 +280,7 @@ class Writer:
                                        f"granary db)")
         self._fields = _infer_schema(sample, 0, split, self._schema)
         _warn_of_float_pixels(sample, self._fields, split)
+        _warn_of_float64(self._fields, split)
         self._label_name = _label_field(self._fields, self._label)
         self._label_index = [f.name for f in self._fields].index(self._label_name) if self._label_name else None
         self._regression = self._label_name is not None and self._fields[self._label_index].dtype.kind == "f"

@@ -192,6 +192,16 @@ class NumpyTest(Case):
         info = json.loads(run(PREP, "info", os.path.join(tmp, "features.db"), "--json").stdout)
         self.assertEqual([(s["name"], s["count"]) for s in info["splits"]], [("train", 200)])
         self.assertEqual([f["shape"] for f in info["schema"]["fields"]], [[6], []])
+        # scikit-learn's float64: warned of (twice float32's bytes); float32, or float64 asked for by schema=, not.
+        wide = [(row, int(row[0] > 0)) for row in features.astype(np.float64)[:20]]
+        with self.assertWarnsRegex(UserWarning, r"split 'train': field\(s\) 'input' hold float64 values \(NumPy's "
+                                                r"default\): stored as they are, twice float32's bytes"):
+            granary.write(os.path.join(tmp, "wide.db"), wide, progress=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            granary.write(os.path.join(tmp, "narrow.db"), [(x.astype(np.float32), y) for x, y in wide], progress=False)
+            granary.write(os.path.join(tmp, "asked.db"), wide, schema={"input": ("float64", [6]),
+                                                                       "target": ("int64", [])}, progress=False)
         # The same arrays given to granary.write as they are, a tuple of columns: refused, naming zip().
         columns = r"split 'train' is a tuple of 2 arrays of 200 rows \(shapes \[200, 6\], \[200\]\): columns.*zip"
         with self.assertRaisesRegex(granary.InvalidArgumentError, columns):
