@@ -87,11 +87,12 @@ class _Spool:
 
 
 class _Progress:
-    """A line on a terminal: samples written, rate, and the split's ETA
+    """A line on a terminal or in a Jupyter notebook (which redraws a line
+    on "\\r" as a terminal does): samples written, rate, and the split's ETA
     where its length is known."""
 
     def __init__(self, show):
-        self.show = sys.stderr.isatty() if show is None else show
+        self.show = (sys.stderr.isatty() or "ipykernel" in sys.modules) if show is None else show
         self.last = 0.0
 
     def update(self, split, done, total, start, final=False, first=0):

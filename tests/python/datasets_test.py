@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import unittest
 import warnings
 
@@ -255,6 +256,23 @@ class TextAudioFoldersTest(Case):
         val = granary.Dataset(db, split="val")[0]
         self.assertEqual(int(val["label"]), 1)  # classes ['no', 'yes']
         np.testing.assert_array_equal(val["audio"].numpy(), clips["yes/1_nohash_0.wav"])
+
+
+class NotebookTest(Case):
+    def test_a_write_in_a_jupyter_notebook_shows_its_progress(self):
+        # A notebook's kernel (ipykernel loaded) gives stderr no terminal, but redraws a line on "\r" as one does.
+        script = textwrap.dedent(f"""
+            import sys, types
+            if sys.argv[1] == "notebook":
+                sys.modules["ipykernel"] = types.ModuleType("ipykernel")
+            import granary
+            granary.write({os.path.join(self.tmp, "nb")!r} + sys.argv[1], [(k, k % 2) for k in range(50)])
+        """)
+        env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"))
+        notebook = run(sys.executable, "-c", script, "notebook", env=env).stderr
+        self.assertIn("granary.write: train: 50/50 samples", notebook)
+        self.assertIn("granary.write: wrote ", notebook)
+        self.assertEqual(run(sys.executable, "-c", script, "pipe", env=env).stderr, "")
 
 
 class TransformedTest(Case):
