@@ -63,7 +63,7 @@ bool NamedLikeAnId(const std::string& name) {
 
 // A note for each feature column named like an id whose sampled values (of
 // `rows` rows) are distinct integers: a row id, which a model learns only
-// noise from (Kaggle's Id, PassengerId), and which prep keeps as asked.
+// noise from (Kaggle's Id, PassengerId), and which prep keeps (--drop leaves it out).
 void NoteIdColumns(const std::map<size_t, std::set<std::string>>& ids, const std::vector<std::string>& header,
                    uint64_t rows, std::vector<std::string>* notes) {
   for (const auto& [c, values] : ids) {

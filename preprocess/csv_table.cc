@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "base/json_text.h"
 #include "preprocess/compressed_input.h"
 #include "preprocess/numpy_files.h"
 #include "preprocess/progress.h"
@@ -264,7 +265,7 @@ StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
     ++table->part_rows_[part];
     return on_row(row, part);
   };
-  ProgressLine progress("reading " + std::filesystem::path(path).filename().string(), table->bytes(),
+  ProgressLine progress("reading " + Printable(std::filesystem::path(path).filename().string()), table->bytes(),
                         options.show_progress && table->bytes() >= kProgressBytes, ProgressUnit::kBytes);
   const auto read_row = [&](const CsvParser::Row& row, int part) -> Status {
     if (header_seen) return data_row(row, part);
@@ -303,7 +304,7 @@ Status CsvTable::Decompress(const std::string& temp_dir, bool show_progress) {
                                    "gzip or zstd; decompress it first (" + DecompressCommand(compression_, path_) +
                                    ")");
   }
-  ProgressLine progress("decompressing " + std::filesystem::path(path_).filename().string(), bytes(),
+  ProgressLine progress("decompressing " + Printable(std::filesystem::path(path_).filename().string()), bytes(),
                         show_progress && bytes() >= kProgressBytes, ProgressUnit::kBytes);
   GRANARY_ASSIGN_OR_RETURN(const int fd, DecompressToUnnamedFile(path_, compression_, temp_dir, &progress));
   return file_.Adopt(fd, path_);

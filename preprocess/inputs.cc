@@ -247,10 +247,12 @@ StatusOr<DbInputs> ReadDbInputs(const std::string& db) {
     if (j.contains("labels")) {
       for (const auto& [split, labels] : j.at("labels").items()) {
         in.labels[split] = labels.get<std::vector<int64_t>>();
-        if (in.labels[split].size() != in.items[split].size()) {
+        const auto items = in.items.find(split);
+        const size_t count = items == in.items.end() ? 0 : items->second.size();
+        if (in.labels[split].size() != count) {
           return Status::Corruption(path + ", split '" + split + "': labels for " +
-                                    std::to_string(in.labels[split].size()) + " of its " +
-                                    std::to_string(in.items[split].size()) + " items");
+                                    std::to_string(in.labels[split].size()) + " of its " + std::to_string(count) +
+                                    " items");
         }
       }
     }

@@ -42,11 +42,11 @@ def pad_collate(batch, padding_value=0):
     """A batch of granary.Dataset samples (dicts, or tuples with
     as_tuple=True) as DataLoader's default collate makes it, but a field
     whose tensors differ in shape is padded with `padding_value` at the end
-    of each dim to the batch's largest, and its lengths (int64 N, in the
-    dim that varies; N x dims where more than one does) come beside it: as "<field>_length" in
-    a dict, as a (padded, lengths) pair in a tuple. A text field's strs stay
-    a list. For another padding value: functools.partial(granary.pad_collate,
-    padding_value=-1)."""
+    of each dim to the batch's largest, and its lengths (int64 N, in the dim
+    that varies; N x dims where more than one does) come beside it: as
+    "<field>_length" in a dict, as a (padded, lengths) pair in a tuple. A
+    text field's strs stay a list. For another padding value:
+    functools.partial(granary.pad_collate, padding_value=-1)."""
     if not batch:
         raise ValueError("granary.pad_collate: an empty batch")
     first = batch[0]

@@ -12,20 +12,20 @@ layout of trainer/launch/heartbeat.cc's Slot) and writes there:
   launcher names the one that ended first;
 - the exception that ends the script, in its error file (TORCHELASTIC_ERROR_FILE,
   as torch's @record writes it), which `launch` names in its line on the rank;
-- nothing, but one line on rank 0's stderr, where the job has several ranks
-  and rank 0 took its 20th optimizer step without joining them
-  (torch.distributed.init_process_group never called: every rank trains a
-  model of its own, which nothing averages, as a script written for
-  torch.distributed.launch does when it waits for a --local_rank argument);
-- likewise one line where the script starts processes of its own with
-  torch.multiprocessing.spawn (the PyTorch DDP tutorial's way) in each of
-  several ranks;
 - a sign of life while the main thread moves (a thread samples where it is
   once a second), so a long evaluation without steps is not taken for a hang,
   while a rank blocked in one call (a collective, a deadlock, a stopped peer)
   stays quiet; and whether that call is inside torch (the slot's `waiting`),
   where a quiet rank may be waiting for a peer, or in the script's own code,
   where it is not: the launcher names the rank that holds the others up.
+
+In a job of several ranks it also says, in one line on rank 0's stderr,
+where rank 0 took its 20th optimizer step without joining its peers
+(torch.distributed.init_process_group never called: every rank trains a
+model of its own, which nothing averages, as a script written for
+torch.distributed.launch does when it waits for a --local_rank argument),
+and where the script starts processes of its own with
+torch.multiprocessing.spawn (the PyTorch DDP tutorial's way) in each rank.
 
 Nothing here may break the user's program: every failure leaves it as it was.
 The sitecustomize this file shadows (Debian's) runs afterwards.
