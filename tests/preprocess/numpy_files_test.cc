@@ -9,7 +9,7 @@
 namespace granary {
 namespace {
 
-std::string Le(uint32_t value, int width) {
+std::string Le(uint64_t value, int width) {
   std::string bytes;
   for (int i = 0; i < width; ++i) bytes += static_cast<char>(value >> (8 * i) & 0xFF);
   return bytes;
