@@ -55,8 +55,9 @@ def misuse(d, w):
     d.case("non-UTF-8 RAW, class and db path, --json",
            [PREP, "build", odd, w("db\udcfe"), "--json", "--no-progress"], 0,
            lambda: "" if run([PREP, "verify", w("db\udcfe")])[0] == 0 else "db does not verify")
-    os.makedirs(w("nl", "a"))
-    shutil.copy(os.path.join(w("cycles", "a"), "0.jpg"), w("nl", "a", "fine.jpg"))
+    for c in ("a", "b"):  # two classes: one would add a note before the error
+        os.makedirs(w("nl", c))
+        shutil.copy(os.path.join(w("cycles", "a"), "0.jpg"), w("nl", c, "fine.jpg"))
     with open(w("nl", "a", "bad\nname.jpg"), "w") as f:
         f.write("not a jpeg")
     d.case("a rejected file named with a newline", [PREP, "build", w("nl"), w("nl.db"), "--no-progress",

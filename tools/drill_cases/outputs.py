@@ -143,9 +143,10 @@ def unwritable_and_lost(d, w, db, base, train):
 def smaller_ones(d, w, db, base, train, kd, a):
     """The smaller ones: bounds, a looping model, an edited checkpoint, a FIFO shard, disagreeing nodes."""
     # 9. The smaller ones.
-    os.makedirs(w("junk", "a"))
-    with open(w("junk", "a", "1.jpg"), "w") as f:
-        f.write("not a jpeg")
+    for c in ("a", "b"):  # two classes: one would add a note before the error
+        os.makedirs(w("junk", c))
+        with open(w("junk", c, "1.jpg"), "w") as f:
+            f.write("not a jpeg")
     loop = w("loop.pt")
     with open(w("make_loop.py"), "w") as f:  # TorchScript reads the class's source from a file
         f.write("import torch\nclass L(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"

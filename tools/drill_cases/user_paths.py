@@ -146,7 +146,7 @@ def round4_odd_images(d, w):
     d.case("a PNG with an eXIf orientation is rotated as a JPEG is",
            [PREP, "build", png, w("r4png.db"), "--size", "8", "--no-progress"], 0, check=rotated)
     cap = w("r4", "cap")
-    image_folder(cap, classes=("a",), per_class=1)
+    image_folder(cap, classes=("a", "b"), per_class=1)  # two classes: one would add a note before the error
     with open(os.path.join(cap, "a", "huge.jpg"), "wb") as f:
         f.write(lying_jpeg(20000, 20000))
     d.case("a JPEG declaring 20000x20000: over the pixel cap, which the message states",

@@ -146,31 +146,45 @@ def _install(words, halves):
 _ALONE_AFTER_STEPS = 20
 
 
+def _quietly(function):
+    """`function`, whose failure never reaches the user's program."""
+    def run(*args):
+        try:
+            function(*args)
+        except Exception:
+            pass
+    return run
+
+
+def _world_if_rank_0():
+    """The job's number of ranks where this is rank 0 of several; 0 otherwise."""
+    world = int(os.environ.get("WORLD_SIZE") or 1)
+    return world if world > 1 and os.environ.get("RANK") == "0" else 0
+
+
+@_quietly
 def _warn_if_alone():
     """Rank 0 of several, having trained without joining its peers, says so
     once: the job is then that many separate trainings, not one."""
+    world = _world_if_rank_0()
+    dist = sys.modules.get("torch.distributed")
+    if not world or (dist is not None and dist.is_initialized()):
+        return
+    hint = ""
+    script = getattr(sys.modules.get("__main__"), "__file__", None)
     try:
-        world = int(os.environ.get("WORLD_SIZE") or 1)
-        dist = sys.modules.get("torch.distributed")
-        if world < 2 or os.environ.get("RANK") != "0" or (dist is not None and dist.is_initialized()):
-            return
-        hint = ""
-        script = getattr(sys.modules.get("__main__"), "__file__", None)
-        try:
-            with open(script, errors="replace") as f:
-                text = f.read(1 << 20)
-            if "local_rank" in text or "local-rank" in text:
-                hint = (" The script reads --local_rank, which torch.distributed.launch passed; launch, as torchrun, "
-                        "puts it in the environment: int(os.environ['LOCAL_RANK']).")
-        except (OSError, TypeError):
-            pass
-        print(f"launch: rank 0 took {_ALONE_AFTER_STEPS} optimizer steps without joining its {world - 1} peer(s) "
-              f"(torch.distributed.init_process_group was not called): the {world} ranks each train a model of their "
-              f"own, which nothing averages. Call torch.distributed.init_process_group(\"gloo\") (it reads RANK, "
-              f"WORLD_SIZE, MASTER_ADDR and MASTER_PORT from the environment) and wrap the model in "
-              f"DistributedDataParallel.{hint}", file=sys.stderr, flush=True)
-    except Exception:
+        with open(script, errors="replace") as f:
+            text = f.read(1 << 20)
+        if "local_rank" in text or "local-rank" in text:
+            hint = (" The script reads --local_rank, which torch.distributed.launch passed; launch, as torchrun, "
+                    "puts it in the environment: int(os.environ['LOCAL_RANK']).")
+    except (OSError, TypeError):
         pass
+    print(f"launch: rank 0 took {_ALONE_AFTER_STEPS} optimizer steps without joining its {world - 1} peer(s) "
+          f"(torch.distributed.init_process_group was not called): the {world} ranks each train a model of their "
+          f"own, which nothing averages. Call torch.distributed.init_process_group(\"gloo\") (it reads RANK, "
+          f"WORLD_SIZE, MASTER_ADDR and MASTER_PORT from the environment) and wrap the model in "
+          f"DistributedDataParallel.{hint}", file=sys.stderr, flush=True)
 
 
 def _patch_spawn(module):
@@ -193,18 +207,15 @@ def _patch_spawn(module):
             setattr(module, name, wrap(getattr(module, name)))
 
 
+@_quietly
 def _warn_spawned(nprocs):
-    try:
-        world = int(os.environ.get("WORLD_SIZE") or 1)
-        if world < 2 or os.environ.get("RANK") != "0":
-            return
+    world = _world_if_rank_0()
+    if world:
         print(f"launch: the script starts {nprocs} processes of its own (torch.multiprocessing.spawn) in each of "
-              f"launch's {world} ranks: {world * nprocs} processes where one job was meant, each group with its own "
-              f"rendezvous beside launch's (a fixed MASTER_PORT then fails with 'Address already in use'). Run it "
-              f"with launch --ranks 1, whose one rank spawns them on the CPUs launch gives it, or read RANK and "
+              f"launch's {world} ranks: {world * nprocs} processes where one job was meant, each group with its "
+              f"own rendezvous beside launch's (a fixed MASTER_PORT then fails with 'Address already in use'). Run "
+              f"it with launch --ranks 1, whose one rank spawns them on the CPUs launch gives it, or read RANK and "
               f"WORLD_SIZE from the environment instead of spawning.", file=sys.stderr, flush=True)
-    except Exception:
-        pass
 
 
 def _record_uncaught():
