@@ -8,7 +8,9 @@ without labels) builds and trains, saying where its evaluation split is
 to come from. NumPy's files (Keras's mnist.npz, X.npy and y.npy) are
 refused by prep with the granary.write call that writes them, which runs
 as printed, as are class folders of text (aclImdb's reviews) and of
-audio (Speech Commands' clips, its lists of held-out clips as splits).
+audio (Speech Commands' clips, its lists of held-out clips as splits);
+granary.write warns of NumPy's float64 and refuses a tuple of columns, and
+shows its progress in a Jupyter notebook.
 A dataset written through torchvision's ToTensor()
 and Normalize() is not normalised a second time by granary.Loader; one
 written after ToTensor() alone is warned of (float pixels, 4x the bytes).
