@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <set>
 
 #include "preprocess/csv_table.h"
 
@@ -118,6 +119,26 @@ Status CheckClassLabels(const std::string& path, const std::string& label, const
     return Status::InvalidArgument(path + ": column '" + label + "' holds numbers that are not integers (" +
                                    joined(fractions) + ", ...)" + no_number + ": a regression target, not classes" +
                                    way_forward);
+  }
+  // "clear primary", "haze primary water": lists of tags (Planet's Amazon images), whose combinations became classes.
+  std::set<std::string> tags;
+  std::string shown;  // the first list
+  size_t lists = 0;
+  for (const std::string& v : values) {
+    size_t words = 0;
+    for (size_t at = 0; at < v.size();) {
+      const size_t end = std::min(v.find_first_of(" ;|", at), v.size());
+      if (end > at) tags.insert(v.substr(at, end - at)), ++words;
+      at = end + 1;
+    }
+    if (words > 1 && lists++ == 0) shown = v;
+  }
+  if (values.size() >= 10 && 2 * lists > values.size() && 2 * tags.size() <= values.size()) {
+    notes->push_back("column '" + label + "' holds lists of tags ('" + shown + "', ...: " +
+                     std::to_string(tags.size()) + " tags in " + std::to_string(values.size()) +
+                     " combinations): each combination is a class of its own, and train's models predict one class; "
+                     "for several labels a sample, write a multi-hot field with granary.write and train it in your "
+                     "own script (BCEWithLogitsLoss; launch runs it on every core)");
   }
   // "Cat" and "cat": one class to the eye, two to a model.
   std::map<std::string, std::vector<std::string>> spellings;

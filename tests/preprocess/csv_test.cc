@@ -68,6 +68,31 @@ TEST(Csv, StringLabelsBecomeSortedClassesAndQuotingWorks) {
   auto cased = OpenCsvSource(dir.Sub("case.csv"), CsvOptions());
   ASSERT_TRUE(cased.ok()) << cased.status().ToString();
   EXPECT_EQ(cased->info.class_names, (std::vector<std::string>{"Cat", "DOG", "Dog", "bird", "cat", "dog"}));
+  // Lists of tags (Planet's Amazon labels: "clear primary water") are noted: each combination became a class;
+  // classes whose names have two words ("golden retriever") are not.
+  std::string tagged = "x,tags\n", breeds = "x,breed\n";
+  const char* tags[] = {"clear", "haze", "primary", "water", "road"};
+  for (int i = 0; i < 40; ++i) {
+    tagged += std::to_string(i) + "," + tags[i % 2] + " " + tags[2 + i % 3] +
+              (i % 4 ? std::string(" ") + tags[i % 5] : "") + "\n";
+    breeds += std::to_string(i) + ",breed" + std::to_string(i % 12) + " dog" + std::to_string(i % 12) + "\n";
+  }
+  testing::WriteFile(dir.Sub("tags.csv"), tagged);
+  testing::WriteFile(dir.Sub("breeds.csv"), breeds);
+  CsvOptions tagged_options;
+  tagged_options.label = "tags";
+  auto lists = OpenCsvSource(dir.Sub("tags.csv"), tagged_options);
+  ASSERT_TRUE(lists.ok()) << lists.status().ToString();
+  const auto noted = [](const Source& source, const std::string& text) {
+    return std::any_of(source.info.notes.begin(), source.info.notes.end(),
+                       [&](const std::string& n) { return n.find(text) != std::string::npos; });
+  };
+  EXPECT_TRUE(noted(lists.value(), "column 'tags' holds lists of tags ('clear primary', ...: 5 tags in"));
+  EXPECT_TRUE(noted(lists.value(), "write a multi-hot field with granary.write"));
+  tagged_options.label = "breed";
+  auto named = OpenCsvSource(dir.Sub("breeds.csv"), tagged_options);
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  EXPECT_FALSE(noted(named.value(), "lists of tags"));
   EXPECT_NE(std::find(cased->info.notes.begin(), cased->info.notes.end(),
                       "column 'label' holds labels that differ only in case ('Cat', 'cat'; 'DOG', 'Dog', 'dog'): "
                       "each is a class of its own; where they mean one, spell them one way in the table (pandas: "

@@ -67,6 +67,12 @@ def round9_arrivals(d, w):
                                               for k in range(120)))
     d.case("a CSV column of 120 dates: refused as text, naming the numbers to derive from dates",
            [PREP, "build", dated, w("r9d.db"), "--no-progress"], 1, needle="its values are dates")
+    planet = w("r9t.csv")
+    with open(planet, "w") as f:
+        f.write("x,tags\n" + "".join(f"{k},{('clear', 'haze')[k % 2]} {('primary', 'water', 'road')[k % 3]}"
+                                       f"{' agriculture' if k % 5 else ''}\n" for k in range(48)))
+    d.case("a label column of tag lists (Planet's 'clear primary'): noted as multi-label",
+           sh(f"{PREP} build {planet} {w('r9t.db')} --label tags --no-progress 2>&1 | grep -q 'lists of tags'"), 0)
     pets = w("r9p")
     image_folder(os.path.join(pets, "PetImages"), classes=("Cat", "Dog"), per_class=2)
     d.case("Kaggle's kagglecatsanddogs/PetImages/{Cat,Dog} given by its outer folder: refused, naming PetImages",
