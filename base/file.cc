@@ -1,5 +1,7 @@
 #include "base/file.h"
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -57,6 +59,14 @@ Status ReadBoundedFile(const std::string& path, uint64_t max_bytes, std::string*
   }
   out->resize(file.size_bytes());
   return file.ReadAt(0, out->size(), out->data());
+}
+
+std::string ReadFileEdge(const std::string& path, size_t max_bytes, bool from_end) {
+  ReadOnlyFile file;
+  if (!file.Open(path).ok()) return "";
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(file.size_bytes(), max_bytes));
+  std::string bytes(n, '\0');
+  return file.ReadAt(from_end ? file.size_bytes() - n : 0, n, bytes.data()).ok() ? bytes : "";
 }
 
 namespace {

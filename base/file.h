@@ -23,6 +23,11 @@ Status ReadFile(const std::string& path, std::string* out);
 // file (a FIFO, a device), Corruption if it is larger.
 Status ReadBoundedFile(const std::string& path, uint64_t max_bytes, std::string* out);
 
+// At most `max_bytes` of the regular file `path`: its first bytes, or with
+// `from_end` its last; "" where it cannot be opened (missing, not a regular
+// file) or read. For sniffing what a file is, where an error is no answer.
+std::string ReadFileEdge(const std::string& path, size_t max_bytes, bool from_end = false);
+
 // Writes `contents` to `path` (created or truncated) and fsyncs it. A
 // symlink at `path` is refused (ELOOP), never written through.
 Status WriteFileSynced(const std::string& path, const std::string& contents);

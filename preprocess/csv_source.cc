@@ -228,13 +228,13 @@ StatusOr<size_t> LabelColumn(const std::string& path, const std::vector<std::str
   return column;
 }
 
-// The CSV table(s) at `raw`, scanned: a file (split train), or a folder's
-// train.csv with val.csv and test.csv if present, each with the first's header.
-StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOptions& options,
-                                             size_t* label_column, std::string* label,
-                                             std::vector<std::string>* notes) {
+// The tables of `raw`, (split, path) each, train first: a folder's
+// train.csv (val.csv, test.csv; or .tsv, compressed), or the file itself;
+// refused where --val-fraction would make a val split beside a val file.
+StatusOr<std::vector<std::pair<std::string, std::string>>> CsvFilesOf(const std::string& raw,
+                                                                      const CsvOptions& options) {
   std::error_code ec;
-  std::vector<std::pair<std::string, std::string>> files;  // (split, path)
+  std::vector<std::pair<std::string, std::string>> files;
   if (fs::is_directory(raw, ec)) {
     for (const char* name : {"train", "val", "test"}) {
       for (const char* extension : kCsvFolderExtensions) {
@@ -256,6 +256,15 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
   if (options.val_fraction > 0 && val_file != files.end()) {
     return Status::InvalidArgument("--val-fraction: " + val_file->second + " is the val split already");
   }
+  return files;
+}
+
+// The CSV table(s) at `raw`, scanned: a file (split train), or a folder's
+// train.csv with val.csv and test.csv if present, each with the first's header.
+StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOptions& options,
+                                             size_t* label_column, std::string* label,
+                                             std::vector<std::string>* notes) {
+  GRANARY_ASSIGN_OR_RETURN(const auto files, CsvFilesOf(raw, options));
   const auto test = std::find_if(files.begin(), files.end(), [](const auto& f) { return f.first == "test"; });
   const std::string test_file = test == files.end() ? "" : test->second;
   std::vector<CsvInput> inputs;

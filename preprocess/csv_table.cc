@@ -147,9 +147,10 @@ char DetectCsvDecimal(std::string_view text, char delimiter) {
     return at != std::string_view::npos && digits(v.substr(0, at)) && digits(v.substr(at + 1));
   };
   size_t commas = 0, points = 0;
+  const char ends[] = {delimiter, '\n', '\0'};  // of a field
   const size_t header_end = text.find('\n');
   for (size_t at = header_end == std::string_view::npos ? text.size() : header_end + 1; at < text.size();) {
-    size_t end = text.find_first_of(std::string{delimiter, '\n'}, at);
+    const size_t end = text.find_first_of(ends, at);
     if (end == std::string_view::npos) break;  // the last line may be cut: left out
     std::string_view v = text.substr(at, end - at);
     while (!v.empty() && (v.back() == '\r' || v.back() == ' ' || v.back() == '"')) v.remove_suffix(1);

@@ -50,8 +50,7 @@ std::string LabelsTableIn(const fs::path& dir) {
   std::vector<std::string> tables;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    std::string name = it->path().filename().string();
-    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    const std::string name = AsciiLower(it->path().filename().string());
     if (name[0] == '.' || !it->is_regular_file(ec)) continue;
     for (const char* ext : {".csv", ".tsv", ".txt", ".csv.gz", ".csv.zst"}) {
       const std::string e(ext);
@@ -86,11 +85,12 @@ std::map<std::string, std::string> TableLabelledSplits(const fs::path& raw, cons
   return tables;
 }
 
-std::string LowerExtension(const fs::path& p) {
-  std::string ext = p.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-  return ext;
+std::string AsciiLower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  return text;
 }
+
+std::string LowerExtension(const fs::path& p) { return AsciiLower(p.extension().string()); }
 
 std::string SplitOfFolder(const std::string& name) {
   std::string n;
@@ -300,9 +300,7 @@ std::string TablesNear(const fs::path& dir) {
   for (const fs::path& where : {dir, dir.parent_path().empty() ? fs::path(".") : dir.parent_path()}) {
     std::error_code ec;
     for (fs::directory_iterator it(where, ec), end; !ec && it != end; it.increment(ec)) {
-      std::string ext = it->path().extension().string();
-      std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-      if (ext == ".csv" && it->is_regular_file(ec)) tables.push_back(it->path().string());
+      if (LowerExtension(it->path()) == ".csv" && it->is_regular_file(ec)) tables.push_back(it->path().string());
     }
   }
   std::sort(tables.begin(), tables.end());

@@ -23,6 +23,9 @@ std::string SplitOfFolder(const std::string& name);
 // if none does.
 std::string FolderOfSplit(const std::vector<std::string>& folders, const std::string& split);
 
+// `text` with its ASCII letters in lower case (bytes beyond ASCII as they are).
+std::string AsciiLower(std::string text);
+
 // `p`'s extension in lower case (".jpg" for "a.JPG"); "" if it has none.
 std::string LowerExtension(const std::filesystem::path& p);
 

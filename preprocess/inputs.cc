@@ -25,9 +25,11 @@ namespace fs = std::filesystem;
 
 // Whether the build option `key` is a labels table's content hash (labels_hash of --labels, or
 // <split>_labels_hash of a split's own table).
+constexpr std::string_view kLabelsHash = "labels_hash", kSplitLabelsHash = "_labels_hash";
+
 bool IsLabelsHash(const std::string& key) {
-  const std::string suffix = "labels_hash";
-  return key.size() >= suffix.size() && key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return key.size() >= kLabelsHash.size() && key.compare(key.size() - kLabelsHash.size(), kLabelsHash.size(),
+                                                          kLabelsHash) == 0;
 }
 
 // Whether a table labels the items of a build with these options.
@@ -306,8 +308,8 @@ InputChanges CompareInputs(const DbInputs& old, const Source& source, const Buil
     const std::string is = b == now.end() ? "(none)" : b->second;
     if (was == is) continue;
     if (IsLabelsHash(k) && a != old.options.end() && b != now.end()) {  // the same table, edited: data, not options
-      c.tables.push_back(k == "labels_hash" ? now.count("labels") ? now.at("labels") : "--labels"
-                                            : "of split '" + k.substr(0, k.size() - 12) + "'");
+      c.tables.push_back(k == kLabelsHash ? now.count("labels") ? now.at("labels") : "--labels"
+                                          : "of split '" + k.substr(0, k.size() - kSplitLabelsHash.size()) + "'");
     } else {
       c.options.push_back(k + ": " + was + " -> " + is);
     }

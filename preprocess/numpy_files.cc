@@ -4,9 +4,9 @@
 #include <cctype>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <map>
 
+#include "base/file.h"
 #include "preprocess/folder_layout.h"
 
 namespace granary {
@@ -16,26 +16,10 @@ namespace fs = std::filesystem;
 
 constexpr char kNotArrays[] = "prep reads CSV tables, IDX files and image folders, not arrays";
 
-std::string Lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
-  return text;
-}
-
 uint32_t LittleEndian(std::string_view bytes, size_t at, int width) {
   uint32_t value = 0;
   for (int i = width - 1; i >= 0; --i) value = value << 8 | static_cast<unsigned char>(bytes[at + i]);
   return value;
-}
-
-// The first `most` bytes of `path` (the last, `from_end`); "" where it cannot be read.
-std::string ReadPart(const std::string& path, bool from_end, size_t most) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return "";
-  const auto size = static_cast<uint64_t>(in.tellg());
-  const size_t n = static_cast<size_t>(std::min<uint64_t>(size, most));
-  std::string bytes(n, '\0');
-  in.seekg(static_cast<std::streamoff>(from_end ? size - n : 0));
-  return in.read(bytes.data(), static_cast<std::streamsize>(n)) ? bytes : "";
 }
 
 // "'<f4'" after `key` in a .npy header's dict, up to and including `close`; "" if absent or long.
@@ -72,7 +56,7 @@ Role RoleOf(const std::string& name) {
     return kKinds.count(word) + kSplits.count(word) > 0;
   };
   std::string word;
-  for (const char c : Lower(name) + "_") {
+  for (const char c : AsciiLower(name) + "_") {
     if (std::isalnum(static_cast<unsigned char>(c))) {
       word += c;
       continue;
@@ -146,7 +130,7 @@ std::string NumpyArrayFacts(std::string_view head) {
 }
 
 std::vector<std::string> NumpyArchiveArrays(const std::string& path) {
-  const std::string tail = ReadPart(path, /*from_end=*/true, 1 << 20);
+  const std::string tail = ReadFileEdge(path, 1 << 20, /*from_end=*/true);
   // The zip's end of central directory record: its signature, and the directory's size 12 bytes on.
   const size_t end_record = tail.size() < 22 ? std::string::npos : tail.rfind("PK\x05\x06", tail.size() - 22);
   if (end_record == std::string::npos) return {};
@@ -217,7 +201,7 @@ std::string NumpyAdvice(const std::string& raw, const std::string& db_path) {
            (advice.empty() ? rows : advice);
   }
   if (!fs::is_regular_file(raw, ec)) return "";
-  if (const std::string facts = NumpyArrayFacts(ReadPart(raw, /*from_end=*/false, 4096)); !facts.empty()) {
+  if (const std::string facts = NumpyArrayFacts(ReadFileEdge(raw, 4096)); !facts.empty()) {
     const std::string dir = fs::path(raw).parent_path().string();
     const std::string advice = ArraysAdvice(dir, NumpyFilesIn(dir.empty() ? "." : dir, nullptr), db);
     return raw + ": is " + facts + ": " + kNotArrays + "; " +

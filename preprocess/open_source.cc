@@ -201,7 +201,78 @@ std::string OneImageHint(const std::string& raw) {
 
 }  // namespace
 
-StatusOr<Source> OpenSource(const RawOptions& o) {
+namespace {
+
+// The source of --format csv, with its flags parsed; what they were, into *recorded.
+StatusOr<Source> OpenCsvFromFlags(const RawOptions& o, std::map<std::string, std::string>* recorded) {
+  CsvOptions csv;
+  csv.label = o.label;
+  if (o.delimiter == "tab" || o.delimiter == "\t") {
+    csv.delimiter = '\t';
+  } else if (o.delimiter == "," || o.delimiter == ";" || o.delimiter == "|") {
+    csv.delimiter = o.delimiter[0];
+  } else if (o.delimiter != "auto") {
+    return Status::InvalidArgument("--delimiter " + o.delimiter + ": expected auto, ',', ';', tab or '|'");
+  }
+  if (o.decimal == "point" || o.decimal == "comma") {
+    csv.decimal = o.decimal == "point" ? '.' : ',';
+  } else if (o.decimal != "auto") {
+    return Status::InvalidArgument("--decimal " + o.decimal + ": expected auto, point or comma");
+  }
+  if (o.missing == "reject") {
+    csv.missing = MissingPolicy::kReject;
+  } else if (o.missing == "nan") {
+    csv.missing = MissingPolicy::kNaN;
+  } else if (o.missing == "zero") {
+    csv.missing = MissingPolicy::kZero;
+  } else {
+    return Status::InvalidArgument("--missing " + o.missing + ": expected reject, nan or zero");
+  }
+  csv.val_fraction = o.val_fraction;
+  csv.limit = o.limit;
+  csv.drop = o.drop;
+  csv.header = !o.no_header;
+  csv.temp_dir = o.temp_dir;
+  csv.regression = o.regression;
+  csv.show_progress = o.show_progress;
+  if (o.no_header) (*recorded)["header"] = "no";
+  if (o.regression) (*recorded)["regression"] = "yes";
+  recorded->insert({{"label", o.label}, {"missing", o.missing}, {"val_fraction", std::to_string(o.val_fraction)}});
+  return OpenCsvSource(o.raw, csv);
+}
+
+// The source of --format image-folder, with its flags parsed; what they were, into *recorded.
+StatusOr<Source> OpenImagesFromFlags(const RawOptions& o, std::map<std::string, std::string>* recorded) {
+  ImageFolderOptions images;
+  if (!ParseSize(o.size, &images.width, &images.height)) {
+    return Status::InvalidArgument("--size " + o.size + ": expected S or WxH (1..8192)");
+  }
+  images.channels = o.channels;
+  if (o.layout == "classes") {
+    images.layout = FolderLayout::kClasses;
+  } else if (o.layout == "splits") {
+    images.layout = FolderLayout::kSplits;
+  } else if (o.layout != "auto") {
+    return Status::InvalidArgument("--layout " + o.layout + ": expected auto, classes or splits");
+  }
+  images.val_fraction = o.val_fraction;
+  images.limit = o.limit;
+  images.max_decode_bytes = o.max_image_mb << 20;
+  images.labels = o.labels;
+  images.label_from_name = o.label_from_name;
+  images.label_column = o.label;
+  images.temp_dir = o.temp_dir;
+  recorded->insert({{"size", RecordedSize(o.size)},
+                    {"channels", std::to_string(o.channels)},
+                    {"max_image_mb", std::to_string(o.max_image_mb)},
+                    {"val_fraction", std::to_string(o.val_fraction)}});
+  return OpenImageFolderSource(o.raw, images);
+}
+
+// RAW's format as detected or given ("images" read as "image-folder"), or
+// the refusal of a RAW that holds no dataset: an empty folder, a path
+// spelt as no local one is, a NumPy file or one image.
+StatusOr<std::string> FormatOf(const RawOptions& o) {
   std::error_code ec;
   if (std::filesystem::is_directory(o.raw, ec) && std::filesystem::is_empty(o.raw, ec)) {
     return Status::InvalidArgument(o.raw + ": the folder is empty (prep reads an IDX folder, a CIFAR folder, an "
@@ -210,12 +281,37 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
   if (!std::filesystem::exists(o.raw, ec)) {
     if (const std::string hint = MissingRawHint(o.raw); !hint.empty()) return Status::NotFound(o.raw + hint);
   }
-  std::string format = o.format == "auto" ? DetectFormat(o.raw) : o.format;
+  const std::string format = o.format == "auto" ? DetectFormat(o.raw) : o.format;
   if (format == "csv" && std::filesystem::is_regular_file(o.raw, ec)) {  // a NumPy file or an image, not a table
     if (const std::string numpy = NumpyAdvice(o.raw, o.db); !numpy.empty()) return Status::InvalidArgument(numpy);
     if (const std::string image = OneImageHint(o.raw); !image.empty()) return Status::InvalidArgument(image);
   }
-  if (format == "images") format = "image-folder";
+  return format == "images" ? std::string("image-folder") : format;
+}
+
+// Where a detected format's source failed: what RAW holds instead, where
+// that can be told (text or audio, a dataset below it, NumPy files, tables
+// of another format); the failure as it is otherwise.
+Status NameWhatRawHolds(const RawOptions& o, const std::string& format, const Status& failed) {
+  if (o.format == "auto" && format == "image-folder") {
+    if (const std::string media = OtherMediaAdvice(o.raw, o.db); !media.empty()) return Status::InvalidArgument(media);
+    if (const std::string below = DatasetBelow(o.raw); !below.empty()) {
+      return Status::InvalidArgument(failed.message() + "; " + below);
+    }
+  }
+  if (o.format == "auto" && format == "idx") {
+    if (const std::string numpy = NumpyAdvice(o.raw, o.db); !numpy.empty()) return Status::InvalidArgument(numpy);
+    if (const std::string tables = OtherTables(o.raw); !tables.empty()) {
+      return Status::InvalidArgument(o.raw + ": " + tables);  // no IDX file either: it was never an IDX dataset
+    }
+  }
+  return failed;
+}
+
+}  // namespace
+
+StatusOr<Source> OpenSource(const RawOptions& o) {
+  GRANARY_ASSIGN_OR_RETURN(const std::string format, FormatOf(o));
   std::map<std::string, std::string> recorded = {{"format", format}, {"limit", std::to_string(o.limit)}};
   GRANARY_RETURN_IF_ERROR(CheckLabelFlags(o, format));
   StatusOr<Source> source =
@@ -232,79 +328,11 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
     cifar.class_names = o.class_names;
     source = OpenCifarSource(o.raw, cifar);
   } else if (format == "csv") {
-    CsvOptions csv;
-    csv.label = o.label;
-    if (o.delimiter == "tab" || o.delimiter == "\t") {
-      csv.delimiter = '\t';
-    } else if (o.delimiter == "," || o.delimiter == ";" || o.delimiter == "|") {
-      csv.delimiter = o.delimiter[0];
-    } else if (o.delimiter != "auto") {
-      return Status::InvalidArgument("--delimiter " + o.delimiter + ": expected auto, ',', ';', tab or '|'");
-    }
-    if (o.decimal == "point" || o.decimal == "comma") {
-      csv.decimal = o.decimal == "point" ? '.' : ',';
-    } else if (o.decimal != "auto") {
-      return Status::InvalidArgument("--decimal " + o.decimal + ": expected auto, point or comma");
-    }
-    if (o.missing == "reject") {
-      csv.missing = MissingPolicy::kReject;
-    } else if (o.missing == "nan") {
-      csv.missing = MissingPolicy::kNaN;
-    } else if (o.missing == "zero") {
-      csv.missing = MissingPolicy::kZero;
-    } else {
-      return Status::InvalidArgument("--missing " + o.missing + ": expected reject, nan or zero");
-    }
-    csv.val_fraction = o.val_fraction;
-    csv.limit = o.limit;
-    csv.drop = o.drop;
-    csv.header = !o.no_header;
-    csv.temp_dir = o.temp_dir;
-    csv.regression = o.regression;
-    csv.show_progress = o.show_progress;
-    if (o.no_header) recorded["header"] = "no";
-    if (o.regression) recorded["regression"] = "yes";
-    recorded.insert({{"label", o.label}, {"missing", o.missing}, {"val_fraction", std::to_string(o.val_fraction)}});
-    source = OpenCsvSource(o.raw, csv);
+    source = OpenCsvFromFlags(o, &recorded);
   } else if (format == "image-folder") {
-    ImageFolderOptions images;
-    if (!ParseSize(o.size, &images.width, &images.height)) {
-      return Status::InvalidArgument("--size " + o.size + ": expected S or WxH (1..8192)");
-    }
-    images.channels = o.channels;
-    if (o.layout == "classes") {
-      images.layout = FolderLayout::kClasses;
-    } else if (o.layout == "splits") {
-      images.layout = FolderLayout::kSplits;
-    } else if (o.layout != "auto") {
-      return Status::InvalidArgument("--layout " + o.layout + ": expected auto, classes or splits");
-    }
-    images.val_fraction = o.val_fraction;
-    images.limit = o.limit;
-    images.max_decode_bytes = o.max_image_mb << 20;
-    images.labels = o.labels;
-    images.label_from_name = o.label_from_name;
-    images.label_column = o.label;
-    images.temp_dir = o.temp_dir;
-    recorded.insert({{"size", RecordedSize(o.size)},
-                     {"channels", std::to_string(o.channels)},
-                     {"max_image_mb", std::to_string(o.max_image_mb)},
-                     {"val_fraction", std::to_string(o.val_fraction)}});
-    source = OpenImageFolderSource(o.raw, images);
+    source = OpenImagesFromFlags(o, &recorded);
   }
-  if (!source.ok() && o.format == "auto" && format == "image-folder") {
-    if (const std::string media = OtherMediaAdvice(o.raw, o.db); !media.empty()) return Status::InvalidArgument(media);
-    if (const std::string below = DatasetBelow(o.raw); !below.empty()) {
-      return Status::InvalidArgument(source.status().message() + "; " + below);
-    }
-  }
-  if (!source.ok() && o.format == "auto" && format == "idx") {
-    if (const std::string numpy = NumpyAdvice(o.raw, o.db); !numpy.empty()) return Status::InvalidArgument(numpy);
-    if (const std::string tables = OtherTables(o.raw); !tables.empty()) {
-      return Status::InvalidArgument(o.raw + ": " + tables);  // no IDX file either: it was never an IDX dataset
-    }
-  }
-  if (!source.ok()) return source;
+  if (!source.ok()) return NameWhatRawHolds(o, format, source.status());
   for (auto it = recorded.begin(); it != recorded.end();) {
     it = it->second.empty() ? recorded.erase(it) : std::next(it);
   }

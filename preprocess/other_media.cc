@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
 #include <utility>
 #include <vector>
 
+#include "base/file.h"
 #include "preprocess/folder_layout.h"
 #include "preprocess/numpy_files.h"
 
@@ -50,17 +50,13 @@ void CountBelow(const fs::path& dir, Counts* counts, size_t* budget) {
 
 // A folder beside the classes that holds no class: unlabelled data (aclImdb's unsup/) or extras (_background_noise_/).
 bool NoClass(const std::string& name) {
-  std::string n = name;
-  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string n = AsciiLower(name);
   return name[0] == '_' || n == "unsup" || n == "unlabeled" || n == "unlabelled";
 }
 
 // Whether the WAV file at `path` holds 16-bit PCM samples (its "fmt " chunk says so).
 bool Is16BitPcm(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::string head(4096, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  head.resize(static_cast<size_t>(in.gcount()));
+  const std::string head = ReadFileEdge(path, 4096);
   if (head.size() < 12 || head.compare(0, 4, "RIFF") != 0 || head.compare(8, 4, "WAVE") != 0) return false;
   const auto u16 = [&](size_t at) { return static_cast<unsigned>(static_cast<unsigned char>(head[at])) |
                                            static_cast<unsigned>(static_cast<unsigned char>(head[at + 1])) << 8; };
