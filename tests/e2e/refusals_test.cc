@@ -63,6 +63,23 @@ TEST_F(Refusals, NodesWithDifferentRanksSayWhatDiffers) {
             std::string::npos);
 }
 
+// A node started alone used to end with torch's "Socket Timeout" or "The
+// client socket has timed out ..."; now the line says which side was missing
+// and what to start.
+TEST_F(Refusals, ANodeStartedAloneSaysWhatToStart) {
+  const std::string node = train_ + "--epochs 1 --threads 1 --pin off --nnodes 2 --timeout 3 " +
+                           "--master-addr 127.0.0.1 --master-port " + std::to_string(testing::FreePort()) + " ";
+  auto second = RunCommand(node + "--ranks 1 --node-rank 1", dir_);
+  ExpectOneLineError(second, "node 0's rendezvous at 127.0.0.1:");
+  EXPECT_NE(second.err.find("did not answer within --timeout 3 s: start node 0 (--node-rank 0) too"),
+            std::string::npos) << second.err;
+  // Node 0's two ranks: whichever notices first (a rank's store, or the
+  // launcher watching them wait) names the nodes to start.
+  auto first = RunCommand(node + "--ranks 2 --node-rank 0", dir_);
+  EXPECT_EQ(first.exit_code, 1);
+  EXPECT_NE(first.err.find("start all 2 nodes"), std::string::npos) << first.err;
+}
+
 // A rank stopped before it even started (before main) is named, as a rank
 // that hangs later is.
 TEST_F(Refusals, ARankStoppedDuringStartUpIsNamed) {
@@ -72,6 +89,11 @@ TEST_F(Refusals, ARankStoppedDuringStartUpIsNamed) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("rank 1 did not start in "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("(its process is stopped)"), std::string::npos) << r.err;
+  // Rank 0's own line, where it times out before the launcher stops it.
+  if (r.err.find("rank 0:") != std::string::npos) {
+    EXPECT_NE(r.err.find("rank 0: not every one of the 2 ranks joined the rendezvous within --timeout 10 s"),
+              std::string::npos) << r.err;
+  }
   // No rank left behind ("[l]": the pattern does not match pgrep's own shell).
   EXPECT_EQ(RunCommand("pgrep -f -- '--ranks 2 --timeout 10 --[l]ayout'", dir_).out, "");
 }

@@ -119,7 +119,8 @@ class Drill:
 
     def case(self, name, args, expect_exit, check=None, needle=None, report=False, lines=1):
         """Runs one case; `check()` returns "" if the aftermath is right, else what is wrong.
-        A failure must say why in `lines` lines on stderr (None: mpirun's own text follows, any count), or
+        A failure must say why in `lines` lines on stderr (a tuple: one of those counts; None: mpirun's own text
+        follows, any count), or
         (`report`: prep verify) in its report on stdout."""
         floor = own_peak_rss_mib()  # a child's peak RSS counts ours at fork (before exec)
         code, out, err, rss, seconds = run(args)
@@ -128,7 +129,8 @@ class Drill:
         problems = []
         if code != expect_exit:
             problems.append(f"exit {code}, expected {expect_exit}")
-        if expect_exit != 0 and not report and lines is not None and len(text.splitlines()) != lines:
+        counts = lines if isinstance(lines, tuple) else (lines,)
+        if expect_exit != 0 and not report and lines is not None and len(text.splitlines()) not in counts:
             problems.append(f"{len(text.splitlines())} lines on stderr")
         if needle and needle not in text:
             problems.append(f"message lacks '{needle}'")

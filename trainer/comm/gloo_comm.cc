@@ -182,6 +182,34 @@ Status AgreeOnRun(c10d::Store& store, const CommOptions& o) {
   return Status::OK();
 }
 
+// LibTorch's words for a rendezvous that timed out ("Wait timeout", "Socket
+// Timeout", "The client socket has timed out ...") say neither who did not
+// come nor what to do: the line says both, torch's own words kept after it.
+// Other failures are returned as they are.
+Status ExplainRendezvousTimeout(const Status& s, const CommOptions& o, bool file, const std::string& where) {
+  std::string torch = s.message();
+  if (torch.rfind(where + ": ", 0) == 0) torch.erase(0, where.size() + 2);
+  if (torch.find("imeout") == std::string::npos && torch.find("imed out") == std::string::npos) return s;
+  const std::string within = " within --timeout " + std::to_string(o.timeout_s) + " s";
+  const std::string at = o.host + ":" + std::to_string(o.port);
+  std::string why;
+  if (file) {
+    why = "not every one of the " + std::to_string(o.world) + " ranks joined the rendezvous" + within;
+  } else if (torch.find("trying to connect") != std::string::npos) {
+    why = o.agent_store ? "torchrun's rendezvous store at " + at + " did not answer" + within
+                        : "node 0's rendezvous at " + at + " did not answer" + within +
+                              ": start node 0 (--node-rank 0) too, and check --master-addr, --master-port and that "
+                              "this machine can reach that port";
+  } else {
+    const int nodes = o.ranks_per_node > 0 ? o.world / o.ranks_per_node : 0;
+    why = "not every one of the " + std::to_string(o.world) + " ranks joined the rendezvous at " + at + within +
+          (nodes > 1 ? ": start all " + std::to_string(nodes) +
+                           " nodes, each with its own --node-rank and the same --master-addr and --master-port"
+                     : "");
+  }
+  return Status::FailedPrecondition(why + " (torch: " + torch + ")");
+}
+
 class GlooPendingReduce : public PendingCollective {
  public:
   // `liveness` (may be null) must outlive the reduce.
@@ -300,7 +328,7 @@ StatusOr<std::unique_ptr<CommBackend>> CreateGlooBackend(const CommOptions& opti
           std::make_unique<Liveness>(options, static_cast<c10d::TCPStore&>(*impl->store).getPort());
     }
   });
-  if (!s.ok()) return s;
+  if (!s.ok()) return ExplainRendezvousTimeout(s, options, file, where);
   if (!agreed.ok()) return agreed.WithContext(where);
   return std::unique_ptr<CommBackend>(std::move(impl));
 }

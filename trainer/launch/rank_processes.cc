@@ -128,7 +128,12 @@ std::string FindHungRank(const LaunchOptions& o, const HeartbeatBoard& board, co
     }
     if (p.waiting && !stopped) {
       if (waiting_too && waiting_line.empty()) {
-        waiting_line = name + " waited " + seconds + " for the other ranks, past --timeout; stopping the run";
+        waiting_line = name + " waited " + seconds + " for the other ranks, past --timeout" +
+                       (p.step == 0 && o.nnodes > 1 ? " (before its first step: start all " +
+                                                          std::to_string(o.nnodes) +
+                                                          " nodes, with the same --master-addr and --master-port)"
+                                                    : "") +
+                       "; stopping the run";
       }
       continue;
     }
