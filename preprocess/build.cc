@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <ctime>
 #include <exception>
 #include <filesystem>
@@ -51,15 +52,13 @@ Status MeasureDb(const std::string& path, std::string* content_hash, uint64_t* s
 
 namespace {
 
-// After a split's graph: every item read, and no more rejected than
-// --max-rejects allows (naming the first rejects, so the line says why).
-Status CheckSplitRead(const SplitSource& split, const BuildOptions& options, const SplitSummary& summary,
-                      const std::vector<RejectedItem>& rejected) {
+// More of the split rejected than --max-rejects allows, naming the first
+// rejects (so the line says why); OK while within it. Checked as the items
+// are read: once past the bound the build fails whatever the rest holds, so
+// it stops there instead of reading them all.
+Status CheckRejects(const SplitSource& split, const BuildOptions& options, const SplitSummary& summary,
+                    const std::vector<RejectedItem>& rejected) {
   const uint64_t n = split.size();
-  if (summary.read != n) {
-    return Status::FailedPrecondition("split '" + split.name() + "': read " + std::to_string(summary.read) + " of " +
-                                      std::to_string(n) + " items");
-  }
   if (n == 0 || static_cast<double>(summary.rejected) <= options.max_reject_fraction * static_cast<double>(n)) {
     return Status::OK();
   }
@@ -69,8 +68,24 @@ Status CheckSplitRead(const SplitSource& split, const BuildOptions& options, con
     if (r.split != split.name() || shown == 3) continue;
     first += (shown++ == 0 ? "; first: " : ", ") + r.item + ": " + r.reason;
   }
+  const std::string read = summary.read < n ? " (stopped after the first " + std::to_string(summary.read) + ")" : "";
+  char allowed[32];
+  std::snprintf(allowed, sizeof(allowed), "%g", options.max_reject_fraction);
   return Status::InvalidArgument("split '" + split.name() + "': " + std::to_string(summary.rejected) + " of " +
-                                 std::to_string(n) + " items rejected, more than --max-rejects allows" + first);
+                                 std::to_string(n) + " items rejected" + read + ", more than --max-rejects " +
+                                 allowed + " allows" + first);
+}
+
+// After a split's graph: every item read, and no more rejected than
+// --max-rejects allows.
+Status CheckSplitRead(const SplitSource& split, const BuildOptions& options, const SplitSummary& summary,
+                      const std::vector<RejectedItem>& rejected) {
+  const uint64_t n = split.size();
+  if (summary.read != n) {
+    return Status::FailedPrecondition("split '" + split.name() + "': read " + std::to_string(summary.read) + " of " +
+                                      std::to_string(n) + " items");
+  }
+  return CheckRejects(split, options, summary, rejected);
 }
 
 // The writer's account of a block's items, in order: read, payload bytes,
@@ -160,6 +175,7 @@ Status BuildSplit(const SourceInfo& info, const SplitSource& split, const BuildO
     const auto released = static_cast<int64_t>(block->items.size());
     if (!failure.ok()) return released;
     failure = TallyItems(*block, split, options, &progress, summary, total);
+    if (failure.ok()) failure = CheckRejects(split, options, *summary, total->rejected);
     if (failure.ok() && !block->error.empty()) {
       failure = Status::InvalidArgument("split '" + split.name() + "': " + block->error);
     }
@@ -241,6 +257,30 @@ std::string Fingerprint(const Source& source, const BuildOptions& o, size_t bloc
                       {"splits", nlohmann::json::array()}};
   for (const auto& split : source.splits) j["splits"].push_back({split->name(), split->size(), split->raw_bytes()});
   return DumpJson(j);
+}
+
+// How these splits differ from those of the interrupted build whose
+// fingerprint is `was` (Fingerprint), in words: "the files of split 'train'
+// changed (49428 bytes, 47968 when interrupted)"; "" where they agree.
+std::string SplitsDifference(const std::string& was, const Source& source) {
+  const nlohmann::json before = ParseJson(was);
+  if (!before.is_object() || !before.contains("splits") || !before["splits"].is_array()) return "";
+  const nlohmann::json& splits = before["splits"];
+  for (size_t k = 0; k < source.splits.size() && k < splits.size(); ++k) {
+    const SplitSource& now = *source.splits[k];
+    const nlohmann::json& then = splits[k];
+    if (!then.is_array() || then.size() != 3 || then[0] != now.name()) return "";
+    const std::string name = "split '" + now.name() + "'";
+    if (then[1] != now.size()) {
+      return name + " has " + std::to_string(now.size()) + " items, " + then[1].dump() +
+             " when interrupted (files added or removed)";
+    }
+    if (then[2] != now.raw_bytes()) {
+      return "the files of " + name + " changed (" + std::to_string(now.raw_bytes()) + " bytes, " + then[2].dump() +
+             " when interrupted)";
+    }
+  }
+  return "";
 }
 
 // The options' bounds, before any work.
@@ -401,8 +441,11 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
                                           ", not by prep build; resume it with " + resume.resume_with +
                                           ", or build again without --resume to replace it");
       }
-      return Status::FailedPrecondition(journal.message() +
-                                        "; resume with the same ones, or build again without --resume to replace it");
+      const std::string changed = SplitsDifference(resume.fingerprint, source);
+      return Status::FailedPrecondition(
+          (changed.empty() ? journal.message()
+                           : writer->partial_path() + ": the interrupted build read other inputs: " + changed) +
+          "; resume with the same ones, or build again without --resume to replace it");
     }
     return journal;
   };

@@ -1,8 +1,6 @@
 // Image folders as torchvision's ImageFolder reads them: RAW/<class>/**/*.jpg
 // (or RAW/train/<class>/..., RAW/val|test/<class>/...).
 #include <sys/stat.h>
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -10,15 +8,15 @@
 #include <filesystem>
 #include <memory>
 #include <map>
-#include <set>
-#include <tuple>
 
 #include "base/file.h"
 #include "preprocess/class_labels.h"
 #include "preprocess/folder_layout.h"
 #include "preprocess/image.h"
 #include "preprocess/image_facts.h"
+#include "preprocess/image_folder_walk.h"
 #include "preprocess/image_labels.h"
+#include "preprocess/progress.h"
 #include "preprocess/source.h"
 #include "preprocess/stratified.h"
 #include "store/output_path.h"
@@ -28,12 +26,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Kept for every image for the whole build, so it stays small: the path
-// relative to RAW (also how the image is named in messages) and the label.
-struct ImageItem {
-  std::string name;
-  int64_t label = 0;
-};
+// A walk of this many files or more shows a line counting them (on a terminal).
+constexpr uint64_t kListingLineFiles = 10000;
 
 class ImageSplit : public SplitSource {
  public:
@@ -89,129 +83,6 @@ void NoteDecodedImages(Source* source, const ImageTransform& transform) {
   source->produced_notes = [facts, transform] { return DecodedImageNotes(facts, transform); };
 }
 
-// A file or directory by identity, whatever path reached it.
-using FileId = std::pair<dev_t, ino_t>;
-
-// What walking an image folder has seen so far. Within a split each
-// directory is listed once and each file taken once, however symlinks
-// (cycles, links across classes) or hard links reach them again; a file in
-// two splits is kept in both, and noted.
-struct Walk {
-  std::set<FileId> roots;  // RAW, each split's folder, each class folder: walked only as themselves
-  std::set<FileId> dirs;   // listed in the split being walked (the roots included)
-  std::set<FileId> files;  // taken as images in the split being walked
-  std::map<FileId, std::string> first_split;  // each image's first split
-  std::string split;                          // the split being walked
-  std::vector<std::string> skipped_links;     // directory links to a folder already walked
-  std::vector<std::string> reached_again;     // plain folders walked earlier through a link
-  std::vector<std::string> duplicates;        // images reached a second time in a split
-  std::vector<std::string> overlaps;          // images of a split that an earlier split holds too
-  std::vector<std::string> aliases;           // class folders that are the same folder as another class's
-  std::vector<std::string> ignored;           // files without an image extension
-  std::vector<std::string> undecoded;         // images of a format prep does not decode (.bmp, .gif, ...)
-  std::vector<std::string> hidden;            // dotfiles (macOS's ._x.jpg) and hidden folders
-  std::map<std::string, InputFile> inputs;    // every image taken, by its path relative to RAW
-  std::set<FileId> left_out;                  // folders not walked (granary dbs inside RAW)
-
-  void StartSplit(const std::string& name) {
-    split = name;
-    dirs = roots;
-    files.clear();
-  }
-};
-
-bool Identify(const fs::path& p, struct stat* st) { return ::stat(p.c_str(), st) == 0; }
-
-// Lists the images below `dir` (following directory links) into *found,
-// named relative to `raw`, and adds their bytes to *bytes.
-Status ListImagesBelow(const fs::path& dir, const fs::path& raw, Walk* walk, std::vector<std::string>* found,
-                       uint64_t* bytes) {
-  std::vector<fs::path> pending = {dir};
-  while (!pending.empty()) {
-    const fs::path current = std::move(pending.back());
-    pending.pop_back();
-    std::vector<fs::path> entries;
-    std::error_code ec;
-    for (fs::directory_iterator it(current, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(it->path());
-    if (ec) return Status::IOError(current.string(), "list", ec.value());
-    std::sort(entries.begin(), entries.end());
-    // Every entry's stat first, on every core: a folder of many images
-    // costs a syscall each, most of what listing it (and so saying a db is
-    // up to date) takes.
-    std::vector<struct stat> stats(entries.size());
-    std::vector<char> exists(entries.size());
-    tbb::parallel_for(tbb::blocked_range<size_t>(0, entries.size(), 256), [&](const tbb::blocked_range<size_t>& r) {
-      for (size_t k = r.begin(); k != r.end(); ++k) exists[k] = Identify(entries[k], &stats[k]);
-    });
-    for (size_t k = entries.size(); k-- > 0;) {  // reversed: the stack pops them in order
-      const fs::path& e = entries[k];
-      const std::string rel = e.lexically_relative(raw).string();
-      if (e.filename().string()[0] == '.') {
-        walk->hidden.push_back(rel);
-        continue;
-      }
-      if (!exists[k]) continue;  // a dangling link: no file to read
-      const struct stat& st = stats[k];
-      const FileId id{st.st_dev, st.st_ino};
-      if (S_ISDIR(st.st_mode)) {
-        if (walk->left_out.count(id) > 0) continue;
-        if (!walk->dirs.insert(id).second) {
-          (fs::is_symlink(e, ec) ? walk->skipped_links : walk->reached_again).push_back(rel);
-          continue;
-        }
-        pending.push_back(e);
-      } else if (S_ISREG(st.st_mode)) {
-        if (!HasImageExtension(e)) {
-          (HasOtherImageExtension(e) ? walk->undecoded : walk->ignored).push_back(rel);
-        } else if (!walk->files.insert(id).second) {
-          walk->duplicates.push_back(rel);
-        } else {
-          found->push_back(rel);
-          *bytes += static_cast<uint64_t>(st.st_size);
-          walk->inputs[rel] = {rel, static_cast<uint64_t>(st.st_size),
-                               int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec};
-          const auto [first, fresh] = walk->first_split.emplace(id, walk->split);
-          if (!fresh && first->second != walk->split) walk->overlaps.push_back(rel + " (" + first->second + ")");
-        }
-      }
-    }
-  }
-  return Status::OK();
-}
-
-// Lists the images under root/<class>/ for each class in `classes`, in class
-// then path order. The class folders are walked in the order of their real
-// paths, a link after the folder it names: an image reached through links
-// belongs to the class folder that holds it, and a class folder that is a
-// link to another class's folder (an alias) is skipped, named in the walk.
-Status ListImages(const fs::path& root, const fs::path& raw, const std::vector<std::string>& classes, Walk* walk,
-                  std::vector<ImageItem>* items, uint64_t* bytes) {
-  std::vector<std::tuple<std::string, bool, size_t>> order;  // real path, is a link, label
-  for (size_t label = 0; label < classes.size(); ++label) {
-    std::error_code ec;
-    const fs::path dir = root / classes[label];
-    order.emplace_back(fs::weakly_canonical(dir, ec).string(), fs::is_symlink(dir, ec), label);
-  }
-  std::sort(order.begin(), order.end());
-  std::set<FileId> listed;  // class folders, by identity
-  for (const auto& [real, link, label] : order) {
-    const fs::path dir = root / classes[label];
-    struct stat st;
-    if (!Identify(dir, &st) || !S_ISDIR(st.st_mode)) continue;
-    if (!listed.insert({st.st_dev, st.st_ino}).second) {
-      walk->aliases.push_back(dir.lexically_relative(raw).string() + "/");
-      continue;
-    }
-    std::vector<std::string> found;
-    GRANARY_RETURN_IF_ERROR(ListImagesBelow(dir, raw, walk, &found, bytes));
-    std::sort(found.begin(), found.end());
-    for (std::string& name : found) items->push_back({std::move(name), static_cast<int64_t>(label)});
-  }
-  std::stable_sort(items->begin(), items->end(),
-                   [](const ImageItem& a, const ImageItem& b) { return a.label < b.label; });
-  return Status::OK();
-}
-
 // The images below split.root, a split labelled by the table in it
 // (split.labels), as train/'s `classes` by name; an image no row names is
 // kept with label -1, rejected by name when built. The table's hash is
@@ -237,22 +108,6 @@ Status ListTableLabelledImages(const SplitRoot& split, const fs::path& raw, cons
   return Status::OK();
 }
 
-// "<what>: a b c ..." naming the first few of `names`, for a note.
-std::string NoteListing(const std::string& what, const std::vector<std::string>& names) {
-  std::string note = what + ":";
-  for (size_t i = 0; i < names.size() && i < 5; ++i) note += " " + names[i];
-  if (names.size() > 5) note += " ...";
-  return note;
-}
-
-// The images a walk left out for their format, named, with what to do.
-std::string UndecodedNote(const std::vector<std::string>& undecoded) {
-  return NoteListing("left out " + std::to_string(undecoded.size()) + " image(s) of a format prep does not decode",
-                     undecoded) +
-         " (prep reads JPEG, PNG and WebP: convert them, or write the folder with "
-         "granary.write(torchvision.datasets.ImageFolder(...)), which reads what PIL reads)";
-}
-
 // A note naming the classes none of `items` has.
 void NoteEmptyClasses(const std::vector<ImageItem>& items, const std::vector<std::string>& classes,
                       std::vector<std::string>* notes) {
@@ -267,29 +122,6 @@ void NoteEmptyClasses(const std::vector<ImageItem>& items, const std::vector<std
   if (!empty.empty()) {
     notes->push_back(std::to_string(empty.size()) + " class(es) with no image in train: " + FolderNames(empty) +
                      " (their labels stay, with no samples)");
-  }
-}
-
-// A note for each kind of file or folder the walk left out, or took in two splits.
-void NoteWalk(Walk* walk, std::vector<std::string>* notes) {
-  std::sort(walk->ignored.begin(), walk->ignored.end());
-  std::sort(walk->undecoded.begin(), walk->undecoded.end());
-  std::sort(walk->hidden.begin(), walk->hidden.end());
-  const std::pair<const std::vector<std::string>*, std::pair<const char*, const char*>> kinds[] = {
-      {&walk->ignored, {"ignored ", " file(s) without a .jpg/.jpeg/.png/.webp extension"}},
-      {&walk->hidden, {"skipped ", " hidden file(s) or folder(s) (a name starting with '.')"}},
-      {&walk->skipped_links, {"skipped ", " link(s) to a folder already walked (a cycle or a cross link)"}},
-      {&walk->reached_again, {"skipped ", " folder(s) walked earlier through a link (each is taken once)"}},
-      {&walk->aliases,
-       {"", " class folder(s) are links to another class's folder, whose images are taken once, as that class's"}},
-      {&walk->overlaps,
-       {"", " image(s) are the same file as an image of an earlier split (hard or symbolic links), kept in both: "
-            "evaluation overlaps training"}},
-      {&walk->duplicates, {"skipped ", " image(s) reached a second time through links (each is taken once)"}}};
-  if (!walk->undecoded.empty()) notes->push_back(UndecodedNote(walk->undecoded));
-  for (const auto& [names, words] : kinds) {
-    if (names->empty()) continue;
-    notes->push_back(NoteListing(words.first + std::to_string(names->size()) + words.second, *names));
   }
 }
 
@@ -363,6 +195,8 @@ Status AddLabelledImages(const std::string& dir, const ImageFolderOptions& optio
     if (Identify(raw / db, &st)) walk.left_out.insert({st.st_dev, st.st_ino});
   }
   walk.StartSplit("train");
+  ProgressLine listing("listing " + dir, kListingLineFiles, options.show_progress, ProgressUnit::kFiles);
+  walk.progress = &listing;
   std::vector<std::string> found;
   uint64_t bytes = 0;
   GRANARY_RETURN_IF_ERROR(ListImagesBelow(raw, raw, &walk, &found, &bytes));
@@ -455,6 +289,8 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
     struct stat st;
     if (Identify(root, &st)) walk.roots.insert({st.st_dev, st.st_ino});
   }
+  ProgressLine listing("listing " + dir, kListingLineFiles, options.show_progress, ProgressUnit::kFiles);
+  walk.progress = &listing;
   for (const SplitRoot& split : split_roots) {
     const std::string& name = split.name;
     const fs::path& root = split.root;

@@ -260,6 +260,7 @@ StatusOr<Source> OpenImagesFromFlags(const RawOptions& o, std::map<std::string, 
   images.max_decode_bytes = o.max_image_mb << 20;
   images.labels = o.labels;
   images.label_from_name = o.label_from_name;
+  images.show_progress = o.show_progress;
   images.label_column = o.label;
   images.temp_dir = o.temp_dir;
   recorded->insert({{"size", RecordedSize(o.size)},

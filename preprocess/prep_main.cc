@@ -216,10 +216,13 @@ int RunBuild(BuildArgs& a) {
     if (a.options.resume || !granary::HasResumableBuild(a.db)) return fail(s);
     const std::string partial = a.db + ".partial";
     const bool full = s.message().find(std::strerror(ENOSPC)) != std::string::npos;
+    const bool rejects = s.message().find("more than --max-rejects") != std::string::npos;
     return fail(granary::Status::FailedPrecondition(
         s.message() + " (" + partial + " keeps the work done" +
-        (full ? ": free space on its disk, then add --resume to continue, or delete " + partial + ")"
-              : ": add --resume to continue)")));
+        (full      ? ": free space on its disk, then add --resume to continue, or delete " + partial + ")"
+         : rejects ? ": add --resume and a larger --max-rejects to finish it without the rejected items, or fix "
+                     "or remove them and build again)"
+                   : ": add --resume to continue)")));
   }
 
   PrintBuildSummary(a, source.value(), summary.value(), reused);

@@ -3,6 +3,13 @@
 #include <cstdio>
 
 namespace granary {
+namespace {
+
+// A walk of fewer files than its ProgressLine's total is drawn once it has taken this long (a slow disk, a
+// network file system).
+constexpr double kFilesLineAfter_s = 1.0;
+
+}  // namespace
 
 ProgressLine::ProgressLine(std::string label, uint64_t total, bool enabled, ProgressUnit unit)
     : label_(std::move(label)),
@@ -37,6 +44,13 @@ void ProgressLine::Draw(bool final) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const uint64_t items = items_.load(std::memory_order_relaxed);
+  if (unit_ == ProgressUnit::kFiles) {
+    if (items < total_ && seconds < kFilesLineAfter_s) return;
+    std::fprintf(stderr, "\r\033[K%s: %llu files  %.0f files/s%s", label_.c_str(),
+                 static_cast<unsigned long long>(items), seconds > 0 ? items / seconds : 0.0, final ? "\n" : "");
+    std::fflush(stderr);
+    return;
+  }
   const double mb = static_cast<double>(bytes_.load(std::memory_order_relaxed)) / 1e6;
   const double rate = seconds > 0 ? items / seconds : 0;
   const double pct = total_ > 0 ? 100.0 * items / total_ : 100.0;

@@ -12,14 +12,16 @@
 
 namespace granary {
 
-// What a ProgressLine counts: items (with their bytes beside), or bytes
-// alone (a file read or decompressed), shown in MB.
-enum class ProgressUnit { kItems, kBytes };
+// What a ProgressLine counts: items (with their bytes beside), bytes alone
+// (a file read or decompressed), shown in MB, or files of a count not known
+// ahead (a folder walked), shown with their rate alone.
+enum class ProgressUnit { kItems, kBytes, kFiles };
 
 class ProgressLine {
  public:
   // Draws nothing unless `enabled`. With ProgressUnit::kBytes, `total` and
-  // Add's `items` are bytes.
+  // Add's `items` are bytes; with kFiles, `total` is the count below which
+  // nothing is drawn in the first second (a small folder's walk adds no line).
   ProgressLine(std::string label, uint64_t total, bool enabled, ProgressUnit unit = ProgressUnit::kItems);
   ~ProgressLine();  // Stops and draws the final line.
   ProgressLine(const ProgressLine&) = delete;

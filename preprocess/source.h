@@ -128,6 +128,7 @@ struct ImageFolderOptions {
   // number (--label-from-name: Kaggle's dogs-vs-cats cat.0.jpg, the Oxford
   // pets' Abyssinian_100.jpg; folder_layout.h's ClassFromName).
   bool label_from_name = false;
+  bool show_progress = false;  // a line counting the files while a large folder is walked
 };
 
 // An image folder as torchvision's ImageFolder reads it: RAW/<class>/**/*.jpg,

@@ -281,6 +281,64 @@ TEST_F(EndToEnd, AShardThatFillsItsMapFailsClearlyAndResumesWithRoom) {
   EXPECT_EQ(nlohmann::json::parse(limited.out)["content_hash"], hash);
 }
 
+// A folder of many unreadable images stops once they are past --max-rejects
+// (the build fails whatever the rest holds) instead of reading the rest,
+// and says how to finish it; a resume over files changed since names the
+// split and what changed.
+TEST_F(EndToEnd, ManyRejectsStopTheBuildEarlyAndSayHowToFinishIt) {
+  ASSERT_EQ(PrepFashion(dir_.Sub("one.db"), "--limit 1 --no-progress", dir_).exit_code, 0);
+  ASSERT_EQ(RunCommand(kPrep + " cat " + dir_.Sub("one.db") + " --index 0 --png " + dir_.Sub("1.png"), dir_).exit_code,
+            0);
+  const std::string raw = dir_.Sub("raw");
+  fs::create_directories(raw + "/a");
+  fs::create_directories(raw + "/b");
+  for (int i = 0; i < 300; ++i) fs::copy_file(dir_.Sub("1.png"), raw + "/a/" + std::to_string(1000 + i) + ".png");
+  for (int i = 0; i < 20; ++i) testing::WriteFile(raw + "/a/bad" + std::to_string(i) + ".jpg", "");
+  for (int i = 0; i < 1000; ++i) fs::copy_file(dir_.Sub("1.png"), raw + "/b/" + std::to_string(1000 + i) + ".png");
+  const std::string build = kPrep + " build " + raw + " " + dir_.Sub("db") + " --size 8 --no-progress";
+  auto failed = RunCommand(build, dir_);
+  ExpectOneLineError(failed, "split 'train': 20 of 1320 items rejected (stopped after the first ");
+  EXPECT_NE(failed.err.find("more than --max-rejects 0.01 allows; first: a/bad0.jpg: empty file"), std::string::npos)
+      << failed.err;
+  EXPECT_NE(failed.err.find("add --resume and a larger --max-rejects to finish it without the rejected items, or fix "
+                            "or remove them and build again"),
+            std::string::npos)
+      << failed.err;
+
+  testing::WriteFile(raw + "/b/2000.png", testing::ReadFile(dir_.Sub("1.png")));
+  ExpectOneLineError(RunCommand(build + " --resume --max-rejects 0.05", dir_),
+                     "the interrupted build read other inputs: split 'train' has 1321 items, 1320 when interrupted "
+                     "(files added or removed); resume with the same ones");
+  fs::remove(raw + "/b/2000.png");
+  testing::WriteFile(raw + "/b/1000.png", testing::ReadFile(dir_.Sub("1.png")) + "more");
+  ExpectOneLineError(RunCommand(build + " --resume --max-rejects 0.05", dir_),
+                     "the interrupted build read other inputs: the files of split 'train' changed (");
+  testing::WriteFile(raw + "/b/1000.png", testing::ReadFile(dir_.Sub("1.png")));
+  auto finished = RunCommand(build + " --resume --max-rejects 0.05 --json", dir_);
+  ASSERT_EQ(finished.exit_code, 0) << finished.err;
+  EXPECT_EQ(nlohmann::json::parse(finished.out)["splits"][0]["written"], 1300);
+}
+
+// A folder of many files shows a line counting them while it is walked (on
+// a terminal, before the split's own line); a small one adds none.
+TEST_F(EndToEnd, AWalkOfAManyFileFolderShowsALineOnATerminal) {
+  const std::string raw = dir_.Sub("raw");
+  for (const char* c : {"a", "b"}) {
+    fs::create_directories(raw + "/" + c);
+    for (int i = 0; i < 5000; ++i) testing::WriteFile(raw + "/" + c + "/" + std::to_string(i) + ".jpg", "");
+  }
+  const std::string build = "script -qec '" + kPrep + " build " + raw + " " + dir_.Sub("db") + " --size 8' /dev/null";
+  auto many = RunCommand(build, dir_);  // every file empty: rejected
+  EXPECT_NE(many.out.find("\033[Klisting " + raw + ": 10000 files  "), std::string::npos) << many.out;
+  EXPECT_NE(many.out.find(" files/s\r\n"), std::string::npos) << many.out;
+  EXPECT_NE(many.out.find("10000 items rejected (stopped after the first "), std::string::npos) << many.out;
+  fs::remove_all(raw + "/b");
+  for (int i = 100; i < 5000; ++i) fs::remove(raw + "/a/" + std::to_string(i) + ".jpg");
+  auto few = RunCommand(build, dir_);
+  EXPECT_EQ(few.out.find("listing "), std::string::npos) << few.out;
+  EXPECT_NE(few.out.find("100 of 100 items rejected"), std::string::npos) << few.out;
+}
+
 // A table large enough to take a while is decompressed and read with a
 // progress line on a terminal (then the split's own line); none elsewhere.
 TEST_F(EndToEnd, ALargeTableIsDecompressedAndReadWithProgressOnATerminal) {

@@ -28,7 +28,7 @@ TEST_F(Refusals, FlagsThatUsedToMeanSomethingElse) {
     testing::WriteFile(dir_.Sub("junk/" + std::string(c) + "/1.jpg"), "not a jpeg");
   }
   ExpectOneLineError(RunCommand(kPrep + " build " + dir_.Sub("junk") + " " + dir_.Sub("j.db") + " --no-progress", dir_),
-                     "more than --max-rejects allows; first: a/1.jpg: not a JPEG, PNG or WebP image");
+                     "more than --max-rejects 0.01 allows; first: a/1.jpg: not a JPEG, PNG or WebP image");
 }
 
 // A run whose loss becomes NaN stops naming the step instead of exiting 0.
