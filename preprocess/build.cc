@@ -68,12 +68,17 @@ Status CheckRejects(const SplitSource& split, const BuildOptions& options, const
     if (r.split != split.name() || shown == 3) continue;
     first += (shown++ == 0 ? "; first: " : ", ") + r.item + ": " + r.reason;
   }
-  const std::string read = summary.read < n ? " (stopped after the first " + std::to_string(summary.read) + ")" : "";
+  const std::string of_n = " of " + std::to_string(n), read = std::to_string(summary.read);
+  const std::string count =
+      summary.rejected < summary.read
+          ? std::to_string(summary.rejected) + of_n + " items rejected" +
+                (summary.read < n ? " (stopped after the first " + read + ")" : "")
+          : std::string(kEveryItemRejected) +
+                (summary.read < n ? " (the first " + read + of_n + "; the build stopped there)" : " (" + read + of_n + ")");
   char allowed[32];
   std::snprintf(allowed, sizeof(allowed), "%g", options.max_reject_fraction);
-  return Status::InvalidArgument("split '" + split.name() + "': " + std::to_string(summary.rejected) + " of " +
-                                 std::to_string(n) + " items rejected" + read + ", more than --max-rejects " +
-                                 allowed + " allows" + first);
+  return Status::InvalidArgument("split '" + split.name() + "': " + count + ", more than --max-rejects " + allowed +
+                                 " allows" + first);
 }
 
 // After a split's graph: every item read, and no more rejected than

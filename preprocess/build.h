@@ -23,6 +23,9 @@ namespace granary {
 
 enum class OnError { kSkip, kFail };
 
+// How a build that failed --max-rejects with every item it read rejected says so.
+inline constexpr char kEveryItemRejected[] = "every item read was rejected";
+
 // kAuto trains a zstd dictionary when records are small (where it pays) and
 // uses none if training fails; kOn fails the build instead.
 enum class DictionaryMode { kAuto, kOn, kOff };
@@ -46,7 +49,9 @@ struct BuildOptions {
   size_t block_bytes = 0;
   bool overwrite = false;
   OnError on_error = OnError::kSkip;
-  // The build fails if more than this fraction of a split's items is rejected.
+  // The build fails if more than this fraction of a split's items is rejected
+  // (as soon as that many are: "<n> of <total> items rejected", or
+  // kEveryItemRejected where no item read was taken).
   double max_reject_fraction = 0.01;
   bool show_progress = false;  // a progress line on stderr
   // Set (e.g. by a signal handler) to stop the build; it then fails and leaves

@@ -12,9 +12,13 @@
 #include <algorithm>
 #include <cmath>
 #include <csetjmp>
+#include <cctype>
 #include <climits>
 #include <cstring>
 #include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
 
 namespace granary {
 namespace {
@@ -50,6 +54,49 @@ bool IsPng(const uint8_t* d, size_t n) {
 
 bool IsWebp(const uint8_t* d, size_t n) {
   return n >= 12 && std::memcmp(d, "RIFF", 4) == 0 && std::memcmp(d + 8, "WEBP", 4) == 0;
+}
+
+// What a file that is no JPEG, PNG or WebP is, from its first bytes, for
+// its reject's reason ("" where they say nothing known): another image
+// format under an image's name, a Git LFS pointer (a dataset cloned without
+// git-lfs), an HTML page (a download that failed).
+std::string NotAnImageKind(const uint8_t* d, size_t n) {
+  const std::string_view head(reinterpret_cast<const char*>(d), std::min<size_t>(n, 64));
+  const auto starts = [&](std::string_view magic) { return head.substr(0, magic.size()) == magic; };
+  if (starts("version https://git-lfs.github.com/spec/")) {
+    return "a Git LFS pointer, not the image itself: fetch the files (git lfs pull in the repository)";
+  }
+  if (head.size() >= 12 && head.substr(4, 4) == "ftyp") {
+    const std::string_view brand = head.substr(8, 4);
+    if (brand == "avif" || brand == "avis") return "an AVIF image";
+    if (brand == "heic" || brand == "heix" || brand == "mif1" || brand == "msf1") return "a HEIC/HEIF image";
+    return "a video or other ISO media file";
+  }
+  using namespace std::string_view_literals;  // "..."sv keeps the NUL bytes in a magic number
+  static const std::pair<std::string_view, const char*> kMagic[] = {
+      {"GIF87a"sv, "a GIF image"},
+      {"GIF89a"sv, "a GIF image"},
+      {"II*\0"sv, "a TIFF image"},
+      {"MM\0*"sv, "a TIFF image"},
+      {"\xFF\x0A"sv, "a JPEG XL image"},
+      {"\0\0\0\x0CJXL "sv, "a JPEG XL image"},
+      {"\0\0\0\x0CjP  "sv, "a JPEG 2000 image"},
+      {"%PDF"sv, "a PDF document"},
+      {"PK\x03\x04"sv, "a Zip archive"},
+      {"\x1F\x8B"sv, "a gzip file"}};
+  for (const auto& [magic, kind] : kMagic) {
+    if (starts(magic)) return kind;
+  }
+  if (n >= 26 && starts("BM")) return "a BMP image";
+  std::string text(head.substr(std::min(head.size(), head.find_first_not_of(" \t\r\n"))));
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (text.rfind("<!doctype html", 0) == 0 || text.rfind("<html", 0) == 0) {
+    return "an HTML page (a download that failed?)";
+  }
+  if (text.rfind("<svg", 0) == 0 || (text.rfind("<?xml", 0) == 0 && head.find("svg") != std::string_view::npos)) {
+    return "an SVG drawing";
+  }
+  return "";
 }
 
 // RGB(A) or gray(A) -> the requested channels; luma as PIL: (299 R + 587 G + 114 B) / 1000.
@@ -403,7 +450,8 @@ Status DecodeAny(const uint8_t* data, size_t size, int channels, int min_w, int 
   if (IsJpeg(data, size)) return DecodeJpeg(data, size, channels, min_w, min_h, max_bytes, out);
   if (IsPng(data, size)) return DecodePng(data, size, channels, max_bytes, out);
   if (IsWebp(data, size)) return DecodeWebp(data, size, channels, max_bytes, out);
-  return Status::InvalidArgument("not a JPEG, PNG or WebP image");
+  const std::string kind = NotAnImageKind(data, size);
+  return Status::InvalidArgument("not a JPEG, PNG or WebP image" + (kind.empty() ? "" : ": " + kind));
 }
 
 }  // namespace

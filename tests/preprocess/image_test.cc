@@ -368,6 +368,25 @@ TEST(Image, BadFilesAreRejectedWithAReason) {
   };
   EXPECT_NE(decode("hello").message().find("not a JPEG, PNG or WebP"), std::string::npos);
   EXPECT_NE(decode("").message().find("not a JPEG, PNG or WebP"), std::string::npos);
+  // Files under an image's name that are something else say what.
+  using namespace std::string_literals;
+  const std::pair<std::string, const char*> others[] = {
+      {"version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 1\n", ": a Git LFS pointer, not the image"},
+      {"\n <!DOCTYPE html><html><body>429 Too Many Requests</body></html>", ": an HTML page (a download that failed?)"},
+      {"<HTML><HEAD>", ": an HTML page"},
+      {"GIF89a\x01\x00\x01\x00"s, ": a GIF image"},
+      {"II*\0\x08\0\0\0"s, ": a TIFF image"},
+      {"\0\0\0\x18" "ftypheic\0\0\0\0"s, ": a HEIC/HEIF image"},
+      {"\0\0\0\x1C" "ftypavif\0\0\0\0"s, ": an AVIF image"},
+      {"\0\0\0\x0CJXL \r\n\x87\n"s, ": a JPEG XL image"},
+      {"BM" + std::string(40, '\0'), ": a BMP image"},
+      {"%PDF-1.4", ": a PDF document"},
+      {"<?xml version=\"1.0\"?><svg xmlns=\"http://www.w3.org/2000/svg\"/>", ": an SVG drawing"}};
+  for (const auto& [bytes, kind] : others) {
+    EXPECT_NE(decode(bytes).message().find(std::string("not a JPEG, PNG or WebP image") + kind), std::string::npos)
+        << decode(bytes).message();
+  }
+  EXPECT_EQ(decode("BM").message(), "not a JPEG, PNG or WebP image");  // two letters say nothing
   Status cut_jpeg = decode(jpeg.substr(0, jpeg.size() / 2));
   EXPECT_NE(cut_jpeg.message().find("corrupt JPEG"), std::string::npos) << cut_jpeg.message();
   Status cut_png = decode(png.substr(0, png.size() - 20));

@@ -1,13 +1,15 @@
 """Round 10 of the hostile drill (eighteenth session): jobs and data one
 pace off the path."""
+import os
 import random
 
-from drill_cases.common import FASHION, PREP, TRAIN, run
+from drill_cases.common import FASHION, PREP, TRAIN, image_folder, run
 
 
 def round10(d, w):
     """Round 10's cases, each group on its own scratch input."""
     node_started_alone(d, w)
+    mostly_unreadable(d, w)
 
 
 def node_started_alone(d, w):
@@ -22,3 +24,24 @@ def node_started_alone(d, w):
     # A rank's store or the launcher watching the ranks wait: whichever notices first says it.
     d.case("node 0 of 2 started alone: the nodes to start", node + ["--ranks", "2", "--node-rank", "0"], 1,
            needle="start all 2 nodes", lines=(1, 2))
+
+
+def mostly_unreadable(d, w):
+    """A folder of HTML error pages saved as .jpg beside a few photographs: stopped early, with the way to finish."""
+    raw = image_folder(w("r10u"), per_class=40)
+    for k in range(200):
+        with open(os.path.join(raw, "a", f"page{k:03d}.jpg"), "w") as f:
+            f.write("<html><body>429 Too Many Requests</body></html>")
+    build = [PREP, "build", raw, w("r10u.db"), "--size", "8", "--no-progress"]
+    d.case("a folder of 200 HTML pages saved as .jpg and 80 photographs: stopped early, saying how to finish", build,
+           1, needle="add --resume and a larger --max-rejects")
+    d.case("--resume --max-rejects 0.9 finishes it without them", build + ["--resume", "--max-rejects", "0.9"], 0)
+    d.case("the same folder: the pages named for what they are", build + ["--force"], 1,
+           needle="page000.jpg: not a JPEG, PNG or WebP image: an HTML page (a download that failed?)")
+    lfs = image_folder(w("r10l"), per_class=3)
+    for c in ("a", "b"):
+        for name in os.listdir(os.path.join(lfs, c)):
+            with open(os.path.join(lfs, c, name), "w") as f:
+                f.write("version https://git-lfs.github.com/spec/v1\noid sha256:" + "0" * 64 + "\nsize 4242\n")
+    d.case("a dataset repository cloned without git-lfs (every image a pointer): named, with what to run",
+           [PREP, "build", lfs, w("r10l.db"), "--no-progress"], 1, needle="git lfs pull")
