@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "base/status.h"
 
@@ -27,6 +28,16 @@ Status ReadBoundedFile(const std::string& path, uint64_t max_bytes, std::string*
 // `from_end` its last; "" where it cannot be opened (missing, not a regular
 // file) or read. For sniffing what a file is, where an error is no answer.
 std::string ReadFileEdge(const std::string& path, size_t max_bytes, bool from_end = false);
+
+// Whether `head` (a file's first bytes) is a Git LFS pointer: the text a
+// repository cloned without git-lfs holds in place of each large file. And
+// what to do about one, for a message.
+inline bool IsGitLfsPointer(std::string_view head) {
+  return head.substr(0, 40) == "version https://git-lfs.github.com/spec/";
+}
+inline constexpr char kGitLfsAdvice[] =
+    "a Git LFS pointer, not the file itself (the repository was cloned without git-lfs): fetch the files with "
+    "git lfs pull in the repository";
 
 // Writes `contents` to `path` (created or truncated) and fsyncs it. A
 // symlink at `path` is refused (ELOOP), never written through.

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "base/file.h"
 #include "base/json_text.h"
 #include "preprocess/compressed_input.h"
 #include "preprocess/numpy_files.h"
@@ -175,6 +176,7 @@ namespace {
 // (`text`, after a byte order mark) show another format: UTF-16 text, an
 // archive, a table or array file of another kind; OK otherwise.
 Status RefuseOtherFormat(const std::string& path, std::string_view text, const std::string& compression) {
+  if (IsGitLfsPointer(text)) return Status::InvalidArgument(path + ": is " + kGitLfsAdvice);
   if (text.substr(0, 2) == "\xFF\xFE" || text.substr(0, 2) == "\xFE\xFF" ||
       (text.size() >= 2 && (text[0] == '\0' || text[1] == '\0'))) {
     return Status::InvalidArgument(path + ": is UTF-16 (a byte order mark or NUL bytes): prep reads UTF-8 CSV; "

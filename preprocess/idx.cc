@@ -7,6 +7,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "base/file.h"
+
 namespace granary {
 namespace {
 
@@ -38,6 +40,9 @@ constexpr uint64_t kMaxIdxDataBytes = uint64_t{16} << 30;
 
 StatusOr<IdxArray> ParseIdx(const uint8_t* bytes, size_t size, const std::string& origin) {
   if (size < 4) return Status::InvalidArgument(origin + ": not an IDX file (" + std::to_string(size) + " bytes)");
+  if (IsGitLfsPointer({reinterpret_cast<const char*>(bytes), size})) {
+    return Status::InvalidArgument(origin + ": is " + kGitLfsAdvice);
+  }
   if (bytes[0] != 0 || bytes[1] != 0) return Status::InvalidArgument(origin + ": not an IDX file (bad magic)");
   StatusOr<DType> dtype = IdxDType(bytes[2]);
   if (!dtype.ok()) return Status::InvalidArgument(origin + ": not an IDX file (" + dtype.status().message() + ")");

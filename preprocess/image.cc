@@ -1,5 +1,6 @@
 #include "preprocess/image.h"
 
+#include "base/file.h"
 #include "preprocess/png_pixels.h"
 #include "preprocess/resample.h"
 
@@ -63,9 +64,7 @@ bool IsWebp(const uint8_t* d, size_t n) {
 std::string NotAnImageKind(const uint8_t* d, size_t n) {
   const std::string_view head(reinterpret_cast<const char*>(d), std::min<size_t>(n, 64));
   const auto starts = [&](std::string_view magic) { return head.substr(0, magic.size()) == magic; };
-  if (starts("version https://git-lfs.github.com/spec/")) {
-    return "a Git LFS pointer, not the image itself: fetch the files (git lfs pull in the repository)";
-  }
+  if (IsGitLfsPointer(head)) return kGitLfsAdvice;
   if (head.size() >= 12 && head.substr(4, 4) == "ftyp") {
     const std::string_view brand = head.substr(8, 4);
     if (brand == "avif" || brand == "avis") return "an AVIF image";

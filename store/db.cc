@@ -177,6 +177,7 @@ StatusOr<std::unique_ptr<DbReader>> DbReader::Open(const std::string& path) {
     std::string bytes;
     GRANARY_RETURN_IF_ERROR(ReadFile(dict_path, &bytes));
     if (bytes.size() != m.dictionary_bytes || DictionaryHash(bytes) != m.dictionary_hash) {
+      if (IsGitLfsPointer(bytes)) return Status::Corruption(dict_path + ": is " + kGitLfsAdvice);
       return Status::Corruption(dict_path + ": size or hash does not match the manifest");
     }
     auto dict = CompressionDictionary::Create(std::move(bytes), 0);
@@ -191,6 +192,7 @@ StatusOr<std::unique_ptr<DbReader>> DbReader::Open(const std::string& path) {
       struct stat st;
       if (::stat(shard_path.c_str(), &st) != 0) return Status::IOError(shard_path, "stat shard", errno);
       if (static_cast<uint64_t>(st.st_size) != shard.bytes) {
+        if (IsGitLfsPointer(ReadFileEdge(shard_path, 64))) return Status::Corruption(shard_path + ": is " + kGitLfsAdvice);
         return Status::Corruption(shard_path + ": " + std::to_string(st.st_size) + " bytes, manifest says " +
                                   std::to_string(shard.bytes));
       }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <type_traits>
 
+#include "base/file.h"
 #include "base/json_text.h"
 #include "store/format.h"
 
@@ -287,6 +288,7 @@ Status ParseStatistics(const json& doc, const std::string& origin, Manifest* m) 
 
 StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& origin) {
   json doc = ParseJson(text);
+  if (IsGitLfsPointer(text)) return Status::Corruption(origin + ": is " + kGitLfsAdvice);
   if (doc.is_discarded()) return Status::Corruption(origin + ": " + WhyNotJson(text));
   if (!doc.is_object()) return Status::Corruption(origin + ": not a JSON object");
   std::string format_name;

@@ -33,6 +33,10 @@ MAX_PAYLOAD = 1 << 30
 ZSTD_MAX_EXPANSION = (128 << 10) // 4  # a zstd block: at least 4 bytes, at most 128 KiB out
 MAX_MANIFEST_BYTES = 64 << 20  # FORMAT.md: a larger manifest is refused before it is read
 MAX_JSON_DEPTH = 64  # FORMAT.md: and one nested deeper
+# What a repository cloned without git-lfs holds in place of each large file.
+GIT_LFS_POINTER = "version https://git-lfs.github.com/spec/"
+GIT_LFS_ADVICE = ("a Git LFS pointer, not the file itself (the repository was cloned without git-lfs): fetch the "
+                  "files with git lfs pull in the repository")
 HEADER = struct.Struct("<BBHII")  # version, codec, N fields, P payload bytes, M samples
 DTYPES = {"uint8": "<u1", "int8": "<i1", "int16": "<i2", "int32": "<i4", "int64": "<i8", "float32": "<f4",
           "float64": "<f8"}
@@ -94,6 +98,8 @@ def read_manifest(path):
         raise CorruptionError(f"{path}: is {size} bytes, more than the {MAX_MANIFEST_BYTES} it may have")
     with open(path, encoding="utf-8", errors="surrogateescape") as f:
         text = f.read()
+    if text.startswith(GIT_LFS_POINTER):
+        raise CorruptionError(f"{path}: is {GIT_LFS_ADVICE}")
     if json_depth(text, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
         raise CorruptionError(f"{path}: nested deeper than {MAX_JSON_DEPTH} levels")
     try:
@@ -152,6 +158,8 @@ class Db:
             with open(dict_path, "rb") as f:
                 data = f.read()
             if len(data) != dictionary["bytes"] or hash_string(xxhash.xxh64_intdigest(data)) != dictionary["hash"]:
+                if data.startswith(GIT_LFS_POINTER.encode()):
+                    raise CorruptionError(f"{dict_path}: is {GIT_LFS_ADVICE}")
                 raise CorruptionError(f"{dict_path}: size or hash does not match the manifest")
             self._with_dictionary = zstandard.ZstdDecompressor(
                 dict_data=zstandard.ZstdCompressionDict(data), format=zstandard.FORMAT_ZSTD1_MAGICLESS)
@@ -258,10 +266,21 @@ class Split:
         if k not in self._envs:
             shard = self.shards[k]
             path = os.path.join(self.db.path, shard["path"])
+            self._check_size(path, shard)
             env = lmdb.open(os.fsencode(path), subdir=False, readonly=True, lock=False, readahead=False)
             self._check_range(env, shard)
             self._envs[k] = env
         return self._envs[k]
+
+    @staticmethod
+    def _check_size(path, shard):
+        """The shard file is as large as the manifest says (as the C++ reader checks)."""
+        size = os.path.getsize(path)
+        if size != shard["bytes"]:
+            with open(path, "rb") as f:
+                if f.read(64).startswith(GIT_LFS_POINTER.encode()):
+                    raise CorruptionError(f"{path}: is {GIT_LFS_ADVICE}")
+            raise CorruptionError(f"{path}: {size} bytes, manifest says {shard['bytes']}")
 
     @staticmethod
     def _check_range(env, shard):

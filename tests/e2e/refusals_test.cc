@@ -80,6 +80,34 @@ TEST_F(Refusals, ANodeStartedAloneSaysWhatToStart) {
   EXPECT_NE(first.err.find("start all 2 nodes"), std::string::npos) << first.err;
 }
 
+// A dataset or db repository cloned without git-lfs holds a pointer in
+// place of each large file: every tool names it, with what to run, instead
+// of "not an IDX file (bad magic)", a CSV of one column 'version
+// https://...', or "129 bytes, manifest says 929792".
+TEST_F(Refusals, GitLfsPointersAreNamedWithWhatToRun) {
+  const std::string pointer = "version https://git-lfs.github.com/spec/v1\noid sha256:" + std::string(64, '0') +
+                              "\nsize 929792\n";
+  const std::string advice = "is a Git LFS pointer, not the file itself (the repository was cloned without "
+                             "git-lfs): fetch the files with git lfs pull in the repository";
+  fs::create_directories(dir_.Sub("idx"));
+  for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte"}) {
+    testing::WriteFile(dir_.Sub(std::string("idx/") + name), pointer);
+  }
+  ExpectOneLineError(RunCommand(kPrep + " build " + dir_.Sub("idx") + " " + dir_.Sub("a.db"), dir_),
+                     "train-images-idx3-ubyte: " + advice);
+  testing::WriteFile(dir_.Sub("train.csv"), pointer);
+  ExpectOneLineError(RunCommand(kPrep + " build " + dir_.Sub("train.csv") + " " + dir_.Sub("b.db"), dir_),
+                     "train.csv: " + advice);
+  const std::string lfs_db = dir_.Sub("lfs.db");
+  fs::copy(db_, lfs_db, fs::copy_options::recursive);
+  testing::WriteFile(lfs_db + "/train/shard-00000.mdb", pointer);
+  for (const std::string& tool : {kPrep + " info ", train_.substr(0, train_.find("--db")) + "--db "}) {
+    ExpectOneLineError(RunCommand(tool + lfs_db, dir_), "train/shard-00000.mdb: " + advice);
+  }
+  testing::WriteFile(lfs_db + "/manifest.json", pointer);
+  ExpectOneLineError(RunCommand(kPrep + " info " + lfs_db, dir_), "manifest.json: " + advice);
+}
+
 // A rank stopped before it even started (before main) is named, as a rank
 // that hangs later is.
 TEST_F(Refusals, ARankStoppedDuringStartUpIsNamed) {

@@ -424,6 +424,24 @@ class PackageTest(unittest.TestCase):
                 dataset = granary.Dataset(lying, backend=backend)
                 dataset[len(dataset) - 1]
             self.assertIn("the manifest says", str(caught.exception))
+        # A db repository cloned without git-lfs: its shards, dictionary and manifest are pointers, named so.
+        pointer = "version https://git-lfs.github.com/spec/v1\noid sha256:" + "0" * 64 + "\nsize 929792\n"
+        lfs = os.path.join(self.tmp, "lfs")
+        shutil.copytree(self.dbs["ids"], lfs)
+        with open(os.path.join(lfs, "manifest.json")) as f:
+            paths = [os.path.join(lfs, json.load(f)["splits"][0]["shards"][0]["path"])]
+        if os.path.exists(os.path.join(lfs, "zstd.dict")):
+            paths.append(os.path.join(lfs, "zstd.dict"))
+        paths.append(os.path.join(lfs, "manifest.json"))  # last: the others are read through it
+        for path in paths:
+            with open(path, "w") as f:
+                f.write(pointer)
+            for backend in ("native", "python"):
+                with self.assertRaises(granary.CorruptionError, msg=f"{backend} {path}") as caught:
+                    dataset = granary.Dataset(lfs, backend=backend)
+                    dataset[0]
+                self.assertIn(f"{os.path.basename(path)}: is a Git LFS pointer, not the file itself",
+                              str(caught.exception))
         # Element names that are no names: refused by both readers, as a CorruptionError.
         names = os.path.join(self.tmp, "names")
         shutil.copytree(self.dbs["csv"], names)

@@ -10,6 +10,7 @@ def round10(d, w):
     """Round 10's cases, each group on its own scratch input."""
     node_started_alone(d, w)
     mostly_unreadable(d, w)
+    lfs_clone(d, w)
 
 
 def node_started_alone(d, w):
@@ -45,3 +46,14 @@ def mostly_unreadable(d, w):
                 f.write("version https://git-lfs.github.com/spec/v1\noid sha256:" + "0" * 64 + "\nsize 4242\n")
     d.case("a dataset repository cloned without git-lfs (every image a pointer): named, with what to run",
            [PREP, "build", lfs, w("r10l.db"), "--no-progress"], 1, needle="git lfs pull")
+
+
+def lfs_clone(d, w):
+    """A db repository cloned without git-lfs: its shards are pointers."""
+    db = w("r10lfs.db")
+    run([PREP, "build", FASHION, db, "--limit", "256", "--no-progress"])
+    for split in ("train", "test"):
+        with open(os.path.join(db, split, "shard-00000.mdb"), "w") as f:
+            f.write("version https://git-lfs.github.com/spec/v1\noid sha256:" + "0" * 64 + "\nsize 929792\n")
+    d.case("train --db of a db cloned without git-lfs: the pointer named, with what to run",
+           [TRAIN, "--db", db, "--epochs", "1"], 1, needle="is a Git LFS pointer, not the file itself")
