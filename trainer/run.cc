@@ -24,6 +24,7 @@
 #include "trainer/launch/heartbeat.h"
 #include "trainer/launch/job_place.h"
 #include "trainer/launch/launch.h"
+#include "trainer/launch/held_cpus.h"
 #include "trainer/launch/layout.h"
 #include "trainer/loop/rank.h"
 #include "trainer/loop/rank_model.h"
@@ -340,7 +341,7 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
   // its own, is told it (and checks the config against the launcher's cores).
   StatusOr<Layout> layout = role == Role::kLaunchedRank && !layout_json.empty() ? Layout::FromJson(layout_json)
                             : role == Role::kJobRank ? JobRankLayout(env, &config, job_launcher)
-                                                     : StatusOr<Layout>(PlanLayout(config, UsableCpus()));
+                                                     : StatusOr<Layout>(PlanLayoutFreeFirst(config, UsableCpus()));
   if (!layout.ok()) return Fail(layout.status(), named_rank);
   config.ResolveDefaults();
   if (Status valid = ValidateRun(config, layout->cores); !valid.ok()) return Fail(valid, named_rank);

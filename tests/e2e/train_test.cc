@@ -3,6 +3,8 @@
 
 #include "tests/e2e/e2e.h"
 
+#include <sched.h>
+
 namespace granary {
 namespace {
 
@@ -81,6 +83,28 @@ TEST_F(EndToEnd, SyntheticRunsOnlyComputeAndTheLayoutIsReported) {
   EXPECT_EQ(j["layout"]["threads"], j["threads_per_rank"]);
   EXPECT_EQ(j["config"]["dist"]["threads"], j["threads_per_rank"]);  // resolved, as run
   EXPECT_NE(j["layout_text"].get<std::string>().find("2 ranks x"), std::string::npos) << j["layout_text"];
+}
+
+// A second run on a machine where a first holds a CPU pinned (here a busy
+// loop pinned to the last CPU) places its rank on another, and says so;
+// before, both took CPU 0 at half speed while others idled.
+TEST_F(EndToEnd, ARunPlacesItsRanksOffCpusThatBusyPinnedProcessesHold) {
+  cpu_set_t set;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(set), &set), 0);
+  int last = -1;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) last = CPU_ISSET(cpu, &set) ? cpu : last;
+  if (CPU_COUNT(&set) < 2) GTEST_SKIP() << "needs two CPUs";
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 256 --no-progress", dir_).exit_code, 0);
+  // The loop has run once its CPU time shows in its stat (a loaded machine may keep it waiting).
+  const std::string busy = "taskset -c " + std::to_string(last) + " sh -c 'while :; do :; done' & b=$!; " +
+                           "until [ \"$(cut -d' ' -f14 /proc/$b/stat)\" -gt 0 ]; do sleep 0.05; done; ";
+  auto r = RunCommand("(" + busy + kTrain + " --db " + db + " --ranks 1 --threads 1 --epochs 1 --json; rc=$?; kill $b; "
+                      "exit $rc)", dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_NE(j["layout"]["cpus"][0][0], last) << j["layout_text"];
+  EXPECT_NE(j["layout_text"].get<std::string>().find(" busy with "), std::string::npos) << j["layout_text"];
 }
 
 TEST_F(EndToEnd, TrainRejectsWhatIsNotAGranaryDb) {

@@ -15,6 +15,7 @@
 #include "trainer/config/config.h"
 #include "trainer/launch/job_place.h"
 #include "trainer/launch/launch.h"
+#include "trainer/launch/held_cpus.h"
 #include "trainer/launch/layout.h"
 
 namespace granary {
@@ -160,7 +161,7 @@ Layout PlanCommandLayout(const CommandConfig& c, int ranks, int threads, bool pi
   const bool shared =
       !launcher.empty() && !BoundByJobLauncher(env, static_cast<int>(cpus.size())) && local_world > 1;
   if (shared && threads == 0) t.dist.threads = std::max<int>(1, static_cast<int>(cpus.size()) / local_world);
-  Layout layout = PlanLayout(t, cpus);
+  Layout layout = PlanLayoutFreeFirst(t, cpus);
   if (!launcher.empty()) layout.not_pinned = PlacedByJobLauncher(launcher, shared ? local_world : 1);
   return layout;
 }

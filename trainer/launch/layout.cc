@@ -13,7 +13,7 @@
 
 namespace granary {
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Layout, cores, ranks, threads, loader_threads, cpus, not_pinned)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Layout, cores, ranks, threads, loader_threads, cpus, not_pinned, held)
 
 namespace {
 
@@ -97,7 +97,7 @@ std::string Layout::Describe() const {
   for (size_t r = 0; r < cpus.size(); ++r) {
     out += (r == 0 ? " rank " : ", rank ") + std::to_string(r) + " CPU " + CpuList(cpus[r]);
   }
-  return out;
+  return held.empty() ? out : out + "; " + held;
 }
 
 std::string Layout::CpuListText(const std::vector<int>& cpus) {

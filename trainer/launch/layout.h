@@ -22,6 +22,7 @@ struct Layout {
   int loader_threads = 1;              // loader workers per rank, on the rank's CPUs
   std::vector<std::vector<int>> cpus;  // per rank; empty when not pinned
   std::string not_pinned;              // why not, when `cpus` is empty
+  std::string held;                    // CPUs busy pinned processes of others hold (held_cpus.h), if any
 
   // "OMP_NUM_THREADS=T" and its kin, for each rank's environment.
   std::vector<std::string> ThreadEnvironment() const;

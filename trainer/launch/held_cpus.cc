@@ -1,0 +1,125 @@
+#include "trainer/launch/held_cpus.h"
+
+#include <dirent.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+namespace granary {
+namespace {
+
+// The fields of /proc/PID/stat that tell whether a process is busy: its
+// parent (2: a kernel thread), its CPU time and its start, in clock ticks.
+struct ProcTimes {
+  char state = 0;  // 'Z': a zombie, gone but for its parent's wait
+  pid_t parent = 0;
+  double cpu_ticks = 0;
+  double start_ticks = 0;
+  std::string name;
+};
+
+bool ReadProcTimes(pid_t pid, ProcTimes* t) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return false;
+  const size_t open = line.find('('), close = line.rfind(") ");  // the name in parentheses may hold anything
+  if (open == std::string::npos || close == std::string::npos || close < open) return false;
+  t->name = line.substr(open + 1, close - open - 1);
+  std::istringstream rest(line.substr(close + 2));
+  std::vector<std::string> f{std::istream_iterator<std::string>(rest), std::istream_iterator<std::string>()};
+  // After the name: state(0) ppid(1) ... utime(11) stime(12) ... starttime(19).
+  if (f.size() < 20) return false;
+  t->state = f[0][0];
+  t->parent = static_cast<pid_t>(std::atol(f[1].c_str()));
+  t->cpu_ticks = std::atof(f[11].c_str()) + std::atof(f[12].c_str());
+  t->start_ticks = std::atof(f[19].c_str());
+  return true;
+}
+
+double UptimeSeconds() {
+  std::ifstream in("/proc/uptime");
+  double up = 0;
+  in >> up;
+  return up;
+}
+
+}  // namespace
+
+HeldCpus FindHeldCpus(const std::vector<int>& cpus) {
+  HeldCpus held;
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  const double uptime = UptimeSeconds();
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr || online < 2 || tick <= 0) {
+    if (proc != nullptr) ::closedir(proc);
+    return held;
+  }
+  const pid_t self = ::getpid();
+  while (const dirent* e = ::readdir(proc)) {
+    const pid_t pid = static_cast<pid_t>(std::atol(e->d_name));
+    if (pid <= 0 || pid == self) continue;
+    cpu_set_t set;
+    if (::sched_getaffinity(pid, sizeof(set), &set) != 0 || CPU_COUNT(&set) >= online) continue;
+    ProcTimes t;
+    if (!ReadProcTimes(pid, &t) || t.state == 'Z' || t.state == 'X' || t.parent == 2 || pid == 2) continue;
+    const double age = uptime - t.start_ticks / tick;
+    if (age <= 0 || t.cpu_ticks / tick < 0.25 * age) continue;  // idle, or pinned and waiting
+    bool any = false;
+    for (int cpu : cpus) {
+      if (cpu >= 0 && cpu < CPU_SETSIZE && CPU_ISSET(cpu, &set)) {
+        held.cpus.insert(cpu);
+        any = true;
+      }
+    }
+    if (!any) continue;
+    if (held.processes++ == 0) {
+      held.first_pid = pid;
+      held.first_name = t.name;
+    }
+  }
+  ::closedir(proc);
+  return held;
+}
+
+std::vector<int> FreeCpusFirst(const std::vector<int>& cpus, const HeldCpus& held) {
+  std::vector<int> out = cpus;
+  std::stable_partition(out.begin(), out.end(), [&](int cpu) { return held.cpus.count(cpu) == 0; });
+  return out;
+}
+
+std::string HeldCpusNote(const std::vector<int>& pinned, const HeldCpus& held) {
+  if (held.cpus.empty()) return "";
+  std::vector<int> shared;
+  for (int cpu : pinned) {
+    if (held.cpus.count(cpu) > 0) shared.push_back(cpu);
+  }
+  const std::vector<int> all(held.cpus.begin(), held.cpus.end());
+  const std::string it = all.size() == 1 ? "it" : "them", them = held.processes == 1 ? "it" : "them";
+  const std::string who = std::to_string(held.first_pid) + " (" + held.first_name + ")";
+  const std::string busy = held.processes == 1 ? "process " + who + ","
+                                               : std::to_string(held.processes) + " processes, " + who + " the first,";
+  return (all.size() == 1 ? "CPU " : "CPUs ") + Layout::CpuListText(all) + (all.size() == 1 ? " is" : " are") +
+         " busy with " + busy + " pinned to " + it + ": " +
+         (shared.empty() ? "left to " + them
+                         : "shared with " + them + " on " + Layout::CpuListText(shared) +
+                               " (fewer ranks or threads would leave " + it + " free)");
+}
+
+Layout PlanLayoutFreeFirst(const TrainConfig& config, const std::vector<int>& cpus) {
+  if (!config.dist.pin) return PlanLayout(config, cpus);
+  const HeldCpus held = FindHeldCpus(cpus);
+  Layout layout = PlanLayout(config, FreeCpusFirst(cpus, held));
+  if (layout.cpus.empty()) return layout;
+  std::vector<int> pinned;
+  for (const std::vector<int>& rank : layout.cpus) pinned.insert(pinned.end(), rank.begin(), rank.end());
+  layout.held = HeldCpusNote(pinned, held);
+  return layout;
+}
+
+}  // namespace granary
