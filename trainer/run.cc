@@ -20,6 +20,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/comm/comm.h"
 #include "trainer/config/workload.h"
+#include "trainer/features/checkpoints/stop_signal.h"
 #include "trainer/features/features.h"
 #include "trainer/launch/heartbeat.h"
 #include "trainer/launch/job_place.h"
@@ -52,7 +53,25 @@ int Launch(const TrainConfig& config, const Layout& layout, const std::vector<st
   StatusOr<LaunchOutcome> outcome = LaunchRanks(RankLaunchOptions(config, layout, argv, MpirunPath(), env));
   if (!outcome.ok()) return Fail(outcome.status(), 0);
   if (!outcome->failure.empty()) std::fprintf(stderr, "train: %s\n", outcome->failure.c_str());
+  if (outcome->stopped_by != 0 && config.checkpoint.dir.empty()) {
+    std::fprintf(stderr, "train: stopped by SIG%s; nothing of the run was kept (with --checkpoint-dir DIR a stop "
+                 "saves the step it reached, and --resume latest goes on from it)\n",
+                 ::sigabbrev_np(outcome->stopped_by));
+  }
   return outcome->exit_code;
+}
+
+// A rank's exit status once the ranks stopped on a stop signal (stop_signal.h):
+// 128 + the signal, as if it had ended the process; rank 0 says where the
+// run was saved.
+int StoppedBySignal(const TrainConfig& config, int rank) {
+  const int sig = AgreedStop();
+  if (rank == 0) {
+    const StatusOr<std::string> saved = LatestCheckpoint(config.checkpoint.dir);
+    std::fprintf(stderr, "train: stopped by SIG%s; the step it reached is saved in %s: add --resume latest to go on "
+                 "from it\n", ::sigabbrev_np(sig), saved.ok() ? saved->c_str() : config.checkpoint.dir.c_str());
+  }
+  return 128 + sig;
 }
 
 // Every output may be written where it goes, before any rank starts
@@ -400,7 +419,7 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
   StatusOr<std::vector<EpochReport>> reports = RunRank(run, rank, report, std::move(resumed));
   if (!reports.ok()) return Fail(reports.status(), rank, many);
   if (Status finished = report.Finish(reports.value()); !finished.ok()) return Fail(finished, rank, many);
-  return 0;
+  return AgreedStop() != 0 ? StoppedBySignal(run.config, rank) : 0;
 }
 
 }  // namespace granary

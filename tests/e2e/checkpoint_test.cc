@@ -62,6 +62,45 @@ print(len(tmp()))
   }
 }
 
+// A run told to stop (SIGTERM: a scheduler's preemption; Ctrl-C) while it
+// keeps checkpoints finishes its step on every rank, saves it and ends with
+// 128 + the signal, naming the file; resumed, it ends with the weights of a
+// run never stopped. Without --checkpoint-dir, the stop says nothing was kept.
+TEST_F(EndToEnd, AStoppedRunSavesTheStepItReachedAndResumesExactly) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 3000 --no-progress", dir_).exit_code, 0);
+  const std::string args = "--db " + db + " --epochs 2 --optimizer sgd --lr 0.02 --momentum 0.9 --ranks 2 --json";
+  auto whole = TrainJson(args, dir_);
+  ASSERT_EQ(whole["epochs"].size(), 2u);
+  // Stopped once its first epoch is reported: in the middle of the second (47 steps an epoch).
+  const std::string ck = dir_.Sub("ck"), metrics = dir_.Sub("m.jsonl");
+  testing::WriteFile(dir_.Sub("stop.py"), R"(
+import os, signal, subprocess, sys, time
+run = subprocess.Popen(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+while run.poll() is None and not (os.path.exists(sys.argv[1]) and '"epoch"' in open(sys.argv[1]).read()):
+    time.sleep(0.05)
+run.send_signal(signal.SIGTERM)
+print(run.wait(), run.stderr.read().strip().splitlines()[-1])
+)");
+  auto stopped = RunCommand("/usr/bin/python3 " + dir_.Sub("stop.py") + " " + metrics + " " + kTrain + " " + args +
+                                " --checkpoint-dir " + ck + " --metrics " + metrics,
+                            dir_);
+  ASSERT_EQ(stopped.out.substr(0, 4), "143 ") << stopped.out << stopped.err;
+  EXPECT_NE(stopped.out.find("train: stopped by SIGTERM; the step it reached is saved in " + ck + "/step-"),
+            std::string::npos) << stopped.out;
+  auto resumed = TrainJson(args + " --checkpoint-dir " + ck + " --resume", dir_);
+  ASSERT_EQ(resumed["epochs"].size(), 1u) << "resumed in the second epoch";
+  EXPECT_EQ(resumed["epochs"][0]["weights_hash"], whole["epochs"][1]["weights_hash"]);
+  EXPECT_EQ(resumed["epochs"][0]["test_loss"], whole["epochs"][1]["test_loss"]);
+
+  auto unkept = RunCommand("/usr/bin/python3 " + dir_.Sub("stop.py") + " " + dir_.Sub("m2.jsonl") + " " + kTrain +
+                               " " + args + " --metrics " + dir_.Sub("m2.jsonl"),
+                           dir_);
+  EXPECT_EQ(unkept.out, "143 train: stopped by SIGTERM; nothing of the run was kept (with --checkpoint-dir DIR a stop "
+                        "saves the step it reached, and --resume latest goes on from it)\n")
+      << unkept.err;
+}
+
 // A run killed in the middle of an epoch (SIGKILL to the launcher,
 // so every rank dies at once) and resumed from its last checkpoint ends with
 // the epoch losses and the weights of a run that was never interrupted,

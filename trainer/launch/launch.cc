@@ -35,6 +35,10 @@ using Clock = std::chrono::steady_clock;
 // after --timeout, say so first.
 constexpr double kHangSlack_s = 2;
 
+// How long ranks that keep checkpoints have, once told to stop, to finish
+// their step and save it before SIGKILL (Slurm's KillWait is 30 s too).
+constexpr int kStopSaveGrace_s = 30;
+
 // The signals the launcher handles synchronously (sigtimedwait) while it waits.
 sigset_t WatchedSignals() {
   sigset_t set;
@@ -273,10 +277,10 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
   LaunchOutcome outcome;
   bool stopping = false;      // the other ranks were told to stop
   Clock::time_point kill_at;  // when those still running get SIGKILL
-  auto stop_all = [&] {
+  auto stop_all = [&](bool signalled_already = false) {
     if (stopping) return;
     stopping = true;
-    ranks.SignalAll(SIGTERM, o.ranks);
+    if (!signalled_already) ranks.SignalAll(SIGTERM, o.ranks);
     kill_at = Clock::now() + std::chrono::seconds(o.grace_s);
   };
   MpirunWatch mpirun_watch;
@@ -338,7 +342,7 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
       if (outcome.exit_code == 0) outcome.exit_code = 128 + sig;
       if (outcome.stopped_by == 0) outcome.stopped_by = sig;
       ranks.SignalAll(sig == SIGHUP ? SIGTERM : sig, o.ranks);  // as a terminal's Ctrl-C would reach them all
-      stop_all();
+      stop_all(/*signalled_already=*/o.ranks_stop_on_signal);
     }
   }
   ranks.KillLeftovers();
@@ -359,6 +363,10 @@ LaunchOptions RankLaunchOptions(const TrainConfig& config, const Layout& layout,
   launch.cpus = layout.cpus;
   launch.env = layout.ThreadEnvironment();
   launch.timeout_s = config.World() > 1 ? config.dist.timeout_s : 0;  // one rank waits for nobody
+  if (!config.checkpoint.dir.empty()) {  // a stop signal: the ranks save the step they reach, then end
+    launch.ranks_stop_on_signal = true;
+    launch.grace_s = kStopSaveGrace_s;
+  }
   if (config.dist.backend == Backend::kMpi) launch.mpirun = mpirun;
   // c10d logs through glog to stderr what the rank's own line says again (a
   // rendezvous that timed out, ...); a GLOG_minloglevel of the user's wins.

@@ -64,6 +64,10 @@ struct LaunchOptions {
   // After a rank fails or the launcher is told to stop, the other ranks get
   // SIGTERM, and SIGKILL if they are still running this much later.
   int grace_s = 10;
+  // The ranks stop themselves on the stop signal passed on to them (train's,
+  // which save a checkpoint of the step they reach first): no SIGTERM after
+  // it, only the SIGKILL past the grace.
+  bool ranks_stop_on_signal = false;
   // The run's --timeout, when it has more than one rank in all: a rank that
   // shows no sign of life (heartbeat.h) for this long while the others wait
   // for it is named when they give up, and one quiet for a little longer

@@ -6,6 +6,7 @@
 
 #include "loader/loader.h"
 #include "trainer/comm/comm.h"
+#include "trainer/features/checkpoints/stop_signal.h"
 #include "trainer/launch/heartbeat.h"
 #include "trainer/loop/data_parallel.h"
 #include "trainer/loop/rank.h"
@@ -23,7 +24,9 @@ RunCheckpointer::RunCheckpointer(const TrainConfig& config, std::string db_conte
       comm_(comm),
       net_(net),
       optimizer_(optimizer),
-      observer_(observer) {}
+      observer_(observer) {
+  CatchStopSignals();
+}
 
 namespace {
 
@@ -74,24 +77,44 @@ Status RunCheckpointer::Save(RunPosition at, double loss_sum, double samples, co
 }
 
 StatusOr<Flow> RunCheckpointer::AfterStep(RankState& state, const StepEvent& step) {
+  if (step.epoch_end) return Flow::kGoOn;  // the epoch's checkpoint, and a stop, follow it
+  GRANARY_ASSIGN_OR_RETURN(const bool stop, AgreeOnStop());
   const int every = config_.checkpoint.every;
-  if (every > 0 && state.global_step % every == 0 && !step.epoch_end) {
+  if (stop || (every > 0 && state.global_step % every == 0)) {
     RunPosition at;
     at.global_step = state.global_step;
     at.epoch = static_cast<uint64_t>(step.epoch);
     at.position = state.train.state().position;
-    GRANARY_RETURN_IF_ERROR(Save(at, step.tally->loss_sum, step.tally->samples, state.dp.sync->SaveState()));
+    GRANARY_RETURN_IF_ERROR(
+        Save(at, step.tally->loss_sum, step.tally->samples, state.dp.sync->SaveState(), /*final=*/stop));
   }
   GRANARY_RETURN_IF_ERROR(Failed());
-  return Flow::kGoOn;
+  return stop ? Flow::kStop : Flow::kGoOn;
 }
 
 StatusOr<Flow> RunCheckpointer::AfterEpoch(RankState& state, const EpochEvent& epoch, EpochReport*) {
+  GRANARY_ASSIGN_OR_RETURN(const bool stop, AgreeOnStop());
   RunPosition at;
   at.global_step = state.global_step;
   at.epoch = static_cast<uint64_t>(epoch.epoch) + 1;
-  GRANARY_RETURN_IF_ERROR(Save(at, 0, 0, state.dp.sync->SaveState(), /*final=*/epoch.last));
-  return Flow::kGoOn;
+  GRANARY_RETURN_IF_ERROR(Save(at, 0, 0, state.dp.sync->SaveState(), /*final=*/epoch.last || stop));
+  return stop && !epoch.last ? Flow::kStop : Flow::kGoOn;
+}
+
+StatusOr<bool> RunCheckpointer::AgreeOnStop() {
+  // How many ranks were asked, and the sum of their signals: a sum over
+  // ranks, so every rank stops at this step if any was asked (each may have
+  // had the signal a step apart).
+  torch::Tensor asked = torch::zeros({2}, torch::kFloat64);
+  if (const int sig = StopSignal(); sig != 0) {
+    asked[0] = 1;
+    asked[1] = sig;
+  }
+  GRANARY_RETURN_IF_ERROR(comm_.AllReduceSum(asked));
+  const double ranks = asked[0].item<double>();
+  if (ranks == 0) return false;
+  SetAgreedStop(static_cast<int>(asked[1].item<double>() / ranks + 0.5));  // the ranks' one signal, as a rule
+  return true;
 }
 
 Status RunCheckpointer::AfterRun(RankState&, std::vector<EpochReport>*) { return Finish(); }

@@ -5,7 +5,9 @@
 // rank 0 writes in the background, so its peers never wait for its disk. One
 // due while the one before is still being written is skipped, with a note;
 // the run's last is kept and written after the run's last collective
-// (AfterRun). Training thread only.
+// (AfterRun). A stop signal (stop_signal.h) noted by any rank stops them all
+// after the same step, whose checkpoint is the run's last. Training thread
+// only.
 #pragma once
 
 #include <torch/torch.h>
@@ -48,6 +50,9 @@ class RunCheckpointer : public RunHook {
   Status AfterRun(RankState& state, std::vector<EpochReport>* reports) override;
 
  private:
+  // Whether any rank has been asked to stop (a collective, after each step
+  // and epoch): then SetAgreedStop has the signal.
+  StatusOr<bool> AgreeOnStop();
   // The checkpoint of position `at` (its world and losses filled in here):
   // this rank's epoch-so-far `loss_sum` and `samples`, and its gradient
   // compression's state (every rank's goes to rank 0). `final`: the run's

@@ -1,0 +1,22 @@
+// A stop asked of a rank that keeps checkpoints, by SIGTERM (a scheduler's
+// preemption or time limit, scancel, the launcher passing on its own),
+// SIGINT (Ctrl-C) or SIGHUP (a closed terminal): the signal is noted, not
+// obeyed at once, so that the ranks stop together after a step and save it
+// (run_checkpointer.h); a second one ends the process at once, as the signal
+// would have.
+#pragma once
+
+namespace granary {
+
+// Installs the handlers (once; later calls do nothing).
+void CatchStopSignals();
+
+// The stop signal noted in this process, or 0.
+int StopSignal();
+
+// The stop the ranks agreed on (every rank stops at the same step, whichever
+// got the signal), kept for the process's exit status; 0: none.
+void SetAgreedStop(int sig);
+int AgreedStop();
+
+}  // namespace granary
