@@ -3,7 +3,7 @@ pace off the path."""
 import os
 import random
 
-from drill_cases.common import FASHION, PREP, TRAIN, image_folder, run
+from drill_cases.common import FASHION, PREP, TRAIN, image_folder, run, sh, wait_for_step_sh
 
 
 def round10(d, w):
@@ -11,6 +11,7 @@ def round10(d, w):
     node_started_alone(d, w)
     mostly_unreadable(d, w)
     lfs_clone(d, w)
+    stopped_run(d, w)
 
 
 def node_started_alone(d, w):
@@ -57,3 +58,16 @@ def lfs_clone(d, w):
             f.write("version https://git-lfs.github.com/spec/v1\noid sha256:" + "0" * 64 + "\nsize 929792\n")
     d.case("train --db of a db cloned without git-lfs: the pointer named, with what to run",
            [TRAIN, "--db", db, "--epochs", "1"], 1, needle="is a Git LFS pointer, not the file itself")
+
+
+def stopped_run(d, w):
+    """A run that keeps checkpoints, stopped by SIGTERM as a scheduler preempts it: the step saved, resumed."""
+    db = w("r10s.db")
+    run([PREP, "build", FASHION, db, "--limit", "3000", "--no-progress"])
+    args = [TRAIN, "--db", db, "--epochs", "3", "--checkpoint-dir", w("r10s.ck")]
+    metrics = w("r10s.jsonl")
+    # Its start-up lines come first: the last says where it was saved.
+    d.case("train stopped by SIGTERM (a preemption) once it trains: the step saved, exit 143",
+           sh(f"{' '.join(args)} --metrics {metrics} --log-every 1 & pid=$!; {wait_for_step_sh(metrics)}"
+              f"kill -TERM $pid; wait $pid"), 143, needle="the step it reached is saved in", lines=None)
+    d.case("--resume latest goes on from it", args + ["--resume", "latest"], 0)
