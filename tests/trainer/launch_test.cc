@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
+#include "tests/test_util.h"
 #include "trainer/command/torchrun_env.h"
 #include "trainer/launch/error_files.h"
 #include "trainer/launch/layout.h"
@@ -118,6 +120,25 @@ TEST(CpuAdvice, NamesWhatAGpuScriptChangesToRunOnCpus) {
                 .find("takes no device_ids"),
             std::string::npos);
   EXPECT_EQ(CpuAdvice("ValueError: a bad batch"), "");
+}
+
+// A script run by a python3 without torch (a venv, pyenv's, conda's first
+// on PATH) while another python3 has it: its error names the one that has.
+TEST(MissingModuleAdvice, NamesAPython3ThatHasTheModule) {
+  testing::TempDir dir;
+  if (std::system(("/usr/bin/python3 -m venv --without-pip " + dir.Sub("venv") + " 2>/dev/null").c_str()) != 0) {
+    GTEST_SKIP() << "python3 -m venv is not available";
+  }
+  const std::string venv_python = dir.Sub("venv/bin/python3");
+  const std::string path = dir.Sub("venv/bin") + ":/usr/bin:/bin";
+  EXPECT_EQ(MissingModuleAdvice("ModuleNotFoundError: No module named 'torch'", venv_python, path),
+            "the python3 that ran it (" + venv_python + ") has no module 'torch'; /usr/bin/python3 has it: name it "
+            "as COMMAND (launch ... /usr/bin/python3 SCRIPT.py)");
+  EXPECT_NE(MissingModuleAdvice("ModuleNotFoundError: No module named 'torch.nn'", venv_python, path), "");
+  EXPECT_EQ(MissingModuleAdvice("ModuleNotFoundError: No module named 'no_such_module_anywhere'", venv_python, path),
+            "");
+  EXPECT_EQ(MissingModuleAdvice("ModuleNotFoundError: No module named 'torch'", "/usr/bin/python3", path), "");
+  EXPECT_EQ(MissingModuleAdvice("ValueError: bad", venv_python, path), "");
 }
 
 TEST(RecordedErrorMessage, TakesTorchsMessageFirstLineAndPrintableOnly) {

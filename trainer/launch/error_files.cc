@@ -1,10 +1,18 @@
 #include "trainer/launch/error_files.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -65,6 +73,68 @@ std::string CpuAdvice(const std::string& message) {
   }
   if (has("DistributedDataParallel") && has("device_ids")) {
     return "on CPUs DistributedDataParallel takes no device_ids: DistributedDataParallel(model)";
+  }
+  return "";
+}
+
+namespace {
+
+// Whether `python` finds top-level module `module`, asked for at most
+// kProbe_s (a python that hangs or is no python: no).
+bool PythonHasModule(const std::string& python, const std::string& module) {
+  constexpr double kProbe_s = 10;
+  const pid_t pid = ::fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_RDWR);
+    for (int fd : {0, 1, 2}) ::dup2(null, fd);
+    ::execl(python.c_str(), python.c_str(), "-c",
+            "import importlib.util, sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)", module.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kProbe_s);
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+}  // namespace
+
+std::string MissingModuleAdvice(const std::string& message, const std::string& python, const std::string& path) {
+  const std::string prefix = "ModuleNotFoundError: No module named '";
+  const size_t at = message.find(prefix);
+  if (at == std::string::npos || python.find("python") == std::string::npos) return "";
+  const size_t start = at + prefix.size(), end = message.find_first_of(".'", start);
+  if (end == std::string::npos || end == start) return "";
+  const std::string module = message.substr(start, end - start);
+  // Told apart by their folders' real paths (/bin is /usr/bin on most
+  // systems), not their own: a venv's python3 is a link to the system's,
+  // yet another interpreter (its own site-packages).
+  const auto where = [](const std::string& file) {
+    std::error_code ec;
+    const std::filesystem::path p(file);
+    return (std::filesystem::weakly_canonical(p.parent_path(), ec) / p.filename()).string();
+  };
+  std::vector<std::string> seen = {where(python)};
+  const std::string dirs = path + ":/usr/bin";
+  for (size_t from = 0; from <= dirs.size();) {
+    const size_t colon = std::min(dirs.find(':', from), dirs.size());
+    const std::string candidate = dirs.substr(from, colon - from) + "/python3";
+    from = colon + 1;
+    const std::string real = where(candidate);
+    if (::access(candidate.c_str(), X_OK) != 0 || std::find(seen.begin(), seen.end(), real) != seen.end()) continue;
+    seen.push_back(real);
+    if (seen.size() > 6 || !PythonHasModule(candidate, module)) continue;
+    return "the python3 that ran it (" + python + ") has no module '" + module + "'; " + candidate +
+           " has it: name it as COMMAND (launch ... " + candidate + " SCRIPT.py)";
   }
   return "";
 }

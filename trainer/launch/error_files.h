@@ -42,6 +42,14 @@ class RankErrorFiles {
 // device_ids given to DistributedDataParallel); "" for any other error.
 std::string CpuAdvice(const std::string& message);
 
+// Where `message` is Python's "ModuleNotFoundError: No module named 'X'"
+// and `python` (the program that ran the script) is not the only python3
+// on `path` (a PATH; /usr/bin/python3 too): those that have X, as advice
+// ("the python3 that ran it (/root/.pyenv/shims/python3) has no module
+// 'torch'; /usr/bin/python3 has it: ..."); "" otherwise. Each is asked
+// (importlib's find_spec, nothing imported) for at most a few seconds.
+std::string MissingModuleAdvice(const std::string& message, const std::string& python, const std::string& path);
+
 // The message in an error file's text (RankErrorFiles::Message), "" if none.
 std::string RecordedErrorMessage(const std::string& text);
 

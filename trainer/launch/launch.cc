@@ -141,7 +141,8 @@ std::string RankExitLine(const LaunchOptions& o, int rank, int wstatus, const Ra
   }
   if (o.kind == RankKind::kCommand) {
     const std::string recorded = errors != nullptr ? errors->Message(rank) : "";
-    const std::string advice = CpuAdvice(recorded);
+    std::string advice = CpuAdvice(recorded);
+    if (advice.empty()) advice = MissingModuleAdvice(recorded, o.program, o.parent.Get("PATH"));
     return RankName(o, rank) + " exited with status " + std::to_string(WEXITSTATUS(wstatus)) +
            (recorded.empty() ? "" : " (" + recorded + ")") + (advice.empty() ? "" : ": " + advice) + others;
   }
