@@ -14,6 +14,7 @@
 #include "loader/loader.h"
 #include "trainer/comm/comm.h"
 #include "trainer/launch/launch.h"
+#include "trainer/launch/held_cpus.h"
 #include "trainer/launch/layout.h"
 #include "trainer/features/features.h"
 #include "trainer/models/precision.h"
@@ -54,7 +55,7 @@ StatusOr<ProbeOutput> RunProbe(const TrainConfig& config, const std::vector<std:
                                const Environment& env) {
   Capture out, err;
   if (out.fd() < 0 || err.fd() < 0) return Status::IOError("memfd", "capture a probe's output", errno);
-  const Layout layout = PlanLayout(config, UsableCpus());
+  const Layout layout = PlanLayoutFreeFirst(config, UsableCpus());  // placed as the run it measures would be
   LaunchOptions launch = RankLaunchOptions(config, layout, args, MpirunPath(), env);
   launch.stdout_fd = out.fd();
   launch.stderr_fd = err.fd();
