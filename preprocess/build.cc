@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <ctime>
 #include <exception>
 #include <filesystem>
@@ -74,15 +73,13 @@ Status CheckRejects(const SplitSource& split, const BuildOptions& options, const
           ? std::to_string(summary.rejected) + of_n + " items rejected" +
                 (summary.read < n ? " (stopped after the first " + read + ")" : "")
           : std::string(kEveryItemRejected) +
-                (summary.read < n ? " (the first " + read + of_n + "; the build stopped there)" : " (" + read + of_n + ")");
-  char allowed[32];
-  std::snprintf(allowed, sizeof(allowed), "%g", options.max_reject_fraction);
-  return Status::InvalidArgument("split '" + split.name() + "': " + count + ", more than --max-rejects " + allowed +
-                                 " allows" + first);
+                (summary.read < n ? " (the first " + read + of_n + "; the build stopped there)"
+                                  : " (" + read + of_n + ")");
+  return Status::InvalidArgument("split '" + split.name() + "': " + count + ", more than --max-rejects " +
+                                 nlohmann::json(options.max_reject_fraction).dump() + " allows" + first);
 }
 
-// After a split's graph: every item read, and no more rejected than
-// --max-rejects allows.
+// After a split's graph: every item read, and no more rejected than --max-rejects allows.
 Status CheckSplitRead(const SplitSource& split, const BuildOptions& options, const SplitSummary& summary,
                       const std::vector<RejectedItem>& rejected) {
   const uint64_t n = split.size();

@@ -192,7 +192,9 @@ StatusOr<std::unique_ptr<DbReader>> DbReader::Open(const std::string& path) {
       struct stat st;
       if (::stat(shard_path.c_str(), &st) != 0) return Status::IOError(shard_path, "stat shard", errno);
       if (static_cast<uint64_t>(st.st_size) != shard.bytes) {
-        if (IsGitLfsPointer(ReadFileEdge(shard_path, 64))) return Status::Corruption(shard_path + ": is " + kGitLfsAdvice);
+        if (IsGitLfsPointer(ReadFileEdge(shard_path, 64))) {
+          return Status::Corruption(shard_path + ": is " + kGitLfsAdvice);
+        }
         return Status::Corruption(shard_path + ": " + std::to_string(st.st_size) + " bytes, manifest says " +
                                   std::to_string(shard.bytes));
       }
