@@ -13,9 +13,9 @@
 #include "trainer/command/command_tune.h"
 #include "trainer/command/torchrun_env.h"
 #include "trainer/config/config.h"
+#include "trainer/launch/held_cpus.h"
 #include "trainer/launch/job_place.h"
 #include "trainer/launch/launch.h"
-#include "trainer/launch/held_cpus.h"
 #include "trainer/launch/layout.h"
 
 namespace granary {

@@ -77,10 +77,12 @@ Status RunCheckpointer::Save(RunPosition at, double loss_sum, double samples, co
 }
 
 StatusOr<Flow> RunCheckpointer::AfterStep(RankState& state, const StepEvent& step) {
-  if (step.epoch_end) return Flow::kGoOn;  // the epoch's checkpoint, and a stop, follow it
-  GRANARY_ASSIGN_OR_RETURN(const bool stop, AgreeOnStop());
+  bool stop = false;  // at an epoch's end, the epoch's checkpoint and a stop follow (AfterEpoch)
+  if (!step.epoch_end) {
+    GRANARY_ASSIGN_OR_RETURN(stop, AgreeOnStop());
+  }
   const int every = config_.checkpoint.every;
-  if (stop || (every > 0 && state.global_step % every == 0)) {
+  if (!step.epoch_end && (stop || (every > 0 && state.global_step % every == 0))) {
     RunPosition at;
     at.global_step = state.global_step;
     at.epoch = static_cast<uint64_t>(step.epoch);
