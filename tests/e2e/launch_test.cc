@@ -308,7 +308,8 @@ TEST_F(EndToEnd, ARankThatHangsOrDiesOnAnotherNodeEndsBothLaunchers) {
   // --timeout, and slack for a loaded machine: the time includes the process's own start.
   EXPECT_LE(std::stoi(lonely.out.substr(lonely.out.find("seconds ") + 8)), 3 + 8) << lonely.out;
   ExpectOneLineError(testing::CommandResult{1, "", lonely.err},
-                     "node 0's rendezvous at 127.0.0.1:" + std::to_string(port) + " did not answer within --timeout 3 s");
+                     "node 0's rendezvous at 127.0.0.1:" + std::to_string(port) +
+                         " did not answer within --timeout 3 s");
 }
 
 // --backend mpi on one machine: train starts its ranks through mpirun

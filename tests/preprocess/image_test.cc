@@ -371,7 +371,7 @@ TEST(Image, BadFilesAreRejectedWithAReason) {
   // Files under an image's name that are something else say what.
   using namespace std::string_literals;
   const std::pair<std::string, const char*> others[] = {
-      {"version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 1\n", ": a Git LFS pointer, not the file itself"},
+      {"version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 1\n", ": a Git LFS pointer, not the file"},
       {"\n <!DOCTYPE html><html><body>429 Too Many Requests</body></html>", ": an HTML page (a download that failed?)"},
       {"<HTML><HEAD>", ": an HTML page"},
       {"GIF89a\x01\x00\x01\x00"s, ": a GIF image"},
