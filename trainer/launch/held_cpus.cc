@@ -7,39 +7,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
-#include <iterator>
-#include <sstream>
+
+#include "trainer/launch/rank_processes.h"
 
 namespace granary {
 namespace {
-
-// The fields of /proc/PID/stat that tell whether a process is busy: its
-// parent (2: a kernel thread), its CPU time and its start, in clock ticks.
-struct ProcTimes {
-  char state = 0;  // 'Z': a zombie, gone but for its parent's wait
-  pid_t parent = 0;
-  double cpu_ticks = 0;
-  double start_ticks = 0;
-  std::string name;
-};
-
-bool ReadProcTimes(pid_t pid, ProcTimes* t) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(in, line)) return false;
-  const size_t open = line.find('('), close = line.rfind(") ");  // the name in parentheses may hold anything
-  if (open == std::string::npos || close == std::string::npos || close < open) return false;
-  t->name = line.substr(open + 1, close - open - 1);
-  std::istringstream rest(line.substr(close + 2));
-  std::vector<std::string> f{std::istream_iterator<std::string>(rest), std::istream_iterator<std::string>()};
-  // After the name: state(0) ppid(1) ... utime(11) stime(12) ... starttime(19).
-  if (f.size() < 20) return false;
-  t->state = f[0][0];
-  t->parent = static_cast<pid_t>(std::atol(f[1].c_str()));
-  t->cpu_ticks = std::atof(f[11].c_str()) + std::atof(f[12].c_str());
-  t->start_ticks = std::atof(f[19].c_str());
-  return true;
-}
 
 double UptimeSeconds() {
   std::ifstream in("/proc/uptime");
@@ -66,8 +38,9 @@ HeldCpus FindHeldCpus(const std::vector<int>& cpus) {
     if (pid <= 0 || pid == self) continue;
     cpu_set_t set;
     if (::sched_getaffinity(pid, sizeof(set), &set) != 0 || CPU_COUNT(&set) >= online) continue;
-    ProcTimes t;
-    if (!ReadProcTimes(pid, &t) || t.state == 'Z' || t.state == 'X' || t.parent == 2 || pid == 2) continue;
+    // Not a kernel thread (kthreadd's children, per CPU), not gone.
+    const ProcState t = ReadProcState(pid);
+    if (t.state == 0 || t.state == 'Z' || t.state == 'X' || t.parent == 2 || pid == 2) continue;
     const double age = uptime - t.start_ticks / tick;
     if (age <= 0 || t.cpu_ticks / tick < 0.25 * age) continue;  // idle, or pinned and waiting
     bool any = false;

@@ -89,10 +89,21 @@ ProcState ReadProcState(pid_t pid) {
   std::string line;
   std::getline(stat, line);
   ProcState p;
-  const size_t end = line.rfind(") ");  // the name in parentheses may hold anything
-  if (end == std::string::npos || end + 2 >= line.size()) return p;
+  const size_t open = line.find('('), end = line.rfind(") ");  // the name in parentheses may hold anything
+  if (open == std::string::npos || end == std::string::npos || end < open || end + 2 >= line.size()) return p;
   p.state = line[end + 2];
-  p.parent = static_cast<pid_t>(std::atol(line.c_str() + end + 4));
+  p.name = line.substr(open + 1, end - open - 1);
+  // The numbers after the state: ppid (1), ..., utime (11), stime (12), ..., starttime (19).
+  long long field[20] = {};
+  const char* at = line.c_str() + end + 3;
+  for (int k = 1; k < 20 && *at != '\0'; ++k) {
+    char* next = nullptr;
+    field[k] = std::strtoll(at, &next, 10);
+    at = next;
+  }
+  p.parent = static_cast<pid_t>(field[1]);
+  p.cpu_ticks = static_cast<double>(field[11] + field[12]);
+  p.start_ticks = static_cast<double>(field[19]);
   return p;
 }
 

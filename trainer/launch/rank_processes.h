@@ -46,11 +46,16 @@ std::string ProgramPath(const std::string& program);
 [[noreturn]] void ExecRank(const LaunchOptions& o, RankExec& e, int rank, pid_t launcher, const sigset_t& mask,
                            int out_fd, int err_fd);
 
-// The kernel's state letter of process `pid` ('R', 'S', 'T' stopped, 'Z'
-// zombie, ...) and its parent; state 0 if it is gone.
+// What /proc/PID/stat says of process `pid`: the kernel's state letter
+// ('R', 'S', 'T' stopped, 'Z' zombie, ...; 0 if it is gone), its parent, its
+// command's name, the CPU time it has used (user and system) and when it
+// started (both in clock ticks, the latter since boot).
 struct ProcState {
   char state = 0;
   pid_t parent = 0;
+  std::string name;
+  double cpu_ticks = 0;
+  double start_ticks = 0;
 };
 
 ProcState ReadProcState(pid_t pid);
