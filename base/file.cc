@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -19,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <string>
 #include <utility>
 
 namespace granary {
@@ -59,6 +61,13 @@ Status ReadBoundedFile(const std::string& path, uint64_t max_bytes, std::string*
   }
   out->resize(file.size_bytes());
   return file.ReadAt(0, out->size(), out->data());
+}
+
+bool IsHtmlPage(std::string_view head) {
+  const size_t text = std::min(head.size(), head.find_first_not_of(" \t\r\n"));
+  std::string start(head.substr(text, 14));
+  for (char& c : start) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return start.rfind("<!doctype html", 0) == 0 || start.rfind("<html", 0) == 0;
 }
 
 std::string ReadFileEdge(const std::string& path, size_t max_bytes, bool from_end) {

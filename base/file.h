@@ -39,6 +39,10 @@ inline constexpr char kGitLfsAdvice[] =
     "a Git LFS pointer, not the file itself (the repository was cloned without git-lfs): fetch the files with "
     "git lfs pull in the repository";
 
+// Whether `head` (a file's first bytes) is an HTML page: "<!DOCTYPE html"
+// or "<html", in any case, after blanks.
+bool IsHtmlPage(std::string_view head);
+
 // Writes `contents` to `path` (created or truncated) and fsyncs it. A
 // symlink at `path` is refused (ELOOP), never written through.
 Status WriteFileSynced(const std::string& path, const std::string& contents);

@@ -87,11 +87,9 @@ std::string NotAnImageKind(const uint8_t* d, size_t n) {
     if (starts(magic)) return kind;
   }
   if (n >= 26 && starts("BM")) return "a BMP image";
+  if (IsHtmlPage(head)) return "an HTML page (a download that failed?)";
   std::string text(head.substr(std::min(head.size(), head.find_first_not_of(" \t\r\n"))));
   for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (text.rfind("<!doctype html", 0) == 0 || text.rfind("<html", 0) == 0) {
-    return "an HTML page (a download that failed?)";
-  }
   if (text.rfind("<svg", 0) == 0 || (text.rfind("<?xml", 0) == 0 && head.find("svg") != std::string_view::npos)) {
     return "an SVG drawing";
   }

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -94,11 +93,6 @@ std::string Head(const fs::path& path, size_t n) {
   return head;
 }
 
-std::string Lowercase(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 // Whether a non-empty file that starts with `head` is of `kind`.
 bool HeadIsOfKind(const std::string& head, OutputKind kind) {
   const size_t text = head.find_first_not_of(" \t\r\n");
@@ -107,10 +101,8 @@ bool HeadIsOfKind(const std::string& head, OutputKind kind) {
       return head.rfind(std::string("PK\x03\x04", 4), 0) == 0;  // TorchScript writes a zip
     case OutputKind::kJsonLines:
       return text != std::string::npos && head[text] == '{';
-    case OutputKind::kHtml: {
-      const std::string start = Lowercase(head.substr(text == std::string::npos ? head.size() : text));
-      return start.rfind("<!doctype html", 0) == 0 || start.rfind("<html", 0) == 0;
-    }
+    case OutputKind::kHtml:
+      return IsHtmlPage(head);
     case OutputKind::kPng:
       return head.rfind("\x89PNG\r\n\x1a\n", 0) == 0;
     case OutputKind::kDirectory:
