@@ -67,17 +67,29 @@ TEST_F(Refusals, NodesWithDifferentRanksSayWhatDiffers) {
 // client socket has timed out ..."; now the line says which side was missing
 // and what to start.
 TEST_F(Refusals, ANodeStartedAloneSaysWhatToStart) {
-  const std::string node = train_ + "--epochs 1 --threads 1 --pin off --nnodes 2 --timeout 3 " +
-                           "--master-addr 127.0.0.1 --master-port " + std::to_string(testing::FreePort()) + " ";
+  const std::string nodes = train_ + "--epochs 1 --threads 1 --pin off --nnodes 2 --master-addr 127.0.0.1 " +
+                            "--master-port " + std::to_string(testing::FreePort()) + " ";
+  const std::string node = nodes + "--timeout 3 ";
   auto second = RunCommand(node + "--ranks 1 --node-rank 1", dir_);
   ExpectOneLineError(second, "node 0's rendezvous at 127.0.0.1:");
   EXPECT_NE(second.err.find("did not answer within --timeout 3 s: start node 0 (--node-rank 0) too"),
             std::string::npos) << second.err;
-  // Node 0's two ranks: whichever notices first (a rank's store, or the
-  // launcher watching them wait) names the nodes to start.
-  auto first = RunCommand(node + "--ranks 2 --node-rank 0", dir_);
+  // Node 0 alone: whichever notices first (rank 0's store, or the launcher
+  // watching it wait) names the nodes to start.
+  auto first = RunCommand(node + "--ranks 1 --node-rank 0", dir_);
   EXPECT_EQ(first.exit_code, 1);
   EXPECT_NE(first.err.find("start all 2 nodes"), std::string::npos) << first.err;
+  // Rank 0 stopped before it serves the store: its peer on the same machine
+  // is not told to start node 0. (--timeout 1: rank 1 gives up long before
+  // the launcher's 10 s for a rank that never started, on a loaded machine too.)
+  auto stopped = RunCommand(std::string("LD_PRELOAD=") + GRANARY_STOP_AT_START_LIB + " GRANARY_TEST_STOP_RANK=0 " +
+                                nodes + "--ranks 2 --node-rank 0 --timeout 1",
+                            dir_);
+  EXPECT_NE(stopped.exit_code, 0);
+  EXPECT_NE(stopped.err.find("rank 1: rank 0's rendezvous store at 127.0.0.1:"), std::string::npos) << stopped.err;
+  EXPECT_NE(stopped.err.find(", on this machine, did not answer within --timeout 1 s (rank 0 slow to start, or gone)"),
+            std::string::npos)
+      << stopped.err;
 }
 
 // A dataset or db repository cloned without git-lfs holds a pointer in

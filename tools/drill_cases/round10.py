@@ -23,8 +23,8 @@ def node_started_alone(d, w):
             "--master-addr", "127.0.0.1", "--master-port", port]
     d.case("node 1 of 2 started alone: node 0 named, with what to check", node + ["--ranks", "1", "--node-rank", "1"],
            1, needle="start node 0 (--node-rank 0) too")
-    # A rank's store or the launcher watching the ranks wait: whichever notices first says it.
-    d.case("node 0 of 2 started alone: the nodes to start", node + ["--ranks", "2", "--node-rank", "0"], 1,
+    # Rank 0's store or the launcher watching it wait: whichever notices first says it.
+    d.case("node 0 of 2 started alone: the nodes to start", node + ["--ranks", "1", "--node-rank", "0"], 1,
            needle="start all 2 nodes", lines=(1, 2))
 
 

@@ -196,10 +196,13 @@ Status ExplainRendezvousTimeout(const Status& s, const CommOptions& o, bool file
   if (file) {
     why = "not every one of the " + std::to_string(o.world) + " ranks joined the rendezvous" + within;
   } else if (torch.find("trying to connect") != std::string::npos) {
+    const bool on_node_0 = o.ranks_per_node > 0 && o.rank < o.ranks_per_node;  // rank 0 serves it on this machine
     why = o.agent_store ? "torchrun's rendezvous store at " + at + " did not answer" + within
+          : on_node_0   ? "rank 0's rendezvous store at " + at + ", on this machine, did not answer" + within +
+                            " (rank 0 slow to start, or gone)"
                         : "node 0's rendezvous at " + at + " did not answer" + within +
-                              ": start node 0 (--node-rank 0) too, and check --master-addr, --master-port and that "
-                              "this machine can reach that port";
+                            ": start node 0 (--node-rank 0) too, and check --master-addr, --master-port and that "
+                            "this machine can reach that port";
   } else {
     const int nodes = o.ranks_per_node > 0 ? o.world / o.ranks_per_node : 0;
     why = "not every one of the " + std::to_string(o.world) + " ranks joined the rendezvous at " + at + within +
