@@ -75,7 +75,7 @@ Status CheckRejects(const SplitSource& split, const BuildOptions& options, const
           : std::string(kEveryItemRejected) +
                 (summary.read < n ? " (the first " + read + of_n + "; the build stopped there)"
                                   : " (" + read + of_n + ")");
-  return Status::InvalidArgument("split '" + split.name() + "': " + count + ", more than --max-rejects " +
+  return Status::InvalidArgument("split '" + split.name() + "': " + count + ", " + kMoreThanMaxRejects + " " +
                                  nlohmann::json(options.max_reject_fraction).dump() + " allows" + first);
 }
 

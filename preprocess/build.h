@@ -23,7 +23,9 @@ namespace granary {
 
 enum class OnError { kSkip, kFail };
 
-// How a build that failed --max-rejects with every item it read rejected says so.
+// How a build that failed --max-rejects says so, and how it says that every
+// item it read was rejected (prep's advice tells these failures apart).
+inline constexpr char kMoreThanMaxRejects[] = "more than --max-rejects";
 inline constexpr char kEveryItemRejected[] = "every item read was rejected";
 
 // kAuto trains a zstd dictionary when records are small (where it pays) and

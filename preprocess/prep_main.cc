@@ -216,7 +216,7 @@ int RunBuild(BuildArgs& a) {
     if (a.options.resume || !granary::HasResumableBuild(a.db)) return fail(s);
     const std::string partial = a.db + ".partial";
     const bool full = s.message().find(std::strerror(ENOSPC)) != std::string::npos;
-    const bool rejects = s.message().find("more than --max-rejects") != std::string::npos;
+    const bool rejects = s.message().find(granary::kMoreThanMaxRejects) != std::string::npos;
     // Where no item read was taken, the work kept is none: what to fix is what the line names.
     if (rejects && s.message().find(granary::kEveryItemRejected) != std::string::npos) return fail(s);
     return fail(granary::Status::FailedPrecondition(
