@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <string>
 
-#include "loader/machine.h"
+#include "base/machine.h"
 
 namespace granary {
 

@@ -14,7 +14,7 @@
 
 #include "base/status.h"
 #include "loader/augment.h"
-#include "loader/machine.h"
+#include "base/machine.h"
 #include "loader/sampler.h"
 #include "store/db.h"
 

@@ -306,6 +306,20 @@ StatusOr<Layout> JobRankLayout(const Environment& env, TrainConfig* config, cons
   return layout;
 }
 
+// --ranks's default, 2, where this process may use 1 CPU (a 1-vCPU machine,
+// `docker run --cpus 1`, taskset): 1 rank, said, instead of the refusal a
+// given --ranks 2 gets. Every node of a run must run the same ranks, so a
+// run of several nodes is left to the refusal.
+void FitDefaultRanks(const std::vector<std::string>& given, TrainConfig* config) {
+  const int cpus = std::max<int>(1, static_cast<int>(UsableCpus().size()));
+  const bool ranks_given = std::find(given.begin(), given.end(), "--ranks") != given.end();
+  if (ranks_given || config->dist.nnodes > 1 || config->dist.oversubscribe || config->dist.ranks <= cpus) return;
+  std::fprintf(stderr, "train: %d rank%s: the default, --ranks %d, is more ranks than the %d CPU%s this process may "
+               "use (--ranks %d --oversubscribe runs them anyway)\n", cpus, cpus == 1 ? "" : "s", config->dist.ranks,
+               cpus, cpus == 1 ? "" : "s", config->dist.ranks);
+  config->dist.ranks = cpus;
+}
+
 // This process's rank in the job its environment describes (OpenMPI's,
 // srun's or torchrun's variable), or -1: known even where the rest of the
 // environment is refused, to name the rank that says why.
@@ -356,6 +370,7 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
   if (Status backend = ResolveBackend(env, &config, role != Role::kLauncher); !backend.ok()) {
     return Fail(backend, named_rank);
   }
+  if (role == Role::kLauncher) FitDefaultRanks(given, &config);
   // The launcher plans the layout over the CPUs it may use; a rank, pinned to
   // its own, is told it (and checks the config against the launcher's cores).
   StatusOr<Layout> layout = role == Role::kLaunchedRank && !layout_json.empty() ? Layout::FromJson(layout_json)

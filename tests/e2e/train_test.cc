@@ -1,5 +1,7 @@
 // End to end, training: the loss falls, ranks agree, every db and model kind trains, bad flags and dbs are refused.
 #include <cmath>
+#include <fstream>
+#include <iterator>
 
 #include "tests/e2e/e2e.h"
 
@@ -105,6 +107,68 @@ TEST_F(EndToEnd, ARunPlacesItsRanksOffCpusThatBusyPinnedProcessesHold) {
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_NE(j["layout"]["cpus"][0][0], last) << j["layout_text"];
   EXPECT_NE(j["layout_text"].get<std::string>().find(" busy with "), std::string::npos) << j["layout_text"];
+}
+
+// A cgroup of this test's own whose CPU quota grants `cpus` CPUs (v1's cpu
+// controller, or v2's cpu.max), and the cgroup.procs file a process joins it
+// by; "" where this process may not make one (not root, no cpu controller).
+std::string MakeCpuQuotaCgroup(const std::string& name, int cpus) {
+  namespace fs = std::filesystem;
+  const std::string quota = std::to_string(cpus * 100000);
+  if (fs::is_directory("/sys/fs/cgroup/cpu") && ::access("/sys/fs/cgroup/cpu", W_OK) == 0) {
+    const std::string dir = "/sys/fs/cgroup/cpu/" + name;
+    std::error_code ec;
+    fs::create_directory(dir, ec);
+    std::ofstream(dir + "/cpu.cfs_period_us") << "100000\n";
+    std::ofstream(dir + "/cpu.cfs_quota_us") << quota << "\n";
+    return std::ifstream(dir + "/cpu.cfs_quota_us").good() ? dir + "/cgroup.procs" : "";
+  }
+  std::ifstream controls("/sys/fs/cgroup/cgroup.subtree_control");
+  std::string controllers((std::istreambuf_iterator<char>(controls)), std::istreambuf_iterator<char>());
+  if (controllers.find("cpu") == std::string::npos || ::access("/sys/fs/cgroup", W_OK) != 0) return "";
+  const std::string dir = "/sys/fs/cgroup/" + name;
+  std::error_code ec;
+  fs::create_directory(dir, ec);
+  std::ofstream(dir + "/cpu.max") << quota << " 100000\n";
+  return std::ifstream(dir + "/cpu.max").good() ? dir + "/cgroup.procs" : "";
+}
+
+// Under a CPU quota of 1 CPU on a machine of 2 (docker run --cpus 1, a
+// Kubernetes pod's CPU limit), train planned 2 ranks x 1 thread for the 2
+// CPUs it may run on: both throttled every period, 2.5x slower than the 1
+// rank the quota pays for (docs/BENCHMARKS.md). Now planned for what the
+// quota grants, and said; where the CPUs are 1 (taskset -c 0, a 1-vCPU
+// machine) --ranks's default no longer fails the run.
+TEST_F(EndToEnd, ACpuQuotaOrOneCpuIsPlannedForAndTheDefaultRanksFitIt) {
+  cpu_set_t set;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(set), &set), 0);
+  if (CPU_COUNT(&set) < 2) GTEST_SKIP() << "needs two CPUs";
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 256 --no-progress", dir_).exit_code, 0);
+  const std::string cgroup = "granary-test-" + std::to_string(::getpid());
+  const std::string procs = MakeCpuQuotaCgroup(cgroup, 1);
+  if (!procs.empty()) {
+    auto r = RunCommand("sh -c 'echo $$ > " + procs + " && exec " + kTrain + " --db " + db + " --epochs 1 --json'",
+                        dir_);
+    std::filesystem::remove(std::filesystem::path(procs).parent_path());  // empty once train has ended
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["layout"]["ranks"], 1) << j["layout_text"];
+    EXPECT_EQ(j["layout"]["threads"], 1) << j["layout_text"];
+    EXPECT_EQ(j["layout"]["cpus"].size(), 1u) << j["layout_text"];
+    EXPECT_NE(j["layout_text"].get<std::string>().find("a CPU quota (cgroup) grants 1 CPU of the "), std::string::npos)
+        << j["layout_text"];
+    EXPECT_NE(r.err.find("train: 1 rank: the default, --ranks 2, is more ranks than the 1 CPU"), std::string::npos)
+        << r.err;
+  }
+  auto one = RunCommand("taskset -c 0 " + kTrain + " --db " + db + " --epochs 1 --json", dir_);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(nlohmann::json::parse(one.out)["layout"]["ranks"], 1);
+  EXPECT_EQ(nlohmann::json::parse(one.out)["layout_text"].get<std::string>().find("quota"), std::string::npos);
+  // Asked for outright, 2 ranks on 1 CPU are refused, saying what fits.
+  ExpectOneLineError(RunCommand("taskset -c 0 " + kTrain + " --db " + db + " --ranks 2", dir_),
+                     "--ranks 2 x --threads 1 = 2 threads on 1 core: --ranks 1 fits, or pass --oversubscribe");
+  if (procs.empty()) GTEST_SKIP() << "the quota's half untested: this process may not make a cpu cgroup";
 }
 
 TEST_F(EndToEnd, TrainRejectsWhatIsNotAGranaryDb) {

@@ -1,5 +1,5 @@
-// The loader's use of the page cache under block shuffling (ReadCache), and
-// the memory limit it decides by (MemoryLimitBytes).
+// The loader's use of the page cache under block shuffling (ReadCache); the
+// memory limit it decides by is tested in tests/base/machine_test.cc.
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <sys/mman.h>
@@ -224,43 +224,6 @@ TEST(ReadCache, ReleaseIsForBlockShufflingOnly) {
   auto loader = Loader::Create(*db.value(), o);
   ASSERT_TRUE(loader.ok()) << loader.status().ToString();
   EXPECT_FALSE(loader.value()->releases_read_pages());
-}
-
-void WriteText(const std::string& path, const std::string& text) {
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  std::ofstream(path) << text << "\n";
-}
-
-TEST(MemoryLimitBytes, TheSmallestLimitOfTheCgroupAndThoseAboveItCounts) {
-  const uint64_t machine = MemoryLimitBytes("/nonexistent");
-  EXPECT_EQ(machine, static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE));
-  // A cgroup tree of our own, at this process's cgroup paths.
-  std::ifstream cgroups("/proc/self/cgroup");
-  std::string v1, v2;
-  bool has_v1 = false, has_v2 = false;
-  for (std::string line; std::getline(cgroups, line);) {
-    const size_t a = line.find(':'), b = line.find(':', a + 1);
-    const std::string controllers = line.substr(a + 1, b - a - 1);
-    if (controllers.empty()) has_v2 = true, v2 = line.substr(b + 1);
-    if (("," + controllers + ",").find(",memory,") != std::string::npos) has_v1 = true, v1 = line.substr(b + 1);
-  }
-  if (!has_v1 && !has_v2) GTEST_SKIP() << "/proc/self/cgroup names no memory cgroup";
-  TempDir root;
-  uint64_t expected = machine;
-  if (has_v1) {
-    // Unlimited here (v1 writes a huge number), limited at the top.
-    WriteText(root.path() + "/memory" + v1 + "/memory.limit_in_bytes", "9223372036854771712");
-    WriteText(root.path() + "/memory/memory.limit_in_bytes", std::to_string(96 << 20));
-    expected = std::min<uint64_t>(expected, 96 << 20);
-  }
-  if (has_v2) {
-    // "max" (no limit) here, a limit at the top, and a file that holds no number.
-    WriteText(root.path() + v2 + "/memory.max", "max");
-    WriteText(root.path() + "/memory.max", std::to_string(64 << 20));
-    WriteText(root.path() + "/unified/memory.max", "garbage");
-    expected = std::min<uint64_t>(expected, 64 << 20);
-  }
-  EXPECT_EQ(MemoryLimitBytes(root.path()), expected);
 }
 
 }  // namespace

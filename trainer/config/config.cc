@@ -137,7 +137,7 @@ Status ValidateLayout(const TrainConfig& c, int cores) {
   const DistConfig& dist = c.dist;
   const OptimConfig& optim = c.optim;
   const int hard_cap = kOversubscribeFactor * cores;
-  const std::string cores_text = std::to_string(cores) + " cores";
+  const std::string cores_text = std::to_string(cores) + (cores == 1 ? " core" : " cores");
   if (dist.ranks < 1 || dist.ranks > hard_cap) {
     return OutOfRange("--ranks", std::to_string(dist.ranks),
                       Range(1, hard_cap) + " (" + std::to_string(kOversubscribeFactor) + " x " + cores_text + ")");
@@ -147,9 +147,13 @@ Status ValidateLayout(const TrainConfig& c, int cores) {
   }
   const int64_t used = int64_t{dist.ranks} * c.ThreadsPerRank(cores);
   if (used > cores && !dist.oversubscribe) {
+    const std::string fits = dist.ranks > cores ? "--ranks " + std::to_string(cores) + " fits, or "
+                             : dist.threads > 0 ? "--threads " + std::to_string(std::max(1, cores / dist.ranks)) +
+                                                      " fits, or "
+                                                : "";
     return Status::InvalidArgument("--ranks " + std::to_string(dist.ranks) + " x --threads " +
                                    std::to_string(c.ThreadsPerRank(cores)) + " = " + std::to_string(used) +
-                                   " threads on " + cores_text + ": pass --oversubscribe to run it anyway");
+                                   " threads on " + cores_text + ": " + fits + "pass --oversubscribe to run it anyway");
   }
   if (used > hard_cap) {
     return Status::InvalidArgument("--ranks " + std::to_string(dist.ranks) + " x --threads " +

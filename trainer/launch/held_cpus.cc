@@ -85,9 +85,9 @@ std::string HeldCpusNote(const std::vector<int>& pinned, const HeldCpus& held) {
 }
 
 Layout PlanLayoutFreeFirst(const TrainConfig& config, const std::vector<int>& cpus) {
-  if (!config.dist.pin) return PlanLayout(config, cpus);
-  const HeldCpus held = FindHeldCpus(cpus);
+  const HeldCpus held = config.dist.pin ? FindHeldCpus(cpus) : HeldCpus{};
   Layout layout = PlanLayout(config, FreeCpusFirst(cpus, held));
+  layout.quota = CpuQuotaNote();
   if (layout.cpus.empty()) return layout;
   std::vector<int> pinned;
   for (const std::vector<int>& rank : layout.cpus) pinned.insert(pinned.end(), rank.begin(), rank.end());

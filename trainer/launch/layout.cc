@@ -4,16 +4,19 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
 #include "base/json_text.h"
+#include "base/machine.h"
 
 namespace granary {
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Layout, cores, ranks, threads, loader_threads, cpus, not_pinned, held)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Layout, cores, ranks, threads, loader_threads, cpus, not_pinned, held,
+                                                quota)
 
 namespace {
 
@@ -61,7 +64,21 @@ std::vector<int> UsableCpus() {
   }
   std::sort(order.begin(), order.end());
   for (const auto& entry : order) cpus.push_back(std::get<3>(entry));
+  const int quota = CpuQuotaCpus();
+  if (quota > 0 && static_cast<size_t>(quota) < cpus.size()) cpus.resize(static_cast<size_t>(quota));
   return cpus;
+}
+
+std::string CpuQuotaNote() {
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return "";
+  const int quota = CpuQuotaCpus();
+  if (quota == 0 || quota >= CPU_COUNT(&set)) return "";
+  const double granted = CpuQuota();
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3g CPU%s", granted, granted == 1 ? "" : "s");
+  return std::string("a CPU quota (cgroup) grants ") + text + " of the " + std::to_string(CPU_COUNT(&set)) +
+         " this process may run on: planned for " + std::to_string(quota);
 }
 
 Layout PlanLayout(const TrainConfig& c, const std::vector<int>& cpus) {
@@ -92,11 +109,12 @@ std::string Layout::Describe() const {
   std::string out = Plural(ranks, "rank") + " x " + Plural(threads, "thread") + " (+" +
                     Plural(loader_threads, "loader worker") + (ranks > 1 ? " each" : "") + ") on " +
                     Plural(cores, "CPU") + ", ";
-  if (cpus.empty()) return out + "not pinned (" + not_pinned + ")";
+  if (cpus.empty()) return out + "not pinned (" + not_pinned + ")" + (quota.empty() ? "" : "; " + quota);
   out += "pinned:";
   for (size_t r = 0; r < cpus.size(); ++r) {
     out += (r == 0 ? " rank " : ", rank ") + std::to_string(r) + " CPU " + CpuList(cpus[r]);
   }
+  if (!quota.empty()) out += "; " + quota;
   return held.empty() ? out : out + "; " + held;
 }
 

@@ -23,6 +23,7 @@ struct Layout {
   std::vector<std::vector<int>> cpus;  // per rank; empty when not pinned
   std::string not_pinned;              // why not, when `cpus` is empty
   std::string held;                    // CPUs busy pinned processes of others hold (held_cpus.h), if any
+  std::string quota;                   // a CPU quota that leaves fewer CPUs than affinity does (CpuQuotaNote)
 
   // "OMP_NUM_THREADS=T" and its kin, for each rank's environment.
   std::vector<std::string> ThreadEnvironment() const;
@@ -36,8 +37,13 @@ struct Layout {
 };
 
 // The CPUs this process may run on, one CPU of each physical core first and
-// their SMT siblings after, so that consecutive CPUs are distinct cores.
+// their SMT siblings after, so that consecutive CPUs are distinct cores;
+// the first CpuQuotaCpus() of them where a CPU quota grants fewer.
 std::vector<int> UsableCpus();
+
+// "a CPU quota (cgroup) grants 1.5 CPUs of the 8 this process may run on:
+// planned for 1", where a quota leaves fewer CPUs than affinity does; "" where not.
+std::string CpuQuotaNote();
 
 // The layout of `config` (validated, defaults resolved) over `cpus`
 // (UsableCpus order): rank r gets the r-th run of `threads` CPUs, unless
