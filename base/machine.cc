@@ -36,6 +36,18 @@ uint64_t LimitIn(const std::string& path) {
   return value;
 }
 
+// The number after `key` in a file of "key value" lines (memory.events,
+// memory.oom_control, /proc/vmstat); 0 where there is none.
+uint64_t CounterIn(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  std::string name;
+  uint64_t value = 0;
+  while (in >> name >> value) {
+    if (name == key) return value;
+  }
+  return 0;
+}
+
 // The smallest `file` limit of cgroup `path` under `dir` and of the cgroups above it.
 uint64_t LimitOnTheWayUp(const std::string& dir, std::string path, const char* file) {
   uint64_t limit = UINT64_MAX;
@@ -120,6 +132,28 @@ uint64_t MemoryLimitBytes(const std::string& cgroup_root) {
     }
   }
   return limit;
+}
+
+OomKills CountOomKills(const std::string& cgroup_root) {
+  OomKills kills;
+  auto sum_up = [&kills](const std::string& dir, std::string path, const char* file) {
+    for (;;) {
+      kills.cgroup += CounterIn(dir + path + "/" + file, "oom_kill");
+      const size_t slash = path.rfind('/');
+      if (slash == std::string::npos || path == "/") return;
+      path.resize(slash);
+    }
+  };
+  for (const auto& [controllers, path] : ProcessCgroups()) {
+    if (controllers == ",,") {
+      sum_up(cgroup_root, path, "memory.events");
+      sum_up(cgroup_root + "/unified", path, "memory.events");
+    } else if (controllers.find(",memory,") != std::string::npos) {
+      sum_up(cgroup_root + "/memory", path, "memory.oom_control");
+    }
+  }
+  kills.machine = CounterIn("/proc/vmstat", "oom_kill");
+  return kills;
 }
 
 }  // namespace granary

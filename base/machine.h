@@ -32,4 +32,16 @@ int CpuQuotaCpus(const std::string& cgroup_root = "/sys/fs/cgroup");
 // memory controller at <root>/memory, v2 at <root> or <root>/unified).
 uint64_t MemoryLimitBytes(const std::string& cgroup_root = "/sys/fs/cgroup");
 
+// How many processes the kernel's out-of-memory killer has ended: where this
+// process's memory cgroup, or one above it, outgrew its limit (v1
+// memory.oom_control's oom_kill, v2 memory.events', summed on the way up),
+// and on the whole machine (/proc/vmstat's oom_kill, every such kill
+// included). Counted before processes start and after one is killed by
+// SIGKILL, they say whether the kernel killed it for memory.
+struct OomKills {
+  uint64_t cgroup = 0;
+  uint64_t machine = 0;
+};
+OomKills CountOomKills(const std::string& cgroup_root = "/sys/fs/cgroup");
+
 }  // namespace granary

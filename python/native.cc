@@ -404,6 +404,10 @@ PYBIND11_MODULE(_native, m) {
     d["batch_size"] = kMaxLoaderBatch;
     return d;
   });
+  m.def("oom_kills", [] {  // base/machine.h's counts: a worker killed for memory is said so
+    const OomKills kills = CountOomKills();
+    return py::make_tuple(kills.cgroup, kills.machine, MemoryLimitBytes());
+  });
   m.def("batch_fields", [](const std::string& path, const std::string& input_field, const std::string& target_field) {
     const BatchFields f = ValueOrThrow(
         ChooseBatchFields(OpenDb(path)->manifest(), path, input_field, target_field, kPythonFieldNames));

@@ -100,6 +100,8 @@ def _write_with_workers(writer, name, dataset, order, start, expected, workers):
                                                   (os.getpid(), dataset, writer._fields, writer._label_name,
                                                    writer._regression, slots))
     pending = collections.deque()
+    from . import _native  # the writer's: built where granary.write runs
+    oom_kills = _native.oom_kills()
 
     def take():
         slot, _, future = pending[0]
@@ -125,9 +127,24 @@ def _write_with_workers(writer, name, dataset, order, start, expected, workers):
     except concurrent.futures.process.BrokenProcessPool:
         reading = (f" (samples {pending[0][1]} to {min(pending[-1][1] + chunk, len(order)) - 1} were being read)"
                    if pending else "")
-        raise WorkerError(f"a worker process ended abruptly (killed by a signal: a crash in the dataset's code, or "
-                          f"the out-of-memory killer) while reading split '{name}'{reading}") from None
+        raise WorkerError(f"a worker process ended abruptly ({_why_killed(oom_kills, workers)}) while reading split "
+                          f"'{name}'{reading}") from None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         if slots is not None:
             slots.memory.close()
+
+
+def _why_killed(before, workers):
+    """Why a worker died, from the kernel's counts of out-of-memory kills
+    (_native.oom_kills: its memory cgroup's, the machine's, and the memory
+    this process may use) taken before the workers started."""
+    from . import _native
+    cgroup, machine, limit = _native.oom_kills()
+    less = f"fewer workers (workers={workers} now hold {workers} copies of what the dataset holds) need less"
+    if cgroup > before[0]:
+        return (f"the kernel's out-of-memory killer ended it, the write's processes having outgrown the "
+                f"{limit / (1 << 20):.0f} MiB their memory cgroup allows: {less}")
+    if machine > before[1]:
+        return f"most likely the kernel's out-of-memory killer, which ended a process meanwhile: {less}"
+    return "killed by a signal: a crash in the dataset's code, or the out-of-memory killer"

@@ -92,5 +92,24 @@ TEST(CpuQuota, TheSmallestQuotaOfTheCgroupAndThoseAboveItCountsInWholeCpus) {
   EXPECT_EQ(CpuQuotaCpus(root.path()), 1);
 }
 
+TEST(CountOomKills, SumsTheKillsOfTheCgroupAndThoseAboveIt) {
+  EXPECT_EQ(CountOomKills("/nonexistent").cgroup, 0u);
+  const CgroupPaths p = PathsOf("memory");
+  if (!p.has_v1 && !p.has_v2) GTEST_SKIP() << "/proc/self/cgroup names no memory cgroup";
+  TempDir root;
+  uint64_t expected = 0;
+  if (p.has_v1) {
+    WriteText(root.path() + "/memory/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 2");
+    if (p.v1 != "/") WriteText(root.path() + "/memory" + p.v1 + "/memory.oom_control", "oom_kill 3"), expected += 3;
+    expected += 2;
+  }
+  if (p.has_v2) {
+    // memory.events' other counters (oom: the times the limit was hit) are not kills.
+    WriteText(root.path() + "/unified" + p.v2 + "/memory.events", "low 0\nhigh 0\nmax 7\noom 5\noom_kill 1");
+    expected += 1;
+  }
+  EXPECT_EQ(CountOomKills(root.path()).cgroup, expected);
+}
+
 }  // namespace
 }  // namespace granary

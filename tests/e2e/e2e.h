@@ -10,12 +10,14 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "base/file.h"
@@ -55,6 +57,30 @@ inline std::string WaitForFirstStep(const std::string& metrics) {
 inline std::string EchoLeftAfterWaiting(const std::string& pattern) {
   return "for i in $(seq 200); do [ \"$(pgrep -c -f " + pattern + ")\" = 0 ] && break; sleep 0.1; done; " +
          "echo left $(pgrep -c -f " + pattern + "); ";
+}
+
+// A cgroup of the test's own, `name`, under v1's `controller` ("cpu",
+// "memory") with `v1` files written, or, where v1 has no such controller,
+// under v2's root with `v2` files written; the cgroup.procs file a process
+// joins it by, or "" where this process may not make one (not root, no such
+// controller). Remove its folder (fs::remove) once its processes have ended.
+inline std::string MakeCgroup(const std::string& controller, const std::string& name,
+                              const std::vector<std::pair<std::string, std::string>>& v1,
+                              const std::vector<std::pair<std::string, std::string>>& v2) {
+  const std::string v1_root = "/sys/fs/cgroup/" + controller;
+  const bool is_v1 = fs::is_directory(v1_root) && ::access(v1_root.c_str(), W_OK) == 0;
+  if (!is_v1) {
+    const std::string controls = testing::ReadFile("/sys/fs/cgroup/cgroup.subtree_control");
+    if (controls.find(controller) == std::string::npos || ::access("/sys/fs/cgroup", W_OK) != 0) return "";
+  }
+  const std::string dir = (is_v1 ? v1_root : std::string("/sys/fs/cgroup")) + "/" + name;
+  std::error_code ec;
+  fs::create_directory(dir, ec);
+  for (const auto& [file, value] : is_v1 ? v1 : v2) {
+    std::ofstream out(dir + "/" + file);
+    if (!(out << value << "\n" << std::flush)) return "";
+  }
+  return dir + "/cgroup.procs";
 }
 
 // `prep build` of the Fashion-MNIST files into `db` with `options`.

@@ -368,5 +368,37 @@ TEST_F(EndToEnd, OverMpiTwoRanksTrainAsOverGlooAndALostRankIsNamed) {
   }
 }
 
+// A rank the kernel's out-of-memory killer ends (a batch too large for a
+// container's memory limit, docker run -m, a Slurm job's --mem) was said as
+// `rank 1 was killed by signal 9 (Killed)`, the cause left to dmesg, which a
+// container may not read. Now the kernel's count of such kills says it; a
+// rank killed by SIGKILL otherwise is said as before.
+TEST_F(EndToEnd, ARankTheOutOfMemoryKillerEndsIsSaidToBeEndedSo) {
+  const std::string cgroup = "granary-test-oom-" + std::to_string(::getpid());
+  const std::string procs = MakeCgroup("memory", cgroup, {{"memory.limit_in_bytes", std::to_string(256 << 20)}},
+                                       {{"memory.max", std::to_string(256 << 20)}, {"memory.swap.max", "0"}});
+  if (procs.empty()) GTEST_SKIP() << "this process may not make a memory cgroup";
+  // Rank 1 fills 1 GiB (or kills itself), rank 0 waits to be stopped.
+  auto launch = [&](const std::string& rank1) {
+    const std::string script = "import os, time\nif os.environ[\"RANK\"] == \"1\":\n    " + rank1 +
+                               "\ntime.sleep(120)\n";
+    testing::WriteFile(dir_.Sub("rank.py"), script);
+    return RunCommand("sh -c 'echo $$ > " + procs + " && exec " + kLaunch + " --ranks 2 -- /usr/bin/python3 " +
+                      dir_.Sub("rank.py") + "'", dir_);
+  };
+  const auto oom = launch("x = b\"x\" * (1 << 30)");
+  const auto killed = launch("os.kill(os.getpid(), 9)");
+  fs::remove(fs::path(procs).parent_path());  // empty: every rank has ended
+  EXPECT_NE(oom.exit_code, 0);
+  EXPECT_NE(oom.err.find("launch: rank 1 was killed by signal 9 (Killed): the kernel's out-of-memory killer ended it, "
+                         "the run's processes having outgrown the 256 MiB their memory cgroup allows"),
+            std::string::npos)
+      << oom.err;
+  EXPECT_NE(killed.exit_code, 0);
+  EXPECT_NE(killed.err.find("launch: rank 1 was killed by signal 9 (Killed); stopping the other ranks"),
+            std::string::npos)
+      << killed.err;
+}
+
 }  // namespace
 }  // namespace granary

@@ -1,7 +1,5 @@
 // End to end, training: the loss falls, ranks agree, every db and model kind trains, bad flags and dbs are refused.
 #include <cmath>
-#include <fstream>
-#include <iterator>
 
 #include "tests/e2e/e2e.h"
 
@@ -109,30 +107,6 @@ TEST_F(EndToEnd, ARunPlacesItsRanksOffCpusThatBusyPinnedProcessesHold) {
   EXPECT_NE(j["layout_text"].get<std::string>().find(" busy with "), std::string::npos) << j["layout_text"];
 }
 
-// A cgroup of this test's own whose CPU quota grants `cpus` CPUs (v1's cpu
-// controller, or v2's cpu.max), and the cgroup.procs file a process joins it
-// by; "" where this process may not make one (not root, no cpu controller).
-std::string MakeCpuQuotaCgroup(const std::string& name, int cpus) {
-  namespace fs = std::filesystem;
-  const std::string quota = std::to_string(cpus * 100000);
-  if (fs::is_directory("/sys/fs/cgroup/cpu") && ::access("/sys/fs/cgroup/cpu", W_OK) == 0) {
-    const std::string dir = "/sys/fs/cgroup/cpu/" + name;
-    std::error_code ec;
-    fs::create_directory(dir, ec);
-    std::ofstream(dir + "/cpu.cfs_period_us") << "100000\n";
-    std::ofstream(dir + "/cpu.cfs_quota_us") << quota << "\n";
-    return std::ifstream(dir + "/cpu.cfs_quota_us").good() ? dir + "/cgroup.procs" : "";
-  }
-  std::ifstream controls("/sys/fs/cgroup/cgroup.subtree_control");
-  std::string controllers((std::istreambuf_iterator<char>(controls)), std::istreambuf_iterator<char>());
-  if (controllers.find("cpu") == std::string::npos || ::access("/sys/fs/cgroup", W_OK) != 0) return "";
-  const std::string dir = "/sys/fs/cgroup/" + name;
-  std::error_code ec;
-  fs::create_directory(dir, ec);
-  std::ofstream(dir + "/cpu.max") << quota << " 100000\n";
-  return std::ifstream(dir + "/cpu.max").good() ? dir + "/cgroup.procs" : "";
-}
-
 // Under a CPU quota of 1 CPU on a machine of 2 (docker run --cpus 1, a
 // Kubernetes pod's CPU limit), train planned 2 ranks x 1 thread for the 2
 // CPUs it may run on: both throttled every period, 2.5x slower than the 1
@@ -146,7 +120,8 @@ TEST_F(EndToEnd, ACpuQuotaOrOneCpuIsPlannedForAndTheDefaultRanksFitIt) {
   const std::string db = dir_.Sub("db");
   ASSERT_EQ(PrepFashion(db, "--limit 256 --no-progress", dir_).exit_code, 0);
   const std::string cgroup = "granary-test-" + std::to_string(::getpid());
-  const std::string procs = MakeCpuQuotaCgroup(cgroup, 1);
+  const std::string procs = MakeCgroup("cpu", cgroup, {{"cpu.cfs_period_us", "100000"}, {"cpu.cfs_quota_us", "100000"}},
+                                       {{"cpu.max", "100000 100000"}});
   if (!procs.empty()) {
     auto r = RunCommand("sh -c 'echo $$ > " + procs + " && exec " + kTrain + " --db " + db + " --epochs 1 --json'",
                         dir_);

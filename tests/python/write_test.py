@@ -306,6 +306,45 @@ class WriteTest(unittest.TestCase):
         self.assert_no_db(self.path("crash.db"))
         self.assertFalse(os.path.exists(self.path("crash.db") + ".partial"))
 
+    def test_a_worker_the_out_of_memory_killer_ends_is_said_to_be_ended_so(self):
+        # A dataset whose items take more memory than a container allows (docker run -m): the kernel's count
+        # of such kills names the cause, where the message above could only guess between two.
+        name = f"granary-test-write-oom-{os.getpid()}"
+        if os.access("/sys/fs/cgroup/memory", os.W_OK):
+            folder, files = f"/sys/fs/cgroup/memory/{name}", {"memory.limit_in_bytes": str(256 << 20)}
+        elif "memory" in open("/sys/fs/cgroup/cgroup.subtree_control").read() and os.access("/sys/fs/cgroup",
+                                                                                           os.W_OK):
+            folder, files = f"/sys/fs/cgroup/{name}", {"memory.max": str(256 << 20), "memory.swap.max": "0"}
+        else:
+            self.skipTest("this process may not make a memory cgroup")
+        os.makedirs(folder, exist_ok=True)
+        try:
+            for file, value in files.items():
+                with open(os.path.join(folder, file), "w") as f:
+                    f.write(value)
+            script = ("import os, sys, numpy as np\n"
+                      f"sys.path.insert(0, {os.path.join(BUILD, 'python')!r})\n"
+                      "import granary\n"
+                      "parent = os.getpid()\n"
+                      "class Large:\n"
+                      "    def __len__(self): return 4000\n"
+                      "    def __getitem__(self, i):\n"
+                      "        if i == 3000 and os.getpid() != parent: self.held = b'x' * (1 << 30)\n"
+                      "        return np.full((3, 8, 8), i % 251, np.uint8), i % 5\n"
+                      "try:\n"
+                      f"    granary.write({self.path('large.db')!r}, Large(), workers=2)\n"
+                      "except granary.WorkerError as e:\n"
+                      "    print(e)\n")
+            joined = f"echo $$ > {folder}/cgroup.procs && exec {sys.executable} -c \"$0\""
+            done = subprocess.run(["sh", "-c", joined, script], capture_output=True, text=True, timeout=120)
+        finally:
+            os.rmdir(folder)  # empty: the write and its workers have ended
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertRegex(done.stdout, r"a worker process ended abruptly \(the kernel's out-of-memory killer ended it, "
+                                      r"the write's processes having outgrown the 256 MiB their memory cgroup allows: "
+                                      r"fewer workers \(workers=2 now hold 2 copies")
+        self.assert_no_db(self.path("large.db"))
+
     def test_a_torch_iterable_dataset_is_read_as_an_iterable(self):
         # torch's Dataset makes [] raise NotImplementedError; with a len, an IterableDataset looks map-style.
         import torch

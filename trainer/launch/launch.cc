@@ -82,6 +82,7 @@ Status StartProcesses(const LaunchOptions& o, const HeartbeatBoard& board, const
   const bool mpi = !o.mpirun.empty();
   const pid_t launcher = ::getpid();
   const std::string program = ProgramPath(o.program);
+  ranks->oom_kills = CountOomKills();
   for (int rank = 0; rank < (mpi ? 1 : o.ranks); ++rank) {
     RankExec exec = mpi ? PrepareMpirun(o, board, program, session_dir)
                         : PrepareRank(o, board, errors, rendezvous_fd, rank);
@@ -133,11 +134,13 @@ StatusOr<std::vector<std::unique_ptr<OutputRelay>>> MakeRelays(const LaunchOptio
 // by a signal, or, for a command, its exit status and the exception it
 // recorded in its error file, if any; "" for a train rank that exited (it
 // said why itself).
-std::string RankExitLine(const LaunchOptions& o, int rank, int wstatus, const RankErrorFiles* errors) {
+std::string RankExitLine(const LaunchOptions& o, int rank, int wstatus, const RankErrorFiles* errors,
+                         const OomKills& oom_kills) {
   const std::string others = o.ranks > 1 ? "; stopping the other ranks" : "";
   if (WIFSIGNALED(wstatus)) {
     return RankName(o, rank) + " was killed by signal " + std::to_string(WTERMSIG(wstatus)) + " (" +
-           ::strsignal(WTERMSIG(wstatus)) + ")" + others;
+           ::strsignal(WTERMSIG(wstatus)) + ")" +
+           (WTERMSIG(wstatus) == SIGKILL ? OutOfMemoryCause(o, oom_kills) : "") + others;
   }
   if (o.kind == RankKind::kCommand) {
     const std::string recorded = errors != nullptr ? errors->Message(rank) : "";
@@ -320,7 +323,7 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
         outcome.failure = MpirunEndCause(o, board.value(), ranks, mpirun_pid, wstatus, SecondsSince(launched),
                                          &outcome.exit_code, &vanished, &signalled);
       } else if (!stopping) {
-        outcome.failure = RankExitLine(o, rank, wstatus, error_files);
+        outcome.failure = RankExitLine(o, rank, wstatus, error_files, ranks.oom_kills);
         if (outcome.failure.empty() && o.timeout_s > 0) {
           // It gave up (said why itself); was it waiting for a rank that hung?
           outcome.failure =

@@ -32,8 +32,8 @@ std::string OpenMpiSettings(const Environment& env) {
 // account, passed through by the relay, may not arrive before mpirun ends):
 // then the line names mpirun, and what it did before any rank took a step.
 // *signal: the signal, for the exit status (0: mpirun's status stands).
-std::string FindSignalledRank(const LaunchOptions& o, const HeartbeatBoard& board, pid_t mpirun, int mpirun_status,
-                              int* signal) {
+std::string FindSignalledRank(const LaunchOptions& o, const HeartbeatBoard& board, const Ranks& ranks, pid_t mpirun,
+                              int mpirun_status, int* signal) {
   int first = -1, signalled = -1;  // the first to say how it ended; the first signalled
   RankPulse first_p, signalled_p;
   int64_t steps = 0;
@@ -62,7 +62,8 @@ std::string FindSignalledRank(const LaunchOptions& o, const HeartbeatBoard& boar
     return who + ", stopping its ranks with signal " + name + ", and exited " + std::to_string(mpirun_status) +
            ": was mpirun sent it?";
   }
-  return RankName(o, signalled) + " was killed by signal " + name + "; stopping the other ranks";
+  return RankName(o, signalled) + " was killed by signal " + name +
+         (signalled_p.signal == SIGKILL ? OutOfMemoryCause(o, ranks.oom_kills) : "") + "; stopping the other ranks";
 }
 
 }  // namespace
@@ -120,7 +121,7 @@ std::string MpirunEndCause(const LaunchOptions& o, const HeartbeatBoard& board, 
     if (!line.empty()) return line;
   }
   int signal = 0;
-  line = FindSignalledRank(o, board, mpirun, mpirun_status, &signal);
+  line = FindSignalledRank(o, board, ranks, mpirun, mpirun_status, &signal);
   if (!line.empty()) {
     *signalled = true;
     if (signal > 0) *exit_code = 128 + signal;
@@ -188,9 +189,12 @@ std::string FindVanishedRank(const LaunchOptions& o, const HeartbeatBoard& board
     const RankPulse p = board.Read(r);
     if (p.pid > 0 && p.ended == RankEnd::kRunning && ranks.RankPid(r) == 0) {
       *rank = r;
+      const std::string oom = OutOfMemoryCause(o, ranks.oom_kills);
       return RankName(o, r) +
-             " was killed (its process ended without exiting or being stopped: SIGKILL, the OOM killer or a crash); "
-             "stopping the other ranks";
+             (oom.empty() ? " was killed (its process ended without exiting or being stopped: SIGKILL, the OOM "
+                            "killer or a crash)"
+                          : " was killed" + oom) +
+             "; stopping the other ranks";
     }
   }
   return "";

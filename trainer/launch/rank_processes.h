@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/machine.h"
 #include "trainer/launch/error_files.h"
 #include "trainer/launch/heartbeat.h"
 #include "trainer/launch/launch.h"
@@ -60,11 +61,17 @@ struct ProcState {
 
 ProcState ReadProcState(pid_t pid);
 
+// Why a rank killed by SIGKILL was: ": the kernel's out-of-memory killer
+// ended it, ... 400 MiB their memory cgroup allows ...: fewer --ranks, ...",
+// where the kernel's counts of such kills grew since `before`; "" where not.
+std::string OutOfMemoryCause(const LaunchOptions& o, const OomKills& before);
+
 // The processes of a launch: the ranks forked here, or (LaunchOptions::mpirun)
 // mpirun alone, whose ranks are its children, known from the board.
 struct Ranks {
   std::vector<pid_t> pids;  // forked here; -1 once reaped
   size_t running = 0;
+  OomKills oom_kills;  // the kernel's, counted before they started (OutOfMemoryCause)
   const HeartbeatBoard* board = nullptr;  // set under mpirun: the ranks' processes are on it
   // RankKind::kCommand: each rank leads a process group of its own (what it
   // starts is signalled with it), here by their leaders' pids.
