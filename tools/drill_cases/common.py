@@ -13,6 +13,7 @@ import benchlib
 # The cases take these from here.
 FASHION, PREP, ROOT, TRAIN, free_port = benchlib.FASHION, benchlib.PREP, benchlib.ROOT, benchlib.TRAIN, benchlib.free_port
 LOADER = benchlib.program("loader")
+LAUNCH = benchlib.program("launch")
 
 
 def own_peak_rss_mib():

@@ -1,0 +1,93 @@
+"""Round 11 of the hostile drill (nineteenth session): machines as containers
+make them, a CPU quota and a memory limit (cgroups of the drill's own; root
+only, else the cases are left out and said so)."""
+import os
+import sys
+
+from drill_cases.common import FASHION, LAUNCH, PREP, TRAIN, run, sh
+
+
+def round11(d, w):
+    """Round 11's cases."""
+    db = w("r11.db")
+    run([PREP, "build", FASHION, db, "--limit", "256", "--no-progress"])
+    cpu_quota(d, db)
+    one_cpu(d, db)
+    memory_limit(d, w)
+
+
+def make_cgroup(controller, name, v1, v2):
+    """A cgroup `name` under v1's `controller` with `v1` files written, else
+    under v2's root with `v2` files; (its folder, its cgroup.procs), or None
+    where this process may not make one."""
+    v1_root = f"/sys/fs/cgroup/{controller}"
+    if os.path.isdir(v1_root) and os.access(v1_root, os.W_OK):
+        folder, files = f"{v1_root}/{name}", v1
+    else:
+        try:
+            with open("/sys/fs/cgroup/cgroup.subtree_control") as f:
+                if controller not in f.read() or not os.access("/sys/fs/cgroup", os.W_OK):
+                    return None
+        except OSError:
+            return None
+        folder, files = f"/sys/fs/cgroup/{name}", v2
+    try:
+        os.makedirs(folder, exist_ok=True)
+        for file, value in files.items():
+            with open(os.path.join(folder, file), "w") as f:
+                f.write(value)
+    except OSError:
+        return None
+    return folder, f"{folder}/cgroup.procs"
+
+
+def in_cgroup(procs, args):
+    """`args` run as a process of the cgroup whose cgroup.procs is `procs`."""
+    return sh(f"echo $$ > {procs} && exec " + " ".join(args))
+
+
+def cpu_quota(d, db):
+    """A CPU quota of 1 CPU (docker run --cpus 1) on a machine of 2 or more: planned for 1, said."""
+    if len(os.sched_getaffinity(0)) < 2:
+        print("drill: round 11's CPU quota case left out: it needs two CPUs", file=sys.stderr)
+        return
+    made = make_cgroup("cpu", f"granary-drill-cpu-{os.getpid()}", {"cpu.cfs_period_us": "100000",
+                       "cpu.cfs_quota_us": "100000"}, {"cpu.max": "100000 100000"})
+    if made is None:
+        print("drill: round 11's CPU quota case left out: this process may not make a cgroup", file=sys.stderr)
+        return
+    folder, procs = made
+    try:
+        d.case("train under a CPU quota of 1 CPU (docker run --cpus 1): 1 rank x 1 thread, the quota said",
+               in_cgroup(procs, [TRAIN, "--db", db, "--epochs", "1"]), 0,
+               needle="1 rank x 1 thread (+1 loader worker) on 1 CPU, pinned: rank 0 CPU 0; a CPU quota (cgroup) "
+                      "grants 1 CPU of the")
+    finally:
+        os.rmdir(folder)
+
+
+def one_cpu(d, db):
+    """One CPU (taskset, a 1-vCPU machine): --ranks's default fits it; a given --ranks 2 is told what fits."""
+    d.case("train on 1 CPU (taskset -c 0) with --ranks's default: 1 rank, said",
+           ["taskset", "-c", "0", TRAIN, "--db", db, "--epochs", "1"], 0, needle="train: 1 rank: the default")
+    d.case("train on 1 CPU with --ranks 2: refused, naming --ranks 1",
+           ["taskset", "-c", "0", TRAIN, "--db", db, "--ranks", "2"], 1, needle="--ranks 1 fits")
+
+
+def memory_limit(d, w):
+    """A rank that outgrows a memory limit (docker run -m 256m): the out-of-memory killer named."""
+    made = make_cgroup("memory", f"granary-drill-memory-{os.getpid()}", {"memory.limit_in_bytes": str(256 << 20)},
+                       {"memory.max": str(256 << 20), "memory.swap.max": "0"})
+    if made is None:
+        print("drill: round 11's memory case left out: this process may not make a cgroup", file=sys.stderr)
+        return
+    folder, procs = made
+    script = w("r11_rank.py")
+    with open(script, "w") as f:
+        f.write("import os, time\nif os.environ['RANK'] == '1':\n    x = b'x' * (1 << 30)\ntime.sleep(120)\n")
+    try:
+        d.case("launch --ranks 2 of a script whose rank 1 outgrows a 256 MiB memory limit: the OOM killer named",
+               in_cgroup(procs, [LAUNCH, "--ranks", "2", "--", "/usr/bin/python3", script]), 137,
+               needle="rank 1 was killed by signal 9 (Killed): the kernel's out-of-memory killer ended it", lines=None)
+    finally:
+        os.rmdir(folder)
