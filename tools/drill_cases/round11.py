@@ -59,7 +59,7 @@ def cpu_quota(d, db):
     folder, procs = made
     try:
         d.case("train under a CPU quota of 1 CPU (docker run --cpus 1): 1 rank x 1 thread, the quota said",
-               in_cgroup(procs, [TRAIN, "--db", db, "--epochs", "1"]), 0,
+               in_cgroup(procs, [TRAIN, "--db", db, "--epochs", "1"]), 0, report=True,  # the layout: on stdout
                needle="1 rank x 1 thread (+1 loader worker) on 1 CPU, pinned: rank 0 CPU 0; a CPU quota (cgroup) "
                       "grants 1 CPU of the")
     finally:
