@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -77,12 +78,15 @@ StatusOr<BatchGeometry> ResolveGeometry(const DbReader& db, const LoaderOptions&
 Status CheckPrefetchFits(const LoaderOptions& options, size_t sample_elements) {
   const double batches_bytes = static_cast<double>(options.prefetch) * static_cast<double>(options.batch_size) *
                                static_cast<double>(sample_elements) * sizeof(float);
-  const double memory_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
+  // A container's memory limit (its cgroup's) where it is less than the machine's.
+  const double machine_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
+  const double memory_bytes = std::min(machine_bytes, static_cast<double>(MemoryLimitBytes()));
   if (batches_bytes <= memory_bytes / 2) return Status::OK();
-  char text[160];
-  std::snprintf(text, sizeof(text), "prefetch %d x batch %zu: %.1f GiB of batches, more than half of this "
-                "machine's %.1f GiB", options.prefetch, options.batch_size, batches_bytes / (1 << 30),
-                memory_bytes / (1 << 30));
+  char text[200];
+  std::snprintf(text, sizeof(text), "prefetch %d x batch %zu: %.1f GiB of batches, more than half of %s%.1f GiB%s",
+                options.prefetch, options.batch_size, batches_bytes / (1 << 30),
+                memory_bytes < machine_bytes ? "the " : "this machine's ", memory_bytes / (1 << 30),
+                memory_bytes < machine_bytes ? " its memory cgroup allows" : "");
   return Status::InvalidArgument(text);
 }
 

@@ -372,7 +372,8 @@ TEST_F(EndToEnd, OverMpiTwoRanksTrainAsOverGlooAndALostRankIsNamed) {
 // container's memory limit, docker run -m, a Slurm job's --mem) was said as
 // `rank 1 was killed by signal 9 (Killed)`, the cause left to dmesg, which a
 // container may not read. Now the kernel's count of such kills says it; a
-// rank killed by SIGKILL otherwise is said as before.
+// rank killed by SIGKILL otherwise is said as before. The loader's bound on
+// prefetched batches was half the machine's memory, whatever the limit.
 TEST_F(EndToEnd, ARankTheOutOfMemoryKillerEndsIsSaidToBeEndedSo) {
   const std::string cgroup = "granary-test-oom-" + std::to_string(::getpid());
   const std::string procs = MakeCgroup("memory", cgroup, {{"memory.limit_in_bytes", std::to_string(256 << 20)}},
@@ -388,12 +389,18 @@ TEST_F(EndToEnd, ARankTheOutOfMemoryKillerEndsIsSaidToBeEndedSo) {
   };
   const auto oom = launch("x = b\"x\" * (1 << 30)");
   const auto killed = launch("os.kill(os.getpid(), 9)");
+  // The loader's prefetch is bounded by the cgroup's limit, not the machine's memory.
+  ASSERT_EQ(PrepFashion(dir_.Sub("db"), "--limit 256 --no-progress", dir_).exit_code, 0);
+  const auto prefetch = RunCommand("sh -c 'echo $$ > " + procs + " && exec " + kLoader + " bench " + dir_.Sub("db") +
+                                       " --prefetch 64 --batch 4096'", dir_);
   fs::remove(fs::path(procs).parent_path());  // empty: every rank has ended
   EXPECT_NE(oom.exit_code, 0);
   EXPECT_NE(oom.err.find("launch: rank 1 was killed by signal 9 (Killed): the kernel's out-of-memory killer ended it, "
                          "the run's processes having outgrown the 256 MiB their memory cgroup allows"),
             std::string::npos)
       << oom.err;
+  ExpectOneLineError(prefetch, "prefetch 64 x batch 4096: 0.8 GiB of batches, more than half of the 0.2 GiB its "
+                               "memory cgroup allows");
   EXPECT_NE(killed.exit_code, 0);
   EXPECT_NE(killed.err.find("launch: rank 1 was killed by signal 9 (Killed); stopping the other ranks"),
             std::string::npos)
