@@ -118,6 +118,25 @@ TEST_F(UnderMpirun, TrainsOwnMpirunNeedsNoSshAndItsVariablesWin) {
   }
 }
 
+// Train's own mpirun puts OpenMPI's shared memory in /dev/shm (a segment of
+// 4 MiB a rank, PMIx's store). Where /dev/shm is too small for it (a
+// container's is 64 MiB unless docker run --shm-size says more), a rank died
+// by SIGBUS inside MPI_Init and the line said `rank 1 was killed ...: SIGKILL,
+// the OOM killer or a crash`; now the launcher says so before starting any.
+TEST_F(UnderMpirun, TrainsOwnMpirunOnADevShmTooSmallForItIsToldSo) {
+  if (RunCommand("unshare -rm true", dir_).exit_code != 0) GTEST_SKIP() << "no unshare: user namespaces are off";
+  auto on_shm = [&](const std::string& size) {
+    return RunCommand("unshare -rm sh -c 'mount -t tmpfs -o size=" + size + " tmpfs /dev/shm && exec " + train_ +
+                          "--ranks 2 --backend mpi --epochs 1'",
+                      dir_);
+  };
+  ExpectOneLineError(on_shm("4m"), "--backend mpi: /dev/shm has 4.0 MiB free, and OpenMPI's shared memory for 2 "
+                                   "ranks on this machine takes about 14 MiB (a 4 MiB segment each)");
+  auto docker = on_shm("64m");  // docker run's default
+  EXPECT_EQ(docker.exit_code, 0) << docker.err;
+  EXPECT_NE(docker.out.find("epoch 1/1"), std::string::npos) << docker.out;
+}
+
 // What ended a run over train's own mpirun is named as over Gloo: mpirun
 // killed, mpirun stopping every rank, a rank's signal (kept in the exit
 // status; SIGKILL, which the rank cannot say, told by mpirun's status), and

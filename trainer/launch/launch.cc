@@ -269,7 +269,7 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
   if (mpi) ranks.board = &board.value();
   // mpirun's shared memory and session files lie in a folder of the launcher's.
   MpiSessionDir session;
-  if (mpi) session.Create();
+  if (mpi) GRANARY_RETURN_IF_ERROR(session.Create(o.ranks, o.parent));
   GRANARY_ASSIGN_OR_RETURN(const std::vector<std::unique_ptr<OutputRelay>> relays, MakeRelays(o));
   GRANARY_RETURN_IF_ERROR(
       StartProcesses(o, board.value(), error_files, rendezvous.fd, session.path(), relays, guard.saved(), &ranks));
