@@ -1,6 +1,6 @@
 """Round 11 of the hostile drill (nineteenth session): machines as containers
-make them, a CPU quota and a memory limit (cgroups of the drill's own; root
-only, else the cases are left out and said so)."""
+make them: a CPU quota and a memory limit (cgroups of the drill's own; root
+only, else the cases are left out and said so), one CPU, a small /dev/shm."""
 import os
 import sys
 
@@ -14,6 +14,7 @@ def round11(d, w):
     cpu_quota(d, db)
     one_cpu(d, db)
     memory_limit(d, w)
+    small_dev_shm(d, db)
 
 
 def make_cgroup(controller, name, v1, v2):
@@ -91,3 +92,18 @@ def memory_limit(d, w):
                needle="rank 1 was killed by signal 9 (Killed): the kernel's out-of-memory killer ended it", lines=None)
     finally:
         os.rmdir(folder)
+
+
+def small_dev_shm(d, db):
+    """train's own mpirun on a /dev/shm too small for OpenMPI's shared memory (docker run --shm-size): said before
+    any rank starts; on docker's default 64 MiB it trains."""
+    if run(["unshare", "-rm", "true"])[0] != 0 or run(["sh", "-c", "command -v mpirun"])[0] != 0:
+        print("drill: round 11's /dev/shm cases left out: no unshare or no mpirun", file=sys.stderr)
+        return
+    for size, expected, needle in (("4m", 1, "OpenMPI's shared memory for 2 ranks on this machine takes about 14 MiB"),
+                                   ("64m", 0, None)):
+        d.case(f"train --ranks 2 --backend mpi on a /dev/shm of {size}" + (": said, with --shm-size" if needle else
+                                                                          " (docker's default): trains"),
+               sh(f"unshare -rm sh -c 'mount -t tmpfs -o size={size} tmpfs /dev/shm && exec {TRAIN} --db {db} "
+                  "--ranks 2 --backend mpi --epochs 1'"), expected, needle=needle)
+
