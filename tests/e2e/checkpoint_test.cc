@@ -101,6 +101,46 @@ print(run.wait(), run.stderr.read().strip().splitlines()[-1])
       << unkept.err;
 }
 
+// Schedulers send a signal ahead of a time limit for the job to save
+// (Slurm's --signal=USR1@120, submitit's SIGUSR2): SIGUSR1 ended train's
+// launcher at once, without a word, and its ranks with it, nothing saved.
+// Now it stops the run as SIGTERM does, the step saved; `launch` passes it to
+// its ranks' script, which does what it does with it (Lightning saves and
+// requeues), and the run goes on.
+TEST_F(EndToEnd, ASchedulersSaveSignalStopsTrainSavedAndReachesALaunchedScript) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 1000 --no-progress", dir_).exit_code, 0);
+  const std::string ck = dir_.Sub("ck"), metrics = dir_.Sub("m.jsonl");
+  const std::string args = "--db " + db + " --epochs 2 --ranks 2 --checkpoint-dir " + ck;
+  auto stopped = RunCommand("(" + kTrain + " " + args + " --metrics " + metrics + " --log-every 1 & pid=$!; " +
+                                WaitForFirstStep(metrics) + "kill -USR1 $pid; wait $pid; echo status $?)",
+                            dir_);
+  EXPECT_NE(stopped.out.find("status 138"), std::string::npos) << stopped.out << stopped.err;
+  EXPECT_NE(stopped.err.find("train: stopped by SIGUSR1; the step it reached is saved in " + ck + "/step-"),
+            std::string::npos) << stopped.err;
+  auto resumed = TrainJson(args + " --resume latest", dir_);
+  EXPECT_EQ(resumed["epochs"].size(), 2u);
+
+  testing::WriteFile(dir_.Sub("usr1.py"), R"(
+import os, signal, time
+got = []
+signal.signal(signal.SIGUSR1, lambda s, f: got.append(s))
+open(os.environ["READY"] + os.environ["RANK"], "w").close()
+for _ in range(600):
+    if got: break
+    time.sleep(0.05)
+print("rank", os.environ["RANK"], "saved and goes on" if got else "no signal", flush=True)
+)");
+  const std::string ready = dir_.Sub("ready.");
+  auto launched = RunCommand("(READY=" + ready + " " + kLaunch + " --ranks 2 -- /usr/bin/python3 " +
+                                 dir_.Sub("usr1.py") + " & pid=$!; for i in $(seq 600); do [ -e " + ready + "0 ] && [ -e " +
+                                 ready + "1 ] && break; sleep 0.1; done; kill -USR1 $pid; wait $pid; echo status $?)",
+                             dir_);
+  EXPECT_NE(launched.out.find("rank 0 saved and goes on"), std::string::npos) << launched.out << launched.err;
+  EXPECT_NE(launched.out.find("rank 1 saved and goes on"), std::string::npos) << launched.out;
+  EXPECT_NE(launched.out.find("status 0"), std::string::npos) << launched.out;
+}
+
 // A run killed in the middle of an epoch (SIGKILL to the launcher,
 // so every rank dies at once) and resumed from its last checkpoint ends with
 // the epoch losses and the weights of a run that was never interrupted,

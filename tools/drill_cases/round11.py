@@ -4,7 +4,7 @@ only, else the cases are left out and said so), one CPU, a small /dev/shm."""
 import os
 import sys
 
-from drill_cases.common import FASHION, LAUNCH, PREP, TRAIN, run, sh
+from drill_cases.common import FASHION, LAUNCH, PREP, TRAIN, run, sh, wait_for_step_sh
 
 
 def round11(d, w):
@@ -15,6 +15,7 @@ def round11(d, w):
     one_cpu(d, db)
     memory_limit(d, w)
     small_dev_shm(d, db)
+    save_signal(d, w, db)
 
 
 def make_cgroup(controller, name, v1, v2):
@@ -106,4 +107,15 @@ def small_dev_shm(d, db):
                                                                           " (docker's default): trains"),
                sh(f"unshare -rm sh -c 'mount -t tmpfs -o size={size} tmpfs /dev/shm && exec {TRAIN} --db {db} "
                   "--ranks 2 --backend mpi --epochs 1'"), expected, needle=needle)
+
+
+def save_signal(d, w, db):
+    """A Slurm job's --signal=USR1@120 reaching train: the step saved, as on SIGTERM."""
+    ck, metrics = w("r11u.ck"), w("r11u.jsonl")
+    args = f"{TRAIN} --db {db} --epochs 2 --checkpoint-dir {ck}"
+    d.case("train sent SIGUSR1 (Slurm's --signal=USR1@120) once it trains: the step saved, exit 138",
+           sh(f"{args} --metrics {metrics} --log-every 1 & pid=$!; {wait_for_step_sh(metrics)}"
+              f"kill -USR1 $pid; wait $pid"), 138, needle="train: stopped by SIGUSR1; the step it reached is saved in",
+           lines=None)
+    d.case("--resume latest goes on from it", args.split() + ["--resume", "latest"], 0)
 

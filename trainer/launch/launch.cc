@@ -46,8 +46,27 @@ sigset_t WatchedSignals() {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGHUP);  // a closed terminal or ssh session: as SIGTERM
+  sigaddset(&set, SIGUSR1);  // what schedulers send before a time limit (PassOnSignal)
+  sigaddset(&set, SIGUSR2);
   sigaddset(&set, SIGCHLD);
   return set;
+}
+
+// Passes signal `sig`, which the launcher got, on to its ranks; whether it
+// stops the run (noted in `outcome`). SIGINT, SIGTERM and SIGHUP (as SIGTERM)
+// stop it; so do SIGUSR1 and SIGUSR2 for train's ranks, which save the step
+// they reach: schedulers send one before a time limit for that (Slurm's
+// --signal=USR1@120, submitit's USR2). A command's ranks get those two as
+// they come, to do what their script does with them (Lightning saves and
+// requeues on SIGUSR1), and the run goes on.
+bool PassOnSignal(const LaunchOptions& o, int sig, const Ranks& ranks, LaunchOutcome* outcome) {
+  const bool user = sig == SIGUSR1 || sig == SIGUSR2;
+  if (!user && sig != SIGINT && sig != SIGTERM && sig != SIGHUP) return false;
+  ranks.SignalAll(sig == SIGHUP ? SIGTERM : sig, o.ranks);  // as a terminal's Ctrl-C would reach them all
+  if (user && o.kind == RankKind::kCommand) return false;
+  if (outcome->exit_code == 0) outcome->exit_code = 128 + sig;
+  if (outcome->stopped_by == 0) outcome->stopped_by = sig;
+  return true;
 }
 
 // Restores the signal mask it found when it goes out of scope.
@@ -341,13 +360,7 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
       }
     }
     if (stopping && Clock::now() >= kill_at) ranks.SignalAll(SIGKILL, o.ranks);
-    const int sig = NextSignal(watched);
-    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
-      if (outcome.exit_code == 0) outcome.exit_code = 128 + sig;
-      if (outcome.stopped_by == 0) outcome.stopped_by = sig;
-      ranks.SignalAll(sig == SIGHUP ? SIGTERM : sig, o.ranks);  // as a terminal's Ctrl-C would reach them all
-      stop_all(/*signalled_already=*/o.ranks_stop_on_signal);
-    }
+    if (PassOnSignal(o, NextSignal(watched), ranks, &outcome)) stop_all(/*signalled_already=*/o.ranks_stop_on_signal);
   }
   ranks.KillLeftovers();
   FinishRelays(o, relays, vanished >= 0 || signalled, &outcome);

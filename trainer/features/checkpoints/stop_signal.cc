@@ -25,7 +25,7 @@ void CatchStopSignals() {
     action.sa_handler = NoteStop;
     sigemptyset(&action.sa_mask);
     action.sa_flags = SA_RESTART;  // a read or write the signal lands in goes on
-    for (int sig : {SIGTERM, SIGINT, SIGHUP}) ::sigaction(sig, &action, nullptr);
+    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) ::sigaction(sig, &action, nullptr);
     return true;
   }();
   (void)installed;

@@ -1,6 +1,8 @@
 // A stop asked of a rank that keeps checkpoints, by SIGTERM (a scheduler's
 // preemption or time limit, scancel, the launcher passing on its own),
-// SIGINT (Ctrl-C) or SIGHUP (a closed terminal): the signal is noted, not
+// SIGINT (Ctrl-C), SIGHUP (a closed terminal), or SIGUSR1 or SIGUSR2 (what a
+// scheduler sends ahead of a time limit to have the job save: Slurm's
+// --signal=USR1@120, submitit's USR2): the signal is noted, not
 // obeyed at once, so that the ranks stop together after a step and save it
 // (run_checkpointer.h); a second one ends the process at once, as the signal
 // would have.
