@@ -390,7 +390,15 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
     return Fail(splits, named_rank);
   }
   std::optional<Checkpoint> resumed;  // read once per process
-  if (!run.config.checkpoint.resume.empty()) {  // every process finds the same file: none is written before all start
+  std::string& resume = run.config.checkpoint.resume;
+  if (resume == "auto") {  // a job's one command line for its first start and its requeues
+    resume = LatestCheckpoint(run.config.checkpoint.dir).ok() ? "latest" : "";
+    if (resume.empty() && role != Role::kLaunchedRank && rank <= 0) {
+      std::fprintf(stderr, "train: --resume auto: no checkpoint in %s yet: a new run\n",
+                   run.config.checkpoint.dir.c_str());
+    }
+  }
+  if (!resume.empty()) {  // every process finds the same file: none is written before all start
     StatusOr<Checkpoint> from = ResolveResume(manifest.content_hash, &run.config);
     if (!from.ok()) return Fail(from.status(), named_rank);
     resumed = std::move(from).value();

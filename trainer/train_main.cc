@@ -73,7 +73,8 @@ void AddRunFlags(CLI::App& app, granary::TrainConfig& c, granary::ChoiceFlags& c
       ->capture_default_str();
   app.add_option("--keep", c.checkpoint.keep, "newest checkpoints kept")->capture_default_str();
   app.add_option("--resume", c.checkpoint.resume,
-                 "continue a run: from the latest checkpoint in --checkpoint-dir (no value) or from FILE")
+                 "continue a run: from the latest checkpoint in --checkpoint-dir (no value), from FILE, or auto: "
+                 "the latest if there is one, else a new run (one command for a job a scheduler requeues)")
       ->expected(0, 1)
       ->default_str("latest");
   app.add_option("--save", c.output.save, "write the trained model here as TorchScript (FILE.pt)");

@@ -104,22 +104,29 @@ print(run.wait(), run.stderr.read().strip().splitlines()[-1])
 // Schedulers send a signal ahead of a time limit for the job to save
 // (Slurm's --signal=USR1@120, submitit's SIGUSR2): SIGUSR1 ended train's
 // launcher at once, without a word, and its ranks with it, nothing saved.
-// Now it stops the run as SIGTERM does, the step saved; `launch` passes it to
+// Now it stops the run as SIGTERM does, the step saved, and the job's one
+// command line (--resume auto: a new run where no checkpoint is yet, as on its
+// first start) goes on from it when requeued; `launch` passes it to
 // its ranks' script, which does what it does with it (Lightning saves and
 // requeues), and the run goes on.
 TEST_F(EndToEnd, ASchedulersSaveSignalStopsTrainSavedAndReachesALaunchedScript) {
   const std::string db = dir_.Sub("db");
   ASSERT_EQ(PrepFashion(db, "--limit 1000 --no-progress", dir_).exit_code, 0);
   const std::string ck = dir_.Sub("ck"), metrics = dir_.Sub("m.jsonl");
-  const std::string args = "--db " + db + " --epochs 2 --ranks 2 --checkpoint-dir " + ck;
+  // One command line for the job's first start and its requeues: --resume auto.
+  const std::string args = "--db " + db + " --epochs 2 --ranks 2 --checkpoint-dir " + ck + " --resume auto";
   auto stopped = RunCommand("(" + kTrain + " " + args + " --metrics " + metrics + " --log-every 1 & pid=$!; " +
                                 WaitForFirstStep(metrics) + "kill -USR1 $pid; wait $pid; echo status $?)",
                             dir_);
   EXPECT_NE(stopped.out.find("status 138"), std::string::npos) << stopped.out << stopped.err;
   EXPECT_NE(stopped.err.find("train: stopped by SIGUSR1; the step it reached is saved in " + ck + "/step-"),
             std::string::npos) << stopped.err;
-  auto resumed = TrainJson(args + " --resume latest", dir_);
+  EXPECT_NE(stopped.err.find("train: --resume auto: no checkpoint in " + ck + " yet: a new run"), std::string::npos)
+      << stopped.err;
+  auto resumed = TrainJson(args, dir_);
   EXPECT_EQ(resumed["epochs"].size(), 2u);
+  EXPECT_NE(resumed["config"]["checkpoint"]["resume"].get<std::string>().find(ck + "/step-"), std::string::npos)
+      << resumed["config"];
 
   testing::WriteFile(dir_.Sub("usr1.py"), R"(
 import os, signal, time

@@ -161,8 +161,9 @@ class CheckpointsFeature : public Feature {
     if (checkpoint.dir.empty() && checkpoint.every > 0) {
       return Status::InvalidArgument("--checkpoint-every needs --checkpoint-dir");
     }
-    if (checkpoint.resume == "latest" && checkpoint.dir.empty()) {
-      return Status::InvalidArgument("--resume without a file needs --checkpoint-dir to find the latest in");
+    if ((checkpoint.resume == "latest" || checkpoint.resume == "auto") && checkpoint.dir.empty()) {
+      return Status::InvalidArgument(std::string(checkpoint.resume == "auto" ? "--resume auto" : "--resume without a file") +
+                                     " needs --checkpoint-dir to find the latest in");
     }
     if (checkpoint.dir.empty() && checkpoint.keep != CheckpointConfig{}.keep) {
       return OnlyUsedWith("--keep", std::to_string(checkpoint.keep), "--checkpoint-dir");
