@@ -110,12 +110,13 @@ def small_dev_shm(d, db):
 
 
 def save_signal(d, w, db):
-    """A Slurm job's --signal=USR1@120 reaching train: the step saved, as on SIGTERM."""
+    """A Slurm job's --signal=USR1@120 reaching train: the step saved, as on SIGTERM; the job's one command line
+    (--resume auto) starts anew, then goes on from it when requeued."""
     ck, metrics = w("r11u.ck"), w("r11u.jsonl")
-    args = f"{TRAIN} --db {db} --epochs 2 --checkpoint-dir {ck}"
+    args = f"{TRAIN} --db {db} --epochs 2 --checkpoint-dir {ck} --resume auto"
     d.case("train sent SIGUSR1 (Slurm's --signal=USR1@120) once it trains: the step saved, exit 138",
            sh(f"{args} --metrics {metrics} --log-every 1 & pid=$!; {wait_for_step_sh(metrics)}"
               f"kill -USR1 $pid; wait $pid"), 138, needle="train: stopped by SIGUSR1; the step it reached is saved in",
            lines=None)
-    d.case("--resume latest goes on from it", args.split() + ["--resume", "latest"], 0)
+    d.case("the same command line requeued (--resume auto) goes on from it", args.split(), 0)
 
