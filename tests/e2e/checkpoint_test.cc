@@ -148,6 +148,29 @@ print("rank", os.environ["RANK"], "saved and goes on" if got else "no signal", f
   EXPECT_NE(launched.out.find("status 0"), std::string::npos) << launched.out;
 }
 
+// A terminal's Ctrl-C reaches every process of its group, and Slurm's time
+// limit, scancel and preemption every process of the job: each rank got the
+// signal twice (its own and the launcher's passing on), took the second for
+// a user insisting, and died at once: nothing saved, exit 143 and not a word.
+// A repeat within a second is now the same stop.
+TEST_F(EndToEnd, AStopThatReachesEveryProcessOfTheRunSavesTheStep) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 1000 --no-progress", dir_).exit_code, 0);
+  for (const std::string sig : {"INT", "TERM"}) {
+    const std::string ck = dir_.Sub("ck" + sig), metrics = dir_.Sub("m" + sig + ".jsonl");
+    // setsid: the run leads a process group of its own, as a terminal's foreground job does.
+    auto stopped = RunCommand("(setsid " + kTrain + " --db " + db + " --epochs 2 --ranks 2 --checkpoint-dir " + ck +
+                                  " --metrics " + metrics + " --log-every 1 & pid=$!; " + WaitForFirstStep(metrics) +
+                                  "kill -" + sig + " -$pid; wait $pid; echo status $?)",
+                              dir_);
+    EXPECT_NE(stopped.out.find(sig == "INT" ? "status 130" : "status 143"), std::string::npos)
+        << stopped.out << stopped.err;
+    EXPECT_NE(stopped.err.find("train: stopped by SIG" + sig + "; the step it reached is saved in " + ck + "/step-"),
+              std::string::npos)
+        << stopped.err;
+  }
+}
+
 // A run killed in the middle of an epoch (SIGKILL to the launcher,
 // so every rank dies at once) and resumed from its last checkpoint ends with
 // the epoch losses and the weights of a run that was never interrupted,

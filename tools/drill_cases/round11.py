@@ -16,6 +16,7 @@ def round11(d, w):
     memory_limit(d, w)
     small_dev_shm(d, db)
     save_signal(d, w, db)
+    group_stop(d, w, db)
 
 
 def make_cgroup(controller, name, v1, v2):
@@ -119,4 +120,14 @@ def save_signal(d, w, db):
               f"kill -USR1 $pid; wait $pid"), 138, needle="train: stopped by SIGUSR1; the step it reached is saved in",
            lines=None)
     d.case("the same command line requeued (--resume auto) goes on from it", args.split(), 0)
+
+
+def group_stop(d, w, db):
+    """Ctrl-C at a terminal (SIGINT to the foreground process group; Slurm's stop reaches every process too): the
+    step saved, not every rank killed by the repeat."""
+    ck, metrics = w("r11g.ck"), w("r11g.jsonl")
+    d.case("Ctrl-C to train's whole process group (a terminal's, or Slurm's stop to every process): the step saved",
+           sh(f"setsid {TRAIN} --db {db} --epochs 2 --checkpoint-dir {ck} --metrics {metrics} --log-every 1 & "
+              f"pid=$!; {wait_for_step_sh(metrics)}kill -INT -$pid; wait $pid"), 130,
+           needle="train: stopped by SIGINT; the step it reached is saved in", lines=None)
 
