@@ -407,5 +407,47 @@ TEST_F(EndToEnd, ARankTheOutOfMemoryKillerEndsIsSaidToBeEndedSo) {
       << killed.err;
 }
 
+// A run stopped whole longer than --timeout, then continued (Ctrl-Z then fg
+// at a terminal, Slurm's scontrol suspend and resume, SIGSTOP and SIGCONT to
+// its process group): the launcher, stopped with its ranks, counted the stop
+// as their silence and ended the run, `rank 1 made no progress for 12 s`. A
+// turn of its loop long after the last now means it was stopped itself, and
+// silence counts from then. A train rank that was waiting in a collective
+// when stopped finds Gloo's wait past --timeout: that is said as what it is.
+TEST_F(EndToEnd, ARunStoppedWholeAndContinuedIsNotTakenForHung) {
+  testing::WriteFile(dir_.Sub("wait.py"), R"(
+import os, time, torch
+torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1).step()  # a step taken: judged by its progress
+open(os.environ["READY"] + os.environ["RANK"], "w").close()
+while not os.path.exists(os.environ["READY"] + "go"):
+    time.sleep(0.1)
+print("rank", os.environ["RANK"], "went on", flush=True)
+)");
+  const std::string ready = dir_.Sub("ready.");
+  // Stopped for 8 s past --timeout 5, then let go on and told to finish.
+  auto launched = RunCommand("(READY=" + ready + " setsid " + kLaunch + " --ranks 2 --timeout 5 -- /usr/bin/python3 " +
+                                 dir_.Sub("wait.py") + " & pid=$!; for i in $(seq 600); do [ -e " + ready + "0 ] && " +
+                                 "[ -e " + ready + "1 ] && break; sleep 0.1; done; kill -STOP -$pid; sleep 8; " +
+                                 "kill -CONT -$pid; touch " + ready + "go; wait $pid; echo status $?)",
+                             dir_);
+  EXPECT_NE(launched.out.find("status 0"), std::string::npos) << launched.out << launched.err;
+  EXPECT_NE(launched.out.find("rank 1 went on"), std::string::npos) << launched.out;
+  EXPECT_EQ(launched.err.find("made no progress"), std::string::npos) << launched.err;
+
+  const std::string db = dir_.Sub("db"), metrics = dir_.Sub("m.jsonl");
+  ASSERT_EQ(PrepFashion(db, "--limit 1000 --no-progress", dir_).exit_code, 0);
+  auto trained = RunCommand("(setsid " + kTrain + " --db " + db + " --epochs 1 --ranks 2 --timeout 5 --metrics " +
+                                metrics + " --log-every 1 & pid=$!; " + WaitForFirstStep(metrics) +
+                                "kill -STOP -$pid; sleep 8; kill -CONT -$pid; wait $pid; echo status $?)",
+                            dir_);
+  EXPECT_EQ(trained.err.find("made no progress"), std::string::npos) << trained.err;
+  // Ranks stopped between collectives go on; one stopped inside one cannot, and says why.
+  if (trained.out.find("status 0") == std::string::npos) {
+    EXPECT_NE(trained.err.find(": this process was stopped (Ctrl-Z, SIGSTOP, a suspended job) and "),
+              std::string::npos)
+        << trained.err;
+  }
+}
+
 }  // namespace
 }  // namespace granary

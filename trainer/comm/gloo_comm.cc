@@ -1,6 +1,11 @@
 // The Gloo backend (comm_backend.h): a TCPStore or FileStore rendezvous, the
 // ranks' beats in the TCPStore (comm.h), and ProcessGroupGloo's collectives.
+#include <signal.h>
+#include <time.h>
+
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <future>
 #include <thread>
@@ -138,6 +143,49 @@ class Liveness {
 // `liveness` (may be null) can tell.
 Status Explained(Status s, const Liveness* liveness) { return s.ok() || !liveness ? s : liveness->Explain(s); }
 
+int64_t MonotonicMs() {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  return int64_t{now.tv_sec} * 1000 + now.tv_nsec / 1000000;
+}
+
+// When this process last went on after being stopped (SIGCONT: Ctrl-Z then
+// fg, a suspended job resumed), CLOCK_MONOTONIC ms; 0: never.
+std::atomic<int64_t> g_continued_ms{0};
+static_assert(std::atomic<int64_t>::is_always_lock_free, "set in a signal handler");
+
+void CatchContinue() {
+  static const bool installed = [] {
+    struct sigaction action = {};
+    action.sa_handler = [](int) { g_continued_ms = MonotonicMs(); };
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    return ::sigaction(SIGCONT, &action, nullptr) == 0;
+  }();
+  (void)installed;
+}
+
+// A collective that timed out soon after this process went on from a stop:
+// every rank of a run stopped whole (Ctrl-Z, a suspended job) finds its wait
+// past --timeout when it goes on, and Gloo's words (`Application timeout
+// caused pair closure`) blame no one. Other failures are returned as they are.
+Status ExplainStopped(Status s, int timeout_s) {
+  const int64_t continued = g_continued_ms.load();
+  if (s.ok() || continued == 0) return s;
+  const std::string m = s.message();
+  const double ago_s = static_cast<double>(MonotonicMs() - continued) / 1000;
+  if ((m.find("imeout") == std::string::npos && m.find("imed out") == std::string::npos) || ago_s > timeout_s + 10) {
+    return s;
+  }
+  const std::string went_on =
+      ago_s < 1 ? "has just gone on" : "went on " + std::to_string(static_cast<long>(ago_s)) + " s ago";
+  return Status::FailedPrecondition(
+      m + ": this process was stopped (Ctrl-Z, SIGSTOP, a suspended job) and " + went_on +
+      ", and a stop longer than --timeout " +
+      std::to_string(timeout_s) + " s ends the run's collectives: go on from its last checkpoint (--resume latest), "
+      "or give a larger --timeout");
+}
+
 std::vector<uint8_t> Bytes(const std::string& s) { return {s.begin(), s.end()}; }
 std::string Text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
 
@@ -216,20 +264,21 @@ Status ExplainRendezvousTimeout(const Status& s, const CommOptions& o, bool file
 class GlooPendingReduce : public PendingCollective {
  public:
   // `liveness` (may be null) must outlive the reduce.
-  GlooPendingReduce(c10::intrusive_ptr<c10d::Work> work, const Liveness* liveness, const char* what)
-      : work_(std::move(work)), liveness_(liveness), what_(what) {}
+  GlooPendingReduce(c10::intrusive_ptr<c10d::Work> work, const Liveness* liveness, const char* what, int timeout_s)
+      : work_(std::move(work)), liveness_(liveness), what_(what), timeout_s_(timeout_s) {}
   Status Wait() override {
     if (!work_) return Status::OK();
     WaitingForPeers waiting;
     Status s = CatchTorch(what_, [&] { work_->wait(); });
     work_.reset();
-    return Explained(std::move(s), liveness_);
+    return ExplainStopped(Explained(std::move(s), liveness_), timeout_s_);
   }
 
  private:
   c10::intrusive_ptr<c10d::Work> work_;  // null: nothing to wait for (one rank)
   const Liveness* liveness_;
   const char* what_;
+  int timeout_s_;
 };
 
 // Gloo's collectives on a ProcessGroupGloo; a failure says which ranks are
@@ -250,7 +299,8 @@ class GlooBackend : public CommBackend {
       std::vector<at::Tensor> bufs{tensor};
       work = group->allreduce(bufs);
     })));
-    return std::unique_ptr<PendingCollective>(new GlooPendingReduce(std::move(work), liveness.get(), "all-reduce"));
+    return std::unique_ptr<PendingCollective>(
+        new GlooPendingReduce(std::move(work), liveness.get(), "all-reduce", options.timeout_s));
   }
 
   StatusOr<std::unique_ptr<PendingCollective>> AllGatherAsync(const torch::Tensor& input,
@@ -262,7 +312,8 @@ class GlooBackend : public CommBackend {
       std::vector<at::Tensor> in{input};
       work = group->allgather(out, in);
     })));
-    return std::unique_ptr<PendingCollective>(new GlooPendingReduce(std::move(work), liveness.get(), "all-gather"));
+    return std::unique_ptr<PendingCollective>(
+        new GlooPendingReduce(std::move(work), liveness.get(), "all-gather", options.timeout_s));
   }
 
   Status Broadcast(torch::Tensor& tensor) override {
@@ -284,7 +335,7 @@ class GlooBackend : public CommBackend {
   std::unique_ptr<Liveness> liveness;  // over a TCPStore only
 
  private:
-  Status Checked(Status s) const { return Explained(std::move(s), liveness.get()); }
+  Status Checked(Status s) const { return ExplainStopped(Explained(std::move(s), liveness.get()), options.timeout_s); }
 };
 
 }  // namespace
@@ -292,6 +343,7 @@ class GlooBackend : public CommBackend {
 StatusOr<std::unique_ptr<CommBackend>> CreateGlooBackend(const CommOptions& options) {
   auto impl = std::make_unique<GlooBackend>();
   impl->options = options;
+  CatchContinue();
   const bool file = !options.store_file.empty();
   const std::string where = file ? "rendezvous through " + options.store_file
                                  : "rendezvous with " + options.host + ":" + std::to_string(options.port);

@@ -312,6 +312,7 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
   int vanished = -1;       // the rank FindVanishedRank named, if it named one
   bool signalled = false;  // FindSignalledRank named the failure
   while (ranks.running > 0) {
+    ranks.NoteLauncherTurn();
     // A rank killed outright that mpirun has not ended the job for (it
     // would, and only say so in its own words); not while mpirun itself is
     // gone, whose ranks die with it.

@@ -127,8 +127,9 @@ std::string FindHungRank(const LaunchOptions& o, const HeartbeatBoard& board, co
   std::string waiting_line;
   for (int r = 0; r < o.ranks; ++r) {
     if (!ranks.Alive(r)) continue;
-    const RankPulse p = board.Read(r);
-    const double quiet = p.started ? p.quiet_s : launched_s;
+    RankPulse p = board.Read(r);
+    p.quiet_s = ranks.QuietSinceResumed(p.quiet_s);
+    const double quiet = p.started ? p.quiet_s : ranks.QuietSinceResumed(launched_s);
     if (quiet < (p.started ? quiet_s : std::max(quiet_s, kStartAllowance_s))) continue;
     const bool stopped = IsStopped(ranks.RankPid(r));
     const std::string name = RankName(o, r);
@@ -163,7 +164,8 @@ std::string FindQuietCommandRank(const LaunchOptions& o, const HeartbeatBoard& b
   std::vector<Quiet> quiet;
   for (int r = 0; r < o.ranks; ++r) {
     if (!ranks.Alive(r)) continue;
-    const RankPulse p = board.Read(r);
+    RankPulse p = board.Read(r);
+    p.quiet_s = ranks.QuietSinceResumed(p.quiet_s);
     const bool stopped = IsStopped(ranks.RankPid(r));
     // A rank quiet inside torch may wait for a peer whose own sign of life
     // (sampled once a second) is not yet as old: it counts a little later.

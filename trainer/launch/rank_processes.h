@@ -8,7 +8,9 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -72,6 +74,21 @@ struct Ranks {
   std::vector<pid_t> pids;  // forked here; -1 once reaped
   size_t running = 0;
   OomKills oom_kills;  // the kernel's, counted before they started (OutOfMemoryCause)
+
+  // Called on each turn of the launcher's loop (a few a second): a turn long
+  // after the last means the launcher was stopped with its ranks (a job
+  // suspended: Slurm's scontrol suspend, SIGSTOP to the run's process group,
+  // a paused VM), and a rank's silence counts from then at most
+  // (QuietSinceResumed), not as a hang once they go on.
+  void NoteLauncherTurn() {
+    const std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now();
+    if (last_turn_.time_since_epoch().count() != 0 && now - last_turn_ > kLauncherPausedAfter) resumed_ = now;
+    last_turn_ = now;
+  }
+  double QuietSinceResumed(double quiet_s) const {
+    if (resumed_.time_since_epoch().count() == 0) return quiet_s;
+    return std::min(quiet_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - resumed_).count());
+  }
   const HeartbeatBoard* board = nullptr;  // set under mpirun: the ranks' processes are on it
   // RankKind::kCommand: each rank leads a process group of its own (what it
   // starts is signalled with it), here by their leaders' pids.
@@ -133,6 +150,10 @@ struct Ranks {
       on_exit(static_cast<int>(r), wstatus);
     }
   }
+
+ private:
+  static constexpr std::chrono::seconds kLauncherPausedAfter{3};
+  std::chrono::steady_clock::time_point last_turn_{}, resumed_{};
 };
 
 // The rank's name in a failure line: "rank 3", or "rank 3 on node 1".
