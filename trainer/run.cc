@@ -320,6 +320,19 @@ void FitDefaultRanks(const std::vector<std::string>& given, TrainConfig* config)
   config->dist.ranks = cpus;
 }
 
+// --resume auto, a job's one command line for its first start and its
+// requeues: the newest checkpoint in --checkpoint-dir where there is one (as
+// --resume latest), else a new run, said where `says` (the process that
+// answers for the run).
+void ResolveAutoResume(TrainConfig* config, bool says) {
+  std::string& resume = config->checkpoint.resume;
+  if (resume != "auto") return;
+  resume = LatestCheckpoint(config->checkpoint.dir).ok() ? "latest" : "";
+  if (resume.empty() && says) {
+    std::fprintf(stderr, "train: --resume auto: no checkpoint in %s yet: a new run\n", config->checkpoint.dir.c_str());
+  }
+}
+
 // This process's rank in the job its environment describes (OpenMPI's,
 // srun's or torchrun's variable), or -1: known even where the rest of the
 // environment is refused, to name the rank that says why.
@@ -390,15 +403,8 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
     return Fail(splits, named_rank);
   }
   std::optional<Checkpoint> resumed;  // read once per process
-  std::string& resume = run.config.checkpoint.resume;
-  if (resume == "auto") {  // a job's one command line for its first start and its requeues
-    resume = LatestCheckpoint(run.config.checkpoint.dir).ok() ? "latest" : "";
-    if (resume.empty() && role != Role::kLaunchedRank && rank <= 0) {
-      std::fprintf(stderr, "train: --resume auto: no checkpoint in %s yet: a new run\n",
-                   run.config.checkpoint.dir.c_str());
-    }
-  }
-  if (!resume.empty()) {  // every process finds the same file: none is written before all start
+  ResolveAutoResume(&run.config, role != Role::kLaunchedRank && rank <= 0);
+  if (!run.config.checkpoint.resume.empty()) {  // every process finds the same file: none is written before all start
     StatusOr<Checkpoint> from = ResolveResume(manifest.content_hash, &run.config);
     if (!from.ok()) return Fail(from.status(), named_rank);
     resumed = std::move(from).value();

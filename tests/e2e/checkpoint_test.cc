@@ -140,8 +140,9 @@ print("rank", os.environ["RANK"], "saved and goes on" if got else "no signal", f
 )");
   const std::string ready = dir_.Sub("ready.");
   auto launched = RunCommand("(READY=" + ready + " " + kLaunch + " --ranks 2 -- /usr/bin/python3 " +
-                                 dir_.Sub("usr1.py") + " & pid=$!; for i in $(seq 600); do [ -e " + ready + "0 ] && [ -e " +
-                                 ready + "1 ] && break; sleep 0.1; done; kill -USR1 $pid; wait $pid; echo status $?)",
+                                 dir_.Sub("usr1.py") + " & pid=$!; for i in $(seq 600); do [ -e " + ready + "0 ] " +
+                                 "&& [ -e " + ready + "1 ] && break; sleep 0.1; done; kill -USR1 $pid; wait $pid; " +
+                                 "echo status $?)",
                              dir_);
   EXPECT_NE(launched.out.find("rank 0 saved and goes on"), std::string::npos) << launched.out << launched.err;
   EXPECT_NE(launched.out.find("rank 1 saved and goes on"), std::string::npos) << launched.out;

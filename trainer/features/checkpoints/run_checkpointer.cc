@@ -162,8 +162,8 @@ class CheckpointsFeature : public Feature {
       return Status::InvalidArgument("--checkpoint-every needs --checkpoint-dir");
     }
     if ((checkpoint.resume == "latest" || checkpoint.resume == "auto") && checkpoint.dir.empty()) {
-      return Status::InvalidArgument(std::string(checkpoint.resume == "auto" ? "--resume auto" : "--resume without a file") +
-                                     " needs --checkpoint-dir to find the latest in");
+      const std::string flag = checkpoint.resume == "auto" ? "--resume auto" : "--resume without a file";
+      return Status::InvalidArgument(flag + " needs --checkpoint-dir to find the latest in");
     }
     if (checkpoint.dir.empty() && checkpoint.keep != CheckpointConfig{}.keep) {
       return OnlyUsedWith("--keep", std::to_string(checkpoint.keep), "--checkpoint-dir");
