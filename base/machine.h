@@ -1,5 +1,7 @@
-// What of the machine this process may use: its CPUs and its memory, as
-// the loader's bounds and its use of the page cache decide by them.
+// What of the machine this process may use, its CPUs and its memory, as a
+// container or scheduler may limit them (cgroups): the trainer's layout, the
+// loader's bounds and its use of the page cache decide by them; and how many
+// processes the kernel killed for want of memory, to say why one died.
 #pragma once
 
 #include <cstdint>

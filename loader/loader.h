@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "base/machine.h"
 #include "base/status.h"
 #include "loader/augment.h"
-#include "base/machine.h"
 #include "loader/sampler.h"
 #include "store/db.h"
 

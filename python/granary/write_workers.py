@@ -94,14 +94,14 @@ def _write_with_workers(writer, name, dataset, order, start, expected, workers):
     ranges = [positions[k:k + chunk] for k in range(0, len(positions), chunk)]
     slots = _Slots.make(writer._fields, chunk, window)
     free = list(range(window)) if slots is not None else []
+    from . import _native  # the writer's: built where granary.write runs
+    oom_kills = _native.oom_kills()  # before any worker starts: one killed for memory is said so
     # A pool that notices a worker that died (a crash in the dataset's code, the OOM killer): its
     # futures fail, where multiprocessing.Pool's would wait for ever.
     pool = concurrent.futures.ProcessPoolExecutor(workers, multiprocessing.get_context("fork"), _worker_init,
                                                   (os.getpid(), dataset, writer._fields, writer._label_name,
                                                    writer._regression, slots))
     pending = collections.deque()
-    from . import _native  # the writer's: built where granary.write runs
-    oom_kills = _native.oom_kills()
 
     def take():
         slot, _, future = pending[0]

@@ -179,11 +179,10 @@ Status ExplainStopped(Status s, int timeout_s) {
   }
   const std::string went_on =
       ago_s < 1 ? "has just gone on" : "went on " + std::to_string(static_cast<long>(ago_s)) + " s ago";
-  return Status::FailedPrecondition(
-      m + ": this process was stopped (Ctrl-Z, SIGSTOP, a suspended job) and " + went_on +
-      ", and a stop longer than --timeout " +
-      std::to_string(timeout_s) + " s ends the run's collectives: go on from its last checkpoint (--resume latest), "
-      "or give a larger --timeout");
+  return Status::FailedPrecondition(m + ": this process was stopped (Ctrl-Z, SIGSTOP, a suspended job) and " +
+                                    went_on + ", and a stop longer than --timeout " + std::to_string(timeout_s) +
+                                    " s ends the run's collectives: go on from its last checkpoint (--resume "
+                                    "latest), or give a larger --timeout");
 }
 
 std::vector<uint8_t> Bytes(const std::string& s) { return {s.begin(), s.end()}; }

@@ -215,7 +215,7 @@ std::string OutOfMemoryCause(const LaunchOptions& o, const OomKills& before) {
   const std::string advice = o.kind == RankKind::kCommand
                                  ? "fewer ranks, a smaller batch or fewer DataLoader workers need less"
                                  : "fewer --ranks, a smaller --batch-size or --prefetch need less";
-  auto gib = [](uint64_t bytes) {
+  auto size_text = [](uint64_t bytes) {
     char text[32];
     std::snprintf(text, sizeof(text), bytes < (1ull << 30) ? "%.0f MiB" : "%.1f GiB",
                   static_cast<double>(bytes) / (bytes < (1ull << 30) ? 1 << 20 : 1 << 30));
@@ -223,14 +223,16 @@ std::string OutOfMemoryCause(const LaunchOptions& o, const OomKills& before) {
   };
   if (now.cgroup > before.cgroup) {
     return ": the kernel's out-of-memory killer ended it, the run's processes having outgrown the " +
-           gib(MemoryLimitBytes()) + " their memory cgroup allows (docker run -m, a Slurm job's --mem): " + advice;
+           size_text(MemoryLimitBytes()) + " their memory cgroup allows (docker run -m, a Slurm job's --mem): " +
+           advice;
   }
   if (now.machine > before.machine) {
     const uint64_t kills = now.machine - before.machine;
     const uint64_t machine = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
     return ": the kernel's out-of-memory killer ended " +
            (kills == 1 ? std::string("a process") : std::to_string(kills) + " processes") +
-           " on this machine meanwhile, most likely it, the machine's " + gib(machine) + " being full: " + advice;
+           " on this machine meanwhile, most likely it, the machine's " + size_text(machine) + " being full: " +
+           advice;
   }
   return "";
 }
