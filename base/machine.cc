@@ -17,7 +17,7 @@ int UsableCpuCount() {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  const int quota = CpuQuotaCpus();
+  static const int quota = CpuQuotaCpus();  // read once: a quota is the container's, not changed within a run
   return std::max(1, quota > 0 ? std::min(quota, CPU_COUNT(&set)) : CPU_COUNT(&set));
 }
 
