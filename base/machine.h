@@ -10,7 +10,8 @@
 namespace granary {
 
 // The CPUs this process may use: those it may run on (sched_getaffinity),
-// or fewer where a CPU quota grants less (CpuQuotaCpus); at least 1.
+// or fewer where a CPU quota grants less (CpuQuotaCpus, read once a
+// process); at least 1.
 int UsableCpuCount();
 
 // The CPU time a CPU quota of this process's cgroup, or of one above it,
