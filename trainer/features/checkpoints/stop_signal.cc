@@ -1,10 +1,9 @@
 #include "trainer/features/checkpoints/stop_signal.h"
 
-#include <time.h>
+#include <signal.h>
 
 #include <atomic>
 #include <csignal>
-#include <cstdint>
 
 namespace granary {
 namespace {
@@ -12,26 +11,24 @@ namespace {
 volatile std::sig_atomic_t g_stop_signal = 0;
 int g_agreed_stop = 0;  // the training thread's
 
-// When the first stop signal came (CLOCK_MONOTONIC, ms), 0 before it.
-std::atomic<int64_t> g_first_stop_ms{0};
-static_assert(std::atomic<int64_t>::is_always_lock_free, "used in a signal handler");
+// Who sent the first stop signal (its pid; 0: the kernel, for a terminal's
+// Ctrl-C), or -1 before it.
+std::atomic<int> g_first_sender{-1};
+static_assert(std::atomic<int>::is_always_lock_free, "used in a signal handler");
 
-// Within this long of the first, a stop signal is that stop arriving again
-// by another way: a terminal's Ctrl-C reaches every process of its group,
+// A stop signal from another sender than the first is that stop come by
+// another way: a terminal's Ctrl-C reaches every process of its group,
 // Slurm's time limit and scancel every process of the job, and the launcher
-// passes the one it got on to its ranks as well.
-constexpr int64_t kSameStop_ms = 1000;
-
-void NoteStop(int sig) {
-  timespec now{};
-  ::clock_gettime(CLOCK_MONOTONIC, &now);
-  const int64_t now_ms = int64_t{now.tv_sec} * 1000 + now.tv_nsec / 1000000;
-  int64_t first_ms = 0;
-  if (g_first_stop_ms.compare_exchange_strong(first_ms, now_ms)) {
+// passes the one it got on to its ranks as well. One from the same sender
+// again is a user who insists: the process ends at once.
+void NoteStop(int sig, siginfo_t* info, void*) {
+  const int sender = info != nullptr && info->si_code != SI_KERNEL ? static_cast<int>(info->si_pid) : 0;
+  int first = -1;
+  if (g_first_sender.compare_exchange_strong(first, sender)) {
     g_stop_signal = sig;
     return;
   }
-  if (now_ms - first_ms < kSameStop_ms) return;
+  if (sender != first) return;
   std::signal(sig, SIG_DFL);  // asked again: ended as the signal ends a process
   std::raise(sig);
 }
@@ -41,9 +38,9 @@ void NoteStop(int sig) {
 void CatchStopSignals() {
   static const bool installed = [] {
     struct sigaction action = {};
-    action.sa_handler = NoteStop;
+    action.sa_sigaction = NoteStop;
     sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESTART;  // a read or write the signal lands in goes on
+    action.sa_flags = SA_RESTART | SA_SIGINFO;  // a read or write the signal lands in goes on
     for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) ::sigaction(sig, &action, nullptr);
     return true;
   }();

@@ -4,10 +4,10 @@
 // scheduler sends ahead of a time limit to have the job save: Slurm's
 // --signal=USR1@120, submitit's USR2): the signal is noted, not
 // obeyed at once, so that the ranks stop together after a step and save it
-// (run_checkpointer.h); a second one, a second or more after the first,
-// ends the process at once, as the signal would have (one sooner is the
-// same stop come by another way: a terminal's Ctrl-C and a scheduler's stop
-// reach every process, and the launcher passes its own on too).
+// (run_checkpointer.h); a second one from the same sender ends the process
+// at once, as the signal would have (one from another sender is the same
+// stop come by another way: a terminal's Ctrl-C and a scheduler's stop reach
+// every process, and the launcher passes its own on too).
 #pragma once
 
 namespace granary {
