@@ -48,15 +48,22 @@ uint64_t CounterIn(const std::string& path, const std::string& key) {
   return 0;
 }
 
-// The smallest `file` limit of cgroup `path` under `dir` and of the cgroups above it.
-uint64_t LimitOnTheWayUp(const std::string& dir, std::string path, const char* file) {
-  uint64_t limit = UINT64_MAX;
+// Calls visit(p) for cgroup `path` and for each cgroup above it, up to the root.
+template <typename Visit>
+void OnTheWayUp(std::string path, Visit visit) {
   for (;;) {
-    limit = std::min(limit, LimitIn(dir + path + "/" + file));
+    visit(path);
     const size_t slash = path.rfind('/');
-    if (slash == std::string::npos || path == "/") return limit;
+    if (slash == std::string::npos || path == "/") return;
     path.resize(slash);
   }
+}
+
+// The smallest `file` limit of cgroup `path` under `dir` and of the cgroups above it.
+uint64_t LimitOnTheWayUp(const std::string& dir, const std::string& path, const char* file) {
+  uint64_t limit = UINT64_MAX;
+  OnTheWayUp(path, [&](const std::string& p) { limit = std::min(limit, LimitIn(dir + p + "/" + file)); });
+  return limit;
 }
 
 // Each line of /proc/self/cgroup, "hierarchy:controllers:path", as
@@ -90,14 +97,10 @@ double QuotaIn(const std::string& dir, bool v2) {
 }
 
 // The smallest quota of cgroup `path` under `dir` and of the cgroups above it.
-double QuotaOnTheWayUp(const std::string& dir, std::string path, bool v2) {
+double QuotaOnTheWayUp(const std::string& dir, const std::string& path, bool v2) {
   double cpus = HUGE_VAL;
-  for (;;) {
-    cpus = std::min(cpus, QuotaIn(dir + path, v2));
-    const size_t slash = path.rfind('/');
-    if (slash == std::string::npos || path == "/") return cpus;
-    path.resize(slash);
-  }
+  OnTheWayUp(path, [&](const std::string& p) { cpus = std::min(cpus, QuotaIn(dir + p, v2)); });
+  return cpus;
 }
 
 }  // namespace
@@ -136,13 +139,8 @@ uint64_t MemoryLimitBytes(const std::string& cgroup_root) {
 
 OomKills CountOomKills(const std::string& cgroup_root) {
   OomKills kills;
-  auto sum_up = [&kills](const std::string& dir, std::string path, const char* file) {
-    for (;;) {
-      kills.cgroup += CounterIn(dir + path + "/" + file, "oom_kill");
-      const size_t slash = path.rfind('/');
-      if (slash == std::string::npos || path == "/") return;
-      path.resize(slash);
-    }
+  auto sum_up = [&kills](const std::string& dir, const std::string& path, const char* file) {
+    OnTheWayUp(path, [&](const std::string& p) { kills.cgroup += CounterIn(dir + p + "/" + file, "oom_kill"); });
   };
   for (const auto& [controllers, path] : ProcessCgroups()) {
     if (controllers == ",,") {
