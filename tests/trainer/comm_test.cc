@@ -1,6 +1,7 @@
 #include "trainer/comm/comm.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include "tests/trainer/two_ranks.h"
 #include "trainer/comm/after_backward_sync.h"
 #include "trainer/comm/bucketed_sync.h"
+#include "trainer/comm/stopped.h"
 #include "trainer/launch/job_place.h"
 
 namespace granary {
@@ -299,6 +301,33 @@ TEST(Comm, RanksMeetThroughAFileStoreOnAMemfd) {
       },
       "/proc/self/fd/" + std::to_string(fd));
   ::close(fd);
+}
+
+// A timeout soon after this process went on from a stop is said to be the
+// stop's. The SIGCONT may not have been handled yet when the thread that
+// waited finds its wait over (the thread the kernel gave it to waits for a
+// CPU on a busy machine): a SIGCONT still pending counts as going on now.
+TEST(Comm, ATimeoutJustAfterAStopIsSaidToBeTheStops) {
+  const Status timeout = Status::IOError("all-reduce", "Timed out waiting 5000ms for recv operation", 0);
+  const Status closed = Status::IOError("all-reduce", "Connection closed by peer", 0);
+  EXPECT_EQ(ExplainStopped(timeout, 5).message(), timeout.message());  // never stopped
+  NoteContinues();
+  sigset_t cont, saved;
+  sigemptyset(&cont);
+  sigaddset(&cont, SIGCONT);
+  ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &cont, &saved), 0);
+  ASSERT_EQ(::raise(SIGCONT), 0);  // pending, its handler not run
+  const Status pending = ExplainStopped(timeout, 5);
+  ASSERT_EQ(::pthread_sigmask(SIG_SETMASK, &saved, nullptr), 0);  // now handled
+  const Status handled = ExplainStopped(timeout, 5);
+  const std::string said = ": this process was stopped (Ctrl-Z, SIGSTOP, a suspended job) and has just gone on, and a "
+                           "stop longer than --timeout 5 s ends the run's collectives: go on from its last checkpoint "
+                           "(--resume latest), or give a larger --timeout";
+  EXPECT_EQ(pending.message(), timeout.message() + said);
+  EXPECT_EQ(pending.code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(handled.message(), timeout.message() + said);
+  EXPECT_EQ(ExplainStopped(closed, 5).message(), closed.message());  // not a timeout: as it is
+  EXPECT_TRUE(ExplainStopped(Status::OK(), 5).ok());
 }
 
 TEST(Comm, RejectsBadRanks) {

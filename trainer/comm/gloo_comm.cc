@@ -1,9 +1,6 @@
 // The Gloo backend (comm_backend.h): a TCPStore or FileStore rendezvous, the
 // ranks' beats in the TCPStore (comm.h), and ProcessGroupGloo's collectives.
-#include <signal.h>
-#include <time.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -16,6 +13,7 @@
 #include "base/mutex.h"
 #include "trainer/comm/comm_backend.h"
 #include "trainer/comm/gloo_device.h"
+#include "trainer/comm/stopped.h"
 #include "trainer/launch/heartbeat.h"
 #include "trainer/torch_guard.h"
 
@@ -142,48 +140,6 @@ class Liveness {
 // A collective's outcome: a failure says which ranks are lost, where
 // `liveness` (may be null) can tell.
 Status Explained(Status s, const Liveness* liveness) { return s.ok() || !liveness ? s : liveness->Explain(s); }
-
-int64_t MonotonicMs() {
-  timespec now{};
-  ::clock_gettime(CLOCK_MONOTONIC, &now);
-  return int64_t{now.tv_sec} * 1000 + now.tv_nsec / 1000000;
-}
-
-// When this process last went on after being stopped (SIGCONT: Ctrl-Z then
-// fg, a suspended job resumed), CLOCK_MONOTONIC ms; 0: never.
-std::atomic<int64_t> g_continued_ms{0};
-static_assert(std::atomic<int64_t>::is_always_lock_free, "set in a signal handler");
-
-void CatchContinue() {
-  static const bool installed = [] {
-    struct sigaction action = {};
-    action.sa_handler = [](int) { g_continued_ms = MonotonicMs(); };
-    sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESTART;
-    return ::sigaction(SIGCONT, &action, nullptr) == 0;
-  }();
-  (void)installed;
-}
-
-// A collective that timed out soon after this process went on from a stop:
-// every rank of a run stopped whole (Ctrl-Z, a suspended job) finds its wait
-// past --timeout when it goes on, and Gloo's words (`Application timeout
-// caused pair closure`) blame no one. Other failures are returned as they are.
-Status ExplainStopped(Status s, int timeout_s) {
-  const int64_t continued = g_continued_ms.load();
-  if (s.ok() || continued == 0) return s;
-  const std::string m = s.message();
-  const double ago_s = static_cast<double>(MonotonicMs() - continued) / 1000;
-  if ((m.find("imeout") == std::string::npos && m.find("imed out") == std::string::npos) || ago_s > timeout_s + 10) {
-    return s;
-  }
-  const std::string went_on =
-      ago_s < 1 ? "has just gone on" : "went on " + std::to_string(static_cast<long>(ago_s)) + " s ago";
-  return Status::FailedPrecondition(m + ": this process was stopped (Ctrl-Z, SIGSTOP, a suspended job) and " +
-                                    went_on + ", and a stop longer than --timeout " + std::to_string(timeout_s) +
-                                    " s ends the run's collectives: go on from its last checkpoint (--resume "
-                                    "latest), or give a larger --timeout");
-}
 
 std::vector<uint8_t> Bytes(const std::string& s) { return {s.begin(), s.end()}; }
 std::string Text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
@@ -342,7 +298,7 @@ class GlooBackend : public CommBackend {
 StatusOr<std::unique_ptr<CommBackend>> CreateGlooBackend(const CommOptions& options) {
   auto impl = std::make_unique<GlooBackend>();
   impl->options = options;
-  CatchContinue();
+  NoteContinues();
   const bool file = !options.store_file.empty();
   const std::string where = file ? "rendezvous through " + options.store_file
                                  : "rendezvous with " + options.host + ":" + std::to_string(options.port);
