@@ -124,8 +124,12 @@ int CpuQuotaCpus(const std::string& cgroup_root) {
   return std::max(1, static_cast<int>(std::min(cpus, 1e6)));
 }
 
+uint64_t MachineMemoryBytes() {
+  return static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
 uint64_t MemoryLimitBytes(const std::string& cgroup_root) {
-  uint64_t limit = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  uint64_t limit = MachineMemoryBytes();
   for (const auto& [controllers, path] : ProcessCgroups()) {
     if (controllers == ",,") {
       limit = std::min(limit, LimitOnTheWayUp(cgroup_root, path, "memory.max"));

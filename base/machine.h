@@ -28,6 +28,9 @@ double CpuQuota(const std::string& cgroup_root = "/sys/fs/cgroup");
 // no quota is set.
 int CpuQuotaCpus(const std::string& cgroup_root = "/sys/fs/cgroup");
 
+// The machine's memory (MemTotal), in bytes.
+uint64_t MachineMemoryBytes();
+
 // The memory this process may use: the machine's (MemTotal), or less where
 // a memory cgroup limit of its cgroup or one above it says so (v1
 // memory.limit_in_bytes, v2 memory.max; the page cache counts against

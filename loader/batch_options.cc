@@ -1,7 +1,5 @@
 #include "loader/batch_options.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -79,7 +77,7 @@ Status CheckPrefetchFits(const LoaderOptions& options, size_t sample_elements) {
   const double batches_bytes = static_cast<double>(options.prefetch) * static_cast<double>(options.batch_size) *
                                static_cast<double>(sample_elements) * sizeof(float);
   // A container's memory limit (its cgroup's) where it is less than the machine's.
-  const double machine_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
+  const double machine_bytes = static_cast<double>(MachineMemoryBytes());
   const double memory_bytes = std::min(machine_bytes, static_cast<double>(MemoryLimitBytes()));
   if (batches_bytes <= memory_bytes / 2) return Status::OK();
   char text[200];

@@ -228,10 +228,9 @@ std::string OutOfMemoryCause(const LaunchOptions& o, const OomKills& before) {
   }
   if (now.machine > before.machine) {
     const uint64_t kills = now.machine - before.machine;
-    const uint64_t machine = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
     return ": the kernel's out-of-memory killer ended " +
            (kills == 1 ? std::string("a process") : std::to_string(kills) + " processes") +
-           " on this machine meanwhile, most likely it, the machine's " + size_text(machine) + " being full: " +
+           " on this machine meanwhile, most likely it, the machine's " + size_text(MachineMemoryBytes()) + " being full: " +
            advice;
   }
   return "";
