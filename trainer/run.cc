@@ -54,9 +54,7 @@ int Launch(const TrainConfig& config, const Layout& layout, const std::vector<st
   if (!outcome.ok()) return Fail(outcome.status(), 0);
   if (!outcome->failure.empty()) std::fprintf(stderr, "train: %s\n", outcome->failure.c_str());
   if (outcome->stopped_by != 0 && config.checkpoint.dir.empty()) {
-    std::fprintf(stderr, "train: stopped by SIG%s; nothing of the run was kept (with --checkpoint-dir DIR a stop "
-                 "saves the step it reached, and --resume latest goes on from it)\n",
-                 ::sigabbrev_np(outcome->stopped_by));
+    std::fputs(NothingKeptLine(outcome->stopped_by).c_str(), stderr);
   }
   return outcome->exit_code;
 }
@@ -430,6 +428,7 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
       return Launch(run.config, layout.value(), argv, env);
     }
     rank = 0;  // one rank: the launcher trains, pinned before its thread pools start
+    if (run.config.checkpoint.dir.empty()) SayStopsEndTheRun();
     if (!layout->cpus.empty()) {
       if (Status pinned = PinToCpus(layout->cpus[0]); !pinned.ok()) return Fail(pinned, 0);
     }

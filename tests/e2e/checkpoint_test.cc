@@ -65,7 +65,8 @@ print(len(tmp()))
 // A run told to stop (SIGTERM: a scheduler's preemption; Ctrl-C) while it
 // keeps checkpoints finishes its step on every rank, saves it and ends with
 // 128 + the signal, naming the file; resumed, it ends with the weights of a
-// run never stopped. Without --checkpoint-dir, the stop says nothing was kept.
+// run never stopped. Without --checkpoint-dir, the stop says nothing was kept,
+// on one rank as on two.
 TEST_F(EndToEnd, AStoppedRunSavesTheStepItReachedAndResumesExactly) {
   const std::string db = dir_.Sub("db");
   ASSERT_EQ(PrepFashion(db, "--limit 3000 --no-progress", dir_).exit_code, 0);
@@ -96,9 +97,16 @@ print(run.wait(), run.stderr.read().strip().splitlines()[-1])
   auto unkept = RunCommand("/usr/bin/python3 " + dir_.Sub("stop.py") + " " + dir_.Sub("m2.jsonl") + " " + kTrain +
                                " " + args + " --metrics " + dir_.Sub("m2.jsonl"),
                            dir_);
-  EXPECT_EQ(unkept.out, "143 train: stopped by SIGTERM; nothing of the run was kept (with --checkpoint-dir DIR a stop "
-                        "saves the step it reached, and --resume latest goes on from it)\n")
-      << unkept.err;
+  const std::string unkept_line = "143 train: stopped by SIGTERM; nothing of the run was kept (with --checkpoint-dir "
+                                  "DIR a stop saves the step it reached, and --resume latest goes on from it)\n";
+  EXPECT_EQ(unkept.out, unkept_line) << unkept.err;
+  // One rank trains in train's own process: it ended without a word, killed by the signal.
+  std::string one_rank = args;
+  one_rank.replace(one_rank.find("--ranks 2"), 9, "--ranks 1");
+  auto unkept_one = RunCommand("/usr/bin/python3 " + dir_.Sub("stop.py") + " " + dir_.Sub("m3.jsonl") + " " + kTrain +
+                                   " " + one_rank + " --metrics " + dir_.Sub("m3.jsonl"),
+                               dir_);
+  EXPECT_EQ(unkept_one.out, unkept_line) << unkept_one.err;
 }
 
 // Schedulers send a signal ahead of a time limit for the job to save
@@ -132,11 +140,14 @@ TEST_F(EndToEnd, ASchedulersSaveSignalStopsTrainSavedAndReachesALaunchedScript) 
 import os, signal, time
 got = []
 signal.signal(signal.SIGUSR1, lambda s, f: got.append(s))
+signal.signal(signal.SIGCONT, lambda s, f: got.append(s))
 open(os.environ["READY"] + os.environ["RANK"], "w").close()
 for _ in range(600):
     if got: break
     time.sleep(0.05)
-print("rank", os.environ["RANK"], "saved and goes on" if got else "no signal", flush=True)
+time.sleep(0.5)  # goes on a while
+print("rank", os.environ["RANK"], "saved and goes on" if signal.SIGUSR1 in got else "no signal",
+      "and was sent a SIGCONT, never stopped" if signal.SIGCONT in got else "", flush=True)
 )");
   const std::string ready = dir_.Sub("ready.");
   auto launched = RunCommand("(READY=" + ready + " " + kLaunch + " --ranks 2 -- /usr/bin/python3 " +
@@ -147,6 +158,8 @@ print("rank", os.environ["RANK"], "saved and goes on" if got else "no signal", f
   EXPECT_NE(launched.out.find("rank 0 saved and goes on"), std::string::npos) << launched.out << launched.err;
   EXPECT_NE(launched.out.find("rank 1 saved and goes on"), std::string::npos) << launched.out;
   EXPECT_NE(launched.out.find("status 0"), std::string::npos) << launched.out;
+  // A SIGCONT to a rank that runs would be taken for the end of a stop (trainer/comm/stopped.h).
+  EXPECT_EQ(launched.out.find("SIGCONT"), std::string::npos) << launched.out;
 }
 
 // A terminal's Ctrl-C reaches every process of its group, and Slurm's time

@@ -63,6 +63,9 @@ struct ProcState {
 
 ProcState ReadProcState(pid_t pid);
 
+// True if the kernel says the process is stopped (SIGSTOP, a debugger).
+bool IsStopped(pid_t pid);
+
 // Why a rank killed by SIGKILL was: ": the kernel's out-of-memory killer
 // ended it, ... 400 MiB their memory cgroup allows ...: fewer --ranks, ...",
 // where the kernel's counts of such kills grew since `before`; "" where not.
@@ -128,8 +131,12 @@ struct Ranks {
       }
     }
     for (pid_t p : targets) {
+      // A stopped rank (its group's leader) acts on `sig` once continued; one
+      // that runs is sent no SIGCONT, which it would take for the end of a
+      // stop (trainer/comm/stopped.h).
+      const bool stopped = IsStopped(p);
       if (!groups.empty()) p = -p;
-      if (::kill(p, sig) == 0 && sig != SIGKILL) ::kill(p, SIGCONT);
+      if (::kill(p, sig) == 0 && sig != SIGKILL && stopped) ::kill(p, SIGCONT);
     }
   }
   // kCommand, once the ranks have ended: what they left running is killed.
@@ -161,9 +168,6 @@ std::string RankName(const LaunchOptions& o, int rank);
 
 // True if `pid` has ended (a zombie not yet reaped, or gone).
 bool IsGone(pid_t pid);
-
-// True if the kernel says the process is stopped (SIGSTOP, a debugger).
-bool IsStopped(pid_t pid);
 
 // A line naming a running rank that has been quiet for at least `quiet_s`
 // (one that never attached to the board: since the launch, `launched_s` ago):

@@ -1,12 +1,18 @@
 #include "trainer/features/checkpoints/stop_signal.h"
 
 #include <signal.h>
+#include <string.h>
+#include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <csignal>
+#include <string>
 
 namespace granary {
 namespace {
+
+constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};
 
 volatile std::sig_atomic_t g_stop_signal = 0;
 int g_agreed_stop = 0;  // the training thread's
@@ -41,7 +47,34 @@ void CatchStopSignals() {
     action.sa_sigaction = NoteStop;
     sigemptyset(&action.sa_mask);
     action.sa_flags = SA_RESTART | SA_SIGINFO;  // a read or write the signal lands in goes on
-    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) ::sigaction(sig, &action, nullptr);
+    for (int sig : kStopSignals) ::sigaction(sig, &action, nullptr);
+    return true;
+  }();
+  (void)installed;
+}
+
+std::string NothingKeptLine(int sig) {
+  const char* name = ::sigabbrev_np(sig);
+  return std::string("train: stopped by SIG") + (name ? name : "?") +
+         "; nothing of the run was kept (with --checkpoint-dir DIR a stop saves the step it reached, and --resume "
+         "latest goes on from it)\n";
+}
+
+void SayStopsEndTheRun() {
+  static std::array<std::string, NSIG> lines;  // written before the handlers are installed, read by them
+  static const bool installed = [] {
+    struct sigaction action = {};
+    action.sa_handler = [](int sig) {
+      const std::string& line = lines[static_cast<size_t>(sig)];
+      (void)!::write(STDERR_FILENO, line.data(), line.size());
+      ::_exit(128 + sig);
+    };
+    sigemptyset(&action.sa_mask);
+    for (int sig : kStopSignals) sigaddset(&action.sa_mask, sig);  // one line, whichever came first
+    for (int sig : kStopSignals) {
+      lines[static_cast<size_t>(sig)] = NothingKeptLine(sig);
+      ::sigaction(sig, &action, nullptr);
+    }
     return true;
   }();
   (void)installed;

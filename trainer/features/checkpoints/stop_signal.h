@@ -10,10 +10,21 @@
 // every process, and the launcher passes its own on too).
 #pragma once
 
+#include <string>
+
 namespace granary {
 
 // Installs the handlers (once; later calls do nothing).
 void CatchStopSignals();
+
+// What train says when a stop signal `sig` ends a run that keeps no
+// checkpoints: `train: stopped by SIGTERM; nothing of the run was kept (...)`.
+std::string NothingKeptLine(int sig);
+
+// For a run of one process without --checkpoint-dir: a stop signal ends it at
+// once, as before, but saying so (NothingKeptLine) and with 128 + the signal,
+// as train's launcher of several ranks ends. Once; later calls do nothing.
+void SayStopsEndTheRun();
 
 // The stop signal noted in this process, or 0.
 int StopSignal();
