@@ -29,6 +29,7 @@
 #include "preprocess/source.h"
 #include "store/db.h"
 #include "store/db_writer.h"
+#include "store/format.h"
 #include "store/output_path.h"
 #include "store/verify.h"
 
@@ -280,7 +281,12 @@ granary::Status CheckOutputs(bool building, const BuildArgs& b, const std::strin
                              const granary::CatOptions& cat) {
   std::vector<granary::OutputPath> outputs;
   std::vector<granary::FlagPath> inputs;
-  if (building) {  // the builder keeps its db apart from RAW itself (DbWriterOptions::inputs)
+  // A db built again without --force, --update or --resume is only compared
+  // with RAW (up to date, or refused): it may be another user's, read-only.
+  std::error_code ec;
+  const bool compared_only = !b.options.overwrite && !b.update && !b.options.resume &&
+                             std::filesystem::exists(std::filesystem::path(b.db) / granary::format::kManifestFile, ec);
+  if (building && !compared_only) {  // the builder keeps its db apart from RAW itself (DbWriterOptions::inputs)
     outputs.push_back({"DB", b.db, granary::OutputKind::kDb});
   } else {
     outputs.push_back({"--png", cat.png_path, granary::OutputKind::kPng});

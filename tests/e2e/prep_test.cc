@@ -370,5 +370,30 @@ TEST_F(EndToEnd, ALargeTableIsDecompressedAndReadWithProgressOnATerminal) {
   EXPECT_EQ(small.out.find("reading small.csv"), std::string::npos) << small.out;
 }
 
+// A db built by one user (root in a container image's build, a colleague on
+// a shared machine) is read by others who may not write beside it. The
+// README's command run again by such a user refused (`DB db: cannot create
+// files in ...`) where it writes nothing: the db is up to date. Only --force
+// and --update write, and are refused naming why; train, the loader and prep
+// verify read it.
+TEST_F(EndToEnd, AnotherUsersDbIsFoundUpToDateAndReadWithoutWritingBesideIt) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to run commands as another user";
+  const std::string nobody = "runuser -u nobody -- ";
+  if (RunCommand(nobody + kPrep + " --help", dir_).exit_code != 0) GTEST_SKIP() << "user nobody cannot run " << kPrep;
+  fs::permissions(dir_.path(), fs::perms::others_read | fs::perms::others_exec, fs::perm_options::add);
+  const std::string db = dir_.Sub("db"), options = " --limit 300 --no-progress";
+  ASSERT_EQ(PrepFashion(db, options, dir_).exit_code, 0);
+  auto again = RunCommand(nobody + kPrep + " build " + kFashion + " " + db + options, dir_);
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.err, "prep: " + db + " is up to date (4 input files unchanged)\n");
+  ExpectOneLineError(RunCommand(nobody + kPrep + " build " + kFashion + " " + db + options + " --force", dir_),
+                     "DB " + db + ": cannot create files in " + dir_.path() + " (Permission denied)");
+  for (const std::string& reads : {kTrain + " --db " + db + " --epochs 1", kLoader + " bench " + db,
+                                   kPrep + " verify " + db}) {
+    auto read = RunCommand(nobody + reads, dir_);
+    EXPECT_EQ(read.exit_code, 0) << reads << "\n" << read.err;
+  }
+}
+
 }  // namespace
 }  // namespace granary
