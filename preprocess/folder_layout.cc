@@ -26,7 +26,7 @@ bool HoldsImages(const fs::path& dir) {
     if (::stat(current.c_str(), &st) != 0 || !seen.insert({st.st_dev, st.st_ino}).second) continue;
     std::error_code ec;
     for (fs::directory_iterator it(current, ec), end; !ec && it != end; it.increment(ec)) {
-      if (it->path().filename().string()[0] == '.') continue;
+      if (IsHiddenOrSystem(it->path().filename().string())) continue;
       if (it->is_directory(ec)) {
         pending.push_back(it->path());
       } else if (it->is_regular_file(ec) && HasImageExtension(it->path())) {
@@ -129,6 +129,13 @@ bool HasOtherTableExtension(const fs::path& p) {
   return std::any_of(std::begin(kOthers), std::end(kOthers), [&](const char* other) { return ext == other; });
 }
 
+bool IsHiddenOrSystem(const std::string& name) {
+  static const char* const kSystem[] = {"lost+found", "__MACOSX", "@eaDir", "$RECYCLE.BIN",
+                                        "System Volume Information"};
+  return name.empty() || name[0] == '.' ||
+         std::any_of(std::begin(kSystem), std::end(kSystem), [&](const char* system) { return name == system; });
+}
+
 std::vector<std::string> SortedSubdirs(const fs::path& dir, std::vector<std::string>* hidden,
                                        std::vector<std::string>* dbs) {
   std::vector<std::string> names;
@@ -136,7 +143,7 @@ std::vector<std::string> SortedSubdirs(const fs::path& dir, std::vector<std::str
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     if (!e.is_directory(ec)) continue;
     const std::string name = e.path().filename().string();
-    if (name[0] == '.') {
+    if (IsHiddenOrSystem(name)) {
       if (hidden != nullptr) hidden->push_back(name);
     } else if (IsDbOrPartial(e.path().string())) {
       if (dbs != nullptr) dbs->push_back(name);
@@ -155,7 +162,7 @@ std::vector<std::string> LooseImages(const fs::path& dir) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (name[0] != '.' && e.is_regular_file(ec) && HasImageExtension(e.path())) names.push_back(name);
+    if (!IsHiddenOrSystem(name) && e.is_regular_file(ec) && HasImageExtension(e.path())) names.push_back(name);
   }
   std::sort(names.begin(), names.end());
   return names;
@@ -361,7 +368,7 @@ Status FindSplitRoots(const fs::path& raw, const std::vector<std::string>& top, 
 void NoteTopFolders(const fs::path& raw, const std::vector<std::string>& hidden, const std::vector<std::string>& dbs,
                     FolderLayout layout, std::vector<std::string>* notes) {
   if (!hidden.empty()) {
-    notes->push_back("skipped hidden folder(s) " + FolderNames(hidden, "/") +
+    notes->push_back("skipped hidden or system folder(s) " + FolderNames(hidden, "/") +
                      " (torchvision's ImageFolder would make each a class, shifting the labels after it)");
   }
   if (!dbs.empty()) notes->push_back("skipped granary db(s) " + FolderNames(dbs, "/") + " inside the raw folder");

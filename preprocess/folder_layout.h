@@ -42,9 +42,18 @@ bool HasOtherImageExtension(const std::filesystem::path& p);
 // pickle), which a folder is named by where it holds no dataset prep reads.
 bool HasOtherTableExtension(const std::filesystem::path& p);
 
-// The folders directly in `dir`, sorted by name: hidden ones (".git") and
-// granary dbs (a db built inside its own raw folder) are not classes or
-// splits; they are set aside into *hidden and *dbs when given.
+// Whether a file or folder named `name` is passed over as no data: hidden
+// (".git", macOS's "._x.jpg"), or one a file system, an archiver or an OS
+// makes beside the user's files: "lost+found" (at the root of every ext4
+// file system, readable by root alone), "__MACOSX" (a zip made on a Mac),
+// "@eaDir" (a Synology NAS's thumbnails, in every folder it indexed),
+// "$RECYCLE.BIN" and "System Volume Information" (a disk Windows has used).
+bool IsHiddenOrSystem(const std::string& name);
+
+// The folders directly in `dir`, sorted by name: hidden and system ones
+// (IsHiddenOrSystem) and granary dbs (a db built inside its own raw folder)
+// are not classes or splits; they are set aside into *hidden and *dbs when
+// given.
 std::vector<std::string> SortedSubdirs(const std::filesystem::path& dir, std::vector<std::string>* hidden = nullptr,
                                        std::vector<std::string>* dbs = nullptr);
 

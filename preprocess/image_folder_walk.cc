@@ -39,7 +39,7 @@ Status ListImagesBelow(const fs::path& dir, const fs::path& raw, Walk* walk, std
     for (size_t k = entries.size(); k-- > 0;) {  // reversed: the stack pops them in order
       const fs::path& e = entries[k];
       const std::string rel = e.lexically_relative(raw).string();
-      if (e.filename().string()[0] == '.') {
+      if (IsHiddenOrSystem(e.filename().string())) {
         walk->hidden.push_back(rel);
         continue;
       }
@@ -120,7 +120,8 @@ void NoteWalk(Walk* walk, std::vector<std::string>* notes) {
   std::sort(walk->hidden.begin(), walk->hidden.end());
   const std::pair<const std::vector<std::string>*, std::pair<const char*, const char*>> kinds[] = {
       {&walk->ignored, {"ignored ", " file(s) without a .jpg/.jpeg/.png/.webp extension"}},
-      {&walk->hidden, {"skipped ", " hidden file(s) or folder(s) (a name starting with '.')"}},
+      {&walk->hidden, {"skipped ", " hidden or system file(s) or folder(s) (a name starting with '.', "
+                                      "lost+found, __MACOSX, @eaDir)"}},
       {&walk->skipped_links, {"skipped ", " link(s) to a folder already walked (a cycle or a cross link)"}},
       {&walk->reached_again, {"skipped ", " folder(s) walked earlier through a link (each is taken once)"}},
       {&walk->aliases,

@@ -63,7 +63,9 @@ std::string DatasetBelow(const std::string& raw) {
     if (depth == 3) continue;
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir, ec)) {
-      if (e.path().filename().string()[0] != '.' && e.is_directory(ec)) pending.emplace_back(e.path(), depth + 1);
+      if (!IsHiddenOrSystem(e.path().filename().string()) && e.is_directory(ec)) {
+        pending.emplace_back(e.path(), depth + 1);
+      }
     }
   }
   if (found.empty()) return "";
@@ -114,7 +116,7 @@ std::string DetectFormat(const std::string& raw) {
   bool has_dirs = false, has_images = false;
   for (const auto& e : fs::directory_iterator(raw, ec)) {
     const std::string name = e.path().filename().string();
-    has_dirs = has_dirs || (e.is_directory(ec) && name[0] != '.');
+    has_dirs = has_dirs || (e.is_directory(ec) && !IsHiddenOrSystem(name));
     has_images = has_images || HasImageExtension(e.path()) || HasOtherImageExtension(e.path());
   }
   return has_dirs || has_images ? "image-folder" : "idx";

@@ -34,7 +34,7 @@ void CountBelow(const fs::path& dir, Counts* counts, size_t* budget) {
     pending.pop_back();
     std::error_code ec;
     for (fs::directory_iterator it(current, ec), end; !ec && it != end && *budget > 0; it.increment(ec), --*budget) {
-      if (it->path().filename().string()[0] == '.') continue;
+      if (IsHiddenOrSystem(it->path().filename().string())) continue;
       if (it->is_directory(ec)) {
         if (!it->is_symlink(ec)) pending.push_back(it->path());
         continue;

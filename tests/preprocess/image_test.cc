@@ -908,9 +908,34 @@ TEST_F(FolderLayouts, DotfilesHiddenFoldersAndDbsInsideAreSkippedAndNoted) {
   EXPECT_EQ(source->info.class_names, (std::vector<std::string>{"a", "b", "empty"}));
   EXPECT_EQ(source->splits[0]->size(), 2u);
   const std::string notes = Notes(source.value());
-  for (const char* part : {"hidden file(s) or folder(s) (a name starting with '.'): a/._1.jpg",
-                           "hidden folder(s) .git/", "granary db(s) old.db/",
+  for (const char* part : {"hidden or system file(s) or folder(s) (a name starting with '.', lost+found, __MACOSX, "
+                           "@eaDir): a/._1.jpg",
+                           "hidden or system folder(s) .git/", "granary db(s) old.db/",
                            "1 class(es) with no image in train: empty"}) {
+    EXPECT_NE(notes.find(part), std::string::npos) << part << " not in: " << notes;
+  }
+}
+
+// Folders a file system, an archiver or an OS makes are no classes: photos
+// kept on a disk of their own (ext4's lost+found, root's alone: "list failed:
+// Permission denied" for anyone else; for root an empty third class), a zip
+// made on a Mac extracted (__MACOSX/), a Synology NAS's share (@eaDir/ in
+// every folder, thumbnails of each photo), a disk Windows has used.
+TEST_F(FolderLayouts, FoldersTheSystemMakesAreNoClassesAndHoldNoSamples) {
+  for (const char* c : {"a", "b"}) Image(std::string(c) + "/1.jpg");
+  for (const char* system : {"lost+found", "$RECYCLE.BIN", "System Volume Information"}) {
+    std::filesystem::create_directories(dir_.Sub(std::string("raw/") + system));
+  }
+  Image("__MACOSX/a/1.jpg");
+  Image("a/@eaDir/1.jpg/SYNOPHOTO_THUMB_XL.jpg");
+  std::filesystem::permissions(dir_.Sub("raw/lost+found"), std::filesystem::perms::owner_all);
+  auto source = Open();
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->info.class_names, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(source->splits[0]->size(), 2u);
+  const std::string notes = Notes(source.value());
+  for (const char* part : {"hidden or system folder(s) $RECYCLE.BIN/, System Volume Information/, __MACOSX/, "
+                           "lost+found/", "(a name starting with '.', lost+found, __MACOSX, @eaDir): a/@eaDir"}) {
     EXPECT_NE(notes.find(part), std::string::npos) << part << " not in: " << notes;
   }
 }
