@@ -23,9 +23,11 @@ namespace granary {
 namespace {
 
 // A failed Status of the writer: FailedPrecondition is the write's state
-// (a resume refused, a db in the way), not a db's format as for readers.
+// (a resume refused, a db in the way), not a db's format as for readers; an
+// IOError is what the system refused the write (no permission, a full disk).
 void ThrowIfWriteError(const Status& s) {
   if (s.code() == Status::Code::kFailedPrecondition) throw StatusError{s, "FailedPreconditionError"};
+  if (s.code() == Status::Code::kIOError) throw StatusError{s, "WriteError"};
   ThrowIfError(s);
 }
 
@@ -83,7 +85,9 @@ class WriterHandle {
 
   void SetState(const std::string& state) { writer_->SetCallerState(state); }
 
-  void BeginSplit(const std::string& name, uint64_t expected) { ThrowIfError(writer_->BeginSplit(name, expected)); }
+  void BeginSplit(const std::string& name, uint64_t expected) {
+    ThrowIfWriteError(writer_->BeginSplit(name, expected));
+  }
 
   void Add(const py::list& columns) {
     if (columns.size() != schema_.fields.size()) {
@@ -93,12 +97,12 @@ class WriterHandle {
     std::vector<Sample> samples;
     for (size_t f = 0; f < schema_.fields.size(); ++f) AddColumn(f, columns[f], &samples);
     py::gil_scoped_release unlocked;
-    ThrowIfError(writer_->Add(std::move(samples)));
+    ThrowIfWriteError(writer_->Add(std::move(samples)));
   }
 
   void EndSplit() {
     py::gil_scoped_release unlocked;
-    ThrowIfError(writer_->EndSplit());
+    ThrowIfWriteError(writer_->EndSplit());
   }
 
   py::dict Finish(const std::string& label_field, int64_t num_classes, const std::vector<std::string>& class_names,

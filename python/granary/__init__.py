@@ -17,12 +17,12 @@ Errors are granary.Error subclasses (granary.errors).
 import importlib
 
 from .errors import (CorruptionError, Error, FailedPreconditionError, FormatError, InvalidArgumentError, NotFoundError,
-                     ReadError, WorkerError)
+                     ReadError, WorkerError, WriteError)
 from .writer import Writer, write
 
 __all__ = ["Dataset", "Loader", "Writer", "write", "describe", "model_info", "load_image", "pad_collate", "Error",
            "CorruptionError", "FailedPreconditionError", "FormatError", "InvalidArgumentError", "NotFoundError",
-           "ReadError", "WorkerError", "native_available"]
+           "ReadError", "WorkerError", "WriteError", "native_available"]
 
 
 def describe(db):

@@ -27,6 +27,12 @@ class ReadError(Error, OSError):
     """The operating system refused a read; the message names path and errno."""
 
 
+class WriteError(Error, OSError):
+    """The operating system refused what granary.write or a Writer asked of it
+    (a folder it may not create files in, a full disk); the message names
+    path and errno."""
+
+
 class FailedPreconditionError(Error, RuntimeError):
     """What was asked needs a state that no longer holds: the db was replaced
     since it was opened, a newer iterator took over a Loader's stream, or a

@@ -497,6 +497,11 @@ class WriteTest(unittest.TestCase):
         with self.assertRaisesRegex(granary.Error, "mine"):
             granary.write(folder, [(np.zeros(3, np.float32), 1)], overwrite=True)
         self.assertTrue(os.path.exists(os.path.join(folder, "keep.txt")))
+        # Where the system refuses the write: a WriteError (an OSError), naming the path and why.
+        with self.assertRaisesRegex(granary.WriteError, r"keep.txt/x.db.partial: create directory failed: Not a "
+                                                        r"directory \(errno 20\)"):
+            granary.write(os.path.join(folder, "keep.txt", "x.db"), [(np.zeros(3, np.float32), 1)])
+        self.assertTrue(issubclass(granary.WriteError, OSError))
 
     # A map-style dataset of 12 KiB images (records that are not small: the write is journaled after 16
     # samples), in two splits; `kill_at` kills the writing process when that item is read.
