@@ -4,6 +4,7 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <set>
 #include <tuple>
 
@@ -25,6 +26,11 @@ Status ListImagesBelow(const fs::path& dir, const fs::path& raw, Walk* walk, std
     std::vector<fs::path> entries;
     std::error_code ec;
     for (fs::directory_iterator it(current, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(it->path());
+    if (ec.value() == EACCES) {
+      return Status::FailedPrecondition(current.string() + ": this user may not list it (Permission denied): make it "
+                                        "readable (chmod -R a+rX " + current.string() +
+                                        "), or move it out of RAW: prep reads every folder below a class's");
+    }
     if (ec) return Status::IOError(current.string(), "list", ec.value());
     std::sort(entries.begin(), entries.end());
     // Every entry's stat first, on every core: a folder of many images

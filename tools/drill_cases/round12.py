@@ -63,6 +63,11 @@ def system_folders(d, w):
     d.case("prep build of a folder with lost+found/, __MACOSX/ and @eaDir/" + (" by another user" if user else ""),
            user + [PREP, "build", raw, os.path.join(out, "db"), "--no-progress"], 0, check=two_classes,
            needle="hidden or system folder(s) __MACOSX/, lost+found/")
+    if user:
+        os.makedirs(w("r12raw", "b", "private"), mode=0o700)
+        d.case("the same by another user with a folder below a class that they may not list: named, with what to do",
+               user + [PREP, "build", raw, os.path.join(out, "db2"), "--no-progress"], 1,
+               needle="r12raw/b/private: this user may not list it (Permission denied): make it readable")
 
 
 def one_rank_stopped(d, w, db):
