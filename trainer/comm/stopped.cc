@@ -20,10 +20,12 @@ int64_t MonotonicMs() {
 }
 
 // When this process last went on after being stopped, CLOCK_MONOTONIC ms;
-// 0: never. Whether NoteContinues has been called.
+// 0: never.
 std::atomic<int64_t> g_continued_ms{0};
-std::atomic<bool> g_noting{false};
 static_assert(std::atomic<int64_t>::is_always_lock_free, "set in a signal handler");
+
+// Whether NoteContinues installed its handler.
+std::atomic<bool> g_noting{false};
 
 // The kernel hands a SIGCONT to one thread of the process, which may not have
 // run its handler yet when another thread finds its wait timed out: on a busy

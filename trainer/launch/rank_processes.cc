@@ -230,8 +230,8 @@ std::string OutOfMemoryCause(const LaunchOptions& o, const OomKills& before) {
     const uint64_t kills = now.machine - before.machine;
     return ": the kernel's out-of-memory killer ended " +
            (kills == 1 ? std::string("a process") : std::to_string(kills) + " processes") +
-           " on this machine meanwhile, most likely it, the machine's " + size_text(MachineMemoryBytes()) + " being full: " +
-           advice;
+           " on this machine meanwhile, most likely it, the machine's " + size_text(MachineMemoryBytes()) +
+           " being full: " + advice;
   }
   return "";
 }

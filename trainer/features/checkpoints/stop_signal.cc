@@ -9,6 +9,8 @@
 #include <csignal>
 #include <string>
 
+#include "base/file.h"
+
 namespace granary {
 namespace {
 
@@ -66,6 +68,7 @@ void SayStopsEndTheRun() {
     struct sigaction action = {};
     action.sa_handler = [](int sig) {
       const std::string& line = lines[static_cast<size_t>(sig)];
+      RemoveTemporaryFilesNow();  // a --save or --report being written
       (void)!::write(STDERR_FILENO, line.data(), line.size());
       ::_exit(128 + sig);
     };
