@@ -134,9 +134,8 @@ struct Ranks {
       // A stopped rank (its group's leader) acts on `sig` once continued; one
       // that runs is sent no SIGCONT, which it would take for the end of a
       // stop (trainer/comm/stopped.h).
-      const bool stopped = IsStopped(p);
-      if (!groups.empty()) p = -p;
-      if (::kill(p, sig) == 0 && sig != SIGKILL && stopped) ::kill(p, SIGCONT);
+      const pid_t target = groups.empty() ? p : -p;
+      if (::kill(target, sig) == 0 && sig != SIGKILL && IsStopped(p)) ::kill(target, SIGCONT);
     }
   }
   // kCommand, once the ranks have ended: what they left running is killed.
