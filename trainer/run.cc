@@ -1,6 +1,7 @@
 #include "trainer/run.h"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -47,27 +48,45 @@ int Fail(const Status& s, int rank, bool name_rank = false) {
   return PrintFailure("train", s, named ? "rank " + std::to_string(rank) : std::string());
 }
 
-// The launcher's part: exit status of the run.
+// The newest checkpoint in `dir` and when it was written (ns), or {"", 0}:
+// compared before and after the ranks run, it tells whether they saved.
+std::pair<std::string, int64_t> NewestCheckpoint(const std::string& dir) {
+  StatusOr<std::string> path = LatestCheckpoint(dir);
+  struct stat st;
+  if (!path.ok() || ::stat(path->c_str(), &st) != 0) return {"", 0};
+  return {path.value(), int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec};
+}
+
+// The launcher's part: exit status of the run. A stop signal's end is said
+// here, for rank 0 (under mpirun its own line would be lost: mpirun,
+// interrupted by the same Ctrl-C, stops passing on the ranks' output).
 int Launch(const TrainConfig& config, const Layout& layout, const std::vector<std::string>& argv,
            const Environment& env) {
+  const std::string& dir = config.checkpoint.dir;
+  const bool keeps = !dir.empty() && config.dist.node_rank == 0;  // rank 0's node: rank 0 saves
+  const std::pair<std::string, int64_t> before = keeps ? NewestCheckpoint(dir) : std::pair<std::string, int64_t>();
   StatusOr<LaunchOutcome> outcome = LaunchRanks(RankLaunchOptions(config, layout, argv, MpirunPath(), env));
   if (!outcome.ok()) return Fail(outcome.status(), 0);
   if (!outcome->failure.empty()) std::fprintf(stderr, "train: %s\n", outcome->failure.c_str());
-  if (outcome->stopped_by != 0 && config.checkpoint.dir.empty()) {
-    std::fputs(NothingKeptLine(outcome->stopped_by).c_str(), stderr);
+  if (const int sig = outcome->stopped_by; sig != 0 && dir.empty()) {
+    std::fputs(NothingKeptLine(sig).c_str(), stderr);
+  } else if (sig != 0 && keeps) {
+    const std::pair<std::string, int64_t> after = NewestCheckpoint(dir);
+    std::fputs(after.first.empty() || after == before ? NotSavedLine(sig, before.first).c_str()
+                                                       : SavedLine(sig, after.first).c_str(),
+               stderr);
   }
   return outcome->exit_code;
 }
 
 // A rank's exit status once the ranks stopped on a stop signal (stop_signal.h):
-// 128 + the signal, as if it had ended the process; rank 0 says where the
-// run was saved.
-int StoppedBySignal(const TrainConfig& config, int rank) {
+// 128 + the signal, as if it had ended the process. Rank 0 says where the
+// run was saved where no launcher of train's started it (Launch says it then).
+int StoppedBySignal(const TrainConfig& config, int rank, bool launched) {
   const int sig = AgreedStop();
-  if (rank == 0) {
+  if (rank == 0 && !launched) {
     const StatusOr<std::string> saved = LatestCheckpoint(config.checkpoint.dir);
-    std::fprintf(stderr, "train: stopped by SIG%s; the step it reached is saved in %s: add --resume latest to go on "
-                 "from it\n", ::sigabbrev_np(sig), saved.ok() ? saved->c_str() : config.checkpoint.dir.c_str());
+    std::fputs(SavedLine(sig, saved.ok() ? saved.value() : config.checkpoint.dir).c_str(), stderr);
   }
   return 128 + sig;
 }
@@ -447,7 +466,7 @@ int RunTrain(TrainConfig config, int rank, bool json, const std::vector<std::str
   StatusOr<std::vector<EpochReport>> reports = RunRank(run, rank, report, std::move(resumed));
   if (!reports.ok()) return Fail(reports.status(), rank, many);
   if (Status finished = report.Finish(reports.value()); !finished.ok()) return Fail(finished, rank, many);
-  return AgreedStop() != 0 ? StoppedBySignal(run.config, rank) : 0;
+  return AgreedStop() != 0 ? StoppedBySignal(run.config, rank, role == Role::kLaunchedRank) : 0;
 }
 
 }  // namespace granary

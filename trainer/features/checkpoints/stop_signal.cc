@@ -41,6 +41,12 @@ void NoteStop(int sig, siginfo_t* info, void*) {
   std::raise(sig);
 }
 
+// "train: stopped by SIGTERM", where each line below starts.
+std::string StoppedBy(int sig) {
+  const char* name = ::sigabbrev_np(sig);
+  return std::string("train: stopped by SIG") + (name ? name : "?");
+}
+
 }  // namespace
 
 void CatchStopSignals() {
@@ -56,10 +62,17 @@ void CatchStopSignals() {
 }
 
 std::string NothingKeptLine(int sig) {
-  const char* name = ::sigabbrev_np(sig);
-  return std::string("train: stopped by SIG") + (name ? name : "?") +
-         "; nothing of the run was kept (with --checkpoint-dir DIR a stop saves the step it reached, and --resume "
-         "latest goes on from it)\n";
+  return StoppedBy(sig) + "; nothing of the run was kept (with --checkpoint-dir DIR a stop saves the step it "
+                          "reached, and --resume latest goes on from it)\n";
+}
+
+std::string SavedLine(int sig, const std::string& saved) {
+  return StoppedBy(sig) + "; the step it reached is saved in " + saved + ": add --resume latest to go on from it\n";
+}
+
+std::string NotSavedLine(int sig, const std::string& newest) {
+  return StoppedBy(sig) + " before its ranks saved the step they reached" +
+         (newest.empty() ? std::string() : "; the newest checkpoint is still " + newest) + "\n";
 }
 
 void SayStopsEndTheRun() {

@@ -21,6 +21,16 @@ void CatchStopSignals();
 // checkpoints: `train: stopped by SIGTERM; nothing of the run was kept (...)`.
 std::string NothingKeptLine(int sig);
 
+// What train says when a stop signal `sig` ends a run that saved the step it
+// reached in `saved`: `train: stopped by SIGINT; the step it reached is saved
+// in ck/step-...ckpt: add --resume latest to go on from it`.
+std::string SavedLine(int sig, const std::string& saved);
+
+// What train says when a stop signal `sig` ended a run that keeps checkpoints
+// before its ranks saved a step (a second Ctrl-C: the ranks ended at once);
+// `newest`: the checkpoint that is still the newest, or "".
+std::string NotSavedLine(int sig, const std::string& newest);
+
 // For a run of one process without --checkpoint-dir: a stop signal ends it at
 // once, as before, but saying so (NothingKeptLine) and with 128 + the signal,
 // as train's launcher of several ranks ends. Once; later calls do nothing.
