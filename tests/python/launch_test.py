@@ -225,6 +225,29 @@ class LaunchTest(unittest.TestCase):
             self.assertNotEqual(ranks[0]["cpus"], ranks[1]["cpus"])
         self.assertIn("pinned: rank 0 CPU", r.stderr)
 
+    def test_a_script_that_sets_more_threads_than_its_cpus_is_told_so(self):
+        # A script written for a workstation sets its own threads; under launch's pinning they share one CPU.
+        greedy = os.path.join(self.dir, "greedy.py")
+        with open(greedy, "w") as f:
+            f.write(textwrap.dedent("""
+                import sys, torch
+                torch.set_num_threads(int(sys.argv[1]))
+                model = torch.nn.Linear(8, 1)
+                opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                for _ in range(3):
+                    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()
+            """))
+        cpus = len(os.sched_getaffinity(0))
+        r = self.launch("--ranks", "2", "--threads", "1", PYTHON, greedy, str(2 * cpus))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr.count("take turns"), 1, r.stderr)  # rank 0's line, once
+        self.assertIn(f"launch: rank 0 runs torch on {2 * cpus} threads, set by the script (torch.set_num_threads, "
+                      f"or its own OMP_NUM_THREADS), over the 1 CPU(s) the rank has", r.stderr)
+        self.assertIn("launch gave each rank 1; leave the threads to it", r.stderr)
+        # As many threads as its CPUs: nothing to say; nor where launch itself gave them.
+        self.assertNotIn("take turns", self.launch("--ranks", "1", PYTHON, greedy, str(cpus)).stderr)
+        self.assertNotIn("take turns", self.launch("--ranks", "2", "--threads", "1", PYTHON, greedy, "1").stderr)
+
     def test_a_rank_that_exits_3_is_named_and_its_status_kept(self):
         r = self.launch("--ranks", "2", PYTHON, self.script("fail.py"), "exit3")
         self.assertEqual(r.returncode, 3, r.stderr)

@@ -24,8 +24,9 @@ where rank 0 took its 20th optimizer step without joining its peers
 (torch.distributed.init_process_group never called: every rank trains a
 model of its own, which nothing averages, as a script written for
 torch.distributed.launch does when it waits for a --local_rank argument),
-and where the script starts processes of its own with
-torch.multiprocessing.spawn (the PyTorch DDP tutorial's way) in each rank.
+where the script starts processes of its own with
+torch.multiprocessing.spawn (the PyTorch DDP tutorial's way) in each rank,
+and where the script gave torch more threads than the rank has CPUs.
 
 Nothing here may break the user's program: every failure leaves it as it was.
 The sitecustomize this file shadows (Debian's) runs afterwards.
@@ -69,6 +70,8 @@ def _install(words, halves):
         words[1] = steps[0]
         beat()
         taken[0] += 1
+        if taken[0] == 1:
+            _warn_if_oversubscribed()
         if taken[0] == _ALONE_AFTER_STEPS:
             _warn_if_alone()
 
@@ -144,6 +147,7 @@ def _install(words, halves):
 
 
 _ALONE_AFTER_STEPS = 20
+_LAUNCH_THREADS = os.environ.get("OMP_NUM_THREADS")  # launch's, read before the script can change it
 
 
 def _quietly(function):
@@ -185,6 +189,27 @@ def _warn_if_alone():
           f"own, which nothing averages. Call torch.distributed.init_process_group(\"gloo\") (it reads RANK, "
           f"WORLD_SIZE, MASTER_ADDR and MASTER_PORT from the environment) and wrap the model in "
           f"DistributedDataParallel.{hint}", file=sys.stderr, flush=True)
+
+
+@_quietly
+def _warn_if_oversubscribed():
+    """Rank 0, at its first optimizer step, says once where the script gave
+    torch more threads than launch gave the rank and than the rank has CPUs
+    (torch.set_num_threads, or OMP_NUM_THREADS set by the script before it
+    imported torch): the threads take turns on the CPUs, every step slower."""
+    torch = sys.modules.get("torch")
+    if os.environ.get("RANK") != "0" or torch is None:
+        return
+    threads, cpus = torch.get_num_threads(), len(os.sched_getaffinity(0))
+    local = int(os.environ.get("LOCAL_WORLD_SIZE") or 1)
+    if cpus * local > (os.cpu_count() or cpus):  # not pinned: the node's ranks share its CPUs
+        cpus = max(1, cpus // local)
+    if threads <= cpus or str(threads) == _LAUNCH_THREADS:
+        return
+    print(f"launch: rank 0 runs torch on {threads} threads, set by the script (torch.set_num_threads, or its own "
+          f"OMP_NUM_THREADS), over the {cpus} CPU(s) the rank has: they take turns on them, and every step is "
+          f"slower. launch gave each rank {_LAUNCH_THREADS}; leave the threads to it (--threads N chooses them, "
+          f"--tune measures them: neither can while the script sets its own).", file=sys.stderr, flush=True)
 
 
 def _patch_spawn(module):
