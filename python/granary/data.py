@@ -289,6 +289,24 @@ def _from_launcher(rank, world, threads):
     return (0 if rank is None else rank), (1 if world is None else world), threads
 
 
+class _Sampler:
+    """Loader.sampler: what a script asks of a DistributedSampler."""
+
+    def __init__(self, loader):
+        self._of = loader
+        self.rank, self.num_replicas = loader._args[3], loader._args[4]
+
+    @property
+    def epoch(self):
+        return self._of._epoch
+
+    def set_epoch(self, epoch):
+        self._of.set_epoch(epoch)
+
+    def __len__(self):
+        return self._of._loader.plan(0)["samples_per_rank"]
+
+
 class Loader:
     """granary's C++ prefetching loader over one split, for one rank.
 
@@ -326,6 +344,8 @@ class Loader:
     does instead (granary/loader_args.py). input_field and
     target_field: the fields batched (default: as `train` picks them, see
     granary.describe). classes, class_to_idx and element_names as Dataset's.
+    As a DataLoader: .batch_size, .dataset (the split, all ranks' samples:
+    len(loader.dataset)) and .sampler (set_epoch, len: this rank's samples).
     """
 
     def __init__(self, db, split="train", batch_size=64, rank=None, world=None, seed=0, threads=None, prefetch=4,
@@ -344,7 +364,10 @@ class Loader:
             _integer(name, value, low, high)
         self.path = os_str(db)
         self.channels_last = channels_last
-        self._batch = batch_size
+        self.batch_size = self._batch = batch_size
+        self.split = split
+        self._fields = (input_field, target_field)
+        self._dataset = None  # .dataset, made when first asked for
         self.drop_last = bool(drop_last)
         # normalize=True of features: standardised here, with the train split's statistics.
         manifest, self._scaling = None, None
@@ -389,6 +412,23 @@ class Loader:
         self._epoch = _integer("set_epoch: epoch", epoch, 0, (1 << 64) - 1)
         self._position = 0
         self._finished = None
+
+    @property
+    def dataset(self):
+        """The split as a map-style Dataset of (input, target), as DataLoader's
+        .dataset: len(loader.dataset) is the split's size over all ranks
+        (what a script divides its summed test loss by), .classes its classes."""
+        if self._dataset is None:
+            self._dataset = Dataset(self.path, split=self.split, as_tuple=True, input_field=self._fields[0],
+                                    target_field=self._fields[1])
+        return self._dataset
+
+    @property
+    def sampler(self):
+        """DistributedSampler's face of this loader: set_epoch(e) and len()
+        (samples this rank gets an epoch), for a script that calls
+        loader.sampler.set_epoch(epoch)."""
+        return _Sampler(self)
 
     def __len__(self):
         """Batches this rank gets in the coming iteration (the last may be smaller, unless drop_last)."""

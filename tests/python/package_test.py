@@ -206,6 +206,25 @@ class PackageTest(unittest.TestCase):
                                     sampler_drop_last=sampler_drop_last)
             self.assertEqual(sum(len(y) for _, y in loader), per_rank)
 
+    def test_a_loop_written_for_dataloader_finds_its_attributes(self):
+        # PyTorch's MNIST example logs batch_idx * len(data) of len(train_loader.dataset) and divides its summed
+        # test loss by len(test_loader.dataset); DDP scripts call train_loader.sampler.set_epoch(epoch).
+        loader = granary.Loader(self.dbs["ids"], batch_size=100, rank=1, world=2, threads=1)
+        self.assertEqual((loader.batch_size, len(loader), len(loader.dataset)), (100, 6, 1001))
+        self.assertEqual(len(loader.sampler), 501)  # this rank's samples, one padded
+        self.assertEqual((loader.sampler.rank, loader.sampler.num_replicas), (1, 2))
+        self.assertEqual(loader.dataset.classes, loader.classes)
+        x, y = loader.dataset[0]
+        self.assertEqual(int(y), 0)
+        loader.sampler.set_epoch(3)
+        self.assertEqual(loader.sampler.epoch, 3)
+        by_sampler = torch.cat([y for _, y in loader])
+        other = granary.Loader(self.dbs["ids"], batch_size=100, rank=1, world=2, threads=1)
+        other.set_epoch(3)
+        self.assertTrue(torch.equal(by_sampler, torch.cat([y for _, y in other])))
+        other.set_epoch(4)
+        self.assertFalse(torch.equal(by_sampler, torch.cat([y for _, y in other])))
+
     def test_two_iterators_of_one_loader_never_share_its_stream(self):
         loader = granary.Loader(self.dbs["ids"], batch_size=100, threads=2)
         with self.assertRaises(granary.FailedPreconditionError):
