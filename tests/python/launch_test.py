@@ -248,6 +248,37 @@ class LaunchTest(unittest.TestCase):
         self.assertNotIn("take turns", self.launch("--ranks", "1", PYTHON, greedy, str(cpus)).stderr)
         self.assertNotIn("take turns", self.launch("--ranks", "2", "--threads", "1", PYTHON, greedy, "1").stderr)
 
+    def test_a_script_that_passes_its_own_rank_and_world_size_is_told_so(self):
+        # Written for `python3 train.py --rank R --world-size N` by hand: argparse's defaults under launch.
+        own = os.path.join(self.dir, "own.py")
+        with open(own, "w") as f:
+            f.write(textwrap.dedent("""
+                import argparse, torch, torch.distributed as dist
+                parser = argparse.ArgumentParser()
+                parser.add_argument("--rank", type=int, default=0)
+                parser.add_argument("--world-size", type=int, default=1)
+                args = parser.parse_args()
+                dist.init_process_group("gloo", rank=args.rank, world_size=args.world_size)
+                model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 1))
+                opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                for _ in range(25):
+                    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()
+            """))
+        took_rank_0 = "two ranks took rank 0: the script passes rank= of its own to init_process_group"
+        rank_0_lost = "or by another program (--master-port to choose another port)"
+        # Both ranks serve a store on MASTER_PORT: the one that binds second fails, unless the first has ended by
+        # then, and then each trains alone in a group of one: either is said.
+        r = self.launch("--ranks", "2", PYTHON, own)
+        if r.returncode == 0:
+            self.assertIn("launch: rank 0 took 20 optimizer steps in a process group of 1 rank(s) (as rank 0), where "
+                          "launch started 2: the script passed world_size= (and rank=) of its own", r.stderr)
+        else:
+            self.assertTrue(took_rank_0 in r.stderr or rank_0_lost in r.stderr, r.stderr)
+        r = self.launch("--ranks", "2", PYTHON, own, "--world-size", "2")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertTrue(took_rank_0 in r.stderr or rank_0_lost in r.stderr, r.stderr)
+        self.assertNotIn("process group of", self.launch("--ranks", "1", PYTHON, own).stderr)  # one rank: its world
+
     def test_a_rank_that_exits_3_is_named_and_its_status_kept(self):
         r = self.launch("--ranks", "2", PYTHON, self.script("fail.py"), "exit3")
         self.assertEqual(r.returncode, 3, r.stderr)

@@ -122,6 +122,22 @@ TEST(CpuAdvice, NamesWhatAGpuScriptChangesToRunOnCpus) {
   EXPECT_EQ(CpuAdvice("ValueError: a bad batch"), "");
 }
 
+// A script that passes rank=0 of its own (argparse's default) to
+// init_process_group under launch: two ranks serve the rendezvous on
+// MASTER_PORT, and the one that finds it taken says torch's words alone.
+TEST(RendezvousAdvice, TwoRanksServingTheStoreAreSaidToHaveTakenRank0) {
+  const std::string taken = "RuntimeError: The server socket has failed to listen on any local network address. The "
+                            "server socket has failed to bind to [::]:43347 (errno: 98 - Address already in use).";
+  EXPECT_NE(RendezvousAdvice(taken, 1, "43347").find("as rank 0 alone does, so two ranks took rank 0: the script "
+                                                     "passes rank= of its own to init_process_group"),
+            std::string::npos);
+  const std::string rank_0 = RendezvousAdvice(taken, 0, "43347");
+  EXPECT_NE(rank_0.find("MASTER_PORT 43347 was taken when rank 0 served the rendezvous there"), std::string::npos);
+  EXPECT_NE(rank_0.find("or by another program (--master-port"), std::string::npos);
+  EXPECT_EQ(RendezvousAdvice(taken, 1, "29500"), "");  // another port: not the rendezvous's
+  EXPECT_EQ(RendezvousAdvice("ValueError: a bad batch", 1, "43347"), "");
+}
+
 // A script run by a python3 without torch (a venv, pyenv's, conda's first
 // on PATH) while another python3 has it: its error names the one that has.
 TEST(MissingModuleAdvice, NamesAPython3ThatHasTheModule) {

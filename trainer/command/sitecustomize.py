@@ -172,7 +172,10 @@ def _warn_if_alone():
     once: the job is then that many separate trainings, not one."""
     world = _world_if_rank_0()
     dist = sys.modules.get("torch.distributed")
-    if not world or (dist is not None and dist.is_initialized()):
+    if not world:
+        return
+    if dist is not None and dist.is_initialized():
+        _warn_if_another_world(dist, world)
         return
     hint = ""
     script = getattr(sys.modules.get("__main__"), "__file__", None)
@@ -210,6 +213,21 @@ def _warn_if_oversubscribed():
           f"OMP_NUM_THREADS), over the {cpus} CPU(s) the rank has: they take turns on them, and every step is "
           f"slower. launch gave each rank {_LAUNCH_THREADS}; leave the threads to it (--threads N chooses them, "
           f"--tune measures them: neither can while the script sets its own).", file=sys.stderr, flush=True)
+
+
+def _warn_if_another_world(dist, world):
+    """Rank 0 of several, in a process group of another size than launch's
+    job (the script passed world_size= and rank= of its own to
+    init_process_group, argparse's defaults 1 and 0: every rank then trains
+    alone in a group of one), says so once."""
+    joined = dist.get_world_size()
+    if joined == world:
+        return
+    print(f"launch: rank 0 took {_ALONE_AFTER_STEPS} optimizer steps in a process group of {joined} rank(s) (as rank "
+          f"{dist.get_rank()}), where launch started {world}: the script passed world_size= (and rank=) of its own "
+          f"to init_process_group, and its groups train apart. Leave them out (env:// reads WORLD_SIZE and RANK, "
+          f"which launch sets), or pass int(os.environ['WORLD_SIZE']) and int(os.environ['RANK']).",
+          file=sys.stderr, flush=True)
 
 
 def _patch_spawn(module):

@@ -77,6 +77,21 @@ std::string CpuAdvice(const std::string& message) {
   return "";
 }
 
+std::string RendezvousAdvice(const std::string& message, int rank, const std::string& master_port) {
+  if (master_port.empty() || message.find("Address already in use") == std::string::npos ||
+      message.find(":" + master_port + " ") == std::string::npos) {
+    return "";
+  }
+  const std::string own_rank = "the script passes rank= of its own to init_process_group (argparse's default?); "
+                               "leave it out (env:// reads RANK, which launch sets), or pass int(os.environ['RANK'])";
+  if (rank != 0) {
+    return "it served the rendezvous on MASTER_PORT " + master_port + ", as rank 0 alone does, so two ranks took "
+           "rank 0: " + own_rank;
+  }
+  return "MASTER_PORT " + master_port + " was taken when rank 0 served the rendezvous there: by another rank that "
+         "took rank 0 too (" + own_rank + "), or by another program (--master-port to choose another port)";
+}
+
 namespace {
 
 // Whether `python` finds top-level module `module`, asked for at most

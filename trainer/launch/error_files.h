@@ -42,6 +42,13 @@ class RankErrorFiles {
 // device_ids given to DistributedDataParallel); "" for any other error.
 std::string CpuAdvice(const std::string& message);
 
+// Where `message` says rank `rank` (global) could not serve a store on
+// `master_port` (its MASTER_PORT) as the address was in use: two ranks took
+// rank 0, the script passing rank= of its own to init_process_group (or,
+// for rank 0, another program holds the port); that, as advice. "" for any
+// other error.
+std::string RendezvousAdvice(const std::string& message, int rank, const std::string& master_port);
+
 // Where `message` is Python's "ModuleNotFoundError: No module named 'X'"
 // and `python` (the program that ran the script) is not the only python3
 // on `path` (a PATH; /usr/bin/python3 too): those that have X, as advice

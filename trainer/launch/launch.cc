@@ -149,6 +149,15 @@ StatusOr<std::vector<std::unique_ptr<OutputRelay>>> MakeRelays(const LaunchOptio
   return relays;
 }
 
+// The value of `name` in local rank `rank`'s own variables (rank_env), or "".
+std::string RankVariable(const LaunchOptions& o, int rank, const std::string& name) {
+  if (static_cast<size_t>(rank) >= o.rank_env.size()) return "";
+  for (const std::string& var : o.rank_env[rank]) {
+    if (var.compare(0, name.size() + 1, name + "=") == 0) return var.substr(name.size() + 1);
+  }
+  return "";
+}
+
 // A line on how rank `rank`, forked here, ended with `wstatus` (not 0): killed
 // by a signal, or, for a command, its exit status and the exception it
 // recorded in its error file, if any; "" for a train rank that exited (it
@@ -164,6 +173,7 @@ std::string RankExitLine(const LaunchOptions& o, int rank, int wstatus, const Ra
   if (o.kind == RankKind::kCommand) {
     const std::string recorded = errors != nullptr ? errors->Message(rank) : "";
     std::string advice = CpuAdvice(recorded);
+    if (advice.empty()) advice = RendezvousAdvice(recorded, o.first_rank + rank, RankVariable(o, rank, "MASTER_PORT"));
     if (advice.empty()) advice = MissingModuleAdvice(recorded, o.program, o.parent.Get("PATH"));
     return RankName(o, rank) + " exited with status " + std::to_string(WEXITSTATUS(wstatus)) +
            (recorded.empty() ? "" : " (" + recorded + ")") + (advice.empty() ? "" : ": " + advice) + others;
