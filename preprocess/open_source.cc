@@ -10,6 +10,8 @@
 #include "preprocess/numpy_files.h"
 #include "preprocess/other_media.h"
 #include "preprocess/source.h"
+#include "store/db.h"
+#include "store/db_writer.h"
 
 namespace granary {
 namespace {
@@ -272,6 +274,15 @@ StatusOr<Source> OpenImagesFromFlags(const RawOptions& o, std::map<std::string, 
   return OpenImageFolderSource(o.raw, images);
 }
 
+// The refusal of a RAW that is a granary db: what to do with it instead.
+std::string AlreadyADb(const std::string& raw) {
+  StatusOr<std::unique_ptr<DbReader>> db = DbReader::Open(raw);
+  const std::string from = db.ok() ? db.value()->manifest().source_path : "";
+  return raw + ": is a granary db (what prep build makes" + (from.empty() ? "" : ", this one from " + from) +
+         "), not raw data: train on it (train --db " + raw + "), or read it (prep info, granary.Loader)" +
+         (from.empty() ? "" : "; to build it again, build from " + from);
+}
+
 // RAW's format as detected or given ("images" read as "image-folder"), or
 // the refusal of a RAW that holds no dataset: an empty folder, a path
 // spelt as no local one is, a NumPy file or one image.
@@ -284,6 +295,7 @@ StatusOr<std::string> FormatOf(const RawOptions& o) {
   if (!std::filesystem::exists(o.raw, ec)) {
     if (const std::string hint = MissingRawHint(o.raw); !hint.empty()) return Status::NotFound(o.raw + hint);
   }
+  if (IsGranaryDb(o.raw)) return Status::InvalidArgument(AlreadyADb(o.raw));
   const std::string format = o.format == "auto" ? DetectFormat(o.raw) : o.format;
   if (format == "csv" && std::filesystem::is_regular_file(o.raw, ec)) {  // a NumPy file or an image, not a table
     if (const std::string numpy = NumpyAdvice(o.raw, o.db); !numpy.empty()) return Status::InvalidArgument(numpy);

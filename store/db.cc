@@ -148,20 +148,38 @@ std::string RawDataNote(const std::string& path) {
   return raw ? "; it looks like raw data: `prep build " + path + " DB` makes a db of it" : "";
 }
 
+// For a path inside a db (its split folder, a shard): "; it lies inside the
+// db DB: name the db itself", by the manifest one or two levels up; "" otherwise.
+std::string InsideDbNote(const std::string& path) {
+  fs::path up = fs::path(path).lexically_normal();
+  if (!up.has_filename()) up = up.parent_path();  // "db/train/" names db/train
+  for (int level = 0; level < 2 && up.has_parent_path(); ++level) {
+    up = up.parent_path();
+    std::error_code ec;
+    if (fs::is_regular_file(up / format::kManifestFile, ec)) {
+      return "; it lies inside the db " + up.string() + ": name the db itself";
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<DbReader>> DbReader::Open(const std::string& path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec)) {
     if (!fs::exists(path, ec)) return Status::NotFound(path + ": no such db directory" + BuildInProgressNote(path));
-    return Status::InvalidArgument(path + ": is not a granary db (not a directory)" + RawDataNote(path));
+    std::string hint = InsideDbNote(path);
+    if (hint.empty()) hint = RawDataNote(path);
+    return Status::InvalidArgument(path + ": is not a granary db (not a directory)" + hint);
   }
   const std::string manifest_path = path + "/" + format::kManifestFile;
   std::string text;
   Status read = ReadBoundedFile(manifest_path, format::kMaxManifestBytes, &text);
   if (read.code() == Status::Code::kNotFound) {
-    std::string hint =
-        fs::exists(path + format::kPartialSuffix, ec) ? " (a build of it did not finish)" : RawDataNote(path);
+    std::string hint = fs::exists(path + format::kPartialSuffix, ec) ? " (a build of it did not finish)"
+                                                                    : InsideDbNote(path);
+    if (hint.empty()) hint = RawDataNote(path);
     return Status::NotFound(path + ": is not a granary db: " + format::kManifestFile + " not found" + hint);
   }
   GRANARY_RETURN_IF_ERROR(read);

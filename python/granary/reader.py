@@ -125,6 +125,19 @@ def hash_string(value):
     return f"xxh64:{value:016x}"
 
 
+def _inside_db_note(path):
+    """For a folder inside a db (its split folder): "; it lies inside the db
+    DB: name the db itself", as the C++ reader says it; "" otherwise."""
+    up = os.path.normpath(path)
+    for _ in range(2):
+        up = os.path.dirname(up)
+        if not up:
+            return ""
+        if os.path.isfile(os.path.join(up, "manifest.json")):
+            return f"; it lies inside the db {up}: name the db itself"
+    return ""
+
+
 class Db:
     """A db directory: its manifest, dictionary and splits."""
 
@@ -135,7 +148,7 @@ class Db:
         if not os.path.isdir(path):
             raise NotFoundError(f"{path}: no such db directory")
         if not os.path.exists(manifest_path):
-            raise NotFoundError(f"{path}: is not a granary db: manifest.json not found")
+            raise NotFoundError(f"{path}: is not a granary db: manifest.json not found{_inside_db_note(path)}")
         self.manifest = decode_names(read_manifest(manifest_path))
         if self.manifest.get("format") != "granary-db":
             raise CorruptionError(f"{manifest_path}: format is not granary-db")

@@ -123,6 +123,11 @@ TEST_F(EndToEnd, ForceNeverDeletesTheInputOrWhatIsNotADb) {
                      "db: was built with other options (limit: 100 -> 0): pass --force to rebuild it with these");
   ASSERT_EQ(RunCommand(kPrep + " build " + raw + " " + dir_.Sub("db") + opts, dir_).exit_code, 0);
   EXPECT_EQ(RunCommand(kPrep + " verify " + dir_.Sub("db"), dir_).exit_code, 0);
+  // A db given as RAW (to copy it, or as if it were the raw data): said so, with its source, and nothing written.
+  ExpectOneLineError(RunCommand(kPrep + " build " + dir_.Sub("db") + " " + dir_.Sub("copy") + " --no-progress", dir_),
+                     dir_.Sub("db") + ": is a granary db (what prep build makes, this one from " + raw +
+                         "), not raw data: train on it (train --db " + dir_.Sub("db") + ")");
+  EXPECT_FALSE(fs::exists(dir_.Sub("copy")));
 }
 
 TEST_F(EndToEnd, TwoBuildsOfOnePathNeverPublishACorruptDb) {

@@ -394,6 +394,12 @@ class PackageTest(unittest.TestCase):
             with self.assertRaises(granary.NotFoundError) as caught:
                 make()
             self.assertEqual(str(caught.exception), prep_error("info", not_a_db))
+        split_folder = os.path.join(self.dbs["idx"], "train")  # a db's split folder where the db goes
+        for backend in ("native", "python"):
+            with self.assertRaises(granary.NotFoundError) as caught:
+                granary.Dataset(split_folder, backend=backend)
+            self.assertEqual(str(caught.exception), prep_error("info", split_folder))
+            self.assertIn(f"it lies inside the db {self.dbs['idx']}: name the db itself", str(caught.exception))
         with self.assertRaises(granary.NotFoundError):
             granary.Dataset(self.dbs["csv"], split="test")
 

@@ -221,6 +221,26 @@ TEST(Db, NonDbDirectoriesAreRejectedClearly) {
   }
 }
 
+// `train --db db/train`, a split folder of the db (or its shard file)
+// named where the db goes: the db is named.
+TEST(Db, AFolderOrFileInsideADbNamesTheDb) {
+  TempDir dir;
+  const std::string db = dir.Sub("db");
+  WriteDb(db, 10, 1);
+  std::string shard;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(db)) {
+    if (entry.path().extension() == ".mdb") shard = entry.path().string();
+  }
+  ASSERT_FALSE(shard.empty());
+  const std::string split = std::filesystem::path(shard).parent_path().string();
+  for (const std::string& inside : {split, split + "/", shard}) {
+    const Status opened = DbReader::Open(inside).status();
+    EXPECT_NE(opened.message().find(inside + ": is not a granary db"), std::string::npos) << opened.ToString();
+    EXPECT_NE(opened.message().find("; it lies inside the db " + db + ": name the db itself"), std::string::npos)
+        << opened.ToString();
+  }
+}
+
 TEST(Db, MalformedOrNewerManifestIsRejected) {
   TempDir dir;
   const std::string path = dir.Sub("db");
