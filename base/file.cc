@@ -165,14 +165,6 @@ StatusOr<std::pair<int, std::string>> CreateTemporary(const std::string& path,
   return Status::IOError(path, "create a temporary file beside", err);
 }
 
-// Async-signal-safe: unlinks every published temporary file, then dies of
-// the signal as it would have without the handler.
-extern "C" void RemoveTemporariesAndDie(int sig) {
-  RemoveTemporaryFilesNow();
-  ::signal(sig, SIG_DFL);
-  ::raise(sig);
-}
-
 std::string DirectoryOf(const std::string& path) {
   const size_t slash = path.rfind('/');
   if (slash == std::string::npos) return ".";
@@ -218,6 +210,14 @@ void RemoveTemporaryFilesNow() {
   for (TemporarySlot& slot : g_temporaries) {
     if (slot.state.load() == kReady) ::unlink(slot.path);
   }
+}
+
+// Async-signal-safe: unlinks every published temporary file, then dies of
+// the signal as it would have without the handler.
+extern "C" void RemoveTemporariesAndDie(int sig) {
+  RemoveTemporaryFilesNow();
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
 }
 
 void RemoveTemporariesOnStopSignals() {

@@ -75,6 +75,9 @@ void RemoveTemporariesOnStopSignals();
 // Removes the temporary files WriteFileAtomically is writing, now
 // (async-signal-safe: for a program's own signal handler).
 void RemoveTemporaryFilesNow();
+// The handler RemoveTemporariesOnStopSignals installs, for a program's own
+// to end with: RemoveTemporaryFilesNow, then `sig`'s default action.
+extern "C" void RemoveTemporariesAndDie(int sig);
 
 // The name of the file whose temporary file WriteFileAtomically would name
 // `name` (a file name, no directory): BASE for "BASE.tmp-XXXXXX", or for

@@ -82,9 +82,7 @@ void SweepPeerBoards() {
 // the default action.
 void EndBySignal(int sig) {
   HeartbeatEnd(RankEnd::kSignalled, sig);
-  RemoveTemporaryFilesNow();
-  ::signal(sig, SIG_DFL);
-  ::raise(sig);
+  RemoveTemporariesAndDie(sig);
 }
 
 // A rank started through mpirun is mpirun's child, not the launcher's: it
