@@ -1,5 +1,6 @@
 #include "trainer/features/checkpoints/run_checkpointer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <utility>
@@ -79,7 +80,7 @@ Status RunCheckpointer::Save(RunPosition at, double loss_sum, double samples, co
 StatusOr<Flow> RunCheckpointer::AfterStep(RankState& state, const StepEvent& step) {
   bool stop = false;  // at an epoch's end, the epoch's checkpoint and a stop follow (AfterEpoch)
   if (!step.epoch_end) {
-    GRANARY_ASSIGN_OR_RETURN(stop, AgreeOnStop());
+    GRANARY_ASSIGN_OR_RETURN(stop, StopAgreedAfterStep());
   }
   const int every = config_.checkpoint.every;
   if (!step.epoch_end && (stop || (every > 0 && state.global_step % every == 0))) {
@@ -103,16 +104,29 @@ StatusOr<Flow> RunCheckpointer::AfterEpoch(RankState& state, const EpochEvent& e
   return stop && !epoch.last ? Flow::kStop : Flow::kGoOn;
 }
 
-StatusOr<bool> RunCheckpointer::AgreeOnStop() {
+StatusOr<bool> RunCheckpointer::StopAgreedAfterStep() {
+  ++steps_;  // counted alike on every rank: each takes every step
+  if (steps_ == kCalibrateFrom) calibration_start_ = std::chrono::steady_clock::now();
+  if (steps_ != kCalibrateTo) return steps_ % agree_every_ == 0 ? AgreeOnStop() : StatusOr<bool>(false);
+  const std::chrono::duration<double> measured = std::chrono::steady_clock::now() - calibration_start_;
+  return AgreeOnStop(rank_ == 0 ? measured.count() / static_cast<double>(kCalibrateTo - kCalibrateFrom) : 0);
+}
+
+StatusOr<bool> RunCheckpointer::AgreeOnStop(double step_s) {
   // How many ranks were asked, and the sum of their signals: a sum over
   // ranks, so every rank stops at this step if any was asked (each may have
-  // had the signal a step apart).
-  torch::Tensor asked = torch::zeros({2}, torch::kFloat64);
+  // had the signal a step apart). Rank 0's step time, where given, comes
+  // back as it was (the others add 0), so every rank computes one count.
+  torch::Tensor asked = torch::zeros({3}, torch::kFloat64);
   if (const int sig = StopSignal(); sig != 0) {
     asked[0] = 1;
     asked[1] = sig;
   }
+  asked[2] = step_s;
   GRANARY_RETURN_IF_ERROR(comm_.AllReduceSum(asked));
+  if (const double agreed_s = asked[2].item<double>(); agreed_s > 0) {
+    agree_every_ = std::clamp<int64_t>(static_cast<int64_t>(kAgreeEvery_s / agreed_s), 1, kMaxAgreeEvery);
+  }
   const double ranks = asked[0].item<double>();
   if (ranks == 0) return false;
   SetAgreedStop(static_cast<int>(asked[1].item<double>() / ranks + 0.5));  // the ranks' one signal, as a rule

@@ -6,12 +6,14 @@
 // due while the one before is still being written is skipped, with a note;
 // the run's last is kept and written after the run's last collective
 // (AfterRun). A stop signal (stop_signal.h) noted by any rank stops them all
-// after the same step, whose checkpoint is the run's last. Training thread
+// after the same step (within about half a second), whose checkpoint is the
+// run's last. Training thread
 // only.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <optional>
 #include <string>
 
@@ -50,9 +52,18 @@ class RunCheckpointer : public RunHook {
   Status AfterRun(RankState& state, std::vector<EpochReport>* reports) override;
 
  private:
-  // Whether any rank has been asked to stop (a collective, after each step
-  // and epoch): then SetAgreedStop has the signal.
-  StatusOr<bool> AgreeOnStop();
+  // Whether any rank has been asked to stop (a collective, after each
+  // epoch, and after every `agree_every_` steps): then SetAgreedStop has the
+  // signal. `step_s`: rank 0's mean step time, which the ranks then agree
+  // on too, or 0.
+  StatusOr<bool> AgreeOnStop(double step_s = 0);
+  // After a step: whether the ranks agree on a stop now. Every step at first;
+  // from kCalibrateTo steps on, once every agree_every_ steps (rank 0's step
+  // time from kCalibrateFrom to kCalibrateTo, agreed: the same count on
+  // every rank), about every kAgreeEvery_s: a tiny collective after every
+  // step of a small model (the CSV's MLP: 4 ms a step) cost 8% of its
+  // speed, and every 8 steps still 4%; a stop then waits at most that long.
+  StatusOr<bool> StopAgreedAfterStep();
   // The checkpoint of position `at` (its world and losses filled in here):
   // this rank's epoch-so-far `loss_sum` and `samples`, and its gradient
   // compression's state (every rank's goes to rank 0). `final`: the run's
@@ -78,6 +89,11 @@ class RunCheckpointer : public RunHook {
   CheckpointWriter writer_;
   std::optional<CheckpointHeader> final_;
   SavedCompression final_compression_;
+  static constexpr int64_t kCalibrateFrom = 5, kCalibrateTo = 25, kMaxAgreeEvery = 1000;
+  static constexpr double kAgreeEvery_s = 0.5;
+  int64_t steps_ = 0;  // steps this process has taken
+  int64_t agree_every_ = 1;
+  std::chrono::steady_clock::time_point calibration_start_;
 };
 
 }  // namespace granary
