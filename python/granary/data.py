@@ -294,7 +294,7 @@ class _Sampler:
 
     def __init__(self, loader):
         self._of = loader
-        self.rank, self.num_replicas = loader._args[3], loader._args[4]
+        self.rank, self.num_replicas = loader._rank_world
 
     @property
     def epoch(self):
@@ -366,6 +366,7 @@ class Loader:
         self.channels_last = channels_last
         self.batch_size = self._batch = batch_size
         self.split = split
+        self._rank_world = (rank, world)
         self._fields = (input_field, target_field)
         self._dataset = None  # .dataset, made when first asked for
         self.drop_last = bool(drop_last)

@@ -7,8 +7,7 @@
 // the run's last is kept and written after the run's last collective
 // (AfterRun). A stop signal (stop_signal.h) noted by any rank stops them all
 // after the same step (within about half a second), whose checkpoint is the
-// run's last. Training thread
-// only.
+// run's last. Training thread only.
 #pragma once
 
 #include <torch/torch.h>
