@@ -6,7 +6,7 @@
 // due while the one before is still being written is skipped, with a note;
 // the run's last is kept and written after the run's last collective
 // (AfterRun). A stop signal (stop_signal.h) noted by any rank stops them all
-// after the same step (within about half a second), whose checkpoint is the
+// after the same step (within about a fifth of a second), whose checkpoint is the
 // run's last. Training thread only.
 #pragma once
 
@@ -61,7 +61,8 @@ class RunCheckpointer : public RunHook {
   // time from kCalibrateFrom to kCalibrateTo, agreed: the same count on
   // every rank), about every kAgreeEvery_s: a tiny collective after every
   // step of a small model (the CSV's MLP: 4 ms a step) cost 8% of its
-  // speed, and every 8 steps still 4%; a stop then waits at most that long.
+  // speed, and every 8 steps still 4%. A stop then waits at most that long,
+  // well inside the 1 s mpirun leaves its ranks between SIGTERM and SIGKILL.
   StatusOr<bool> StopAgreedAfterStep();
   // The checkpoint of position `at` (its world and losses filled in here):
   // this rank's epoch-so-far `loss_sum` and `samples`, and its gradient
@@ -89,7 +90,7 @@ class RunCheckpointer : public RunHook {
   std::optional<CheckpointHeader> final_;
   SavedCompression final_compression_;
   static constexpr int64_t kCalibrateFrom = 5, kCalibrateTo = 25, kMaxAgreeEvery = 1000;
-  static constexpr double kAgreeEvery_s = 0.5;
+  static constexpr double kAgreeEvery_s = 0.2;
   int64_t steps_ = 0;  // steps this process has taken
   int64_t agree_every_ = 1;
   std::chrono::steady_clock::time_point calibration_start_;
