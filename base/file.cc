@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -281,6 +282,27 @@ Status FsyncPath(const std::string& path) {
   ::close(fd);
   if (rc != 0) return Status::IOError(path, "fsync", err);
   return Status::OK();
+}
+
+int64_t FreeDiskBytes(const std::string& path) {
+  struct statvfs fs {};
+  if (::statvfs(path.c_str(), &fs) != 0) return -1;
+  return static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+}
+
+std::string ApproxBytes(double bytes) {
+  const char* unit = "kB";
+  double value = bytes / 1e3;
+  if (bytes >= 1e9) {
+    unit = "GB";
+    value = bytes / 1e9;
+  } else if (bytes >= 1e6) {
+    unit = "MB";
+    value = bytes / 1e6;
+  }
+  char text[32];
+  std::snprintf(text, sizeof(text), value < 10 ? "%.1f %s" : "%.0f %s", value, unit);
+  return text;
 }
 
 void RaiseOpenFileLimit() {

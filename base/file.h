@@ -100,6 +100,13 @@ int WriteAll(int fd, const char* data, size_t n);
 // fsync of a file or directory (a directory's, after a rename into it).
 Status FsyncPath(const std::string& path);
 
+// Bytes free to this process on the file system holding `path` (a file or
+// directory that exists), or -1 where statvfs cannot say.
+int64_t FreeDiskBytes(const std::string& path);
+
+// A size for a message, to two or three figures: "4.1 GB", "850 MB", "12 kB".
+std::string ApproxBytes(double bytes);
+
 // Raises this process's soft limit on open files to its hard limit: a reader
 // keeps two descriptors per shard, and a db may have thousands of shards.
 void RaiseOpenFileLimit();

@@ -30,6 +30,11 @@ Status Status::WithContext(const std::string& context) const {
   return Status(code_, context + ": " + message_);
 }
 
+Status Status::WithNote(const std::string& note) const {
+  if (ok()) return *this;
+  return Status(code_, message_ + note);
+}
+
 void AbortOnValueOfError(const Status& status) {
   std::fprintf(stderr, "granary: the value of a StatusOr that holds %s was read (a bug: it was not checked)\n",
                status.ok() ? "no value (made from an OK Status)" : status.ToString().c_str());

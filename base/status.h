@@ -42,6 +42,8 @@ class [[nodiscard]] Status {
   std::string ToString() const;
   // Returns a copy whose message starts with `context + ": "`.
   Status WithContext(const std::string& context) const;
+  // Returns a copy whose message ends with `note` (what to do about it).
+  Status WithNote(const std::string& note) const;
 
   // Marks a deliberately ignored status; greppable.
   void PermitUncheckedError() const {}

@@ -191,6 +191,11 @@ Status BuildSplit(const SourceInfo& info, const SplitSource& split, const BuildO
       }
       *next_item = block->items.back()->index + 1;
       failure = writer->Append(block->value, block->payload_hashes);
+      std::string warning = writer->TakeDiskWarning();
+      if (!warning.empty()) {
+        if (options.on_warning) options.on_warning(warning);
+        total->warnings.push_back(std::move(warning));
+      }
     }
     if (!failure.ok()) stop.store(true);
     return released;
@@ -424,6 +429,7 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
   wopts.overwrite = options.overwrite;
   wopts.inputs = {source.info.path};
   if (options.records_per_commit > 0) wopts.records_per_commit = options.records_per_commit;
+  for (const auto& split : source.splits) wopts.expected_samples += split->size();
   ResumePoint resume;
   GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<DbWriter> writer,
                            DbWriter::Create(wopts, options.resume ? &resume : nullptr));

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -65,6 +66,9 @@ struct BuildOptions {
   bool resume = false;
   // Records per write transaction (and so per journal update); 0: the store's default.
   size_t records_per_commit = 0;
+  // Told, as the build goes on, what it should know before the build ends
+  // (the db will not fit on its disk); the summary's `warnings` keep it.
+  std::function<void(const std::string&)> on_warning;
 };
 
 // What the manifest records as the options a db was built with: how the
@@ -103,6 +107,7 @@ struct BuildSummary {
   std::string dictionary_note;    // why there is none, or what it was trained on
   std::string content_hash;
   std::vector<std::string> notes;  // what producing the items found (Source::produced_notes)
+  std::vector<std::string> warnings;  // as BuildOptions::on_warning was told them
 };
 
 // The time now as a manifest's created_utc: "2026-12-04T18:00:00Z".

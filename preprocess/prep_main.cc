@@ -138,7 +138,8 @@ void PrintBuildSummary(const BuildArgs& a, const granary::Source& source, const 
                         {"reused", reused},
                         {"splits", nlohmann::json::array()},
                         {"rejected_items", nlohmann::json::array()},
-                        {"notes", AllNotes(source.info.notes, s.notes)}};
+                        {"notes", AllNotes(source.info.notes, s.notes)},
+                        {"warnings", s.warnings}};
     for (const auto& split : s.splits) {
       j["splits"].push_back(
           {{"name", split.name}, {"read", split.read}, {"written", split.written}, {"rejected", split.rejected}});
@@ -199,6 +200,10 @@ int RunBuild(BuildArgs& a) {
   o.max_reject_fraction = a.max_rejects;
   o.show_progress = !a.no_progress && ::isatty(STDERR_FILENO);
   o.cancel = &g_cancel;
+  o.on_warning = [progress = o.show_progress](const std::string& warning) {
+    // Above the progress line, which is drawn again after it.
+    std::fprintf(stderr, "%sprep: warning: %s\n", progress ? "\r\033[K" : "", granary::Printable(warning).c_str());
+  };
   uint64_t reused = 0;
   if (exists && !o.overwrite) {
     granary::StatusOr<granary::Source> updated = UpToDateOrUpdated(a, std::move(source).value(), &reused);

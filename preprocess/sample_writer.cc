@@ -294,6 +294,7 @@ StatusOr<std::unique_ptr<SampleWriter>> SampleWriter::Create(SampleWriterOptions
   w.builder = kBuilder;
   w.resume_with = "granary.write(..., resume=True)";
   if (impl->o.records_per_commit > 0) w.records_per_commit = impl->o.records_per_commit;
+  w.expected_samples = impl->o.expected_samples;
   ResumePoint resume;
   GRANARY_ASSIGN_OR_RETURN(impl->writer, DbWriter::Create(w, impl->o.resume ? &resume : nullptr));
   if (resume.resuming) GRANARY_RETURN_IF_ERROR(impl->Resume(resume));
@@ -303,6 +304,8 @@ StatusOr<std::unique_ptr<SampleWriter>> SampleWriter::Create(SampleWriterOptions
 const SampleWriterResume& SampleWriter::resumed() const { return impl_->resumed; }
 
 void SampleWriter::SetCallerState(std::string state) { impl_->caller_state = std::move(state); }
+
+std::string SampleWriter::TakeDiskWarning() { return impl_->writer->TakeDiskWarning(); }
 
 Status SampleWriter::BeginSplit(const std::string& name, uint64_t expected) {
   Impl& m = *impl_;

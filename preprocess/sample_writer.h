@@ -53,6 +53,9 @@ struct SampleWriterOptions {
   bool resume = false;
   std::string fingerprint;
   size_t records_per_commit = 0;  // and so per journal update; 0: the store's default
+  // Every split's samples together, where the caller knows them (0: not
+  // known): what DbWriterOptions::expected_samples projects the disk's room by.
+  uint64_t expected_samples = 0;
 };
 
 // Where a resumed write continues: splits finished (name, samples), the
@@ -114,6 +117,8 @@ class SampleWriter {
   // and the writer fails from there on.
   Status Add(std::vector<Sample> samples);
   Status EndSplit();
+  // DbWriter::TakeDiskWarning: once, that the rest will not fit on the disk.
+  std::string TakeDiskWarning();
   // Writes the manifest and publishes the db. InvalidArgument for a label
   // field that is not in the schema.
   StatusOr<SampleWriterSummary> Finish(const SampleLabels& labels);

@@ -41,7 +41,8 @@ class WriterHandle {
  public:
   WriterHandle(const std::string& path, const std::vector<std::tuple<std::string, std::string, Shape, std::string>>& fields,
                int zstd_level, const std::string& dictionary, int threads, bool overwrite, const std::string& source,
-               const std::map<std::string, std::string>& options, bool resume, const std::string& fingerprint) {
+               const std::map<std::string, std::string>& options, bool resume, const std::string& fingerprint,
+               uint64_t expected_samples) {
     SampleWriterOptions o;
     o.db_path = path;
     for (const auto& [name, dtype, shape, layout] : fields) {
@@ -59,6 +60,7 @@ class WriterHandle {
     o.options = options;
     o.resume = resume;
     o.fingerprint = fingerprint;
+    o.expected_samples = expected_samples;
     StatusOr<std::unique_ptr<SampleWriter>> writer = [&] {
       py::gil_scoped_release unlocked;
       return SampleWriter::Create(o);
@@ -99,6 +101,8 @@ class WriterHandle {
     py::gil_scoped_release unlocked;
     ThrowIfWriteError(writer_->Add(std::move(samples)));
   }
+
+  std::string TakeDiskWarning() { return writer_->TakeDiskWarning(); }
 
   void EndSplit() {
     py::gil_scoped_release unlocked;
@@ -195,14 +199,15 @@ void DefineWriter(py::module_& m) {
   py::class_<WriterHandle>(m, "Writer")
       .def(py::init<const std::string&, const std::vector<std::tuple<std::string, std::string, Shape, std::string>>&,
                     int, const std::string&, int, bool, const std::string&, const std::map<std::string, std::string>&,
-                    bool, const std::string&>(),
+                    bool, const std::string&, uint64_t>(),
            py::arg("path"), py::arg("fields"), py::arg("zstd_level"), py::arg("dictionary"), py::arg("threads"),
            py::arg("overwrite"), py::arg("source"), py::arg("options"), py::arg("resume") = false,
-           py::arg("fingerprint") = "")
+           py::arg("fingerprint") = "", py::arg("expected_samples") = 0)
       .def("resumed", &WriterHandle::Resumed)
       .def("set_state", &WriterHandle::SetState, py::arg("state"))
       .def("begin_split", &WriterHandle::BeginSplit, py::arg("name"), py::arg("expected") = 0)
       .def("add", &WriterHandle::Add, py::arg("columns"))
+      .def("take_disk_warning", &WriterHandle::TakeDiskWarning)
       .def("end_split", &WriterHandle::EndSplit)
       .def("finish", &WriterHandle::Finish, py::arg("label_field"), py::arg("num_classes"), py::arg("class_names"),
            py::arg("notes"));

@@ -60,6 +60,12 @@ struct DbWriterOptions {
   // "<path>.partial", or another kind of build resuming it, tells the user).
   std::string builder = "prep build";
   std::string resume_with = "prep build --resume";
+  // Every split's samples together, where the caller knows them ahead (0: not
+  // known). With it the writer projects, from a hundredth of them on, what the
+  // rest will take at the bytes a sample so far, and TakeDiskWarning() says
+  // so once where that is more than the disk has free: a build that will fill
+  // its disk hours on is told in its first minutes.
+  uint64_t expected_samples = 0;
 };
 
 // Where an interrupted build stopped, from the journal in "<path>.partial".
@@ -132,6 +138,9 @@ class DbWriter {
   Status EndSplit();
   // Samples appended to the current split so far.
   uint64_t split_count() const;
+  // A warning, once, that the rest of the expected samples will not fit on the
+  // db's disk (DbWriterOptions::expected_samples); "" until then, and after.
+  std::string TakeDiskWarning();
 
   // Fills in the manifest's format version, schema, splits and content hash,
   // writes it, and publishes the db under its final name (atomically

@@ -1,9 +1,9 @@
 #include "store/lmdb_handles.h"
 
-#include <sys/statvfs.h>
-
 #include <cerrno>
 #include <cstdint>
+
+#include "base/file.h"
 
 namespace granary::lmdb {
 
@@ -11,23 +11,11 @@ namespace granary::lmdb {
 // writes whole pages, so a full disk leaves less than a few pages free.
 constexpr int64_t kFullDiskBytes = int64_t{1} << 20;
 
-namespace {
-
-// Bytes free to this process on the file system holding `path`, or -1.
-int64_t FreeBytes(const std::string& path) {
-  struct statvfs fs;
-  const std::string dir = path.substr(0, path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/'));
-  if (::statvfs(dir.empty() ? "." : dir.c_str(), &fs) != 0) return -1;
-  return static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
-}
-
-}  // namespace
-
 Status Error(const std::string& path, const std::string& what, int rc) {
   // LMDB reports a write cut short by a full disk as EIO (a short pwrite),
   // not ENOSPC: the free space tells the two apart.
   if (rc == ENOSPC || rc == EDQUOT || rc == EIO) {
-    const int64_t free_bytes = FreeBytes(path);
+    const int64_t free_bytes = FreeDiskBytes(path);
     if (rc != EIO || (free_bytes >= 0 && free_bytes < kFullDiskBytes)) return Status::IOError(path, what, ENOSPC);
   }
   std::string msg = path + ": " + what + ": " + mdb_strerror(rc);

@@ -21,6 +21,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/comm/comm.h"
 #include "trainer/config/workload.h"
+#include "trainer/features/checkpoints/run_checkpointer.h"
 #include "trainer/features/checkpoints/stop_signal.h"
 #include "trainer/features/features.h"
 #include "trainer/launch/heartbeat.h"
@@ -109,17 +110,20 @@ Status CheckOutputPaths(const TrainConfig& config) {
 // that answers for it (the launcher, or rank 0 of a job started by torchrun,
 // mpirun or srun): the model fits the db (a dry forward, bounded by
 // --timeout), each feature's own checks (features/feature.h), every output
-// can be written, and bf16 on a CPU that only emulates it is warned of.
+// can be written, --checkpoint-dir's disk has room for the checkpoints, and
+// bf16 on a CPU that only emulates it is warned of.
 Status Preflight(const ResolvedRun& run) {
   const TrainConfig& c = run.config;
   // (A model past --timeout still runs on a thread: main then exits at once, DryForwardLeftRunning.)
-  GRANARY_RETURN_IF_ERROR(CheckModelFits(c, run.workload, ModelUse::kTrain));
+  ModelBytes model_bytes;
+  GRANARY_RETURN_IF_ERROR(CheckModelFits(c, run.workload, ModelUse::kTrain, &model_bytes));
   if (run.workload.regression && run.config.optim.label_smoothing > 0) {
     return Status::InvalidArgument("--label-smoothing: smooths class labels; the db's target '" +
                                    run.workload.target_field + "' is a number to predict");
   }
   for (const std::unique_ptr<Feature>& feature : AllFeatures()) GRANARY_RETURN_IF_ERROR(feature->Preflight(run));
   GRANARY_RETURN_IF_ERROR(CheckOutputPaths(c));
+  GRANARY_RETURN_IF_ERROR(CheckCheckpointRoom(c, model_bytes));
   if (c.model.precision == ComputeType::kBf16 && !CpuHasNativeBf16()) {
     std::fprintf(stderr,
                  "train: warning: this CPU has no native bf16 (AVX512-BF16 or AMX): bf16 runs emulated, "

@@ -38,6 +38,7 @@ import pickle
 import sys
 import tempfile
 import time
+import warnings
 
 import numpy as np
 
@@ -48,6 +49,15 @@ from .samples import (_Batch, _checked_label, _convert, _infer_schema, _label_fi
 from .write_workers import _write_with_workers
 
 __all__ = ["Writer", "write"]
+
+
+def _outside_granary():
+    """warnings.warn's stacklevel, from its caller, of the first frame outside this package: the user's line."""
+    frame, level = sys._getframe(1), 1
+    here = os.path.dirname(os.path.abspath(__file__))
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == here:
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _check_split_name(split):
@@ -106,6 +116,11 @@ class _Progress:
         of = f"/{total}" if total else ""
         print(f"\rgranary.write: {split}: {done}{of} samples, {rate:,.0f}/s{eta}   ", end="\n" if final else "",
               file=sys.stderr, flush=True)
+
+    def interrupt(self):
+        """Ends the line being redrawn, so that a warning printed next stands on a line of its own."""
+        if self.show and self.last:
+            print(file=sys.stderr, flush=True)
 
     def summary(self, path, s):
         """The write's last line: what the db holds and where it came from."""
@@ -292,8 +307,11 @@ class Writer:
         s = self._settings
         fingerprint = json.dumps({"source": s["source"], "label": self._label_name, "classes": self._classes,
                                   "splits": self._plan}, sort_keys=True)
+        counts = [count for _, count in self._plan or []]
+        expected = sum(counts) if counts and None not in counts else 0  # known for map-style datasets
         self._native = _native.Writer(self._db, [f.spec() for f in self._fields], s["zstd_level"], s["dictionary"],
-                                      s["threads"], s["overwrite"], s["source"], s["options"], s["resume"], fingerprint)
+                                      s["threads"], s["overwrite"], s["source"], s["options"], s["resume"], fingerprint,
+                                      expected)
         self._opened = True
         resumed = self._native.resumed()
         if resumed is not None:
@@ -352,13 +370,22 @@ class Writer:
         self._native.set_state(self._state())
         self._native.add(columns)
         self._index += count
+        self._warn_of_disk()
         self._progress.update(self._split, self._index, self._expected, self._start, first=self._first)
 
     def _flush(self):
         if self._batch is not None and len(self._batch):
             self._native.set_state(self._state())
             self._native.add(self._batch.columns())
+            self._warn_of_disk()
             self._progress.update(self._split, self._index, self._expected, self._start, first=self._first)
+
+    def _warn_of_disk(self):
+        """Once, where the rest of the samples will not fit on the db's disk (projected in C++)."""
+        warning = self._native.take_disk_warning()
+        if warning:
+            self._progress.interrupt()
+            warnings.warn(f"granary.write: {warning}", stacklevel=_outside_granary())
 
     def _state(self):
         """What a resumed write needs of this one (in the journal with each commit): the largest label so far."""

@@ -29,6 +29,49 @@ TEST_F(EndToEnd, ASlowCheckpointDiskDoesNotEndTheRun) {
   EXPECT_EQ(header["at"]["position"], 0) << header["at"];
 }
 
+// A --checkpoint-dir on a disk too small (a tmpfs in a private mount
+// namespace, as the full-disk prep test): with no room for one checkpoint the
+// run is refused before any rank starts; with room for two of the four
+// --keep 3 needs, it is warned of, and the checkpoint that does not fit ends
+// the run naming its size and the one to resume from; on the disk grown,
+// --resume continues from there.
+TEST_F(EndToEnd, ACheckpointDiskWithoutRoomIsSaidBeforeTheRunAndAtTheCheckpoint) {
+  if (RunCommand("unshare -rm true", dir_).exit_code != 0) GTEST_SKIP() << "no unshare: user namespaces are off";
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 2000 --no-progress", dir_).exit_code, 0);
+  const std::string disk = dir_.Sub("disk"), ck = disk + "/ck";
+  fs::create_directory(disk);
+  const std::string train = kTrain + " --db " + db + " --ranks 2 --epochs 3 --model resnet --eval-split \"\" " +
+                            "--checkpoint-dir " + ck;
+  auto r = RunCommand("unshare -rm sh -c 'mount -t tmpfs -o size=3m tmpfs " + disk + " && " + train +
+                          "; echo first $? >&2; mount -o remount,size=9m " + disk + " && " + train +
+                          "; echo second $? >&2; mount -o remount,size=64m " + disk + " && " + train + " --resume'",
+                      dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t second = r.err.find("first 1\n");
+  ASSERT_NE(second, std::string::npos) << r.err;
+  const std::string first_run = r.err.substr(0, second);
+  EXPECT_NE(first_run.find("train: --checkpoint-dir " + ck + ": its disk has 3.1 MB free, less than a checkpoint of "
+                           "this run takes, about 3.7 MB (the model and the optimizer's state): the run would end at "
+                           "its first checkpoint"),
+            std::string::npos)
+      << first_run;
+  EXPECT_EQ(first_run.find("rank 1"), std::string::npos) << first_run;  // refused before any rank started
+  EXPECT_NE(r.err.find("train: warning: --checkpoint-dir " + ck + ": its disk has 9.4 MB free, and its checkpoints, "
+                       "about 3.7 MB (the model and the optimizer's state) each, need 15 MB (--keep 3 and the next",
+                       second),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("No space left on device (errno 28): the checkpoint of step 96 (3.8 MB) does not fit; make "
+                       "room, or pass a smaller --keep or another --checkpoint-dir (--resume continues from " +
+                           ck + "/step-0000000064.ckpt)",
+                       second),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("second 1\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("resuming from " + ck + "/step-0000000064.ckpt"), std::string::npos) << r.err;
+}
+
 // Ctrl-C (SIGINT to the launcher and its ranks, as a terminal sends it)
 // or SIGTERM to the launcher while a checkpoint is being written (fsync made
 // slow, so the signal lands inside the write): the run stops, and no

@@ -595,6 +595,36 @@ class WriteTest(unittest.TestCase):
         self.assertTrue(400 < summary["resumed_samples"] <= 400 + 1024, summary)  # handed over 1024 at a time
         self.assertEqual(summary["splits"], [("train", 400), ("test", 1300)])
 
+    def test_a_write_its_disk_cannot_hold_is_warned_of_long_before_the_disk_fills(self):
+        # A 8 MiB disk (a tmpfs in a private mount namespace) for 5,000 samples of 8 kB: after the first thousand the
+        # write says, on the user's line, what the rest needs; it then fails on the full disk, and the same write
+        # with resume=True on the disk grown finishes with no warning (-W error).
+        if subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode != 0:
+            self.skipTest("no unshare: user namespaces are off")
+        disk = self.path("disk")
+        os.mkdir(disk)
+        script = (f"import sys; sys.path.insert(0, {os.path.join(BUILD, 'python')!r})\n"
+                  "import numpy as np, granary\n"
+                  "rng = np.random.default_rng(0)\n"
+                  "data = [(rng.integers(0, 256, (64, 64), np.uint8), k % 3) for k in range(5000)]\n"
+                  "try:\n"
+                  f"    granary.write({disk + '/db'!r}, data, dictionary='off', resume=True)\n"
+                  "except granary.WriteError as e:\n"
+                  "    print('failed:', e, file=sys.stderr)\n")
+        done = subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=8m tmpfs {disk} && "
+                               f"{sys.executable} -c \"$1\"; echo grown >&2; mount -o remount,size=64m {disk} && "
+                               f"{sys.executable} -W error -c \"$1\"; ls {disk}", "sh", script],
+                              capture_output=True, text=True, timeout=120)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        first, second = done.stderr.split("grown\n")
+        self.assertRegex(first, r"<string>:6: UserWarning: granary.write: .*/disk/db.partial: the db will need about "
+                                r"4\d MB more \(4000 samples still to come, at the 8.2 kB a sample of the 1000 "
+                                r"written\), but its disk has 8.\d MB free: it will fill before the db is complete\. "
+                                r".*granary.write\(\.\.\., resume=True\) continues it\n"
+                                r"failed: .*No space left on device")
+        self.assertEqual(second, "")
+        self.assertEqual(done.stdout, "db\n")
+
     def test_an_error_that_stops_a_journaled_write_says_it_can_be_resumed(self):
         db = self.path("noted.db")
         with self.assertRaises(KeyError) as caught:

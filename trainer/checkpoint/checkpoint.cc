@@ -4,6 +4,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -225,6 +226,12 @@ bool IsOfRun(const fs::path& path, const std::string& run) {
 // Writes `file` as `run`'s checkpoint of `step` in `dir` (created if
 // missing), durably, then keeps only the newest `keep` of `run`'s
 // checkpoints there. A file of another run is never replaced or deleted.
+// Whether `s` is a write the disk had no room for (or the user's quota).
+bool IsDiskFull(const Status& s) {
+  return s.message().find(std::strerror(ENOSPC)) != std::string::npos ||
+         s.message().find(std::strerror(EDQUOT)) != std::string::npos;
+}
+
 Status StoreCheckpointFile(const std::string& dir, const std::string& run, int64_t step, const std::string& file,
                            int keep) {
   std::error_code error;
@@ -234,11 +241,25 @@ Status StoreCheckpointFile(const std::string& dir, const std::string& run, int64
   if (fs::exists(path, error) && !IsOfRun(path, run)) {
     return Status::FailedPrecondition(path.string() + ": a checkpoint of another run is there; not replacing it");
   }
-  GRANARY_RETURN_IF_ERROR(WriteFileAtomically(path.string(), file, OwnFile()));
+  std::vector<std::pair<int64_t, fs::path>> ours;
+  auto list_ours = [&] {
+    ours = Checkpoints(dir);
+    ours.erase(std::remove_if(ours.begin(), ours.end(), [&](const auto& c) { return !IsOfRun(c.second, run); }),
+               ours.end());
+  };
+  Status written = WriteFileAtomically(path.string(), file, OwnFile());
+  if (!written.ok() && IsDiskFull(written)) {
+    list_ours();
+    const std::string kept = ours.empty() ? "no checkpoint of this run is kept yet"
+                                          : "--resume continues from " + ours.back().second.string();
+    return written.WithNote(": the checkpoint of step " + std::to_string(step) + " (" +
+                            ApproxBytes(static_cast<double>(file.size())) +
+                            ") does not fit; make room, or pass a smaller --keep or another --checkpoint-dir (" + kept +
+                            ")");
+  }
+  GRANARY_RETURN_IF_ERROR(written);
 
-  std::vector<std::pair<int64_t, fs::path>> ours = Checkpoints(dir);
-  ours.erase(std::remove_if(ours.begin(), ours.end(), [&](const auto& c) { return !IsOfRun(c.second, run); }),
-             ours.end());
+  list_ours();
   for (size_t i = 0; i + static_cast<size_t>(keep) < ours.size(); ++i) fs::remove(ours[i].second, error);
   // A write killed before its rename leaves a regular file named as a
   // checkpoint's temporary: ours by name, never a checkpoint. (A directory or
@@ -315,6 +336,11 @@ Status WriteCheckpoint(const std::string& dir, const CheckpointHeader& header, c
 // Only a run that is ending by another error gets here with a write in
 // flight (the checkpointer waits for its last one): that write finishes
 // (whole or not at all) and its outcome is dropped for the error reported.
+uint64_t CheckpointRoomNeeded(const std::string& dir, uint64_t bytes, int keep) {
+  const auto there = static_cast<int64_t>(Checkpoints(dir).size());
+  return bytes * static_cast<uint64_t>(std::max<int64_t>(keep + 1 - there, 1));
+}
+
 CheckpointWriter::~CheckpointWriter() { Wait().PermitUncheckedError(); }
 
 Status CheckpointWriter::Write(const std::string& dir, const CheckpointHeader& header, const torch::nn::Module& model,

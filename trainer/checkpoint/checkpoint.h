@@ -123,6 +123,11 @@ class CheckpointArchive {
   std::shared_ptr<torch::serialize::InputArchive> archive_;  // InputArchive cannot be copied
 };
 
+// The room the checkpoints of a run in `dir`, each of `bytes`, still need:
+// `keep` of them and the next (written before the oldest is removed), less
+// those already there (a resumed run's); at least one.
+uint64_t CheckpointRoomNeeded(const std::string& dir, uint64_t bytes, int keep);
+
 // The newest checkpoint in `dir`; NotFound naming `dir` if it has none.
 StatusOr<std::string> LatestCheckpoint(const std::string& dir);
 

@@ -65,12 +65,16 @@ Status ApplySavedModelsInput(const Manifest& manifest, TrainConfig* config) {
   return Status::OK();
 }
 
-Status CheckModelFits(const TrainConfig& config, const Workload& workload, ModelUse use) {
+Status CheckModelFits(const TrainConfig& config, const Workload& workload, ModelUse use, ModelBytes* bytes) {
   const std::string context = config.data.db + ": field '" + workload.input_field + "'";
   ModelSpec spec = SpecFor(config.model, workload);
   const int64_t classes = workload.outputs;
   StatusOr<std::shared_ptr<Classifier>> model = CatchTorchOr("building the model", [&] { return CreateModel(spec); });
   if (!model.ok()) return model.status().WithContext(context);
+  if (bytes != nullptr) {
+    for (const torch::Tensor& p : model.value()->parameters()) bytes->parameters += p.nbytes();
+    for (const torch::Tensor& b : model.value()->buffers()) bytes->buffers += b.nbytes();
+  }
   if (use == ModelUse::kTrain) {
     const auto parameters = model.value()->parameters();
     if (std::none_of(parameters.begin(), parameters.end(), [](const torch::Tensor& p) { return p.requires_grad(); })) {

@@ -30,7 +30,12 @@ enum class ModelUse { kTrain, kInfer };  // kInfer: train --eval-only
 // Else
 // InvalidArgument or FailedPrecondition naming the db, the model and the
 // shapes, or, for kTrain, that it has no trainable parameter (an INT8 model).
-Status CheckModelFits(const TrainConfig& config, const Workload& workload, ModelUse use);
+// With `bytes`, also what the model holds (for what its state will take on disk).
+struct ModelBytes {
+  uint64_t parameters = 0;
+  uint64_t buffers = 0;  // batch norm's running statistics, ...
+};
+Status CheckModelFits(const TrainConfig& config, const Workload& workload, ModelUse use, ModelBytes* bytes = nullptr);
 
 // True once a dry forward of CheckModelFits outlived --timeout: its thread
 // still runs LibTorch, so main must end the process at once (ExitAtOnce:

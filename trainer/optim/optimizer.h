@@ -19,4 +19,8 @@ namespace granary {
 StatusOr<std::unique_ptr<torch::optim::Optimizer>> CreateOptimizer(const OptimConfig& config,
                                                                    const std::vector<torch::Tensor>& params);
 
+// Tensors of a parameter's size the optimizer keeps for each parameter (its
+// state in a checkpoint): Adam's and AdamW's two moments, SGD's momentum.
+int OptimizerStateSlots(const OptimConfig& config);
+
 }  // namespace granary
