@@ -285,8 +285,13 @@ Status FsyncPath(const std::string& path) {
 }
 
 int64_t FreeDiskBytes(const std::string& path) {
+  std::string there = path.empty() ? "." : path;
   struct statvfs fs {};
-  if (::statvfs(path.c_str(), &fs) != 0) return -1;
+  while (::statvfs(there.c_str(), &fs) != 0) {
+    if (errno != ENOENT || there == "/" || there == ".") return -1;
+    const size_t slash = there.find_last_of('/', there.size() - 2);  // past a trailing '/'
+    there = slash == std::string::npos ? "." : slash == 0 ? "/" : there.substr(0, slash);
+  }
   return static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
 }
 

@@ -100,8 +100,9 @@ int WriteAll(int fd, const char* data, size_t n);
 // fsync of a file or directory (a directory's, after a rename into it).
 Status FsyncPath(const std::string& path);
 
-// Bytes free to this process on the file system holding `path` (a file or
-// directory that exists), or -1 where statvfs cannot say.
+// Bytes free to this process on the file system holding `path`, or that
+// would hold it (its nearest existing folder: a path not made yet), or -1
+// where statvfs cannot say.
 int64_t FreeDiskBytes(const std::string& path);
 
 // A size for a message, to two or three figures: "4.1 GB", "850 MB", "12 kB".

@@ -31,10 +31,11 @@ TEST_F(EndToEnd, ASlowCheckpointDiskDoesNotEndTheRun) {
 
 // A --checkpoint-dir on a disk too small (a tmpfs in a private mount
 // namespace, as the full-disk prep test): with no room for one checkpoint the
-// run is refused before any rank starts; with room for two of the four
-// --keep 3 needs, it is warned of, and the checkpoint that does not fit ends
-// the run naming its size and the one to resume from; on the disk grown,
-// --resume continues from there.
+// run is refused before any rank starts, as is a --save without room for the
+// model; with room for two of the four checkpoints --keep 3 needs, it is
+// warned of, and the checkpoint that does not fit ends the run naming its
+// size and the one to resume from; on the disk grown, --resume continues
+// from there.
 TEST_F(EndToEnd, ACheckpointDiskWithoutRoomIsSaidBeforeTheRunAndAtTheCheckpoint) {
   if (RunCommand("unshare -rm true", dir_).exit_code != 0) GTEST_SKIP() << "no unshare: user namespaces are off";
   const std::string db = dir_.Sub("db");
@@ -44,7 +45,8 @@ TEST_F(EndToEnd, ACheckpointDiskWithoutRoomIsSaidBeforeTheRunAndAtTheCheckpoint)
   const std::string train = kTrain + " --db " + db + " --ranks 2 --epochs 3 --model resnet --eval-split \"\" " +
                             "--checkpoint-dir " + ck;
   auto r = RunCommand("unshare -rm sh -c 'mount -t tmpfs -o size=3m tmpfs " + disk + " && " + train +
-                          "; echo first $? >&2; mount -o remount,size=9m " + disk + " && " + train +
+                          "; echo first $? >&2; " + kTrain + " --db " + db + " --model convnet --save " + disk +
+                          "/m.pt; echo save $? >&2; mount -o remount,size=9m " + disk + " && " + train +
                           "; echo second $? >&2; mount -o remount,size=64m " + disk + " && " + train + " --resume'",
                       dir_);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -57,6 +59,10 @@ TEST_F(EndToEnd, ACheckpointDiskWithoutRoomIsSaidBeforeTheRunAndAtTheCheckpoint)
             std::string::npos)
       << first_run;
   EXPECT_EQ(first_run.find("rank 1"), std::string::npos) << first_run;  // refused before any rank started
+  EXPECT_NE(r.err.find("train: --save " + disk + "/m.pt: its disk has 3.1 MB free, less than the model takes, about "
+                       "13 MB: the run would end without it; make room, or choose another path\nsave 1\n"),
+            std::string::npos)
+      << r.err;
   EXPECT_NE(r.err.find("train: warning: --checkpoint-dir " + ck + ": its disk has 9.4 MB free, and its checkpoints, "
                        "about 3.7 MB (the model and the optimizer's state) each, need 15 MB (--keep 3 and the next",
                        second),

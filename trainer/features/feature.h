@@ -17,6 +17,7 @@
 #include "trainer/config/config.h"
 #include "trainer/loop/hook.h"
 #include "trainer/loop/rank.h"
+#include "trainer/loop/rank_model.h"
 
 namespace granary {
 
@@ -32,9 +33,10 @@ class Feature {
 
   // Before any rank starts, once, by the process that answers for the run
   // (the launcher, or rank 0 of a job torchrun, mpirun or srun started):
-  // what can be known wrong now (a flag this run cannot honour) is an error;
-  // what the user should know, a line on stderr.
-  virtual Status Preflight(const ResolvedRun& run) const { return Status::OK(); }
+  // what can be known wrong now (a flag this run cannot honour, a disk
+  // without room for what it writes: `model` is what the model holds) is an
+  // error; what the user should know, a line on stderr.
+  virtual Status Preflight(const ResolvedRun& run, const ModelBytes& model) const { return Status::OK(); }
 
   // The files it will write, added to `outputs`; every output of the run is
   // checked together before any rank starts (store/output_path.h).

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <thread>
 #include <utility>
 
@@ -18,8 +17,6 @@
 #include "trainer/optim/optimizer.h"
 
 namespace granary {
-
-namespace fs = std::filesystem;
 
 RunCheckpointer::RunCheckpointer(const TrainConfig& config, std::string db_content_hash, std::string run, int rank,
                                  Comm& comm, const torch::nn::Module& net, const torch::optim::Optimizer& optimizer,
@@ -164,6 +161,36 @@ Status RunCheckpointer::Finish() {
 
 namespace {
 
+// The disk of --checkpoint-dir: with no room for one checkpoint (the model,
+// and the optimizer's state) the run would end at its first: refused; short
+// of room for --keep of them and the next: warned of.
+Status CheckCheckpointRoom(const TrainConfig& c, const ModelBytes& model) {
+  if (c.checkpoint.dir.empty() || c.data.synthetic) return Status::OK();
+  // Each parameter, and as many again for each tensor the optimizer keeps of it.
+  const uint64_t checkpoint_bytes =
+      model.parameters * (1 + static_cast<uint64_t>(OptimizerStateSlots(c.optim))) + model.buffers;
+  const int64_t free_bytes = FreeDiskBytes(c.checkpoint.dir);
+  if (free_bytes < 0) return Status::OK();
+  const uint64_t needed = CheckpointRoomNeeded(c.checkpoint.dir, checkpoint_bytes, c.checkpoint.keep);
+  const std::string has = "--checkpoint-dir " + c.checkpoint.dir + ": its disk has " +
+                          ApproxBytes(static_cast<double>(free_bytes)) + " free";
+  const std::string each =
+      "about " + ApproxBytes(static_cast<double>(checkpoint_bytes)) + " (the model and the optimizer's state)";
+  if (static_cast<uint64_t>(free_bytes) < checkpoint_bytes) {
+    return Status::FailedPrecondition(has + ", less than a checkpoint of this run takes, " + each +
+                                      ": the run would end at its first checkpoint; make room, or choose another "
+                                      "--checkpoint-dir");
+  }
+  if (static_cast<uint64_t>(free_bytes) < needed) {
+    std::fprintf(stderr,
+                 "train: warning: %s, and its checkpoints, %s each, need %s (--keep %d and the next, written before "
+                 "the oldest is removed): the run will end at the first that does not fit; make room, or pass a "
+                 "smaller --keep or another --checkpoint-dir\n",
+                 has.c_str(), each.c_str(), ApproxBytes(static_cast<double>(needed)).c_str(), c.checkpoint.keep);
+  }
+  return Status::OK();
+}
+
 // --checkpoint-every's and --keep's bounds.
 constexpr int64_t kMaxCheckpointEvery = int64_t{1} << 40;
 constexpr int kMaxKeep = 1000;
@@ -191,6 +218,10 @@ class CheckpointsFeature : public Feature {
     return Status::OK();
   }
 
+  Status Preflight(const ResolvedRun& run, const ModelBytes& model) const override {
+    return CheckCheckpointRoom(run.config, model);
+  }
+
   void Outputs(const TrainConfig& c, std::vector<OutputPath>* outputs) const override {
     outputs->push_back({"--checkpoint-dir", c.checkpoint.dir, OutputKind::kDirectory});
   }
@@ -211,36 +242,6 @@ class CheckpointsFeature : public Feature {
 };
 
 }  // namespace
-
-Status CheckCheckpointRoom(const TrainConfig& c, const ModelBytes& model) {
-  if (c.checkpoint.dir.empty() || c.data.synthetic) return Status::OK();
-  // Each parameter, and as many again for each tensor the optimizer keeps of it.
-  const uint64_t checkpoint_bytes =
-      model.parameters * (1 + static_cast<uint64_t>(OptimizerStateSlots(c.optim))) + model.buffers;
-  std::error_code ec;
-  fs::path there = fs::absolute(c.checkpoint.dir, ec);
-  while (!there.empty() && !fs::exists(there, ec) && there != there.parent_path()) there = there.parent_path();
-  const int64_t free_bytes = FreeDiskBytes(there.string());
-  if (free_bytes < 0) return Status::OK();
-  const uint64_t needed = CheckpointRoomNeeded(c.checkpoint.dir, checkpoint_bytes, c.checkpoint.keep);
-  const std::string has = "--checkpoint-dir " + c.checkpoint.dir + ": its disk has " +
-                          ApproxBytes(static_cast<double>(free_bytes)) + " free";
-  const std::string each =
-      "about " + ApproxBytes(static_cast<double>(checkpoint_bytes)) + " (the model and the optimizer's state)";
-  if (static_cast<uint64_t>(free_bytes) < checkpoint_bytes) {
-    return Status::FailedPrecondition(has + ", less than a checkpoint of this run takes, " + each +
-                                      ": the run would end at its first checkpoint; make room, or choose another "
-                                      "--checkpoint-dir");
-  }
-  if (static_cast<uint64_t>(free_bytes) < needed) {
-    std::fprintf(stderr,
-                 "train: warning: %s, and its checkpoints, %s each, need %s (--keep %d and the next, written before "
-                 "the oldest is removed): the run will end at the first that does not fit; make room, or pass a "
-                 "smaller --keep or another --checkpoint-dir\n",
-                 has.c_str(), each.c_str(), ApproxBytes(static_cast<double>(needed)).c_str(), c.checkpoint.keep);
-  }
-  return Status::OK();
-}
 
 std::unique_ptr<Feature> MakeCheckpointsFeature() { return std::make_unique<CheckpointsFeature>(); }
 

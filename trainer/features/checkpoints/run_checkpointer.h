@@ -23,7 +23,6 @@
 #include "trainer/config/config.h"
 #include "trainer/features/feature.h"
 #include "trainer/loop/hook.h"
-#include "trainer/loop/rank_model.h"
 #include "trainer/report/observer.h"
 
 namespace granary {
@@ -33,13 +32,6 @@ class Comm;
 // The feature: its directory checked with every output before any rank
 // starts, and the checkpointer below on every rank (real data only).
 std::unique_ptr<Feature> MakeCheckpointsFeature();
-
-// Before any rank starts (run.cc's Preflight, which builds the model): a
-// --checkpoint-dir whose disk has no room for one checkpoint of a model of
-// `model` bytes (with the optimizer's state) is refused (the run would end at
-// its first checkpoint); one short of room for --keep of them and the next is
-// warned of on stderr.
-Status CheckCheckpointRoom(const TrainConfig& config, const ModelBytes& model);
 
 class RunCheckpointer : public RunHook {
  public:

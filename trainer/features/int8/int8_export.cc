@@ -229,7 +229,7 @@ class Int8ExportFeature : public Feature {
 
   // The layers that will stay fp32 are named before any rank starts, one
   // line each.
-  Status Preflight(const ResolvedRun& run) const override {
+  Status Preflight(const ResolvedRun& run, const ModelBytes&) const override {
     GRANARY_ASSIGN_OR_RETURN(const std::vector<std::string> fp32,
                              CheckQuantizable(run.config, run.workload));
     for (const std::string& layer : fp32) {

@@ -1,5 +1,6 @@
 #include "trainer/features/save/saved_model.h"
 
+#include "base/file.h"
 #include "trainer/loop/rank.h"
 #include "trainer/loop/rank_model.h"
 #include "trainer/models/script.h"
@@ -24,6 +25,19 @@ class SavedModelFeature : public Feature {
     }
     return Status::OK();
   }
+  // A disk without room for the model, refused now: the run would end, trained, without it.
+  Status Preflight(const ResolvedRun& run, const ModelBytes& model) const override {
+    const std::string& save = run.config.output.save;
+    const int64_t free_bytes = save.empty() ? -1 : FreeDiskBytes(save);
+    const uint64_t needed = model.parameters + model.buffers;
+    if (free_bytes < 0 || static_cast<uint64_t>(free_bytes) >= needed) return Status::OK();
+    return Status::FailedPrecondition("--save " + save + ": its disk has " +
+                                      ApproxBytes(static_cast<double>(free_bytes)) +
+                                      " free, less than the model takes, about " +
+                                      ApproxBytes(static_cast<double>(needed)) +
+                                      ": the run would end without it; make room, or choose another path");
+  }
+
   void Outputs(const TrainConfig& c, std::vector<OutputPath>* outputs) const override {
     outputs->push_back({"--save", c.output.save, OutputKind::kModel});
   }

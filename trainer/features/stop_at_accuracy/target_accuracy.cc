@@ -77,7 +77,7 @@ class StopAtAccuracyFeature : public Feature {
     return Status::OK();
   }
 
-  Status Preflight(const ResolvedRun& run) const override {
+  Status Preflight(const ResolvedRun& run, const ModelBytes&) const override {
     const TrainConfig& c = run.config;
     if (c.optim.stop_at_accuracy > 0 && c.data.eval_split.empty()) {
       return Status::InvalidArgument("--stop-at-accuracy " + NumberText(c.optim.stop_at_accuracy) +
