@@ -17,6 +17,8 @@
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "base/cli.h"
 #include "base/cli_flags.h"
@@ -173,10 +175,13 @@ void PrintBuildSummary(const BuildArgs& a, const granary::Source& source, const 
 }
 
 int RunBuild(BuildArgs& a) {
-  // A failure is one line on stderr, and with --json also an object on stdout.
+  // A failure is one line on stderr, and with --json also an object on stdout
+  // (with the warnings said before it: the db that would not fit its disk).
+  std::vector<std::string> warnings;
   auto fail = [&](const granary::Status& status) {
     if (a.json) {
-      std::cout << granary::DumpJson({{"db", a.db}, {"ok", false}, {"error", status.message()}}) << std::endl;
+      std::cout << granary::DumpJson({{"db", a.db}, {"ok", false}, {"error", status.message()}, {"warnings", warnings}})
+                << std::endl;
     }
     return Fail(status);
   };
@@ -200,9 +205,10 @@ int RunBuild(BuildArgs& a) {
   o.max_reject_fraction = a.max_rejects;
   o.show_progress = !a.no_progress && ::isatty(STDERR_FILENO);
   o.cancel = &g_cancel;
-  o.on_warning = [progress = o.show_progress](const std::string& warning) {
+  o.on_warning = [progress = o.show_progress, &warnings](const std::string& warning) {
     // Above the progress line, which is drawn again after it.
     std::fprintf(stderr, "%sprep: warning: %s\n", progress ? "\r\033[K" : "", granary::Printable(warning).c_str());
+    warnings.push_back(warning);
   };
   uint64_t reused = 0;
   if (exists && !o.overwrite) {

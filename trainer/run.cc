@@ -108,9 +108,9 @@ Status CheckOutputPaths(const TrainConfig& config) {
 // The checks a run passes before any rank trains, made once by the process
 // that answers for it (the launcher, or rank 0 of a job started by torchrun,
 // mpirun or srun): the model fits the db (a dry forward, bounded by
-// --timeout), each feature's own checks (features/feature.h: the room on
-// disk its files need among them), every output can be written, and bf16 on
-// a CPU that only emulates it is warned of.
+// --timeout), every output can be written, each feature's own checks
+// (features/feature.h: the room on disk its files need among them), and
+// bf16 on a CPU that only emulates it is warned of.
 Status Preflight(const ResolvedRun& run) {
   const TrainConfig& c = run.config;
   // (A model past --timeout still runs on a thread: main then exits at once, DryForwardLeftRunning.)
@@ -120,10 +120,10 @@ Status Preflight(const ResolvedRun& run) {
     return Status::InvalidArgument("--label-smoothing: smooths class labels; the db's target '" +
                                    run.workload.target_field + "' is a number to predict");
   }
+  GRANARY_RETURN_IF_ERROR(CheckOutputPaths(c));  // first: a disk's room matters only where a file can be written
   for (const std::unique_ptr<Feature>& feature : AllFeatures()) {
     GRANARY_RETURN_IF_ERROR(feature->Preflight(run, model_bytes));
   }
-  GRANARY_RETURN_IF_ERROR(CheckOutputPaths(c));
   if (c.model.precision == ComputeType::kBf16 && !CpuHasNativeBf16()) {
     std::fprintf(stderr,
                  "train: warning: this CPU has no native bf16 (AVX512-BF16 or AMX): bf16 runs emulated, "

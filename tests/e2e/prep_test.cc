@@ -260,6 +260,8 @@ TEST_F(EndToEnd, AFullDiskSaysSoAndResumeFinishesAfterFreeingSpace) {
   EXPECT_EQ(failed["ok"], false);
   EXPECT_NE(failed["error"].get<std::string>().find("free space on its disk, then add --resume"), std::string::npos)
       << failed;
+  ASSERT_EQ(failed["warnings"].size(), 1u) << failed;
+  EXPECT_NE(failed["warnings"][0].get<std::string>().find("the db will need about "), std::string::npos) << failed;
   const auto resumed = nlohmann::json::parse(r.out.substr(newline + 1));
   EXPECT_EQ(resumed["content_hash"], nlohmann::json::parse(reference.out)["content_hash"]);
   EXPECT_EQ(resumed["warnings"], nlohmann::json::array()) << resumed;
