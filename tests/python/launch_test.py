@@ -484,6 +484,10 @@ class LaunchTest(unittest.TestCase):
         r = self.launch("no-such-script.py")
         self.assertEqual(r.returncode, 1)
         self.assertIn("launch: COMMAND no-such-script.py: no such file", r.stderr)
+        # The same through the interpreter named (the README's `python3 train.py` habit): said once, before any rank.
+        r = self.launch("--", "python3", "-u", "-W", "ignore", "no-such-script.py", "--epochs", "3")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr, "launch: COMMAND python3 no-such-script.py: no such file\n")
         r = self.launch("--no-python", "who.py")  # as it is: not a program (no path, not on PATH)
         self.assertEqual(r.returncode, 1)
         self.assertIn("launch: COMMAND who.py: no such program on PATH", r.stderr)

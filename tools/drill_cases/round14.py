@@ -1,10 +1,11 @@
 """Round 14 of the hostile drill (twenty-second session): disks that fill. A
 db, a Python write or a run's checkpoints on a disk without room for them
-(a tmpfs in a private mount namespace: `unshare -rm`, as the e2e tests')."""
+(a tmpfs in a private mount namespace: `unshare -rm`, as the e2e tests');
+and a script's name mistyped after the interpreter's (`launch python3 x.py`)."""
 import os
 import textwrap
 
-from drill_cases.common import FASHION, PREP, TRAIN, run, sh
+from drill_cases.common import FASHION, LAUNCH, PREP, TRAIN, run, sh
 
 
 def round14(d, w):
@@ -12,6 +13,8 @@ def round14(d, w):
     db = w("r14.db")
     run([PREP, "build", FASHION, db, "--limit", "2000", "--no-progress"])
     disks_that_fill(d, w, db)
+    d.case("launch -- python3 -u trian.py (a script's name mistyped): said once, before any rank starts",
+           [LAUNCH, "--ranks", "2", "--", "/usr/bin/python3", "-u", w("trian.py")], 1, needle="trian.py: no such file")
 
 
 def on_small_disk(w, name, size, command):

@@ -116,6 +116,23 @@ std::string FindProgram(const std::string& name, const Environment& env) {
   return "";
 }
 
+// The script a Python interpreter's command line runs (`python3 -u train.py
+// ...`: "train.py"), or "" where it runs none from a file (-c, -m, stdin, a
+// REPL) or `command` starts no Python interpreter.
+std::string PythonScriptOf(const std::vector<std::string>& command) {
+  if (command.empty() || command[0].substr(command[0].find_last_of('/') + 1).rfind("python", 0) != 0) return "";
+  for (size_t i = 1; i < command.size(); ++i) {
+    const std::string& arg = command[i];
+    if (arg == "-" || arg.rfind("-c", 0) == 0 || arg.rfind("-m", 0) == 0) return "";
+    if (arg == "-W" || arg == "-X" || arg == "--check-hash-based-pycs") {
+      ++i;  // its value follows
+      continue;
+    }
+    if (arg.empty() || arg[0] != '-') return arg;
+  }
+  return "";
+}
+
 // The shared library of `allocator` ("" for glibc's own, or if not installed).
 std::string AllocatorLibrary(Allocator allocator) {
   const char* file = allocator == Allocator::kJemalloc   ? "libjemalloc.so.2"
@@ -441,6 +458,10 @@ int RunCommand(CommandConfig c, const Environment& env) {
     return fail(Status::NotFound("COMMAND " + c.command[0] + ": no such program" +
                                  (c.command[0].find('/') == std::string::npos ? " on PATH" : "") +
                                  (python ? " (Debian names it python3: launch SCRIPT.py runs a script with it)" : "")));
+  }
+  // `python3 nothere.py`: said once here, not by every rank's interpreter.
+  if (const std::string named = PythonScriptOf(c.command); !named.empty() && ::access(named.c_str(), R_OK) != 0) {
+    return fail(Status::NotFound("COMMAND " + c.command[0] + " " + named + ": no such file"));
   }
   // Said once per node (under mpirun or srun, by the job's first rank alone).
   if ((script || !c.module.empty()) && (placed->launcher.empty() || placed->job.first_rank == 0)) {
