@@ -61,10 +61,11 @@ struct DbWriterOptions {
   std::string builder = "prep build";
   std::string resume_with = "prep build --resume";
   // Every split's samples together, where the caller knows them ahead (0: not
-  // known). With it the writer projects, from a hundredth of them on, what the
-  // rest will take at the bytes a sample so far, and TakeDiskWarning() says
-  // so once where that is more than the disk has free: a build that will fill
-  // its disk hours on is told in its first minutes.
+  // known). With it the writer projects, from a hundredth of them (at least
+  // 1,000 samples) on, what the rest will take at the bytes a sample so far,
+  // and TakeDiskWarning() says so once where that is more than the disk has
+  // free: a build that will fill its disk hours on is told in its first
+  // minutes.
   uint64_t expected_samples = 0;
 };
 

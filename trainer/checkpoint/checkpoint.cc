@@ -333,14 +333,14 @@ Status WriteCheckpoint(const std::string& dir, const CheckpointHeader& header, c
   return StoreCheckpointFile(dir, header.run, header.at.global_step, file, keep);
 }
 
-// Only a run that is ending by another error gets here with a write in
-// flight (the checkpointer waits for its last one): that write finishes
-// (whole or not at all) and its outcome is dropped for the error reported.
 uint64_t CheckpointRoomNeeded(const std::string& dir, uint64_t bytes, int keep) {
   const auto there = static_cast<int64_t>(Checkpoints(dir).size());
   return bytes * static_cast<uint64_t>(std::max<int64_t>(keep + 1 - there, 1));
 }
 
+// Only a run that is ending by another error gets here with a write in
+// flight (the checkpointer waits for its last one): that write finishes
+// (whole or not at all) and its outcome is dropped for the error reported.
 CheckpointWriter::~CheckpointWriter() { Wait().PermitUncheckedError(); }
 
 Status CheckpointWriter::Write(const std::string& dir, const CheckpointHeader& header, const torch::nn::Module& model,

@@ -23,6 +23,12 @@ ModelSpec SpecFor(const ModelConfig& m, const Workload& workload);
 // What a model is checked for: training needs a parameter to train.
 enum class ModelUse { kTrain, kInfer };  // kInfer: train --eval-only
 
+// What a model holds, in bytes: about what a file of its state takes.
+struct ModelBytes {
+  uint64_t parameters = 0;
+  uint64_t buffers = 0;  // batch norm's running statistics, ...
+};
+
 // OK if `config.model` can be built for `workload` and a dry forward of two
 // samples gives one floating-point logit per class (bounded by --timeout: a
 // model that loops is named; its forward then still runs on a thread, so
@@ -31,10 +37,6 @@ enum class ModelUse { kTrain, kInfer };  // kInfer: train --eval-only
 // InvalidArgument or FailedPrecondition naming the db, the model and the
 // shapes, or, for kTrain, that it has no trainable parameter (an INT8 model).
 // With `bytes`, also what the model holds (for what its state will take on disk).
-struct ModelBytes {
-  uint64_t parameters = 0;
-  uint64_t buffers = 0;  // batch norm's running statistics, ...
-};
 Status CheckModelFits(const TrainConfig& config, const Workload& workload, ModelUse use, ModelBytes* bytes = nullptr);
 
 // True once a dry forward of CheckModelFits outlived --timeout: its thread
