@@ -20,6 +20,7 @@
 #include "store/build_journal.h"
 #include "store/content_hash.h"
 #include "store/db_directory.h"
+#include "store/disk_room.h"
 #include "store/format.h"
 #include "store/lmdb_handles.h"
 #include "store/shard_index.h"
@@ -32,9 +33,6 @@ namespace {
 
 // Room a shard's map keeps beyond its estimate of what the next record needs.
 constexpr uint64_t kMapMarginBytes = uint64_t{1} << 20;
-// Samples written before the disk's room is first projected from them (or a
-// hundredth of the expected ones, if more): enough for a steady size a sample.
-constexpr uint64_t kRoomSampleFloor = 1000;
 using format::kBuilderFile;
 
 // One shard file of the split being written. Shards are written in order and
@@ -77,12 +75,7 @@ struct DbWriter::Impl {
   std::string dictionary;
   std::function<std::string()> checkpoint;
 
-  // The disk's room for the samples still to come (DbWriterOptions::expected_samples).
-  uint64_t appended_samples = 0;  // by this writer (not those of the build it resumes)
-  uint64_t appended_stored = 0;   // what their records take in the shard files
-  uint64_t next_room_check = 0;   // the samples written at which the disk is looked at next
-  bool room_said = false;
-  std::string room_warning;
+  DiskRoomWatch room;  // for the samples still to come
 
   // Opens (creating if need be) the shard's file and its main database.
   Status OpenShard(ShardWriter& shard) {
@@ -162,34 +155,6 @@ struct DbWriter::Impl {
     return Status::OK();
   }
 
-  // Every hundredth of the expected samples, from kRoomSampleFloor on: the
-  // rest projected at the bytes a sample so far (and `pending` bytes not yet
-  // committed) against the disk's free bytes; a warning, once, where they do
-  // not fit. Only a projection: the build goes on, and a full disk still ends
-  // it with the partial directory kept for resume_with.
-  void WatchDiskRoom(uint64_t pending) {
-    const uint64_t expected = options.expected_samples;
-    if (room_said || expected == 0 || appended_samples == 0) return;
-    uint64_t written = in_split ? split_count : 0;
-    for (const SplitInfo& done : splits) written += done.count;
-    const uint64_t step = std::max<uint64_t>(expected / 100, 1);
-    const uint64_t first = std::max(step, std::min(expected, kRoomSampleFloor));
-    if (written < first || written < next_room_check || written >= expected) return;
-    next_room_check = written + step;
-    const int64_t free_bytes = FreeDiskBytes(partial);
-    if (free_bytes < 0) return;
-    const double per_sample = static_cast<double>(appended_stored) / static_cast<double>(appended_samples);
-    const double needed = per_sample * static_cast<double>(expected - written) + static_cast<double>(pending);
-    if (needed <= static_cast<double>(free_bytes)) return;
-    room_said = true;
-    room_warning = partial + ": the db will need about " + ApproxBytes(needed) + " more (" +
-                   std::to_string(expected - written) + " samples still to come, at the " + ApproxBytes(per_sample) +
-                   " a sample of the " + std::to_string(written) + " written), but its disk has " +
-                   ApproxBytes(static_cast<double>(free_bytes)) +
-                   " free: it will fill before the db is complete. Make room, or write the db to another disk; "
-                   "a stop now (Ctrl-C) keeps what is written, and " + options.resume_with + " continues it";
-  }
-
   // Renames the complete partial directory to the db path. An existing db
   // there (checked again: it may have changed since Create) is exchanged
   // atomically with it, so a crash leaves the old db or the new one, and then
@@ -255,7 +220,7 @@ DbWriter::~DbWriter() {
 const std::string& DbWriter::partial_path() const { return impl_->partial; }
 uint64_t DbWriter::split_count() const { return impl_->split_count; }
 
-std::string DbWriter::TakeDiskWarning() { return std::exchange(impl_->room_warning, std::string()); }
+std::string DbWriter::TakeDiskWarning() { return impl_->room.TakeWarning(); }
 
 StatusOr<std::unique_ptr<DbWriter>> DbWriter::Create(DbWriterOptions options, ResumePoint* resume) {
   GRANARY_RETURN_IF_ERROR(options.schema.Validate());
@@ -282,6 +247,7 @@ StatusOr<std::unique_ptr<DbWriter>> DbWriter::Create(DbWriterOptions options, Re
 
   auto impl = std::make_unique<Impl>();
   impl->partial = partial;
+  impl->room = DiskRoomWatch(partial, options.expected_samples, options.resume_with);
   impl->options = std::move(options);
   const bool made = ::mkdir(partial.c_str(), 0777) == 0;
   if (!made && errno != EEXIST) return Status::IOError(partial, "create directory", errno);
@@ -462,12 +428,12 @@ Status DbWriter::Append(std::string_view value, const std::vector<uint64_t>& pay
   shard.pending_bytes += value.size();
   const uint64_t stored = StoredBytesOfValue(value.size());
   shard.pending_stored += stored;
-  s.appended_samples += payload_hashes.size();
-  s.appended_stored += stored;
   if (++shard.pending >= s.options.records_per_commit || shard.pending_bytes >= s.options.bytes_per_commit) {
     GRANARY_RETURN_IF_ERROR(s.CommitShard(shard));
   }
-  s.WatchDiskRoom(shard.pending_stored);
+  uint64_t written = s.split_count;
+  for (const SplitInfo& done : s.splits) written += done.count;
+  s.room.Appended(payload_hashes.size(), stored, written, shard.pending_stored);
   return Status::OK();
 }
 
