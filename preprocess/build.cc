@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/json_text.h"
+#include "preprocess/build_resume.h"
 #include "preprocess/dictionary_choice.h"
 #include "preprocess/inputs.h"
 #include "preprocess/packing.h"
@@ -110,6 +111,32 @@ Status TallyItems(const Block& block, const SplitSource& split, const BuildOptio
   return first;
 }
 
+// The graph's serial end, for each block in order: its items tallied (and
+// rejections checked against the policy), then its record appended, and a
+// warning the writer has for the user passed on. *next_item advances past it.
+Status WriteBlock(const Block& block, const SourceInfo& info, const SplitSource& split, const BuildOptions& options,
+                  ProgressLine* progress, DbWriter* writer, uint64_t* next_item, SplitSummary* summary,
+                  BuildSummary* total) {
+  GRANARY_RETURN_IF_ERROR(TallyItems(block, split, options, progress, summary, total));
+  GRANARY_RETURN_IF_ERROR(CheckRejects(split, options, *summary, total->rejected));
+  if (!block.error.empty()) return Status::InvalidArgument("split '" + split.name() + "': " + block.error);
+  if (block.value.empty()) return Status::OK();
+  // The journal's checkpoint (taken inside Append) must include this block.
+  summary->written += block.payload_hashes.size();
+  summary->statistics.Merge(block.statistics);
+  if (info.items_are_files) {
+    summary->payload_hashes.insert(summary->payload_hashes.end(), block.payload_hashes.begin(),
+                                   block.payload_hashes.end());
+  }
+  *next_item = block.items.back()->index + 1;
+  Status appended = writer->Append(block.value, block.payload_hashes);
+  if (std::string warning = writer->TakeDiskWarning(); !warning.empty()) {
+    if (options.on_warning) options.on_warning(warning);
+    total->warnings.push_back(std::move(warning));
+  }
+  return appended;
+}
+
 // Writes one split through the graph
 //   source -> limiter -> encode items (parallel) -> order -> pack (serial)
 //     -> encode blocks (parallel) -> order -> write (serial) -> limiter
@@ -176,27 +203,7 @@ Status BuildSplit(const SourceInfo& info, const SplitSource& split, const BuildO
   function_node<BlockPtr, int64_t> write(g, serial, [&](const BlockPtr& block) {
     const auto released = static_cast<int64_t>(block->items.size());
     if (!failure.ok()) return released;
-    failure = TallyItems(*block, split, options, &progress, summary, total);
-    if (failure.ok()) failure = CheckRejects(split, options, *summary, total->rejected);
-    if (failure.ok() && !block->error.empty()) {
-      failure = Status::InvalidArgument("split '" + split.name() + "': " + block->error);
-    }
-    if (failure.ok() && !block->value.empty()) {
-      // The journal's checkpoint (taken inside Append) must include this block.
-      summary->written += block->payload_hashes.size();
-      summary->statistics.Merge(block->statistics);
-      if (info.items_are_files) {
-        summary->payload_hashes.insert(summary->payload_hashes.end(), block->payload_hashes.begin(),
-                                       block->payload_hashes.end());
-      }
-      *next_item = block->items.back()->index + 1;
-      failure = writer->Append(block->value, block->payload_hashes);
-      std::string warning = writer->TakeDiskWarning();
-      if (!warning.empty()) {
-        if (options.on_warning) options.on_warning(warning);
-        total->warnings.push_back(std::move(warning));
-      }
-    }
+    failure = WriteBlock(*block, info, split, options, &progress, writer, next_item, summary, total);
     if (!failure.ok()) stop.store(true);
     return released;
   });
@@ -216,78 +223,6 @@ Status BuildSplit(const SourceInfo& info, const SplitSource& split, const BuildO
   *next_item = n;
   GRANARY_RETURN_IF_ERROR(CheckSplitRead(split, options, *summary, total->rejected));
   return writer->EndSplit();
-}
-
-// The builder's state for the journal: finished splits' summaries, the split
-// in progress, every rejected item so far, and where to continue.
-std::string CheckpointJson(const BuildSummary& summary, const SplitSummary& current, uint64_t next_item) {
-  nlohmann::json j = {{"next_item", next_item},
-                      {"payload_bytes", summary.payload_bytes},
-                      {"current", SplitSummaryToJson(current)},
-                      {"splits", nlohmann::json::array()},
-                      {"rejected", nlohmann::json::array()}};
-  for (const SplitSummary& s : summary.splits) j["splits"].push_back(SplitSummaryToJson(s));
-  for (const RejectedItem& r : summary.rejected) j["rejected"].push_back({r.split, r.item, r.reason});
-  return DumpJson(j);
-}
-
-Status RestoreCheckpoint(const std::string& text, const Schema& schema, BuildSummary* summary,
-                         SplitSummary* current, uint64_t* next_item) {
-  auto j = ParseJson(text);
-  try {
-    auto split = [&](const nlohmann::json& s) { return SplitSummaryFromJson(s, schema); };
-    *next_item = j.at("next_item").get<uint64_t>();
-    summary->payload_bytes = j.at("payload_bytes").get<uint64_t>();
-    GRANARY_ASSIGN_OR_RETURN(*current, split(j.at("current")));
-    for (const auto& s : j.at("splits")) {
-      GRANARY_ASSIGN_OR_RETURN(SplitSummary done, split(s));
-      summary->splits.push_back(std::move(done));
-    }
-    for (const auto& r : j.at("rejected")) summary->rejected.push_back({r.at(0), r.at(1), r.at(2)});
-  } catch (const nlohmann::json::exception& e) {
-    return Status::Corruption(std::string("build journal checkpoint: ") + e.what());
-  }
-  return Status::OK();
-}
-
-// What must not change between an interrupted build and its --resume: the
-// source (kind, path, splits with their item counts and sizes) and every
-// option that shapes the records.
-std::string Fingerprint(const Source& source, const BuildOptions& o, size_t block_bytes) {
-  nlohmann::json j = {{"kind", source.info.kind},
-                      {"path", source.info.path},
-                      {"zstd_level", o.zstd_level},
-                      {"dictionary", static_cast<int>(o.dictionary)},
-                      {"shards", o.shards},
-                      {"block_bytes", block_bytes},
-                      {"options", RecordedOptions(source, o)},
-                      {"splits", nlohmann::json::array()}};
-  for (const auto& split : source.splits) j["splits"].push_back({split->name(), split->size(), split->raw_bytes()});
-  return DumpJson(j);
-}
-
-// How these splits differ from those of the interrupted build whose
-// fingerprint is `was` (Fingerprint), in words: "the files of split 'train'
-// changed (49428 bytes, 47968 when interrupted)"; "" where they agree.
-std::string SplitsDifference(const std::string& was, const Source& source) {
-  const nlohmann::json before = ParseJson(was);
-  if (!before.is_object() || !before.contains("splits") || !before["splits"].is_array()) return "";
-  const nlohmann::json& splits = before["splits"];
-  for (size_t k = 0; k < source.splits.size() && k < splits.size(); ++k) {
-    const SplitSource& now = *source.splits[k];
-    const nlohmann::json& then = splits[k];
-    if (!then.is_array() || then.size() != 3 || then[0] != now.name()) return "";
-    const std::string name = "split '" + now.name() + "'";
-    if (then[1] != now.size()) {
-      return name + " has " + std::to_string(now.size()) + " items, " + then[1].dump() +
-             " when interrupted (files added or removed)";
-    }
-    if (then[2] != now.raw_bytes()) {
-      return "the files of " + name + " changed (" + std::to_string(now.raw_bytes()) + " bytes, " + then[2].dump() +
-             " when interrupted)";
-    }
-  }
-  return "";
 }
 
 // The options' bounds, before any work.
