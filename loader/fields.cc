@@ -9,6 +9,29 @@ Shape BatchedShape(const FieldSpec& field) {
   return field.shape;
 }
 
+namespace {
+
+// A db without a label field: its fields, what a label is, and how the tool
+// that made it names one.
+Status NoLabel(const Manifest& manifest, const std::string& db) {
+  std::string fields;
+  for (const FieldSpec& field : manifest.schema.fields) {
+    fields += (fields.empty() ? "" : ", ") + field.name + " " +
+              (field.IsText() ? std::string("str") : DTypeName(field.dtype) + (" " + ShapeToString(field.shape)));
+  }
+  std::string naming;
+  if (manifest.source_kind == "python") {
+    naming = "; granary.write takes the one integer scalar field, or the scalar named label or target, and label= "
+             "names one";
+  } else if (manifest.source_kind == "csv") {
+    naming = "; prep build --label COLUMN names one";
+  }
+  return Status::InvalidArgument(db + ": has no label field to train on (its fields: " + fields +
+                                 "): a label is one integer class or one float value a sample" + naming);
+}
+
+}  // namespace
+
 StatusOr<BatchFields> ChooseBatchFields(const Manifest& manifest, const std::string& db,
                                         const std::string& input_field, const std::string& target_field,
                                         const FieldChoiceNames& names) {
@@ -19,9 +42,7 @@ StatusOr<BatchFields> ChooseBatchFields(const Manifest& manifest, const std::str
   if (!target_field.empty() && schema.FieldIndex(f.target) < 0) {
     return Status::InvalidArgument(target_name + " " + f.target + ": " + db + " has no such field");
   }
-  if (f.target.empty() || schema.FieldIndex(f.target) < 0) {
-    return Status::InvalidArgument(db + ": has no label field to train on (built without --label?)");
-  }
+  if (f.target.empty() || schema.FieldIndex(f.target) < 0) return NoLabel(manifest, db);
   if (!input_field.empty()) {
     if (schema.FieldIndex(input_field) < 0) {
       return Status::InvalidArgument(input_name + " " + input_field + ": " + db + " has no such field");

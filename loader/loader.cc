@@ -352,7 +352,7 @@ LoaderStats Loader::stats() const {
 StatusOr<std::unique_ptr<Loader>> Loader::Create(const DbReader& db, const LoaderOptions& options) {
   GRANARY_RETURN_IF_ERROR(CheckBounds(options));
   const SplitInfo* split = db.manifest().FindSplit(options.split);
-  if (split == nullptr) return Status::NotFound(db.path() + ": no split '" + options.split + "'");
+  if (split == nullptr) return NoSuchSplit(db.manifest(), db.path(), options.split);
   // The workers' readers first: the first builds the split's record index
   // (shared by all of them), which checks split->count against the records
   // before anything is sized by it, and reports a damaged B-tree here rather

@@ -155,7 +155,7 @@ int RunOrder(OrderArgs& a) {
   auto db = granary::DbReader::Open(a.db);
   if (!db.ok()) return Fail(db.status());
   const granary::SplitInfo* split = db.value()->manifest().FindSplit(a.split);
-  if (split == nullptr) return Fail(granary::Status::NotFound(a.db + ": no split '" + a.split + "'"));
+  if (split == nullptr) return Fail(granary::NoSuchSplit(db.value()->manifest(), a.db, a.split));
   auto sampler = granary::Sampler::Create(split->count, a.sampler);
   if (!sampler.ok()) return Fail(sampler.status().WithContext(a.db + ": split '" + a.split + "'"));
   const std::vector<uint64_t> indices = sampler.value().EpochIndices(a.epoch, a.start);

@@ -175,7 +175,7 @@ std::string SampleWriter::Impl::Checkpoint() const {
                       {"current", nullptr},
                       {"caller", caller_state}};
   for (const SplitSummary& split : summary.splits) j["splits"].push_back(SplitSummaryToJson(split));
-  if (in_split) {
+  if (in_split && split_open) {  // a split not begun in the DbWriter has no record there yet
     SplitSummary written = current;
     written.read = written.written;  // samples still in the packer are handed over again
     j["current"] = SplitSummaryToJson(written);
@@ -206,6 +206,9 @@ Status SampleWriter::Impl::Resume(const ResumePoint& resume) {
   } catch (const nlohmann::json::exception& e) {
     return Status::Corruption(writer->partial_path() + ": build journal checkpoint: " + e.what());
   }
+  // A checkpoint taken before the split in progress reached the db (as writers before 2026-12-07 took one when
+  // the dictionary was decided) holds none of its records.
+  if (resume.split.empty() && resumed_split.written == 0) resumed_split = SplitSummary();
   // A checkpoint taken as a split ended still holds that split as current.
   if (!resumed_split.name.empty() && resumed_split.name != resume.split) {
     summary.splits.push_back(std::exchange(resumed_split, SplitSummary()));

@@ -346,7 +346,7 @@ StatusOr<std::unique_ptr<SplitReader>> SplitReader::Create(const DbReader& db, c
   const auto& splits = d.manifest.splits;
   size_t id = 0;
   while (id < splits.size() && splits[id].name != split) ++id;
-  if (id == splits.size()) return Status::NotFound(d.path + ": no split '" + split + "'");
+  if (id == splits.size()) return NoSuchSplit(d.manifest, d.path, split);
   auto impl = std::make_unique<Impl>();
   impl->db = &d;
   impl->split_id = id;

@@ -22,6 +22,16 @@ const SplitInfo* Manifest::FindSplit(const std::string& name) const {
   return nullptr;
 }
 
+std::string SplitNames(const Manifest& manifest) {
+  std::string names;
+  for (const SplitInfo& split : manifest.splits) names += (names.empty() ? "" : ", ") + split.name;
+  return names.empty() ? "none" : names;
+}
+
+Status NoSuchSplit(const Manifest& manifest, const std::string& db, const std::string& split) {
+  return Status::NotFound(db + ": no split '" + split + "' (its splits: " + SplitNames(manifest) + ")");
+}
+
 std::string FormatHash(uint64_t hash) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "xxh64:%016llx", static_cast<unsigned long long>(hash));

@@ -84,6 +84,11 @@ struct Manifest {
   const SplitInfo* FindSplit(const std::string& name) const;
 };
 
+// "train, test": the db's split names, for a message ("none" for none).
+std::string SplitNames(const Manifest& manifest);
+// NotFound for a split the db at `db` lacks, naming those it has.
+Status NoSuchSplit(const Manifest& manifest, const std::string& db, const std::string& split);
+
 std::string ManifestToJson(const Manifest& manifest);
 // `origin` names the file in error messages. Corruption for malformed JSON or
 // fields; FailedPrecondition for a format version newer than this reader's.

@@ -66,7 +66,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const ResolvedRun& run, int rank, Run
   GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<Loader> train,
                            Loader::Create(*run.db, TrainLoaderOptions(c, run.workload, rank)));
   if (!c.data.eval_split.empty() && run.db->manifest().FindSplit(c.data.eval_split) == nullptr) {
-    return Status::NotFound(c.data.db + ": no split '" + c.data.eval_split + "' to evaluate on");
+    return NoSuchSplit(run.db->manifest(), c.data.db, c.data.eval_split);
   }
   // --resume: parsed once, for everything a rank resumes with.
   std::optional<ResumePoint> resume;

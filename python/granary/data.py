@@ -55,7 +55,7 @@ class _PythonSplit:
         from . import reader
         db = reader.Db(path)
         if split not in db.splits:
-            raise errors.NotFoundError(f"{path}: no split '{split}'")
+            raise errors.NotFoundError(f"{path}: no split '{split}' (its splits: {', '.join(db.splits) or 'none'})")
         self._split = db[split]
         self.content_hash = db.manifest["content_hash"]
 

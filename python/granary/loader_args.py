@@ -29,7 +29,7 @@ def shuffle_mode(shuffle):
     """"full", "block" or "none"; DataLoader's True and False are "full" and "none"."""
     if shuffle is True or shuffle is False:
         return "full" if shuffle else "none"
-    if not isinstance(shuffle, str):
+    if shuffle not in ("full", "block", "none"):  # the C++ loader's words for it name its tools' --shuffle
         raise errors.InvalidArgumentError(f"shuffle must be 'full', 'block', 'none' (or True, False), not {shuffle!r}")
     return shuffle
 

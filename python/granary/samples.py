@@ -26,6 +26,8 @@ class _Field:
     def __init__(self, name, dtype, shape, layout="", origin="the first sample"):
         self.name, self.dtype, self.shape, self.layout = name, np.dtype(dtype), shape, layout
         self.origin = origin  # where the field's kind came from, for messages
+        self.classes = None  # a label given as class names: {name: index} (from classes=)
+        self.squeezed = False  # a label given as a one-element array: stored as the scalar
         if self.dtype == np.uint8 and shape == (-1,):
             self.shape = None  # bytes (or a 1-D uint8 array) as a schema= of uint8 [-1] says
 
@@ -160,7 +162,12 @@ def _convert(sample, fields, index, split):
                                    f"{[f.name for f in fields]} (from {fields[0].origin})")
     out = []
     for field, (_, value) in zip(fields, named):
+        if field.classes is not None:
+            out.append(_class_index(field, value, where))
+            continue
         array, kind = _as_array(value, f"{where}: field '{field.name}'")
+        if field.squeezed and array.shape == (1,):
+            array = array.reshape(())
         if field.shape is None:
             _check_variable(field, array, kind, where)
             out.append(array)
@@ -232,6 +239,49 @@ def _length_hint(field, array):
     return (f"; where it varies from sample to sample (token ids, a time series), give the field as "
             f"schema={{'{field.name}': ('{field.dtype.name}', {shape}), ...}} (every field named): -1 marks a dim "
             f"each sample states, and granary.Dataset gives each sample's own shape back")
+
+
+def _labels_as_given(fields, sample, split, label, classes):
+    """The label as Python datasets often give it, made the scalar a db's
+    label is: class names (a str, as a table's or a folder's name gives
+    them) written as their index in `classes`, which they need; a
+    one-element array (`np.array([3])`, a column of a table's rows,
+    `y.unsqueeze(0)`) as its one value. Which field is the label: `label`
+    if named, else, where no field is an integer scalar, one named like a
+    label (a tuple's "target")."""
+    if any(f.shape == () and f.dtype.kind in "iu" for f in fields) and label is None:
+        return
+    where = f"sample 0 of split '{split}'"
+    for field, (_, value) in zip(fields, _named_values(sample, 0, split)):
+        if field.name != label and (label is not None or field.name not in _LABEL_NAMES):
+            continue
+        if field.layout == TEXT_LAYOUT:
+            if classes is None:
+                raise InvalidArgumentError(
+                    f"{where}: field '{field.name}' is the str {value!r}, a class name: pass classes=[...], the "
+                    f"class names in label order (e.g. sorted(set(names))), and each is written as its index "
+                    f"there; or write int labels")
+            if len(set(classes)) != len(classes):
+                twice = next(c for c in classes if classes.count(c) > 1)
+                raise InvalidArgumentError(f"classes=: names {twice!r} twice; each class is named once")
+            field.dtype, field.shape, field.layout = np.dtype(np.int64), (), ""
+            field.classes = {name: k for k, name in enumerate(classes)}
+        elif field.shape == (1,) and field.dtype.kind in "iuf":
+            field.shape, field.squeezed = (), True
+
+
+def _class_index(field, value, where):
+    """A class name's index in classes=, as an int64 scalar."""
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{where}: field '{field.name}' holds class names (str), not "
+                                   f"{type(value).__name__} {value!r}")
+    index = field.classes.get(value)
+    if index is None:
+        known = list(field.classes)
+        shown = ", ".join(map(repr, known[:10])) + (", ..." if len(known) > 10 else "")
+        raise InvalidArgumentError(f"{where}: field '{field.name}' is {value!r}, which classes= does not name "
+                                   f"({len(known)} classes: {shown})")
+    return np.asarray(index, dtype=np.int64)
 
 
 def _label_field(fields, label):
@@ -363,6 +413,28 @@ def _warn_of_float64(fields, split):
         warnings.warn(f"granary.write: split '{split}': field(s) {names} hold float64 values (NumPy's default): "
                       f"stored as they are, twice float32's bytes, while train and granary.Loader compute in "
                       f"float32; .astype(np.float32) halves them (or schema= with 'float32')", stacklevel=4)
+
+
+def _warn_of_vector_label(fields, sample, split, label_name, stacklevel):
+    """A label given as a vector where train and granary.Loader read a
+    scalar (a class's index, or a value): a one-hot vector (Keras's habit),
+    several classes at once, a box. The db keeps it (granary.Dataset reads
+    every field), but has no label for them: said at the first sample, not
+    at the first training run."""
+    if label_name is not None:
+        return
+    for field, (_, value) in zip(fields, _named_values(sample, 0, split)):
+        if field.name not in _LABEL_NAMES or field.variable or not field.shape or field.dtype.kind not in "iuf":
+            continue
+        array = _as_array(value)[0]
+        one_hot = array.ndim == 1 and array.size > 1 and np.count_nonzero(array) == 1 and array.max() == 1
+        what = f"a one-hot vector (of class {int(array.argmax())})" if one_hot else "not one value"
+        fix = ("write its class as an int (int(y.argmax())) to train on it" if one_hot else
+               "train and granary.Loader train on one class or one value a sample")
+        warnings.warn(f"granary.write: split '{split}': field '{field.name}' is {field.describe()}, {what}: the db "
+                      f"will have no label for train and granary.Loader (granary.Dataset reads every field); "
+                      f"{fix}", stacklevel=stacklevel)
+        return
 
 
 def _are_columns(values):

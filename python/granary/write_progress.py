@@ -15,6 +15,12 @@ def _outside_granary():
     return level
 
 
+def _user_line():
+    """The file and line of the first frame outside this package: where the user called granary."""
+    frame = sys._getframe(_outside_granary() - 1)  # a stacklevel counts the caller as 1
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
 class _Progress:
     """A line on a terminal or in a Jupyter notebook (which redraws a line
     on "\\r" as a terminal does): samples written, rate, and the split's ETA

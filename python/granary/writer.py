@@ -39,14 +39,16 @@ import sys
 import tempfile
 import time
 import warnings
+import weakref
 
 import numpy as np
 
-from .errors import InvalidArgumentError
+from .errors import FailedPreconditionError, InvalidArgumentError
 from .paths import os_bytes, os_str
-from .samples import (_Batch, _checked_label, _convert, _infer_schema, _label_field, _refuse_tables,
-                      _warn_of_float64, _warn_of_float_pixels, _warn_of_random_transforms)
-from .write_progress import _outside_granary, _Progress
+from .samples import (_Batch, _checked_label, _convert, _infer_schema, _label_field, _labels_as_given,
+                      _refuse_tables, _warn_of_float64, _warn_of_float_pixels, _warn_of_random_transforms,
+                      _warn_of_vector_label)
+from .write_progress import _outside_granary, _Progress, _user_line
 from .write_workers import _write_with_workers
 
 __all__ = ["Writer", "write"]
@@ -88,6 +90,11 @@ class _Spool:
         self.file.close()
 
 
+# The Writers of this process with a write under way, by the db's real path: a Writer left open (a notebook
+# cell whose loop raised before close()) still holds its db's "<db>.partial", and a new Writer of that db names it.
+_OPEN = {}
+
+
 class Writer:
     """Writes a db sample by sample:
 
@@ -116,6 +123,11 @@ class Writer:
     split); the db is the one an uninterrupted write makes, if the samples
     come in the same order. A write with other options or fields is refused,
     naming what differs. Without a partial write to continue, it starts afresh.
+
+    A Writer of the same db left open in this process (a notebook cell whose
+    loop raised before close()) is named, not waited for: the new write
+    takes its place with resume=True (continuing what it committed) or
+    overwrite=True (starting afresh), and the old one is ended.
     """
 
     def __init__(self, db, schema=None, *, label=None, classes=None, overwrite=False, zstd_level=3, dictionary="auto",
@@ -138,6 +150,8 @@ class Writer:
         self._batch_size = batch
         self._native = None
         self._opened = False  # the C++ writer was made: "<db>.partial" is this write's
+        self._opened_at = None  # the user's line that opened it
+        self._ended = "closed or aborted"  # why it writes no more, once it does not
         self._fields = None
         self._label_name = None
         self._regression = False  # the label field is a float: a number to predict
@@ -162,7 +176,7 @@ class Writer:
         split's samples stream into the db, the others' wait in a temporary
         file (unnamed: it vanishes with the process) until close()."""
         if self._fields is not None and self._native is None:
-            raise InvalidArgumentError(f"{self.path}: the writer was closed or aborted")
+            raise InvalidArgumentError(f"{self.path}: the writer was {self._ended}")
         _check_split_name(split)
         if self._native is None:
             self._open(sample, split)
@@ -190,6 +204,8 @@ class Writer:
         if self.summary is not None:
             return self.summary
         if self._native is None:
+            if self._opened:
+                raise InvalidArgumentError(f"{self.path}: the writer was {self._ended}")
             raise InvalidArgumentError(f"{self.path}: no sample was written; a db needs at least one")
         self._end_split()
         for split, spool in self._spools.items():  # the splits that waited, in the order they came
@@ -249,15 +265,18 @@ class Writer:
             raise InvalidArgumentError(f"{self.path}: already exists (pass overwrite=True to replace it, if it is a "
                                        f"granary db)")
         self._fields = _infer_schema(sample, 0, split, self._schema)
+        _labels_as_given(self._fields, sample, split, self._label, self._classes)
         _warn_of_float_pixels(sample, self._fields, split)
         _warn_of_float64(self._fields, split)
         self._label_name = _label_field(self._fields, self._label)
+        _warn_of_vector_label(self._fields, sample, split, self._label_name, _outside_granary() + 1)
         self._label_index = [f.name for f in self._fields].index(self._label_name) if self._label_name else None
         self._regression = self._label_name is not None and self._fields[self._label_index].dtype.kind == "f"
         if self._regression and self._classes is not None:
             raise InvalidArgumentError(f"classes=: label field '{self._label_name}' is a float, a number to predict "
                                        f"(regression), which has no classes")
         self._batch = _Batch(self._fields)
+        self._take_over_a_writer_left_open()
         s = self._settings
         fingerprint = json.dumps({"source": s["source"], "label": self._label_name, "classes": self._classes,
                                   "splits": self._plan}, sort_keys=True)
@@ -276,6 +295,29 @@ class Writer:
             if resumed["split"] is not None:
                 self.resumed[resumed["split"]] = resumed["samples"]
                 self._stream(resumed["split"])
+
+    def _take_over_a_writer_left_open(self):
+        """Names a Writer of this db that this process left open, or, with
+        resume=True or overwrite=True, ends it so that this one takes its
+        place (its committed samples continued, or dropped)."""
+        key = os.path.realpath(self._db)
+        here = _user_line()
+        earlier = _OPEN.get(key)
+        earlier = earlier() if earlier is not None else None
+        if earlier is not None and earlier is not self and earlier._native is not None:
+            resume, overwrite = self._settings["resume"], self._settings["overwrite"]
+            if not resume and not overwrite:
+                raise FailedPreconditionError(
+                    f"{self.path}: a granary.Writer of it that this process opened at {earlier._opened_at} is still "
+                    f"open (its loop raised before close()?): call its abort(), or close() to publish what it "
+                    f"wrote; or write again with resume=True to continue it, or overwrite=True to start afresh")
+            earlier.abort()
+            earlier._ended = f"ended by the Writer of the same db opened at {here}"
+            fate = "continues what it committed" if resume else "starts afresh"
+            warnings.warn(f"granary: {self.path}: the granary.Writer of it opened at {earlier._opened_at} was left "
+                          f"open; it is ended, and this write {fate}", stacklevel=_outside_granary())
+        self._opened_at = here
+        _OPEN[key] = weakref.ref(self)
 
     def _stored_already(self, split):
         """Whether this sample of `split` is one the resumed write had stored

@@ -1,6 +1,7 @@
 #include "preprocess/sample_writer.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include "preprocess/build.h"
 #include "preprocess/source.h"
 #include "store/db.h"
+#include "store/db_directory.h"
 #include "tests/test_util.h"
 
 namespace granary {
@@ -295,6 +297,53 @@ TEST(SampleWriter, AResumedWriteMustContinueTheSplitInProgress) {
   EXPECT_EQ(done.status().code(), Status::Code::kFailedPrecondition);
   EXPECT_NE(done.status().message().find("split 'train'"), std::string::npos) << done.status().message();
   EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+// A write stopped before its first commit (a notebook's loop that raised, a
+// kill) holds no record: resumed, it starts the split afresh, to the db an
+// uninterrupted write makes. Its journal was taken when the dictionary was
+// decided, before the split reached the db; writers before 2026-12-07 put
+// that split in the checkpoint as in progress, and their partial db resumes
+// too (it was refused as corrupt).
+TEST(SampleWriter, AWriteStoppedBeforeItsFirstCommitResumesFromItsStart) {
+  TempDir dir;
+  const std::vector<Sample> train = Samples(600);
+  SampleWriterOptions o = Options(dir.Sub("whole"), 1);
+  o.dictionary = DictionaryMode::kOff;  // decided, and journaled, at the first Add
+  auto uninterrupted = Write(o, train, 100);
+  ASSERT_TRUE(uninterrupted.ok()) << uninterrupted.status().ToString();
+  for (const bool older_checkpoint : {false, true}) {
+    o.db_path = dir.Sub(older_checkpoint ? "older" : "db");
+    o.resume = true;
+    {
+      auto w = SampleWriter::Create(o);
+      ASSERT_TRUE(w.ok()) << w.status().ToString();
+      ASSERT_TRUE(w.value()->BeginSplit("train").ok());
+      ASSERT_TRUE(w.value()->Add(std::vector<Sample>(train.begin(), train.begin() + 100)).ok());
+    }  // stopped: far from a commit
+    const std::string journal = o.db_path + ".partial/" + kJournalFile;
+    nlohmann::json j = nlohmann::json::parse(testing::ReadFile(journal));
+    nlohmann::json checkpoint = nlohmann::json::parse(j.at("checkpoint").get<std::string>());
+    EXPECT_TRUE(checkpoint.at("current").is_null()) << checkpoint.dump();
+    if (older_checkpoint) {
+      SplitSummary begun;
+      begun.name = "train";
+      checkpoint["current"] = SplitSummaryToJson(begun);
+      j["checkpoint"] = checkpoint.dump();
+      testing::WriteFile(journal, j.dump());
+    }
+    auto w = SampleWriter::Create(o);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    EXPECT_TRUE(w.value()->resumed().resuming);
+    EXPECT_EQ(w.value()->resumed().split, "");
+    EXPECT_EQ(w.value()->resumed().samples, 0u);
+    ASSERT_TRUE(w.value()->BeginSplit("train").ok());
+    ASSERT_TRUE(w.value()->Add(train).ok());
+    ASSERT_TRUE(w.value()->EndSplit().ok());
+    auto resumed = w.value()->Finish({"label", 10, {}, {}});
+    ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+    EXPECT_EQ(resumed->content_hash, uninterrupted->content_hash);
+  }
 }
 
 }  // namespace

@@ -29,13 +29,6 @@ Status ReadTargetScale(const Manifest& manifest, const std::string& db, const st
   return Status::OK();
 }
 
-// "train, test": the db's split names, for a message.
-std::string SplitNames(const Manifest& manifest) {
-  std::string names;
-  for (const SplitInfo& split : manifest.splits) names += (names.empty() ? "" : ", ") + split.name;
-  return names.empty() ? "none" : names;
-}
-
 Status CheckSplit(const Manifest& manifest, const std::string& db, const char* flag, const std::string& name) {
   const SplitInfo* split = manifest.FindSplit(name);
   if (split == nullptr) {
