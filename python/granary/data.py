@@ -157,6 +157,11 @@ class Dataset(torch.utils.data.Dataset):
         return self._length
 
     def __getitem__(self, index):
+        if isinstance(index, slice):  # numpy's habit; a torch Dataset takes one index
+            part = f"{'' if index.start is None else index.start}:{'' if index.stop is None else index.stop}"
+            raise TypeError(f"granary.Dataset takes one index, not a slice [{part}]: torch.utils.data.Subset(dataset, "
+                            f"range(len(dataset))[{part}]) is that part of it, [dataset[k] for k in "
+                            f"range(len(dataset))[{part}]] its samples")
         index = _integer("index", index, -self._length, self._length - 1, IndexError)
         if index < 0:
             index += self._length

@@ -371,6 +371,22 @@ TEST_F(EndToEnd, EvaluationSharesTheSplitOverRanksCountingEachSampleOnce) {
   }
 }
 
+// A --batch-size larger than a rank's share of the epoch (a 0 too many)
+// trains one short step an epoch; the plan line says so.
+TEST_F(EndToEnd, ABatchLargerThanARanksEpochIsSaidToMakeOneStep) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_EQ(PrepFashion(db, "--limit 300 --no-progress", dir_).exit_code, 0);
+  auto big = RunCommand(kTrain + " --db " + db + " --ranks 2 --epochs 1 --batch-size 5000", dir_);
+  ASSERT_EQ(big.exit_code, 0) << big.err;
+  EXPECT_NE(big.out.find("train: 150 samples per rank per epoch: one step an epoch (a rank's batch, 2500 of "
+                         "--batch-size 5000, is larger)"),
+            std::string::npos)
+      << big.out;
+  auto fits = RunCommand(kTrain + " --db " + db + " --ranks 2 --epochs 1 --batch-size 300", dir_);
+  ASSERT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_NE(fits.out.find("train: 150 samples per rank per epoch\n"), std::string::npos) << fits.out;
+}
+
 // --stop-at-accuracy: every rank stops after the first evaluation at or
 // above the target, and the run says when; one never reached trains every
 // epoch and says so; without an eval split it is refused before training.

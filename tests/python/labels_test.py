@@ -6,7 +6,8 @@ label warned of at the first sample, on the user's line, and named by train
 and granary.Loader with the db's fields; a granary.Writer a notebook cell
 left open (its loop raised before close()) named by the next Writer of its
 db, which takes its place with resume=True or overwrite=True; a split a db
-lacks named with those it has.
+lacks named with those it has, and a slice of a Dataset with the Subset
+that takes it.
 
     GRANARY_BUILD=build /usr/bin/python3 tests/python/labels_test.py
 """
@@ -18,6 +19,7 @@ import unittest
 import warnings
 
 import numpy as np
+import torch
 
 from testenv import TRAIN, run  # puts the build's granary on sys.path
 import granary  # noqa: E402
@@ -175,7 +177,7 @@ class LabelsTest(unittest.TestCase):
             warnings.simplefilter("error")
             self.cell(self.path("again2.db"))
 
-    def test_a_split_the_db_lacks_is_named_with_those_it_has(self):
+    def test_a_split_the_db_lacks_or_a_slice_is_named_with_what_to_ask_instead(self):
         db = self.path("splits.db")
         granary.write(db, {"train": images_named(6), "test": images_named(3)}, classes=NAMES, progress=False)
         for backend in ("native", "python"):
@@ -187,6 +189,12 @@ class LabelsTest(unittest.TestCase):
         with self.assertRaisesRegex(granary.InvalidArgumentError, r"shuffle must be 'full', 'block', 'none' \(or "
                                                                   r"True, False\), not 'yes'"):
             granary.Loader(db, shuffle="yes", batch_size=2)
+        dataset = granary.Dataset(db)
+        with self.assertRaisesRegex(TypeError, r"takes one index, not a slice \[2:5\]: torch.utils.data.Subset\("
+                                               r"dataset, range\(len\(dataset\)\)\[2:5\]\) is that part of it"):
+            dataset[2:5]
+        part = torch.utils.data.Subset(dataset, range(len(dataset))[2:5])  # as the error says
+        self.assertEqual([int(s["target"]) for s in part], [2, 0, 1])
 
 
 if __name__ == "__main__":

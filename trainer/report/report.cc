@@ -73,6 +73,12 @@ void RunReport::Plan(const EpochPlanReport& plan) {
   std::printf("train: %llu samples per rank per epoch", static_cast<unsigned long long>(plan.samples_per_rank));
   if (plan.padded > 0) std::printf(", %llu padded", static_cast<unsigned long long>(plan.padded));
   if (plan.dropped > 0) std::printf(", %llu dropped", static_cast<unsigned long long>(plan.dropped));
+  // A batch larger than a rank's epoch (a 0 too many) makes each epoch one short step: said, not left to be guessed.
+  const int64_t rank_batch = config_.optim.batch_size / config_.World();
+  if (rank_batch > 0 && static_cast<uint64_t>(rank_batch) > plan.samples_per_rank) {
+    std::printf(": one step an epoch (a rank's batch, %lld of --batch-size %lld, is larger)",
+                static_cast<long long>(rank_batch), static_cast<long long>(config_.optim.batch_size));
+  }
   std::printf("\n");
   FlushStdoutNoting();
 }
