@@ -437,6 +437,29 @@ def _warn_of_vector_label(fields, sample, split, label_name, stacklevel):
         return
 
 
+_IMAGE_FILES = ((b"\xff\xd8\xff", "JPEG"), (b"\x89PNG\r\n\x1a\n", "PNG"), (b"RIFF", "WebP"))
+
+
+def _warn_of_encoded_images(fields, sample, split, stacklevel):
+    """Image files' bytes (a web dataset's .jpg, a Parquet column of PNGs)
+    are stored as they are: bytes of any length, which train and
+    granary.Loader, reading pixels of one shape, cannot batch. Said at the
+    first sample, with how to write pixels instead."""
+    for field, (_, value) in zip(fields, _named_values(sample, 0, split)):
+        if field.shape is not None or field.layout == TEXT_LAYOUT:
+            continue
+        head = bytes(_as_array(value)[0][:12])
+        kind = next((name for magic, name in _IMAGE_FILES if head.startswith(magic)), None)
+        if kind == "WebP" and head[8:12] != b"WEBP":
+            kind = None
+        if kind:
+            warnings.warn(f"granary.write: split '{split}': field '{field.name}' holds {kind} files' bytes: stored "
+                          f"as they are, which train and granary.Loader (they read pixels of one shape) cannot "
+                          f"batch. Decode and resize them in the dataset (PIL.Image.open(io.BytesIO(b))"
+                          f".convert('RGB').resize((S, S))), or save them into class folders for `prep build "
+                          f"--size S`, which decodes and resizes", stacklevel=stacklevel)
+
+
 def _are_columns(values):
     """Whether `values` are arrays (numpy or torch) with as many rows each
     but not one shape: the columns of a table, not samples alike."""

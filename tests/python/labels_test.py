@@ -3,7 +3,7 @@
 class names (str) written as their index in classes=, which they need; a
 one-element array label written as its value; a one-hot or several-valued
 label warned of at the first sample, on the user's line, and named by train
-and granary.Loader with the db's fields; a granary.Writer a notebook cell
+and granary.Loader with the db's fields; image files' bytes warned of; a granary.Writer a notebook cell
 left open (its loop raised before close()) named by the next Writer of its
 db, which takes its place with resume=True or overwrite=True; a split a db
 lacks named with those it has, and a slice of a Dataset with the Subset
@@ -11,6 +11,7 @@ that takes it.
 
     GRANARY_BUILD=build /usr/bin/python3 tests/python/labels_test.py
 """
+import io
 import os
 import shutil
 import subprocess
@@ -128,6 +129,18 @@ class LabelsTest(unittest.TestCase):
         self.assertNotEqual(trained.returncode, 0)
         self.assertRegex(trained.stderr, needle)
         self.assertEqual(len(granary.Dataset(self.path("onehot.db"))), 30)  # the vectors are kept, and read
+
+    def test_image_files_bytes_are_warned_of_saying_how_to_write_pixels(self):
+        from PIL import Image
+        encoded = io.BytesIO()
+        Image.new("RGB", (16, 16), (200, 0, 0)).save(encoded, "PNG")  # as a web dataset's shard or Parquet keeps it
+        with self.assertWarnsRegex(UserWarning, r"field 'png' holds PNG files' bytes: stored as they are, which train "
+                                                r"and granary.Loader .* cannot batch. Decode and resize them"):
+            granary.write(self.path("png.db"), [{"png": encoded.getvalue(), "label": 1}] * 3, progress=False)
+        self.assertEqual(granary.Dataset(self.path("png.db"))[0]["png"].numpy().tobytes(), encoded.getvalue())
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # other bytes are bytes
+            granary.write(self.path("bytes.db"), [{"blob": b"RIFF....WAVE", "label": 1}] * 3, progress=False)
 
     def cell(self, db, fail_at=None, **options):
         """A notebook cell: a Writer made without `with`, which a bug in the loop leaves open."""
