@@ -18,7 +18,8 @@ import importlib
 
 from .errors import (CorruptionError, Error, FailedPreconditionError, FormatError, InvalidArgumentError, NotFoundError,
                      ReadError, WorkerError, WriteError)
-from .writer import Writer, write
+from .write_dataset import write
+from .writer import Writer
 
 __all__ = ["Dataset", "Loader", "Writer", "write", "describe", "model_info", "load_image", "pad_collate", "Error",
            "CorruptionError", "FailedPreconditionError", "FormatError", "InvalidArgumentError", "NotFoundError",

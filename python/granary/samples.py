@@ -1,9 +1,9 @@
 """How granary.write's samples become a db's fields: the schema inferred from
-the first sample, each later sample checked and converted to arrays of it,
-and converted samples gathered into the columns the C++ writer takes
-(python/granary/writer.py uses them; so do its worker processes)."""
-import warnings
-
+the first sample (a label as datasets give it made a scalar), each later
+sample checked and converted to arrays of it, and converted samples gathered
+into the columns the C++ writer takes (python/granary/writer.py uses them;
+so do its worker processes). What is said of samples that are likely not
+what was meant is in sample_advice.py."""
 import numpy as np
 
 from .errors import InvalidArgumentError
@@ -11,7 +11,6 @@ from .errors import InvalidArgumentError
 _TUPLE_NAMES = ("input", "target")
 _LABEL_NAMES = ("label", "labels", "target", "targets", "y", "class")
 _IMAGE_CHANNELS = (1, 3, 4)
-_RANDOM_TRANSFORMS = ("ColorJitter", "AutoAugment", "RandAugment", "TrivialAugmentWide", "AugMix", "ElasticTransform")
 _SUPPORTED = (np.uint8, np.int8, np.int16, np.int32, np.int64, np.float32, np.float64)
 
 
@@ -346,156 +345,3 @@ class _Batch:
             out.append(column if field.variable else np.stack(column) if field.shape else np.array(column))
         self.values = [[] for _ in self.fields]
         return out
-
-
-def _random_transforms(dataset):
-    """The random augmentations in a dataset's transforms (torchvision's
-    Random* classes and the other transforms that draw, inside Compose,
-    RandomApply or nn.Sequential; a Subset's dataset's too), in order."""
-    found = []
-
-    def walk(transform, depth):
-        if transform is None or depth > 16:
-            return
-        name = type(transform).__name__
-        if (name.startswith("Random") or name in _RANDOM_TRANSFORMS) and name not in found:
-            found.append(name)
-        children = getattr(transform, "transforms", None)
-        if children is None and hasattr(transform, "children") and callable(transform.children):
-            children = list(transform.children())  # nn.Sequential, or a module of transforms
-        if isinstance(children, (list, tuple)):
-            for child in children:
-                walk(child, depth + 1)
-
-    for _ in range(16):  # Subset(Subset(ImageFolder)) ...
-        for attribute in ("transform", "target_transform"):
-            walk(getattr(dataset, attribute, None), 0)
-        dataset = getattr(dataset, "dataset", None)
-        if dataset is None:
-            break
-    return found
-
-
-def _warn_of_random_transforms(dataset, split):
-    """A transform that draws at random is drawn once when a db is written,
-    and every epoch then reads that one draw: worth a warning, as it is
-    rarely what a training script that augmented each epoch meant."""
-    found = _random_transforms(dataset)
-    if found:
-        warnings.warn(f"granary.write: split '{split}': the dataset's transform draws at random ({', '.join(found)}); "
-                      f"the db stores one draw per sample, which every epoch then reads. Write the samples without "
-                      f"their augmentation (e.g. transforms.Resize((H, W))) and augment as they are read "
-                      f"(granary.Loader(augment='crop,flip'), or granary.Dataset(transform=...))", stacklevel=3)
-
-
-def _warn_of_float_pixels(sample, fields, split):
-    """Float C x H x W images whose values are all k/255 in [0, 1] are
-    ToTensor() of uint8 pixels: stored as float32 they take 4x the bytes of
-    the pixels, which granary.Loader would scale to [0, 1] itself."""
-    for field, (_, value) in zip(fields, _named_values(sample, 0, split)):
-        if field.layout != "CHW" or field.dtype.kind != "f":
-            continue
-        array = _as_array(value)[0].astype(np.float64)
-        if array.size and array.min() >= 0 and array.max() <= 1 and np.allclose(array * 255, np.round(array * 255),
-                                                                                   atol=1e-3):
-            warnings.warn(f"granary.write: split '{split}': field '{field.name}' holds {field.dtype.name} images "
-                          f"of values k/255 (ToTensor() of 8-bit pixels): stored as they are, 4x the bytes of the "
-                          f"pixels. Write the uint8 pixels instead (no ToTensor(): a PIL image or a uint8 array); "
-                          f"granary.Loader and train scale them to [0, 1] as they read", stacklevel=4)
-
-
-def _warn_of_float64(fields, split):
-    """float64 fields (NumPy's and scikit-learn's default) are stored as they
-    are, 8 bytes a value, where train and granary.Loader compute in float32."""
-    wide = [f.name for f in fields if f.dtype == np.float64 and f.origin != "schema="]  # schema= said so
-    if wide:
-        names = ", ".join(f"'{name}'" for name in wide)
-        warnings.warn(f"granary.write: split '{split}': field(s) {names} hold float64 values (NumPy's default): "
-                      f"stored as they are, twice float32's bytes, while train and granary.Loader compute in "
-                      f"float32; .astype(np.float32) halves them (or schema= with 'float32')", stacklevel=4)
-
-
-def _warn_of_vector_label(fields, sample, split, label_name, stacklevel):
-    """A label given as a vector where train and granary.Loader read a
-    scalar (a class's index, or a value): a one-hot vector (Keras's habit),
-    several classes at once, a box. The db keeps it (granary.Dataset reads
-    every field), but has no label for them: said at the first sample, not
-    at the first training run."""
-    if label_name is not None:
-        return
-    for field, (_, value) in zip(fields, _named_values(sample, 0, split)):
-        if field.name not in _LABEL_NAMES or field.variable or not field.shape or field.dtype.kind not in "iuf":
-            continue
-        array = _as_array(value)[0]
-        one_hot = array.ndim == 1 and array.size > 1 and np.count_nonzero(array) == 1 and array.max() == 1
-        what = f"a one-hot vector (of class {int(array.argmax())})" if one_hot else "not one value"
-        fix = ("write its class as an int (int(y.argmax())) to train on it" if one_hot else
-               "train and granary.Loader train on one class or one value a sample")
-        warnings.warn(f"granary.write: split '{split}': field '{field.name}' is {field.describe()}, {what}: the db "
-                      f"will have no label for train and granary.Loader (granary.Dataset reads every field); "
-                      f"{fix}", stacklevel=stacklevel)
-        return
-
-
-_IMAGE_FILES = ((b"\xff\xd8\xff", "JPEG"), (b"\x89PNG\r\n\x1a\n", "PNG"), (b"RIFF", "WebP"))
-
-
-def _warn_of_encoded_images(fields, sample, split, stacklevel):
-    """Image files' bytes (a web dataset's .jpg, a Parquet column of PNGs)
-    are stored as they are: bytes of any length, which train and
-    granary.Loader, reading pixels of one shape, cannot batch. Said at the
-    first sample, with how to write pixels instead."""
-    for field, (_, value) in zip(fields, _named_values(sample, 0, split)):
-        if field.shape is not None or field.layout == TEXT_LAYOUT:
-            continue
-        head = bytes(_as_array(value)[0][:12])
-        kind = next((name for magic, name in _IMAGE_FILES if head.startswith(magic)), None)
-        if kind == "WebP" and head[8:12] != b"WEBP":
-            kind = None
-        if kind:
-            warnings.warn(f"granary.write: split '{split}': field '{field.name}' holds {kind} files' bytes: stored "
-                          f"as they are, which train and granary.Loader (they read pixels of one shape) cannot "
-                          f"batch. Decode and resize them in the dataset (PIL.Image.open(io.BytesIO(b))"
-                          f".convert('RGB').resize((S, S))), or save them into class folders for `prep build "
-                          f"--size S`, which decodes and resizes", stacklevel=stacklevel)
-
-
-def _are_columns(values):
-    """Whether `values` are arrays (numpy or torch) with as many rows each
-    but not one shape: the columns of a table, not samples alike."""
-    arrays = all(isinstance(v, np.ndarray) or type(v).__name__ == "Tensor" for v in values)
-    if not arrays or any(v.ndim == 0 for v in values):
-        return False
-    return len({len(v) for v in values}) == 1 and len({tuple(v.shape) for v in values}) > 1
-
-
-def _refuse_tables(samples, splits):
-    """Two shapes of tabular data that iterate as something else: a pandas
-    DataFrame gives its column names, and a dict of equally long arrays
-    ({"features": X, "label": y}) would be read as splits named by its keys.
-    A tuple of such arrays ((X, y), as TensorDataset takes them) would be
-    read as that many samples. All refused, saying how their rows are
-    written."""
-    rows = "[{'features': x, 'label': y} for x, y in zip(X, y)]"
-    for name, dataset in splits.items():
-        if isinstance(dataset, (tuple, list)) and 2 <= len(dataset) <= 8 and _are_columns(dataset):
-            shapes = ", ".join(str(list(c.shape)) for c in dataset)
-            raise InvalidArgumentError(
-                f"split '{name}' is a {type(dataset).__name__} of {len(dataset)} arrays of {len(dataset[0])} rows "
-                f"(shapes {shapes}): columns, which would be read as {len(dataset)} samples; write their rows: "
-                f"zip(X, y) (list(zip(X, y)) for val_fraction or workers), or torch's TensorDataset(X, y)")
-        if type(dataset).__module__.split(".")[0] == "pandas" and hasattr(dataset, "columns"):
-            raise InvalidArgumentError(
-                f"split '{name}' is a pandas DataFrame, which iterates over its column names, not its rows: write "
-                f"it as a CSV table for prep (df.to_csv('t.csv', index=False), then prep build t.csv db: text "
-                f"columns one-hot encoded, statistics recorded), or give its rows as samples: "
-                f"X = df[feature_columns].to_numpy(np.float32), y = df['label'].to_numpy(), then {rows}")
-    if not isinstance(samples, dict) or len(samples) < 2:
-        return
-    splits_named = {"train", "val", "validation", "test"}
-    lengths = {len(v) if isinstance(v, np.ndarray) or type(v).__name__ == "Tensor" else None for v in samples.values()}
-    if None not in lengths and len(lengths) == 1 and not set(samples) <= splits_named:
-        raise InvalidArgumentError(
-            f"samples is a dict of {len(samples)} arrays of {lengths.pop()} rows ({', '.join(map(repr, samples))}): "
-            f"a dict's keys name splits ({{'train': samples, 'test': ...}}); columns are written as samples: {rows}")
-

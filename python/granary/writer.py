@@ -11,6 +11,9 @@ info/verify/cat` read it as they read prep's.
         for text, label in my_generator():
             w.write({"text": text, "label": label})
 
+(granary.write, python/granary/write_dataset.py, writes a whole dataset
+through a Writer.)
+
 The schema comes from the first sample: a dict's keys name the fields, a
 tuple's are "input" and "target" (then "field2", ...). Values may be numpy
 arrays, torch tensors, PIL images, ints, floats, bools, bytes or str:
@@ -30,28 +33,22 @@ integer scalar field (or `label=`), else a float scalar named like a label
 (a tuple's "target"): a number to predict (regression); with one other
 field besides it, that one is the input `train --db` reads with no flags.
 """
-import difflib
-import inspect
 import json
 import os
 import pickle
-import sys
 import tempfile
 import time
 import warnings
 import weakref
 
-import numpy as np
-
 from .errors import FailedPreconditionError, InvalidArgumentError
 from .paths import os_bytes, os_str
-from .samples import (_Batch, _checked_label, _convert, _infer_schema, _label_field, _labels_as_given,
-                      _refuse_tables, _warn_of_encoded_images, _warn_of_float64, _warn_of_float_pixels,
-                      _warn_of_random_transforms, _warn_of_vector_label)
+from .sample_advice import (_classes_without_samples, _warn_of_encoded_images, _warn_of_float64,
+                            _warn_of_float_pixels, _warn_of_vector_label)
+from .samples import _Batch, _checked_label, _convert, _infer_schema, _label_field, _labels_as_given
 from .write_progress import _outside_granary, _Progress, _user_line
-from .write_workers import _write_with_workers
 
-__all__ = ["Writer", "write"]
+__all__ = ["Writer"]
 
 
 def _check_split_name(split):
@@ -89,6 +86,9 @@ class _Spool:
                 break
         self.file.close()
 
+
+# Classes seen are tracked (for classes with no sample) up to this many: a label for each sample is no class.
+_MOST_LABELS_TRACKED = 65536
 
 # The Writers of this process with a write under way, by the db's real path: a Writer left open (a notebook
 # cell whose loop raised before close()) still holds its db's "<db>.partial", and a new Writer of that db names it.
@@ -156,6 +156,7 @@ class Writer:
         self._label_name = None
         self._regression = False  # the label field is a float: a number to predict
         self._max_label = -1
+        self._labels = set()  # the classes seen (None: not known, past _MOST_LABELS_TRACKED or resumed from before)
         self._split = None  # the split streaming into the db
         self._written_splits = []
         self._spools = {}  # the other splits' samples, until close()
@@ -211,7 +212,7 @@ class Writer:
         for split, spool in self._spools.items():  # the splits that waited, in the order they came
             self._stream(split, spool.count)
             for columns, count in spool.batches():
-                self._add_columns(columns, count, -1)
+                self._add_columns(columns, count, ())  # their labels were seen as they came
             self._end_split()
         self._spools = {}
         notes = []
@@ -222,6 +223,10 @@ class Writer:
             if classes is not None and self._max_label >= len(classes):
                 raise InvalidArgumentError(f"{self.path}: label {self._max_label} but only {len(classes)} classes "
                                            f"were named")
+            gaps = _classes_without_samples(self._labels, num_classes) if classes is None else ""
+            if gaps:
+                notes.append(gaps)
+                warnings.warn(f"granary.write: {gaps}", stacklevel=_outside_granary())
             classes = classes if classes is not None else [str(k) for k in range(num_classes)]
         native, self._native = self._native, None
         self.summary = native.finish(self._label_name or "", num_classes, classes or [], notes)
@@ -289,7 +294,9 @@ class Writer:
         self._opened = True
         resumed = self._native.resumed()
         if resumed is not None:
-            self._max_label = json.loads(resumed["state"] or "{}").get("max_label", -1)
+            state = json.loads(resumed["state"] or "{}")
+            self._max_label = state.get("max_label", -1)
+            self._labels = set(state["labels"]) if state.get("labels") is not None else None
             self.resumed = dict(resumed["finished"])
             self._finished = set(self.resumed)
             self._written_splits = list(self.resumed)
@@ -352,6 +359,7 @@ class Writer:
         if self._label_name is not None:
             label = _checked_label(arrays[self._label_index], self._regression, self._label_name, index, split)
             self._max_label = max(self._max_label, label)
+            self._note_labels((label,) if label >= 0 else ())
 
     def _add(self, arrays):
         self._check_label(arrays, self._index, self._split)
@@ -360,10 +368,18 @@ class Writer:
         if len(self._batch) >= self._batch_size:
             self._flush()
 
-    def _add_columns(self, columns, count, max_label):
-        """A batch converted elsewhere (a worker process)."""
+    def _note_labels(self, labels):
+        """Adds `labels` to the classes seen, as long as they are few enough to keep in the journal's state."""
+        if self._labels is not None:
+            self._labels.update(labels)
+            if len(self._labels) > _MOST_LABELS_TRACKED:
+                self._labels = None
+
+    def _add_columns(self, columns, count, labels):
+        """A batch converted elsewhere (a worker process), with the classes it holds."""
         self._flush()
-        self._max_label = max(self._max_label, max_label)
+        self._max_label = max(self._max_label, max(labels, default=-1))
+        self._note_labels(labels)
         self._native.set_state(self._state())
         self._native.add(columns)
         self._index += count
@@ -386,7 +402,8 @@ class Writer:
 
     def _state(self):
         """What a resumed write needs of this one (in the journal with each commit): the largest label so far."""
-        return json.dumps({"max_label": self._max_label})
+        return json.dumps({"max_label": self._max_label,
+                           "labels": sorted(self._labels) if self._labels is not None else None})
 
     def _end_split(self):
         if self._split is None:
@@ -396,129 +413,3 @@ class Writer:
         self._progress.update(self._split, self._index, self._expected, self._start, final=True, first=self._first)
         self._written_splits.append(self._split)
         self._split = None
-
-
-def _is_map_style(dataset):
-    """Whether `dataset` is read by index (len and []): not a torch
-    IterableDataset, whose [] torch's Dataset makes raise even where it has a
-    len."""
-    torch_data = sys.modules.get("torch.utils.data")
-    if torch_data is not None and isinstance(dataset, torch_data.IterableDataset):
-        return False
-    return hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__") and not isinstance(dataset, (dict, str))
-
-
-def _split_indices(count, split_of, val_fraction):
-    """{split: [item indices]} for a map-style dataset: split_of(index) names
-    each item's split, or val_fraction of the items (chosen by a hash of
-    their index, the same every run) become "val"."""
-    if split_of is not None:
-        splits = {}
-        for index in range(count):
-            splits.setdefault(str(split_of(index)), []).append(index)
-        return splits
-    chosen = np.arange(count, dtype=np.uint64)
-    with np.errstate(over="ignore"):  # splitmix64 of the index
-        z = chosen + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z = z ^ (z >> np.uint64(31))
-    val = (z >> np.uint64(11)).astype(np.float64) / float(1 << 53) < val_fraction
-    return {"train": np.flatnonzero(~val).tolist(), "val": np.flatnonzero(val).tolist()}
-
-
-# What a user's other words for granary.write's arguments mean here.
-_WRITE_INSTEAD = {"num_workers": "workers=N reads the dataset in N processes, as DataLoader's num_workers",
-                  "force": "overwrite=True replaces an existing db", "compression": "zstd_level= (0 stores raw)",
-                  "level": "zstd_level=", "shuffle": "a db keeps its samples' order; granary.Loader shuffles as it reads",
-                  "batch_size": "the write batches by itself; granary.Loader(batch_size=) batches the reads"}
-
-
-def _refuse_unknown(arguments):
-    """TypeError for granary.write's unknown keyword arguments, naming the one meant."""
-    for name in arguments:
-        if name in _WRITE_INSTEAD:
-            raise TypeError(f"granary.write takes no {name}= ({_WRITE_INSTEAD[name]})")
-        close = difflib.get_close_matches(name, inspect.signature(write).parameters, n=1)
-        raise TypeError(f"granary.write got an unexpected keyword argument '{name}'"
-                        + (f": did you mean {close[0]}=?" if close else ""))
-
-
-def write(db, samples, *, split_of=None, val_fraction=0.0, classes=None, workers=1, label=None, schema=None,
-          overwrite=False, zstd_level=3, dictionary="auto", threads=0, progress=None, resume=False, **others):
-    """Writes `samples` into a new db at `db` and returns its summary (see
-    Writer.close). `samples` is any iterable of samples (a torch Dataset, a
-    generator, a torchvision dataset, a list), or a dict of them by split
-    name ({"train": ..., "test": ...}); a single one is split "train".
-
-    For a map-style dataset (len and []), `split_of(index)` names each
-    item's split, or `val_fraction` of its items become split "val";
-    `workers`=N reads its items in N processes (as DataLoader does), so a
-    dataset that decodes in __getitem__ is read on every core while the C++
-    side compresses. `classes` defaults to the dataset's own `.classes`
-    (torchvision's). resume=True continues an interrupted write of the same
-    samples: a map-style dataset's stored items are not read again, an
-    iterable's are read and skipped. Other arguments as granary.Writer's.
-    """
-    _refuse_unknown(others)
-    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 1024:
-        raise InvalidArgumentError(f"workers={workers!r}: must be an int in 1..1024")
-    if not 0 <= val_fraction < 1:
-        raise InvalidArgumentError(f"val_fraction={val_fraction!r}: must be in [0, 1)")
-    if (split_of is not None or val_fraction) and isinstance(samples, dict):
-        raise InvalidArgumentError("split_of and val_fraction split one dataset; samples is already a dict of splits")
-    if split_of is not None and val_fraction:
-        raise InvalidArgumentError("give split_of or val_fraction, not both")
-    splits = samples if isinstance(samples, dict) else {"train": samples}
-    _refuse_tables(samples, splits)
-    if classes is None:
-        classes = next((getattr(s, "classes") for s in splits.values() if hasattr(s, "classes")), None)
-    # (split, dataset, indices or None for all in order)
-    plan = []
-    for name, dataset in splits.items():
-        if split_of is not None or val_fraction:
-            if not _is_map_style(dataset):
-                raise InvalidArgumentError("split_of and val_fraction need a map-style dataset (len and [])")
-            for part, indices in _split_indices(len(dataset), split_of, val_fraction).items():
-                plan.append((part, dataset, indices))
-        else:
-            plan.append((name, dataset, None))
-        _warn_of_random_transforms(dataset, name)
-    if workers > 1:
-        for name, dataset, _ in plan:
-            if not _is_map_style(dataset):
-                raise InvalidArgumentError(f"workers={workers}: split '{name}' is not a map-style dataset (len and "
-                                           f"[]); an iterable is read in this process (workers=1)")
-    writer = Writer(db, schema, label=label, classes=classes, overwrite=overwrite, zstd_level=zstd_level,
-                    dictionary=dictionary, threads=threads, source=type(next(iter(splits.values()))).__name__,
-                    progress=progress, options={"workers": workers}, resume=resume)
-    # A map-style split's items in order (indices into the dataset); None for an iterable.
-    orders = [indices if indices is not None else range(len(dataset)) if _is_map_style(dataset) else None
-              for _, dataset, indices in plan]
-    writer._plan = [[name, len(order) if order is not None else None] for (name, _, _), order in zip(plan, orders)]
-    try:
-        for (name, dataset, _), order in zip(plan, orders):
-            expected = len(order) if order is not None else len(dataset) if hasattr(dataset, "__len__") else 0
-            if writer._native is None and order is not None and len(order):
-                writer._open(dataset[order[0]], name)
-            if name in writer._finished:
-                continue
-            start = writer.resumed.get(name, 0)  # stored by the write this one resumes
-            if workers > 1:
-                _write_with_workers(writer, name, dataset, order[start:], start, expected, workers)
-            else:
-                items = (dataset[i] for i in order[start:]) if order is not None else iter(dataset)
-                for sample in items:
-                    if writer._native is None:
-                        writer._open(sample, name)
-                    if order is None and writer.resumed and writer._stored_already(name):
-                        continue
-                    writer._stream(name, expected)
-                    writer._add(_convert(sample, writer._fields, writer._index, name))
-            if writer._native is not None and name not in writer._finished:
-                writer._stream(name, expected)  # a split with no samples is still a split
-        return writer.close()
-    except BaseException as error:
-        writer.abort()
-        writer._note_resumable(error)
-        raise

@@ -3,7 +3,8 @@
 class names (str) written as their index in classes=, which they need; a
 one-element array label written as its value; a one-hot or several-valued
 label warned of at the first sample, on the user's line, and named by train
-and granary.Loader with the db's fields; image files' bytes warned of; a granary.Writer a notebook cell
+and granary.Loader with the db's fields; classes with no sample (labels
+counted from 1) and image files' bytes warned of; a granary.Writer a notebook cell
 left open (its loop raised before close()) named by the next Writer of its
 db, which takes its place with resume=True or overwrite=True; a split a db
 lacks named with those it has, and a slice of a Dataset with the Subset
@@ -22,7 +23,7 @@ import warnings
 import numpy as np
 import torch
 
-from testenv import TRAIN, run  # puts the build's granary on sys.path
+from testenv import PREP, TRAIN, run  # puts the build's granary on sys.path
 import granary  # noqa: E402
 
 NAMES = ["cat", "dog", "bird"]
@@ -93,6 +94,27 @@ class LabelsTest(unittest.TestCase):
                       progress=False)
         self.assertEqual(granary.Dataset(self.path("caption.db"))[1]["caption"], "a dog")
 
+    def test_classes_without_a_sample_are_warned_of_and_noted(self):
+        # Labels counted from 1 (MATLAB's, SVHN's, Oxford Flowers'): class 0 would be an output no sample teaches.
+        one_based = [(np.full(4, k, np.float32), 1 + k % 10) for k in range(200)]
+        for workers in (1, 2):
+            db = self.path(f"one_based{workers}.db")
+            with self.assertWarnsRegex(UserWarning, r"labels run 1..10, so class 0 has no sample \(labels counted "
+                                                    r"from 1\? write label - 1") as said:
+                granary.write(db, one_based, workers=workers, progress=False)
+            self.assertEqual(said.filename, __file__)
+            self.assertEqual(granary.describe(db)["num_classes"], 11)
+            self.assertIn("labels run 1..10, so class 0 has no sample", run(PREP, "info", db).stdout)
+        ids = [(np.zeros(4, np.float32), [3, 1000][k % 2]) for k in range(40)]
+        with self.assertWarnsRegex(UserWarning, r"2 distinct labels among 0..1000: 999 of the 1001 classes have no "
+                                                r"sample \(0, 1, 2, 4, 5, 6, 7, 8, \.\.\.\); write the labels as "
+                                                r"0..1 \(np.unique"):
+            granary.write(self.path("ids.db"), ids, progress=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # named classes, and labels 0..N-1, are as meant
+            granary.write(self.path("named.db"), one_based, classes=[str(k) for k in range(11)], progress=False)
+            granary.write(self.path("zero_based.db"), [(x, y - 1) for x, y in one_based], progress=False)
+
     def test_a_one_element_label_is_written_as_its_value(self):
         # A table's rows (df[["label"]].to_numpy()) give [3]; so does y.unsqueeze(0), and a price as [value].
         rows = [(np.full(4, k, np.float32), np.array([k % 3])) for k in range(60)]
@@ -140,7 +162,8 @@ class LabelsTest(unittest.TestCase):
         self.assertEqual(granary.Dataset(self.path("png.db"))[0]["png"].numpy().tobytes(), encoded.getvalue())
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # other bytes are bytes
-            granary.write(self.path("bytes.db"), [{"blob": b"RIFF....WAVE", "label": 1}] * 3, progress=False)
+            granary.write(self.path("bytes.db"), [{"blob": b"RIFF....WAVE", "label": k} for k in range(2)],
+                          progress=False)
 
     def cell(self, db, fail_at=None, **options):
         """A notebook cell: a Writer made without `with`, which a bug in the loop leaves open."""
@@ -175,7 +198,8 @@ class LabelsTest(unittest.TestCase):
             earlier.write({"x": np.zeros(2048, np.float32), "label": 0})
         with self.assertRaisesRegex(granary.InvalidArgumentError, "the writer was ended"):
             earlier.close()
-        self.assertTrue(np.array_equal(granary.Dataset(db)[1999]["x"], np.random.default_rng(1999).random(2048, np.float32)))
+        last = np.random.default_rng(1999).random(2048, np.float32)
+        self.assertTrue(np.array_equal(granary.Dataset(db)[1999]["x"], last))
         # overwrite=True starts afresh; a Writer closed or aborted is no obstacle.
         try:
             self.cell(self.path("again.db"), fail_at=10)
