@@ -277,8 +277,10 @@ def _record_uncaught():
                 import json
                 import time
                 import traceback
-                message = "".join(traceback.format_exception_only(kind, value)).strip() + "\n" + \
-                    "".join(traceback.format_tb(trace))
+                # A SyntaxError's own lines begin with where it is; its one line says what it is.
+                first = f"{kind.__name__}: {value}" if issubclass(kind, SyntaxError) else \
+                    "".join(traceback.format_exception_only(kind, value)).strip()
+                message = first + "\n" + "".join(traceback.format_tb(trace))
                 with open(path, "w") as f:
                     json.dump({"message": {"message": message, "extraInfo": {
                         "py_callstack": "".join(traceback.format_exception(kind, value, trace)),

@@ -181,6 +181,34 @@ std::string RankExitLine(const LaunchOptions& o, int rank, int wstatus, const Ra
   return "";
 }
 
+// A command's rank that ended with status 0 while its peers still ran (a
+// script's stopping rule that one rank reached alone, an exit in one
+// branch): the others' next collective fails or waits without it, and
+// their failure is what ends the job. Named beside that failure.
+class EarlyEnd {
+ public:
+  void Note(const LaunchOptions& o, int rank, const RankPulse& pulse, size_t still_running) {
+    if (o.kind != RankKind::kCommand || !what_.empty() || still_running == 0) return;
+    what_ = RankName(o, rank) + " ended with status 0 at step " + std::to_string(pulse.step);
+    at_ = Clock::now();
+  }
+  // `failure` (a line on a rank, "...; stopping the ...") with ", 0.2 s
+  // after rank 1 ended with status 0 at step 5 (...)" before its end.
+  std::string Beside(std::string failure) const {
+    if (what_.empty() || failure.empty()) return failure;
+    char seconds[32];
+    std::snprintf(seconds, sizeof(seconds), "%.1f", SecondsSince(at_));
+    const std::string after = std::string(", ") + seconds + " s after " + what_ +
+                              " (a rank that ends before its peers leaves their collectives without it)";
+    const size_t end = failure.rfind("; stopping the ");
+    return failure.insert(end == std::string::npos ? failure.size() : end, after);
+  }
+
+ private:
+  std::string what_;
+  Clock::time_point at_;
+};
+
 // Once every rank has ended: the relays' rest written (under mpirun, as
 // FinishMpirunOutput says), a stdout that could not be written failing the run.
 void FinishRelays(const LaunchOptions& o, const std::vector<std::unique_ptr<OutputRelay>>& relays,
@@ -319,6 +347,7 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
   MpirunWatch mpirun_watch;
   EndOrder end_order;
   const pid_t mpirun_pid = mpi ? ranks.pids[0] : 0;
+  EarlyEnd early_end;
   int vanished = -1;       // the rank FindVanishedRank named, if it named one
   bool signalled = false;  // FindSignalledRank named the failure
   while (ranks.running > 0) {
@@ -347,13 +376,14 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
     }
     end_order.Reap(ranks, board.value(), [&](int rank, int wstatus) {
       const int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+      if (code == 0 && !stopping) early_end.Note(o, rank, board.value().Read(rank), ranks.running);
       if (code == 0 || outcome.exit_code != 0 || outcome.enough) return;
       outcome.exit_code = code;
       if (mpi && !stopping) {  // mpirun ended the job
         outcome.failure = MpirunEndCause(o, board.value(), ranks, mpirun_pid, wstatus, SecondsSince(launched),
                                          &outcome.exit_code, &vanished, &signalled);
       } else if (!stopping) {
-        outcome.failure = RankExitLine(o, rank, wstatus, error_files, ranks.oom_kills);
+        outcome.failure = early_end.Beside(RankExitLine(o, rank, wstatus, error_files, ranks.oom_kills));
         if (outcome.failure.empty() && o.timeout_s > 0) {
           // It gave up (said why itself); was it waiting for a rank that hung?
           outcome.failure =
@@ -364,7 +394,7 @@ StatusOr<LaunchOutcome> LaunchRanks(const LaunchOptions& o) {
     });
     if (ranks.running == 0) break;
     if (!stopping && o.timeout_s > 0) {
-      outcome.failure = FindHang(o, board.value(), ranks, SecondsSince(launched));
+      outcome.failure = early_end.Beside(FindHang(o, board.value(), ranks, SecondsSince(launched)));
       if (!outcome.failure.empty()) {
         outcome.exit_code = 1;
         stop_all();
