@@ -111,7 +111,7 @@ def _warn_of_vector_label(fields, sample, split, label_name, stacklevel):
             continue
         array = _as_array(value)[0]
         one_hot = array.ndim == 1 and array.size > 1 and np.count_nonzero(array) == 1 and array.max() == 1
-        what = f"a one-hot vector (of class {int(array.argmax())})" if one_hot else "not one value"
+        what = f"a one-hot vector (of class {int(array.argmax())})" if one_hot else "not a scalar"
         fix = ("write its class as an int (int(y.argmax())) to train on it" if one_hot else
                "train and granary.Loader train on one class or one value a sample")
         warnings.warn(f"granary.write: split '{split}': field '{field.name}' is {field.describe()}, {what}: the db "

@@ -247,12 +247,12 @@ def _labels_as_given(fields, sample, split, label, classes):
     one-element array (`np.array([3])`, a column of a table's rows,
     `y.unsqueeze(0)`) as its one value. Which field is the label: `label`
     if named, else, where no field is an integer scalar, one named like a
-    label (a tuple's "target")."""
+    label (a tuple's "target"). A field schema= declares stays as declared."""
     if any(f.shape == () and f.dtype.kind in "iu" for f in fields) and label is None:
         return
     where = f"sample 0 of split '{split}'"
     for field, (_, value) in zip(fields, _named_values(sample, 0, split)):
-        if field.name != label and (label is not None or field.name not in _LABEL_NAMES):
+        if field.name != label and (label is not None or field.name not in _LABEL_NAMES) or field.origin == "schema=":
             continue
         if field.layout == TEXT_LAYOUT:
             if classes is None:

@@ -127,6 +127,11 @@ class LabelsTest(unittest.TestCase):
         x, y = next(iter(granary.Loader(self.path("prices.db"), batch_size=8, shuffle=False, world=1, rank=0)))
         self.assertEqual(list(y.shape), [8])
         self.assertAlmostEqual(float(y[3]), 4.5)
+        # A shape schema= declares is kept as declared (and, not being a scalar, warned of as no label).
+        with self.assertWarnsRegex(UserWarning, r"field 'target' is int64 \[1\], not a scalar"):
+            granary.write(self.path("declared.db"), rows, schema={"input": ("float32", [4]), "target": ("int64", [1])},
+                          progress=False)
+        self.assertEqual(granary.describe(self.path("declared.db"))["fields"][1]["shape"], [1])
 
     def test_a_one_hot_or_several_valued_label_is_warned_of_and_named_where_it_is_read(self):
         one_hot = [(np.zeros(5, np.float32), np.eye(3, dtype=np.float32)[k % 3]) for k in range(30)]
@@ -140,7 +145,7 @@ class LabelsTest(unittest.TestCase):
                       "train and granary.Loader", str(said[0].message))
         self.assertIn("int(y.argmax())", str(said[0].message))
         several = [(np.zeros(5, np.float32), np.array([1, 0, 1])) for _ in range(30)]
-        with self.assertWarnsRegex(UserWarning, r"field 'target' is int64 \[3\], not one value"):
+        with self.assertWarnsRegex(UserWarning, r"field 'target' is int64 \[3\], not a scalar"):
             granary.write(self.path("several.db"), several, progress=False)
         needle = (r"has no label field to train on \(its fields: input float32 \[5\], target float32 \[3\]\): a label "
                   r"is one integer class or one float value a sample; granary.write takes the one integer scalar field")
