@@ -359,7 +359,8 @@ class Writer:
         if self._label_name is not None:
             label = _checked_label(arrays[self._label_index], self._regression, self._label_name, index, split)
             self._max_label = max(self._max_label, label)
-            self._note_labels((label,) if label >= 0 else ())
+            if label >= 0 and self._labels is not None:
+                self._labels.add(label)  # bounded in _state(), once a batch
 
     def _add(self, arrays):
         self._check_label(arrays, self._index, self._split)
@@ -368,18 +369,12 @@ class Writer:
         if len(self._batch) >= self._batch_size:
             self._flush()
 
-    def _note_labels(self, labels):
-        """Adds `labels` to the classes seen, as long as they are few enough to keep in the journal's state."""
-        if self._labels is not None:
-            self._labels.update(labels)
-            if len(self._labels) > _MOST_LABELS_TRACKED:
-                self._labels = None
-
     def _add_columns(self, columns, count, labels):
         """A batch converted elsewhere (a worker process), with the classes it holds."""
         self._flush()
         self._max_label = max(self._max_label, max(labels, default=-1))
-        self._note_labels(labels)
+        if self._labels is not None:
+            self._labels.update(labels)
         self._native.set_state(self._state())
         self._native.add(columns)
         self._index += count
@@ -401,7 +396,10 @@ class Writer:
             warnings.warn(f"granary.write: {warning}", stacklevel=_outside_granary())
 
     def _state(self):
-        """What a resumed write needs of this one (in the journal with each commit): the largest label so far."""
+        """What a resumed write needs of this one (in the journal with each commit): the largest label so far,
+        and the classes seen, as long as they are few enough to keep there."""
+        if self._labels is not None and len(self._labels) > _MOST_LABELS_TRACKED:
+            self._labels = None
         return json.dumps({"max_label": self._max_label,
                            "labels": sorted(self._labels) if self._labels is not None else None})
 
