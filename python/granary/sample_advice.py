@@ -120,6 +120,16 @@ def _warn_of_vector_label(fields, sample, split, label_name, stacklevel):
         return
 
 
+def _integer_values_note(field, values):
+    """A float label whose every value is one of a few integers (0.0 and 1.0
+    for a BCE loss, a class id as a float): written as a number to predict,
+    which train fits by its squared error, where classes may have been meant."""
+    shown = ", ".join(f"{v:g}" for v in sorted(values)[:8]) + (", ..." if len(values) > 8 else "")
+    return (f"label '{field.name}' is {field.dtype.name}, so it was written as a number to predict (regression: "
+            f"train fits it by its squared error), but its values are {len(values)} integers ({shown}); if they "
+            f"are classes, write them as ints (int(y), y.long()) and train classifies them")
+
+
 _IMAGE_FILES = ((b"\xff\xd8\xff", "JPEG"), (b"\x89PNG\r\n\x1a\n", "PNG"), (b"RIFF", "WebP"))
 
 

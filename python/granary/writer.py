@@ -41,10 +41,12 @@ import time
 import warnings
 import weakref
 
+import numpy as np
+
 from .errors import FailedPreconditionError, InvalidArgumentError
 from .paths import os_bytes, os_str
-from .sample_advice import (_classes_without_samples, _warn_of_encoded_images, _warn_of_float64,
-                            _warn_of_float_pixels, _warn_of_vector_label)
+from .sample_advice import (_classes_without_samples, _integer_values_note, _warn_of_encoded_images,
+                            _warn_of_float64, _warn_of_float_pixels, _warn_of_vector_label)
 from .samples import _Batch, _checked_label, _convert, _infer_schema, _label_field, _labels_as_given
 from .write_progress import _outside_granary, _Progress, _user_line
 
@@ -89,6 +91,9 @@ class _Spool:
 
 # Classes seen are tracked (for classes with no sample) up to this many: a label for each sample is no class.
 _MOST_LABELS_TRACKED = 65536
+
+# A float label of at most this many distinct integer values may be classes written as floats: said.
+_FEW_INTEGERS = 32
 
 # The Writers of this process with a write under way, by the db's real path: a Writer left open (a notebook
 # cell whose loop raised before close()) still holds its db's "<db>.partial", and a new Writer of that db names it.
@@ -155,6 +160,7 @@ class Writer:
         self._fields = None
         self._label_name = None
         self._regression = False  # the label field is a float: a number to predict
+        self._integers = set()  # a float label's values while all are integers and few (None: not so, or resumed)
         self._max_label = -1
         self._labels = set()  # the classes seen (None: not known, past _MOST_LABELS_TRACKED or resumed from before)
         self._split = None  # the split streaming into the db
@@ -228,6 +234,9 @@ class Writer:
                 notes.append(gaps)
                 warnings.warn(f"granary.write: {gaps}", stacklevel=_outside_granary())
             classes = classes if classes is not None else [str(k) for k in range(num_classes)]
+        if self._regression and self._integers:
+            note = _integer_values_note(self._fields[self._label_index], self._integers)
+            warnings.warn(f"granary.write: {note}", stacklevel=_outside_granary())
         native, self._native = self._native, None
         self.summary = native.finish(self._label_name or "", num_classes, classes or [], notes)
         self.summary["resumed_samples"] = sum(self.resumed.values())
@@ -294,6 +303,7 @@ class Writer:
         self._opened = True
         resumed = self._native.resumed()
         if resumed is not None:
+            self._integers = None  # the values stored before are not known
             state = json.loads(resumed["state"] or "{}")
             self._max_label = state.get("max_label", -1)
             self._labels = set(state["labels"]) if state.get("labels") is not None else None
@@ -375,6 +385,7 @@ class Writer:
         self._max_label = max(self._max_label, max(labels, default=-1))
         if self._labels is not None:
             self._labels.update(labels)
+        self._note_values(columns)
         self._native.set_state(self._state())
         self._native.add(columns)
         self._index += count
@@ -383,10 +394,24 @@ class Writer:
 
     def _flush(self):
         if self._batch is not None and len(self._batch):
+            columns = self._batch.columns()
+            self._note_values(columns)
             self._native.set_state(self._state())
-            self._native.add(self._batch.columns())
+            self._native.add(columns)
             self._warn_of_disk()
             self._progress.update(self._split, self._index, self._expected, self._start, first=self._first)
+
+    def _note_values(self, columns):
+        """A float label's values, while every one is an integer and they are few: classes written as floats?"""
+        if not self._regression or self._integers is None:
+            return
+        values = columns[self._label_index].astype(np.float64)
+        if not np.array_equal(values, np.round(values)):
+            self._integers = None
+            return
+        self._integers.update(np.unique(values).tolist())
+        if len(self._integers) > _FEW_INTEGERS:
+            self._integers = None
 
     def _warn_of_disk(self):
         """Once, where the rest of the samples will not fit on the db's disk (projected in C++)."""

@@ -4,7 +4,7 @@ class names (str) written as their index in classes=, which they need; a
 one-element array label written as its value; a one-hot or several-valued
 label warned of at the first sample, on the user's line, and named by train
 and granary.Loader with the db's fields; classes with no sample (labels
-counted from 1) and image files' bytes warned of; a granary.Writer a notebook cell
+counted from 1), classes written as floats and image files' bytes warned of; a granary.Writer a notebook cell
 left open (its loop raised before close()) named by the next Writer of its
 db, which takes its place with resume=True or overwrite=True; a split a db
 lacks named with those it has, and a slice of a Dataset with the Subset
@@ -103,7 +103,7 @@ class LabelsTest(unittest.TestCase):
                                                     r"from 1\? write label - 1") as said:
                 granary.write(db, one_based, workers=workers, progress=False)
             self.assertEqual(said.filename, __file__)
-            self.assertEqual(granary.describe(db)["num_classes"], 11)
+            self.assertEqual(granary.describe(db)["classes"], [str(k) for k in range(11)])
             self.assertIn("labels run 1..10, so class 0 has no sample", run(PREP, "info", db).stdout)
         ids = [(np.zeros(4, np.float32), [3, 1000][k % 2]) for k in range(40)]
         with self.assertWarnsRegex(UserWarning, r"2 distinct labels among 0..1000: 999 of the 1001 classes have no "
@@ -114,6 +114,21 @@ class LabelsTest(unittest.TestCase):
             warnings.simplefilter("error")  # named classes, and labels 0..N-1, are as meant
             granary.write(self.path("named.db"), one_based, classes=[str(k) for k in range(11)], progress=False)
             granary.write(self.path("zero_based.db"), [(x, y - 1) for x, y in one_based], progress=False)
+
+    def test_classes_written_as_floats_are_warned_of(self):
+        # TensorDataset(X, y.float()), as a BCE loss wants its targets: a regression on 0 and 1, said so.
+        x = torch.randn(200, 4)
+        for workers in (1, 2):
+            with self.assertWarnsRegex(UserWarning, r"label 'target' is float32, so it was written as a number to "
+                                                    r"predict .* but its values are 2 integers \(0, 1\); if they "
+                                                    r"are classes, write them as ints"):
+                granary.write(self.path(f"bce{workers}.db"), torch.utils.data.TensorDataset(x, (x[:, 0] > 0).float()),
+                              workers=workers, progress=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a value to predict, or many integers (a count), is as meant
+            granary.write(self.path("price.db"), torch.utils.data.TensorDataset(x, x[:, 1] * 3.3), progress=False)
+            granary.write(self.path("count.db"), torch.utils.data.TensorDataset(x, torch.arange(200.0)),
+                          progress=False)
 
     def test_a_one_element_label_is_written_as_its_value(self):
         # A table's rows (df[["label"]].to_numpy()) give [3]; so does y.unsqueeze(0), and a price as [value].
