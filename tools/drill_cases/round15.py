@@ -1,8 +1,9 @@
 """Round 15 of the hostile drill (twenty-third session): labels as Python
 datasets hold them and writes as notebooks leave them. Class names, one-hot
-vectors and labels counted from 1 written by granary.write; a Writer a
-notebook cell left open; a write stopped before its first commit, resumed;
-a split a db lacks; a batch larger than a rank's epoch."""
+vectors, labels counted from 1 and classes as floats written by
+granary.write; a Writer a notebook cell left open; a write stopped before
+its first commit, resumed; a split a db lacks; a batch larger than a rank's
+epoch."""
 import os
 import textwrap
 
@@ -41,6 +42,13 @@ def round15(d, w):
     """)
     d.case("granary.write of labels counted from 1: class 0 without a sample warned of and noted",
            [PYTHON, one_based, w("r15onebased.db")], 0, needle="labels run 1..10, so class 0 has no sample")
+    floats = script(w, "r15floats.py", """
+        import torch
+        x = torch.randn(100, 4)
+        granary.write(sys.argv[1], torch.utils.data.TensorDataset(x, (x[:, 0] > 0).float()), progress=False)
+    """)
+    d.case("granary.write of TensorDataset(X, y.float()) (a BCE loss's targets): a regression on 0 and 1, said",
+           [PYTHON, floats, w("r15floats.db")], 0, needle="if they are classes, write them as ints")
     left_open(d, w)
     db = w("r15.db")
     run([PREP, "build", FASHION, db, "--limit", "300", "--no-progress"])
