@@ -307,6 +307,25 @@ granary::Status CheckOutputs(bool building, const BuildArgs& b, const std::strin
   return granary::CheckOutputs(outputs, inputs);
 }
 
+// "prep build photos/*.jpg db": the shell gives prep each file the pattern
+// matched, where it takes one RAW and one DB. After the parse refused the
+// extra paths: how many came, and that RAW is the folder that holds them.
+std::string ExtraPathsAdvice(const CLI::App& app, const CLI::App& build, const BuildArgs& b) {
+  if (!build.parsed()) return "";
+  std::vector<std::string> paths = {b.raw.raw, b.db};
+  for (const std::string& arg : app.remaining(true)) {
+    if (!arg.empty() && arg[0] != '-') paths.push_back(arg);
+  }
+  if (paths.size() <= 2) return "";
+  std::error_code ec;
+  const bool files = std::filesystem::is_regular_file(b.raw.raw, ec);
+  return "; prep build takes one RAW and one DB, and was given " + std::to_string(paths.size()) + " paths (" +
+         granary::Printable(paths.front()) + ", " + granary::Printable(paths[1]) + ", ...)" +
+         (files ? ": where a shell pattern (RAW/*.jpg) gave the files it matched, name the folder that holds them "
+                  "(RAW/<class>/*.jpg, or a CSV file)"
+                : "");
+}
+
 // `prep build`'s arguments and flags, each bounded before any work starts.
 void AddBuildFlags(CLI::App* build, int cores, BuildArgs* args) {
   BuildArgs& b = *args;
@@ -455,7 +474,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "prep: %s%s (see prep --help)\n", e.what(), granary::ParseErrorAdvice(app).c_str());
+    std::fprintf(stderr, "prep: %s%s%s (see prep --help)\n", e.what(), granary::ParseErrorAdvice(app).c_str(),
+                 ExtraPathsAdvice(app, *build, b).c_str());
     return 2;
   }
   // "out/new.db/" names the db "out/new.db": the db is a directory, however it is written.

@@ -22,6 +22,18 @@ TEST_F(EndToEnd, BadRawInputEndsWithOneLineAndNoDb) {
   ExpectOneLineError(RunCommand(kPrep + " build " + dir_.Sub("cut") + " " + db, dir_), "train-images-idx3-ubyte.gz");
 
   ExpectOneLineError(PrepFashion(db, "--bogus", dir_), "--bogus");
+  // `prep build photos/a/*.jpg db`: the shell gives each file the pattern matched.
+  fs::create_directories(dir_.Sub("photos/a"));
+  std::string files;
+  for (const char* name : {"1.jpg", "2.jpg", "3.jpg"}) {
+    testing::WriteFile(dir_.Sub("photos/a/") + name, "a jpeg");
+    files += dir_.Sub("photos/a/") + name + " ";
+  }
+  ExpectOneLineError(RunCommand(kPrep + " build " + files + db, dir_),
+                     "prep build takes one RAW and one DB, and was given 4 paths (" + dir_.Sub("photos/a/1.jpg") +
+                         ", " + dir_.Sub("photos/a/2.jpg") + ", ...): where a shell pattern (RAW/*.jpg) gave the "
+                         "files it matched, name the folder that holds them");
+  EXPECT_EQ(testing::ReadFile(dir_.Sub("photos/a/2.jpg")), "a jpeg");
   EXPECT_FALSE(fs::exists(db));
   EXPECT_FALSE(fs::exists(db + ".partial"));
 }
