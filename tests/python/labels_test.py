@@ -8,7 +8,7 @@ counted from 1), classes written as floats and image files' bytes warned of; a g
 left open (its loop raised before close()) named by the next Writer of its
 db, which takes its place with resume=True or overwrite=True; a split a db
 lacks named with those it has, and a slice of a Dataset with the Subset
-that takes it.
+that takes it; a path from home ("~/data.db") taken as the shell takes it.
 
     GRANARY_BUILD=build /usr/bin/python3 tests/python/labels_test.py
 """
@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import tempfile
 import unittest
+import unittest.mock
 import warnings
 
 import numpy as np
@@ -233,6 +234,16 @@ class LabelsTest(unittest.TestCase):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             self.cell(self.path("again2.db"))
+
+    def test_a_path_from_home_is_taken_as_the_shell_takes_it(self):
+        home = self.path("home")
+        os.makedirs(home)
+        with unittest.mock.patch.dict(os.environ, {"HOME": home}):
+            granary.write("~/names.db", images_named(6), classes=NAMES, progress=False)
+            self.assertEqual(len(granary.Dataset("~/names.db")), 6)
+            self.assertEqual(len(granary.Loader("~/names.db", batch_size=2, world=1, rank=0).dataset), 6)
+        self.assertTrue(os.path.isdir(os.path.join(home, "names.db")))
+        self.assertFalse(os.path.exists("~"))
 
     def test_a_split_the_db_lacks_or_a_slice_is_named_with_what_to_ask_instead(self):
         db = self.path("splits.db")
