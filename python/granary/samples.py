@@ -252,7 +252,8 @@ def _labels_as_given(fields, sample, split, label, classes):
         return
     where = f"sample 0 of split '{split}'"
     for field, (_, value) in zip(fields, _named_values(sample, 0, split)):
-        if field.name != label and (label is not None or field.name not in _LABEL_NAMES) or field.origin == "schema=":
+        named = field.name == label or (label is None and field.name in _LABEL_NAMES)
+        if not named or field.origin == "schema=":
             continue
         if field.layout == TEXT_LAYOUT:
             if classes is None:
