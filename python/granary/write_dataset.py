@@ -50,7 +50,8 @@ def _split_indices(count, split_of, val_fraction):
 # What a user's other words for granary.write's arguments mean here.
 _WRITE_INSTEAD = {"num_workers": "workers=N reads the dataset in N processes, as DataLoader's num_workers",
                   "force": "overwrite=True replaces an existing db", "compression": "zstd_level= (0 stores raw)",
-                  "level": "zstd_level=", "shuffle": "a db keeps its samples' order; granary.Loader shuffles as it reads",
+                  "level": "zstd_level=",
+                  "shuffle": "a db keeps its samples' order; granary.Loader shuffles as it reads",
                   "batch_size": "the write batches by itself; granary.Loader(batch_size=) batches the reads"}
 
 
