@@ -97,7 +97,7 @@ _FEW_INTEGERS = 32
 
 # The Writers of this process with a write under way, by the db's real path: a Writer left open (a notebook
 # cell whose loop raised before close()) still holds its db's "<db>.partial", and a new Writer of that db names it.
-_OPEN = {}
+_OPEN = weakref.WeakValueDictionary()  # an entry goes with its Writer
 
 
 class Writer:
@@ -321,7 +321,6 @@ class Writer:
         key = os.path.realpath(self._db)
         here = _user_line()
         earlier = _OPEN.get(key)
-        earlier = earlier() if earlier is not None else None
         if earlier is not None and earlier is not self and earlier._native is not None:
             resume, overwrite = self._settings["resume"], self._settings["overwrite"]
             if not resume and not overwrite:
@@ -335,7 +334,7 @@ class Writer:
             warnings.warn(f"granary: {self.path}: the granary.Writer of it opened at {earlier._opened_at} was left "
                           f"open; it is ended, and this write {fate}", stacklevel=_outside_granary())
         self._opened_at = here
-        _OPEN[key] = weakref.ref(self)
+        _OPEN[key] = self
 
     def _stored_already(self, split):
         """Whether this sample of `split` is one the resumed write had stored
