@@ -63,25 +63,23 @@ def _worker_init(parent, dataset, fields, label_name, regression, slots):
 
 def _worker_convert(split, indices, slot):
     """The columns of `indices`' items, or None when they were put in `slot`
-    of the shared slots; with their count and the classes among them."""
+    of the shared slots; with their count (each label checked)."""
     fields = _WORKER["fields"]
     slots = _WORKER["slots"]
     batch = _Batch(fields) if slot is None else None
     columns = slots.columns(slot, len(indices)) if slot is not None else None
-    labels = set()
     name = _WORKER["label_name"]
     k = [f.name for f in fields].index(name) if name is not None else None
     for row, (position, index) in enumerate(indices):
         arrays = _convert(_WORKER["dataset"][index], fields, position, split)
         if k is not None:
-            labels.add(_checked_label(arrays[k], _WORKER["regression"], name, position, split))
+            _checked_label(arrays[k], _WORKER["regression"], name, position, split)
         if columns is None:
             batch.add(arrays)
         else:
             for column, array in zip(columns, arrays):
                 column[row] = array
-    labels.discard(-1)  # a value to predict: no class
-    return (batch.columns() if columns is None else None), len(indices), labels
+    return (batch.columns() if columns is None else None), len(indices)
 
 
 def _write_with_workers(writer, name, dataset, order, start, expected, workers):
@@ -106,12 +104,12 @@ def _write_with_workers(writer, name, dataset, order, start, expected, workers):
 
     def take():
         slot, _, future = pending[0]
-        columns, count, labels = future.result()
+        columns, count = future.result()
         pending.popleft()
         if columns is None:
             columns = slots.columns(slot, count)
         try:
-            writer._add_columns(columns, count, labels)  # copied: the slot may be filled again
+            writer._add_columns(columns, count)  # copied: the slot may be filled again
         finally:
             del columns  # no view of the slots outlives this, so they can be closed
         if slot is not None:

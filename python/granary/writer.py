@@ -218,7 +218,7 @@ class Writer:
         for split, spool in self._spools.items():  # the splits that waited, in the order they came
             self._stream(split, spool.count)
             for columns, count in spool.batches():
-                self._add_columns(columns, count, ())  # their labels were seen as they came
+                self._add_columns(columns, count)  # their labels were checked as they came
             self._end_split()
         self._spools = {}
         notes = []
@@ -366,10 +366,7 @@ class Writer:
 
     def _check_label(self, arrays, index, split):
         if self._label_name is not None:
-            label = _checked_label(arrays[self._label_index], self._regression, self._label_name, index, split)
-            self._max_label = max(self._max_label, label)
-            if label >= 0 and self._labels is not None:
-                self._labels.add(label)  # bounded in _state(), once a batch
+            _checked_label(arrays[self._label_index], self._regression, self._label_name, index, split)
 
     def _add(self, arrays):
         self._check_label(arrays, self._index, self._split)
@@ -378,13 +375,10 @@ class Writer:
         if len(self._batch) >= self._batch_size:
             self._flush()
 
-    def _add_columns(self, columns, count, labels):
-        """A batch converted elsewhere (a worker process), with the classes it holds."""
+    def _add_columns(self, columns, count):
+        """A batch converted (and its labels checked) elsewhere: a worker process, or a spool."""
         self._flush()
-        self._max_label = max(self._max_label, max(labels, default=-1))
-        if self._labels is not None:
-            self._labels.update(labels)
-        self._note_values(columns)
+        self._note_labels(columns)
         self._native.set_state(self._state())
         self._native.add(columns)
         self._index += count
@@ -394,15 +388,28 @@ class Writer:
     def _flush(self):
         if self._batch is not None and len(self._batch):
             columns = self._batch.columns()
-            self._note_values(columns)
+            self._note_labels(columns)
             self._native.set_state(self._state())
             self._native.add(columns)
             self._warn_of_disk()
             self._progress.update(self._split, self._index, self._expected, self._start, first=self._first)
 
-    def _note_values(self, columns):
-        """A float label's values, while every one is an integer and they are few: classes written as floats?"""
-        if not self._regression or self._integers is None:
+    def _note_labels(self, columns):
+        """The label column of a batch about to be added: its classes (the largest, and which, while they are few
+        enough to keep in the journal's state) or, for a float label, its values while every one is an integer and
+        they are few (classes written as floats?)."""
+        if self._label_name is None:
+            return
+        if not self._regression:
+            seen = np.unique(columns[self._label_index])
+            if seen.size:
+                self._max_label = max(self._max_label, int(seen[-1]))
+            if self._labels is not None:
+                self._labels.update(seen.tolist())
+                if len(self._labels) > _MOST_LABELS_TRACKED:
+                    self._labels = None
+            return
+        if self._integers is None:
             return
         values = columns[self._label_index].astype(np.float64)
         if not np.array_equal(values, np.round(values)):
@@ -422,8 +429,6 @@ class Writer:
     def _state(self):
         """What a resumed write needs of this one (in the journal with each commit): the largest label so far,
         and the classes seen, as long as they are few enough to keep there."""
-        if self._labels is not None and len(self._labels) > _MOST_LABELS_TRACKED:
-            self._labels = None
         return json.dumps({"max_label": self._max_label,
                            "labels": sorted(self._labels) if self._labels is not None else None})
 
