@@ -27,10 +27,8 @@ import json
 import os
 import pickle
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 import unittest
 import warnings
@@ -41,6 +39,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BUILD = os.path.abspath(os.environ.get("GRANARY_BUILD", os.path.join(ROOT, "build")))
 sys.path.insert(0, os.path.join(BUILD, "python"))
 import granary  # noqa: E402
+from testenv import FolderTest  # noqa: E402
 
 PREP = os.path.join(BUILD, "preprocess/prep")
 TRAIN = os.path.join(BUILD, "trainer/train")
@@ -83,14 +82,8 @@ def write_cifar10(root, per_batch, seed=0):
     return py, binary
 
 
-class Case(unittest.TestCase):
+class Case(FolderTest):
     """A test with a folder of its own (self.tmp)."""
-
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="granary-datasets-test-")
-
-    def tearDown(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
 
     def cifar_db(self, per_batch):
         """prep's db (self.tmp/db) of a made-up CIFAR-10 of `per_batch` samples a batch."""

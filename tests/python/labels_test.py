@@ -14,9 +14,7 @@ that takes it; a path from home ("~/data.db") taken as the shell takes it.
 """
 import io
 import os
-import shutil
 import subprocess
-import tempfile
 import unittest
 import unittest.mock
 import warnings
@@ -24,7 +22,7 @@ import warnings
 import numpy as np
 import torch
 
-from testenv import PREP, TRAIN, run  # puts the build's granary on sys.path
+from testenv import PREP, TRAIN, FolderTest, run  # puts the build's granary on sys.path
 import granary  # noqa: E402
 
 NAMES = ["cat", "dog", "bird"]
@@ -35,16 +33,7 @@ def images_named(count):
     return [(np.full((8, 8, 3), k % 3 * 80, np.uint8), NAMES[k % 3]) for k in range(count)]
 
 
-class LabelsTest(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="granary-labels-test-")
-
-    def tearDown(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-    def path(self, name):
-        return os.path.join(self.tmp, name)
-
+class LabelsTest(FolderTest):
     def test_class_names_are_written_as_their_index_in_classes(self):
         samples = images_named(300)
         for workers in (1, 2):

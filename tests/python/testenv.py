@@ -1,9 +1,13 @@
 """What the Python tests of the build share: where the checkout and the build
 are (GRANARY_BUILD, else build/), the build's granary package on sys.path,
-its programs, and a run of one that must succeed."""
+its programs, a run of one that must succeed, and a test case with a folder
+of its own."""
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.abspath(os.environ.get("GRANARY_BUILD", os.path.join(ROOT, "build")))
@@ -19,3 +23,16 @@ def run(*args):
     if done.returncode != 0:
         raise AssertionError(f"{' '.join(map(str, args))} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return done
+
+
+class FolderTest(unittest.TestCase):
+    """A test with a folder of its own (self.tmp), removed after it; self.path(name) is a path in it."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix=f"granary-{type(self).__name__}-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)

@@ -14,11 +14,9 @@ import gzip
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import unittest
 from unittest import mock
 
@@ -28,6 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BUILD = os.path.abspath(os.environ.get("GRANARY_BUILD", os.path.join(ROOT, "build")))
 sys.path.insert(0, os.path.join(BUILD, "python"))
 import granary  # noqa: E402
+from testenv import FolderTest  # noqa: E402
 
 PREP = os.path.join(BUILD, "preprocess/prep")
 TRAIN = os.path.join(BUILD, "trainer/train")
@@ -48,16 +47,7 @@ def prep_info(db):
     return granary.describe(db)
 
 
-class WriteTest(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="granary-write-test-")
-
-    def tearDown(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-    def path(self, name):
-        return os.path.join(self.tmp, name)
-
+class WriteTest(FolderTest):
     def assert_no_db(self, db):
         self.assertFalse(os.path.exists(db), f"{db} exists")
         self.assertNotIn(os.path.basename(db), os.listdir(os.path.dirname(db)))
