@@ -127,6 +127,9 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c, granary::ChoiceFlags& choi
   app.add_option("--precision", choices.precision, "fp32, or bf16 (CPU autocast; fp32 weights, optimiser and loss)")
       ->capture_default_str();
   app.add_flag("--channels-last", c.model.channels_last, "NHWC batches and conv weights (oneDNN's fast layout)");
+  app.add_flag("--new-head", c.model.new_head,
+               "with --model FILE.pt trained on other classes: its last linear layer made anew with one output per "
+               "class of the db, to fine-tune it");
 
   app.add_option("--optimizer", c.optim.optimizer, "optimizer: " + granary::KnownOptimizerNames())
       ->capture_default_str();

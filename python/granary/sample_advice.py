@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 
 from .errors import InvalidArgumentError
-from .samples import _LABEL_NAMES, TEXT_LAYOUT, _as_array, _named_values
+from .samples import _IMAGE_CHANNELS, _LABEL_NAMES, TEXT_LAYOUT, _as_array, _named_values
 
 _RANDOM_TRANSFORMS = ("ColorJitter", "AutoAugment", "RandAugment", "TrivialAugmentWide", "AugMix", "ElasticTransform")
 
@@ -85,6 +85,34 @@ def _warn_of_float_pixels(sample, fields, split):
                           f"of values k/255 (ToTensor() of 8-bit pixels): stored as they are, 4x the bytes of the "
                           f"pixels. Write the uint8 pixels instead (no ToTensor(): a PIL image or a uint8 array); "
                           f"granary.Loader and train scale them to [0, 1] as they read", stacklevel=4)
+
+
+def _unread_image_fix(field):
+    """How to write a field shaped like an image that train and
+    granary.Loader would not read as one, or None: floats channels last
+    (albumentations without ToTensorV2, img / 255.0), which they read
+    channels first, or an image with a batch dim of one left on it."""
+    shape, kind = field.shape, field.dtype.kind
+    if field.layout or field.variable or not shape or kind not in "iuf":
+        return None
+    if len(shape) == 3 and kind == "f" and shape[2] in _IMAGE_CHANNELS and min(shape[:2]) >= 4:
+        return (f"{field.dtype.name} images channels last (H x W x C), while train and granary.Loader read a float "
+                f"image channels first (C x H x W); write x.transpose(2, 0, 1) (a tensor: x.permute(2, 0, 1); "
+                f"albumentations: ToTensorV2()), or the uint8 pixels, which may be H x W x C")
+    image = len(shape) == 4 and (shape[1] in _IMAGE_CHANNELS or shape[3] in _IMAGE_CHANNELS)
+    if image and shape[0] == 1 and sum(d >= 4 for d in shape[1:]) >= 2:
+        return f"{list(shape)}, an image with a batch dim of one (unsqueeze(0) left on?); write x[0]"
+    return None
+
+
+def _warn_of_unread_images(fields, split, stacklevel):
+    """Said at the first sample of a field _unread_image_fix finds, before
+    a db is written that train would refuse at its first run."""
+    for field in fields:
+        fix = _unread_image_fix(field)
+        if fix:
+            warnings.warn(f"granary.write: split '{split}': field '{field.name}' holds {fix}. As written, train "
+                          f"and granary.Loader do not read it as an image", stacklevel=stacklevel)
 
 
 def _warn_of_float64(fields, split):

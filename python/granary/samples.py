@@ -4,6 +4,8 @@ sample checked and converted to arrays of it, and converted samples gathered
 into the columns the C++ writer takes (python/granary/writer.py uses them;
 so do its worker processes). What is said of samples that are likely not
 what was meant is in sample_advice.py."""
+import sys
+
 import numpy as np
 
 from .errors import InvalidArgumentError
@@ -46,6 +48,11 @@ class _Field:
         return f"{self.dtype.name} {list(self.shape)}"
 
 
+# PIL modes whose array is not the colours the image shows (palette indices, bits of 0 and 1, other colour
+# spaces), and the mode each is written in: the pixels torchvision's loader and prep's decoder give for it.
+_PIL_SHOWN_AS = {"1": "L", "P": "RGB", "PA": "RGBA", "CMYK": "RGB", "YCbCr": "RGB", "LAB": "RGB", "HSV": "RGB",
+                 "RGBX": "RGB"}
+
 # dtypes the format lacks, and what to convert them to (the write refuses rather than choose).
 _WIDER = {"float16": "float32", "bfloat16": "float32", "uint16": "int32", "uint32": "int64"}
 
@@ -82,7 +89,7 @@ def _as_array(value, where="a value", first=False):
         value = value.detach().cpu()
         return (value.float() if kind == "bfloat16" else value).numpy(), ""  # numpy has no bfloat16
     try:
-        array = np.asarray(value)  # a PIL image, a list, a numpy value
+        array = np.asarray(_shown_pixels(value))  # a PIL image, a list, a numpy value
     except ValueError:  # numpy: "setting an array element with a sequence ... inhomogeneous shape"
         raise InvalidArgumentError(f"{where}: is nested lists of different lengths, not one rectangular array; pad "
                                    f"its rows to one length, or give it as one sequence (see schema= and -1)") from None
@@ -93,6 +100,16 @@ def _as_array(value, where="a value", first=False):
     if first and array.dtype.name in _WIDER:
         raise _unstored(where, f"{array.dtype.name}", array.dtype.name)
     return array, ""
+
+
+def _shown_pixels(value):
+    """A PIL image in a mode whose array is not its colours (a palette PNG or
+    GIF, a CMYK JPEG, a 1-bit scan) as the image it shows, in the mode prep
+    and torchvision's loader decode it to; any other value as it is."""
+    pil = sys.modules.get("PIL.Image")  # imported wherever a PIL image was made
+    if pil is None or not isinstance(value, pil.Image) or value.mode not in _PIL_SHOWN_AS:
+        return value
+    return value.convert(_PIL_SHOWN_AS[value.mode])
 
 
 def _unstored(where, what, dtype):

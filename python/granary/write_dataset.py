@@ -12,7 +12,7 @@ import numpy as np
 from .errors import InvalidArgumentError
 from .sample_advice import _refuse_tables, _warn_of_random_transforms
 from .samples import _convert
-from .write_workers import _write_with_workers
+from .write_workers import _item, _write_with_workers
 from .writer import Writer
 
 __all__ = ["write"]
@@ -26,6 +26,23 @@ def _is_map_style(dataset):
     if torch_data is not None and isinstance(dataset, torch_data.IterableDataset):
         return False
     return hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__") and not isinstance(dataset, (dict, str))
+
+
+def _iterated(dataset, split):
+    """The samples iterating `dataset` gives; an exception it raises gets a
+    note naming the sample it was asked for."""
+    iterator, count = iter(dataset), 0
+    while True:
+        try:
+            sample = next(iterator)
+        except StopIteration:
+            return
+        except Exception as error:
+            error.add_note(f"granary.write: raised by the iterable of split '{split}' when asked for its sample "
+                           f"{count}")
+            raise
+        yield sample
+        count += 1
 
 
 def _split_indices(count, split_of, val_fraction):
@@ -121,14 +138,15 @@ def write(db, samples, *, split_of=None, val_fraction=0.0, classes=None, workers
         for (name, dataset, _), order in zip(plan, orders):
             expected = len(order) if order is not None else len(dataset) if hasattr(dataset, "__len__") else 0
             if writer._native is None and order is not None and len(order):
-                writer._open(dataset[order[0]], name)
+                writer._open(_item(dataset, order[0], name), name)
             if name in writer._finished:
                 continue
             start = writer.resumed.get(name, 0)  # stored by the write this one resumes
             if workers > 1:
                 _write_with_workers(writer, name, dataset, order[start:], start, expected, workers)
             else:
-                items = (dataset[i] for i in order[start:]) if order is not None else iter(dataset)
+                items = (_item(dataset, i, name) for i in order[start:]) if order is not None else \
+                    _iterated(dataset, name)
                 for sample in items:
                     if writer._native is None:
                         writer._open(sample, name)

@@ -52,6 +52,21 @@ class _Slots:
                 .reshape((n,) + field.shape) for field, row, offset in zip(self.fields, self.row_bytes, self.offsets)]
 
 
+def _item(dataset, index, split):
+    """dataset[index]; an exception the dataset raises gets a note naming the
+    item (its own message may name no file or row, and a worker's traceback
+    ends in the pool's code)."""
+    try:
+        return dataset[index]
+    except Exception as error:
+        note = f"granary.write: raised by dataset[{index}], read for split '{split}'"
+        if isinstance(error, IndexError) and hasattr(dataset, "__len__"):
+            note += (f"; len(dataset) is {len(dataset)}, so dataset[0] to dataset[{len(dataset) - 1}] are read: "
+                     f"its __len__ counts items that its __getitem__ does not give")
+        error.add_note(note)
+        raise
+
+
 def _worker_init(parent, dataset, fields, label_name, regression, slots):
     from . import _native
     _native.die_with_parent(parent)  # a parent killed outright leaves no worker behind
@@ -71,7 +86,7 @@ def _worker_convert(split, indices, slot):
     name = _WORKER["label_name"]
     k = [f.name for f in fields].index(name) if name is not None else None
     for row, (position, index) in enumerate(indices):
-        arrays = _convert(_WORKER["dataset"][index], fields, position, split)
+        arrays = _convert(_item(_WORKER["dataset"], index, split), fields, position, split)
         if k is not None:
             _checked_label(arrays[k], _WORKER["regression"], name, position, split)
         if columns is None:

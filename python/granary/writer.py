@@ -46,7 +46,7 @@ import numpy as np
 from .errors import FailedPreconditionError, InvalidArgumentError
 from .paths import os_bytes, os_str
 from .sample_advice import (_classes_without_samples, _integer_values_note, _warn_of_encoded_images,
-                            _warn_of_float64, _warn_of_float_pixels, _warn_of_vector_label)
+                            _warn_of_float64, _warn_of_float_pixels, _warn_of_unread_images, _warn_of_vector_label)
 from .samples import _Batch, _checked_label, _convert, _infer_schema, _label_field, _labels_as_given
 from .write_progress import _outside_granary, _Progress, _user_line
 
@@ -285,6 +285,7 @@ class Writer:
         self._label_name = _label_field(self._fields, self._label)
         _warn_of_vector_label(self._fields, sample, split, self._label_name, _outside_granary() + 1)
         _warn_of_encoded_images(self._fields, sample, split, _outside_granary() + 1)
+        _warn_of_unread_images(self._fields, split, _outside_granary() + 1)
         self._label_index = [f.name for f in self._fields].index(self._label_name) if self._label_name else None
         self._regression = self._label_name is not None and self._fields[self._label_index].dtype.kind == "f"
         if self._regression and self._classes is not None:

@@ -61,9 +61,14 @@ Status ValidateModel(const ModelConfig& model) {
                           (torchvision ? "; torchvision's models train as TorchScript files: python3 -c \"import "
                                          "torch, torchvision; torch.jit.script(torchvision.models." + model.name +
                                          "(num_classes=N)).save('" + model.name + ".pt')\" (N: the db's classes), "
-                                         "then --model " + model.name + ".pt; resnet and mobilenet here are small "
+                                         "then --model " + model.name + ".pt (one pretrained on ImageNet, weights="
+                                         "'DEFAULT', with --new-head); resnet and mobilenet here are small "
                                          "ones, for 32-128 px images"
                                        : ""));
+  }
+  if (model.new_head && !IsModelFile(model.name)) {
+    return Status::InvalidArgument("--new-head: replaces the last layer of a model file (--model FILE.pt); --model " +
+                                   model.name + " is built for the db's classes as it is");
   }
   if (!(model.width >= kMinModelWidth && model.width <= kMaxModelWidth)) {
     return OutOfRange("--width", NumberText(model.width),

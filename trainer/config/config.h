@@ -46,6 +46,7 @@ struct ModelConfig {
   double dropout = 0.4;
   ComputeType precision = ComputeType::kFp32;  // or bf16: CPU autocast, fp32 weights and loss
   bool channels_last = false;      // NHWC batches and conv weights
+  bool new_head = false;           // a model file's last linear layer made anew for the db's classes
 };
 
 // The optimisation recipe. `lr` and `weight_decay` below 0 mean the

@@ -19,6 +19,7 @@
 #include "trainer/loop/same_flow.h"
 #include "trainer/loop/step.h"
 #include "trainer/loop/train_batches.h"
+#include "trainer/models/script.h"
 #include "trainer/optim/schedule.h"
 #include "trainer/torch_guard.h"
 
@@ -122,6 +123,8 @@ class RankLoop {
     plan.dropped = sampler.dropped();
     plan.threads_per_rank = c_.ThreadsPerRank(UsableCpuCount());
     plan.model = c_.model.name;
+    const auto* script = dynamic_cast<const ScriptModel*>(state_.model.net.get());
+    if (script != nullptr && !script->new_head().empty()) plan.model += " (" + script->new_head() + ")";
     plan.parameters = ParameterCount(*state_.model.net);
     plan.peak_lr = schedule_.peak();
     state_.observer.Plan(plan);

@@ -14,6 +14,13 @@ namespace {
 
 std::atomic<bool> dry_forward_left_running{false};
 
+// Where a model file gives another number of classes than the db has: how to fine-tune it on the db's.
+std::string NewHeadHint(const ModelSpec& spec, const Workload& workload) {
+  if (!IsModelFile(spec.name) || workload.regression || spec.new_head) return "";
+  return "; to fine-tune it on the db's classes, --new-head replaces its last linear layer with one of " +
+         std::to_string(workload.outputs) + " outputs";
+}
+
 }  // namespace
 
 bool DryForwardLeftRunning() { return dry_forward_left_running.load(); }
@@ -28,6 +35,7 @@ ModelSpec SpecFor(const ModelConfig& m, const Workload& workload) {
   spec.target_std = workload.target_std;
   spec.dropout = m.dropout;
   spec.width = m.width;
+  spec.new_head = m.new_head;
   return spec;
 }
 
@@ -46,10 +54,14 @@ std::string ModelCardOf(const TrainConfig& config, const Workload& workload, con
 
 Status ApplySavedModelsInput(const Manifest& manifest, TrainConfig* config) {
   if (!IsModelFile(config->model.name)) return Status::OK();
-  GRANARY_ASSIGN_OR_RETURN(const std::optional<ModelCard> card, ReadModelCard(config->model.name));
-  if (!card.has_value()) return Status::OK();
   const int label = manifest.schema.FieldIndex(manifest.label_field);
   const bool db_regression = label >= 0 && IsFloatDType(manifest.schema.fields[label].dtype);
+  if (config->model.new_head && db_regression) {
+    return Status::InvalidArgument("--new-head: gives a model one output per class, and the db's label '" +
+                                   manifest.label_field + "' is a number to predict");
+  }
+  GRANARY_ASSIGN_OR_RETURN(const std::optional<ModelCard> card, ReadModelCard(config->model.name));
+  if (!card.has_value()) return Status::OK();
   if (label >= 0 && db_regression != !card->regression_target.empty()) {
     return Status::InvalidArgument(
         "--model " + config->model.name + ": " +
@@ -127,7 +139,7 @@ Status CheckModelFits(const TrainConfig& config, const Workload& workload, Model
                                    ", training needs " + ShapeToString(want) + " (" +
                                    (workload.regression ? "or [2]: one value to predict"
                                                         : std::to_string(classes) + " classes") +
-                                   ")");
+                                   ")" + NewHeadHint(spec, workload));
   }
   // The loss (log_softmax) has no kernel for half or integer logits on CPU.
   const auto dtype = logits.scalar_type();

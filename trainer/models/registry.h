@@ -33,6 +33,9 @@ struct ModelSpec {
   // the target's units, its last layer's output x target_std + target_mean
   // (the training split's), so that layer learns a standardised value.
   bool regression = false;
+  // A model file's last linear layer replaced by one of `classes` outputs
+  // (train --new-head: fine-tuning a model trained on other classes).
+  bool new_head = false;
   double target_mean = 0, target_std = 1;
   // Feature-vector inputs: per-feature statistics of the training split; the
   // model standardises its input with them (kept as buffers, so a saved model

@@ -2,7 +2,9 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <sstream>
 
 #include "base/file.h"
@@ -105,9 +107,52 @@ StatusOr<torch::jit::Module> Export(const nn::Module& m, const std::shared_ptr<t
   return out;
 }
 
+// The submodule of `module` at dotted `path` ("layer4.1" of "layer4.1.conv1").
+torch::jit::Module Submodule(torch::jit::Module module, const std::string& path) {
+  std::string::size_type start = 0;
+  while (start < path.size()) {
+    const std::string::size_type dot = std::min(path.find('.', start), path.size());
+    module = module.attr(path.substr(start, dot - start)).toModule();
+    start = dot + 1;
+  }
+  return module;
+}
+
 }  // namespace
 
-ScriptModel::ScriptModel(torch::jit::Module module) : module_(std::move(module)) {
+StatusOr<std::string> ReplaceHead(torch::jit::Module& module, int64_t outputs) {
+  std::string head;  // the last 2-dim weight's name: the last linear layer
+  for (const auto& p : module.named_parameters(/*recurse=*/true)) {
+    const std::string::size_type dot = p.name.rfind('.');
+    const std::string leaf = dot == std::string::npos ? p.name : p.name.substr(dot + 1);
+    if (leaf == "weight" && p.value.dim() == 2) head = p.name;
+  }
+  if (head.empty()) {
+    return Status::InvalidArgument("--new-head: the model has no linear layer (a 2-dim weight) to replace");
+  }
+  const std::string::size_type dot = head.rfind('.');
+  const std::string owner_path = dot == std::string::npos ? "" : head.substr(0, dot);
+  torch::jit::Module owner = owner_path.empty() ? module : Submodule(module, owner_path);
+  const torch::Tensor old = owner.attr("weight").toTensor();
+  const int64_t inputs = old.size(1);
+  // As torch.nn.Linear initialises itself: weight and bias uniform in +-1/sqrt(inputs).
+  const double bound = 1.0 / std::sqrt(static_cast<double>(inputs));
+  torch::NoGradGuard no_grad;
+  const auto like = torch::TensorOptions().dtype(old.dtype());
+  owner.register_parameter("weight", torch::empty({outputs, inputs}, like).uniform_(-bound, bound)
+                                         .set_requires_grad(old.requires_grad()), false);
+  if (owner.hasattr("bias") && owner.attr("bias").isTensor()) {
+    const torch::Tensor bias = owner.attr("bias").toTensor();
+    owner.register_parameter("bias", torch::empty({outputs}, like).uniform_(-bound, bound)
+                                         .set_requires_grad(bias.requires_grad()), false);
+  }
+  const std::string name = owner_path.empty() ? "the module's own" : "'" + owner_path + "'";
+  return "its last linear layer, " + name + " (" + std::to_string(old.size(0)) + " outputs), replaced by one of " +
+         std::to_string(outputs) + ", initialised at random";
+}
+
+ScriptModel::ScriptModel(torch::jit::Module module, std::string new_head)
+    : module_(std::move(module)), new_head_(std::move(new_head)) {
   // The script module's own tensors, under names nn::Module accepts: the
   // optimizer, the sync and channels-last then act on what forward uses. A
   // module none of whose parameters requires grad is an exported one (--save
@@ -156,7 +201,13 @@ StatusOr<std::shared_ptr<Classifier>> LoadScriptModel(const ModelSpec& spec) {
     if (!module.find_method("forward")) {
       return Status::InvalidArgument("--model " + spec.name + ": the TorchScript module has no forward method");
     }
-    return std::shared_ptr<Classifier>(std::make_shared<ScriptModel>(std::move(module)));
+    std::string new_head;
+    if (spec.new_head) {
+      StatusOr<std::string> replaced = ReplaceHead(module, spec.classes);
+      if (!replaced.ok()) return replaced.status().WithContext("--model " + spec.name);
+      new_head = replaced.value();
+    }
+    return std::shared_ptr<Classifier>(std::make_shared<ScriptModel>(std::move(module), std::move(new_head)));
   } catch (const std::exception& e) {
     return Status::InvalidArgument("--model " + spec.name + ": not a TorchScript module that LibTorch can load (" +
                                    FirstLine(e.what()) + ")");

@@ -28,20 +28,30 @@ class Scriptable {
 
 class ScriptModel : public Classifier {
  public:
-  explicit ScriptModel(torch::jit::Module module);
+  // `new_head`: what ReplaceHead did to `module`, or "".
+  explicit ScriptModel(torch::jit::Module module, std::string new_head = "");
   torch::Tensor forward(torch::Tensor x) override;
   void train(bool on = true) override;
   const torch::jit::Module& module() const { return module_; }
+  const std::string& new_head() const { return new_head_; }
 
  private:
   torch::jit::Module module_;
+  std::string new_head_;
 };
 
 // OK if `path` is a regular file (following links); else InvalidArgument
 // saying what it is: no such file, a directory, a character device...
 Status CheckModelFile(const std::string& path);
 
-// Loads spec.name as TorchScript. InvalidArgument naming the file and the
+// --new-head: the last linear layer of `module` (its last 2-dim weight, as
+// fc is torchvision ResNet's and the head a model train saved) made one of
+// `outputs` outputs, initialised as torch.nn.Linear initialises one, so
+// that a model trained on other classes is fine-tuned on a db's. Says what
+// it replaced; InvalidArgument where the module has no such layer.
+StatusOr<std::string> ReplaceHead(torch::jit::Module& module, int64_t outputs);
+
+// Loads spec.name as TorchScript (spec.new_head: then ReplaceHead). InvalidArgument naming the file and the
 // first line of LibTorch's reason if it does not load or has no forward.
 StatusOr<std::shared_ptr<Classifier>> LoadScriptModel(const ModelSpec& spec);
 

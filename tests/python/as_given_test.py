@@ -1,0 +1,182 @@
+#!/usr/bin/python3
+"""Images, datasets and models as newcomers bring them: PIL images in the
+mode a file opened without convert() has (a palette PNG, a CMYK JPEG, a
+1-bit scan) written as the pixels they show, as prep decodes the same
+files; arrays shaped like images that train would not read as one (floats
+channels last, a batch dim of one left on) warned of at the first sample;
+an exception of the user's dataset noted with the item it was reading; a
+model trained on other classes (a file train saved, torchvision's ResNet)
+fine-tuned on a db's with train --new-head.
+
+    GRANARY_BUILD=build /usr/bin/python3 tests/python/as_given_test.py
+"""
+import os
+import unittest
+import warnings
+
+import numpy as np
+import torch
+from PIL import Image
+
+from testenv import PREP, TRAIN, FolderTest, run  # puts the build's granary on sys.path
+import granary  # noqa: E402
+
+
+def photo(seed, size=24):
+    """An RGB image of smooth colours (a photograph's kind: JPEG keeps it close)."""
+    y, x = np.mgrid[0:size, 0:size] / size
+    rng = np.random.default_rng(seed)
+    channels = [np.sin(x * rng.uniform(1, 6) + y * rng.uniform(1, 6) + rng.uniform(0, 6)) for _ in range(3)]
+    return Image.fromarray((np.stack(channels, axis=2) * 120 + 128).astype(np.uint8))
+
+
+def written_images(db):
+    """Each sample's image of a db as a uint8 array, as stored (H x W x C, or 1 x H x W for gray)."""
+    dataset = granary.Dataset(db)
+    return [dataset[k][granary.describe(db)["input_field"]].numpy() for k in range(len(dataset))]
+
+
+class AsGivenTest(FolderTest):
+    def test_pil_images_of_any_mode_are_written_as_the_pixels_they_show(self):
+        # A folder as people keep it: PNGs saved with a palette, a CMYK JPEG from a print workflow.
+        for name in ("a", "b"):
+            os.makedirs(self.path(f"raw/{name}"))
+        files = []
+        for k, (mode, ext) in enumerate([("P", "png"), ("CMYK", "jpg"), ("P", "png"), ("RGB", "png")]):
+            path = self.path(f"raw/{'ab'[k % 2]}/{k}.{ext}")
+            photo(k).convert(mode).save(path)
+            files.append(path)
+        with Image.open(files[0]) as opened:
+            self.assertEqual(opened.mode, "P")  # what Image.open gives a dataset that does not convert()
+
+        class Opened(torch.utils.data.Dataset):  # a custom dataset's __getitem__: Image.open, no convert()
+            def __len__(self):
+                return len(files)
+
+            def __getitem__(self, k):
+                return Image.open(sorted(files)[k]), int(sorted(files)[k].split("/")[-2] == "b")
+
+        granary.write(self.path("opened.db"), Opened(), progress=False)
+        run(PREP, "build", self.path("raw"), self.path("prep.db"), "--size", "24")
+        opened, decoded = written_images(self.path("opened.db")), written_images(self.path("prep.db"))
+        for path, image, prepped in zip(sorted(files), opened, decoded):
+            with Image.open(path) as source:
+                shown = np.asarray(source.convert("RGB"))
+            self.assertEqual(image.shape, (24, 24, 3), path)
+            np.testing.assert_array_equal(image, shown, err_msg=path)  # the colours, not palette indices
+            np.testing.assert_array_equal(image, prepped, err_msg=path)  # as prep decodes the file
+        # A 1-bit scan is gray pixels of 0 and 255 (its array's 0 and 1 would read as black).
+        scans = [(photo(k).convert("1"), k % 2) for k in range(4)]
+        granary.write(self.path("scans.db"), scans, progress=False)
+        pixels = written_images(self.path("scans.db"))
+        self.assertEqual(pixels[0].shape, (1, 24, 24))
+        np.testing.assert_array_equal(pixels[0][0], np.asarray(scans[0][0].convert("L")))
+        self.assertEqual(set(np.unique(np.concatenate(pixels))), {0, 255})
+
+    def test_image_shaped_arrays_train_would_not_read_as_images_are_warned_of(self):
+        rng = np.random.default_rng(0)
+        cases = {
+            "hwc": (rng.random((16, 16, 3), dtype=np.float32), "channels last (H x W x C)"),
+            "batched": (torch.rand(1, 3, 16, 16), "[1, 3, 16, 16], an image with a batch dim of one"),
+            "batched_pixels": (rng.integers(0, 255, (1, 16, 16, 3), dtype=np.uint8), "a batch dim of one"),
+            "chw": (rng.random((3, 16, 16), dtype=np.float32), None),
+            "pixels": (rng.integers(0, 255, (16, 16, 3), dtype=np.uint8), None),
+            "points": (rng.random((100, 3), dtype=np.float32), None),
+        }
+        for name, (value, said) in cases.items():
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                granary.write(self.path(f"{name}.db"), [(value, k % 2) for k in range(8)], progress=False)
+            shapes = [str(w.message) for w in caught if "do not read it as an image" in str(w.message)]
+            if said is None:
+                self.assertEqual(shapes, [], name)
+                continue
+            self.assertEqual(len(shapes), 1, name)
+            self.assertIn(said, shapes[0])
+            self.assertEqual(caught[0].filename, __file__)  # on the user's line
+        # What the warning foretells: train refuses the channels-last db.
+        done = run_failing(TRAIN, "--db", self.path("hwc.db"), "--epochs", "1")
+        self.assertIn("[16, 16, 3]", done)
+
+    def test_an_exception_of_the_dataset_is_noted_with_the_item_it_was_reading(self):
+        class Broken(torch.utils.data.Dataset):
+            def __len__(self):
+                return 100  # one more than it has
+
+            def __getitem__(self, k):
+                if k == 37:
+                    raise ValueError("cannot identify image file 'photos/37.jpg'")
+                if k >= 99:
+                    raise IndexError(k)
+                return np.full(4, k, np.float32), k % 2
+
+        for workers in (1, 2):
+            with self.assertRaises(ValueError) as raised:
+                granary.write(self.path(f"broken{workers}.db"), Broken(), workers=workers, progress=False)
+            self.assertIn("granary.write: raised by dataset[37], read for split 'train'", raised.exception.__notes__)
+        with self.assertRaises(IndexError) as raised:
+            granary.write(self.path("short.db"), torch.utils.data.Subset(Broken(), range(38, 100)), progress=False)
+        self.assertIn("len(dataset) is 62, so dataset[0] to dataset[61] are read", raised.exception.__notes__[0])
+
+        def camera():
+            for k in range(30):
+                if k == 12:
+                    raise OSError("the camera went away")
+                yield np.full(4, k, np.float32), k % 2
+
+        with self.assertRaises(OSError) as raised:
+            granary.write(self.path("camera.db"), {"test": camera()}, progress=False)
+        self.assertEqual(raised.exception.__notes__,
+                         ["granary.write: raised by the iterable of split 'test' when asked for its sample 12"])
+        self.assertFalse(os.path.exists(self.path("camera.db")))
+
+    def test_a_model_trained_on_other_classes_is_fine_tuned_with_a_new_head(self):
+        images = [photo(k, 32) for k in range(240)]
+        granary.write(self.path("ten.db"), [(im, k % 10) for k, im in enumerate(images)], val_fraction=0.2,
+                      progress=False)
+        granary.write(self.path("three.db"), [(im, k % 3) for k, im in enumerate(images[:90])], val_fraction=0.2,
+                      classes=["cat", "dog", "bird"], progress=False)
+        run(TRAIN, "--db", self.path("ten.db"), "--model", "convnet", "--epochs", "1", "--save", self.path("ten.pt"))
+        # Without --new-head: the outputs are named, and the flag that changes them.
+        refused = run_failing(TRAIN, "--db", self.path("three.db"), "--model", self.path("ten.pt"), "--epochs", "1")
+        self.assertIn("gives [2, 10], training needs [2, 3] (3 classes); to fine-tune it on the db's classes, "
+                      "--new-head replaces its last linear layer with one of 3 outputs", refused)
+        done = run(TRAIN, "--db", self.path("three.db"), "--model", self.path("ten.pt"), "--new-head", "--epochs", "1",
+                   "--save", self.path("three.pt"))
+        self.assertIn("(10 outputs), replaced by one of 3, initialised at random", done.stdout)
+        self.assertEqual(granary.model_info(self.path("three.pt"))["classes"], ["cat", "dog", "bird"])
+        before, after = torch.jit.load(self.path("ten.pt")), torch.jit.load(self.path("three.pt"))
+        kept = dict(before.named_parameters())
+        for name, weight in after.named_parameters():
+            if weight.shape != kept[name].shape:  # the head's weight and bias, made anew
+                self.assertEqual((weight.shape[0], kept[name].shape[0]), (3, 10), name)
+            else:  # the rest fine-tuned from where it was: one epoch moves it a little
+                cosine = torch.nn.functional.cosine_similarity(weight.flatten(), kept[name].flatten(), dim=0)
+                self.assertGreater(cosine.item(), 0.9, name)
+        # A model of someone else's: torchvision's ResNet, 1000 ImageNet classes.
+        import torchvision
+        torch.jit.script(torchvision.models.resnet18()).save(self.path("resnet18.pt"))
+        done = run(TRAIN, "--db", self.path("three.db"), "--model", self.path("resnet18.pt"), "--new-head",
+                   "--epochs", "1", "--batch-size", "16")
+        self.assertIn("'fc' (1000 outputs), replaced by one of 3", done.stdout)
+        self.assertIn("epoch 1/1", done.stdout)
+        # Where it means nothing: a model train builds, and a number to predict.
+        refused = run_failing(TRAIN, "--db", self.path("three.db"), "--model", "convnet", "--new-head")
+        self.assertIn("--new-head: replaces the last layer of a model file (--model FILE.pt)", refused)
+        granary.write(self.path("ages.db"), [(im, float(k)) for k, im in enumerate(images[:40])], progress=False)
+        refused = run_failing(TRAIN, "--db", self.path("ages.db"), "--model", self.path("ten.pt"), "--new-head")
+        self.assertIn("--new-head: gives a model one output per class, and the db's label 'target' is a number to "
+                      "predict", refused)
+
+
+def run_failing(*args):
+    """The program's stderr, where it must exit non-zero."""
+    import subprocess
+    done = subprocess.run([str(a) for a in args], capture_output=True, text=True)
+    if done.returncode == 0:
+        raise AssertionError(f"{' '.join(map(str, args))} succeeded:\n{done.stdout[-2000:]}")
+    return done.stderr
+
+
+if __name__ == "__main__":
+    unittest.main()
