@@ -4,7 +4,9 @@ named in its one line: a SyntaxError by what it is, not by the file line its
 traceback begins with; a rank that ends with status 0 while its peers train
 (a stopping rule only one rank reached) named beside the failure it causes
 in the others, where the line named only a peer's `Connection closed by
-peer`.
+peer`; a script written for GPUs (PyTorch's DDP tutorial for torchrun) named
+with every line that puts work on a GPU, where each failed in a run of its
+own.
 
     GRANARY_BUILD=build /usr/bin/python3 tests/python/launch_endings_test.py
 """
@@ -36,6 +38,24 @@ for step in range(200):
     opt.zero_grad()
 """
 
+# The shape of PyTorch's DDP tutorial for torchrun (examples' distributed/ddp-tutorial-series/multigpu_torchrun.py).
+FOR_GPUS = """
+import os, torch, torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.distributed import init_process_group
+
+def ddp_setup():
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    init_process_group(backend="nccl")
+
+ddp_setup()
+gpu_id = int(os.environ["LOCAL_RANK"])
+device = "cuda" if torch.cuda.is_available() else "cpu"  # chooses: not a GPU line
+model = DDP(torch.nn.Linear(20, 1).to(gpu_id), device_ids=[gpu_id])
+# model.cuda()  (a comment: not a line that runs)
+source = torch.randn(8, 20).to(gpu_id)
+"""
+
 
 class LaunchEndingsTest(unittest.TestCase):
     def setUp(self):
@@ -58,6 +78,18 @@ class LaunchEndingsTest(unittest.TestCase):
         self.assertEqual(code, 1)
         self.assertRegex(line, r"launch: rank [01] exited with status 1 \(SyntaxError: '\(' was never closed "
                                r"\(script.py, line 2\)\); stopping the other ranks")
+
+    def test_a_script_written_for_gpus_is_named_with_each_of_its_gpu_lines(self):
+        code, line = self.launch(FOR_GPUS)
+        self.assertEqual(code, 1)
+        self.assertRegex(line, r"launch: rank [01] exited with status 1 \(AttributeError: module 'torch._C' has no "
+                               r"attribute '_cuda_setDevice'\): the script calls torch.cuda \(set_device\(LOCAL_RANK\) "
+                               r"picks a rank's GPU\), and this torch runs on CPUs: leave the call out, ")
+        self.assertIn("; its lines written for GPUs, each of which fails here in turn: "
+                      f"{self.tmp.name}/script.py:7 torch.cuda.set_device(int(os.environ[\"LOCAL_RANK\"])), "
+                      ":8 init_process_group(backend=\"nccl\"), :13 model = DDP(torch.nn.Linear(20, 1).to(gpu_id), "
+                      "device_ids=[gpu_id]), :15 source = torch.randn(8, 20).to(gpu_id); stopping the other ranks",
+                      line)
 
     def test_a_rank_that_ends_before_its_peers_is_named_beside_their_failure(self):
         code, line = self.launch(EARLY, "--timeout", "20")

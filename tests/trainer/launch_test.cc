@@ -115,6 +115,9 @@ TEST(CpuAdvice, NamesWhatAGpuScriptChangesToRunOnCpus) {
             std::string::npos);
   EXPECT_NE(CpuAdvice("AssertionError: Torch not compiled with CUDA enabled").find("torch.device(\"cpu\")"),
             std::string::npos);
+  EXPECT_NE(CpuAdvice("AttributeError: module 'torch._C' has no attribute '_cuda_setDevice'")
+                .find("calls torch.cuda (set_device(LOCAL_RANK) picks a rank's GPU)"),
+            std::string::npos);
   EXPECT_NE(CpuAdvice("ValueError: DistributedDataParallel device_ids and output_device arguments only work with "
                       "single-device/multiple-device GPU modules or CPU modules, but got device_ids [0]")
                 .find("takes no device_ids"),

@@ -129,6 +129,7 @@ LaunchOptions OptionsFor(const CommandConfig& c, const Placement& p, const Layou
   o.name = "launch";
   o.program = program;
   o.args = c.command;
+  o.script = PythonScriptOf(c.command);
   o.ranks = p.local_ranks;
   o.first_rank = p.job.first_rank;
   o.node_rank = p.job.node_rank;

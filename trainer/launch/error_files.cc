@@ -10,6 +10,8 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
+#include <regex>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -66,6 +68,11 @@ std::string RankErrorFiles::Message(int rank) const {
 std::string CpuAdvice(const std::string& message) {
   const auto has = [&](const char* words) { return message.find(words) != std::string::npos; };
   if (has("NCCL")) return "NCCL needs GPUs: dist.init_process_group(\"gloo\") runs on CPUs";
+  // torch.cuda.set_device(local_rank), the DDP tutorial's first line, on a torch built without CUDA.
+  if (has("torch._C' has no attribute '_cuda")) {
+    return "the script calls torch.cuda (set_device(LOCAL_RANK) picks a rank's GPU), and this torch runs on CPUs: "
+           "leave the call out, and put the model and tensors on torch.device(\"cpu\")";
+  }
   if (has("not compiled with CUDA") || has("NVIDIA driver") || has("CUDA is not available") ||
       has("CUDA driver")) {
     return "the script puts its model or tensors on CUDA, and this torch runs on CPUs: use torch.device(\"cpu\") "
@@ -75,6 +82,23 @@ std::string CpuAdvice(const std::string& message) {
     return "on CPUs DistributedDataParallel takes no device_ids: DistributedDataParallel(model)";
   }
   return "";
+}
+
+std::string GpuLines(const std::string& script) {
+  std::ifstream in(script);
+  static const std::regex kGpu(
+      R"(torch\.cuda\.|\.cuda\(|["']cuda|nccl|NCCL|device_ids|\.to\(\s*(self\.)?(args\.)?(gpu\w*|\w*rank|device_id)\s*[,)])");
+  std::string out, line;
+  int found = 0;
+  for (int number = 1; found < kMaxGpuLines && std::getline(in, line) && number <= 100000; ++number) {
+    const size_t start = line.find_first_not_of(" \t");
+    if (start == std::string::npos || line[start] == '#' || line.find("is_available") != std::string::npos) continue;
+    if (!std::regex_search(line, kGpu)) continue;
+    std::string text = line.substr(start, 72);
+    if (text.size() < line.size() - start) text += "...";
+    out += (found++ == 0 ? script : std::string()) + ":" + std::to_string(number) + " " + text + ", ";
+  }
+  return out.empty() ? out : out.substr(0, out.size() - 2);
 }
 
 std::string RendezvousAdvice(const std::string& message, int rank, const std::string& master_port) {

@@ -42,6 +42,14 @@ class RankErrorFiles {
 // device_ids given to DistributedDataParallel); "" for any other error.
 std::string CpuAdvice(const std::string& message);
 
+// The lines of Python script `script` that put work on GPUs (torch.cuda,
+// .cuda(), "cuda:0", NCCL, device_ids, .to(local_rank)), which on CPUs
+// fail one run at a time: "train.py:14 torch.cuda.set_device(rank), :15
+// ...", at most kMaxGpuLines of them; "" where it has none (or cannot be
+// read). A line that asks torch.cuda.is_available() chooses, and is not one.
+std::string GpuLines(const std::string& script);
+inline constexpr int kMaxGpuLines = 8;
+
 // Where `message` says rank `rank` (global) could not serve a store on
 // `master_port` (its MASTER_PORT) as the address was in use: two ranks took
 // rank 0, the script passing rank= of its own to init_process_group (or,

@@ -173,6 +173,9 @@ std::string RankExitLine(const LaunchOptions& o, int rank, int wstatus, const Ra
   if (o.kind == RankKind::kCommand) {
     const std::string recorded = errors != nullptr ? errors->Message(rank) : "";
     std::string advice = CpuAdvice(recorded);
+    if (const std::string lines = advice.empty() ? "" : GpuLines(o.script); !lines.empty()) {
+      advice += "; its lines written for GPUs, each of which fails here in turn: " + lines;
+    }
     if (advice.empty()) advice = RendezvousAdvice(recorded, o.first_rank + rank, RankVariable(o, rank, "MASTER_PORT"));
     if (advice.empty()) advice = MissingModuleAdvice(recorded, o.program, o.parent.Get("PATH"));
     return RankName(o, rank) + " exited with status " + std::to_string(WEXITSTATUS(wstatus)) +

@@ -39,6 +39,7 @@ struct LaunchOptions {
   std::string name = "train";  // the program that launches, in its messages
   std::string program = "/proc/self/exe";
   std::vector<std::string> args;  // argv, args[0] included
+  std::string script;             // kCommand: the Python script the ranks run, if any (its GPU lines are named)
   int ranks = 1;                  // on this node
   int first_rank = 0;             // the global rank of this node's first (node_rank x ranks)
   int node_rank = 0;              // named in failures of a many-node run
