@@ -120,6 +120,10 @@ Status Preflight(const ResolvedRun& run) {
     return Status::InvalidArgument("--label-smoothing: smooths class labels; the db's target '" +
                                    run.workload.target_field + "' is a number to predict");
   }
+  if (run.workload.regression && run.config.optim.class_weights != "none") {
+    return Status::InvalidArgument("--class-weights: weighs classes; the db's target '" + run.workload.target_field +
+                                   "' is a number to predict");
+  }
   GRANARY_RETURN_IF_ERROR(CheckOutputPaths(c));  // first: a disk's room matters only where a file can be written
   for (const std::unique_ptr<Feature>& feature : AllFeatures()) {
     GRANARY_RETURN_IF_ERROR(feature->Preflight(run, model_bytes));

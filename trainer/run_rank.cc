@@ -11,6 +11,7 @@
 #include "trainer/comm/gradient_sync.h"
 #include "trainer/features/checkpoints/resume_point.h"
 #include "trainer/features/features.h"
+#include "trainer/loop/class_weights.h"
 #include "trainer/loop/data_parallel.h"
 #include "trainer/loop/hook.h"
 #include "trainer/loop/input_statistics.h"
@@ -18,6 +19,7 @@
 #include "trainer/loop/rank_model.h"
 #include "trainer/loop/same_flow.h"
 #include "trainer/loop/train_batches.h"
+#include "trainer/number_text.h"
 #include "trainer/optim/optimizer.h"
 
 namespace granary {
@@ -55,6 +57,26 @@ StatusOr<ModelSpec> SpecOf(const ResolvedRun& run, int rank, RunObserver& observ
     if (std::string note = MissingFeaturesNote(s); !note.empty()) observer.Note(note);
   }
   return spec;
+}
+
+// --class-weights balanced: the weights of the train split's classes, told to rank 0's observer.
+StatusOr<torch::Tensor> WeightsOfClasses(const ResolvedRun& run, int rank, RunObserver& observer) {
+  const TrainConfig& c = run.config;
+  GRANARY_ASSIGN_OR_RETURN(const std::vector<uint64_t> counts,
+                           ClassCounts(*run.db, c.data.train_split, run.workload.target_field, run.workload.outputs,
+                                       c.data.skip_corrupt));
+  const torch::Tensor weights = BalancedClassWeights(counts);
+  if (rank == 0) {
+    const std::vector<std::string>& names = run.db->manifest().class_names;
+    std::string each;
+    for (size_t k = 0; k < counts.size() && k < 12; ++k) {
+      each += (k ? ", " : "") + (k < names.size() ? names[k] : std::to_string(k)) + " " +
+              FixedText(weights[static_cast<int64_t>(k)].item<double>(), 3) + " (" + std::to_string(counts[k]) + ")";
+    }
+    observer.Note("--class-weights balanced: the loss weighs each class (samples in split '" + c.data.train_split +
+                  "'): " + each + (counts.size() > 12 ? ", ..." : ""));
+  }
+  return weights;
 }
 
 }  // namespace
@@ -97,6 +119,9 @@ StatusOr<std::vector<EpochReport>> RunRank(const ResolvedRun& run, int rank, Run
   state.parts.optimizer = optimizer.get();
   state.parts.objective.label_smoothing = c.optim.label_smoothing;
   if (run.workload.regression) state.parts.objective.target_std = run.workload.target_std;
+  if (c.optim.class_weights == "balanced") {
+    GRANARY_ASSIGN_OR_RETURN(state.parts.objective.class_weights, WeightsOfClasses(run, rank, observer));
+  }
   state.parts.seed = c.optim.seed;
   state.parts.rank = rank;
   state.check_flow = kCheckFlowByDefault || run.env.Get(kCheckFlowVariable) == "1";

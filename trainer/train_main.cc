@@ -162,6 +162,10 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c, granary::ChoiceFlags& choi
       ->capture_default_str();
   app.add_option("--label-smoothing", c.optim.label_smoothing, "label smoothing of the training loss")
       ->capture_default_str();
+  app.add_option("--class-weights", c.optim.class_weights,
+                 "none, or balanced: the loss weighs each class by the inverse of its share of the train split "
+                 "(for imbalanced classes)")
+      ->capture_default_str();
   app.add_option("--stop-at-accuracy", c.optim.stop_at_accuracy,
                  "stop after the first evaluation at or above this test accuracy (0..1; 0: none)")
       ->capture_default_str();

@@ -168,6 +168,32 @@ class AsGivenTest(FolderTest):
         self.assertIn("--new-head: gives a model one output per class, and the db's label 'target' is a number to "
                       "predict", refused)
 
+    def test_an_imbalanced_split_is_told_beyond_its_accuracy_and_weighed_on_request(self):
+        # 95 of 100 one class: a model that always answers it scores 0.95, as the accuracy alone would hide.
+        rng = np.random.default_rng(0)
+        rows = [(rng.random(8, dtype=np.float32), int(k % 20 == 7)) for k in range(600)]
+        granary.write(self.path("rare.db"), {"train": rows[:500], "test": rows[500:]}, classes=["common", "rare"],
+                      progress=False)
+        done = run(TRAIN, "--db", self.path("rare.db"), "--epochs", "2", "--lr", "0.0001")
+        lines = done.stdout.splitlines()
+        self.assertRegex(lines[-2], r"^epoch 2/2 .* test_acc 0\.9500  bal_acc 0\.5000 ")
+        self.assertEqual(lines[-1], "train: split 'test' is imbalanced ('common' is 95% of it): recall per class "
+                                    "common 1.00, rare 0.00; balanced accuracy 0.5000. The model answers 'common' "
+                                    "for 100% of the samples: its accuracy 0.9500 is what always answering 'common' "
+                                    "scores, and it has learnt little else (--class-weights balanced weighs the "
+                                    "loss against the imbalance)")
+        done = run(TRAIN, "--db", self.path("rare.db"), "--epochs", "1", "--class-weights", "balanced", "--json")
+        self.assertIn("train: --class-weights balanced: the loss weighs each class (samples in split 'train'): "
+                      "common 0.526 (475), rare 10.000 (25)", done.stderr)
+        import json
+        last = json.loads(done.stdout.splitlines()[-1])
+        self.assertIn("test_balanced_accuracy", json.dumps(last))
+        # Where it means nothing: a number to predict.
+        granary.write(self.path("values.db"), [(rng.random(8, dtype=np.float32), float(k)) for k in range(40)],
+                      progress=False)
+        refused = run_failing(TRAIN, "--db", self.path("values.db"), "--class-weights", "balanced")
+        self.assertIn("--class-weights: weighs classes; the db's target 'target' is a number to predict", refused)
+
 
 def run_failing(*args):
     """The program's stderr, where it must exit non-zero."""

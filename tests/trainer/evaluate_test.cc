@@ -7,6 +7,8 @@
 #include <cmath>
 
 #include "tests/loader/image_db.h"
+#include "trainer/loop/class_weights.h"
+#include "trainer/loop/step.h"
 #include "tests/test_util.h"
 
 namespace granary {
@@ -82,6 +84,81 @@ TEST(Evaluate, RegressionFiguresAreRmseMaeAndR2) {
   sums.target_squared_sum = 36;
   EXPECT_EQ(RegressionFiguresOf(sums, 1).r2, 0);
   EXPECT_EQ(RegressionFiguresOf(EvalResult{}, 1).rmse, 0);
+}
+
+// An imbalanced split (90 of one class, 10 of another) answered "class 0"
+// every time scores 0.9 accuracy and 0.5 balanced accuracy: the per-class
+// counts tell the model that learnt nothing from one that learnt both.
+TEST(Evaluate, ClassFiguresTellAModelThatAnswersTheLargestClassAlways) {
+  testing::TempDir dir;
+  testing::ImageDbSpec spec = Spec();
+  spec.manifest.num_classes = 2;
+  testing::WriteImageDb(dir.Sub("db"), 100, spec, [](uint64_t i, std::string* image, int64_t* label) {
+    *label = i % 10 == 9 ? 1 : 0;
+    image->assign(4, static_cast<char>(*label));
+  });
+  auto db = DbReader::Open(dir.Sub("db"));
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  LoaderOptions o;
+  o.split = "train";
+  o.batch_size = 16;
+  const auto always_0 = [](const torch::Tensor& x) { return torch::tensor({1.0f, 0.0f}).repeat({x.size(0), 1}); };
+  StatusOr<EvalResult> lazy = EvaluateForward(*db.value(), o, always_0);
+  ASSERT_TRUE(lazy.ok()) << lazy.status().ToString();
+  EXPECT_EQ(lazy->class_samples, (std::vector<uint64_t>{90, 10}));
+  EXPECT_EQ(lazy->class_correct, (std::vector<uint64_t>{90, 0}));
+  EXPECT_EQ(lazy->class_predicted, (std::vector<uint64_t>{100, 0}));
+  ClassFigures f = ClassFiguresOf(lazy.value());
+  EXPECT_DOUBLE_EQ(f.balanced_accuracy, 0.5);
+  EXPECT_TRUE(f.imbalanced);
+  EXPECT_EQ(f.largest, 0);
+  EXPECT_DOUBLE_EQ(f.largest_share, 0.9);
+  EXPECT_EQ(f.most_answered, 0);
+  EXPECT_DOUBLE_EQ(f.most_answered_share, 1.0);
+  const auto pixel = [](const torch::Tensor& x) {  // class 1 where the pixel is not 0
+    const torch::Tensor one = x.flatten(1).select(1, 0).gt(0).to(torch::kFloat32);
+    return torch::stack({1 - one, one}, 1);
+  };
+  StatusOr<EvalResult> learnt = EvaluateForward(*db.value(), o, pixel);
+  ASSERT_TRUE(learnt.ok()) << learnt.status().ToString();
+  f = ClassFiguresOf(learnt.value());
+  EXPECT_DOUBLE_EQ(f.balanced_accuracy, 1.0);
+  EXPECT_DOUBLE_EQ(f.most_answered_share, 0.9);
+  EvalResult even;  // 50 and 50: not imbalanced; a class without samples has no recall and no say
+  even.class_samples = {50, 50, 0};
+  even.class_correct = {25, 50, 0};
+  even.class_predicted = {25, 75, 0};
+  f = ClassFiguresOf(even);
+  EXPECT_FALSE(f.imbalanced);
+  EXPECT_DOUBLE_EQ(f.balanced_accuracy, 0.75);
+  EXPECT_TRUE(std::isnan(f.recall[2]));
+}
+
+// --class-weights balanced: weights samples / (classes x count), as
+// scikit-learn's "balanced"; a class without samples weighs 0. The loss then
+// counts a sample of the rare class as much as those of the common one put
+// together, and equals PyTorch's cross_entropy(weight=, label_smoothing=).
+TEST(ClassWeights, BalancedWeightsMakeTheLossCountClassesAlike) {
+  const torch::Tensor w = BalancedClassWeights({90, 10, 0});
+  EXPECT_FLOAT_EQ(w[0].item<float>(), 100.0f / (2 * 90));
+  EXPECT_FLOAT_EQ(w[1].item<float>(), 100.0f / (2 * 10));
+  EXPECT_EQ(w[2].item<float>(), 0.0f);
+  torch::manual_seed(0);
+  const torch::Tensor logits = torch::randn({6, 3});
+  const torch::Tensor target = torch::tensor({0, 0, 0, 0, 1, 2}, torch::kLong);
+  const torch::Tensor weights = torch::tensor({0.5f, 2.0f, 1.0f});
+  for (double smoothing : {0.0, 0.1}) {
+    Objective o;
+    o.label_smoothing = smoothing;
+    o.class_weights = weights;
+    const torch::Tensor ours = TrainingLoss(logits, target, o);
+    // PyTorch's own, written out: the weighted mean of each sample's smoothed cross-entropy.
+    const torch::Tensor log_p = torch::log_softmax(logits, 1);
+    const torch::Tensor per_sample =
+        -(1 - smoothing) * log_p.gather(1, target.unsqueeze(1)).squeeze(1) - smoothing * log_p.mean(1);
+    const torch::Tensor wt = weights.index_select(0, target);
+    EXPECT_NEAR(ours.item<double>(), ((wt * per_sample).sum() / wt.sum()).item<double>(), 1e-6) << smoothing;
+  }
 }
 
 }  // namespace

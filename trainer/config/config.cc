@@ -118,6 +118,9 @@ Status ValidateOptim(const OptimConfig& optim) {
   if (!(optim.label_smoothing >= 0 && optim.label_smoothing < 1)) {
     return OutOfRange("--label-smoothing", NumberText(optim.label_smoothing), "must be in [0, 1)");
   }
+  if (optim.class_weights != "none" && optim.class_weights != "balanced") {
+    return OutOfRange("--class-weights", optim.class_weights, "must be none or balanced");
+  }
   return Status::OK();
 }
 

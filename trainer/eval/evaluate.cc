@@ -10,6 +10,17 @@
 #include "trainer/torch_guard.h"
 
 namespace granary {
+namespace {
+
+// Adds how many of `values` (class indices below `classes`) are each class to `counts`.
+void AddCounts(const torch::Tensor& values, int64_t classes, std::vector<uint64_t>* counts) {
+  counts->resize(static_cast<size_t>(classes));
+  const torch::Tensor bins = torch::bincount(values.to(torch::kLong), {}, classes).to(torch::kLong).contiguous();
+  const int64_t* n = bins.data_ptr<int64_t>();
+  for (int64_t c = 0; c < std::min<int64_t>(classes, bins.numel()); ++c) (*counts)[c] += static_cast<uint64_t>(n[c]);
+}
+
+}  // namespace
 
 StatusOr<EvalResult> EvaluateForward(const DbReader& db, LoaderOptions options, const ForwardFn& forward, int rank,
                                      int world) {
@@ -41,7 +52,12 @@ StatusOr<EvalResult> EvaluateForward(const DbReader& db, LoaderOptions options, 
         return;
       }
       out.loss_sum += torch::nll_loss(torch::log_softmax(logits, 1), target, {}, at::Reduction::Sum).item<double>();
-      out.correct += static_cast<uint64_t>(logits.argmax(1).eq(target).sum().item<int64_t>());
+      const torch::Tensor answered = logits.argmax(1), right = answered.eq(target);
+      out.correct += static_cast<uint64_t>(right.sum().item<int64_t>());
+      const int64_t classes = logits.size(1);
+      AddCounts(target, classes, &out.class_samples);
+      AddCounts(answered, classes, &out.class_predicted);
+      AddCounts(target.masked_select(right), classes, &out.class_correct);
     });
     if (!evaluated.ok()) {
       return evaluated.WithContext("split '" + options.split + "', a batch of " + std::to_string(batch.size));
@@ -61,6 +77,37 @@ RegressionFigures RegressionFiguresOf(const EvalResult& sums, double target_std)
   f.mae = sums.absolute_error_sum / n;
   const double deviations = sums.target_squared_sum - sums.target_sum * sums.target_sum / n;
   f.r2 = deviations > 1e-12 * std::max(1.0, sums.target_squared_sum) ? 1 - sums.squared_error_sum / deviations : 0;
+  return f;
+}
+
+ClassFigures ClassFiguresOf(const EvalResult& sums) {
+  ClassFigures f;
+  const size_t classes = sums.class_samples.size();
+  uint64_t total = 0, answers = 0, smallest = 0;
+  int present = 0;
+  double recalls = 0;
+  for (size_t c = 0; c < classes; ++c) {
+    const uint64_t n = sums.class_samples[c];
+    const uint64_t answered = c < sums.class_predicted.size() ? sums.class_predicted[c] : 0;
+    total += n;
+    answers += answered;
+    if (f.most_answered < 0 || answered > sums.class_predicted[f.most_answered]) f.most_answered = c;
+    if (n == 0) {
+      f.recall.push_back(std::nan(""));
+      continue;
+    }
+    f.recall.push_back(static_cast<double>(sums.class_correct[c]) / static_cast<double>(n));
+    recalls += f.recall.back();
+    ++present;
+    if (f.largest < 0 || n > sums.class_samples[f.largest]) f.largest = c;
+    smallest = smallest == 0 ? n : std::min(smallest, n);
+  }
+  if (present == 0) return f;
+  f.balanced_accuracy = recalls / present;
+  f.imbalanced = present >= 2 && sums.class_samples[f.largest] >= 2 * smallest;
+  f.largest_share = static_cast<double>(sums.class_samples[f.largest]) / static_cast<double>(total);
+  f.most_answered_share =
+      answers == 0 ? 0 : static_cast<double>(sums.class_predicted[f.most_answered]) / static_cast<double>(answers);
   return f;
 }
 

@@ -25,6 +25,9 @@ struct EvalResult {
   // their squares summed (in its units), what RegressionFiguresOf makes
   // figures of.
   double squared_error_sum = 0, absolute_error_sum = 0, target_sum = 0, target_squared_sum = 0;
+  // A classifier's, per class (the model's outputs): the samples of the
+  // class, those of them answered right, and the samples answered as it.
+  std::vector<uint64_t> class_samples, class_correct, class_predicted;
   // Why each record this rank skipped was skipped (--skip-corrupt), for the
   // caller to report: the observer in training, stderr in --eval-only.
   std::vector<std::string> skipped;
@@ -39,6 +42,23 @@ struct RegressionFigures {
   double loss = 0, rmse = 0, mae = 0, r2 = 0;
 };
 RegressionFigures RegressionFiguresOf(const EvalResult& sums, double target_std);
+
+// A classifier's figures per class from an evaluation's counts (possibly
+// summed over ranks): the balanced accuracy (the mean of the classes'
+// recalls, of the classes with samples), whether the split is imbalanced
+// (its largest class at least twice its smallest), the largest class and
+// its share of the samples, the class answered most and its share of the
+// answers. A model that answers one class for nearly every sample of an
+// imbalanced split scores that class's share as its accuracy while it has
+// learnt nothing: these figures tell it.
+struct ClassFigures {
+  double balanced_accuracy = 0;
+  bool imbalanced = false;
+  int64_t largest = -1, most_answered = -1;
+  double largest_share = 0, most_answered_share = 0;
+  std::vector<double> recall;  // per class; NaN for a class without samples
+};
+ClassFigures ClassFiguresOf(const EvalResult& sums);
 
 // Evaluate, of any forward: a TorchScript module, an INT8 one. The caller
 // holds the grad mode and the model's eval mode.

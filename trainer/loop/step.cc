@@ -40,10 +40,13 @@ torch::Tensor TrainingLoss(const torch::Tensor& output, const torch::Tensor& tar
     return torch::mse_loss(value, target) / (objective.target_std * objective.target_std);
   }
   torch::Tensor log_p = torch::log_softmax(output, 1);
-  torch::Tensor nll = torch::nll_loss(log_p, target);
+  const torch::Tensor& weights = objective.class_weights;
+  torch::Tensor nll = torch::nll_loss(log_p, target, weights);  // weighted: the mean over the batch's weights
   const double smoothing = objective.label_smoothing;
   if (smoothing == 0) return nll;
-  return (1 - smoothing) * nll - smoothing * log_p.mean(1).mean();
+  if (!weights.defined()) return (1 - smoothing) * nll - smoothing * log_p.mean(1).mean();
+  const torch::Tensor w = weights.index_select(0, target);  // as CrossEntropyLoss(weight, label_smoothing) weighs
+  return (1 - smoothing) * nll - smoothing * (w * log_p.mean(1)).sum() / w.sum();
 }
 
 StatusOr<StepResult> Step(const StepParts& parts, int64_t step, int micro_batches, double lr,

@@ -27,6 +27,7 @@ class Precision;
 // the target's units: a loss of 1 is what predicting the mean scores).
 struct Objective {
   double label_smoothing = 0;
+  torch::Tensor class_weights;  // per class (--class-weights balanced); undefined: every class weighs 1
   double target_std = 0;
 };
 

@@ -3,6 +3,9 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
 
 #include "trainer/comm/comm.h"
 #include "trainer/eval/evaluate.h"
@@ -20,7 +23,37 @@ class EvaluationHook : public RunHook {
   StatusOr<Flow> AfterEpoch(RankState& state, const EpochEvent& epoch, EpochReport* report) override;
 };
 
-StatusOr<Flow> EvaluationHook::AfterEpoch(RankState& state, const EpochEvent&, EpochReport* r) {
+// A class's name (its index where the db names none).
+std::string ClassName(const std::vector<std::string>& names, int64_t c) {
+  return c >= 0 && static_cast<size_t>(c) < names.size() ? names[c] : std::to_string(c);
+}
+
+// What the last evaluation of an imbalanced split says beyond its accuracy:
+// each class's recall and, where the model answers one class for nearly
+// every sample and scores no better than that class's share, that it has
+// learnt to answer the largest class.
+std::string ImbalanceNote(const ClassFigures& f, double accuracy, const std::string& split,
+                          const std::string& class_weights, const std::vector<std::string>& names) {
+  std::string recalls;
+  int shown = 0;
+  for (size_t c = 0; c < f.recall.size() && shown < 12; ++c) {
+    if (std::isnan(f.recall[c])) continue;
+    recalls += (shown++ ? ", " : "") + ClassName(names, c) + " " + FixedText(f.recall[c], 2);
+  }
+  if (shown == 12) recalls += ", ...";
+  const std::string largest = "'" + ClassName(names, f.largest) + "'";
+  std::string note = "split '" + split + "' is imbalanced (" + largest + " is " +
+                     FixedText(100 * f.largest_share, 0) + "% of it): recall per class " + recalls +
+                     "; balanced accuracy " + FixedText(f.balanced_accuracy, 4);
+  if (f.most_answered == f.largest && f.most_answered_share >= 0.9 && accuracy <= f.largest_share + 0.01) {
+    note += ". The model answers " + largest + " for " + FixedText(100 * f.most_answered_share, 0) +
+            "% of the samples: its accuracy " + FixedText(accuracy, 4) + " is what always answering " + largest +
+            " scores, and it has learnt little else";
+  }
+  return note + (class_weights == "none" ? " (--class-weights balanced weighs the loss against the imbalance)" : "");
+}
+
+StatusOr<Flow> EvaluationHook::AfterEpoch(RankState& state, const EpochEvent& epoch, EpochReport* r) {
   const TrainConfig& c = state.run.config;
   const LoaderOptions eval = EvalLoaderOptions(c.data, state.run.workload, c.model.channels_last);
   StatusOr<EvalResult> result =
@@ -29,10 +62,16 @@ StatusOr<Flow> EvaluationHook::AfterEpoch(RankState& state, const EpochEvent&, E
   for (const std::string& reason : result->skipped) {
     state.observer.Note("rank " + std::to_string(state.rank) + ": evaluation: skipped corrupt " + reason);
   }
-  torch::Tensor sums = torch::tensor({result->loss_sum, static_cast<double>(result->correct),
-                                      static_cast<double>(result->samples), result->squared_error_sum,
-                                      result->absolute_error_sum, result->target_sum, result->target_squared_sum},
-                                     torch::kFloat64);
+  // The sums, then a classifier's counts per class: every rank sends as many, whatever it evaluated.
+  std::vector<double> values = {result->loss_sum, static_cast<double>(result->correct),
+                                static_cast<double>(result->samples), result->squared_error_sum,
+                                result->absolute_error_sum, result->target_sum, result->target_squared_sum};
+  const size_t classes = state.run.workload.regression ? 0 : static_cast<size_t>(state.run.workload.outputs);
+  for (std::vector<uint64_t>* counts : {&result->class_samples, &result->class_correct, &result->class_predicted}) {
+    counts->resize(classes);
+    values.insert(values.end(), counts->begin(), counts->end());
+  }
+  torch::Tensor sums = torch::tensor(values, torch::kFloat64);
   GRANARY_RETURN_IF_ERROR(state.dp.comm->AllReduceSum(sums));
   const double samples = sums[2].item<double>();
   if (state.run.workload.regression) {
@@ -58,6 +97,18 @@ StatusOr<Flow> EvaluationHook::AfterEpoch(RankState& state, const EpochEvent&, E
   r->Set("test_accuracy", accuracy);
   r->Set("test_samples", static_cast<uint64_t>(samples));
   r->line_part += "  test_loss " + FixedText(loss, 4) + "  test_acc " + FixedText(accuracy, 4);
+  EvalResult all;
+  for (size_t k = 0; k < 3; ++k) {
+    std::vector<uint64_t>& counts = k == 0 ? all.class_samples : k == 1 ? all.class_correct : all.class_predicted;
+    for (size_t c = 0; c < classes; ++c) counts.push_back(static_cast<uint64_t>(sums[7 + k * classes + c].item<double>()));
+  }
+  const ClassFigures f = ClassFiguresOf(all);
+  r->Set("test_balanced_accuracy", f.balanced_accuracy);
+  if (f.imbalanced) r->line_part += "  bal_acc " + FixedText(f.balanced_accuracy, 4);
+  if (epoch.last && f.imbalanced) {
+    r->lines_after.push_back("train: " + ImbalanceNote(f, accuracy, c.data.eval_split, c.optim.class_weights,
+                                                       state.run.db->manifest().class_names));
+  }
   return Flow::kGoOn;
 }
 
