@@ -114,6 +114,8 @@ int RunEvalOnly(TrainConfig config, bool json, const std::vector<std::string>& g
   if (run.workload.regression) {
     const RegressionFigures f = RegressionFiguresOf(r, run.workload.target_std);
     scores = {{"loss", f.loss}, {"rmse", f.rmse}, {"mae", f.mae}, {"r2", f.r2}};
+  } else if (const ClassFigures f = ClassFiguresOf(r); f.imbalanced || json) {
+    scores.push_back({"balanced_accuracy", f.balanced_accuracy});  // (on the line where the split is imbalanced)
   }
   if (json) {
     nlohmann::json out = {{"model", c.model.name}, {"db", c.data.db}, {"split", c.data.eval_split},
@@ -128,7 +130,8 @@ int RunEvalOnly(TrainConfig config, bool json, const std::vector<std::string>& g
   } else {
     std::string scored;
     for (const auto& [name, value] : scores) {
-      scored += "  " + (name == "accuracy" ? "acc" : name) + " " + FixedText(value, 4);
+      const std::string shown = name == "accuracy" ? "acc" : name == "balanced_accuracy" ? "bal_acc" : name;
+      scored += "  " + shown + " " + FixedText(value, 4);
     }
     std::printf("eval %s on %s split %s: %llu samples%s  samples/s %.0f  (%s, %d thread%s)\n", c.model.name.c_str(),
                 c.data.db.c_str(), c.data.eval_split.c_str(), static_cast<unsigned long long>(r.samples),
