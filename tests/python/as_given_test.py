@@ -174,7 +174,8 @@ class AsGivenTest(FolderTest):
         rows = [(rng.random(8, dtype=np.float32), int(k % 20 == 7)) for k in range(600)]
         granary.write(self.path("rare.db"), {"train": rows[:500], "test": rows[500:]}, classes=["common", "rare"],
                       progress=False)
-        done = run(TRAIN, "--db", self.path("rare.db"), "--epochs", "2", "--lr", "0.0001")
+        done = run(TRAIN, "--db", self.path("rare.db"), "--epochs", "2", "--lr", "0.0001", "--save",
+                   self.path("rare.pt"))
         lines = done.stdout.splitlines()
         self.assertRegex(lines[-2], r"^epoch 2/2 .* test_acc 0\.9500  bal_acc 0\.5000 ")
         self.assertEqual(lines[-1], "train: split 'test' is imbalanced ('common' is 95% of it): recall per class "
@@ -182,6 +183,8 @@ class AsGivenTest(FolderTest):
                                     "for 100% of the samples: its accuracy 0.9500 is what always answering 'common' "
                                     "scores, and it has learnt little else (--class-weights balanced weighs the "
                                     "loss against the imbalance)")
+        evaluated = run(TRAIN, "--db", self.path("rare.db"), "--model", self.path("rare.pt"), "--eval-only").stdout
+        self.assertRegex(evaluated, r"acc 0\.9500  loss [0-9.]+  bal_acc 0\.5000  samples/s")
         done = run(TRAIN, "--db", self.path("rare.db"), "--epochs", "1", "--class-weights", "balanced", "--json")
         self.assertIn("train: --class-weights balanced: the loss weighs each class (samples in split 'train'): "
                       "common 0.526 (475), rare 10.000 (25)", done.stderr)
