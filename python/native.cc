@@ -25,6 +25,7 @@
 #include "python/native_common.h"
 #include "python/native_writer.h"
 #include "loader/augment.h"
+#include "loader/class_counts.h"
 #include "loader/fields.h"
 #include "loader/loader.h"
 #include "loader/sampler.h"
@@ -408,6 +409,23 @@ PYBIND11_MODULE(_native, m) {
     const OomKills kills = CountOomKills();
     return py::make_tuple(kills.cgroup, kills.machine, MemoryLimitBytes());
   });
+  // Samples per class of a split: loader/class_counts.h (granary.class_counts, class_weights).
+  m.def("class_counts", [](const std::string& path, const std::string& split) {
+    const std::shared_ptr<DbReader> db = OpenDb(path);
+    const Manifest& m = db->manifest();
+    const int label = m.schema.FieldIndex(m.label_field);
+    if (label < 0 || IsFloatDType(m.schema.fields[label].dtype)) {
+      ThrowIfError(Status::InvalidArgument(
+          path + ": " + (label < 0 ? "has no label field: no classes to count"
+                                   : "its label '" + m.label_field + "' is a number to predict: it has no classes")));
+    }
+    if (m.FindSplit(split) == nullptr) ThrowIfError(NoSuchSplit(m, path, split));
+    StatusOr<std::vector<uint64_t>> counts = [&] {
+      py::gil_scoped_release unlocked;
+      return ClassCounts(*db, split, m.label_field, m.num_classes, /*skip_corrupt=*/false);
+    }();
+    return ValueOrThrow(std::move(counts));
+  }, py::arg("path"), py::arg("split") = "train");
   m.def("batch_fields", [](const std::string& path, const std::string& input_field, const std::string& target_field) {
     const BatchFields f = ValueOrThrow(
         ChooseBatchFields(OpenDb(path)->manifest(), path, input_field, target_field, kPythonFieldNames));

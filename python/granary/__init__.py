@@ -74,6 +74,25 @@ def model_info(path):
     return info
 
 
+def class_counts(db, split="train"):
+    """The samples of each class in `split`, a list in class order (index =
+    label), from one pass over its labels (every record read and checked)."""
+    from .paths import os_bytes
+    from . import _native
+    return _native.class_counts(os_bytes(db), split)
+
+
+def class_weights(db, split="train"):
+    """Per-class weights for an imbalanced db, as `train --class-weights
+    balanced` weighs its loss (scikit-learn's "balanced": samples / (classes
+    with samples x the class's samples); 0 for a class without samples): a
+    float32 tensor for torch.nn.CrossEntropyLoss(weight=...)."""
+    import torch
+    counts = class_counts(db, split)
+    present = sum(1 for n in counts if n)
+    return torch.tensor([sum(counts) / (present * n) if n else 0.0 for n in counts], dtype=torch.float32)
+
+
 def native_available():
     """True if the C++ module is importable (Loader needs it; Dataset prefers it)."""
     try:

@@ -191,11 +191,19 @@ class AsGivenTest(FolderTest):
         import json
         last = json.loads(done.stdout.splitlines()[-1])
         self.assertIn("test_balanced_accuracy", json.dumps(last))
+        # The same weights for a Python training loop: CrossEntropyLoss(weight=granary.class_weights(db)).
+        self.assertEqual(granary.class_counts(self.path("rare.db")), [475, 25])
+        self.assertEqual(granary.class_counts(self.path("rare.db"), "test"), [95, 5])
+        torch.testing.assert_close(granary.class_weights(self.path("rare.db")), torch.tensor([500 / 950, 500 / 50]))
         # Where it means nothing: a number to predict.
         granary.write(self.path("values.db"), [(rng.random(8, dtype=np.float32), float(k)) for k in range(40)],
                       progress=False)
         refused = run_failing(TRAIN, "--db", self.path("values.db"), "--class-weights", "balanced")
         self.assertIn("--class-weights: weighs classes; the db's target 'target' is a number to predict", refused)
+        with self.assertRaisesRegex(granary.InvalidArgumentError, "its label 'target' is a number to predict"):
+            granary.class_counts(self.path("values.db"))
+        with self.assertRaisesRegex(granary.NotFoundError, r"no split 'val' \(its splits: train, test\)"):
+            granary.class_weights(self.path("rare.db"), "val")
 
 
 def run_failing(*args):

@@ -86,8 +86,8 @@ std::string CpuAdvice(const std::string& message) {
 
 std::string GpuLines(const std::string& script) {
   std::ifstream in(script);
-  static const std::regex kGpu(
-      R"(torch\.cuda\.|\.cuda\(|["']cuda|nccl|NCCL|device_ids|\.to\(\s*(self\.)?(args\.)?(gpu\w*|\w*rank|device_id)\s*[,)])");
+  static const std::regex kGpu(R"(torch\.cuda\.|\.cuda\(|["']cuda|nccl|NCCL|device_ids|)"
+                               R"(\.to\(\s*(self\.)?(args\.)?(gpu\w*|\w*rank|device_id)\s*[,)])");
   std::string out, line;
   int found = 0;
   for (int number = 1; found < kMaxGpuLines && std::getline(in, line) && number <= 100000; ++number) {

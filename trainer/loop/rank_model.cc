@@ -7,6 +7,7 @@
 
 #include "base/mutex.h"
 #include "trainer/models/model_card.h"
+#include "trainer/models/script.h"
 #include "trainer/torch_guard.h"
 
 namespace granary {
@@ -14,11 +15,10 @@ namespace {
 
 std::atomic<bool> dry_forward_left_running{false};
 
-// Where a model file gives another number of classes than the db has: how to fine-tune it on the db's.
+// Where a model file gives another number of classes than the db has: what --new-head does for it.
 std::string NewHeadHint(const ModelSpec& spec, const Workload& workload) {
   if (!IsModelFile(spec.name) || workload.regression || spec.new_head) return "";
-  return "; to fine-tune it on the db's classes, --new-head replaces its last linear layer with one of " +
-         std::to_string(workload.outputs) + " outputs";
+  return "; " + NewHeadAdvice(workload.outputs);
 }
 
 }  // namespace

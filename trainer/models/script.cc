@@ -151,6 +151,11 @@ StatusOr<std::string> ReplaceHead(torch::jit::Module& module, int64_t outputs) {
          std::to_string(outputs) + ", initialised at random";
 }
 
+std::string NewHeadAdvice(int64_t classes) {
+  return "to fine-tune it on the db's classes, --new-head replaces its last linear layer with one of " +
+         std::to_string(classes) + " outputs";
+}
+
 ScriptModel::ScriptModel(torch::jit::Module module, std::string new_head)
     : module_(std::move(module)), new_head_(std::move(new_head)) {
   // The script module's own tensors, under names nn::Module accepts: the

@@ -51,6 +51,9 @@ Status CheckModelFile(const std::string& path);
 // it replaced; InvalidArgument where the module has no such layer.
 StatusOr<std::string> ReplaceHead(torch::jit::Module& module, int64_t outputs);
 
+// What a model file of other classes than a db's `classes` is told: --new-head.
+std::string NewHeadAdvice(int64_t classes);
+
 // Loads spec.name as TorchScript (spec.new_head: then ReplaceHead). InvalidArgument naming the file and the
 // first line of LibTorch's reason if it does not load or has no forward.
 StatusOr<std::shared_ptr<Classifier>> LoadScriptModel(const ModelSpec& spec);

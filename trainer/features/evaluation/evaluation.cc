@@ -98,10 +98,11 @@ StatusOr<Flow> EvaluationHook::AfterEpoch(RankState& state, const EpochEvent& ep
   r->Set("test_samples", static_cast<uint64_t>(samples));
   r->line_part += "  test_loss " + FixedText(loss, 4) + "  test_acc " + FixedText(accuracy, 4);
   EvalResult all;
-  for (size_t k = 0; k < 3; ++k) {
-    std::vector<uint64_t>& counts = k == 0 ? all.class_samples : k == 1 ? all.class_correct : all.class_predicted;
-    for (size_t c = 0; c < classes; ++c) counts.push_back(static_cast<uint64_t>(sums[7 + k * classes + c].item<double>()));
-  }
+  const torch::Tensor counts = sums.narrow(0, 7, static_cast<int64_t>(3 * classes)).to(torch::kLong).contiguous();
+  const int64_t* n = counts.data_ptr<int64_t>();
+  all.class_samples.assign(n, n + classes);
+  all.class_correct.assign(n + classes, n + 2 * classes);
+  all.class_predicted.assign(n + 2 * classes, n + 3 * classes);
   const ClassFigures f = ClassFiguresOf(all);
   r->Set("test_balanced_accuracy", f.balanced_accuracy);
   if (f.imbalanced) r->line_part += "  bal_acc " + FixedText(f.balanced_accuracy, 4);
