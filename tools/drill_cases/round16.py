@@ -4,7 +4,6 @@ float images channels last and a dataset that raises, written by
 granary.write; a model of other classes fine-tuned with --new-head; an
 imbalanced split whose accuracy is only its largest class's share, and
 --class-weights; a torchrun script written for GPUs under launch."""
-import os
 import textwrap
 
 from drill_cases.common import FASHION, LAUNCH, PREP, TRAIN, run
