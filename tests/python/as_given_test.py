@@ -160,6 +160,12 @@ class AsGivenTest(FolderTest):
                    "--epochs", "1", "--batch-size", "16")
         self.assertIn("'fc' (1000 outputs), replaced by one of 3", done.stdout)
         self.assertIn("epoch 1/1", done.stdout)
+        # ImageNet's model takes RGB; a db of gray images is told how to give it that.
+        granary.write(self.path("gray.db"), [(im.convert("L"), k % 3) for k, im in enumerate(images[:30])],
+                      progress=False)
+        refused = run_failing(TRAIN, "--db", self.path("gray.db"), "--model", self.path("resnet18.pt"), "--new-head")
+        self.assertIn("to have 3 channels, but got 1 channels instead; the db's images are gray (1 channel) and the "
+                      "model takes 3 (RGB): build the db with 3 channels", refused)
         # Where it means nothing: a model train builds, and a number to predict.
         refused = run_failing(TRAIN, "--db", self.path("three.db"), "--model", "convnet", "--new-head")
         self.assertIn("--new-head: replaces the last layer of a model file (--model FILE.pt)", refused)

@@ -21,6 +21,19 @@ std::string NewHeadHint(const ModelSpec& spec, const Workload& workload) {
   return "; " + NewHeadAdvice(workload.outputs);
 }
 
+// Where a model file takes RGB images (an ImageNet model) and the db's are
+// gray, or the other way round, as the forward's error says: how to make them agree.
+std::string ChannelsHint(const std::string& error, const Shape& input) {
+  if (input.size() != 3 || error.find(" channels, but got ") == std::string::npos) return "";
+  if (input[0] == 1) {
+    return "; the db's images are gray (1 channel) and the model takes 3 (RGB): build the db with 3 channels (an "
+           "image folder: prep build --channels 3, the default), or write its images as RGB with granary.write "
+           "(Image.convert('RGB'), x.repeat(3, 1, 1))";
+  }
+  return "; the db's images have " + std::to_string(input[0]) + " channels, and the model takes another number: "
+         "build the db with the model's (prep build --channels 1 or 3), or write them so with granary.write";
+}
+
 }  // namespace
 
 bool DryForwardLeftRunning() { return dry_forward_left_running.load(); }
@@ -129,7 +142,11 @@ Status CheckModelFits(const TrainConfig& config, const Workload& workload, Model
     return Status::FailedPrecondition(context + ": " + shapes + ": the forward did not return within --timeout " +
                                       std::to_string(config.dist.timeout_s) + " s (does the model loop?)");
   }
-  if (!dry->ran.ok()) return dry->ran.WithContext(context + ": " + shapes);
+  if (!dry->ran.ok()) {
+    const Status failed = dry->ran.WithContext(context + ": " + shapes);
+    const std::string hint = ChannelsHint(dry->ran.message(), spec.input);
+    return hint.empty() ? failed : Status::InvalidArgument(failed.message() + hint);
+  }
   const torch::Tensor logits = dry->logits;
   const Shape want = {2, classes};
   // A value to predict may come as N x 1 or, squeezed as PyTorch scripts often return it for MSELoss, as N.
