@@ -189,6 +189,11 @@ class AsGivenTest(FolderTest):
                                     "for 100% of the samples: its accuracy 0.9500 is what always answering 'common' "
                                     "scores, and it has learnt little else (--class-weights balanced weighs the "
                                     "loss against the imbalance)")
+        stopped = run(TRAIN, "--db", self.path("rare.db"), "--epochs", "3", "--lr", "0.0001", "--stop-at-accuracy",
+                      "0.9").stderr
+        self.assertIn("test accuracy 0.9500 after epoch 1", stopped)
+        self.assertIn("stopping (but the eval split's largest class is 95% of it: a model that always answers it "
+                      "scores 0.9500; a target above that asks for more", stopped)
         evaluated = run(TRAIN, "--db", self.path("rare.db"), "--model", self.path("rare.pt"), "--eval-only").stdout
         self.assertRegex(evaluated, r"acc 0\.9500  loss [0-9.]+  bal_acc 0\.5000  samples/s")
         done = run(TRAIN, "--db", self.path("rare.db"), "--epochs", "1", "--class-weights", "balanced", "--json")

@@ -105,6 +105,7 @@ StatusOr<Flow> EvaluationHook::AfterEpoch(RankState& state, const EpochEvent& ep
   all.class_predicted.assign(n + 2 * classes, n + 3 * classes);
   const ClassFigures f = ClassFiguresOf(all);
   r->Set("test_balanced_accuracy", f.balanced_accuracy);
+  r->Set("test_largest_class_share", f.largest_share);  // what always answering that class scores
   if (f.imbalanced) r->line_part += "  bal_acc " + FixedText(f.balanced_accuracy, 4);
   if (epoch.last && f.imbalanced) {
     r->lines_after.push_back("train: " + ImbalanceNote(f, accuracy, c.data.eval_split, c.optim.class_weights,

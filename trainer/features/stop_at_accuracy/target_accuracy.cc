@@ -20,6 +20,16 @@ class TargetAccuracy : public RunHook {
  public:
   explicit TargetAccuracy(double target) : target_(target) {}
 
+  // Where the accuracy reached is no more than always answering the eval
+  // split's largest class scores (an imbalanced split): said beside it.
+  static std::string Baseline(const EpochReport& report, double accuracy) {
+    const std::optional<double> largest = report.Number("test_largest_class_share");
+    if (!largest || accuracy > *largest + 0.01) return "";
+    return " (but the eval split's largest class is " + FixedText(100 * *largest, 0) + "% of it: a model that "
+           "always answers it scores " + FixedText(*largest, 4) + "; a target above that asks for more, and "
+           "test_balanced_accuracy tells them apart)";
+  }
+
   Status BeforeRun(RankState&) override {
     start_ = std::chrono::steady_clock::now();
     return Status::OK();
@@ -34,7 +44,7 @@ class TargetAccuracy : public RunHook {
     if (state.rank == 0) {
       state.observer.Note("--stop-at-accuracy " + NumberText(target_) + ": test accuracy " + FixedText(*accuracy, 4) +
                           " after epoch " + std::to_string(report->epoch) + ", " + FixedText(seconds, 1) +
-                          " s after the first step; stopping");
+                          " s after the first step; stopping" + Baseline(*report, *accuracy));
     }
     return Flow::kStop;
   }
