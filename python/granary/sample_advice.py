@@ -31,6 +31,28 @@ def _classes_without_samples(labels, num_classes):
             f"return_inverse=True) gives them), or name the classes with classes=")
 
 
+_IMBALANCED = 10  # the largest class this many times the smallest: accuracy alone flatters a model
+
+
+def _imbalance_note(counts, classes):
+    """Where a db's classes are far from balanced (its largest class at least
+    _IMBALANCED times its smallest), that accuracy alone will flatter a model
+    that answers the largest, and what train and a loop of one's own do about
+    it; "" otherwise, or where the counts are not known."""
+    present = {c: n for c, n in (counts or {}).items() if n}
+    if len(present) < 2 or max(present.values()) < _IMBALANCED * min(present.values()):
+        return ""
+    total = sum(present.values())
+    ranked = sorted(present.items(), key=lambda item: -item[1])
+    shown = ranked if len(ranked) <= 6 else ranked[:3] + ranked[-3:]
+    named = ", ".join(f"'{classes[c] if c < len(classes) else c}' {100 * n / total:.1f}%" for c, n in shown)
+    largest = classes[ranked[0][0]] if ranked[0][0] < len(classes) else ranked[0][0]
+    return (f"the classes are imbalanced ({named}{', ...' if len(ranked) > 6 else ''} of the samples): a model "
+            f"that always answers '{largest}' scores {100 * ranked[0][1] / total:.1f}% accuracy. train reports "
+            f"the balanced accuracy beside it, and --class-weights balanced weighs the loss by the classes' rarity "
+            f"(in a loop of your own: nn.CrossEntropyLoss(weight=granary.class_weights(db)))")
+
+
 def _random_transforms(dataset):
     """The random augmentations in a dataset's transforms (torchvision's
     Random* classes and the other transforms that draw, inside Compose,

@@ -45,7 +45,7 @@ import numpy as np
 
 from .errors import FailedPreconditionError, InvalidArgumentError
 from .paths import os_bytes, os_str
-from .sample_advice import (_classes_without_samples, _integer_values_note, _warn_of_encoded_images,
+from .sample_advice import (_classes_without_samples, _imbalance_note, _integer_values_note, _warn_of_encoded_images,
                             _warn_of_float64, _warn_of_float_pixels, _warn_of_unread_images, _warn_of_vector_label)
 from .samples import _Batch, _checked_label, _convert, _infer_schema, _label_field, _labels_as_given
 from .write_progress import _outside_granary, _Progress, _user_line
@@ -163,6 +163,7 @@ class Writer:
         self._integers = set()  # a float label's values while all are integers and few (None: not so, or resumed)
         self._max_label = -1
         self._labels = set()  # the classes seen (None: not known, past _MOST_LABELS_TRACKED or resumed from before)
+        self._label_counts = {}  # samples per class seen, over every split (None: not known, as _labels)
         self._split = None  # the split streaming into the db
         self._written_splits = []
         self._spools = {}  # the other splits' samples, until close()
@@ -234,6 +235,10 @@ class Writer:
                 notes.append(gaps)
                 warnings.warn(f"granary.write: {gaps}", stacklevel=_outside_granary())
             classes = classes if classes is not None else [str(k) for k in range(num_classes)]
+            imbalance = _imbalance_note(self._label_counts, classes)
+            if imbalance:
+                notes.append(imbalance)
+                warnings.warn(f"granary.write: {imbalance}", stacklevel=_outside_granary())
         if self._regression and self._integers:
             note = _integer_values_note(self._fields[self._label_index], self._integers)
             warnings.warn(f"granary.write: {note}", stacklevel=_outside_granary())
@@ -308,6 +313,8 @@ class Writer:
             state = json.loads(resumed["state"] or "{}")
             self._max_label = state.get("max_label", -1)
             self._labels = set(state["labels"]) if state.get("labels") is not None else None
+            counts = state.get("counts")  # (a journal of an older granary has none)
+            self._label_counts = {int(c): n for c, n in counts.items()} if counts is not None else None
             self.resumed = dict(resumed["finished"])
             self._finished = set(self.resumed)
             self._written_splits = list(self.resumed)
@@ -402,13 +409,16 @@ class Writer:
         if self._label_name is None:
             return
         if not self._regression:
-            seen = np.unique(columns[self._label_index])
+            seen, counts = np.unique(columns[self._label_index], return_counts=True)
             if seen.size:
                 self._max_label = max(self._max_label, int(seen[-1]))
             if self._labels is not None:
                 self._labels.update(seen.tolist())
                 if len(self._labels) > _MOST_LABELS_TRACKED:
-                    self._labels = None
+                    self._labels = self._label_counts = None
+            if self._label_counts is not None:
+                for label, count in zip(seen.tolist(), counts.tolist()):
+                    self._label_counts[label] = self._label_counts.get(label, 0) + count
             return
         if self._integers is None:
             return
@@ -430,8 +440,10 @@ class Writer:
     def _state(self):
         """What a resumed write needs of this one (in the journal with each commit): the largest label so far,
         and the classes seen, as long as they are few enough to keep there."""
+        counts = self._label_counts
         return json.dumps({"max_label": self._max_label,
-                           "labels": sorted(self._labels) if self._labels is not None else None})
+                           "labels": sorted(self._labels) if self._labels is not None else None,
+                           "counts": {str(c): n for c, n in counts.items()} if counts is not None else None})
 
     def _end_split(self):
         if self._split is None:

@@ -178,8 +178,17 @@ class AsGivenTest(FolderTest):
         # 95 of 100 one class: a model that always answers it scores 0.95, as the accuracy alone would hide.
         rng = np.random.default_rng(0)
         rows = [(rng.random(8, dtype=np.float32), int(k % 20 == 7)) for k in range(600)]
-        granary.write(self.path("rare.db"), {"train": rows[:500], "test": rows[500:]}, classes=["common", "rare"],
-                      progress=False)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            granary.write(self.path("rare.db"), {"train": rows[:500], "test": rows[500:]},
+                          classes=["common", "rare"], progress=False)
+        said = [str(w.message) for w in caught if "imbalanced" in str(w.message)]
+        self.assertEqual(said, ["granary.write: the classes are imbalanced ('common' 95.0%, 'rare' 5.0% of the "
+                                "samples): a model that always answers 'common' scores 95.0% accuracy. train reports "
+                                "the balanced accuracy beside it, and --class-weights balanced weighs the loss by the "
+                                "classes' rarity (in a loop of your own: "
+                                "nn.CrossEntropyLoss(weight=granary.class_weights(db)))"])
+        self.assertIn("the classes are imbalanced", run(PREP, "info", self.path("rare.db")).stdout)
         done = run(TRAIN, "--db", self.path("rare.db"), "--epochs", "2", "--lr", "0.0001", "--save",
                    self.path("rare.pt"))
         lines = done.stdout.splitlines()
