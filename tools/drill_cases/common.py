@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import textwrap
 import time
 
 import benchlib
@@ -22,6 +23,17 @@ def own_peak_rss_mib():
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
     return 0.0
+
+
+PYTHON = "/usr/bin/python3"  # Debian's, which has torch
+
+
+def granary_script(w, name, body):
+    """A Python script in the drill's folder that imports numpy and granary first."""
+    path = w(name)
+    with open(path, "w") as f:
+        f.write("import sys, numpy as np, granary\n" + textwrap.dedent(body))
+    return path
 
 
 def run(args, stdin=subprocess.DEVNULL, timeout=600):

@@ -5,19 +5,8 @@ granary.write; a Writer a notebook cell left open; a write stopped before
 its first commit, resumed; a split a db lacks; a batch larger than a rank's
 epoch."""
 import os
-import textwrap
 
-from drill_cases.common import FASHION, PREP, TRAIN, db_count, run
-
-PYTHON = "/usr/bin/python3"
-
-
-def script(w, name, body):
-    """A Python script in the drill's folder that imports numpy and granary first."""
-    path = w(name)
-    with open(path, "w") as f:
-        f.write("import sys, numpy as np, granary\n" + textwrap.dedent(body))
-    return path
+from drill_cases.common import FASHION, PREP, PYTHON, TRAIN, db_count, granary_script as script, run
 
 
 def round15(d, w):

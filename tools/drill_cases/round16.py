@@ -6,18 +6,7 @@ imbalanced split whose accuracy is only its largest class's share, and
 --class-weights; a torchrun script written for GPUs under launch."""
 import textwrap
 
-from drill_cases.common import FASHION, LAUNCH, PREP, TRAIN, run
-
-PYTHON = "/usr/bin/python3"
-
-
-def script(w, name, body):
-    """A Python script in the drill's folder that imports numpy and granary first."""
-    path = w(name)
-    with open(path, "w") as f:
-        f.write("import sys, numpy as np, granary\n" + textwrap.dedent(body))
-    return path
-
+from drill_cases.common import FASHION, LAUNCH, PREP, PYTHON, TRAIN, granary_script as script, run
 
 def round16(d, w):
     """Round 16's cases."""
