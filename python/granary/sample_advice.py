@@ -2,8 +2,10 @@
 meant, at the first sample (or, for the classes, at the end), before hours
 of writing make a db train cannot use or that is larger than it need be:
 random augmentations written once, ToTensor() floats and float64 where
-pixels and float32 do, a label as a vector, image files' bytes, classes no
-sample has, and tables that iterate as something else (refused)."""
+pixels and float32 do, a label as a vector, image files' bytes, arrays
+shaped like images that train would not read as images, classes no sample
+has or far from balanced, and tables that iterate as something else
+(refused)."""
 import warnings
 
 import numpy as np

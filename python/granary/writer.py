@@ -439,7 +439,7 @@ class Writer:
 
     def _state(self):
         """What a resumed write needs of this one (in the journal with each commit): the largest label so far,
-        and the classes seen, as long as they are few enough to keep there."""
+        and the classes seen and their samples, as long as they are few enough to keep there."""
         counts = self._label_counts
         return json.dumps({"max_label": self._max_label,
                            "labels": sorted(self._labels) if self._labels is not None else None,
