@@ -27,4 +27,17 @@ StatusOr<std::vector<uint64_t>> ClassCounts(const DbReader& db, const std::strin
   return counts;
 }
 
+std::vector<float> BalancedWeights(const std::vector<uint64_t>& counts) {
+  double samples = 0, present = 0;
+  for (uint64_t n : counts) {
+    samples += static_cast<double>(n);
+    present += n > 0 ? 1 : 0;
+  }
+  std::vector<float> weights;
+  for (uint64_t n : counts) {
+    weights.push_back(n == 0 ? 0.0f : static_cast<float>(samples / (present * static_cast<double>(n))));
+  }
+  return weights;
+}
+
 }  // namespace granary

@@ -74,6 +74,25 @@ std::shared_ptr<DbReader> OpenDb(const std::string& path) {
   return std::shared_ptr<DbReader>(ValueOrThrow(std::move(db)));
 }
 
+// The samples of each class of `split` (granary.class_counts); the db's
+// label must be classes, not a number to predict.
+std::vector<uint64_t> CountClasses(const std::string& path, const std::string& split) {
+  const std::shared_ptr<DbReader> db = OpenDb(path);
+  const Manifest& m = db->manifest();
+  const int label = m.schema.FieldIndex(m.label_field);
+  if (label < 0 || IsFloatDType(m.schema.fields[label].dtype)) {
+    ThrowIfError(Status::InvalidArgument(
+        path + ": " + (label < 0 ? "has no label field: no classes to count"
+                                 : "its label '" + m.label_field + "' is a number to predict: it has no classes")));
+  }
+  if (m.FindSplit(split) == nullptr) ThrowIfError(NoSuchSplit(m, path, split));
+  StatusOr<std::vector<uint64_t>> counts = [&] {
+    py::gil_scoped_release unlocked;
+    return ClassCounts(*db, split, m.label_field, m.num_classes, /*skip_corrupt=*/false);
+  }();
+  return ValueOrThrow(std::move(counts));
+}
+
 // One split's samples by index, each field copied into its own array (the
 // reader's buffers are reused by the next read). One per process: LMDB
 // handles must not cross fork(), so Dataset opens one in each worker.
@@ -409,22 +428,10 @@ PYBIND11_MODULE(_native, m) {
     const OomKills kills = CountOomKills();
     return py::make_tuple(kills.cgroup, kills.machine, MemoryLimitBytes());
   });
-  // Samples per class of a split: loader/class_counts.h (granary.class_counts, class_weights).
-  m.def("class_counts", [](const std::string& path, const std::string& split) {
-    const std::shared_ptr<DbReader> db = OpenDb(path);
-    const Manifest& m = db->manifest();
-    const int label = m.schema.FieldIndex(m.label_field);
-    if (label < 0 || IsFloatDType(m.schema.fields[label].dtype)) {
-      ThrowIfError(Status::InvalidArgument(
-          path + ": " + (label < 0 ? "has no label field: no classes to count"
-                                   : "its label '" + m.label_field + "' is a number to predict: it has no classes")));
-    }
-    if (m.FindSplit(split) == nullptr) ThrowIfError(NoSuchSplit(m, path, split));
-    StatusOr<std::vector<uint64_t>> counts = [&] {
-      py::gil_scoped_release unlocked;
-      return ClassCounts(*db, split, m.label_field, m.num_classes, /*skip_corrupt=*/false);
-    }();
-    return ValueOrThrow(std::move(counts));
+  // Samples per class of a split, and the balanced weights: loader/class_counts.h.
+  m.def("class_counts", &CountClasses, py::arg("path"), py::arg("split") = "train");
+  m.def("class_weights", [](const std::string& path, const std::string& split) {
+    return BalancedWeights(CountClasses(path, split));
   }, py::arg("path"), py::arg("split") = "train");
   m.def("batch_fields", [](const std::string& path, const std::string& input_field, const std::string& target_field) {
     const BatchFields f = ValueOrThrow(

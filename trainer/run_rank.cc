@@ -11,7 +11,7 @@
 #include "trainer/comm/gradient_sync.h"
 #include "trainer/features/checkpoints/resume_point.h"
 #include "trainer/features/features.h"
-#include "trainer/loop/class_weights.h"
+#include "loader/class_counts.h"
 #include "trainer/loop/data_parallel.h"
 #include "trainer/loop/hook.h"
 #include "trainer/loop/input_statistics.h"
@@ -65,7 +65,7 @@ StatusOr<torch::Tensor> WeightsOfClasses(const ResolvedRun& run, int rank, RunOb
   GRANARY_ASSIGN_OR_RETURN(const std::vector<uint64_t> counts,
                            ClassCounts(*run.db, c.data.train_split, run.workload.target_field, run.workload.outputs,
                                        c.data.skip_corrupt));
-  const torch::Tensor weights = BalancedClassWeights(counts);
+  const torch::Tensor weights = torch::tensor(BalancedWeights(counts), torch::kFloat32);
   if (rank == 0) {
     const std::vector<std::string>& names = run.db->manifest().class_names;
     std::string each;

@@ -88,9 +88,9 @@ def class_weights(db, split="train"):
     with samples x the class's samples); 0 for a class without samples): a
     float32 tensor for torch.nn.CrossEntropyLoss(weight=...)."""
     import torch
-    counts = class_counts(db, split)
-    present = sum(1 for n in counts if n)
-    return torch.tensor([sum(counts) / (present * n) if n else 0.0 for n in counts], dtype=torch.float32)
+    from .paths import os_bytes
+    from . import _native
+    return torch.tensor(_native.class_weights(os_bytes(db), split), dtype=torch.float32)
 
 
 def native_available():

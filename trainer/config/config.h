@@ -69,7 +69,7 @@ struct OptimConfig {
   LrScaling lr_scaling = LrScaling::kNone;
   int64_t base_batch = 256;
   double label_smoothing = 0;
-  std::string class_weights = "none";  // or balanced: the loss weighs classes by their rarity (loop/class_weights.h)
+  std::string class_weights = "none";  // or balanced: the loss weighs classes by their rarity (loader/class_counts.h)
   // Stop after the first evaluation at or above this test accuracy, in
   // (0, 1]; 0: train every epoch (trainer/features/stop_at_accuracy/target_accuracy.h).
   double stop_at_accuracy = 0;
