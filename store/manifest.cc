@@ -22,6 +22,10 @@ const SplitInfo* Manifest::FindSplit(const std::string& name) const {
   return nullptr;
 }
 
+std::string Manifest::ClassName(int64_t c) const {
+  return c >= 0 && static_cast<size_t>(c) < class_names.size() ? class_names[c] : std::to_string(c);
+}
+
 std::string SplitNames(const Manifest& manifest) {
   std::string names;
   for (const SplitInfo& split : manifest.splits) names += (names.empty() ? "" : ", ") + split.name;

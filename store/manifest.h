@@ -82,6 +82,8 @@ struct Manifest {
   std::map<std::string, std::map<std::string, FieldStatistics>> statistics;
 
   const SplitInfo* FindSplit(const std::string& name) const;
+  // Class `c`'s name, or its index where the db names none.
+  std::string ClassName(int64_t c) const;
 };
 
 // "train, test": the db's split names, for a message ("none" for none).

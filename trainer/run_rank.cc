@@ -67,10 +67,9 @@ StatusOr<torch::Tensor> WeightsOfClasses(const ResolvedRun& run, int rank, RunOb
                                        c.data.skip_corrupt));
   const torch::Tensor weights = torch::tensor(BalancedWeights(counts), torch::kFloat32);
   if (rank == 0) {
-    const std::vector<std::string>& names = run.db->manifest().class_names;
     std::string each;
     for (size_t k = 0; k < counts.size() && k < 12; ++k) {
-      each += (k ? ", " : "") + (k < names.size() ? names[k] : std::to_string(k)) + " " +
+      each += (k ? ", " : "") + run.db->manifest().ClassName(static_cast<int64_t>(k)) + " " +
               FixedText(weights[static_cast<int64_t>(k)].item<double>(), 3) + " (" + std::to_string(counts[k]) + ")";
     }
     observer.Note("--class-weights balanced: the loss weighs each class (samples in split '" + c.data.train_split +

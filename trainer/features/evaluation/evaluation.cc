@@ -23,25 +23,20 @@ class EvaluationHook : public RunHook {
   StatusOr<Flow> AfterEpoch(RankState& state, const EpochEvent& epoch, EpochReport* report) override;
 };
 
-// A class's name (its index where the db names none).
-std::string ClassName(const std::vector<std::string>& names, int64_t c) {
-  return c >= 0 && static_cast<size_t>(c) < names.size() ? names[c] : std::to_string(c);
-}
-
 // What the last evaluation of an imbalanced split says beyond its accuracy:
 // each class's recall and, where the model answers one class for nearly
 // every sample and scores no better than that class's share, that it has
 // learnt to answer the largest class.
 std::string ImbalanceNote(const ClassFigures& f, double accuracy, const std::string& split,
-                          const std::string& class_weights, const std::vector<std::string>& names) {
+                          const std::string& class_weights, const Manifest& manifest) {
   std::string recalls;
   int shown = 0;
   for (size_t c = 0; c < f.recall.size() && shown < 12; ++c) {
     if (std::isnan(f.recall[c])) continue;
-    recalls += (shown++ ? ", " : "") + ClassName(names, c) + " " + FixedText(f.recall[c], 2);
+    recalls += (shown++ ? ", " : "") + manifest.ClassName(c) + " " + FixedText(f.recall[c], 2);
   }
   if (shown == 12) recalls += ", ...";
-  const std::string largest = "'" + ClassName(names, f.largest) + "'";
+  const std::string largest = "'" + manifest.ClassName(f.largest) + "'";
   std::string note = "split '" + split + "' is imbalanced (" + largest + " is " +
                      FixedText(100 * f.largest_share, 0) + "% of it): recall per class " + recalls +
                      "; balanced accuracy " + FixedText(f.balanced_accuracy, 4);
@@ -109,7 +104,7 @@ StatusOr<Flow> EvaluationHook::AfterEpoch(RankState& state, const EpochEvent& ep
   if (f.imbalanced) r->line_part += "  bal_acc " + FixedText(f.balanced_accuracy, 4);
   if (epoch.last && f.imbalanced) {
     r->lines_after.push_back("train: " + ImbalanceNote(f, accuracy, c.data.eval_split, c.optim.class_weights,
-                                                       state.run.db->manifest().class_names));
+                                                       state.run.db->manifest()));
   }
   return Flow::kGoOn;
 }
