@@ -40,8 +40,11 @@ def _imbalance_note(counts, classes):
     """Where a db's classes are far from balanced (its largest class at least
     _IMBALANCED times its smallest), that accuracy alone will flatter a model
     that answers the largest, and what train and a loop of one's own do about
-    it; "" otherwise, or where the counts are not known."""
-    present = {c: n for c, n in (counts or {}).items() if n}
+    it; "" otherwise, or where the counts are not known (None, or a count of
+    0: a class a resumed write's older journal named without its samples)."""
+    if counts is None or 0 in counts.values():
+        return ""
+    present = counts
     if len(present) < 2 or max(present.values()) < _IMBALANCED * min(present.values()):
         return ""
     total = sum(present.values())

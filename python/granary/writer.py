@@ -162,8 +162,9 @@ class Writer:
         self._regression = False  # the label field is a float: a number to predict
         self._integers = set()  # a float label's values while all are integers and few (None: not so, or resumed)
         self._max_label = -1
-        self._labels = set()  # the classes seen (None: not known, past _MOST_LABELS_TRACKED or resumed from before)
-        self._label_counts = {}  # samples per class seen, over every split (None: not known, as _labels)
+        # The classes seen and their samples, over every split (None: not known, past _MOST_LABELS_TRACKED or
+        # resumed from before; a count of 0: a class a journal of an older granary named without its samples).
+        self._label_counts = {}
         self._split = None  # the split streaming into the db
         self._written_splits = []
         self._spools = {}  # the other splits' samples, until close()
@@ -230,7 +231,8 @@ class Writer:
             if classes is not None and self._max_label >= len(classes):
                 raise InvalidArgumentError(f"{self.path}: label {self._max_label} but only {len(classes)} classes "
                                            f"were named")
-            gaps = _classes_without_samples(self._labels, num_classes) if classes is None else ""
+            seen = set(self._label_counts) if self._label_counts is not None else None
+            gaps = _classes_without_samples(seen, num_classes) if classes is None else ""
             if gaps:
                 notes.append(gaps)
                 warnings.warn(f"granary.write: {gaps}", stacklevel=_outside_granary())
@@ -312,9 +314,9 @@ class Writer:
             self._integers = None  # the values stored before are not known
             state = json.loads(resumed["state"] or "{}")
             self._max_label = state.get("max_label", -1)
-            self._labels = set(state["labels"]) if state.get("labels") is not None else None
-            counts = state.get("counts")  # (a journal of an older granary has none)
-            self._label_counts = {int(c): n for c, n in counts.items()} if counts is not None else None
+            counts, labels = state.get("counts"), state.get("labels")  # (an older granary's journal: labels alone)
+            self._label_counts = ({int(c): n for c, n in counts.items()} if counts is not None else
+                                  dict.fromkeys(labels, 0) if labels is not None else None)
             self.resumed = dict(resumed["finished"])
             self._finished = set(self.resumed)
             self._written_splits = list(self.resumed)
@@ -412,13 +414,11 @@ class Writer:
             seen, counts = np.unique(columns[self._label_index], return_counts=True)
             if seen.size:
                 self._max_label = max(self._max_label, int(seen[-1]))
-            if self._labels is not None:
-                self._labels.update(seen.tolist())
-                if len(self._labels) > _MOST_LABELS_TRACKED:
-                    self._labels = self._label_counts = None
             if self._label_counts is not None:
                 for label, count in zip(seen.tolist(), counts.tolist()):
                     self._label_counts[label] = self._label_counts.get(label, 0) + count
+                if len(self._label_counts) > _MOST_LABELS_TRACKED:
+                    self._label_counts = None
             return
         if self._integers is None:
             return
@@ -442,8 +442,7 @@ class Writer:
         and the classes seen and their samples, as long as they are few enough to keep there."""
         counts = self._label_counts
         return json.dumps({"max_label": self._max_label,
-                           "labels": sorted(self._labels) if self._labels is not None else None,
-                           "counts": {str(c): n for c, n in counts.items()} if counts is not None else None})
+                           "counts": {str(c): n for c, n in sorted(counts.items())} if counts is not None else None})
 
     def _end_split(self):
         if self._split is None:
