@@ -152,7 +152,7 @@ Status NotANumber(const std::string& name, const std::string& v, bool feature = 
 }  // namespace
 
 Status ParseCsvNumber(const std::string& column, const std::string& value, float* out, char decimal) {
-  if (IsMissingCsvValue(value)) return Status::InvalidArgument("column '" + column + "': missing value");
+  if (IsMissingCsvValue(value)) return Status::InvalidArgument("column '" + column + kMissingValue);
   double x = 0;
   if (!ParseNumber(decimal == ',' ? DecimalPoint(value) : value, &x)) {
     return NotANumber(column, value, /*feature=*/false);
@@ -272,7 +272,7 @@ Status CsvColumns::Append(const std::vector<std::string>& fields, MissingPolicy 
     const std::string v = TrimCsvField(fields[c]);
     const size_t width = column.kind == Kind::kText ? column.categories.size() : 1;
     if (IsMissingCsvValue(v)) {
-      if (missing == MissingPolicy::kReject) return Status::InvalidArgument("column '" + column.name + "': missing value");
+      if (missing == MissingPolicy::kReject) return Status::InvalidArgument("column '" + column.name + kMissingValue);
       for (size_t i = 0; i < width; ++i) append(missing == MissingPolicy::kNaN ? std::nanf("") : 0.0f);
       continue;
     }

@@ -18,6 +18,10 @@ namespace granary {
 // Empty, NA, N/A, NaN, nan, null, NULL or ?: a missing value (--missing).
 bool IsMissingCsvValue(const std::string& value);
 
+// How a row missing a feature's value is rejected (--missing reject):
+// "column 'age': missing value".
+inline constexpr char kMissingValue[] = "': missing value";
+
 // A value of column `column` (trimmed) as a float32 number, into *out:
 // InvalidArgument naming the column and value where it is missing or no
 // number float32 can hold (with what it looks like: a decimal comma,

@@ -26,6 +26,7 @@
 #include "base/file.h"
 #include "base/json_text.h"
 #include "preprocess/build.h"
+#include "preprocess/csv_columns.h"
 #include "preprocess/inputs.h"
 #include "preprocess/inspect.h"
 #include "preprocess/source.h"
@@ -174,6 +175,24 @@ void PrintBuildSummary(const BuildArgs& a, const granary::Source& source, const 
   for (const std::string& note : s.notes) std::fprintf(stderr, "prep: note: %s\n", granary::Printable(note).c_str());
 }
 
+// Where a CSV's rows were rejected for a missing feature value: the flag
+// that keeps them (a row without its label has nothing to keep).
+std::string MissingValuesAdvice(const BuildArgs& a, const std::string& failure) {
+  if (a.raw.missing != "reject" || failure.find(granary::kMissingValue) == std::string::npos) return "";
+  return "; a row with a missing value is kept by building again with --missing nan (train takes a missing value "
+         "as its feature's mean) or --missing zero";
+}
+
+// What to do with DB.partial after a build failed with `failure`.
+std::string PartialAdvice(const BuildArgs& a, const std::string& failure) {
+  if (failure.find(std::strerror(ENOSPC)) != std::string::npos) {
+    return ": free space on its disk, then add --resume to continue, or delete " + a.db + ".partial";
+  }
+  if (failure.find(granary::kMoreThanMaxRejects) == std::string::npos) return ": add --resume to continue";
+  return ": add --resume and a larger --max-rejects to finish it without the rejected items, or fix or remove them "
+         "and build again" + MissingValuesAdvice(a, failure);
+}
+
 int RunBuild(BuildArgs& a) {
   // A failure is one line on stderr, and with --json also an object on stdout
   // (with the warnings said before it: the db that would not fit its disk).
@@ -226,17 +245,13 @@ int RunBuild(BuildArgs& a) {
     // One piece of advice: a --resume that failed has said what to do; a
     // full disk needs room before any resume.
     if (a.options.resume || !granary::HasResumableBuild(a.db)) return fail(s);
-    const std::string partial = a.db + ".partial";
-    const bool full = s.message().find(std::strerror(ENOSPC)) != std::string::npos;
     const bool rejects = s.message().find(granary::kMoreThanMaxRejects) != std::string::npos;
     // Where no item read was taken, the work kept is none: what to fix is what the line names.
-    if (rejects && s.message().find(granary::kEveryItemRejected) != std::string::npos) return fail(s);
-    return fail(granary::Status::FailedPrecondition(
-        s.message() + " (" + partial + " keeps the work done" +
-        (full      ? ": free space on its disk, then add --resume to continue, or delete " + partial + ")"
-         : rejects ? ": add --resume and a larger --max-rejects to finish it without the rejected items, or fix "
-                     "or remove them and build again)"
-                   : ": add --resume to continue)")));
+    if (rejects && s.message().find(granary::kEveryItemRejected) != std::string::npos) {
+      return fail(granary::Status::InvalidArgument(s.message() + MissingValuesAdvice(a, s.message())));
+    }
+    return fail(granary::Status::FailedPrecondition(s.message() + " (" + a.db + ".partial keeps the work done" +
+                                                    PartialAdvice(a, s.message()) + ")"));
   }
 
   PrintBuildSummary(a, source.value(), summary.value(), reused);

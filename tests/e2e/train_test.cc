@@ -255,9 +255,11 @@ TEST_F(EndToEnd, ADownloadedTableWithTextColumnsTrains) {
   EXPECT_GT(j["epochs"][19]["test_accuracy"].get<double>(), 0.95) << j["epochs"][19];
 }
 
-// A feature db holding missing values (prep --missing nan): the MLP
-// standardises each feature over the values present and takes a missing one
-// as its mean, and a note names the features; the loss stays finite.
+// A table with missing values, built as a newcomer first builds it, fails
+// naming the flag that keeps those rows. A feature db holding missing values
+// (prep --missing nan): the MLP standardises each feature over the values
+// present and takes a missing one as its mean, and a note names the
+// features; the loss stays finite.
 TEST_F(EndToEnd, MissingFeatureValuesTrainAsTheirFeaturesMean) {
   std::string rows = "a,b,c,y\n";
   for (int i = 0; i < 600; ++i) {
@@ -267,9 +269,16 @@ TEST_F(EndToEnd, MissingFeatureValuesTrainAsTheirFeaturesMean) {
   }
   testing::WriteFile(dir_.Sub("m.csv"), rows);
   const std::string db = dir_.Sub("db");
-  auto prep = RunCommand(kPrep + " build " + dir_.Sub("m.csv") + " " + db + " --label y --missing nan " +
-                             "--val-fraction 0.2 --no-progress",
-                         dir_);
+  const std::string build = kPrep + " build " + dir_.Sub("m.csv") + " " + db + " --label y --val-fraction 0.2 " +
+                            "--no-progress";
+  auto rejected = RunCommand(build, dir_);
+  EXPECT_EQ(rejected.exit_code, 1);
+  EXPECT_NE(rejected.err.find("column 'c': missing value"), std::string::npos) << rejected.err;
+  EXPECT_NE(rejected.err.find("; a row with a missing value is kept by building again with --missing nan (train "
+                              "takes a missing value as its feature's mean) or --missing zero)"),
+            std::string::npos)
+      << rejected.err;
+  auto prep = RunCommand(build + " --missing nan", dir_);
   ASSERT_EQ(prep.exit_code, 0) << prep.err;
   auto r = RunCommand(kTrain + " --db " + db + " --ranks 1 --epochs 10 --batch-size 32 --lr 0.01 --json", dir_);
   ASSERT_EQ(r.exit_code, 0) << r.err;
