@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <set>
 
@@ -239,6 +240,7 @@ StatusOr<CsvColumns> CsvColumns::Plan(const std::vector<const CsvTable*>& tables
   std::vector<std::string> left_out;
   for (size_t c = 0; c < header.size(); ++c) {
     Column& column = plan.columns_[c];
+    if (column.kind != Kind::kLeftOut) plan.order_.push_back(c);
     if (column.kind == Kind::kNumber) plan.names_.push_back(column.name);
     if (column.kind == Kind::kLeftOut && c != label_column && !(index_column && c == 0)) {
       left_out.push_back("'" + column.name + "'");
@@ -266,9 +268,8 @@ StatusOr<CsvColumns> CsvColumns::Plan(const std::vector<const CsvTable*>& tables
 
 Status CsvColumns::Append(const std::vector<std::string>& fields, MissingPolicy missing, std::string* features) const {
   const auto append = [&](float f) { features->append(reinterpret_cast<const char*>(&f), sizeof(f)); };
-  for (size_t c = 0; c < columns_.size(); ++c) {
+  for (size_t c : order_) {
     const Column& column = columns_[c];
-    if (column.kind == Kind::kLeftOut) continue;
     const std::string v = TrimCsvField(fields[c]);
     const size_t width = column.kind == Kind::kText ? column.categories.size() : 1;
     if (IsMissingCsvValue(v)) {
@@ -278,8 +279,16 @@ Status CsvColumns::Append(const std::vector<std::string>& fields, MissingPolicy 
     }
     if (column.kind == Kind::kText) {
       const auto found = column.categories.find(v);
-      if (found == column.categories.end()) {  // the file changed since its categories were read
+      if (found == column.categories.end() && like_.empty()) {  // the file changed since its categories were read
         return Status::InvalidArgument("column '" + column.name + "': '" + v + "' is none of its categories");
+      }
+      if (found == column.categories.end()) {  // a value the db it is built like never had: missing
+        if (missing == MissingPolicy::kReject) {
+          return Status::InvalidArgument("column '" + column.name + "': '" + v + "' is none of " + like_ +
+                                         "'s categories (--missing nan or zero keeps the row)");
+        }
+        for (size_t i = 0; i < width; ++i) append(missing == MissingPolicy::kNaN ? std::nanf("") : 0.0f);
+        continue;
       }
       for (size_t i = 0; i < width; ++i) append(i == found->second ? 1.0f : 0.0f);
       continue;
@@ -289,6 +298,98 @@ Status CsvColumns::Append(const std::vector<std::string>& fields, MissingPolicy 
     append(static_cast<float>(x));
   }
   return Status::OK();
+}
+
+namespace {
+
+// `like`'s values none of its categories, in each text column of `plan`'s:
+// counted over every table's rows, noted with what they are taken as.
+Status NoteUnseenValues(const std::vector<const CsvTable*>& tables, const std::vector<size_t>& text,
+                        const std::function<bool(size_t, const std::string&)>& known, const std::string& like,
+                        std::vector<std::string>* notes) {
+  std::map<size_t, std::map<std::string, uint64_t>> unseen;  // column -> value -> rows
+  for (const CsvTable* table : tables) {
+    if (text.empty()) break;
+    GRANARY_RETURN_IF_ERROR(table->ForEachRow(CsvParser::kAllColumns, [&](const CsvParser::Row& row, int) -> Status {
+      if (row.columns != table->header().size()) return Status::OK();  // rejected as it is read
+      for (size_t c : text) {
+        const std::string v = TrimCsvField((*row.fields)[c]);
+        if (!IsMissingCsvValue(v) && !known(c, v)) ++unseen[c][v];
+      }
+      return Status::OK();
+    }));
+  }
+  for (const auto& [c, values] : unseen) {
+    std::string shown;
+    int n = 0;
+    for (const auto& [value, rows] : values) {
+      if (n++ < 5) shown += (n > 1 ? ", " : "") + ("'" + value + "' in " + std::to_string(rows) + " row(s)");
+    }
+    notes->push_back("column '" + tables[0]->header()[c] + "' holds " + std::to_string(values.size()) +
+                     " value(s) that are none of " + like + "'s categories (" + shown + (n > 5 ? ", ..." : "") +
+                     "): each is taken as a missing value, as --missing says (reject, the default: its row is "
+                     "rejected; nan: its feature's mean to train's models; zero)");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<CsvColumns> CsvColumns::PlanLike(const std::vector<const CsvTable*>& tables, size_t label_column,
+                                          const LikeDb& like, std::vector<std::string>* notes) {
+  const CsvTable& first = *tables[0];
+  const std::vector<std::string>& header = first.header();
+  CsvColumns plan;
+  plan.decimal_ = first.decimal();
+  plan.like_ = like.path;
+  plan.names_ = like.feature_names;
+  std::map<std::string, size_t> columns;  // name -> place, the label's left out
+  for (size_t c = 0; c < header.size(); ++c) {
+    plan.columns_.push_back({header[c], Kind::kLeftOut, {}});
+    if (c != label_column) columns.emplace(header[c], c);
+  }
+  std::vector<std::string> lacking;
+  for (const std::string& name : like.feature_names) {
+    auto found = columns.find(name);  // a number's column, else the column of which it is "column=value"
+    size_t eq = found != columns.end() ? std::string::npos : name.find('=');
+    while (eq != std::string::npos && (found = columns.find(name.substr(0, eq))) == columns.end()) {
+      eq = name.find('=', eq + 1);
+    }
+    if (found == columns.end()) {
+      lacking.push_back("'" + name + "'");
+      continue;
+    }
+    Column& column = plan.columns_[found->second];
+    const Kind kind = eq == std::string::npos ? Kind::kNumber : Kind::kText;
+    if (column.kind == Kind::kLeftOut) {
+      column.kind = kind;
+      plan.order_.push_back(found->second);
+    } else if (kind == Kind::kNumber || column.kind != Kind::kText || plan.order_.back() != found->second) {
+      return Status::InvalidArgument("--like " + like.path + ": its feature '" + name + "' is no table column's "
+                                     "element where " + first.path() + " has columns named as its features");
+    }
+    if (kind == Kind::kText) {
+      column.categories.emplace(name.substr(eq + 1), static_cast<uint32_t>(column.categories.size()));
+    }
+  }
+  if (!lacking.empty()) {
+    std::string names;
+    for (size_t i = 0; i < lacking.size() && i < 8; ++i) names += (i > 0 ? ", " : "") + lacking[i];
+    return Status::InvalidArgument(first.path() + ": lacks the column(s) of --like " + like.path + "'s feature(s) " +
+                                   names + (lacking.size() > 8 ? ", ..." : "") + " (its columns: " +
+                                   CsvHeaderText(header) + ")");
+  }
+  std::string left_out;
+  std::vector<size_t> text;
+  for (size_t c = 0; c < header.size(); ++c) {
+    const Kind kind = plan.columns_[c].kind;
+    if (kind == Kind::kLeftOut && c != label_column) left_out += (left_out.empty() ? "'" : ", '") + header[c] + "'";
+    if (kind == Kind::kText) text.push_back(c);
+  }
+  if (!left_out.empty()) notes->push_back("column(s) none of --like " + like.path + "'s features, left out: " + left_out);
+  const auto known = [&](size_t c, const std::string& v) { return plan.columns_[c].categories.count(v) > 0; };
+  GRANARY_RETURN_IF_ERROR(NoteUnseenValues(tables, text, known, like.path, notes));
+  return plan;
 }
 
 }  // namespace granary

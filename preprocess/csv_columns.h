@@ -47,6 +47,17 @@ class CsvColumns {
   static StatusOr<CsvColumns> Plan(const std::vector<const CsvTable*>& tables, size_t label_column,
                                    const std::vector<std::string>& drop, std::vector<std::string>* notes);
 
+  // The columns of `tables` as --like's db made them features (`like`: its
+  // feature names, "column" or "column=value", in order): each of its
+  // columns a number or a text column of its categories, in its order,
+  // whatever the order of this header's; the label's and other columns left
+  // out (noted). InvalidArgument naming the file and the column where a
+  // column of `like`'s is not in the header. A text value that is none of
+  // `like`'s categories is a missing value (Append), and each column's
+  // are counted and noted, by one pass over each table.
+  static StatusOr<CsvColumns> PlanLike(const std::vector<const CsvTable*>& tables, size_t label_column,
+                                       const LikeDb& like, std::vector<std::string>* notes);
+
   // float32 elements of a row's features.
   size_t elements() const { return names_.size(); }
   // Each element's name: the column's, or "column=value" for a category.
@@ -54,7 +65,8 @@ class CsvColumns {
 
   // Appends a row's features (`fields`: all of its fields, untrimmed, as many
   // as the header's) to *features. InvalidArgument naming the column and
-  // value: a number float32 cannot hold, a missing value under kReject.
+  // value: a number float32 cannot hold, a missing value under kReject (and,
+  // planned like a db, a text value none of its categories).
   Status Append(const std::vector<std::string>& fields, MissingPolicy missing, std::string* features) const;
 
  private:
@@ -65,7 +77,9 @@ class CsvColumns {
     std::map<std::string, uint32_t> categories;  // kText: value -> its place among the sorted values
   };
   std::vector<Column> columns_;  // one per header column; the label's is left out
+  std::vector<size_t> order_;    // the columns whose elements a row's features are, in their order
   std::vector<std::string> names_;
+  std::string like_;  // --like's db: a text value none of its categories is a missing value
   char decimal_ = '.';  // the first table's decimal mark
 };
 

@@ -236,6 +236,23 @@ Status AddLabelledImages(const std::string& dir, const ImageFolderOptions& optio
   return Status::OK();
 }
 
+// The classes of a folder built --like a db: the db's, in its order, where
+// every class folder found (`*classes`, below `train`) is one of them.
+Status TakeLikeClasses(const fs::path& train, const LikeDb& like, std::vector<std::string>* classes) {
+  for (const std::string& c : *classes) {
+    if (std::find(like.class_names.begin(), like.class_names.end(), c) == like.class_names.end()) {
+      std::string names;
+      for (size_t i = 0; i < like.class_names.size() && i < 8; ++i) names += (i > 0 ? ", " : "") + like.class_names[i];
+      return Status::InvalidArgument((train / c).string() + ": class '" + c + "' is none of --like " + like.path +
+                                     "'s classes (" + names + (like.class_names.size() > 8 ? ", ..." : "") +
+                                     "), so a model trained on it has no output for it: move it out, or build "
+                                     "without --like");
+    }
+  }
+  *classes = like.class_names;
+  return Status::OK();
+}
+
 }  // namespace
 
 StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolderOptions& options) {
@@ -257,6 +274,11 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
   source.info.items_are_files = true;
   ImageTransform transform{options.width, options.height, options.channels, options.max_decode_bytes};
   if (!options.labels.empty() || options.label_from_name) {
+    if (!options.like.path.empty()) {
+      return Status::InvalidArgument("--like " + options.like.path + ": takes a db's classes for class folders, "
+                                     "not for images labelled by " +
+                                     (options.label_from_name ? "their names" : "a table"));
+    }
     GRANARY_RETURN_IF_ERROR(AddLabelledImages(dir, options, transform, &source));
     NoteDecodedImages(&source, transform);
     return source;
@@ -268,6 +290,7 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
   std::vector<SplitRoot> split_roots;
   std::vector<std::string> classes;
   GRANARY_RETURN_IF_ERROR(FindSplitRoots(raw, top, layout, &split_roots, &classes));
+  if (!options.like.path.empty()) GRANARY_RETURN_IF_ERROR(TakeLikeClasses(split_roots[0].root, options.like, &classes));
   NoteTopFolders(raw, hidden, dbs, layout, &notes);
   for (const SplitRoot& split : split_roots) {
     if (split.name == "val" && options.val_fraction > 0) {

@@ -7,6 +7,7 @@
 #include "preprocess/cifar.h"
 #include "preprocess/csv_table.h"
 #include "preprocess/folder_layout.h"
+#include "preprocess/like_db.h"
 #include "preprocess/numpy_files.h"
 #include "preprocess/other_media.h"
 #include "preprocess/source.h"
@@ -208,8 +209,10 @@ std::string OneImageHint(const std::string& raw) {
 namespace {
 
 // The source of --format csv, with its flags parsed; what they were, into *recorded.
-StatusOr<Source> OpenCsvFromFlags(const RawOptions& o, std::map<std::string, std::string>* recorded) {
+StatusOr<Source> OpenCsvFromFlags(const RawOptions& o, const LikeDb& like,
+                                  std::map<std::string, std::string>* recorded) {
   CsvOptions csv;
+  csv.like = like;
   csv.label = o.label;
   if (o.delimiter == "tab" || o.delimiter == "\t") {
     csv.delimiter = '\t';
@@ -246,8 +249,10 @@ StatusOr<Source> OpenCsvFromFlags(const RawOptions& o, std::map<std::string, std
 }
 
 // The source of --format image-folder, with its flags parsed; what they were, into *recorded.
-StatusOr<Source> OpenImagesFromFlags(const RawOptions& o, std::map<std::string, std::string>* recorded) {
+StatusOr<Source> OpenImagesFromFlags(const RawOptions& o, const LikeDb& like,
+                                     std::map<std::string, std::string>* recorded) {
   ImageFolderOptions images;
+  images.like = like;
   if (!ParseSize(o.size, &images.width, &images.height)) {
     return Status::InvalidArgument("--size " + o.size + ": expected S or WxH (1..8192)");
   }
@@ -325,9 +330,17 @@ Status NameWhatRawHolds(const RawOptions& o, const std::string& format, const St
 
 }  // namespace
 
-StatusOr<Source> OpenSource(const RawOptions& o) {
-  GRANARY_ASSIGN_OR_RETURN(const std::string format, FormatOf(o));
-  std::map<std::string, std::string> recorded = {{"format", format}, {"limit", std::to_string(o.limit)}};
+StatusOr<Source> OpenSource(const RawOptions& given) {
+  GRANARY_ASSIGN_OR_RETURN(const std::string format, FormatOf(given));
+  RawOptions o = given;
+  LikeDb like;
+  if (!o.like.empty()) {
+    if (!o.class_names.empty()) return Status::InvalidArgument("--class-names: --like " + o.like + " names them");
+    GRANARY_ASSIGN_OR_RETURN(like, TakeLikeDb(format, &o));
+    if (format == "idx" || format == "cifar") o.class_names = like.class_names;
+  }
+  std::map<std::string, std::string> recorded = {
+      {"format", format}, {"limit", std::to_string(o.limit)}, {"like", like.content_hash}};
   GRANARY_RETURN_IF_ERROR(CheckLabelFlags(o, format));
   StatusOr<Source> source =
       Status::InvalidArgument("--format " + o.format + ": expected auto, idx, cifar, image-folder or csv");
@@ -343,9 +356,9 @@ StatusOr<Source> OpenSource(const RawOptions& o) {
     cifar.class_names = o.class_names;
     source = OpenCifarSource(o.raw, cifar);
   } else if (format == "csv") {
-    source = OpenCsvFromFlags(o, &recorded);
+    source = OpenCsvFromFlags(o, like, &recorded);
   } else if (format == "image-folder") {
-    source = OpenImagesFromFlags(o, &recorded);
+    source = OpenImagesFromFlags(o, like, &recorded);
   }
   if (!source.ok()) return NameWhatRawHolds(o, format, source.status());
   for (auto it = recorded.begin(); it != recorded.end();) {

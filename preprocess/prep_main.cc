@@ -26,7 +26,7 @@
 #include "base/file.h"
 #include "base/json_text.h"
 #include "preprocess/build.h"
-#include "preprocess/csv_columns.h"
+#include "preprocess/build_advice.h"
 #include "preprocess/inputs.h"
 #include "preprocess/inspect.h"
 #include "preprocess/source.h"
@@ -175,24 +175,6 @@ void PrintBuildSummary(const BuildArgs& a, const granary::Source& source, const 
   for (const std::string& note : s.notes) std::fprintf(stderr, "prep: note: %s\n", granary::Printable(note).c_str());
 }
 
-// Where a CSV's rows were rejected for a missing feature value: the flag
-// that keeps them (a row without its label has nothing to keep).
-std::string MissingValuesAdvice(const BuildArgs& a, const std::string& failure) {
-  if (a.raw.missing != "reject" || failure.find(granary::kMissingValue) == std::string::npos) return "";
-  return "; a row with a missing value is kept by building again with --missing nan (train takes a missing value "
-         "as its feature's mean) or --missing zero";
-}
-
-// What to do with DB.partial after a build failed with `failure`.
-std::string PartialAdvice(const BuildArgs& a, const std::string& failure) {
-  if (failure.find(std::strerror(ENOSPC)) != std::string::npos) {
-    return ": free space on its disk, then add --resume to continue, or delete " + a.db + ".partial";
-  }
-  if (failure.find(granary::kMoreThanMaxRejects) == std::string::npos) return ": add --resume to continue";
-  return ": add --resume and a larger --max-rejects to finish it without the rejected items, or fix or remove them "
-         "and build again" + MissingValuesAdvice(a, failure);
-}
-
 int RunBuild(BuildArgs& a) {
   // A failure is one line on stderr, and with --json also an object on stdout
   // (with the warnings said before it: the db that would not fit its disk).
@@ -248,10 +230,10 @@ int RunBuild(BuildArgs& a) {
     const bool rejects = s.message().find(granary::kMoreThanMaxRejects) != std::string::npos;
     // Where no item read was taken, the work kept is none: what to fix is what the line names.
     if (rejects && s.message().find(granary::kEveryItemRejected) != std::string::npos) {
-      return fail(granary::Status::InvalidArgument(s.message() + MissingValuesAdvice(a, s.message())));
+      return fail(granary::Status::InvalidArgument(s.message() + granary::MissingValuesAdvice(a.raw.missing, s.message())));
     }
     return fail(granary::Status::FailedPrecondition(s.message() + " (" + a.db + ".partial keeps the work done" +
-                                                    PartialAdvice(a, s.message()) + ")"));
+                                                    granary::PartialAdvice(a.db, a.raw.missing, s.message()) + ")"));
   }
 
   PrintBuildSummary(a, source.value(), summary.value(), reused);
@@ -353,6 +335,10 @@ void AddBuildFlags(CLI::App* build, int cores, BuildArgs* args) {
   build->add_option("--format", b.raw.format, "raw format: auto, idx, cifar, image-folder (or images) or csv")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "idx", "cifar", "image-folder", "images", "csv"}));
+  build->add_option("--like", b.raw.like,
+                    "a db whose classes (in its order), table columns and one-hot categories, and sample options "
+                    "(--label, --size, ...) the new db takes, so that a model trained on that db reads this one "
+                    "(a held-out table or folder)");
   build->add_option("--label", b.raw.label,
                     "csv (and --labels' table): the label column (default: the one named label, target, y or class); "
                     "CIFAR-100: fine (default) or coarse");
@@ -499,6 +485,9 @@ int main(int argc, char** argv) {
   }
   if (granary::Status writable = CheckOutputs(build->parsed(), b, db_path, cat_options); !writable.ok()) {
     return Fail(writable);
+  }
+  for (const char* flag : {"label", "regression", "no-header", "missing", "size", "channels"}) {
+    if (build->count(std::string("--") + flag) > 0) b.raw.given.insert(flag);
   }
   int code = 2;
   if (build->parsed()) code = RunBuild(b);

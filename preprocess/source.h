@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,17 @@ struct Source {
   std::function<std::vector<std::string>()> produced_notes;
 };
 
+// A db whose encoding a build takes (prep build --like DB, preprocess/
+// like_db.h), so that a held-out table or folder is read as the model
+// trained on that db reads: its classes in their order, and the names of its
+// features (a table's columns and one-hot categories, "colour=red").
+struct LikeDb {
+  std::string path;  // "": no --like
+  std::string content_hash;
+  std::vector<std::string> class_names;
+  std::vector<std::string> feature_names;  // a table's: element_names["features"]
+};
+
 struct IdxSourceOptions {
   // Use only the first `limit` items of each split (0: all).
   uint64_t limit = 0;
@@ -129,6 +141,9 @@ struct ImageFolderOptions {
   // pets' Abyssinian_100.jpg; folder_layout.h's ClassFromName).
   bool label_from_name = false;
   bool show_progress = false;  // a line counting the files while a large folder is walked
+  // --like: the classes are that db's, in its order (a class folder that is
+  // none of them is refused; one of them without a folder has no images).
+  LikeDb like;
 };
 
 // An image folder as torchvision's ImageFolder reads it: RAW/<class>/**/*.jpg,
@@ -161,6 +176,9 @@ struct CsvOptions {
   bool regression = false;        // the label column is a number to predict: field "target", float32
   bool show_progress = false;     // a progress line while a large table is decompressed and scanned
   char decimal = 0;               // '.' or ','; 0: as the first table's first rows write numbers (DetectCsvDecimal)
+  // --like: the features are that db's columns and categories, in its order
+  // (csv_columns.h, PlanLike), and the classes its classes.
+  LikeDb like;
 };
 
 // A CSV file (split "train"), or a folder with train.csv and optionally
@@ -223,6 +241,8 @@ struct RawOptions {
   bool regression = false;               // csv: the label column is a number to predict (--regression)
   uint64_t limit = 0;                    // N items of each split (0: all): a stratified subset of images and
                                          // CSV rows (preprocess/stratified.h), the first N of IDX files
+  std::string like;                      // --like DB (preprocess/like_db.h)
+  std::set<std::string> given;           // the flags given on the command line ("size", "label", ...)
 };
 
 // "auto" detection: a .csv file or a folder with train.csv is "csv", a folder

@@ -230,5 +230,57 @@ TEST(CsvColumns, ATableWithoutAHeaderIsNamedAndReadWithNoHeader) {
             dir.Sub("iris.data") + ": no column '4' for --label (its columns (--no-header): '1', '2', '3')");
 }
 
+// A held-out table read --like the db a model was trained on: its columns in
+// that db's order whatever its header's, a text column's categories that
+// db's (a value it never had a missing value, noted; a category the table
+// lacks still its place), its labels that db's classes, a column the db has
+// no feature of left out; a table lacking one of the db's columns is named.
+TEST(CsvColumns, ATableReadLikeADbTakesItsColumnsCategoriesAndClasses) {
+  TempDir dir;
+  CsvOptions o;
+  o.like.path = "tr.db";
+  o.like.feature_names = {"n", "color=blue", "color=green", "color=red"};
+  o.like.class_names = {"cat", "dog", "fox"};
+  testing::WriteFile(dir.Sub("ho.csv"), "id,color,y,n\n1,red,fox,5\n2,pink,cat,6\n3,green,dog,7\n4,red,wolf,8\n");
+  o.label = "y";
+  auto source = OpenCsvSource(dir.Sub("ho.csv"), o);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->info.element_names.at("features"), o.like.feature_names);
+  EXPECT_EQ(source->info.class_names, o.like.class_names);
+  const SplitSource& rows = *source->splits[0];
+  EXPECT_EQ(FeaturesOf(rows, 0), "5 0 0 1");
+  EXPECT_EQ(FeaturesOf(rows, 1), "column 'color': 'pink' is none of tr.db's categories (--missing nan or zero keeps "
+                                 "the row)");
+  EXPECT_EQ(FeaturesOf(rows, 2), "7 0 1 0");
+  EXPECT_EQ(FeaturesOf(rows, 3), "column 'y': label 'wolf' is missing or not a class");
+  Sample s;
+  ASSERT_TRUE(rows.Produce(2, &s).ok());
+  int64_t label = -1;
+  std::memcpy(&label, s.fields[1].data(), sizeof(label));
+  EXPECT_EQ(label, 1);  // dog, as tr.db numbers it (the table's own classes would make it 0)
+  std::string notes;
+  for (const std::string& note : source->info.notes) notes += note + "\n";
+  EXPECT_NE(notes.find("column(s) none of --like tr.db's features, left out: 'id'"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("column 'color' holds 1 value(s) that are none of tr.db's categories ('pink' in 1 row(s))"),
+            std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("label column 'y' holds 1 value(s) that are none of --like tr.db's classes ('wolf')"),
+            std::string::npos)
+      << notes;
+
+  o.missing = MissingPolicy::kNaN;
+  source = OpenCsvSource(dir.Sub("ho.csv"), o);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(FeaturesOf(*source->splits[0], 1), "6 nan nan nan");
+
+  testing::WriteFile(dir.Sub("short.csv"), "color,y\nred,fox\n");
+  source = OpenCsvSource(dir.Sub("short.csv"), o);
+  ASSERT_FALSE(source.ok());
+  EXPECT_NE(source.status().message().find("short.csv: lacks the column(s) of --like tr.db's feature(s) 'n' (its "
+                                           "columns: "),
+            std::string::npos)
+      << source.status().message();
+}
+
 }  // namespace
 }  // namespace granary

@@ -3,7 +3,7 @@
 
 The commands are read from README.md itself, so a documented command cannot break unnoticed. They are
 changed only as far as a test on one small machine needs: the real Fashion-MNIST files with --limit 600,
-one epoch, a small image folder (photos/) and CSV tables (data.csv, houses.csv) made here, `[optional]` parts left
+one epoch, a small image folder (photos/) and CSV tables (data.csv, new.csv, houses.csv) made here, `[optional]` parts left
 out and placeholders filled (DB), a two-node run as two processes on 127.0.0.1, mpirun's cluster command
 as its one-machine equivalent (-H localhost:2). Left out: tools/setup (CI runs it), srun and sbatch (no
 Slurm here), tools/netsim (its own tests, in network namespaces) and the --tune table's comment lines.
@@ -81,6 +81,8 @@ class ReadmeTest(unittest.TestCase):
                             os.path.join(folder, f"{i}.png")], check=True, capture_output=True)
         with open(os.path.join(cls.tmp, "data.csv"), "w") as f:
             f.write("a,b,target\n" + "".join(f"{i % 17},{i % 5},{(i % 17 + i % 5) % 2}\n" for i in range(300)))
+        with open(os.path.join(cls.tmp, "new.csv"), "w") as f:  # data.csv's columns in another order, more rows
+            f.write("b,target,a\n" + "".join(f"{i % 5},{(i % 17 + i % 5) % 2},{i % 17}\n" for i in range(300, 400)))
         with open(os.path.join(cls.tmp, "houses.csv"), "w") as f:
             f.write("rooms,age,price\n" + "".join(f"{i % 6},{i % 40},{i % 6 * 1000.5 - i % 40 * 7.25}\n"
                                                     for i in range(300)))

@@ -86,6 +86,7 @@ TEST(TorchScript, EveryBuiltInModelSavedRunsInPythonWithTheSameLogits) {
     card.mean = 0.5;
     card.stddev = 0.25;
     card.classes = {"a", "b", "c", "d"};
+    if (c.model == "mlp") card.input_names = {"x", "y", "colour=blue", "colour=red", "z"};
     Status saved = SaveTorchScript(*model, path, ModelCardJson(card));
     ASSERT_TRUE(saved.ok()) << saved.ToString();
     // The file carries what the model expects of its input.
@@ -173,6 +174,49 @@ TEST(TorchScript, AFileThatIsNotAModuleIsRefusedNamingIt) {
   EXPECT_EQ(missing.status().code(), Status::Code::kInvalidArgument);
   EXPECT_NE(missing.status().message().find("missing.pt: no such file"), std::string::npos)
       << missing.status().message();
+}
+
+// A db whose label k or input element i means another thing than to the
+// model (a held-out folder or table built on its own) is refused, naming the
+// place and prep build --like; a side that names none is not compared, nor
+// are the classes under --new-head, nor classes past the shorter list.
+TEST(ModelCard, ADbWhoseClassesOrElementsMeanOtherThingsIsRefused) {
+  ModelCard card;
+  card.input_field = "features";
+  card.classes = {"cat", "dog", "fox"};
+  card.input_names = {"x", "colour=blue", "colour=green"};
+  Manifest db;
+  db.class_names = {"cat", "dog", "fox"};
+  db.element_names["features"] = card.input_names;
+  EXPECT_TRUE(CheckModelMeetsDb(card, "m.pt", db, "features", false).ok());
+  db.class_names = {"dog", "fox"};
+  Status s = CheckModelMeetsDb(card, "m.pt", db, "features", false);
+  EXPECT_NE(s.message().find("--model m.pt: its classes are cat, dog, fox (its card says) and the db's dog, fox: "
+                             "label 0 is 'cat' to the model and 'dog' in the db"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("prep build RAW DB --like TRAIN_DB"), std::string::npos) << s.message();
+  EXPECT_TRUE(CheckModelMeetsDb(card, "m.pt", db, "features", /*new_head=*/true).ok());
+  db.class_names = {"cat", "dog"};  // fewer, the same in their places: the forward's shape says the rest
+  EXPECT_TRUE(CheckModelMeetsDb(card, "m.pt", db, "features", false).ok());
+  db.class_names = {};
+  EXPECT_TRUE(CheckModelMeetsDb(card, "m.pt", db, "features", false).ok());
+
+  db.element_names["features"] = {"x", "colour=green", "colour=pink"};
+  s = CheckModelMeetsDb(card, "m.pt", db, "features", true);
+  EXPECT_NE(s.message().find("its input's elements are x, colour=blue, colour=green (its card says) and the db's "
+                             "field 'features' has x, colour=green, colour=pink: element 1 is 'colour=blue' to the "
+                             "model and 'colour=green' in the db"),
+            std::string::npos)
+      << s.message();
+  db.element_names["features"] = {"x", "colour=blue"};
+  s = CheckModelMeetsDb(card, "m.pt", db, "features", false);
+  EXPECT_NE(s.message().find("element 2 is 'colour=green' to the model and none (it has 2) in the db"),
+            std::string::npos)
+      << s.message();
+  EXPECT_TRUE(CheckModelMeetsDb(card, "m.pt", db, "image", false).ok());  // a field the db names no elements of
+  card.input_names.clear();
+  EXPECT_TRUE(CheckModelMeetsDb(card, "m.pt", db, "features", false).ok());
 }
 
 }  // namespace

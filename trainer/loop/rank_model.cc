@@ -60,6 +60,9 @@ std::string ModelCardOf(const TrainConfig& config, const Workload& workload, con
   card.mean = config.data.mean;
   card.stddev = config.data.stddev;
   card.classes = manifest.class_names;
+  if (auto names = manifest.element_names.find(workload.input_field); names != manifest.element_names.end()) {
+    card.input_names = names->second;
+  }
   if (workload.regression) card.regression_target = workload.target_field;
   card.db_content_hash = manifest.content_hash;
   return ModelCardJson(card);
@@ -87,7 +90,9 @@ Status ApplySavedModelsInput(const Manifest& manifest, TrainConfig* config) {
   if (config->data.input_field.empty() && manifest.schema.FieldIndex(card->input_field) >= 0) {
     config->data.input_field = card->input_field;
   }
-  return Status::OK();
+  return CheckModelMeetsDb(*card, config->model.name, manifest,
+                           config->data.input_field.empty() ? card->input_field : config->data.input_field,
+                           config->model.new_head);
 }
 
 Status CheckModelFits(const TrainConfig& config, const Workload& workload, ModelUse use, ModelBytes* bytes) {

@@ -2,6 +2,7 @@
 
 #include <caffe2/serialize/inline_container.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -15,6 +16,20 @@ namespace {
 constexpr int kCardFormat = 1;
 constexpr size_t kMaxCardBytes = 1 << 20;  // class names of a large db fit many times over
 
+// Up to 8 of `names`, comma-separated.
+std::string SomeNames(const std::vector<std::string>& names) {
+  std::string text;
+  for (size_t i = 0; i < names.size() && i < 8; ++i) text += (i > 0 ? ", " : "") + names[i];
+  return names.size() > 8 ? text + ", ... (" + std::to_string(names.size()) + ")" : text;
+}
+
+// The first place where `a` and `b` differ, comparing `compared` names at most.
+size_t FirstDifference(const std::vector<std::string>& a, const std::vector<std::string>& b, size_t compared) {
+  size_t i = 0;
+  while (i < compared && a[i] == b[i]) ++i;
+  return i;
+}
+
 }  // namespace
 
 std::string ModelCardJson(const ModelCard& card) {
@@ -27,6 +42,7 @@ std::string ModelCardJson(const ModelCard& card) {
                       {"classes", card.classes},
                       {"db_content_hash", card.db_content_hash}};
   if (!card.regression_target.empty()) j["regression_target"] = card.regression_target;
+  if (!card.input_names.empty()) j["input_names"] = card.input_names;
   return DumpJson(j);
 }
 
@@ -61,6 +77,7 @@ StatusOr<std::optional<ModelCard>> ReadModelCard(const std::string& path) {
     card.classes = j.at("classes").get<std::vector<std::string>>();
     card.db_content_hash = j.at("db_content_hash").get<std::string>();
     if (j.contains("regression_target")) card.regression_target = j.at("regression_target").get<std::string>();
+    if (j.contains("input_names")) card.input_names = j.at("input_names").get<std::vector<std::string>>();
   } catch (const nlohmann::json::exception& e) {
     return bad(std::string("has a missing or mistyped member: ") + e.what());
   }
@@ -82,6 +99,35 @@ Status ApplyModelCard(const ModelCard& card, const std::string& path, float* mea
   *mean = card_mean;
   *stddev = card_std;
   return Status::OK();
+}
+
+Status CheckModelMeetsDb(const ModelCard& card, const std::string& path, const Manifest& manifest,
+                         const std::string& input_field, bool new_head) {
+  const std::string like = "; a db the model is to read is built as its own was with prep build RAW DB --like "
+                           "TRAIN_DB (the db it was trained on: its columns, categories and classes, in its order)";
+  const std::vector<std::string>& classes = manifest.class_names;
+  const size_t common = std::min(card.classes.size(), classes.size());
+  if (size_t i = FirstDifference(card.classes, classes, common); !new_head && i < common) {
+    return Status::InvalidArgument("--model " + path + ": its classes are " + SomeNames(card.classes) +
+                                   " (its card says) and the db's " + SomeNames(classes) + ": label " +
+                                   std::to_string(i) + " is '" + card.classes[i] + "' to the model and '" +
+                                   classes[i] + "' in the db, so its answers would be scored against other classes" +
+                                   like + " (or, to train it on the db's classes, --new-head)");
+  }
+  const auto names = manifest.element_names.find(input_field);
+  if (card.input_names.empty() || names == manifest.element_names.end() || names->second == card.input_names) {
+    return Status::OK();
+  }
+  const size_t i = FirstDifference(card.input_names, names->second,
+                                   std::min(card.input_names.size(), names->second.size()));
+  const auto element = [&](const std::vector<std::string>& of) {
+    return i < of.size() ? "'" + of[i] + "'" : std::string("none (it has " + std::to_string(of.size()) + ")");
+  };
+  return Status::InvalidArgument("--model " + path + ": its input's elements are " + SomeNames(card.input_names) +
+                                 " (its card says) and the db's field '" + input_field + "' has " +
+                                 SomeNames(names->second) + ": element " + std::to_string(i) + " is " +
+                                 element(card.input_names) + " to the model and " + element(names->second) +
+                                 " in the db" + like);
 }
 
 }  // namespace granary

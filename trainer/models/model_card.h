@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "store/manifest.h"
 #include "store/schema.h"
 
 namespace granary {
@@ -26,6 +27,9 @@ struct ModelCard {
   double input_scale = 1.0;  // 1/255 for uint8 images
   double mean = 0.0, stddev = 1.0;  // input = (value * input_scale - mean) / stddev
   std::vector<std::string> classes;
+  // The name of each element of the input, where its db names them (a
+  // table's columns and one-hot categories, "colour=red"); empty where not.
+  std::vector<std::string> input_names;
   // A regression model's target field ("" for a classifier, whose outputs
   // are the classes): its one output is the target's value, in its units.
   std::string regression_target;
@@ -44,5 +48,16 @@ StatusOr<std::optional<ModelCard>> ReadModelCard(const std::string& path);
 // --mean/--std (`mean`, `stddev`, defaults 0 and 1) were set to other values:
 // then InvalidArgument naming both. Sets *mean and *stddev.
 Status ApplyModelCard(const ModelCard& card, const std::string& path, float* mean, float* stddev);
+
+// Refuses a db whose classes or input elements mean other things than the
+// model's (`path`, with `card`) do: label 1 the model's 'dog' and the db's
+// 'fox' (a folder or table lacking a class), element 1 the model's
+// 'colour=blue' and the db's 'colour=green' (a table of other categories):
+// its figures would look like results and be none. A side that names none
+// is not compared, nor are the classes with `new_head` (made anew), nor
+// classes past either's count (the forward's shape tells those). The
+// refusal names `prep build --like`, which builds a db as the model's was.
+Status CheckModelMeetsDb(const ModelCard& card, const std::string& path, const Manifest& manifest,
+                         const std::string& input_field, bool new_head);
 
 }  // namespace granary
