@@ -341,7 +341,7 @@ StatusOr<CsvColumns> CsvColumns::PlanLike(const std::vector<const CsvTable*>& ta
   const std::vector<std::string>& header = first.header();
   CsvColumns plan;
   plan.decimal_ = first.decimal();
-  plan.like_ = like.path;
+  plan.like_ = like.named;
   plan.names_ = like.feature_names;
   std::map<std::string, size_t> columns;  // name -> place, the label's left out
   for (size_t c = 0; c < header.size(); ++c) {
@@ -365,7 +365,7 @@ StatusOr<CsvColumns> CsvColumns::PlanLike(const std::vector<const CsvTable*>& ta
       column.kind = kind;
       plan.order_.push_back(found->second);
     } else if (kind == Kind::kNumber || column.kind != Kind::kText || plan.order_.back() != found->second) {
-      return Status::InvalidArgument("--like " + like.path + ": its feature '" + name + "' is no table column's "
+      return Status::InvalidArgument(like.named + ": its feature '" + name + "' is no table column's "
                                      "element where " + first.path() + " has columns named as its features");
     }
     if (kind == Kind::kText) {
@@ -375,7 +375,7 @@ StatusOr<CsvColumns> CsvColumns::PlanLike(const std::vector<const CsvTable*>& ta
   if (!lacking.empty()) {
     std::string names;
     for (size_t i = 0; i < lacking.size() && i < 8; ++i) names += (i > 0 ? ", " : "") + lacking[i];
-    return Status::InvalidArgument(first.path() + ": lacks the column(s) of --like " + like.path + "'s feature(s) " +
+    return Status::InvalidArgument(first.path() + ": lacks the column(s) of " + like.named + "'s feature(s) " +
                                    names + (lacking.size() > 8 ? ", ..." : "") + " (its columns: " +
                                    CsvHeaderText(header) + ")");
   }
@@ -386,9 +386,11 @@ StatusOr<CsvColumns> CsvColumns::PlanLike(const std::vector<const CsvTable*>& ta
     if (kind == Kind::kLeftOut && c != label_column) left_out += (left_out.empty() ? "'" : ", '") + header[c] + "'";
     if (kind == Kind::kText) text.push_back(c);
   }
-  if (!left_out.empty()) notes->push_back("column(s) none of --like " + like.path + "'s features, left out: " + left_out);
+  if (!left_out.empty()) {
+    notes->push_back("column(s) none of " + like.named + "'s features, left out: " + left_out);
+  }
   const auto known = [&](size_t c, const std::string& v) { return plan.columns_[c].categories.count(v) > 0; };
-  GRANARY_RETURN_IF_ERROR(NoteUnseenValues(tables, text, known, like.path, notes));
+  GRANARY_RETURN_IF_ERROR(NoteUnseenValues(tables, text, known, like.named, notes));
   return plan;
 }
 

@@ -58,6 +58,14 @@ class CsvColumns {
   static StatusOr<CsvColumns> PlanLike(const std::vector<const CsvTable*>& tables, size_t label_column,
                                        const LikeDb& like, std::vector<std::string>* notes);
 
+  // Whether column `c`'s values are read into the features, and whether `v`
+  // is one of its values (a number's column takes any; a text column, its
+  // categories).
+  bool Reads(size_t c) const { return columns_[c].kind != Kind::kLeftOut; }
+  bool Knows(size_t c, const std::string& v) const {
+    return columns_[c].kind != Kind::kText || columns_[c].categories.count(v) > 0;
+  }
+
   // float32 elements of a row's features.
   size_t elements() const { return names_.size(); }
   // Each element's name: the column's, or "column=value" for a category.

@@ -406,8 +406,8 @@ std::map<std::string, int64_t> LikeClasses(const std::string& label, const std::
     }
   }
   if (n > 0) {
-    notes->push_back("label column '" + label + "' holds " + std::to_string(n) + " value(s) that are none of --like " +
-                     like.path + "'s classes (" + unknown + (n > 8 ? ", ..." : "") +
+    notes->push_back("label column '" + label + "' holds " + std::to_string(n) + " value(s) that are none of " +
+                     like.named + "'s classes (" + unknown + (n > 8 ? ", ..." : "") +
                      "): their rows are rejected, a model trained on it having no output for them");
   }
   return classes;

@@ -243,7 +243,7 @@ Status TakeLikeClasses(const fs::path& train, const LikeDb& like, std::vector<st
     if (std::find(like.class_names.begin(), like.class_names.end(), c) == like.class_names.end()) {
       std::string names;
       for (size_t i = 0; i < like.class_names.size() && i < 8; ++i) names += (i > 0 ? ", " : "") + like.class_names[i];
-      return Status::InvalidArgument((train / c).string() + ": class '" + c + "' is none of --like " + like.path +
+      return Status::InvalidArgument((train / c).string() + ": class '" + c + "' is none of " + like.named +
                                      "'s classes (" + names + (like.class_names.size() > 8 ? ", ..." : "") +
                                      "), so a model trained on it has no output for it: move it out, or build "
                                      "without --like");
@@ -275,7 +275,7 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
   ImageTransform transform{options.width, options.height, options.channels, options.max_decode_bytes};
   if (!options.labels.empty() || options.label_from_name) {
     if (!options.like.path.empty()) {
-      return Status::InvalidArgument("--like " + options.like.path + ": takes a db's classes for class folders, "
+      return Status::InvalidArgument(options.like.named + ": takes a db's classes for class folders, "
                                      "not for images labelled by " +
                                      (options.label_from_name ? "their names" : "a table"));
     }

@@ -32,6 +32,7 @@ StatusOr<LikeDb> TakeLikeDb(const std::string& format, RawOptions* raw) {
   const Manifest& m = opened.value()->manifest();
   LikeDb like;
   like.path = db;
+  like.named = "--like " + db;
   like.content_hash = m.content_hash;
   like.class_names = m.class_names;
   const bool table = m.source_kind == "csv";
@@ -58,6 +59,7 @@ StatusOr<LikeDb> TakeLikeDb(const std::string& format, RawOptions* raw) {
     raw->no_header = header == "no";
   } else if (format == "image-folder") {
     std::string channels = std::to_string(raw->channels);
+    raw->size = RecordedSize(raw->size);  // 64x64 given where 64 was recorded: the same
     GRANARY_RETURN_IF_ERROR(TakeOption(m, db, "size", "size", *raw, &raw->size));
     GRANARY_RETURN_IF_ERROR(TakeOption(m, db, "channels", "channels", *raw, &channels));
     raw->channels = channels == "1" ? 1 : 3;

@@ -230,7 +230,8 @@ int RunBuild(BuildArgs& a) {
     const bool rejects = s.message().find(granary::kMoreThanMaxRejects) != std::string::npos;
     // Where no item read was taken, the work kept is none: what to fix is what the line names.
     if (rejects && s.message().find(granary::kEveryItemRejected) != std::string::npos) {
-      return fail(granary::Status::InvalidArgument(s.message() + granary::MissingValuesAdvice(a.raw.missing, s.message())));
+      const std::string advice = granary::MissingValuesAdvice(a.raw.missing, s.message());
+      return fail(granary::Status::InvalidArgument(s.message() + advice));
     }
     return fail(granary::Status::FailedPrecondition(s.message() + " (" + a.db + ".partial keeps the work done" +
                                                     granary::PartialAdvice(a.db, a.raw.missing, s.message()) + ")"));

@@ -99,7 +99,8 @@ struct Source {
 // trained on that db reads: its classes in their order, and the names of its
 // features (a table's columns and one-hot categories, "colour=red").
 struct LikeDb {
-  std::string path;  // "": no --like
+  std::string path;   // "": no --like
+  std::string named;  // how messages name it: "--like tr.db"
   std::string content_hash;
   std::vector<std::string> class_names;
   std::vector<std::string> feature_names;  // a table's: element_names["features"]

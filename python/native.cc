@@ -23,6 +23,7 @@
 #include "base/mutex.h"
 #include "base/status.h"
 #include "python/native_common.h"
+#include "python/native_table.h"
 #include "python/native_writer.h"
 #include "loader/augment.h"
 #include "loader/class_counts.h"
@@ -457,6 +458,7 @@ PYBIND11_MODULE(_native, m) {
   }, py::arg("data"), py::arg("width"), py::arg("height"), py::arg("channels"), py::arg("max_mb") = 256);
 
   DefineWriter(m);
+  DefineTable(m);
 
   py::class_<SplitHandle>(m, "Split")
       .def(py::init<const std::string&, const std::string&>(), py::arg("path"), py::arg("split"))

@@ -21,8 +21,8 @@ from .errors import (CorruptionError, Error, FailedPreconditionError, FormatErro
 from .write_dataset import write
 from .writer import Writer
 
-__all__ = ["Dataset", "Loader", "Writer", "write", "describe", "model_info", "load_image", "pad_collate", "Error",
-           "CorruptionError", "FailedPreconditionError", "FormatError", "InvalidArgumentError", "NotFoundError",
+__all__ = ["Dataset", "Loader", "Writer", "write", "describe", "model_info", "load_image", "load_table", "pad_collate",
+           "Error", "CorruptionError", "FailedPreconditionError", "FormatError", "InvalidArgumentError", "NotFoundError",
            "ReadError", "WorkerError", "WriteError", "native_available"]
 
 
@@ -53,7 +53,8 @@ def model_info(path):
     "input_scale" (1/255 for uint8 images), "mean" and "std" (input = (value
     * input_scale - mean) / std), "classes" (or, for a model of a number to
     predict, "regression_target": its one output is that value, in its
-    units), "db_content_hash", and
+    units), "db_content_hash", "input_names" (where the db named its input's
+    elements: a table's columns and one-hot categories, "colour=red"), and
     "normalize": (mean, std), what granary.Loader's normalize= takes to feed
     it as `train` did. None for a TorchScript file without one (saved from
     Python). torch.jit.load(path, _extra_files={"granary.json": ""}) reads
@@ -110,6 +111,8 @@ def __getattr__(name):
         return importlib.import_module(".collate", __name__).pad_collate
     if name == "load_image":
         return importlib.import_module(".images", __name__).load_image
+    if name == "load_table":
+        return importlib.import_module(".tables", __name__).load_table
     if name == "reader":
         return importlib.import_module(".reader", __name__)
     raise AttributeError(f"module 'granary' has no attribute '{name}'")

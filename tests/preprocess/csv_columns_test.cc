@@ -239,6 +239,7 @@ TEST(CsvColumns, ATableReadLikeADbTakesItsColumnsCategoriesAndClasses) {
   TempDir dir;
   CsvOptions o;
   o.like.path = "tr.db";
+  o.like.named = "--like tr.db";
   o.like.feature_names = {"n", "color=blue", "color=green", "color=red"};
   o.like.class_names = {"cat", "dog", "fox"};
   testing::WriteFile(dir.Sub("ho.csv"), "id,color,y,n\n1,red,fox,5\n2,pink,cat,6\n3,green,dog,7\n4,red,wolf,8\n");
@@ -249,8 +250,8 @@ TEST(CsvColumns, ATableReadLikeADbTakesItsColumnsCategoriesAndClasses) {
   EXPECT_EQ(source->info.class_names, o.like.class_names);
   const SplitSource& rows = *source->splits[0];
   EXPECT_EQ(FeaturesOf(rows, 0), "5 0 0 1");
-  EXPECT_EQ(FeaturesOf(rows, 1), "column 'color': 'pink' is none of tr.db's categories (--missing nan or zero keeps "
-                                 "the row)");
+  EXPECT_EQ(FeaturesOf(rows, 1), "column 'color': 'pink' is none of --like tr.db's categories (--missing nan or "
+                                 "zero keeps the row)");
   EXPECT_EQ(FeaturesOf(rows, 2), "7 0 1 0");
   EXPECT_EQ(FeaturesOf(rows, 3), "column 'y': label 'wolf' is missing or not a class");
   Sample s;
@@ -261,7 +262,8 @@ TEST(CsvColumns, ATableReadLikeADbTakesItsColumnsCategoriesAndClasses) {
   std::string notes;
   for (const std::string& note : source->info.notes) notes += note + "\n";
   EXPECT_NE(notes.find("column(s) none of --like tr.db's features, left out: 'id'"), std::string::npos) << notes;
-  EXPECT_NE(notes.find("column 'color' holds 1 value(s) that are none of tr.db's categories ('pink' in 1 row(s))"),
+  EXPECT_NE(notes.find("column 'color' holds 1 value(s) that are none of --like tr.db's categories ('pink' in 1 "
+                       "row(s))"),
             std::string::npos)
       << notes;
   EXPECT_NE(notes.find("label column 'y' holds 1 value(s) that are none of --like tr.db's classes ('wolf')"),

@@ -1,9 +1,10 @@
 #!/usr/bin/python3
-"""A model `train --save`d, used on new image files from Python:
+"""A model `train --save`d, used on new image files and table rows from Python:
 granary.load_image gives exactly the input training saw for that file (the
 db's record of it, scaled and normalised as the model card says), the saved
 model classifies the folder's images, and what load_image cannot know is
-refused (a feature model, a file that is no image, a model without a card).
+refused (a feature model, a file that is no image, a model without a card); granary.load_table gives a
+table's rows (Kaggle's test.csv, no label, its columns in any order) as the features the model's db held.
 
     GRANARY_BUILD=build /usr/bin/python3 tests/python/predict_test.py
 """
@@ -87,6 +88,88 @@ class PredictTest(unittest.TestCase):
         torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), plain)
         with self.assertRaisesRegex(granary.FormatError, r"no granary.json in it"):
             granary.load_image(io.BytesIO(b""), plain)
+
+
+class TableTest(unittest.TestCase):
+    """granary.load_table: a table's rows as the features the model's db held."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="granary-table-test-")
+        cls.train_csv, cls.test_csv = os.path.join(cls.tmp, "train.csv"), os.path.join(cls.tmp, "test.csv")
+        rng = np.random.default_rng(3)
+        with open(cls.train_csv, "w") as f:
+            f.write("PassengerId,Survived,Pclass,Sex,Age,Embarked\n")
+            for i in range(300):
+                sex, age = ("male", "female")[i % 2], "" if i % 7 == 0 else f"{rng.uniform(1, 70):.1f}"
+                f.write(f"{i},{int(sex == 'female')},{1 + i % 3},{sex},{age},{'CQS'[i % 3]}\n")
+        with open(cls.test_csv, "w") as f:  # no label, the columns in another order, a port never seen, an age missing
+            f.write("Embarked,Sex,PassengerId,Age,Pclass\nS,female,900,30.5,1\nX,male,901,,3\nC,male,902,41,2\n")
+        cls.db, cls.model = os.path.join(cls.tmp, "train.db"), os.path.join(cls.tmp, "model.pt")
+        run(PREP, "build", cls.train_csv, cls.db, "--label", "Survived", "--drop", "PassengerId", "--missing", "nan",
+            "--no-progress")
+        run(TRAIN, "--db", cls.db, "--epochs", "20", "--lr", "0.01", "--ranks", "1", "--save", cls.model)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_a_tables_rows_are_the_features_its_db_holds(self):
+        x, rows = granary.load_table(self.train_csv, self.model)
+        dataset = granary.Dataset(self.db)
+        self.assertEqual(x.shape, (300, len(granary.model_info(self.model)["input_names"])))
+        for i in range(300):  # the db keeps the table's order
+            self.assertTrue(torch.equal(torch.nan_to_num(x[i], -1.0),
+                                        torch.nan_to_num(dataset[i]["features"], -1.0)), i)
+        self.assertEqual(rows[5]["PassengerId"], "5")
+
+    def test_new_rows_are_predicted_and_what_the_db_never_had_is_said(self):
+        import contextlib
+        said = io.StringIO()
+        with contextlib.redirect_stderr(said):
+            x, rows = granary.load_table(self.test_csv, self.model)
+        info = granary.model_info(self.model)
+        names = info["input_names"]
+        self.assertEqual(names, ["Pclass", "Sex=female", "Sex=male", "Age", "Embarked=C", "Embarked=Q", "Embarked=S"])
+        self.assertEqual(x[0].tolist(), [1.0, 1.0, 0.0, 30.5, 0.0, 0.0, 1.0])  # the db's order, not test.csv's
+        self.assertTrue(all(np.isnan(v) for v in x[1, 4:].tolist()))  # 'X': no port the db had
+        self.assertTrue(np.isnan(x[1, 3].item()))
+        self.assertIn("values taken as NaN (each its feature's mean to a model train saved): 1 missing in 'Age', "
+                      "1 in 'Embarked' none of its categories", said.getvalue())
+        predicted = [info["classes"][k] for k in torch.jit.load(self.model)(x).argmax(1).tolist()]
+        self.assertEqual([r["PassengerId"] for r in rows], ["900", "901", "902"])
+        self.assertEqual(predicted, ["1", "0", "0"])  # survived as the table's rule says: the women
+
+    def test_the_readmes_example_runs(self):
+        import re
+        with open(os.path.join(ROOT, "README.md")) as f:
+            block = next(b for b in re.findall(r"```python\n(.*?)```", f.read(), re.S) if "granary.load_table(" in b)
+        out = os.path.join(self.tmp, "submission.csv")
+        code = (block.replace('"model.pt"', repr(self.model)).replace('"test.csv"', repr(self.test_csv))
+                .replace('"submission.csv"', repr(out)))
+        exec(code, {"torch": torch, "granary": granary})
+        with open(out) as f:
+            self.assertEqual(f.read().splitlines(), ["PassengerId,Survived", "900,1", "901,0", "902,0"])
+
+    def test_what_load_table_cannot_read_is_refused(self):
+        short = os.path.join(self.tmp, "short.csv")
+        with open(short, "w") as f:
+            f.write("Pclass,Sex\n1,male\n")
+        with self.assertRaisesRegex(granary.InvalidArgumentError,
+                                    r"short\.csv: lacks the column\(s\) of model .*model\.pt's feature\(s\) 'Age', "
+                                    r"'Embarked=C'"):
+            granary.load_table(short, self.model)
+        bad = os.path.join(self.tmp, "bad.csv")
+        with open(bad, "w") as f:
+            f.write("Pclass,Sex,Age,Embarked\n1,male,old,S\n")
+        with self.assertRaisesRegex(granary.InvalidArgumentError, r"bad\.csv:2: column 'Age': 'old' is not a number"):
+            granary.load_table(bad, self.model)
+        images = os.path.join(self.tmp, "images.pt")
+        run(PREP, "build", "/usr/share/datasets/fashion-mnist", os.path.join(self.tmp, "f.db"), "--limit", "64",
+            "--no-progress")
+        run(TRAIN, "--db", os.path.join(self.tmp, "f.db"), "--epochs", "1", "--save", images)
+        with self.assertRaisesRegex(granary.InvalidArgumentError, r"names no table columns: it reads image"):
+            granary.load_table(self.test_csv, images)
 
 
 if __name__ == "__main__":

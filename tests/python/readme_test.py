@@ -3,10 +3,11 @@
 
 The commands are read from README.md itself, so a documented command cannot break unnoticed. They are
 changed only as far as a test on one small machine needs: the real Fashion-MNIST files with --limit 600,
-one epoch, a small image folder (photos/) and CSV tables (data.csv, new.csv, houses.csv) made here, `[optional]` parts left
-out and placeholders filled (DB), a two-node run as two processes on 127.0.0.1, mpirun's cluster command
-as its one-machine equivalent (-H localhost:2). Left out: tools/setup (CI runs it), srun and sbatch (no
-Slurm here), tools/netsim (its own tests, in network namespaces) and the --tune table's comment lines.
+one epoch, a small image folder (photos/) and CSV tables (data.csv, new.csv, houses.csv) made here,
+`[optional]` parts left out and placeholders filled (DB), a two-node run as two processes on 127.0.0.1,
+mpirun's cluster command as its one-machine equivalent (-H localhost:2). Left out: tools/setup (CI runs
+it), srun and sbatch (no Slurm here), tools/netsim (its own tests, in network namespaces) and the --tune
+table's comment lines.
 
     GRANARY_BUILD=build /usr/bin/python3 tests/python/readme_test.py
 """

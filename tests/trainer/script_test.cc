@@ -201,6 +201,14 @@ TEST(ModelCard, ADbWhoseClassesOrElementsMeanOtherThingsIsRefused) {
   EXPECT_TRUE(CheckModelMeetsDb(card, "m.pt", db, "features", false).ok());
   db.class_names = {};
   EXPECT_TRUE(CheckModelMeetsDb(card, "m.pt", db, "features", false).ok());
+  db.class_names = {"0", "1", "2"};  // a db naming them by their indices (IDX files), torchvision's by their names
+  EXPECT_TRUE(CheckModelMeetsDb(card, "m.pt", db, "features", false).ok());
+  ModelCard numbered = card;
+  numbered.classes = {"0", "1", "2"};
+  db.class_names = {"1", "2"};  // a table's labels 0, 1, 2 of which it holds 1 and 2: renumbered from 0
+  s = CheckModelMeetsDb(numbered, "m.pt", db, "features", false);
+  EXPECT_NE(s.message().find("label 0 is '0' to the model and '1' in the db"), std::string::npos) << s.message();
+  db.class_names = card.classes;
 
   db.element_names["features"] = {"x", "colour=green", "colour=pink"};
   s = CheckModelMeetsDb(card, "m.pt", db, "features", true);

@@ -23,11 +23,26 @@ std::string SomeNames(const std::vector<std::string>& names) {
   return names.size() > 8 ? text + ", ... (" + std::to_string(names.size()) + ")" : text;
 }
 
-// The first place where `a` and `b` differ, comparing `compared` names at most.
-size_t FirstDifference(const std::vector<std::string>& a, const std::vector<std::string>& b, size_t compared) {
+// The first place where `a` and `b` differ, comparing `compared` names at
+// most, by `same(a[i], b[i], i)`.
+template <typename Same>
+size_t FirstDifference(const std::vector<std::string>& a, const std::vector<std::string>& b, size_t compared,
+                       Same same) {
   size_t i = 0;
-  while (i < compared && a[i] == b[i]) ++i;
+  while (i < compared && same(a[i], b[i], i)) ++i;
   return i;
+}
+
+bool IsNumber(const std::string& name) {
+  return !name.empty() && name.find_first_not_of("0123456789") == std::string::npos;
+}
+
+// Class `i` named `a` on one side and `b` on the other is the same class:
+// the same name, or a name on one side and only its index on the other (a
+// db of IDX files names Fashion-MNIST's classes 0-9, torchvision's
+// dataset 'T-shirt/top', ...). Two numbers are two classes' labels.
+bool SameClass(const std::string& a, const std::string& b, size_t i) {
+  return a == b || (a == std::to_string(i) && !IsNumber(b)) || (b == std::to_string(i) && !IsNumber(a));
 }
 
 }  // namespace
@@ -107,7 +122,7 @@ Status CheckModelMeetsDb(const ModelCard& card, const std::string& path, const M
                            "TRAIN_DB (the db it was trained on: its columns, categories and classes, in its order)";
   const std::vector<std::string>& classes = manifest.class_names;
   const size_t common = std::min(card.classes.size(), classes.size());
-  if (size_t i = FirstDifference(card.classes, classes, common); !new_head && i < common) {
+  if (size_t i = FirstDifference(card.classes, classes, common, SameClass); !new_head && i < common) {
     return Status::InvalidArgument("--model " + path + ": its classes are " + SomeNames(card.classes) +
                                    " (its card says) and the db's " + SomeNames(classes) + ": label " +
                                    std::to_string(i) + " is '" + card.classes[i] + "' to the model and '" +
@@ -119,7 +134,8 @@ Status CheckModelMeetsDb(const ModelCard& card, const std::string& path, const M
     return Status::OK();
   }
   const size_t i = FirstDifference(card.input_names, names->second,
-                                   std::min(card.input_names.size(), names->second.size()));
+                                   std::min(card.input_names.size(), names->second.size()),
+                                   [](const std::string& a, const std::string& b, size_t) { return a == b; });
   const auto element = [&](const std::vector<std::string>& of) {
     return i < of.size() ? "'" + of[i] + "'" : std::string("none (it has " + std::to_string(of.size()) + ")");
   };

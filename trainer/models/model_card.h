@@ -55,7 +55,8 @@ Status ApplyModelCard(const ModelCard& card, const std::string& path, float* mea
 // 'colour=blue' and the db's 'colour=green' (a table of other categories):
 // its figures would look like results and be none. A side that names none
 // is not compared, nor are the classes with `new_head` (made anew), nor
-// classes past either's count (the forward's shape tells those). The
+// classes past either's count (the forward's shape tells those); a class
+// named on one side and only by its index on the other is the same. The
 // refusal names `prep build --like`, which builds a db as the model's was.
 Status CheckModelMeetsDb(const ModelCard& card, const std::string& path, const Manifest& manifest,
                          const std::string& input_field, bool new_head);

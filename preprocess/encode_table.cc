@@ -1,0 +1,58 @@
+#include "preprocess/encode_table.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "preprocess/csv_columns.h"
+#include "preprocess/csv_table.h"
+
+namespace granary {
+
+StatusOr<EncodedTable> EncodeTable(const std::string& path, const std::vector<std::string>& names,
+                                   const std::string& who, const std::string& temp_dir) {
+  CsvScanOptions scan;
+  scan.temp_dir = temp_dir;
+  GRANARY_ASSIGN_OR_RETURN(
+      std::shared_ptr<const CsvTable> table,
+      CsvTable::Scan(
+          path, scan, [](const std::vector<std::string>&) -> StatusOr<size_t> { return CsvParser::kNoColumn; },
+          [](const CsvParser::Row&, int) { return Status::OK(); }));
+  EncodedTable out;
+  out.header = table->header();
+  LikeDb like;
+  like.path = who;
+  like.named = who;
+  like.feature_names = names;
+  GRANARY_ASSIGN_OR_RETURN(CsvColumns columns,
+                           CsvColumns::PlanLike({table.get()}, out.header.size(), like, &out.notes));
+  std::string features;
+  Status read = table->ForEachRow(CsvParser::kAllColumns, [&](const CsvParser::Row& row, int) -> Status {
+    const std::string at = path + ":" + std::to_string(row.line);
+    if (row.columns != out.header.size()) {
+      return Status::InvalidArgument(at + ": " + std::to_string(row.columns) + " fields, the header has " +
+                                     std::to_string(out.header.size()));
+    }
+    features.clear();
+    GRANARY_RETURN_IF_ERROR(columns.Append(*row.fields, MissingPolicy::kNaN, &features).WithContext(at));
+    std::vector<std::string> fields;
+    for (const std::string& field : *row.fields) fields.push_back(TrimCsvField(field));
+    for (size_t c = 0; c < fields.size(); ++c) {
+      if (!columns.Reads(c)) continue;
+      if (IsMissingCsvValue(fields[c])) {
+        ++out.missing[out.header[c]];
+      } else if (!columns.Knows(c, fields[c])) {
+        ++out.unseen[out.header[c]];
+      }
+    }
+    const size_t at_end = out.features.size();
+    out.features.resize(at_end + features.size() / sizeof(float));
+    std::memcpy(out.features.data() + at_end, features.data(), features.size());
+    out.rows.push_back(std::move(fields));
+    return Status::OK();
+  });
+  GRANARY_RETURN_IF_ERROR(read);
+  return out;
+}
+
+}  // namespace granary
