@@ -202,9 +202,12 @@ StatusOr<size_t> LabelColumn(const std::string& path, const std::vector<std::str
                              const std::string& label, const CsvOptions& options) {
   auto at = std::find(header.begin(), header.end(), label);
   if (at == header.end()) {
+    const std::string unlabelled = options.like.path.empty() ? "" :
+        ": a table without labels (a test set's) is no db; predict its rows from Python with "
+        "granary.load_table(\"" + path + "\", MODEL), MODEL the model train --save wrote on " + options.like.path;
     return Status::InvalidArgument(path + ": no column '" + label + "' for --label (" + ColumnsText(header, options) +
                                    ")" + OneColumnHint(header, options.delimiter) +
-                                   (options.header ? NoHeaderHint(header) : ""));
+                                   (options.header ? NoHeaderHint(header) : "") + unlabelled);
   }
   std::map<std::string, size_t> named;  // column name -> its first column, 1-based
   for (size_t c = 0; c < header.size(); ++c) {

@@ -58,6 +58,12 @@ TEST_F(EndToEnd, AHeldOutTableIsRefusedUnlessBuiltLikeTheModelsDb) {
   ExpectOneLineError(RunCommand(kPrep + " build " + dir_.Sub("held.csv") + " " + dir_.Sub("x.db") + " --like " + tr +
                                 " --label x --regression", dir_),
                      "--label x: --like " + tr + " was built with --label y, which a model trained on it was given");
+  // A test set's table, without the label: no db, and the way to predict its rows named.
+  testing::WriteFile(dir_.Sub("test.csv"), "x,colour\n0.5,red\n");
+  ExpectOneLineError(RunCommand(kPrep + " build " + dir_.Sub("test.csv") + " " + dir_.Sub("t.db") + " --like " + tr,
+                                dir_),
+                     "no column 'y' for --label (the header's columns: 'x', 'colour'): a table without labels (a test "
+                     "set's) is no db; predict its rows from Python with granary.load_table(");
   // A table of other columns' one-hot categories, built on its own: named at its first element that differs.
   testing::WriteFile(dir_.Sub("pink.csv"), "x,colour,y\n0.5,pink,cat\n0.7,green,dog\n0.1,red,fox\n");
   ASSERT_EQ(RunCommand(kPrep + " build " + dir_.Sub("pink.csv") + " " + dir_.Sub("pink.db") + " --no-progress",
