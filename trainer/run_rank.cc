@@ -19,6 +19,7 @@
 #include "trainer/loop/rank_model.h"
 #include "trainer/loop/same_flow.h"
 #include "trainer/loop/train_batches.h"
+#include "trainer/models/registry.h"
 #include "trainer/number_text.h"
 #include "trainer/optim/optimizer.h"
 
@@ -105,7 +106,7 @@ StatusOr<std::vector<EpochReport>> RunRank(const ResolvedRun& run, int rank, Run
       RecipeJson(c, run.db->manifest().content_hash, start.resumed ? start.global_step : -1);
   GRANARY_ASSIGN_OR_RETURN(DataParallel dp, DataParallel::Join(c, run.env, rank, *model.net, recipe));
   GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<torch::optim::Optimizer> optimizer,
-                           CreateOptimizer(c.optim, model.net->parameters()));
+                           CreateOptimizer(c.optim, TrainableParameters(*model.net)));
   if (resume) {
     GRANARY_RETURN_IF_ERROR(resume->RestoreOptimizer(*optimizer));
     GRANARY_RETURN_IF_ERROR(resume->RestoreCompression(rank, c.World(), *dp.sync, observer));

@@ -130,6 +130,10 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c, granary::ChoiceFlags& choi
   app.add_flag("--new-head", c.model.new_head,
                "with --model FILE.pt trained on other classes: its last linear layer made anew with one output per "
                "class of the db, to fine-tune it");
+  app.add_flag("--freeze", c.model.freeze,
+               "with --model FILE.pt: only its last linear layer trains; the rest (weights, BatchNorm statistics) is "
+               "kept as it is, and backward stops at that layer (a linear probe: fine-tuning at a fraction of the "
+               "cost)");
 
   app.add_option("--optimizer", c.optim.optimizer, "optimizer: " + granary::KnownOptimizerNames())
       ->capture_default_str();

@@ -6,7 +6,8 @@ files; arrays shaped like images that train would not read as one (floats
 channels last, a batch dim of one left on) warned of at the first sample;
 an exception of the user's dataset noted with the item it was reading; a
 model trained on other classes (a file train saved, torchvision's ResNet)
-fine-tuned on a db's with train --new-head.
+fine-tuned on a db's with train --new-head (its head alone with --freeze),
+and one its own script froze in part.
 
     GRANARY_BUILD=build /usr/bin/python3 tests/python/as_given_test.py
 """
@@ -173,6 +174,60 @@ class AsGivenTest(FolderTest):
         refused = run_failing(TRAIN, "--db", self.path("ages.db"), "--model", self.path("ten.pt"), "--new-head")
         self.assertIn("--new-head: gives a model one output per class, and the db's label 'target' is a number to "
                       "predict", refused)
+
+    def test_a_model_frozen_but_its_head_trains_its_head_alone(self):
+        images = [photo(k, 32) for k in range(120)]
+        granary.write(self.path("f10.db"), [(im, k % 10) for k, im in enumerate(images)], progress=False)
+        granary.write(self.path("f3.db"), [(im, k % 3) for k, im in enumerate(images[:60])], val_fraction=0.2,
+                      classes=["cat", "dog", "bird"], progress=False)
+        run(TRAIN, "--db", self.path("f10.db"), "--model", "convnet", "--epochs", "1", "--save", self.path("f10.pt"))
+        done = run(TRAIN, "--db", self.path("f3.db"), "--model", self.path("f10.pt"), "--new-head", "--freeze",
+                   "--epochs", "2", "--save", self.path("f3.pt"))
+        self.assertRegex(done.stdout, r"\(all but its last linear layer, 'fc2', frozen: 3075 of \d+ parameters train\)")
+        before, after = dict(torch.jit.load(self.path("f10.pt")).named_parameters()), torch.jit.load(self.path("f3.pt"))
+        for name, weight in after.named_parameters():
+            if not name.startswith("fc2."):
+                self.assertTrue(torch.equal(weight, before[name]), name)  # kept as it was, to the bit
+        # The saved file fine-tunes whole in a later run without --freeze.
+        run(TRAIN, "--db", self.path("f3.db"), "--model", self.path("f3.pt"), "--epochs", "1", "--save",
+            self.path("f3_whole.pt"))
+        whole = dict(torch.jit.load(self.path("f3_whole.pt")).named_parameters())
+        self.assertFalse(torch.equal(whole["conv1.weight"], dict(after.named_parameters())["conv1.weight"]))
+        # torchvision's ResNet: its BatchNorm statistics are kept too (the module in eval mode).
+        import torchvision
+        torch.jit.script(torchvision.models.resnet18()).save(self.path("r18.pt"))
+        run(TRAIN, "--db", self.path("f3.db"), "--model", self.path("r18.pt"), "--new-head", "--freeze", "--epochs",
+            "1", "--batch-size", "16", "--save", self.path("r18_3.pt"))
+        kept = dict(torch.jit.load(self.path("r18.pt")).named_buffers())
+        for name, buffer in torch.jit.load(self.path("r18_3.pt")).named_buffers():
+            self.assertTrue(torch.equal(buffer, kept[name]), name)
+        refused = run_failing(TRAIN, "--db", self.path("f3.db"), "--model", "convnet", "--freeze")
+        self.assertIn("--freeze: keeps a model file's trained layers (--model FILE.pt) as they are", refused)
+
+    def test_a_model_its_own_script_froze_in_part_trains_the_rest(self):
+        # A backbone whose requires_grad the user's script turned off before scripting: two ranks, the rest trains
+        # (it crashed the ranks: the gradient sync hooked parameters that have no gradient).
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                                torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten())
+                self.fc = torch.nn.Linear(8, 3)
+
+            def forward(self, x):
+                return self.fc(self.body(x))
+
+        net = Net()
+        for p in net.body.parameters():
+            p.requires_grad_(False)
+        torch.jit.script(net).save(self.path("part.pt"))
+        granary.write(self.path("p3.db"), [(photo(k, 16), k % 3) for k in range(64)], progress=False)
+        for sync in ("bucketed", "after-backward"):
+            run(TRAIN, "--db", self.path("p3.db"), "--model", self.path("part.pt"), "--ranks", "2", "--epochs", "1",
+                "--sync", sync, "--save", self.path(f"part_{sync}.pt"))
+            trained = dict(torch.jit.load(self.path(f"part_{sync}.pt")).named_parameters())
+            for name, weight in net.named_parameters():
+                self.assertEqual(torch.equal(trained[name], weight), name.startswith("body."), (sync, name))
 
     def test_an_imbalanced_split_is_told_beyond_its_accuracy_and_weighed_on_request(self):
         # 95 of 100 one class: a model that always answers it scores 0.95, as the accuracy alone would hide.

@@ -70,6 +70,10 @@ Status ValidateModel(const ModelConfig& model) {
     return Status::InvalidArgument("--new-head: replaces the last layer of a model file (--model FILE.pt); --model " +
                                    model.name + " is built for the db's classes as it is");
   }
+  if (model.freeze && !IsModelFile(model.name)) {
+    return Status::InvalidArgument("--freeze: keeps a model file's trained layers (--model FILE.pt) as they are; "
+                                   "--model " + model.name + " starts from random weights, with none to keep");
+  }
   if (!(model.width >= kMinModelWidth && model.width <= kMaxModelWidth)) {
     return OutOfRange("--width", NumberText(model.width),
                       "must be in " + NumberText(kMinModelWidth) + ".." + NumberText(kMaxModelWidth));

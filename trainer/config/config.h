@@ -47,6 +47,7 @@ struct ModelConfig {
   ComputeType precision = ComputeType::kFp32;  // or bf16: CPU autocast, fp32 weights and loss
   bool channels_last = false;      // NHWC batches and conv weights
   bool new_head = false;           // a model file's last linear layer made anew for the db's classes
+  bool freeze = false;             // a model file's layers but its last linear one kept as they are
 };
 
 // The optimisation recipe. `lr` and `weight_decay` below 0 mean the

@@ -44,7 +44,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataConfig, db, train_split, eva
                                                 prefetch, shuffle, drop_last, skip_corrupt, augment, mean, stddev,
                                                 synthetic, probe_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelConfig, name, width, dropout, precision, channels_last,
-                                                new_head)
+                                                new_head, freeze)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimConfig, optimizer, lr, momentum, nesterov, weight_decay, epochs,
                                                 batch_size, accum, seed, schedule, warmup_epochs, lr_scaling,
                                                 base_batch, label_smoothing, stop_at_accuracy,

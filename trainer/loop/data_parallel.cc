@@ -36,7 +36,7 @@ StatusOr<DataParallel> DataParallel::Join(const TrainConfig& c, const Environmen
 
 Status DataParallel::Reattach(const TrainConfig& c, Classifier& net) {
   sync.reset();  // first: its hooks hold the parameters' old gradient accumulators
-  const std::vector<torch::Tensor> params = net.parameters();
+  const std::vector<torch::Tensor> params = TrainableParameters(net);
   for (const torch::Tensor& p : params) p.mutable_grad() = torch::Tensor();
   buffers = net.buffers();
   GradientCompressionOptions compress;

@@ -124,7 +124,11 @@ class RankLoop {
     plan.threads_per_rank = c_.ThreadsPerRank(UsableCpuCount());
     plan.model = c_.model.name;
     const auto* script = dynamic_cast<const ScriptModel*>(state_.model.net.get());
-    if (script != nullptr && !script->new_head().empty()) plan.model += " (" + script->new_head() + ")";
+    if (script != nullptr) {
+      for (const std::string* change : {&script->changes().new_head, &script->changes().frozen}) {
+        if (!change->empty()) plan.model += " (" + *change + ")";
+      }
+    }
     plan.parameters = ParameterCount(*state_.model.net);
     plan.peak_lr = schedule_.peak();
     state_.observer.Plan(plan);

@@ -49,6 +49,7 @@ ModelSpec SpecFor(const ModelConfig& m, const Workload& workload) {
   spec.dropout = m.dropout;
   spec.width = m.width;
   spec.new_head = m.new_head;
+  spec.freeze = m.freeze;
   return spec;
 }
 

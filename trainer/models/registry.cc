@@ -59,6 +59,14 @@ int64_t Scaled(const ModelSpec& spec, int64_t channels) {
   return std::max<int64_t>(1, std::llround(static_cast<double>(channels) * spec.width));
 }
 
+std::vector<torch::Tensor> TrainableParameters(const torch::nn::Module& net) {
+  std::vector<torch::Tensor> trainable;
+  for (const torch::Tensor& p : net.parameters()) {
+    if (p.requires_grad()) trainable.push_back(p);
+  }
+  return trainable;
+}
+
 Status CheckImageInput(const ModelSpec& spec, int64_t min_side) {
   const Shape& in = spec.input;
   if (in.size() != 3 || in[1] < min_side || in[2] < min_side) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "store/schema.h"
@@ -36,6 +37,9 @@ struct ModelSpec {
   // A model file's last linear layer replaced by one of `classes` outputs
   // (train --new-head: fine-tuning a model trained on other classes).
   bool new_head = false;
+  // A model file's parameters but its last linear layer's kept as they are
+  // (train --freeze), the module in eval mode throughout.
+  bool freeze = false;
   double target_mean = 0, target_std = 1;
   // Feature-vector inputs: per-feature statistics of the training split; the
   // model standardises its input with them (kept as buffers, so a saved model
@@ -67,5 +71,11 @@ Status CheckImageInput(const ModelSpec& spec, int64_t min_side);
 // InvalidArgument naming the model and the reason if `spec.input` or
 // `spec.classes` does not suit it, or if the name is unknown.
 StatusOr<std::shared_ptr<Classifier>> CreateModel(const ModelSpec& spec);
+
+// The parameters the optimizer steps and the gradient sync averages: those
+// that require grad. A model file frozen in part (a backbone whose
+// requires_grad a Python script turned off, or --freeze) keeps the others
+// as they are, and backward computes no gradient for them.
+std::vector<torch::Tensor> TrainableParameters(const torch::nn::Module& net);
 
 }  // namespace granary

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <map>
 #include <sstream>
 
 #include "base/file.h"
@@ -121,12 +122,7 @@ torch::jit::Module Submodule(torch::jit::Module module, const std::string& path)
 }  // namespace
 
 StatusOr<std::string> ReplaceHead(torch::jit::Module& module, int64_t outputs) {
-  std::string head;  // the last 2-dim weight's name: the last linear layer
-  for (const auto& p : module.named_parameters(/*recurse=*/true)) {
-    const std::string::size_type dot = p.name.rfind('.');
-    const std::string leaf = dot == std::string::npos ? p.name : p.name.substr(dot + 1);
-    if (leaf == "weight" && p.value.dim() == 2) head = p.name;
-  }
+  const std::string head = HeadWeight(module);
   if (head.empty()) {
     return Status::InvalidArgument("--new-head: the model has no linear layer (a 2-dim weight) to replace");
   }
@@ -151,13 +147,40 @@ StatusOr<std::string> ReplaceHead(torch::jit::Module& module, int64_t outputs) {
          std::to_string(outputs) + ", initialised at random";
 }
 
+std::string HeadWeight(const torch::jit::Module& module) {
+  std::string head;
+  for (const auto& p : module.named_parameters(/*recurse=*/true)) {
+    const std::string::size_type dot = p.name.rfind('.');
+    const std::string leaf = dot == std::string::npos ? p.name : p.name.substr(dot + 1);
+    if (leaf == "weight" && p.value.dim() == 2) head = p.name;
+  }
+  return head;
+}
+
+StatusOr<std::string> FreezeAllButHead(torch::jit::Module& module,
+                                       std::vector<std::pair<std::string, bool>>* before) {
+  const std::string head = HeadWeight(module);
+  if (head.empty()) return Status::InvalidArgument("--freeze: the model has no linear layer (a 2-dim weight) to train");
+  const std::string owner = head.substr(0, head.size() - std::string("weight").size());  // "fc." or ""
+  int64_t kept = 0, trained = 0;
+  for (const auto& p : module.named_parameters(/*recurse=*/true)) {
+    const bool in_head = p.name == head || p.name == owner + "bias";
+    before->emplace_back(p.name, p.value.requires_grad());
+    p.value.requires_grad_(in_head);
+    (in_head ? trained : kept) += p.value.numel();
+  }
+  const std::string name = owner.empty() ? "the module's own" : "'" + owner.substr(0, owner.size() - 1) + "'";
+  return "all but its last linear layer, " + name + ", frozen: " + std::to_string(trained) + " of " +
+         std::to_string(trained + kept) + " parameters train";
+}
+
 std::string NewHeadAdvice(int64_t classes) {
   return "to fine-tune it on the db's classes, --new-head replaces its last linear layer with one of " +
          std::to_string(classes) + " outputs";
 }
 
-ScriptModel::ScriptModel(torch::jit::Module module, std::string new_head)
-    : module_(std::move(module)), new_head_(std::move(new_head)) {
+ScriptModel::ScriptModel(torch::jit::Module module, ScriptChanges changes)
+    : module_(std::move(module)), changes_(std::move(changes)) {
   // The script module's own tensors, under names nn::Module accepts: the
   // optimizer, the sync and channels-last then act on what forward uses. A
   // module none of whose parameters requires grad is an exported one (--save
@@ -181,7 +204,7 @@ torch::Tensor ScriptModel::forward(torch::Tensor x) { return module_.forward({st
 
 void ScriptModel::train(bool on) {
   Classifier::train(on);
-  module_.train(on);
+  module_.train(on && changes_.frozen.empty());
 }
 
 Status CheckModelFile(const std::string& path) {
@@ -206,13 +229,18 @@ StatusOr<std::shared_ptr<Classifier>> LoadScriptModel(const ModelSpec& spec) {
     if (!module.find_method("forward")) {
       return Status::InvalidArgument("--model " + spec.name + ": the TorchScript module has no forward method");
     }
-    std::string new_head;
+    ScriptChanges changes;
     if (spec.new_head) {
       StatusOr<std::string> replaced = ReplaceHead(module, spec.classes);
       if (!replaced.ok()) return replaced.status().WithContext("--model " + spec.name);
-      new_head = replaced.value();
+      changes.new_head = replaced.value();
     }
-    return std::shared_ptr<Classifier>(std::make_shared<ScriptModel>(std::move(module), std::move(new_head)));
+    if (spec.freeze) {
+      StatusOr<std::string> froze = FreezeAllButHead(module, &changes.requires_grad_before);
+      if (!froze.ok()) return froze.status().WithContext("--model " + spec.name);
+      changes.frozen = froze.value();
+    }
+    return std::shared_ptr<Classifier>(std::make_shared<ScriptModel>(std::move(module), std::move(changes)));
   } catch (const std::exception& e) {
     return Status::InvalidArgument("--model " + spec.name + ": not a TorchScript module that LibTorch can load (" +
                                    FirstLine(e.what()) + ")");
@@ -221,8 +249,16 @@ StatusOr<std::shared_ptr<Classifier>> LoadScriptModel(const ModelSpec& spec) {
 
 StatusOr<torch::jit::Module> ToTorchScript(const Classifier& model) {
   if (const auto* script = dynamic_cast<const ScriptModel*>(&model)) {
+    torch::NoGradGuard no_grad;  // the copy's tensors are leaves, whose requires_grad may be set
     torch::jit::Module copy = script->module().deepcopy();
     copy.eval();
+    // Each parameter's requires_grad as the module has it, or as the file had
+    // it before --freeze: a later run of the copy trains what the file's own
+    // parameters say.
+    std::map<std::string, bool> trains;
+    for (const auto& p : script->module().named_parameters(/*recurse=*/true)) trains[p.name] = p.value.requires_grad();
+    for (const auto& [name, was] : script->changes().requires_grad_before) trains[name] = was;
+    for (const auto& p : copy.named_parameters(/*recurse=*/true)) p.value.requires_grad_(trains[p.name]);
     return copy;
   }
   StatusOr<torch::jit::Module> out = Status::FailedPrecondition("not exported");

@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "trainer/models/registry.h"
 
@@ -26,18 +27,29 @@ class Scriptable {
   virtual std::string TorchScriptForward() const = 0;
 };
 
+// What granary changed of a model file before training it: --new-head's
+// head made anew, --freeze's parameters made to keep their values.
+struct ScriptChanges {
+  std::string new_head;  // what ReplaceHead did, or ""
+  std::string frozen;    // what FreezeAllButHead did, or ""
+  // Each parameter's requires_grad before FreezeAllButHead changed it, so
+  // that a saved copy is the file it was (trained whole in a later run).
+  std::vector<std::pair<std::string, bool>> requires_grad_before;
+};
+
 class ScriptModel : public Classifier {
  public:
-  // `new_head`: what ReplaceHead did to `module`, or "".
-  explicit ScriptModel(torch::jit::Module module, std::string new_head = "");
+  explicit ScriptModel(torch::jit::Module module, ScriptChanges changes = {});
   torch::Tensor forward(torch::Tensor x) override;
+  // With parameters frozen (--freeze), the module stays in eval mode: its
+  // BatchNorm statistics and dropout are as they were trained.
   void train(bool on = true) override;
   const torch::jit::Module& module() const { return module_; }
-  const std::string& new_head() const { return new_head_; }
+  const ScriptChanges& changes() const { return changes_; }
 
  private:
   torch::jit::Module module_;
-  std::string new_head_;
+  ScriptChanges changes_;
 };
 
 // OK if `path` is a regular file (following links); else InvalidArgument
@@ -53,6 +65,17 @@ StatusOr<std::string> ReplaceHead(torch::jit::Module& module, int64_t outputs);
 
 // What a model file of other classes than a db's `classes` is told: --new-head.
 std::string NewHeadAdvice(int64_t classes);
+
+// The name of `module`'s last 2-dim weight (its last linear layer's: "fc.weight"), or "".
+std::string HeadWeight(const torch::jit::Module& module);
+
+// Every parameter of `module` but its last linear layer's (HeadWeight and
+// its bias) made not to require grad, the head's made to; what each was
+// before into *before. What was done ("all but its last linear layer,
+// 'fc2', frozen: 5125 of 3269509 parameters train"); InvalidArgument for a
+// module without a linear layer.
+StatusOr<std::string> FreezeAllButHead(torch::jit::Module& module,
+                                       std::vector<std::pair<std::string, bool>>* before);
 
 // Loads spec.name as TorchScript (spec.new_head: then ReplaceHead). InvalidArgument naming the file and the
 // first line of LibTorch's reason if it does not load or has no forward.
