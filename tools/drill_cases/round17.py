@@ -55,6 +55,25 @@ def round17(d, w):
     d.case("granary.load_table of a test table without labels (a colour the db never had): predicted, the value said",
            [PYTHON, predict, w("r17test.csv"), model], 0, lines=None,
            needle="1 in 'colour' none of its categories")
+    part = granary_script(w, "r17part.py", """
+        import torch
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = torch.nn.Sequential(torch.nn.Conv2d(1, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                                torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten())
+                self.fc = torch.nn.Linear(8, 10)
+            def forward(self, x):
+                return self.fc(self.body(x))
+        net = Net()
+        for p in net.body.parameters():
+            p.requires_grad_(False)
+        torch.jit.script(net).save(sys.argv[1])
+    """)
+    run([PYTHON, part, w("r17part.pt")])
+    run([PREP, "build", "/usr/share/datasets/fashion-mnist", w("r17f.db"), "--limit", "200", "--no-progress"])
+    d.case("train --ranks 2 of a model whose backbone its script froze: the rest trains (the ranks crashed)",
+           [TRAIN, "--db", w("r17f.db"), "--model", w("r17part.pt"), "--ranks", "2", "--epochs", "1"], 0)
     d.case("prep build --like with a --label other than the db's: refused before any work",
            [PREP, "build", w("r17held.csv"), w("r17x.db"), "--like", tr, "--label", "x"], 1,
            needle="--label x: --like " + tr + " was built with --label y")
