@@ -170,4 +170,30 @@ Status CheckClassLabels(const std::string& path, const std::string& label, const
   return Status::OK();
 }
 
+std::map<std::string, int64_t> ClassesLike(const LikeDb& like, const std::string& label,
+                                           const std::set<std::string>& values, std::vector<std::string>* names,
+                                           std::vector<std::string>* notes) {
+  *names = like.class_names;
+  std::map<std::string, int64_t> classes;
+  for (size_t c = 0; c < like.class_names.size(); ++c) classes.emplace(like.class_names[c], static_cast<int64_t>(c));
+  std::string unknown;
+  int n = 0;
+  for (const std::string& value : values) {
+    if (classes.count(value) > 0) continue;
+    int64_t number = 0;
+    const auto as = IntegralLabel(value, &number) ? classes.find(std::to_string(number)) : classes.end();
+    if (as != classes.end()) {
+      classes.emplace(value, as->second);
+    } else if (n++ < 8) {
+      unknown += (n > 1 ? ", '" : "'") + value + "'";
+    }
+  }
+  if (n > 0) {
+    notes->push_back("label column '" + label + "' holds " + std::to_string(n) + " value(s) that are none of " +
+                     like.named + "'s classes (" + unknown + (n > 8 ? ", ..." : "") +
+                     "): their rows are rejected, a model trained on it having no output for them");
+  }
+  return classes;
+}
+
 }  // namespace granary

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "preprocess/source.h"
 
 namespace granary {
 
@@ -48,5 +49,13 @@ std::string RegressionHint(const std::string& value);
 // labels table's too).
 Status CheckClassLabels(const std::string& path, const std::string& label, const std::set<std::string>& values,
                         uint64_t labelled, bool table, std::vector<std::string>* notes);
+
+// The classes of a label column's distinct `values` (column `label`) read
+// --like a db: each value its class of the db's (an integral number however
+// spelt, 1.0 for 1, too), the db's classes the new db's (*names); values
+// none of them are noted (their rows are rejected as no class).
+std::map<std::string, int64_t> ClassesLike(const LikeDb& like, const std::string& label,
+                                           const std::set<std::string>& values, std::vector<std::string>* names,
+                                           std::vector<std::string>* notes);
 
 }  // namespace granary

@@ -3,9 +3,7 @@
 // number to predict, float32).
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -384,38 +382,6 @@ StatusOr<std::array<std::vector<uint64_t>, 2>> KeepStratifiedRows(const CsvInput
   return kept;
 }
 
-// The label `values` of a table built --like a db: each its class of the
-// db's (a number spelt otherwise, 1.0 for 1, too), the db's classes the new
-// db's (*names); values none of them are noted (their rows are rejected).
-std::map<std::string, int64_t> LikeClasses(const std::string& label, const std::set<std::string>& values,
-                                           const LikeDb& like, std::vector<std::string>* names,
-                                           std::vector<std::string>* notes) {
-  *names = like.class_names;
-  std::map<std::string, int64_t> classes;
-  for (size_t c = 0; c < like.class_names.size(); ++c) classes.emplace(like.class_names[c], static_cast<int64_t>(c));
-  std::string unknown;
-  int n = 0;
-  for (const std::string& value : values) {
-    if (classes.count(value) > 0) continue;
-    char* end = nullptr;
-    const double number = std::strtod(value.c_str(), &end);
-    const bool integral = !value.empty() && *end == '\0' && std::isfinite(number) && number == std::floor(number) &&
-                          std::abs(number) < 1e15;
-    const auto as = integral ? classes.find(std::to_string(static_cast<int64_t>(number))) : classes.end();
-    if (as != classes.end()) {
-      classes.emplace(value, as->second);
-    } else if (n++ < 8) {
-      unknown += (n > 1 ? ", '" : "'") + value + "'";
-    }
-  }
-  if (n > 0) {
-    notes->push_back("label column '" + label + "' holds " + std::to_string(n) + " value(s) that are none of " +
-                     like.named + "'s classes (" + unknown + (n > 8 ? ", ..." : "") +
-                     "): their rows are rejected, a model trained on it having no output for them");
-  }
-  return classes;
-}
-
 // What was found rather than given is noted, and recorded as if given (a
 // later build that finds the same is up to date with this one): the label
 // column, the delimiter; and which files were read decompressed.
@@ -490,7 +456,7 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
   std::shared_ptr<const std::map<std::string, int64_t>> classes;
   if (!options.regression && !options.like.path.empty()) {
     classes = std::make_shared<const std::map<std::string, int64_t>>(
-        LikeClasses(label, values, options.like, &source.info.class_names, &source.info.notes));
+        ClassesLike(options.like, label, values, &source.info.class_names, &source.info.notes));
   } else if (!options.regression) {
     GRANARY_RETURN_IF_ERROR(CheckClassLabels(inputs[0].table->path(), label, values, labelled, /*table=*/true,
                                              &source.info.notes));

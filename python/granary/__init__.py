@@ -21,9 +21,9 @@ from .errors import (CorruptionError, Error, FailedPreconditionError, FormatErro
 from .write_dataset import write
 from .writer import Writer
 
-__all__ = ["Dataset", "Loader", "Writer", "write", "describe", "model_info", "load_image", "load_table", "pad_collate",
-           "Error", "CorruptionError", "FailedPreconditionError", "FormatError", "InvalidArgumentError", "NotFoundError",
-           "ReadError", "WorkerError", "WriteError", "native_available"]
+__all__ = ["Dataset", "Loader", "Writer", "write", "describe", "model_info", "load_image", "load_table",
+           "pad_collate", "Error", "CorruptionError", "FailedPreconditionError", "FormatError", "InvalidArgumentError",
+           "NotFoundError", "ReadError", "WorkerError", "WriteError", "native_available"]
 
 
 def describe(db):

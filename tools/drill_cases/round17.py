@@ -28,8 +28,8 @@ def round17(d, w):
             age = "" if i % 5 == 0 else str(20 + i % 50)  # a fifth of the ages missing, as Titanic's
             f.write(f"{1 + i % 3},{('male', 'female')[i % 2]},{age},{7.25 + i % 90},{(i % 2 + i % 3) % 2}\n")
     d.case("prep build of a table a fifth of whose ages are missing: the flag that keeps those rows named",
-           [PREP, "build", w("r17titanic.csv"), w("r17titanic.db"), "--label", "Survived", "--no-progress"], 1, lines=None,
-           needle="a row with a missing value is kept by building again with --missing nan")
+           [PREP, "build", w("r17titanic.csv"), w("r17titanic.db"), "--label", "Survived", "--no-progress"], 1,
+           lines=None, needle="a row with a missing value is kept by building again with --missing nan")
     table(w("r17train.csv"), 600, ["blue", "green", "red"], 0)
     table(w("r17held.csv"), 200, ["green", "red"], 3)
     tr, model = w("r17tr.db"), w("r17tr.pt")
