@@ -307,14 +307,23 @@ namespace {
 Status NoteUnseenValues(const std::vector<const CsvTable*>& tables, const std::vector<size_t>& text,
                         const std::function<bool(size_t, const std::string&)>& known, const std::string& like,
                         std::vector<std::string>* notes) {
-  std::map<size_t, std::map<std::string, uint64_t>> unseen;  // column -> value -> rows
+  // Column -> value -> rows, for at most kMaxCategories values a column (an
+  // id's would fill memory); the rows of the values past them, counted apart.
+  std::map<size_t, std::map<std::string, uint64_t>> unseen;
+  std::map<size_t, uint64_t> more;
   for (const CsvTable* table : tables) {
     if (text.empty()) break;
     GRANARY_RETURN_IF_ERROR(table->ForEachRow(CsvParser::kAllColumns, [&](const CsvParser::Row& row, int) -> Status {
       if (row.columns != table->header().size()) return Status::OK();  // rejected as it is read
       for (size_t c : text) {
         const std::string v = TrimCsvField((*row.fields)[c]);
-        if (!IsMissingCsvValue(v) && !known(c, v)) ++unseen[c][v];
+        if (IsMissingCsvValue(v) || known(c, v)) continue;
+        std::map<std::string, uint64_t>& values = unseen[c];
+        if (auto at = values.find(v); at != values.end() || values.size() < kMaxCategories) {
+          ++values[v];
+        } else {
+          ++more[c];
+        }
       }
       return Status::OK();
     }));
@@ -325,7 +334,9 @@ Status NoteUnseenValues(const std::vector<const CsvTable*>& tables, const std::v
     for (const auto& [value, rows] : values) {
       if (n++ < 5) shown += (n > 1 ? ", " : "") + ("'" + value + "' in " + std::to_string(rows) + " row(s)");
     }
-    notes->push_back("column '" + tables[0]->header()[c] + "' holds " + std::to_string(values.size()) +
+    const std::string count = more.count(c) > 0 ? "over " + std::to_string(values.size())
+                                                 : std::to_string(values.size());
+    notes->push_back("column '" + tables[0]->header()[c] + "' holds " + count +
                      " value(s) that are none of " + like + "'s categories (" + shown + (n > 5 ? ", ..." : "") +
                      "): each is taken as a missing value, as --missing says (reject, the default: its row is "
                      "rejected; nan: its feature's mean to train's models; zero)");
