@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "base/names_text.h"
 #include "preprocess/csv_table.h"
 
 namespace granary {
@@ -176,21 +177,20 @@ std::map<std::string, int64_t> ClassesLike(const LikeDb& like, const std::string
   *names = like.class_names;
   std::map<std::string, int64_t> classes;
   for (size_t c = 0; c < like.class_names.size(); ++c) classes.emplace(like.class_names[c], static_cast<int64_t>(c));
-  std::string unknown;
-  int n = 0;
+  std::vector<std::string> unknown;
   for (const std::string& value : values) {
     if (classes.count(value) > 0) continue;
     int64_t number = 0;
     const auto as = IntegralLabel(value, &number) ? classes.find(std::to_string(number)) : classes.end();
     if (as != classes.end()) {
       classes.emplace(value, as->second);
-    } else if (n++ < 8) {
-      unknown += (n > 1 ? ", '" : "'") + value + "'";
+    } else {
+      unknown.push_back("'" + value + "'");
     }
   }
-  if (n > 0) {
-    notes->push_back("label column '" + label + "' holds " + std::to_string(n) + " value(s) that are none of " +
-                     like.named + "'s classes (" + unknown + (n > 8 ? ", ..." : "") +
+  if (!unknown.empty()) {
+    notes->push_back("label column '" + label + "' holds " + std::to_string(unknown.size()) + " value(s) that are "
+                     "none of " + like.named + "'s classes (" + NamesText(unknown) +
                      "): their rows are rejected, a model trained on it having no output for them");
   }
   return classes;

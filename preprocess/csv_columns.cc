@@ -8,6 +8,8 @@
 #include <limits>
 #include <set>
 
+#include "base/names_text.h"
+
 namespace granary {
 namespace {
 
@@ -384,11 +386,8 @@ StatusOr<CsvColumns> CsvColumns::PlanLike(const std::vector<const CsvTable*>& ta
     }
   }
   if (!lacking.empty()) {
-    std::string names;
-    for (size_t i = 0; i < lacking.size() && i < 8; ++i) names += (i > 0 ? ", " : "") + lacking[i];
     return Status::InvalidArgument(first.path() + ": lacks the column(s) of " + like.named + "'s feature(s) " +
-                                   names + (lacking.size() > 8 ? ", ..." : "") + " (its columns: " +
-                                   CsvHeaderText(header) + ")");
+                                   NamesText(lacking) + " (its columns: " + CsvHeaderText(header) + ")");
   }
   std::string left_out;
   std::vector<size_t> text;

@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "base/names_text.h"
 #include "store/output_path.h"
 
 namespace granary {
@@ -177,13 +178,6 @@ std::string ClassFromName(const std::string& path) {
   return name.substr(0, end);
 }
 
-std::string FolderNames(const std::vector<std::string>& names, const char* suffix) {
-  std::string text;
-  for (size_t i = 0; i < names.size() && i < 8; ++i) text += (i > 0 ? ", " : "") + names[i] + suffix;
-  if (names.size() > 8) text += ", ... (" + std::to_string(names.size()) + " in all)";
-  return text;
-}
-
 namespace {
 
 // "their names say a class (cat, dog: 2 by the name without its number)"
@@ -227,7 +221,7 @@ StatusOr<FolderLayout> ChooseLayout(const fs::path& raw, const std::vector<std::
   if (requested == FolderLayout::kSplits) {
     if (!has_train) return Status::InvalidArgument(where + ": --layout splits needs a train/ folder");
     if (!others.empty()) {
-      return Status::InvalidArgument(where + ": --layout splits: " + FolderNames(others, "/") +
+      return Status::InvalidArgument(where + ": --layout splits: " + NamesText(others, "/") +
                                      " beside " + train_folder + "/ would be left out (split folders are "
                                      "train, val, test, in any case, or training, validation, testing; --layout "
                                      "classes reads every folder as a class)");
@@ -257,23 +251,23 @@ StatusOr<FolderLayout> ChooseLayout(const fs::path& raw, const std::vector<std::
   }
   std::vector<std::string> train_classes = SortedSubdirs(raw / train_folder);
   if (requested == FolderLayout::kSplits) {
-    if (!left_out.empty()) notes->push_back("--layout splits leaves out " + FolderNames(left_out));
+    if (!left_out.empty()) notes->push_back("--layout splits leaves out " + NamesText(left_out));
     return requested;
   }
   if (!left_out.empty()) {
     const std::vector<std::string> loose = LooseImages(raw / train_folder);
     if (train_classes.empty() && !loose.empty()) {
       const std::string said = NamesSayClasses(loose), train = (raw / train_folder).string();
-      notes->push_back("read as class folders (" + FolderNames(top) + "), as torchvision's ImageFolder would; " +
+      notes->push_back("read as class folders (" + NamesText(top) + "), as torchvision's ImageFolder would; " +
                        train_folder + "/ holds its " + std::to_string(loose.size()) +
                        " images directly, in no class folder" +
                        (said.empty() ? ": labelled by a table? prep build " + train + " DB --labels TABLE"
                                      : "; " + said + ": prep build " + train + " DB --label-from-name"));
     } else if (!train_classes.empty()) {
       const bool one = splits.size() == 1;
-      notes->push_back("read as class folders (" + FolderNames(top) + "), as torchvision's ImageFolder would: " +
-                       FolderNames(splits, "/") + (one ? " is a class" : " are classes") + " here, since reading " +
-                       (one ? "it as a split" : "them as splits") + " would leave out " + FolderNames(left_out) +
+      notes->push_back("read as class folders (" + NamesText(top) + "), as torchvision's ImageFolder would: " +
+                       NamesText(splits, "/") + (one ? " is a class" : " are classes") + " here, since reading " +
+                       (one ? "it as a split" : "them as splits") + " would leave out " + NamesText(left_out) +
                        " (--layout splits says otherwise)");
     }
     return FolderLayout::kClasses;
@@ -282,7 +276,7 @@ StatusOr<FolderLayout> ChooseLayout(const fs::path& raw, const std::vector<std::
   // folders without images stand beside them or a split names a class
   // train/ lacks, where either reading may be meant.
   std::string doubt;
-  if (!others.empty()) doubt = FolderNames(others, "/") + " beside them hold no images";
+  if (!others.empty()) doubt = NamesText(others, "/") + " beside them hold no images";
   for (const std::string& name : splits) {
     if (by_table(name)) continue;
     for (const std::string& c : SortedSubdirs(raw / name)) {
@@ -292,9 +286,9 @@ StatusOr<FolderLayout> ChooseLayout(const fs::path& raw, const std::vector<std::
     }
   }
   if (doubt.empty()) return FolderLayout::kSplits;
-  return Status::InvalidArgument(where + ": ambiguous layout: read as splits, " + FolderNames(splits, "/") +
-                                 " hold class folders (" + train_folder + "/'s: " + FolderNames(train_classes) +
-                                 "); read as classes, the classes are " + FolderNames(top) + "; " + doubt +
+  return Status::InvalidArgument(where + ": ambiguous layout: read as splits, " + NamesText(splits, "/") +
+                                 " hold class folders (" + train_folder + "/'s: " + NamesText(train_classes) +
+                                 "); read as classes, the classes are " + NamesText(top) + "; " + doubt +
                                  ". Say which with --layout splits or --layout classes");
 }
 
@@ -368,14 +362,14 @@ Status FindSplitRoots(const fs::path& raw, const std::vector<std::string>& top, 
 void NoteTopFolders(const fs::path& raw, const std::vector<std::string>& hidden, const std::vector<std::string>& dbs,
                     FolderLayout layout, std::vector<std::string>* notes) {
   if (!hidden.empty()) {
-    notes->push_back("skipped hidden or system folder(s) " + FolderNames(hidden, "/") +
+    notes->push_back("skipped hidden or system folder(s) " + NamesText(hidden, "/") +
                      " (torchvision's ImageFolder would make each a class, shifting the labels after it)");
   }
-  if (!dbs.empty()) notes->push_back("skipped granary db(s) " + FolderNames(dbs, "/") + " inside the raw folder");
+  if (!dbs.empty()) notes->push_back("skipped granary db(s) " + NamesText(dbs, "/") + " inside the raw folder");
   if (layout == FolderLayout::kClasses) {
     if (std::vector<std::string> loose = LooseImages(raw); !loose.empty()) {
       notes->push_back("left out " + std::to_string(loose.size()) + " image(s) outside any class folder: " +
-                       FolderNames(loose));
+                       NamesText(loose));
     }
   }
 }

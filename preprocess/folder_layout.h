@@ -68,9 +68,6 @@ std::vector<std::string> LooseImages(const std::filesystem::path& dir);
 // is a number alone ("0001.jpg") or ends in no number ("sunset.jpg").
 std::string ClassFromName(const std::string& path);
 
-// "a, b, c" (each with `suffix`), the first 8 of `names` and how many in all, for a message.
-std::string FolderNames(const std::vector<std::string>& names, const char* suffix = "");
-
 // How RAW's top folders are read, decided from the whole folder unless
 // `requested` says: as splits (train/ and val|validation|test/ holding the
 // class folders, nothing else beside them) when that reading leaves out no

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "base/file.h"
+#include "base/names_text.h"
 #include "preprocess/class_labels.h"
 #include "preprocess/folder_layout.h"
 #include "preprocess/image.h"
@@ -120,7 +121,7 @@ void NoteEmptyClasses(const std::vector<ImageItem>& items, const std::vector<std
     if (!has_images[label]) empty.push_back(classes[label]);
   }
   if (!empty.empty()) {
-    notes->push_back(std::to_string(empty.size()) + " class(es) with no image in train: " + FolderNames(empty) +
+    notes->push_back(std::to_string(empty.size()) + " class(es) with no image in train: " + NamesText(empty) +
                      " (their labels stay, with no samples)");
   }
 }
@@ -241,10 +242,8 @@ Status AddLabelledImages(const std::string& dir, const ImageFolderOptions& optio
 Status TakeLikeClasses(const fs::path& train, const LikeDb& like, std::vector<std::string>* classes) {
   for (const std::string& c : *classes) {
     if (std::find(like.class_names.begin(), like.class_names.end(), c) == like.class_names.end()) {
-      std::string names;
-      for (size_t i = 0; i < like.class_names.size() && i < 8; ++i) names += (i > 0 ? ", " : "") + like.class_names[i];
       return Status::InvalidArgument((train / c).string() + ": class '" + c + "' is none of " + like.named +
-                                     "'s classes (" + names + (like.class_names.size() > 8 ? ", ..." : "") +
+                                     "'s classes (" + NamesText(like.class_names) +
                                      "), so a model trained on it has no output for it: move it out, or build "
                                      "without --like");
     }
@@ -337,7 +336,7 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
       const std::vector<std::string> loose = LooseImages(root);
       return Status::NotFound(root.string() + ": no .jpg, .jpeg, .png or .webp files in its class folders" +
                               (loose.empty() ? "" : "; " + std::to_string(loose.size()) + " image(s) beside them, " +
-                                                        "in no class folder: " + FolderNames(loose)) +
+                                                        "in no class folder: " + NamesText(loose)) +
                               (walk.undecoded.empty() ? "" : "; " + UndecodedNote(walk.undecoded)));
     }
     const std::string unlabelled = split.labels.empty() ? "" : "no row of " + split.labels + " names it";

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "base/file.h"
+#include "base/names_text.h"
 #include "preprocess/folder_layout.h"
 
 namespace granary {
@@ -101,7 +102,7 @@ std::string ArchiveAdvice(const std::string& path, const std::string& db) {
   std::vector<NamedArray> arrays;
   for (const std::string& name : names) arrays.push_back({name, "d[" + PythonString(name) + "]"});
   const std::string call = WriteArraysCall(arrays, db);
-  return "a NumPy archive (.npz) of the arrays " + FolderNames(names) + ": " + kNotArrays +
+  return "a NumPy archive (.npz) of the arrays " + NamesText(names) + ": " + kNotArrays +
          "; write them from Python: import numpy as np, granary; d = np.load(" + PythonString(path) + "); " +
          (call.empty() ? "granary.write(" + PythonString(db) + ", zip(d['FEATURES'], d['LABELS']))" : call);
 }
@@ -197,7 +198,7 @@ std::string NumpyAdvice(const std::string& raw, const std::string& db_path) {
     const std::string advice = ArraysAdvice(raw, files, db);
     const std::string rows = "write their rows from Python: granary.write(" + PythonString(db) +
                              ", zip(features, labels))";
-    return raw + ": holds NumPy arrays (" + FolderNames(files) + "): " + kNotArrays + "; " +
+    return raw + ": holds NumPy arrays (" + NamesText(files) + "): " + kNotArrays + "; " +
            (advice.empty() ? rows : advice);
   }
   if (!fs::is_regular_file(raw, ec)) return "";

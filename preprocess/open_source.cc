@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "base/names_text.h"
 #include "preprocess/cifar.h"
 #include "preprocess/csv_table.h"
 #include "preprocess/folder_layout.h"
@@ -96,7 +97,7 @@ std::string OtherTables(const std::string& raw) {
   }
   if (found.empty()) return "";
   std::sort(found.begin(), found.end());
-  return "it holds " + FolderNames(found) + ": tables of a format prep does not read (it reads CSV: a folder's "
+  return "it holds " + NamesText(found) + ": tables of a format prep does not read (it reads CSV: a folder's "
          "train.csv, val.csv, test.csv, or one table by its path); convert them to CSV (pandas: "
          "df.to_csv('train.csv', index=False)), or write them from Python with granary.write";
 }
@@ -171,7 +172,7 @@ std::string ClassesOneFolderDown(const RawOptions& o, const SourceInfo& info) {
     if (!LooseImages(only / sub).empty()) classes.push_back(sub);
   }
   if (classes.size() < 2) return "";
-  return o.raw + ": holds one folder, " + info.class_names[0] + "/, whose folders " + FolderNames(classes, "/") +
+  return o.raw + ": holds one folder, " + info.class_names[0] + "/, whose folders " + NamesText(classes, "/") +
          " hold the images: they are the classes; build from it (prep build " + only.string() + " DB), or give "
          "--layout classes for one class of them all";
 }

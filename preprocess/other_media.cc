@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/file.h"
+#include "base/names_text.h"
 #include "preprocess/folder_layout.h"
 #include "preprocess/numpy_files.h"
 
@@ -115,11 +116,11 @@ std::string OtherMediaAdvice(const std::string& raw, const std::string& db_path)
   }
   if (counts.images > 0 || counts.text + counts.audio == 0) return "";
   const bool text = counts.text >= counts.audio;
-  std::string message = raw + ": its class folders (" + FolderNames(classes, "/") + ") hold " +
+  std::string message = raw + ": its class folders (" + NamesText(classes, "/") + ") hold " +
                         std::to_string(text ? counts.text : counts.audio) + (text ? " .txt files" : " audio files") +
                         " and no image: " + (text ? "text" : "audio") + ", which prep does not read (it reads " +
                         "images, CSV tables, IDX and CIFAR files)" +
-                        (left_out.empty() ? "" : "; " + FolderNames(left_out, "/") + " left out (no class)");
+                        (left_out.empty() ? "" : "; " + NamesText(left_out, "/") + " left out (no class)");
   const bool wav16 = !text && !counts.first_wav.empty() && Is16BitPcm(counts.first_wav);
   if (!text && !wav16) {
     return message + "; write it from Python: decode each clip to an array (soundfile.read, torchaudio.load) and "

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/json_text.h"
+#include "base/names_text.h"
 #include "trainer/models/script.h"
 #include "trainer/number_text.h"
 
@@ -15,13 +16,6 @@ namespace {
 
 constexpr int kCardFormat = 1;
 constexpr size_t kMaxCardBytes = 1 << 20;  // class names of a large db fit many times over
-
-// Up to 8 of `names`, comma-separated.
-std::string SomeNames(const std::vector<std::string>& names) {
-  std::string text;
-  for (size_t i = 0; i < names.size() && i < 8; ++i) text += (i > 0 ? ", " : "") + names[i];
-  return names.size() > 8 ? text + ", ... (" + std::to_string(names.size()) + ")" : text;
-}
 
 // The first place where `a` and `b` differ, comparing `compared` names at
 // most, by `same(a[i], b[i], i)`.
@@ -123,8 +117,8 @@ Status CheckModelMeetsDb(const ModelCard& card, const std::string& path, const M
   const std::vector<std::string>& classes = manifest.class_names;
   const size_t common = std::min(card.classes.size(), classes.size());
   if (size_t i = FirstDifference(card.classes, classes, common, SameClass); !new_head && i < common) {
-    return Status::InvalidArgument("--model " + path + ": its classes are " + SomeNames(card.classes) +
-                                   " (its card says) and the db's " + SomeNames(classes) + ": label " +
+    return Status::InvalidArgument("--model " + path + ": its classes are " + NamesText(card.classes) +
+                                   " (its card says) and the db's " + NamesText(classes) + ": label " +
                                    std::to_string(i) + " is '" + card.classes[i] + "' to the model and '" +
                                    classes[i] + "' in the db, so its answers would be scored against other classes" +
                                    like + " (or, to train it on the db's classes, --new-head)");
@@ -139,9 +133,9 @@ Status CheckModelMeetsDb(const ModelCard& card, const std::string& path, const M
   const auto element = [&](const std::vector<std::string>& of) {
     return i < of.size() ? "'" + of[i] + "'" : std::string("none (it has " + std::to_string(of.size()) + ")");
   };
-  return Status::InvalidArgument("--model " + path + ": its input's elements are " + SomeNames(card.input_names) +
+  return Status::InvalidArgument("--model " + path + ": its input's elements are " + NamesText(card.input_names) +
                                  " (its card says) and the db's field '" + input_field + "' has " +
-                                 SomeNames(names->second) + ": element " + std::to_string(i) + " is " +
+                                 NamesText(names->second) + ": element " + std::to_string(i) + " is " +
                                  element(card.input_names) + " to the model and " + element(names->second) +
                                  " in the db" + like);
 }
