@@ -268,7 +268,8 @@ StatusOr<CsvColumns> CsvColumns::Plan(const std::vector<const CsvTable*>& tables
   return plan;
 }
 
-Status CsvColumns::Append(const std::vector<std::string>& fields, MissingPolicy missing, std::string* features) const {
+Status CsvColumns::Append(const std::vector<std::string>& fields, MissingPolicy missing, std::string* features,
+                          MissingCounts* counts) const {
   const auto append = [&](float f) { features->append(reinterpret_cast<const char*>(&f), sizeof(f)); };
   for (size_t c : order_) {
     const Column& column = columns_[c];
@@ -276,6 +277,7 @@ Status CsvColumns::Append(const std::vector<std::string>& fields, MissingPolicy 
     const size_t width = column.kind == Kind::kText ? column.categories.size() : 1;
     if (IsMissingCsvValue(v)) {
       if (missing == MissingPolicy::kReject) return Status::InvalidArgument("column '" + column.name + kMissingValue);
+      if (counts != nullptr) ++counts->absent[c];
       for (size_t i = 0; i < width; ++i) append(missing == MissingPolicy::kNaN ? std::nanf("") : 0.0f);
       continue;
     }
@@ -289,6 +291,7 @@ Status CsvColumns::Append(const std::vector<std::string>& fields, MissingPolicy 
           return Status::InvalidArgument("column '" + column.name + "': '" + v + "' is none of " + like_ +
                                          "'s categories (--missing nan or zero keeps the row)");
         }
+        if (counts != nullptr) ++counts->unseen[c];
         for (size_t i = 0; i < width; ++i) append(missing == MissingPolicy::kNaN ? std::nanf("") : 0.0f);
         continue;
       }

@@ -58,14 +58,6 @@ class CsvColumns {
   static StatusOr<CsvColumns> PlanLike(const std::vector<const CsvTable*>& tables, size_t label_column,
                                        const LikeDb& like, std::vector<std::string>* notes);
 
-  // Whether column `c`'s values are read into the features, and whether `v`
-  // is one of its values (a number's column takes any; a text column, its
-  // categories).
-  bool Reads(size_t c) const { return columns_[c].kind != Kind::kLeftOut; }
-  bool Knows(size_t c, const std::string& v) const {
-    return columns_[c].kind != Kind::kText || columns_[c].categories.count(v) > 0;
-  }
-
   // float32 elements of a row's features.
   size_t elements() const { return names_.size(); }
   // Each element's name: the column's, or "column=value" for a category.
@@ -74,8 +66,14 @@ class CsvColumns {
   // Appends a row's features (`fields`: all of its fields, untrimmed, as many
   // as the header's) to *features. InvalidArgument naming the column and
   // value: a number float32 cannot hold, a missing value under kReject (and,
-  // planned like a db, a text value none of its categories).
-  Status Append(const std::vector<std::string>& fields, MissingPolicy missing, std::string* features) const;
+  // planned like a db, a text value none of its categories). With `counts`,
+  // the values taken as missing are counted there by header column.
+  struct MissingCounts {
+    std::vector<uint64_t> absent;  // empty, NA, ...
+    std::vector<uint64_t> unseen;  // planned like a db: none of its categories
+  };
+  Status Append(const std::vector<std::string>& fields, MissingPolicy missing, std::string* features,
+                MissingCounts* counts = nullptr) const;
 
  private:
   enum class Kind { kNumber, kText, kLeftOut };

@@ -27,6 +27,7 @@ StatusOr<EncodedTable> EncodeTable(const std::string& path, const std::vector<st
   GRANARY_ASSIGN_OR_RETURN(CsvColumns columns,
                            CsvColumns::PlanLike({table.get()}, out.header.size(), like, &out.notes));
   std::string features;
+  CsvColumns::MissingCounts counts{std::vector<uint64_t>(out.header.size()), std::vector<uint64_t>(out.header.size())};
   Status read = table->ForEachRow(CsvParser::kAllColumns, [&](const CsvParser::Row& row, int) -> Status {
     const std::string at = path + ":" + std::to_string(row.line);
     if (row.columns != out.header.size()) {
@@ -34,17 +35,9 @@ StatusOr<EncodedTable> EncodeTable(const std::string& path, const std::vector<st
                                      std::to_string(out.header.size()));
     }
     features.clear();
-    GRANARY_RETURN_IF_ERROR(columns.Append(*row.fields, MissingPolicy::kNaN, &features).WithContext(at));
+    GRANARY_RETURN_IF_ERROR(columns.Append(*row.fields, MissingPolicy::kNaN, &features, &counts).WithContext(at));
     std::vector<std::string> fields;
     for (const std::string& field : *row.fields) fields.push_back(TrimCsvField(field));
-    for (size_t c = 0; c < fields.size(); ++c) {
-      if (!columns.Reads(c)) continue;
-      if (IsMissingCsvValue(fields[c])) {
-        ++out.missing[out.header[c]];
-      } else if (!columns.Knows(c, fields[c])) {
-        ++out.unseen[out.header[c]];
-      }
-    }
     const size_t at_end = out.features.size();
     out.features.resize(at_end + features.size() / sizeof(float));
     std::memcpy(out.features.data() + at_end, features.data(), features.size());
@@ -52,6 +45,10 @@ StatusOr<EncodedTable> EncodeTable(const std::string& path, const std::vector<st
     return Status::OK();
   });
   GRANARY_RETURN_IF_ERROR(read);
+  for (size_t c = 0; c < out.header.size(); ++c) {
+    if (counts.absent[c] > 0) out.missing[out.header[c]] = counts.absent[c];
+    if (counts.unseen[c] > 0) out.unseen[out.header[c]] = counts.unseen[c];
+  }
   return out;
 }
 
