@@ -152,6 +152,27 @@ Status NotANumber(const std::string& name, const std::string& v, bool feature = 
                                                     : ""));
 }
 
+// `on_value(table, line, column, value)` for each value present (trimmed,
+// not missing) in columns `text` of every row of `tables` that has the
+// header's field count (the others are rejected as they are read); its
+// first error ends the walk.
+Status ForEachTextValue(
+    const std::vector<const CsvTable*>& tables, const std::vector<size_t>& text,
+    const std::function<Status(const CsvTable&, uint64_t, size_t, const std::string&)>& on_value) {
+  for (const CsvTable* table : tables) {
+    if (text.empty()) break;
+    GRANARY_RETURN_IF_ERROR(table->ForEachRow(CsvParser::kAllColumns, [&](const CsvParser::Row& row, int) -> Status {
+      if (row.columns != table->header().size()) return Status::OK();
+      for (size_t c : text) {
+        const std::string v = TrimCsvField((*row.fields)[c]);
+        if (!IsMissingCsvValue(v)) GRANARY_RETURN_IF_ERROR(on_value(*table, row.line, c, v));
+      }
+      return Status::OK();
+    }));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status ParseCsvNumber(const std::string& column, const std::string& value, float* out, char decimal) {
@@ -223,22 +244,15 @@ StatusOr<CsvColumns> CsvColumns::Plan(const std::vector<const CsvTable*>& tables
   }
   // Their categories, from every row of every table.
   std::vector<std::set<std::string>> values(header.size());
-  for (const CsvTable* table : tables) {
-    if (text.empty()) break;
-    GRANARY_RETURN_IF_ERROR(table->ForEachRow(CsvParser::kAllColumns, [&](const CsvParser::Row& row, int) -> Status {
-      if (row.columns != header.size()) return Status::OK();  // rejected as it is read
-      for (size_t c : text) {
-        const std::string v = TrimCsvField((*row.fields)[c]);
-        if (IsMissingCsvValue(v) || !values[c].insert(v).second || values[c].size() <= kMaxCategories) continue;
-        return Status::InvalidArgument(table->path() + ":" + std::to_string(row.line) + ": column '" + header[c] +
+  GRANARY_RETURN_IF_ERROR(ForEachTextValue(
+      tables, text, [&](const CsvTable& table, uint64_t line, size_t c, const std::string& v) -> Status {
+        if (!values[c].insert(v).second || values[c].size() <= kMaxCategories) return Status::OK();
+        return Status::InvalidArgument(table.path() + ":" + std::to_string(line) + ": column '" + header[c] +
                                        "' is text of over " + std::to_string(kMaxCategories) +
                                        " distinct values (an id, a name, free text?), too many to one-hot encode: "
                                        "--drop " + header[c] + " leaves it out" + DateAdvice(header[c], values[c]) +
                                        FreeTextAdvice(values[c]));
-      }
-      return Status::OK();
-    }));
-  }
+      }));
   std::vector<std::string> left_out;
   for (size_t c = 0; c < header.size(); ++c) {
     Column& column = plan.columns_[c];
@@ -316,23 +330,17 @@ Status NoteUnseenValues(const std::vector<const CsvTable*>& tables, const std::v
   // id's would fill memory); the rows of the values past them, counted apart.
   std::map<size_t, std::map<std::string, uint64_t>> unseen;
   std::map<size_t, uint64_t> more;
-  for (const CsvTable* table : tables) {
-    if (text.empty()) break;
-    GRANARY_RETURN_IF_ERROR(table->ForEachRow(CsvParser::kAllColumns, [&](const CsvParser::Row& row, int) -> Status {
-      if (row.columns != table->header().size()) return Status::OK();  // rejected as it is read
-      for (size_t c : text) {
-        const std::string v = TrimCsvField((*row.fields)[c]);
-        if (IsMissingCsvValue(v) || known(c, v)) continue;
+  GRANARY_RETURN_IF_ERROR(
+      ForEachTextValue(tables, text, [&](const CsvTable&, uint64_t, size_t c, const std::string& v) -> Status {
+        if (known(c, v)) return Status::OK();
         std::map<std::string, uint64_t>& values = unseen[c];
         if (auto at = values.find(v); at != values.end() || values.size() < kMaxCategories) {
           ++values[v];
         } else {
           ++more[c];
         }
-      }
-      return Status::OK();
-    }));
-  }
+        return Status::OK();
+      }));
   for (const auto& [c, values] : unseen) {
     std::string shown;
     int n = 0;
