@@ -21,7 +21,6 @@ StatusOr<EncodedTable> EncodeTable(const std::string& path, const std::vector<st
   EncodedTable out;
   out.header = table->header();
   LikeDb like;
-  like.path = who;
   like.named = who;
   like.feature_names = names;
   GRANARY_ASSIGN_OR_RETURN(CsvColumns columns,
