@@ -101,6 +101,7 @@ int RunEvalOnly(TrainConfig config, bool json, const std::vector<std::string>& g
   if (Status fits = CheckModelFits(c, run.workload, ModelUse::kInfer); !fits.ok()) {
     return Fail(fits.WithContext("--eval-only"));  // (past --timeout main exits at once: DryForwardLeftRunning)
   }
+  WarnOfSavedInputShape(c, run.workload);
   StatusOr<Evaluation> e = EvaluateSaved(run);
   if (!e.ok()) return Fail(e.status());
   const EvalResult& r = e->result;

@@ -116,6 +116,7 @@ Status Preflight(const ResolvedRun& run) {
   // (A model past --timeout still runs on a thread: main then exits at once, DryForwardLeftRunning.)
   ModelBytes model_bytes;
   GRANARY_RETURN_IF_ERROR(CheckModelFits(c, run.workload, ModelUse::kTrain, &model_bytes));
+  WarnOfSavedInputShape(c, run.workload);
   if (run.workload.regression && run.config.optim.label_smoothing > 0) {
     return Status::InvalidArgument("--label-smoothing: smooths class labels; the db's target '" +
                                    run.workload.target_field + "' is a number to predict");

@@ -105,5 +105,44 @@ TEST_F(EndToEnd, AHeldOutFolderLackingAClassIsBuiltLikeTheModelsDb) {
                      "has no output for it");
 }
 
+// A held-out folder built at prep's default size, the model's at another:
+// a model whose forward fails on it is told why, and one that takes any
+// size (a ResNet pools adaptively) scores it with a warning; the fix named.
+TEST_F(EndToEnd, AModelTrainedAtOneSizeIsNamedOnImagesOfAnother) {
+  ASSERT_EQ(PrepFashion(dir_.Sub("one.db"), "--limit 1 --no-progress", dir_).exit_code, 0);
+  ASSERT_EQ(RunCommand(kPrep + " cat " + dir_.Sub("one.db") + " 0 --png " + dir_.Sub("1.png"), dir_).exit_code, 0);
+  for (const char* c : {"ant", "bee"}) {
+    fs::create_directories(dir_.Sub(std::string("raw/") + c));
+    for (int i = 0; i < 2; ++i) fs::copy_file(dir_.Sub("1.png"), dir_.Sub("raw/" + std::string(c) + "/" +
+                                                                          std::to_string(i) + ".png"));
+  }
+  const std::string at32 = dir_.Sub("at32.db"), held = dir_.Sub("held.db");
+  ASSERT_EQ(RunCommand(kPrep + " build " + dir_.Sub("raw") + " " + at32 + " --size 32 --no-progress", dir_).exit_code,
+            0);
+  ASSERT_EQ(RunCommand(kPrep + " build " + dir_.Sub("raw") + " " + held + " --no-progress", dir_).exit_code, 0);
+  const std::string fix = "--like TRAIN_DB (the db it was trained on), or --size 32";
+  for (const char* model : {"convnet", "resnet"}) {
+    const std::string saved = dir_.Sub(std::string(model) + ".pt");
+    auto trained = RunCommand(kTrain + " --db " + at32 + " --model " + model + " --ranks 1 --epochs 1 --save " + saved,
+                              dir_);
+    ASSERT_EQ(trained.exit_code, 0) << trained.err;
+    auto scored = RunCommand(kTrain + " --db " + held + " --model " + saved + " --eval-only --eval-split train", dir_);
+    const std::string said = "--model " + saved + " was trained on inputs of 32 x 32 pixels of 3 channels (its card "
+                             "says), and the db's field 'image' gives 64 x 64 pixels of 3 channels; a db the model is "
+                             "to read is built at its size with prep build RAW DB " + fix;
+    if (std::string(model) == "convnet") {
+      ExpectOneLineError(scored, "dry forward: RuntimeError: mat1 and mat2 shapes cannot be multiplied");
+      EXPECT_NE(scored.err.find(said), std::string::npos) << scored.err;
+    } else {
+      ASSERT_EQ(scored.exit_code, 0) << scored.err;
+      EXPECT_NE(scored.err.find("train: warning: " + said + " (the model takes these inputs, pooling adaptively"),
+                std::string::npos) << scored.err;
+      auto same = RunCommand(kTrain + " --db " + at32 + " --model " + saved + " --eval-only --eval-split train", dir_);
+      ASSERT_EQ(same.exit_code, 0) << same.err;
+      EXPECT_EQ(same.err.find("warning"), std::string::npos) << same.err;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace granary

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 #include "base/mutex.h"
@@ -35,6 +36,21 @@ std::string ChannelsHint(const std::string& error, const Shape& input) {
 }
 
 }  // namespace
+
+std::string SavedInputShapeDifference(const TrainConfig& config, const Workload& workload) {
+  if (!IsModelFile(config.model.name)) return "";
+  StatusOr<std::optional<ModelCard>> card = ReadModelCard(config.model.name);  // (its errors: ApplySavedModelsInput's)
+  if (!card.ok() || !card->has_value()) return "";
+  return InputShapeDifference(*card.value(), config.model.name, workload.input_field, workload.input_shape);
+}
+
+void WarnOfSavedInputShape(const TrainConfig& config, const Workload& workload) {
+  if (config.model.new_head) return;  // a new task, often at a new size
+  const std::string size = SavedInputShapeDifference(config, workload);
+  if (size.empty()) return;
+  std::fprintf(stderr, "train: warning: %s (the model takes these inputs, pooling adaptively, but sees their objects "
+               "at another scale than it learnt them: it may score lower than at its own size)\n", size.c_str());
+}
 
 bool DryForwardLeftRunning() { return dry_forward_left_running.load(); }
 
@@ -150,7 +166,10 @@ Status CheckModelFits(const TrainConfig& config, const Workload& workload, Model
   }
   if (!dry->ran.ok()) {
     const Status failed = dry->ran.WithContext(context + ": " + shapes);
-    const std::string hint = ChannelsHint(dry->ran.message(), spec.input);
+    std::string hint = ChannelsHint(dry->ran.message(), spec.input);
+    if (std::string size = SavedInputShapeDifference(config, workload); hint.empty() && !size.empty()) {
+      hint = ": " + size;
+    }
     return hint.empty() ? failed : Status::InvalidArgument(failed.message() + hint);
   }
   const torch::Tensor logits = dry->logits;

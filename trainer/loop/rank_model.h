@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
@@ -38,6 +39,14 @@ struct ModelBytes {
 // shapes, or, for kTrain, that it has no trainable parameter (an INT8 model).
 // With `bytes`, also what the model holds (for what its state will take on disk).
 Status CheckModelFits(const TrainConfig& config, const Workload& workload, ModelUse use, ModelBytes* bytes = nullptr);
+
+// "" unless --model is a saved model whose card records inputs of another
+// shape than the db's (InputShapeDifference): CheckModelFits's hint where
+// the forward fails, the caller's warning where it takes them.
+std::string SavedInputShapeDifference(const TrainConfig& config, const Workload& workload);
+// That difference, where the model's forward took the db's inputs, as a
+// warning on stderr (not with --new-head: a new task, often at a new size).
+void WarnOfSavedInputShape(const TrainConfig& config, const Workload& workload);
 
 // True once a dry forward of CheckModelFits outlived --timeout: its thread
 // still runs LibTorch, so main must end the process at once (ExitAtOnce:

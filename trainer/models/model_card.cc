@@ -140,4 +140,21 @@ Status CheckModelMeetsDb(const ModelCard& card, const std::string& path, const M
                                  " in the db" + like);
 }
 
+std::string InputShapeDifference(const ModelCard& card, const std::string& path, const std::string& input_field,
+                                 const Shape& input) {
+  if (card.input_shape.empty() || card.input_shape == input) return "";
+  const auto described = [](const Shape& s) {
+    if (s.size() != 3) return ShapeToString(s) + (s.size() == 1 ? " features" : "");
+    return std::to_string(s[1]) + " x " + std::to_string(s[2]) + " pixels of " + std::to_string(s[0]) + " channel" +
+           (s[0] == 1 ? "" : "s");
+  };
+  std::string how = "prep build RAW DB --like TRAIN_DB (the db it was trained on)";
+  if (card.input_shape.size() == 3 && input.size() == 3 && card.input_shape[1] == card.input_shape[2]) {
+    how += ", or --size " + std::to_string(card.input_shape[1]);
+  }
+  return "--model " + path + " was trained on inputs of " + described(card.input_shape) +
+         " (its card says), and the db's field '" + input_field + "' gives " + described(input) +
+         "; a db the model is to read is built at its size with " + how;
+}
+
 }  // namespace granary

@@ -61,4 +61,13 @@ Status ApplyModelCard(const ModelCard& card, const std::string& path, float* mea
 Status CheckModelMeetsDb(const ModelCard& card, const std::string& path, const Manifest& manifest,
                          const std::string& input_field, bool new_head);
 
+// "" where the model (`path`, with `card`) was trained on inputs of the
+// shape the db's field `input_field` gives (`input`, one sample as
+// batched), or its card records none; else what differs (images of 32 x 32
+// pixels to the model, 64 x 64 in the db) and how to build the db at the
+// model's size. A model that pools adaptively takes either and would score
+// its objects at another scale; one that does not fails its forward.
+std::string InputShapeDifference(const ModelCard& card, const std::string& path, const std::string& input_field,
+                                 const Shape& input);
+
 }  // namespace granary
