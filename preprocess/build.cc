@@ -124,6 +124,7 @@ Status WriteBlock(const Block& block, const SourceInfo& info, const SplitSource&
   // The journal's checkpoint (taken inside Append) must include this block.
   summary->written += block.payload_hashes.size();
   summary->statistics.Merge(block.statistics);
+  summary->counts.Merge(block.counts);
   if (info.items_are_files) {
     summary->payload_hashes.insert(summary->payload_hashes.end(), block.payload_hashes.begin(),
                                    block.payload_hashes.end());
@@ -152,7 +153,10 @@ Status BuildSplit(const SourceInfo& info, const SplitSource& split, const BuildO
   GRANARY_RETURN_IF_ERROR(writer->BeginSplit(split.name(), n));
   summary->name = split.name();
   const Schema& schema = info.schema;
-  if (start_item == 0) summary->statistics = StatisticsAccumulator(schema);
+  if (start_item == 0) {
+    summary->statistics = StatisticsAccumulator(schema);
+    summary->counts = ValueCounter(schema);
+  }
   tbb::enumerable_thread_specific<std::unique_ptr<EncodeScratch>> scratch(
       [&] { return std::make_unique<EncodeScratch>(schema, options.zstd_level, dictionary); });
   ProgressLine progress(split.name(), n, options.show_progress);
@@ -314,6 +318,11 @@ const char* DictionaryModeName(DictionaryMode mode) {
 void RecordStatistics(const std::vector<SplitSummary>& splits, Manifest* manifest) {
   for (const SplitSummary& split : splits) {
     if (auto statistics = split.statistics.Result(); !statistics.empty()) manifest->statistics[split.name] = statistics;
+    const std::map<int64_t, uint64_t>* labels = split.counts.Counts(manifest->label_field);
+    if (labels == nullptr || manifest->num_classes <= 0) continue;
+    if (std::vector<uint64_t> classes = ClassCountsOf(*labels, manifest->num_classes); !classes.empty()) {
+      manifest->class_counts[split.name] = std::move(classes);
+    }
   }
 }
 
@@ -322,7 +331,8 @@ nlohmann::json SplitSummaryToJson(const SplitSummary& s) {
           {"read", s.read},
           {"written", s.written},
           {"rejected", s.rejected},
-          {"statistics", s.statistics.ToJson()}};
+          {"statistics", s.statistics.ToJson()},
+          {"counts", s.counts.ToJson()}};
 }
 
 StatusOr<SplitSummary> SplitSummaryFromJson(const nlohmann::json& j, const Schema& schema) {
@@ -330,6 +340,8 @@ StatusOr<SplitSummary> SplitSummaryFromJson(const nlohmann::json& j, const Schem
     SplitSummary out{j.at("name").get<std::string>(), j.at("read").get<uint64_t>(), j.at("written").get<uint64_t>(),
                      j.at("rejected").get<uint64_t>(), {}};
     GRANARY_ASSIGN_OR_RETURN(out.statistics, StatisticsAccumulator::FromJson(j.at("statistics"), schema));
+    // (A journal of a granary before counts: none, so no partial counts.)
+    GRANARY_ASSIGN_OR_RETURN(out.counts, ValueCounter::FromJson(j.value("counts", nlohmann::json()), schema));
     return out;
   } catch (const nlohmann::json::exception& e) {
     return Status::Corruption(std::string("build journal checkpoint: ") + e.what());
@@ -428,6 +440,10 @@ StatusOr<BuildSummary> BuildDb(const Source& source, const BuildOptions& options
   const std::string inputs = InputsJson(source, options, summary);
   GRANARY_RETURN_IF_ERROR(writer->AddFile(kInputsFile, inputs));
   Manifest manifest = MakeManifest(source, options, summary);
+  std::vector<std::string> notes = ClassGapNotes(manifest);
+  if (std::string imbalance = ImbalanceNote(manifest); !imbalance.empty()) notes.insert(notes.begin(), imbalance);
+  manifest.notes.insert(manifest.notes.end(), notes.begin(), notes.end());
+  summary.notes.insert(summary.notes.end(), notes.begin(), notes.end());
   manifest.build_options[kInputsHashOption] = InputsHash(inputs);
   GRANARY_RETURN_IF_ERROR(writer->Finish(std::move(manifest)));
 

@@ -18,6 +18,7 @@
 #include "base/status.h"
 #include "preprocess/field_statistics.h"
 #include "preprocess/source.h"
+#include "preprocess/value_counts.h"
 #include "store/manifest.h"
 
 namespace granary {
@@ -81,13 +82,16 @@ struct SplitSummary {
   uint64_t written = 0;
   uint64_t rejected = 0;
   StatisticsAccumulator statistics;  // of the written samples' feature fields
+  ValueCounter counts;               // and of their labels' values
   // The written samples' payload hashes in order, kept where the source's
   // items are files (inputs.json records them for --update); not journaled,
   // so a resumed split has fewer than `written`.
   std::vector<uint64_t> payload_hashes;
 };
 
-// The splits' statistics, where they have any, into manifest->statistics.
+// The splits' statistics, where they have any, into manifest->statistics,
+// and the samples of each class, where the label is one of
+// manifest->num_classes classes, into manifest->class_counts.
 void RecordStatistics(const std::vector<SplitSummary>& splits, Manifest* manifest);
 
 // A split's summary in a build journal's checkpoint (all but payload_hashes),

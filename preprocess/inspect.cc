@@ -5,8 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <type_traits>
+#include <iomanip>
 #include <sstream>
+#include <type_traits>
 
 #include "base/json_text.h"
 #include "preprocess/png.h"
@@ -114,6 +115,40 @@ Status WriteFieldPng(const FieldView& f, const std::string& path) {
   return WritePng(path, hwc.data(), width, height, channels);
 }
 
+// The samples of each class in each split the manifest counts, a row per
+// class (the first kShownClasses), or "" where it counts none.
+std::string ClassCountsText(const Manifest& m) {
+  constexpr size_t kShownClasses = 20;
+  if (m.class_counts.empty()) return "";
+  std::ostringstream out;
+  char cell[64];
+  out << "classes      " << std::left << std::setw(20) << "class";
+  std::vector<std::pair<std::string, const std::vector<uint64_t>*>> columns;  // in the db's order of splits
+  for (const SplitInfo& split : m.splits) {
+    if (auto counts = m.class_counts.find(split.name); counts != m.class_counts.end()) {
+      columns.emplace_back(split.name, &counts->second);
+    }
+  }
+  for (const auto& [split, counts] : columns) {
+    std::snprintf(cell, sizeof cell, " %10s", Printable(split).substr(0, 10).c_str());
+    out << cell;
+  }
+  out << "\n";
+  const size_t classes = static_cast<size_t>(m.num_classes);
+  for (size_t c = 0; c < classes && c < kShownClasses; ++c) {
+    out << "             " << std::setw(20) << Printable(m.ClassName(static_cast<int64_t>(c)));
+    for (const auto& [split, counts] : columns) {
+      std::snprintf(cell, sizeof cell, " %10llu", static_cast<unsigned long long>((*counts)[c]));
+      out << cell;
+    }
+    out << "\n";
+  }
+  if (classes > kShownClasses) {
+    out << "             (" << classes << " classes in all: prep info --json gives each count)\n";
+  }
+  return out.str();
+}
+
 }  // namespace
 
 std::string DescribeDb(const DbReader& db) {
@@ -165,6 +200,7 @@ std::string DescribeDb(const DbReader& db) {
   total_stored += m.dictionary_bytes;
   row("total", total_count, total_shards, total_stored, total_payload);
   out << "content      " << m.content_hash << "\n";
+  out << ClassCountsText(m);
   bool first_statistics = true;
   for (const auto& [split, by_field] : m.statistics) {
     for (const auto& [field, f] : by_field) {

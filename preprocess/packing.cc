@@ -80,7 +80,8 @@ void EncodeBlock(const Schema& schema, EncodeScratch& s, Block* block) {
     if (e->reject.empty()) accepted.push_back(e.get());
   }
   block->statistics = StatisticsAccumulator(schema);
-  if (accepted.size() > 1 || !block->statistics.empty()) {
+  block->counts = ValueCounter(schema);
+  if (accepted.size() > 1 || !block->statistics.empty() || !block->counts.empty()) {
     for (Encoded* e : accepted) {
       if (!e->sample.fields_in_record) continue;
       Status st = DecodeStoredFields(s, e->value, &e->sample);
@@ -105,7 +106,10 @@ void EncodeBlock(const Schema& schema, EncodeScratch& s, Block* block) {
     Status st = s.encoder.Encode(s.inputs, &block->value, &block->payload_hashes);
     if (!st.ok()) block->error = st.message();
   }
-  for (Encoded* e : accepted) block->statistics.Add(e->sample.fields);
+  for (Encoded* e : accepted) {
+    block->statistics.Add(e->sample.fields);
+    block->counts.Add(e->sample.fields);
+  }
   for (Encoded* e : accepted) e->sample = Sample();  // the record holds it now
 }
 

@@ -11,6 +11,7 @@
 
 #include "preprocess/field_statistics.h"
 #include "preprocess/source.h"
+#include "preprocess/value_counts.h"
 #include "store/record.h"
 
 namespace granary {
@@ -36,6 +37,7 @@ struct Block {
   std::string value;  // empty if every item was rejected
   std::vector<uint64_t> payload_hashes;
   StatisticsAccumulator statistics;  // of the accepted samples, in order
+  ValueCounter counts;               // of their labels (scalar integer fields)
   std::string error;  // encoding the block failed
 };
 using BlockPtr = std::shared_ptr<Block>;

@@ -14,6 +14,7 @@
 #include "base/json_text.h"
 #include "preprocess/dictionary_choice.h"
 #include "preprocess/packing.h"
+#include "preprocess/value_counts.h"
 #include "store/db_writer.h"
 #include "store/record.h"
 
@@ -276,6 +277,7 @@ Status SampleWriter::Impl::WriteBlocks(std::vector<BlockPtr> blocks) {
     for (const EncodedPtr& e : block->items) summary.payload_bytes += e->payload_bytes;
     current.written += block->payload_hashes.size();
     current.statistics.Merge(block->statistics);
+    current.counts.Merge(block->counts);
     GRANARY_RETURN_IF_ERROR(writer->Append(block->value, block->payload_hashes));
   }
   return Status::OK();
@@ -324,6 +326,7 @@ Status SampleWriter::BeginSplit(const std::string& name, uint64_t expected) {
   m.current = SplitSummary();
   m.current.name = name;
   m.current.statistics = StatisticsAccumulator(m.o.schema);
+  m.current.counts = ValueCounter(m.o.schema);
   if (m.resumed.resuming && name == m.resumed.split) {
     m.current = m.resumed_split;  // Open continues its shard
     m.current.read = m.current.written;
@@ -399,6 +402,8 @@ StatusOr<SampleWriterSummary> SampleWriter::Finish(const SampleLabels& labels) {
   manifest.build_options["block_bytes"] = std::to_string(m.o.block_bytes);
   manifest.build_options["dictionary_choice"] = m.summary.dictionary_note;
   RecordStatistics(m.summary.splits, &manifest);
+  m.summary.notes = ClassGapNotes(manifest);
+  manifest.notes.insert(manifest.notes.end(), m.summary.notes.begin(), m.summary.notes.end());
   GRANARY_RETURN_IF_ERROR(m.Fail(m.writer->Finish(manifest)));
   GRANARY_RETURN_IF_ERROR(MeasureDb(m.o.db_path, &m.summary.content_hash, &m.summary.stored_bytes));
   m.summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m.start).count();

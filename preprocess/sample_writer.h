@@ -86,6 +86,9 @@ struct SampleWriterSummary {
   std::string content_hash;
   double seconds = 0;
   int threads = 0;
+  // A class one split holds and another lacks (ClassGapNotes), in the
+  // manifest's notes too; the caller says the rest of what it saw.
+  std::vector<std::string> notes;
 };
 
 class SampleWriter {

@@ -234,6 +234,9 @@ py::dict Describe(const std::string& path) {
     statistics[OsStr(split)] = fs;
   }
   d["statistics"] = statistics;
+  py::dict class_counts;  // split -> samples of each class, as the build counted them
+  for (const auto& [split, counts] : m.class_counts) class_counts[OsStr(split)] = counts;
+  d["class_counts"] = class_counts;
   return d;
 }
 

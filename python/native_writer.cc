@@ -128,6 +128,7 @@ class WriterHandle {
     d["content_hash"] = s.content_hash;
     d["seconds"] = s.seconds;
     d["threads"] = s.threads;
+    d["notes"] = s.notes;
     return d;
   }
 

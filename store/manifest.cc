@@ -117,6 +117,7 @@ std::string ManifestToJson(const Manifest& m) {
   };
   if (!m.statistics.empty()) doc["statistics"] = StatisticsToJson(m);
   if (!m.element_names.empty()) doc["element_names"] = m.element_names;
+  if (!m.class_counts.empty()) doc["class_counts"] = m.class_counts;
   return DumpJson(doc, 2) + "\n";
 }
 
@@ -275,6 +276,32 @@ Status ParseElementNames(const json& doc, const std::string& origin, Manifest* m
   return Status::OK();
 }
 
+// The manifest's "class_counts" (optional), after its splits and classes:
+// for a split, one count per class, summing to the split's samples.
+Status ParseClassCounts(const json& doc, const std::string& origin, Manifest* m) {
+  auto counts = doc.find("class_counts");
+  if (counts == doc.end()) return Status::OK();
+  if (!counts->is_object()) return Status::Corruption(origin + ": class_counts: not an object");
+  for (const auto& [split_name, of_split] : counts->items()) {
+    const std::string where = origin + ": class_counts." + split_name;
+    const SplitInfo* split = m->FindSplit(split_name);
+    if (split == nullptr) return Status::Corruption(where + ": no such split");
+    std::vector<uint64_t>& list = m->class_counts[split_name];
+    GRANARY_RETURN_IF_ERROR(Get(*counts, split_name.c_str(), &list, origin + ": class_counts"));
+    uint64_t sum = 0;
+    bool fits = static_cast<int64_t>(list.size()) == m->num_classes;
+    for (size_t c = 0; fits && c < list.size(); ++c) {
+      fits = list[c] <= split->count - sum;  // (no overflow)
+      sum += fits ? list[c] : 0;
+    }
+    if (!fits || sum != split->count) {
+      return Status::Corruption(where + ": not one count for each of the db's " + std::to_string(m->num_classes) +
+                                " classes summing to the split's " + std::to_string(split->count) + " samples");
+    }
+  }
+  return Status::OK();
+}
+
 // The manifest's "statistics" (optional), after its schema and splits.
 Status ParseStatistics(const json& doc, const std::string& origin, Manifest* m) {
   auto statistics = doc.find("statistics");
@@ -388,6 +415,7 @@ StatusOr<Manifest> ParseManifest(std::string_view text, const std::string& origi
   GRANARY_RETURN_IF_ERROR(ParseBuildRecord(doc, origin, &m));
   GRANARY_RETURN_IF_ERROR(ParseStatistics(doc, origin, &m));
   GRANARY_RETURN_IF_ERROR(ParseElementNames(doc, origin, &m));
+  GRANARY_RETURN_IF_ERROR(ParseClassCounts(doc, origin, &m));
   if (!m.label_field.empty() && m.schema.FieldIndex(m.label_field) < 0) {
     return Status::Corruption(origin + ": label_field '" + m.label_field + "' is not in the schema");
   }

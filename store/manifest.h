@@ -80,6 +80,10 @@ struct Manifest {
   // Split -> field -> statistics of its HasStatistics fields; optional
   // (absent before 2026-12, and where no field has them).
   std::map<std::string, std::map<std::string, FieldStatistics>> statistics;
+  // Split -> the samples of each class 0..num_classes-1 it holds, as the
+  // build wrote them; optional (absent before 2026-12-07, for a label that
+  // is no class, and where a label lay outside the classes).
+  std::map<std::string, std::vector<uint64_t>> class_counts;
 
   const SplitInfo* FindSplit(const std::string& name) const;
   // Class `c`'s name, or its index where the db names none.

@@ -36,7 +36,9 @@ def describe(db):
     build rejected), "content_hash", "builder", "created_utc", "statistics"
     (split -> feature field -> per-element "samples", "missing", "mean",
     "std", "min", "max" over the values present, as the build recorded them:
-    what to standardise a feature vector with; {} for image dbs). Read by the C++
+    what to standardise a feature vector with; {} for image dbs),
+    "class_counts" (split -> the samples of each class, as the build counted
+    them; {} for a db without classes or built before 2026-12-07). Read by the C++
     module, with the same checks and errors as `prep info`."""
     from .paths import os_bytes
     try:

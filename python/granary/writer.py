@@ -246,6 +246,8 @@ class Writer:
             warnings.warn(f"granary.write: {note}", stacklevel=_outside_granary())
         native, self._native = self._native, None
         self.summary = native.finish(self._label_name or "", num_classes, classes or [], notes)
+        for note in self.summary.pop("notes"):  # a class one split holds and another lacks
+            warnings.warn(f"granary.write: {note}", stacklevel=_outside_granary())
         self.summary["resumed_samples"] = sum(self.resumed.values())
         self.summary["splits"] = [(os.fsdecode(n) if isinstance(n, bytes) else n, c)
                                   for n, c in self.summary["splits"]]

@@ -6,6 +6,8 @@
 #include <webp/encode.h>
 #include <webp/mux.h>
 
+#include <nlohmann/json.hpp>
+
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -696,6 +698,11 @@ TEST_F(ImageFolder, ResumeAfterInterruptionGivesTheSameContent) {
     uint64_t written = 0;
     for (const auto& s : resumed->splits) written += s.written;
     EXPECT_EQ(written, 60u);
+    // The class counts too: the journal keeps those of the samples written before the interruption.
+    const auto counts = [](const std::string& at) {
+      return nlohmann::json::parse(testing::ReadFile(at + "/manifest.json")).at("class_counts");
+    };
+    EXPECT_EQ(counts(db), counts(dir_.Sub("reference"))) << "item " << at;
     auto report = VerifyDb(db);
     ASSERT_TRUE(report.ok());
     EXPECT_TRUE(report->ok());

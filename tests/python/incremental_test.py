@@ -61,6 +61,11 @@ class IncrementalTest(unittest.TestCase):
         with open(os.path.join(self.raw, name), "wb") as f:
             f.write(png(12, 12, seed))
 
+    def class_counts(self, db):
+        """The manifest's samples of each class by split, and each class's in all."""
+        counts = json.loads(prep("info", db, "--json").stdout)["class_counts"]
+        return counts, [sum(c) for c in zip(*counts.values())]
+
     def fresh_hash(self, *flags, raw=None):
         db = os.path.join(self.tmp, "fresh.db")
         shutil.rmtree(db, ignore_errors=True)
@@ -87,6 +92,9 @@ class IncrementalTest(unittest.TestCase):
         _, updated = build_json(self.raw, db, *flags, "--update")
         self.assertEqual(updated["reused"], 58)  # 60 - 1 changed - 1 removed
         self.assertEqual(updated["content_hash"], self.fresh_hash(*flags))
+        # Counted over the samples copied from the old db and those read anew, as a fresh build counts them.
+        self.assertEqual(self.class_counts(db), self.class_counts(os.path.join(self.tmp, "fresh.db")))
+        self.assertEqual(self.class_counts(db)[1], [20, 21, 20])
         self.assertIn("content hash matches", prep("verify", db).stdout)
         self.assertFalse(os.path.exists(db + ".partial"))
         self.assertEqual(build_json(self.raw, db, *flags)[1]["up_to_date"], True)
@@ -215,6 +223,8 @@ class IncrementalTest(unittest.TestCase):
         _, updated = build_json(images, db, *flags, "--update")
         self.assertEqual(updated["reused"], 28)
         self.assertEqual(updated["content_hash"], self.fresh_hash(*flags, raw=images))
+        self.assertEqual(self.class_counts(db), self.class_counts(os.path.join(self.tmp, "fresh.db")))
+        self.assertEqual(self.class_counts(db)[1], [11, 9, 10])  # 4: class 1 -> 2, 17: 2 -> 0
         self.assertEqual(build_json(images, db, *flags)[1]["up_to_date"], True)
         # A db whose record predates the labels (no "labels" in inputs.json) is read anew once its table changes.
         inputs = self.inputs_of(db)

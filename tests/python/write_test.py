@@ -534,6 +534,7 @@ class WriteTest(FolderTest):
         self.assertEqual(summary["content_hash"], whole["content_hash"])
         self.assertEqual(summary["splits"], [("train", 1500), ("test", 300)])
         self.assertEqual(prep_info(db)["classes"], [str(k) for k in range(7)])
+        self.assertEqual(prep_info(db)["class_counts"], prep_info(self.path("whole.db"))["class_counts"])
         # On a terminal (progress=True) the write ends with a summary line, which says what was kept.
         script = self.RESUMABLE + (f"granary.write({self.path('shown.db')!r}, Images(40), progress=True)\n")
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)

@@ -1,4 +1,4 @@
-// The manifest's statistics, element names and field layouts: written and
+// The manifest's statistics, element names, class counts and field layouts: written and
 // read back, and a lying one refused naming the member.
 #include <gtest/gtest.h>
 
@@ -96,6 +96,36 @@ TEST(Manifest, ElementNamesReadBackAndMustFitTheirField) {
   for (const auto& [lie, expected] : lies) {
     nlohmann::json j = good;
     lie(j["element_names"]);
+    const Status s = ParseManifest(j.dump(), "manifest.json").status();
+    EXPECT_EQ(s.code(), Status::Code::kCorruption) << expected << ": " << s.ToString();
+    EXPECT_NE(s.message().find(expected), std::string::npos) << s.message();
+  }
+}
+
+// Class counts read back; a list that does not give each class's samples of
+// the split (its length, its sum, a count past it) is refused.
+TEST(Manifest, ClassCountsReadBackAndMustSumToTheSplit) {
+  Manifest with = WithStatistics();
+  with.class_counts["train"] = {3, 1};
+  const nlohmann::json good = nlohmann::json::parse(ManifestToJson(with));
+  auto m = ParseManifest(good.dump(), "manifest.json");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->class_counts.at("train"), (std::vector<uint64_t>{3, 1}));
+  EXPECT_FALSE(nlohmann::json::parse(ManifestToJson(WithStatistics())).contains("class_counts"));
+  const std::string unfit = "class_counts.train: not one count for each of the db's 2 classes summing to the "
+                            "split's 4 samples";
+  const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> lies = {
+      {[](nlohmann::json& c) { c["train"] = {3, 2}; }, unfit},
+      {[](nlohmann::json& c) { c["train"] = {4}; }, unfit},
+      {[](nlohmann::json& c) { c["train"] = {3, 1, 0}; }, unfit},
+      {[](nlohmann::json& c) { c["train"] = {UINT64_MAX, 5}; }, unfit},  // sums to 4 past 2^64
+      {[](nlohmann::json& c) { c["train"] = {3, -1}; }, "class_counts"},
+      {[](nlohmann::json& c) { c["test"] = {3, 1}; }, "class_counts.test: no such split"},
+      {[](nlohmann::json& c) { c = "a"; }, "class_counts: not an object"},
+  };
+  for (const auto& [lie, expected] : lies) {
+    nlohmann::json j = good;
+    lie(j["class_counts"]);
     const Status s = ParseManifest(j.dump(), "manifest.json").status();
     EXPECT_EQ(s.code(), Status::Code::kCorruption) << expected << ": " << s.ToString();
     EXPECT_NE(s.message().find(expected), std::string::npos) << s.message();

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/names_text.h"
 #include "trainer/comm/comm.h"
 #include "trainer/eval/evaluate.h"
 #include "trainer/loop/data_parallel.h"
@@ -30,16 +31,21 @@ class EvaluationHook : public RunHook {
 std::string ImbalanceNote(const ClassFigures& f, double accuracy, const std::string& split,
                           const std::string& class_weights, const Manifest& manifest) {
   std::string recalls;
+  std::vector<std::string> absent;
   int shown = 0;
-  for (size_t c = 0; c < f.recall.size() && shown < 12; ++c) {
-    if (std::isnan(f.recall[c])) continue;
-    recalls += (shown++ ? ", " : "") + manifest.ClassName(c) + " " + FixedText(f.recall[c], 2);
+  for (size_t c = 0; c < f.recall.size(); ++c) {
+    if (std::isnan(f.recall[c])) {
+      absent.push_back("'" + manifest.ClassName(c) + "'");
+    } else if (shown < 12) {
+      recalls += (shown++ ? ", " : "") + manifest.ClassName(c) + " " + FixedText(f.recall[c], 2);
+    }
   }
   if (shown == 12) recalls += ", ...";
   const std::string largest = "'" + manifest.ClassName(f.largest) + "'";
   std::string note = "split '" + split + "' is imbalanced (" + largest + " is " +
                      FixedText(100 * f.largest_share, 0) + "% of it): recall per class " + recalls +
                      "; balanced accuracy " + FixedText(f.balanced_accuracy, 4);
+  if (!absent.empty()) note += " (it holds no sample of " + NamesText(absent) + ": its scores say nothing of them)";
   if (f.most_answered == f.largest && f.most_answered_share >= 0.9 && accuracy <= f.largest_share + 0.01) {
     note += ". The model answers " + largest + " for " + FixedText(100 * f.most_answered_share, 0) +
             "% of the samples: its accuracy " + FixedText(accuracy, 4) + " is what always answering " + largest +
