@@ -158,7 +158,11 @@ Status BuildSplit(const SourceInfo& info, const SplitSource& split, const BuildO
     summary->counts = ValueCounter(schema);
   }
   tbb::enumerable_thread_specific<std::unique_ptr<EncodeScratch>> scratch(
-      [&] { return std::make_unique<EncodeScratch>(schema, options.zstd_level, dictionary); });
+      [&] {
+        auto s = std::make_unique<EncodeScratch>(schema, options.zstd_level, dictionary);
+        s->label_field = schema.FieldIndex(info.label_field);
+        return s;
+      });
   ProgressLine progress(split.name(), n, options.show_progress);
   progress.Add(start_item, 0);
   Packer packer(schema, n - start_item, block_bytes);

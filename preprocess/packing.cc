@@ -1,5 +1,6 @@
 #include "preprocess/packing.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "store/db_writer.h"
@@ -71,6 +72,7 @@ void EncodeProduced(const Schema& schema, Status status, EncodeScratch& s, Encod
 void EncodeItem(const Schema& schema, const SplitSource& split, EncodeScratch& s, Encoded* out) {
   const Status produced =
       s.has_dictionary ? split.Produce(out->index, &out->sample) : split.ProduceStored(out->index, &out->sample);
+  if (produced.ok() && out->sample.fields_in_record) out->item_label = split.ItemLabel(out->index);
   EncodeProduced(schema, produced, s, out);
 }
 
@@ -81,7 +83,14 @@ void EncodeBlock(const Schema& schema, EncodeScratch& s, Block* block) {
   }
   block->statistics = StatisticsAccumulator(schema);
   block->counts = ValueCounter(schema);
-  if (accepted.size() > 1 || !block->statistics.empty() || !block->counts.empty()) {
+  // A record of one stored sample (an --update's copy) whose label the
+  // source knows is counted by it, not decompressed for it.
+  const bool labels_known =
+      block->counts.OnlyField(s.label_field) &&
+      std::all_of(accepted.begin(), accepted.end(), [](const Encoded* e) {
+        return !e->sample.fields_in_record || e->item_label >= 0;
+      });
+  if (accepted.size() > 1 || !block->statistics.empty() || (!block->counts.empty() && !labels_known)) {
     for (Encoded* e : accepted) {
       if (!e->sample.fields_in_record) continue;
       Status st = DecodeStoredFields(s, e->value, &e->sample);
@@ -107,8 +116,12 @@ void EncodeBlock(const Schema& schema, EncodeScratch& s, Block* block) {
     if (!st.ok()) block->error = st.message();
   }
   for (Encoded* e : accepted) {
-    block->statistics.Add(e->sample.fields);
-    block->counts.Add(e->sample.fields);
+    block->statistics.Add(e->sample.fields);  // (none kept where a stored sample was not decoded)
+    if (e->sample.fields_in_record) {
+      block->counts.AddToOnlyField(e->item_label);
+    } else {
+      block->counts.Add(e->sample.fields);
+    }
   }
   for (Encoded* e : accepted) e->sample = Sample();  // the record holds it now
 }

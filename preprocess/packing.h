@@ -26,6 +26,7 @@ struct Encoded {
   std::string reject;  // why the item was rejected
   uint64_t payload_bytes = 0;
   uint64_t payload_hash = 0;
+  int64_t item_label = -1;  // the source's ItemLabel of an item that came as a stored record (-1: none)
 };
 using EncodedPtr = std::shared_ptr<Encoded>;
 
@@ -57,6 +58,7 @@ struct EncodeScratch {
   std::vector<SampleInput> inputs;
   RecordDecoder decoder;  // of stored records (Sample::fields_in_record), which have no dictionary
   DecodedRecord decoded;
+  int label_field = -1;  // the schema's field that a source's ItemLabel is the value of (-1: none)
 };
 
 // Sets sample->fields and ->shapes to copies of the `n` decoded `fields`.
@@ -68,7 +70,7 @@ void EncodeProduced(const Schema& schema, Status status, EncodeScratch& s, Encod
 // source has one and the build has no dictionary) and encodes it alone.
 void EncodeItem(const Schema& schema, const SplitSource& split, EncodeScratch& s, Encoded* out);
 // Encodes the accepted items of `block` as one record, and accumulates their
-// statistics (block->statistics).
+// statistics and label counts (block->statistics, ->counts).
 void EncodeBlock(const Schema& schema, EncodeScratch& s, Block* block);
 
 // Groups consecutive items into blocks whose record should fit `block_bytes`,

@@ -41,6 +41,12 @@ void ValueCounter::Add(const std::vector<std::string>& fields) {
   }
 }
 
+void ValueCounter::AddToOnlyField(int64_t value) {
+  if (fields_.size() != 1 || !fields_[0].counted) return;  // (none counted: nothing to add)
+  ++fields_[0].counts[value];
+  Bound(fields_[0]);
+}
+
 void ValueCounter::Merge(const ValueCounter& other) {
   if (other.fields_.size() != fields_.size()) return;  // a block's of no samples: nothing to add
   for (size_t k = 0; k < fields_.size(); ++k) {

@@ -30,6 +30,11 @@ class ValueCounter {
   bool empty() const { return fields_.empty(); }
   // One accepted sample: its fields' bytes in schema order (Sample::fields).
   void Add(const std::vector<std::string>& fields);
+  // Whether the schema's field `index` is the one field it counts; then
+  // AddToOnlyField counts a sample by that field's value alone (a stored
+  // record's label, which its source knows, not decompressed for it).
+  bool OnlyField(int index) const { return fields_.size() == 1 && static_cast<int>(fields_[0].index) == index; }
+  void AddToOnlyField(int64_t value);
   // The samples `other` (of the same schema) saw.
   void Merge(const ValueCounter& other);
   // Field `name`'s value -> samples; nullptr where it is not counted (no

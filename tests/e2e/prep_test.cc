@@ -180,7 +180,11 @@ TEST_F(EndToEnd, ALyingManifestEndsEveryToolWithOneLine) {
   const std::string db = dir_.Sub("db");
   ASSERT_EQ(PrepFashion(db, "--limit 300 --no-progress", dir_).exit_code, 0);
   const std::string manifest = db + "/manifest.json";
-  const std::string honest = testing::ReadFile(manifest);
+  // Its class counts, which would have to lie too, left out: the shards' own counts are what is checked.
+  nlohmann::json without_counts = nlohmann::json::parse(testing::ReadFile(manifest));
+  const nlohmann::json class_counts = without_counts["class_counts"];
+  without_counts.erase("class_counts");
+  const std::string honest = without_counts.dump(2);
   for (const char* lie : {"1099511627776", "9223372036854775807", "-5"}) {
     std::string text = honest;
     for (size_t at = text.find("\"count\": 300"); at != std::string::npos; at = text.find("\"count\": 300", at)) {
@@ -195,6 +199,14 @@ TEST_F(EndToEnd, ALyingManifestEndsEveryToolWithOneLine) {
     }
     EXPECT_EQ(RunCommand(kPrep + " verify " + db, dir_).exit_code, 1) << lie;
   }
+  // With its class counts, the first lie shows there already.
+  nlohmann::json lying = nlohmann::json::parse(honest);
+  lying["splits"][0]["count"] = 301;
+  lying["splits"][0]["shards"][0]["count"] = 301;
+  lying["class_counts"] = class_counts;
+  testing::WriteFile(manifest, lying.dump(2));
+  ExpectOneLineError(RunCommand(kTrain + " --db " + db + " --ranks 1", dir_),
+                     "class_counts.train: not one count for each of the db's 10 classes summing to the split's 301");
 }
 
 // Names are bytes. A RAW path, db path, class name or rejected

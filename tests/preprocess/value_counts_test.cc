@@ -51,6 +51,21 @@ TEST(ValueCounter, CountsScalarIntegerFieldsAcrossMergedBlocks) {
             Status::Code::kCorruption);
 }
 
+// A stored record's label, known to its source, counts as the decoded field would.
+TEST(ValueCounter, ASampleCountsByItsLabelAloneWhereTheLabelIsTheOneFieldCounted) {
+  ValueCounter labels(Schema{{{"image", DType::kUInt8, {2}, ""}, {"label", DType::kInt64, {}, ""}}});
+  EXPECT_TRUE(labels.OnlyField(1));
+  EXPECT_FALSE(labels.OnlyField(0));
+  EXPECT_FALSE(labels.OnlyField(-1));
+  EXPECT_FALSE(ValueCounter(kSchema).OnlyField(1));  // grade is counted too: the record must be decoded
+  labels.AddToOnlyField(2);
+  labels.Add({"ab", Bytes(int64_t{2})});
+  EXPECT_EQ(*labels.Counts("label"), (std::map<int64_t, uint64_t>{{2, 2}}));
+  ValueCounter none;
+  none.AddToOnlyField(1);  // no field counted: nothing to add
+  EXPECT_TRUE(none.empty());
+}
+
 TEST(ValueCounter, AFieldOfTooManyValuesIsNoLongerCounted) {
   ValueCounter ids(kSchema), more(kSchema);
   for (int64_t i = 0; i <= static_cast<int64_t>(kMaxCountedValues); ++i) ids.Add(Sample(i, 1));

@@ -108,7 +108,10 @@ StatusOr<Flow> EvaluationHook::AfterEpoch(RankState& state, const EpochEvent& ep
   r->Set("test_balanced_accuracy", f.balanced_accuracy);
   r->Set("test_largest_class_share", f.largest_share);  // what always answering that class scores
   if (f.imbalanced) r->line_part += "  bal_acc " + FixedText(f.balanced_accuracy, 4);
-  if (epoch.last && f.imbalanced) {
+  // Said after the run's last evaluation: its last epoch, or the one that
+  // reaches --stop-at-accuracy (features/stop_at_accuracy stops after it).
+  const bool stops = c.optim.stop_at_accuracy > 0 && accuracy >= c.optim.stop_at_accuracy;
+  if ((epoch.last || stops) && f.imbalanced) {
     r->lines_after.push_back("train: " + ImbalanceNote(f, accuracy, c.data.eval_split, c.optim.class_weights,
                                                        state.run.db->manifest()));
   }
