@@ -29,8 +29,10 @@ void ValueCounter::Bound(Field& f) {
 
 void ValueCounter::Add(const std::vector<std::string>& fields) {
   for (Field& f : fields_) {
+    if (!f.counted || f.index >= fields.size() || fields[f.index].size() != DTypeBytes(f.dtype)) {
+      continue;  // (never for an accepted sample)
+    }
     const std::string& bytes = fields[f.index];
-    if (!f.counted || bytes.size() != DTypeBytes(f.dtype)) continue;  // (never for an accepted sample)
     const int64_t value = VisitDType(f.dtype, [&](auto zero) {
       decltype(zero) v;
       std::memcpy(&v, bytes.data(), sizeof v);
