@@ -144,7 +144,8 @@ std::string InputShapeDifference(const ModelCard& card, const std::string& path,
                                  const Shape& input) {
   if (card.input_shape.empty() || card.input_shape == input) return "";
   const auto described = [](const Shape& s) {
-    if (s.size() != 3) return ShapeToString(s) + (s.size() == 1 ? " features" : "");
+    if (s.size() == 1) return std::to_string(s[0]) + " features";
+    if (s.size() != 3) return ShapeToString(s);
     return std::to_string(s[1]) + " x " + std::to_string(s[2]) + " pixels of " + std::to_string(s[0]) + " channel" +
            (s[0] == 1 ? "" : "s");
   };
