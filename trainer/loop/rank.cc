@@ -79,6 +79,9 @@ class RankLoop {
                                EveryHook("after epoch ", epoch + 1,
                                          [&](RunHook& hook) { return hook.AfterEpoch(state_, event, &report); }));
       report.parameters_after = ParameterCount(*state_.model.net);  // a hook may have changed the model
+      if (event.last || flow == Flow::kStop) {
+        report.lines_after.insert(report.lines_after.end(), report.lines_if_last.begin(), report.lines_if_last.end());
+      }
       GRANARY_RETURN_IF_ERROR(state_.dp.comm->Barrier());
       reports.push_back(report);
       state_.observer.Epoch(report);

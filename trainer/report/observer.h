@@ -39,6 +39,10 @@ struct EpochReport {
   std::vector<EpochFigure> figures;  // JSON members the hooks added, each name once
   std::string line_part;             // on the epoch's line after train_loss ("  test_loss 0.41  test_acc 0.85")
   std::vector<std::string> lines_after;  // whole lines after the epoch's line
+  // Lines said only after the run's last epoch: the loop adds them to
+  // lines_after where this epoch is it (its configured last, or one a hook
+  // stopped the run after).
+  std::vector<std::string> lines_if_last;
 
   // Sets figure `name` (replacing one of that name).
   void Set(const std::string& name, std::variant<double, uint64_t, std::string> value);

@@ -21,7 +21,7 @@ namespace {
 
 class EvaluationHook : public RunHook {
  public:
-  StatusOr<Flow> AfterEpoch(RankState& state, const EpochEvent& epoch, EpochReport* report) override;
+  StatusOr<Flow> AfterEpoch(RankState& state, const EpochEvent&, EpochReport* report) override;
 };
 
 // What the last evaluation of an imbalanced split says beyond its accuracy:
@@ -54,7 +54,7 @@ std::string ImbalanceNote(const ClassFigures& f, double accuracy, const std::str
   return note + (class_weights == "none" ? " (--class-weights balanced weighs the loss against the imbalance)" : "");
 }
 
-StatusOr<Flow> EvaluationHook::AfterEpoch(RankState& state, const EpochEvent& epoch, EpochReport* r) {
+StatusOr<Flow> EvaluationHook::AfterEpoch(RankState& state, const EpochEvent&, EpochReport* r) {
   const TrainConfig& c = state.run.config;
   const LoaderOptions eval = EvalLoaderOptions(c.data, state.run.workload, c.model.channels_last);
   StatusOr<EvalResult> result =
@@ -108,12 +108,9 @@ StatusOr<Flow> EvaluationHook::AfterEpoch(RankState& state, const EpochEvent& ep
   r->Set("test_balanced_accuracy", f.balanced_accuracy);
   r->Set("test_largest_class_share", f.largest_share);  // what always answering that class scores
   if (f.imbalanced) r->line_part += "  bal_acc " + FixedText(f.balanced_accuracy, 4);
-  // Said after the run's last evaluation: its last epoch, or the one that
-  // reaches --stop-at-accuracy (features/stop_at_accuracy stops after it).
-  const bool stops = c.optim.stop_at_accuracy > 0 && accuracy >= c.optim.stop_at_accuracy;
-  if ((epoch.last || stops) && f.imbalanced) {
-    r->lines_after.push_back("train: " + ImbalanceNote(f, accuracy, c.data.eval_split, c.optim.class_weights,
-                                                       state.run.db->manifest()));
+  if (f.imbalanced) {  // said after the run's last evaluation, whichever epoch ends it
+    r->lines_if_last.push_back("train: " + ImbalanceNote(f, accuracy, c.data.eval_split, c.optim.class_weights,
+                                                         state.run.db->manifest()));
   }
   return Flow::kGoOn;
 }
