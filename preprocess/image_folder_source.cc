@@ -102,7 +102,7 @@ Status ListTableLabelledImages(const SplitRoot& split, const fs::path& raw, cons
     in_split.push_back(name.compare(0, prefix.size(), prefix) == 0 ? name.substr(prefix.size()) : name);
   }
   GRANARY_ASSIGN_OR_RETURN(ImageLabels labels,
-                           ImageLabels::Read(split.labels, "", in_split, options.temp_dir, classes));
+                           ImageLabels::Read(split.labels, "", in_split, options.temp_dir, {classes, "train/'s"}));
   for (size_t i = 0; i < found.size(); ++i) items->push_back({std::move(found[i]), labels.ClassOf(in_split[i])});
   for (std::string& note : labels.Notes()) info->notes.push_back(std::move(note));
   info->options[split.name + "_labels_hash"] = labels.content_hash();
@@ -154,27 +154,37 @@ void AddSplits(const std::string& name, std::vector<ImageItem> items, uint64_t b
 
 // The images `found` (sorted paths below `dir`), each of the class its file
 // name says (ClassFromName: cat.0.jpg, cat.1.jpg are class "cat"), into
-// *items; the classes, sorted, into *names. An image whose name says no
-// class gets -1 (rejected by name when built). InvalidArgument where the
-// names give fewer than two classes, or more than kMaxLabelValues.
-Status LabelByName(const std::string& dir, std::vector<std::string> found, std::vector<ImageItem>* items,
-                   std::vector<std::string>* names) {
+// *items; the classes, sorted, into *names (--like: that db's, each name
+// one of them). An image whose name says no class gets -1 (rejected by name
+// when built). InvalidArgument where the names give fewer than two classes
+// (without --like), or more than kMaxLabelValues.
+Status LabelByName(const std::string& dir, std::vector<std::string> found, const LikeDb& like,
+                   std::vector<ImageItem>* items, std::vector<std::string>* names) {
   std::vector<std::string> said;  // each image's class by its name
   std::map<std::string, int64_t> classes;
-  for (const std::string& name : found) {
-    said.push_back(ClassFromName(name));
-    if (!said.back().empty()) classes.emplace(said.back(), 0);
+  for (const std::string& name : like.class_names) classes.emplace(name, 0);
+  for (size_t i = 0; i < found.size(); ++i) {
+    said.push_back(ClassFromName(found[i]));
+    if (said.back().empty() || !classes.emplace(said.back(), 0).second || like.path.empty()) continue;
+    return Status::InvalidArgument((fs::path(dir) / found[i]).string() + ": its name says class '" + said.back() +
+                                   "', which is none of " + like.named + "'s classes (" +
+                                   NamesText(like.class_names) + "), so a model trained on it has no output for "
+                                   "it: move it out, or build without --like");
   }
-  if (classes.size() < 2 || classes.size() > kMaxLabelValues) {
+  if (!like.path.empty()) {
+    *names = like.class_names;
+    for (size_t k = 0; k < names->size(); ++k) classes[(*names)[k]] = static_cast<int64_t>(k);
+  } else if (classes.size() < 2 || classes.size() > kMaxLabelValues) {
     return Status::InvalidArgument(
         dir + ": --label-from-name: the " + std::to_string(found.size()) + " images' names (without their number) " +
         "give " + std::to_string(classes.size()) + " class(es)" +
         (classes.empty() ? "" : " (" + classes.begin()->first + (classes.size() > 1 ? ", ..." : "") + ")") +
         ": it needs names that say their class, as cat.0.jpg and dog.0.jpg do");
-  }
-  for (auto& [name, index] : classes) {
-    index = static_cast<int64_t>(names->size());
-    names->push_back(name);
+  } else {
+    for (auto& [name, index] : classes) {
+      index = static_cast<int64_t>(names->size());
+      names->push_back(name);
+    }
   }
   for (size_t i = 0; i < found.size(); ++i) {
     items->push_back({std::move(found[i]), said[i].empty() ? -1 : classes.at(said[i])});
@@ -210,12 +220,13 @@ Status AddLabelledImages(const std::string& dir, const ImageFolderOptions& optio
   std::vector<ImageItem> items;
   std::string unlabelled;
   if (options.label_from_name) {
-    GRANARY_RETURN_IF_ERROR(LabelByName(dir, std::move(found), &items, &source->info.class_names));
+    GRANARY_RETURN_IF_ERROR(LabelByName(dir, std::move(found), options.like, &items, &source->info.class_names));
     source->info.options["layout"] = "names";
     unlabelled = "its name is no class followed by a number (as cat.0.jpg is)";
   } else {
+    const KnownClasses like = {options.like.class_names, options.like.named + "'s"};
     GRANARY_ASSIGN_OR_RETURN(ImageLabels labels,
-                             ImageLabels::Read(options.labels, options.label_column, found, options.temp_dir));
+                             ImageLabels::Read(options.labels, options.label_column, found, options.temp_dir, like));
     for (std::string& name : found) {
       const int64_t label = labels.ClassOf(name);
       items.push_back({std::move(name), label});
@@ -273,11 +284,6 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
   source.info.items_are_files = true;
   ImageTransform transform{options.width, options.height, options.channels, options.max_decode_bytes};
   if (!options.labels.empty() || options.label_from_name) {
-    if (!options.like.path.empty()) {
-      return Status::InvalidArgument(options.like.named + ": takes a db's classes for class folders, "
-                                     "not for images labelled by " +
-                                     (options.label_from_name ? "their names" : "a table"));
-    }
     GRANARY_RETURN_IF_ERROR(AddLabelledImages(dir, options, transform, &source));
     NoteDecodedImages(&source, transform);
     return source;

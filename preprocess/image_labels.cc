@@ -8,6 +8,7 @@
 #include <set>
 
 #include "base/file.h"
+#include "base/names_text.h"
 #include "preprocess/class_labels.h"
 #include "preprocess/csv_columns.h"
 #include "preprocess/csv_table.h"
@@ -104,11 +105,12 @@ StatusOr<size_t> DecideLabelColumn(const std::string& path, const std::vector<st
 }
 
 // The id column (naming the most `keys`) and, where still to be decided,
-// the label column (holding the most of `classes`), from the first rows.
+// the label column (holding the most of `classes`, `whose` they are), from
+// the first rows.
 Status ChooseColumns(const std::string& path, const std::vector<std::string>& header,
                      const std::vector<std::pair<uint64_t, std::vector<std::string>>>& first,
                      const std::set<std::string>& keys, const std::set<std::string>& classes,
-                     const std::string& an_image, size_t* id, size_t* column) {
+                     const std::string& whose, const std::string& an_image, size_t* id, size_t* column) {
   *id = ColumnHoldingMost(first, *column, keys);
   if (*id == header.size()) {
     return Status::InvalidArgument(path + ": no column names the folder's images (its columns: " +
@@ -119,7 +121,7 @@ Status ChooseColumns(const std::string& path, const std::vector<std::string>& he
   if (*column != kDecidedByRows) return Status::OK();
   *column = ColumnHoldingMost(first, *id, classes);
   if (*column == header.size()) {
-    return Status::InvalidArgument(path + ": no column holds the names of train/'s classes (first row: " +
+    return Status::InvalidArgument(path + ": no column holds the names of " + whose + " classes (first row: " +
                                    CsvHeaderText(first[0].second) + "; a class: '" + *classes.begin() + "')");
   }
   return Status::OK();
@@ -129,7 +131,7 @@ Status ChooseColumns(const std::string& path, const std::vector<std::string>& he
 
 StatusOr<ImageLabels> ImageLabels::Read(const std::string& path, const std::string& label,
                                         const std::vector<std::string>& images, const std::string& temp_dir,
-                                        const std::vector<std::string>& classes) {
+                                        const KnownClasses& classes) {
   ImageLabels labels;
   labels.path_ = path;
   std::set<std::string> keys;   // every name a row may give an image by
@@ -140,7 +142,7 @@ StatusOr<ImageLabels> ImageLabels::Read(const std::string& path, const std::stri
     files.insert(names[1]);
     for (std::string& key : names) keys.insert(std::move(key));
   }
-  const std::set<std::string> known(classes.begin(), classes.end());
+  const std::set<std::string> known(classes.names.begin(), classes.names.end());
   std::vector<std::string> header;
   size_t id = 0, column = 0;
   std::map<std::string, std::pair<std::string, uint64_t>> by_id;  // id -> (label as written, line)
@@ -179,7 +181,7 @@ StatusOr<ImageLabels> ImageLabels::Read(const std::string& path, const std::stri
   bool chosen = false;
   const auto choose = [&]() -> Status {
     chosen = true;
-    GRANARY_RETURN_IF_ERROR(ChooseColumns(path, header, first, keys, known, images[0], &id, &column));
+    GRANARY_RETURN_IF_ERROR(ChooseColumns(path, header, first, keys, known, classes.whose, images[0], &id, &column));
     labels.id_column_ = header[id];
     labels.label_column_ = header[column];
     for (const auto& [line, fields] : first) GRANARY_RETURN_IF_ERROR(add(line, fields));
@@ -204,22 +206,22 @@ StatusOr<ImageLabels> ImageLabels::Read(const std::string& path, const std::stri
 }
 
 Status ImageLabels::Classify(const std::map<std::string, std::pair<std::string, uint64_t>>& by_id,
-                             const std::set<std::string>& values, const std::vector<std::string>& classes) {
+                             const std::set<std::string>& values, const KnownClasses& classes) {
   std::map<std::string, int64_t> index;
-  if (classes.empty()) {
+  if (classes.names.empty()) {
     GRANARY_RETURN_IF_ERROR(CheckClassLabels(path_, label_column_, values, by_id.size(), /*table=*/false, &notes_));
     index = ChooseClasses(values, &class_names_);
   } else {
-    class_names_ = classes;
-    for (size_t k = 0; k < classes.size(); ++k) index[classes[k]] = static_cast<int64_t>(k);
+    class_names_ = classes.names;
+    for (size_t k = 0; k < class_names_.size(); ++k) index[class_names_[k]] = static_cast<int64_t>(k);
   }
   for (const auto& [name, labelled] : by_id) {
     const auto at = index.find(labelled.first);
     if (at == index.end()) {
       return Status::InvalidArgument(path_ + ":" + std::to_string(labelled.second) + ": '" + name + "' is labelled '" +
-                                     labelled.first + "', which is not one of train/'s " +
-                                     std::to_string(classes.size()) + " classes (" + classes[0] +
-                                     (classes.size() > 1 ? ", " + classes[1] : "") + ", ...)");
+                                     labelled.first + "', which is none of " + classes.whose + " " +
+                                     std::to_string(class_names_.size()) + " classes (" + NamesText(class_names_) +
+                                     "): a model trained on them has no output for it");
     }
     rows_[name] = {at->second, labelled.second, false};
   }

@@ -15,6 +15,15 @@
 
 namespace granary {
 
+// The classes a table's labels must name, where they are decided already: a
+// split labelled beside train/'s class folders, or a build --like a db. Their
+// names in label order, and whose they are, for messages ("train/'s",
+// "--like tr.db's").
+struct KnownClasses {
+  std::vector<std::string> names;
+  std::string whose;
+};
+
 class ImageLabels {
  public:
   // Reads the table at `path` as prep reads a CSV table (its delimiter from
@@ -27,15 +36,16 @@ class ImageLabels {
   // first 1,000 rows. Classes as a CSV table's labels are
   // (preprocess/class_labels.h: integers by value, else the sorted names; a
   // regression target refused), unless `classes` are given (a split
-  // labelled by a table beside train/'s class folders): then the labels are
-  // their names, the label column (unless given) the one holding the most
-  // of them, and a row naming another class is refused. InvalidArgument
+  // labelled by a table beside train/'s class folders; --like): then the
+  // labels are their names, the label column (unless given, or named like a
+  // label) the one holding the most of them, and a row naming another class
+  // is refused. InvalidArgument
   // naming the file: no such column, no column naming the images, an id
   // named twice with two labels, no rows. Rows with another number of
   // fields or no label are left out and noted.
   static StatusOr<ImageLabels> Read(const std::string& path, const std::string& label,
                                     const std::vector<std::string>& images, const std::string& temp_dir,
-                                    const std::vector<std::string>& classes = {});
+                                    const KnownClasses& classes = {});
 
   // The class of the image `name` (its path relative to the folder), by the
   // row naming its path, else its file name, else its stem; -1 if none does.
@@ -60,7 +70,7 @@ class ImageLabels {
   // Each row's class (rows_, class_names_): `classes` by name where given,
   // else chosen from the label `values`.
   Status Classify(const std::map<std::string, std::pair<std::string, uint64_t>>& by_id,
-                  const std::set<std::string>& values, const std::vector<std::string>& classes);
+                  const std::set<std::string>& values, const KnownClasses& classes);
 
   std::string path_, id_column_, label_column_, content_hash_;
   bool headerless_ = false;

@@ -105,6 +105,56 @@ TEST_F(EndToEnd, AHeldOutFolderLackingAClassIsBuiltLikeTheModelsDb) {
                      "has no output for it");
 }
 
+// Held-out images labelled by a table, or by their names, as Kaggle ships
+// them, built like a db of class folders: each label by its class's name.
+TEST_F(EndToEnd, HeldOutImagesLabelledByATableOrTheirNamesAreBuiltLikeTheModelsDb) {
+  ASSERT_EQ(PrepFashion(dir_.Sub("one.db"), "--limit 1 --no-progress", dir_).exit_code, 0);
+  ASSERT_EQ(RunCommand(kPrep + " cat " + dir_.Sub("one.db") + " 0 --png " + dir_.Sub("1.png"), dir_).exit_code, 0);
+  for (const char* c : {"ant", "bee", "cow"}) {
+    fs::create_directories(dir_.Sub(std::string("raw/") + c));
+    for (int i = 0; i < 2; ++i) fs::copy_file(dir_.Sub("1.png"), dir_.Sub("raw/" + std::string(c) + "/" +
+                                                                          std::to_string(i) + ".png"));
+  }
+  const std::string tr = dir_.Sub("tr.db");
+  ASSERT_EQ(RunCommand(kPrep + " build " + dir_.Sub("raw") + " " + tr + " --size 12 --no-progress", dir_).exit_code, 0);
+  fs::create_directories(dir_.Sub("table"));
+  fs::create_directories(dir_.Sub("names"));
+  for (const char* image : {"cow.1.png", "ant.2.png"}) {
+    fs::copy_file(dir_.Sub("1.png"), dir_.Sub(std::string("table/") + image));
+    fs::copy_file(dir_.Sub("1.png"), dir_.Sub(std::string("names/") + image));
+  }
+  testing::WriteFile(dir_.Sub("labels.csv"), "id,label\ncow.1.png,cow\nant.2.png,ant\n");
+  const auto labels_of = [&](const std::string& db) {
+    std::vector<int64_t> labels;
+    for (int i = 0; i < 2; ++i) {
+      auto record = nlohmann::json::parse(RunCommand(kPrep + " cat " + db + " " + std::to_string(i) + " --json",
+                                                     dir_).out);
+      labels.push_back(record["fields"]["label"]["values"][0].get<int64_t>());
+    }
+    std::sort(labels.begin(), labels.end());
+    return labels;
+  };
+  for (const std::string& how : {"--labels " + dir_.Sub("labels.csv"), std::string("--label-from-name")}) {
+    const std::string raw = dir_.Sub(how == "--label-from-name" ? "names" : "table"), db = raw + ".db";
+    auto built = RunCommand(kPrep + " build " + raw + " " + db + " " + how + " --like " + tr + " --no-progress", dir_);
+    ASSERT_EQ(built.exit_code, 0) << how << ": " << built.err;
+    EXPECT_EQ(labels_of(db), std::vector<int64_t>({0, 2})) << how;  // ant and cow as tr.db numbers them (alone: 0, 1)
+    auto info = nlohmann::json::parse(RunCommand(kPrep + " info " + db + " --json", dir_).out);
+    EXPECT_EQ(info["class_names"], nlohmann::json({"ant", "bee", "cow"})) << how;
+    EXPECT_EQ(info["schema"]["fields"][0]["shape"], nlohmann::json({12, 12, 3})) << how;
+  }
+  testing::WriteFile(dir_.Sub("labels.csv"), "id,label\ncow.1.png,cow\nant.2.png,elk\n");
+  ExpectOneLineError(RunCommand(kPrep + " build " + dir_.Sub("table") + " " + dir_.Sub("x.db") + " --labels " +
+                                    dir_.Sub("labels.csv") + " --like " + tr, dir_),
+                     "labels.csv:3: 'ant.2.png' is labelled 'elk', which is none of --like " + tr +
+                     "'s 3 classes (ant, bee, cow): a model trained on them has no output for it");
+  fs::copy_file(dir_.Sub("1.png"), dir_.Sub("names/elk.3.png"));
+  ExpectOneLineError(RunCommand(kPrep + " build " + dir_.Sub("names") + " " + dir_.Sub("y.db") +
+                                    " --label-from-name --like " + tr, dir_),
+                     "elk.3.png: its name says class 'elk', which is none of --like " + tr + "'s classes (ant, bee, "
+                     "cow), so a model trained on it has no output for it");
+}
+
 // A held-out folder built at prep's default size, the model's at another:
 // a model whose forward fails on it is told why, and one that takes any
 // size (a ResNet pools adaptively) scores it with a warning; the fix named.
