@@ -109,8 +109,9 @@ Status CheckOutputPaths(const TrainConfig& config) {
 // that answers for it (the launcher, or rank 0 of a job started by torchrun,
 // mpirun or srun): the model fits the db (a dry forward, bounded by
 // --timeout), every output can be written, each feature's own checks
-// (features/feature.h: the room on disk its files need among them), and
-// bf16 on a CPU that only emulates it is warned of.
+// (features/feature.h: the room on disk its files need among them); an
+// evaluation of the split it trains on, and bf16 on a CPU that only
+// emulates it, are warned of.
 Status Preflight(const ResolvedRun& run) {
   const TrainConfig& c = run.config;
   // (A model past --timeout still runs on a thread: main then exits at once, DryForwardLeftRunning.)
@@ -128,6 +129,13 @@ Status Preflight(const ResolvedRun& run) {
   GRANARY_RETURN_IF_ERROR(CheckOutputPaths(c));  // first: a disk's room matters only where a file can be written
   for (const std::unique_ptr<Feature>& feature : AllFeatures()) {
     GRANARY_RETURN_IF_ERROR(feature->Preflight(run, model_bytes));
+  }
+  if (!c.data.eval_split.empty() && c.data.eval_split == c.data.train_split) {
+    std::fprintf(stderr,
+                 "train: warning: --eval-split %s is the split it trains on: its test_loss and test_acc say how well "
+                 "the model fits the samples it learns from, not how it does on samples it has not seen (a held-out "
+                 "split, test or val, does: prep build --val-fraction F makes one)\n",
+                 c.data.eval_split.c_str());
   }
   if (c.model.precision == ComputeType::kBf16 && !CpuHasNativeBf16()) {
     std::fprintf(stderr,

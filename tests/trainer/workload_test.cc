@@ -56,6 +56,19 @@ TEST(Workload, FeatureVectorsGetTheMlpAndTheValSplit) {
   EXPECT_EQ(c.data.eval_split, "val");
 }
 
+// --train-split test: auto never evaluates on the split it trains on (its
+// scores would be of samples the model learnt), so val, else none.
+TEST(Workload, TheEvalSplitIsNeverTheOneTrainedOn) {
+  const FieldSpec image = {"image", DType::kUInt8, {28, 28, 1}, "HWC"};
+  for (const auto& [splits, chosen] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"train", "val", "test"}, "val"}, {{"train", "test"}, ""}}) {
+    TrainConfig c = Auto();
+    c.data.train_split = "test";
+    ASSERT_TRUE(ResolveWorkload(WithFields({image, kLabel}, splits), "db", &c).ok());
+    EXPECT_EQ(c.data.eval_split, chosen) << splits.size();
+  }
+}
+
 TEST(Workload, ExplicitChoicesAreKept) {
   TrainConfig c = Auto();
   c.model.name = "mobilenet";

@@ -20,7 +20,7 @@ namespace granary {
 struct DataConfig {
   std::string db;
   std::string train_split = "train";
-  std::string eval_split = "auto";  // "" to skip evaluation; auto: test, else val, else none
+  std::string eval_split = "auto";  // "" to skip evaluation; auto: test, else val (not train_split), else none
   std::string input_field;          // "": "image", else the db's only field besides the label
   int loader_threads = 1;           // per rank
   int prefetch = 4;                 // batches the loader prepares ahead

@@ -101,8 +101,14 @@ StatusOr<Workload> ResolveWorkload(const Manifest& manifest, const std::string& 
                                    ": they normalise images (the mlp standardises each feature itself)");
   }
 
-  if (d.eval_split == "auto") {
-    d.eval_split = manifest.FindSplit("test") != nullptr ? "test" : manifest.FindSplit("val") != nullptr ? "val" : "";
+  if (d.eval_split == "auto") {  // test, else val: never the split it trains on (--train-split test)
+    d.eval_split = "";
+    for (const char* name : {"test", "val"}) {
+      if (name != d.train_split && manifest.FindSplit(name) != nullptr) {
+        d.eval_split = name;
+        break;
+      }
+    }
   }
   if (config->model.name == "auto") config->model.name = AutoModel(w.kind, w.input_shape);
   if (config->model.channels_last && w.kind != InputKind::kImage) {

@@ -59,8 +59,8 @@ Status RunReport::Start() {
               config_.data.synthetic ? " (--synthetic: random batches, no loader, no sync)" : "");
   std::printf("train: config %s\n", config_.ToJson().c_str());
   if (!config_.data.synthetic && config_.data.eval_split.empty()) {
-    std::printf("train: no evaluation: no split to evaluate on (--eval-split auto takes test, else val; "
-                "prep build --val-fraction F holds a val split out of train)\n");
+    std::printf("train: no evaluation: no split to evaluate on (--eval-split auto takes test, else val, other than "
+                "--train-split; prep build --val-fraction F holds a val split out of train)\n");
   }
   FlushStdoutNoting();
   return Status::OK();
