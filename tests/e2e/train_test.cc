@@ -396,29 +396,6 @@ TEST_F(EndToEnd, ABatchLargerThanARanksEpochIsSaidToMakeOneStep) {
   EXPECT_NE(fits.out.find("train: 150 samples per rank per epoch\n"), std::string::npos) << fits.out;
 }
 
-// The split a run trains on is never scored as if held out: --train-split
-// test leaves auto no split to evaluate, and an --eval-split naming it is
-// warned of.
-TEST_F(EndToEnd, TheSplitARunTrainsOnIsNotScoredAsIfHeldOut) {
-  const std::string db = dir_.Sub("db");
-  ASSERT_EQ(PrepFashion(db, "--limit 300 --no-progress", dir_).exit_code, 0);  // train and test
-  const std::string run = kTrain + " --db " + db + " --ranks 1 --epochs 1 --batch-size 300";
-  auto on_test = RunCommand(run + " --train-split test", dir_);
-  ASSERT_EQ(on_test.exit_code, 0) << on_test.err;
-  EXPECT_EQ(on_test.out.find("test_acc"), std::string::npos) << on_test.out;
-  EXPECT_NE(on_test.out.find("train: no evaluation"), std::string::npos) << on_test.out;
-  auto on_train = RunCommand(run + " --eval-split train", dir_);
-  ASSERT_EQ(on_train.exit_code, 0) << on_train.err;
-  EXPECT_NE(on_train.err.find("train: warning: --eval-split train is the split it trains on: its test_loss and "
-                              "test_acc say how well the model fits the samples it learns from"),
-            std::string::npos)
-      << on_train.err;
-  auto held_out = RunCommand(run, dir_);
-  ASSERT_EQ(held_out.exit_code, 0) << held_out.err;
-  EXPECT_EQ(held_out.err.find("warning"), std::string::npos) << held_out.err;
-  EXPECT_NE(held_out.out.find("test_acc"), std::string::npos) << held_out.out;
-}
-
 // --stop-at-accuracy: every rank stops after the first evaluation at or
 // above the target, and the run says when; one never reached trains every
 // epoch and says so; without an eval split it is refused before training.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,9 +20,67 @@
 namespace granary {
 namespace {
 
+// The best test_acc and test_loss of the epochs this process ran, and the
+// first epoch (1-based) to score each.
+struct BestSoFar {
+  double accuracy = -1, loss = 0;
+  int accuracy_epoch = 0, loss_epoch = 0;
+
+  void Add(int epoch, double new_loss, std::optional<double> new_accuracy) {
+    if (new_accuracy && *new_accuracy > accuracy) accuracy = *new_accuracy, accuracy_epoch = epoch;
+    if (loss_epoch == 0 || new_loss < loss) loss = new_loss, loss_epoch = epoch;
+  }
+};
+
+// Where the held-out split's accuracy has fallen from its best by more than
+// its sampling noise explains (two standard errors of a proportion over
+// `samples`, at least a point), or its loss has risen to 1.25x its lowest, a
+// line saying so: the model fits the training split at the cost of samples
+// it has not seen, and the last epoch's model (the one saved) is not its
+// best. "" otherwise.
+std::string PastItsBestNote(const BestSoFar& best, double loss, std::optional<double> accuracy, double samples,
+                            const TrainConfig& c) {
+  std::string fell;
+  int at = 0;
+  if (accuracy) {
+    const double p = (best.accuracy + *accuracy) / 2;
+    const double noise = std::max(0.01, 2 * std::sqrt(p * (1 - p) / std::max(1.0, samples)));
+    if (best.accuracy - *accuracy > noise) {
+      at = best.accuracy_epoch;
+      fell = "test_acc peaked at " + FixedText(best.accuracy, 4) + " after epoch " + std::to_string(at) +
+             " and ended at " + FixedText(*accuracy, 4) + ", a fall beyond the noise of split '" + c.data.eval_split +
+             "' (" + std::to_string(static_cast<uint64_t>(samples)) + " samples: " + FixedText(noise, 4) + ")";
+    }
+  }
+  if (fell.empty() && loss > 1.25 * best.loss && best.loss > 0) {
+    at = best.loss_epoch;
+    fell = "test_loss was lowest after epoch " + std::to_string(at) + ", " + FixedText(best.loss, 4) +
+           ", and ended at " + FixedText(loss, 4) + " (" + FixedText(loss / best.loss, 2) + "x)";
+  }
+  if (fell.empty()) return "";
+  return fell + ": past epoch " + std::to_string(at) + " the model fits split '" + c.data.train_split +
+         "' at the cost of samples it has not seen (overfitting)" +
+         (c.output.save.empty() ? "" : ", and the model saved is the last epoch's") + "; --epochs " +
+         std::to_string(at) + " stops there" +
+         (c.optim.schedule == "constant" && c.optim.warmup_epochs == 0 ? " (the same run up to it)" : "") +
+         ", and --dropout, --weight-decay or --augment hold it off";
+}
+
 class EvaluationHook : public RunHook {
  public:
-  StatusOr<Flow> AfterEpoch(RankState& state, const EpochEvent&, EpochReport* report) override;
+  StatusOr<Flow> AfterEpoch(RankState& state, const EpochEvent& event, EpochReport* report) override;
+
+ private:
+  // Said after the run's last evaluation where it is past its best (not
+  // under --prune, where the accuracy a prune costs is the trade asked for).
+  void NotePastItsBest(int epoch, double loss, std::optional<double> accuracy, double samples, const TrainConfig& c,
+                       EpochReport* r) {
+    best_.Add(epoch, loss, accuracy);
+    const std::string note = PastItsBestNote(best_, loss, accuracy, samples, c);
+    if (!note.empty() && c.shrink.prune == 0) r->lines_if_last.push_back("train: " + note);
+  }
+
+  BestSoFar best_;
 };
 
 // What the last evaluation of an imbalanced split says beyond its accuracy:
@@ -54,7 +113,7 @@ std::string ImbalanceNote(const ClassFigures& f, double accuracy, const std::str
   return note + (class_weights == "none" ? " (--class-weights balanced weighs the loss against the imbalance)" : "");
 }
 
-StatusOr<Flow> EvaluationHook::AfterEpoch(RankState& state, const EpochEvent&, EpochReport* r) {
+StatusOr<Flow> EvaluationHook::AfterEpoch(RankState& state, const EpochEvent& event, EpochReport* r) {
   const TrainConfig& c = state.run.config;
   const LoaderOptions eval = EvalLoaderOptions(c.data, state.run.workload, c.model.channels_last);
   StatusOr<EvalResult> result =
@@ -90,6 +149,7 @@ StatusOr<Flow> EvaluationHook::AfterEpoch(RankState& state, const EpochEvent&, E
     r->Set("test_samples", all.samples);
     r->line_part += "  test_loss " + FixedText(f.loss, 4) + "  test_rmse " + NumberText(f.rmse) + "  test_mae " +
                     NumberText(f.mae) + "  test_r2 " + FixedText(f.r2, 4);
+    NotePastItsBest(event.epoch + 1, f.loss, std::nullopt, samples, c, r);
     return Flow::kGoOn;
   }
   const double loss = sums[0].item<double>() / std::max(1.0, samples);
@@ -108,6 +168,7 @@ StatusOr<Flow> EvaluationHook::AfterEpoch(RankState& state, const EpochEvent&, E
   r->Set("test_balanced_accuracy", f.balanced_accuracy);
   r->Set("test_largest_class_share", f.largest_share);  // what always answering that class scores
   if (f.imbalanced) r->line_part += "  bal_acc " + FixedText(f.balanced_accuracy, 4);
+  NotePastItsBest(event.epoch + 1, loss, accuracy, samples, c, r);
   if (f.imbalanced) {  // said after the run's last evaluation, whichever epoch ends it
     r->lines_if_last.push_back("train: " + ImbalanceNote(f, accuracy, c.data.eval_split, c.optim.class_weights,
                                                          state.run.db->manifest()));
