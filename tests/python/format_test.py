@@ -160,6 +160,37 @@ class FormatTest(unittest.TestCase):
         with self.assertRaises(granary_db.FormatError):
             granary_db.Db(db)
 
+    def test_lying_descriptions_are_refused_as_prep_refuses_them(self):
+        # FORMAT.md: a reader refuses element_names, statistics and
+        # class_counts that do not fit the schema and splits.
+        with open(os.path.join(self.dbs["csv"], "manifest.json")) as f:
+            manifest = json.load(f)
+        n = manifest["splits"][0]["count"]
+        features, names = manifest["statistics"]["train"]["features"], manifest["element_names"]["features"]
+        lies = {"class_counts.train: not one count for each of the db's 3 classes summing to the split's "
+                f"{n} samples": ("class_counts", "train", [n, 1, 0]),
+                f"element_names.features: 1 names for {len(names)} elements": ("element_names", "features", names[:1]),
+                "statistics.train.features: std[0] is not what": ("statistics", "train", {
+                    "features": dict(features, std=[-1.0] + features["std"][1:])}),
+                "statistics.train.features: mean[1] is not what": ("statistics", "train", {
+                    "features": dict(features, mean=[features["mean"][0], None] + features["mean"][2:])}),
+                "class_counts.nowhere: no such split": ("class_counts", "nowhere", [n, 0, 0])}
+        for said, (member, key, value) in lies.items():
+            with self.subTest(said=said):
+                db = os.path.join(self.tmp, "lying")
+                shutil.rmtree(db, ignore_errors=True)
+                shutil.copytree(self.dbs["csv"], db)
+                lying = json.loads(json.dumps(manifest))
+                lying[member][key] = value
+                with open(os.path.join(db, "manifest.json"), "w") as f:
+                    json.dump(lying, f)
+                with self.assertRaises(granary_db.CorruptionError) as caught:
+                    granary_db.Db(db)
+                self.assertIn(said, str(caught.exception))
+                refused = subprocess.run([PREP, "info", db], capture_output=True, text=True)
+                self.assertNotEqual(refused.returncode, 0)
+                self.assertIn(said, refused.stderr)
+
     def test_epoch_order_matches_loader_order(self):
         db = self.dbs["dictionary"]
         n = len(granary_db.Db(db)["train"])
