@@ -72,6 +72,9 @@ TEST_F(EndToEnd, ARunPastItsBestSaysSoAndWhichEpochWasBest) {
   const int best = std::stoi(line.substr(line.find("past epoch ") + 11));
   ASSERT_GE(best, 1);
   ASSERT_LE(best, 4);
+  auto json = TrainJson(run.substr(kTrain.size() + 1) + "10", dir_);  // a script finds it too
+  ASSERT_TRUE(json["epochs"].back().contains("notes")) << json["epochs"].back();
+  EXPECT_NE(json["epochs"].back()["notes"][0].get<std::string>().find(": past epoch "), std::string::npos);
   auto to_best = RunCommand(run + std::to_string(best), dir_);
   ASSERT_EQ(to_best.exit_code, 0) << to_best.err;
   EXPECT_EQ(to_best.out.find("past epoch"), std::string::npos) << to_best.out;

@@ -77,6 +77,7 @@ TEST(EpochJson, RoundTripsEveryFieldAndNamesWhatIsMissing) {
   r.Set("weights_hash", std::string("xxh64:0123456789abcdef"));
   r.Set("test_samples", uint64_t{10000});
   r.Set("seconds_to_target", 41.5);
+  r.lines_after = {"train: test_acc peaked at 0.9000 after epoch 1 ..."};
   StatusOr<EpochReport> back = EpochFromJson(EpochToJson(r));
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(EpochToJson(back.value()), EpochToJson(r));
@@ -88,6 +89,7 @@ TEST(EpochJson, RoundTripsEveryFieldAndNamesWhatIsMissing) {
   EXPECT_EQ(back->Number("seconds_to_target"), 41.5);
   EXPECT_EQ(std::get<std::string>(back->Find("pruned")->value), "conv1 32->16");
   EXPECT_FALSE(back->Number("pruned").has_value());  // a string figure is no number
+  EXPECT_EQ(back->lines_after, r.lines_after);        // the notes after its line, for a script as for a reader
   r.Set("test_accuracy", 0.75);                        // set again: replaced, not added
   EXPECT_EQ(r.figures.size(), 6u);
   EXPECT_EQ(r.Number("test_accuracy"), 0.75);
@@ -112,6 +114,12 @@ TEST(EpochJson, RoundTripsEveryFieldAndNamesWhatIsMissing) {
   bad = EpochFromJson(odd);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("'test_loss' is array"), std::string::npos) << bad.status().message();
+  odd = EpochToJson(back.value());
+  odd["notes"] = nlohmann::json::array({"a line", 2});
+  bad = EpochFromJson(odd);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'notes' is not an array of strings"), std::string::npos)
+      << bad.status().message();
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "trainer/report/epoch_json.h"
 
+#include <algorithm>
 #include <string>
 #include <type_traits>
 #include <variant>
@@ -57,6 +58,7 @@ nlohmann::json EpochToJson(const EpochReport& r) {
   nlohmann::json j = nlohmann::json::object();
   for (const Field& field : kFields) std::visit([&](auto member) { j[field.name] = r.*member; }, field.member);
   for (const EpochFigure& f : r.figures) std::visit([&](const auto& value) { j[f.name] = value; }, f.value);
+  if (!r.lines_after.empty()) j["notes"] = r.lines_after;  // what the text says after the epoch's line
   return j;
 }
 
@@ -68,7 +70,12 @@ StatusOr<EpochReport> EpochFromJson(const nlohmann::json& j) {
   }
   for (const auto& [name, value] : j.items()) {  // the hooks' figures, in the JSON's (name) order
     if (IsField(name)) continue;
-    if (value.is_string()) {
+    if (name == "notes") {
+      if (!value.is_array() || !std::all_of(value.begin(), value.end(), [](const auto& v) { return v.is_string(); })) {
+        return Status::InvalidArgument("epoch report: 'notes' is not an array of strings");
+      }
+      r.lines_after = value.get<std::vector<std::string>>();
+    } else if (value.is_string()) {
       r.Set(name, value.get<std::string>());
     } else if (value.is_number_unsigned()) {
       r.Set(name, value.get<uint64_t>());
