@@ -70,7 +70,7 @@ std::map<std::string, std::string> TableLabelledSplits(const fs::path& raw, cons
                                                        std::vector<std::string>* unlabelled) {
   std::map<std::string, std::string> tables;
   const std::vector<std::string> train_classes = SortedSubdirs(raw / FolderOfSplit(splits, "train"));
-  std::vector<std::string> without;
+  std::vector<std::string> without, flat;  // flat: its images directly in it, in no folder
   for (const std::string& name : splits) {
     if (SplitOfFolder(name) == "train" || !HasNoClassOf(raw / name, train_classes) || !HoldsImages(raw / name)) {
       continue;
@@ -78,11 +78,12 @@ std::map<std::string, std::string> TableLabelledSplits(const fs::path& raw, cons
     const std::string table = LabelsTableIn(raw / name);
     if (table.empty()) {
       without.push_back(name);
+      if (SortedSubdirs(raw / name).empty()) flat.push_back(name);
     } else {
       tables[name] = table;
     }
   }
-  if (!tables.empty() && unlabelled != nullptr) *unlabelled = without;
+  if (unlabelled != nullptr) *unlabelled = tables.empty() ? flat : without;
   return tables;
 }
 
@@ -239,7 +240,7 @@ StatusOr<FolderLayout> ChooseLayout(const fs::path& raw, const std::vector<std::
   };
   for (const std::string& name : unlabelled) {
     notes->push_back(name + "/: neither class folders nor a table of labels (a test set without labels): its "
-                     "images are left out");
+                     "images are left out (a model train saves predicts them: granary.load_image)");
   }
   // What reading train/ (val/, test/) as splits would leave out.
   std::vector<std::string> left_out;

@@ -96,7 +96,10 @@ struct SplitRoot {
 // .tsv, .txt): each folder's name and its table, which labels its images
 // (Tiny ImageNet's val/ with val/images/ and val/val_annotations.txt).
 // Where there is one, the split folders with images but neither class
-// folders nor a table go to *unlabelled (its test/: no labels, left out).
+// folders nor a table go to *unlabelled (its test/: no labels, left out);
+// where there is none, those holding their images directly, in no folder
+// (a test set without labels as Kaggle ships one: test/*.jpg beside
+// train/<class>/).
 std::map<std::string, std::string> TableLabelledSplits(const std::filesystem::path& raw,
                                                        const std::vector<std::string>& splits,
                                                        std::vector<std::string>* unlabelled);

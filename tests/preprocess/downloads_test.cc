@@ -1,7 +1,8 @@
 // Datasets as they are downloaded or saved, one pace off prep's usual path:
 // Kaggle's train.csv beside a test.csv without labels, a table pandas wrote
 // with its index, --val-fraction on a folder that has a test split but
-// no val split, and a download's folder given for the dataset inside it.
+// no val split, a test/ of images without labels, and a download's folder
+// given for the dataset inside it.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -149,6 +150,36 @@ TEST(Downloads, TrainingAndTestingFoldersAreSplits) {
   ASSERT_FALSE(twice.ok());
   EXPECT_NE(twice.status().message().find("both Testing/ and test/: which one is the test split?"), std::string::npos)
       << twice.status().ToString();
+}
+
+// A competition's images: train/<class>/ and val/<class>/ beside test/*.jpg,
+// the images to predict, without labels. They were read as the classes
+// test, train and val (reading the splits would have left test/'s images
+// out): a classifier of which folder an image came from. The splits are
+// read, and test/ is left out and noted.
+TEST(Downloads, ATestFolderOfImagesWithoutLabelsIsLeftOutOfTheSplits) {
+  TempDir dir;
+  WriteSplitFolders(dir.Sub("raw"), {"train", "val"}, {"a", "b"}, 2);
+  const std::vector<uint8_t> pixels(16, 90);
+  std::filesystem::create_directories(dir.Sub("raw/test"));
+  for (const char* name : {"1.png", "2.png"}) {
+    ASSERT_TRUE(WritePng(dir.Sub("raw/test/") + name, pixels.data(), 4, 4, 1).ok());
+  }
+  ImageFolderOptions options;
+  options.width = options.height = 4;
+  auto source = OpenImageFolderSource(dir.Sub("raw"), options);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->info.options.at("layout"), "splits");
+  EXPECT_EQ(source->info.class_names, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(SplitsOf(source.value()), (std::vector<std::string>{"train 4", "val 4"}));
+  EXPECT_NE(Notes(source.value()).find("test/: neither class folders nor a table of labels (a test set without "
+                                       "labels): its images are left out"),
+            std::string::npos) << Notes(source.value());
+  // Beside a folder that is no split, holding images, it stays the class reading (train/ a class among others).
+  WriteSplitFolders(dir.Sub("raw"), {"extra"}, {"c"}, 1);
+  auto beside = OpenImageFolderSource(dir.Sub("raw"), options);
+  ASSERT_TRUE(beside.ok()) << beside.status().ToString();
+  EXPECT_EQ(beside->info.options.at("layout"), "classes");
 }
 
 // Kaggle's Cats and Dogs extracted: kagglecatsanddogs/PetImages/{Cat,Dog}. Its folder read as classes would be
