@@ -358,6 +358,79 @@ Status FindSplitRoots(const fs::path& raw, const std::vector<std::string>& top, 
   return Status::OK();
 }
 
+namespace {
+
+// The folder below `dir` that holds its class folders, past folders that hold
+// one folder and nothing else (Intel's seg_train/seg_train/<class>/), and
+// those class folders: the ones holding images.
+std::pair<fs::path, std::vector<std::string>> ClassFoldersBelow(fs::path dir) {
+  std::vector<std::string> subs = SortedSubdirs(dir);
+  for (int depth = 0; subs.size() == 1 && LooseImages(dir).empty() && depth < 4; ++depth) {
+    dir /= subs[0];
+    subs = SortedSubdirs(dir);
+  }
+  std::vector<std::string> classes;
+  for (const std::string& sub : subs) {
+    if (HoldsImages(dir / sub)) classes.push_back(sub);
+  }
+  return {dir, classes};
+}
+
+// The split a folder's name says by a word of it (seg_train: train), else "".
+std::string SplitWordIn(const std::string& name) {
+  std::string word;
+  for (size_t i = 0; i <= name.size(); ++i) {
+    if (i < name.size() && std::isalnum(static_cast<unsigned char>(name[i]))) {
+      word += name[i];
+      continue;
+    }
+    if (const std::string split = SplitOfFolder(word); !split.empty()) return split;
+    word.clear();
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string SplitsNamedOtherwise(const fs::path& raw, const std::vector<std::string>& classes, bool* refused) {
+  std::vector<std::pair<std::string, std::pair<fs::path, std::vector<std::string>>>> below;
+  for (const std::string& c : classes) below.emplace_back(c, ClassFoldersBelow(raw / c));
+  std::vector<std::string> alike, shared;
+  for (size_t i = 0; i < below.size(); ++i) {
+    for (size_t j = 0; j < below.size(); ++j) {
+      std::vector<std::string> both;
+      std::set_intersection(below[i].second.second.begin(), below[i].second.second.end(),
+                            below[j].second.second.begin(), below[j].second.second.end(), std::back_inserter(both));
+      if (i == j || both.size() < 2) continue;
+      alike.push_back(below[i].first);
+      if (shared.empty()) shared = both;
+      break;
+    }
+  }
+  if (alike.size() < 2) return "";
+  *refused = std::any_of(alike.begin(), alike.end(), [](const std::string& f) { return !SplitWordIn(f).empty(); });
+  fs::path named = raw.lexically_normal();
+  if (named.filename().empty()) named = named.parent_path();  // RAW/ as RAW
+  const std::string links = (named.filename().empty() ? std::string("raw") : named.filename().string()) + "-splits";
+  std::set<std::string> free = {"train", "val", "test"};  // for folders whose names say no split, in this order
+  for (const std::string& folder : alike) free.erase(SplitWordIn(folder));
+  std::string commands = "mkdir " + links;
+  for (const auto& [folder, holding] : below) {
+    if (std::find(alike.begin(), alike.end(), folder) == alike.end()) continue;
+    std::string split = SplitWordIn(folder);
+    for (const char* name : {"train", "val", "test"}) {
+      if (split.empty() && free.erase(name) > 0) split = name;
+    }
+    commands += " && ln -s " + fs::absolute(holding.first).lexically_normal().string() + " " + links + "/" +
+                (split.empty() ? folder : split);
+  }
+  return NamesText(alike, "/") + " hold the same folders (" + NamesText(shared) + "): read as class folders, as "
+         "torchvision's ImageFolder would, an image's class is the folder it lies in (" + NamesText(classes) +
+         "), not " + NamesText(shared) + ". If they are splits, build from a folder that names them so: " + commands +
+         " && prep build " + links + " DB (split folders are train, val, test)" +
+         (*refused ? "; --layout classes reads them as classes" : "");
+}
+
 // Notes on what RAW holds that is no class or split: hidden folders, granary
 // dbs, and (classes layout) images outside any class folder.
 void NoteTopFolders(const fs::path& raw, const std::vector<std::string>& hidden, const std::vector<std::string>& dbs,

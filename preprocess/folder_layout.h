@@ -81,6 +81,18 @@ std::string ClassFromName(const std::string& path);
 StatusOr<FolderLayout> ChooseLayout(const std::filesystem::path& raw, const std::vector<std::string>& top,
                                     FolderLayout requested, std::vector<std::string>* notes);
 
+// Where an image folder read as classes has two or more class folders that
+// hold the same class folders (a dataset's splits under names prep does
+// not read as splits: Intel's seg_train/ and seg_test/, each of the six
+// classes; or a level further down, seg_train/seg_train/), what to say of
+// it (after "RAW: "), naming them, with the links that name them as
+// splits; "" otherwise.
+// *refused where a word of one's name says a split (seg_train): the build
+// is refused; otherwise (fold1/, fold2/; COVID/ and Normal/, each of
+// images/ and masks/) it is a note.
+std::string SplitsNamedOtherwise(const std::filesystem::path& raw, const std::vector<std::string>& classes,
+                                 bool* refused);
+
 // The folders that hold a split's class folders: RAW itself, or RAW/train
 // (and val, validation, test) in the splits layout.
 struct SplitRoot {

@@ -370,6 +370,13 @@ StatusOr<Source> OpenSource(const RawOptions& given) {
   if (const std::string below = ClassesOneFolderDown(o, source->info); !below.empty()) {
     return Status::InvalidArgument(below);
   }
+  const auto layout = source->info.options.find("layout");
+  if (o.layout == "auto" && layout != source->info.options.end() && layout->second == "classes") {
+    bool refused = false;
+    const std::string splits = SplitsNamedOtherwise(o.raw, source->info.class_names, &refused);
+    if (refused) return Status::InvalidArgument(o.raw + ": " + splits);
+    if (!splits.empty()) source->info.notes.push_back(splits);
+  }
   if (source->info.num_classes == 1 && source->info.class_names.size() == 1) {
     source->info.notes.push_back("every sample has the one class '" + source->info.class_names[0] + "' (" +
                                  (format == "image-folder" && o.labels.empty() && !o.label_from_name

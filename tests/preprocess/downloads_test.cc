@@ -5,6 +5,7 @@
 // given for the dataset inside it.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "preprocess/png.h"
@@ -206,6 +207,53 @@ TEST(Downloads, AFolderWhoseOneFolderHoldsTheClassesSaysToBuildFromThat) {
   auto two = OpenSource(raw);
   ASSERT_TRUE(two.ok()) << two.status().ToString();
   EXPECT_EQ(two->info.class_names, (std::vector<std::string>{"Cat", "Dog"}));
+}
+
+// Intel's image classification download: seg_train/seg_train/<class>/,
+// seg_test/seg_test/<class>/, seg_pred/seg_pred/*.jpg. Read as classes it was
+// seg_pred, seg_test and seg_train, the folder each image came from, without
+// a word. Refused, naming the links that read it as splits, which do; two
+// folders whose names say no split (fold1/, fold2/) are built, with a note.
+TEST(Downloads, SplitsUnderOtherNamesAreNamedWithTheLinksThatReadThem) {
+  TempDir dir;
+  WriteSplitFolders(dir.Sub("intel/seg_train"), {"seg_train"}, {"forest", "glacier"}, 2);
+  WriteSplitFolders(dir.Sub("intel/seg_test"), {"seg_test"}, {"forest", "glacier"}, 1);
+  std::filesystem::create_directories(dir.Sub("intel/seg_pred/seg_pred"));
+  const std::vector<uint8_t> pixels(16, 90);
+  ASSERT_TRUE(WritePng(dir.Sub("intel/seg_pred/seg_pred/7.png"), pixels.data(), 4, 4, 1).ok());
+  RawOptions raw;
+  raw.raw = dir.Sub("intel");
+  raw.size = "4";
+  auto refused = OpenSource(raw);
+  ASSERT_FALSE(refused.ok());
+  const std::string links = "mkdir intel-splits && ln -s " + dir.Sub("intel/seg_test/seg_test") + " intel-splits/test"
+                            " && ln -s " + dir.Sub("intel/seg_train/seg_train") + " intel-splits/train";
+  EXPECT_EQ(refused.status().message(),
+            raw.raw + ": seg_test/, seg_train/ hold the same folders (forest, glacier): read as class folders, as "
+                      "torchvision's ImageFolder would, an image's class is the folder it lies in (seg_pred, "
+                      "seg_test, seg_train), not forest, glacier. If they are splits, build from a folder that names "
+                      "them so: " + links + " && prep build intel-splits DB (split folders are train, val, test); "
+                      "--layout classes reads them as classes");
+  ASSERT_EQ(std::system(("cd " + dir.path() + " && " + links).c_str()), 0);
+  raw.raw = dir.Sub("intel-splits");
+  auto splits = OpenSource(raw);
+  ASSERT_TRUE(splits.ok()) << splits.status().ToString();
+  EXPECT_EQ(splits->info.class_names, (std::vector<std::string>{"forest", "glacier"}));
+  EXPECT_EQ(SplitsOf(splits.value()), (std::vector<std::string>{"train 4", "test 2"}));
+  raw.raw = dir.Sub("intel");
+  raw.layout = "classes";
+  auto classes = OpenSource(raw);
+  EXPECT_TRUE(classes.ok()) << classes.status().ToString();
+
+  WriteSplitFolders(dir.Sub("folds"), {"fold1", "fold2"}, {"forest", "glacier"}, 1);
+  raw.raw = dir.Sub("folds");
+  raw.layout = "auto";
+  auto folds = OpenSource(raw);
+  ASSERT_TRUE(folds.ok()) << folds.status().ToString();
+  EXPECT_EQ(folds->info.class_names, (std::vector<std::string>{"fold1", "fold2"}));
+  EXPECT_NE(Notes(folds.value()).find("fold1/, fold2/ hold the same folders (forest, glacier): read as class "
+                                      "folders"), std::string::npos) << Notes(folds.value());
+  EXPECT_NE(Notes(folds.value()).find("folds-splits/train && ln -s"), std::string::npos) << Notes(folds.value());
 }
 
 }  // namespace
