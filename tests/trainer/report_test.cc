@@ -40,7 +40,12 @@ TEST(HtmlReport, HasEveryChartWithAPointPerEpochAndEscapesNames) {
   Layout layout;
   std::vector<StepReport> steps(4);
   for (int i = 0; i < 4; ++i) steps[i] = {1 + i / 2, static_cast<uint64_t>(i % 2 + 1), 2, i + 1, 1.0, 1.0, 0.1, 10, 1};
-  const std::string html = RenderHtmlReport(config, layout, Epochs(3, true), steps);
+  std::vector<EpochReport> epochs = Epochs(3, true);
+  epochs[2].lines_after = {"train: test_loss was lowest after epoch 1 <b>"};
+  const std::string html = RenderHtmlReport(config, layout, epochs, steps);
+  EXPECT_NE(html.find("<ul class=\"notes\">\n<li>epoch 3: train: test_loss was lowest after epoch 1 &lt;b&gt;</li>"),
+            std::string::npos) << html;
+  EXPECT_EQ(RenderHtmlReport(config, layout, Epochs(3, true), steps).find("notes"), std::string::npos);
   for (const char* id : {"loss", "accuracy", "throughput", "time", "lr"}) {
     EXPECT_NE(html.find("<figure class=\"chart\" id=\"" + std::string(id) + "\">\n<svg"), std::string::npos) << id;
   }

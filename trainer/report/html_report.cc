@@ -217,6 +217,13 @@ std::string RenderHtmlReport(const TrainConfig& config, const Layout& layout, co
                                   Format("%.0f", last.samples_per_s) + " samples/s");
   }
   html += "</table>\n";
+  std::string notes;  // what the text said after an epoch's line: a prune, the imbalance and past-its-best notes
+  for (const EpochReport& r : epochs) {
+    for (const std::string& line : r.lines_after) {
+      notes += "<li>epoch " + std::to_string(r.epoch) + ": " + Escape(line) + "</li>\n";
+    }
+  }
+  if (!notes.empty()) html += "<h2>Notes</h2>\n<ul class=\"notes\">\n" + notes + "</ul>\n";
   for (const Chart& chart : Charts(epochs, steps)) {
     html += "<figure class=\"chart\" id=\"" + chart.id + "\">\n" + Svg(chart) + "</figure>\n";
   }
