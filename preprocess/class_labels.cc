@@ -167,6 +167,12 @@ Status CheckClassLabels(const std::string& path, const std::string& label, const
                                      "classes" + way_forward);
     }
     notes->push_back(many + ": an id or a measured value rather than a class label? (--label picks another column)");
+  } else if (table && texts == 0 && values.size() > 100 && labelled < 50 * values.size()) {
+    // A count (bicycles rented an hour: 919 values over 2,000 rows), each value a class with a few rows to learn from.
+    notes->push_back("column '" + label + "' holds " + std::to_string(values.size()) + " integer values, each a "
+                     "class, for " + std::to_string(labelled) + " rows (" +
+                     std::to_string((10 * labelled / values.size() + 5) / 10) + " a class on average): a count or an "
+                     "amount to predict? --regression reads it as a number (train fits it with mean squared error)");
   }
   return Status::OK();
 }

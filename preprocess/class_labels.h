@@ -46,7 +46,8 @@ std::string RegressionHint(const std::string& value);
 // text; of a CSV table (`table`: --regression reads it as a number to
 // predict), also one of integers with more classes than half its `labelled`
 // rows (a price in whole units, a count, an id); notes one of text so (a
-// labels table's too).
+// labels table's too), and a table's of over 100 integer classes with fewer
+// than 50 rows a class (a count to predict?).
 Status CheckClassLabels(const std::string& path, const std::string& label, const std::set<std::string>& values,
                         uint64_t labelled, bool table, std::vector<std::string>* notes);
 

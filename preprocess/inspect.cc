@@ -167,8 +167,10 @@ std::string DescribeDb(const DbReader& db) {
       out << "  (label: a number to predict, regression)";
     } else if (f.name == m.label_field) {
       out << "  (label, " << m.num_classes << " classes:";
-      for (size_t c = 0; c < m.class_names.size(); ++c) out << (c == 0 ? " " : ", ") << Printable(m.class_names[c]);
-      out << ")";
+      for (size_t c = 0; c < m.class_names.size() && c < 20; ++c) {
+        out << (c == 0 ? " " : ", ") << Printable(m.class_names[c]);
+      }
+      out << (m.class_names.size() > 20 ? ", ...: prep info --json names all)" : ")");
     }
     if (auto names = m.element_names.find(f.name); names != m.element_names.end()) {
       out << "  (";
