@@ -39,10 +39,9 @@ class ImageLabels {
   // labelled by a table beside train/'s class folders; --like): then the
   // labels are their names, the label column (unless given, or named like a
   // label) the one holding the most of them, and a row naming another class
-  // is refused. InvalidArgument
-  // naming the file: no such column, no column naming the images, an id
-  // named twice with two labels, no rows. Rows with another number of
-  // fields or no label are left out and noted.
+  // is refused. InvalidArgument naming the file: no such column, no column
+  // naming the images, an id named twice with two labels, no rows. Rows
+  // with another number of fields or no label are left out and noted.
   static StatusOr<ImageLabels> Read(const std::string& path, const std::string& label,
                                     const std::vector<std::string>& images, const std::string& temp_dir,
                                     const KnownClasses& classes = {});
