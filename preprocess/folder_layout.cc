@@ -392,6 +392,43 @@ std::string SplitWordIn(const std::string& name) {
 
 }  // namespace
 
+namespace {
+
+bool IsMaskFolder(const std::string& name) {
+  const std::string n = AsciiLower(name);
+  return n == "mask" || n == "masks" || n == "segmentation" || n == "segmentations" || n == "gt" ||
+         n == "groundtruth" || n == "ground_truth";
+}
+
+// "NAME-splits" for RAW: where the links that read it otherwise go.
+std::string LinksFolder(const fs::path& raw, const std::string& suffix) {
+  fs::path named = raw.lexically_normal();
+  if (named.filename().empty()) named = named.parent_path();  // RAW/ as RAW
+  return (named.filename().empty() ? std::string("raw") : named.filename().string()) + suffix;
+}
+
+// Each class folder's images/ beside masks/ (the COVID-19 radiography
+// download: COVID/{images,masks}/): what to say of it, with the links that
+// leave the masks out.
+std::string MasksBesideImages(const fs::path& raw, const std::vector<std::string>& alike,
+                              const std::vector<std::string>& shared) {
+  std::vector<std::string> masks, images;
+  for (const std::string& name : shared) (IsMaskFolder(name) ? masks : images).push_back(name);
+  std::string said = NamesText(alike, "/") + " each hold " + NamesText(masks, "/") + " beside " +
+                     NamesText(images, "/") + ": segmentation masks? Read as class folders, as torchvision's "
+                     "ImageFolder would, every image below a class folder is a sample of it, the masks too";
+  if (images.size() != 1) return said + "; --layout classes reads them so";
+  const std::string links = LinksFolder(raw, "-" + images[0]);
+  std::string commands = "mkdir " + links;
+  for (const std::string& c : alike) {
+    commands += " && ln -s " + fs::absolute(raw / c / images[0]).lexically_normal().string() + " " + links + "/" + c;
+  }
+  return said + ". To leave them out, build from a folder of each class's " + images[0] + "/: " + commands +
+         " && prep build " + links + " DB; --layout classes reads them all as samples";
+}
+
+}  // namespace
+
 std::string SplitsNamedOtherwise(const fs::path& raw, const std::vector<std::string>& classes, bool* refused) {
   std::vector<std::pair<std::string, std::pair<fs::path, std::vector<std::string>>>> below;
   for (const std::string& c : classes) below.emplace_back(c, ClassFoldersBelow(raw / c));
@@ -408,10 +445,10 @@ std::string SplitsNamedOtherwise(const fs::path& raw, const std::vector<std::str
     }
   }
   if (alike.size() < 2) return "";
+  *refused = true;
+  if (std::any_of(shared.begin(), shared.end(), IsMaskFolder)) return MasksBesideImages(raw, alike, shared);
   *refused = std::any_of(alike.begin(), alike.end(), [](const std::string& f) { return !SplitWordIn(f).empty(); });
-  fs::path named = raw.lexically_normal();
-  if (named.filename().empty()) named = named.parent_path();  // RAW/ as RAW
-  const std::string links = (named.filename().empty() ? std::string("raw") : named.filename().string()) + "-splits";
+  const std::string links = LinksFolder(raw, "-splits");
   std::set<std::string> free = {"train", "val", "test"};  // for folders whose names say no split, in this order
   for (const std::string& folder : alike) free.erase(SplitWordIn(folder));
   std::string commands = "mkdir " + links;

@@ -88,8 +88,10 @@ StatusOr<FolderLayout> ChooseLayout(const std::filesystem::path& raw, const std:
 // it (after "RAW: "), naming them, with the links that name them as
 // splits; "" otherwise.
 // *refused where a word of one's name says a split (seg_train): the build
-// is refused; otherwise (fold1/, fold2/; COVID/ and Normal/, each of
-// images/ and masks/) it is a note.
+// is refused; otherwise (fold1/, fold2/) it is a note. Where the folders
+// they share are images/ beside masks/ (COVID/{images,masks}/: the masks
+// would be samples of their class), the refusal says that, with the links
+// that leave the masks out.
 std::string SplitsNamedOtherwise(const std::filesystem::path& raw, const std::vector<std::string>& classes,
                                  bool* refused);
 

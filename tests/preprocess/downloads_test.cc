@@ -256,5 +256,30 @@ TEST(Downloads, SplitsUnderOtherNamesAreNamedWithTheLinksThatReadThem) {
   EXPECT_NE(Notes(folds.value()).find("folds-splits/train && ln -s"), std::string::npos) << Notes(folds.value());
 }
 
+// The COVID-19 radiography download: COVID/{images,masks}/, Normal/{images,masks}/. Read as classes, as ImageFolder
+// reads it, each class's lung masks were samples of it beside its X-rays. Refused, with the links that leave them out.
+TEST(Downloads, MasksBesideEachClasssImagesAreNamedWithTheLinksThatLeaveThemOut) {
+  TempDir dir;
+  for (const char* c : {"COVID", "Normal"}) WriteSplitFolders(dir.Sub("xray/") + c, {""}, {"images", "masks"}, 2);
+  RawOptions raw;
+  raw.raw = dir.Sub("xray");
+  raw.size = "4";
+  auto refused = OpenSource(raw);
+  ASSERT_FALSE(refused.ok());
+  const std::string links = "mkdir xray-images && ln -s " + dir.Sub("xray/COVID/images") + " xray-images/COVID && "
+                            "ln -s " + dir.Sub("xray/Normal/images") + " xray-images/Normal";
+  EXPECT_EQ(refused.status().message(),
+            raw.raw + ": COVID/, Normal/ each hold masks/ beside images/: segmentation masks? Read as class folders, "
+                      "as torchvision's ImageFolder would, every image below a class folder is a sample of it, the "
+                      "masks too. To leave them out, build from a folder of each class's images/: " + links +
+                      " && prep build xray-images DB; --layout classes reads them all as samples");
+  ASSERT_EQ(std::system(("cd " + dir.path() + " && " + links).c_str()), 0);
+  raw.raw = dir.Sub("xray-images");
+  auto images = OpenSource(raw);
+  ASSERT_TRUE(images.ok()) << images.status().ToString();
+  EXPECT_EQ(images->info.class_names, (std::vector<std::string>{"COVID", "Normal"}));
+  EXPECT_EQ(SplitsOf(images.value()), (std::vector<std::string>{"train 4"}));
+}
+
 }  // namespace
 }  // namespace granary

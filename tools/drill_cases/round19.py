@@ -1,6 +1,7 @@
 """Round 19 of the hostile drill (twenty-seventh session): folders as
 competitions and downloads ship them (a test/ of images without labels, a
-dataset's splits under names prep did not read as splits, held-out images
+dataset's splits under names prep did not read as splits, masks beside each
+class's images, held-out images
 labelled by a table or by their names built --like a model's db), a table's
 count read as classes, scores of the split a run trains on, a run past its
 best, and a manifest whose descriptions lie to the pure-Python reader."""
@@ -55,6 +56,11 @@ def round19(d, w):
     d.case("prep build of Intel's seg_train/seg_train/<class>/, seg_test/...: refused, with the links that name them",
            [PREP, "build", w("r19intel"), w("r19intel.db"), "--no-progress"], 1,
            needle="seg_test/, seg_train/ hold the same folders (sea, street)")
+    folder(w("r19xray"), png, [f"{c}/{k}/{i}.png" for c in ("COVID", "Normal") for k in ("images", "masks")
+                               for i in range(2)])
+    d.case("prep build of the COVID-19 radiography download (each class's masks/ beside its images/): refused",
+           [PREP, "build", w("r19xray"), w("r19xray.db"), "--no-progress"], 1,
+           needle="COVID/, Normal/ each hold masks/ beside images/: segmentation masks?")
     tr = w("r19tr.db")
     run([PREP, "build", os.path.join(w("r19comp"), "train"), tr, "--size", "12", "--no-progress"])
     folder(w("r19held"), png, ["bee.1.png", "bee.2.png"])
