@@ -166,7 +166,7 @@ std::string DescribeDb(const DbReader& db) {
     if (f.name == m.label_field && IsFloatDType(f.dtype)) {
       out << "  (label: a number to predict, regression)";
     } else if (f.name == m.label_field) {
-      out << "  (label, " << m.num_classes << " classes:";
+      out << "  (label, " << m.num_classes << (m.num_classes == 1 ? " class:" : " classes:");
       for (size_t c = 0; c < m.class_names.size() && c < 20; ++c) {
         out << (c == 0 ? " " : ", ") << Printable(m.class_names[c]);
       }

@@ -158,7 +158,8 @@ Status CheckLabelFlags(const RawOptions& o, const std::string& format) {
 // "RAW: holds one folder, PetImages/, whose folders Cat/, Dog/ hold the
 // images: ..." where an image folder read as classes has one class whose
 // folder holds two or more folders of images (a download's folder given
-// for its dataset's: Kaggle's kagglecatsanddogs/PetImages/{Cat,Dog}); ""
+// for its dataset's: Kaggle's kagglecatsanddogs/PetImages/{Cat,Dog}), or a
+// train/ among split folders (chest_xray/chest_xray/{train,test,val}/); ""
 // otherwise, or where --layout, --labels or --label-from-name was given.
 std::string ClassesOneFolderDown(const RawOptions& o, const SourceInfo& info) {
   const auto layout = info.options.find("layout");
@@ -167,14 +168,19 @@ std::string ClassesOneFolderDown(const RawOptions& o, const SourceInfo& info) {
     return "";
   }
   const std::filesystem::path only = std::filesystem::path(o.raw) / info.class_names[0];
-  std::vector<std::string> classes;
+  std::vector<std::string> classes, splits;
   for (const std::string& sub : SortedSubdirs(only)) {
     if (!LooseImages(only / sub).empty()) classes.push_back(sub);
+    if (!SplitOfFolder(sub).empty()) splits.push_back(sub);
   }
-  if (classes.size() < 2) return "";
-  return o.raw + ": holds one folder, " + info.class_names[0] + "/, whose folders " + NamesText(classes, "/") +
-         " hold the images: they are the classes; build from it (prep build " + only.string() + " DB), or give "
-         "--layout classes for one class of them all";
+  const bool split = classes.empty() && std::any_of(splits.begin(), splits.end(), [](const std::string& s) {
+    return SplitOfFolder(s) == "train";
+  });
+  if (classes.size() < 2 && !split) return "";
+  return o.raw + ": holds one folder, " + info.class_names[0] + "/, whose folders " +
+         NamesText(split ? splits : classes, "/") +
+         (split ? " are a dataset's splits" : " hold the images: they are the classes") + "; build from it (prep " +
+         "build " + only.string() + " DB), or give --layout classes for one class of them all";
 }
 
 // Why RAW, which does not exist, was given so, where its spelling says: a

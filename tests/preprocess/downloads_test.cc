@@ -185,6 +185,7 @@ TEST(Downloads, ATestFolderOfImagesWithoutLabelsIsLeftOutOfTheSplits) {
 
 // Kaggle's Cats and Dogs extracted: kagglecatsanddogs/PetImages/{Cat,Dog}. Its folder read as classes would be
 // one class, PetImages: refused, naming the folder whose folders are the classes; --layout classes builds it so.
+// The same for a folder whose one folder holds a dataset's splits.
 TEST(Downloads, AFolderWhoseOneFolderHoldsTheClassesSaysToBuildFromThat) {
   TempDir dir;
   WriteSplitFolders(dir.Sub("kagglecatsanddogs"), {"PetImages"}, {"Cat", "Dog"}, 2);
@@ -207,6 +208,16 @@ TEST(Downloads, AFolderWhoseOneFolderHoldsTheClassesSaysToBuildFromThat) {
   auto two = OpenSource(raw);
   ASSERT_TRUE(two.ok()) << two.status().ToString();
   EXPECT_EQ(two->info.class_names, (std::vector<std::string>{"Cat", "Dog"}));
+  // Kaggle's chest X-rays extracted: chest_xray/chest_xray/{train,test,val}/{NORMAL,PNEUMONIA}: one class,
+  // chest_xray, with a note; the folder to build from is named.
+  WriteSplitFolders(dir.Sub("chest_xray/chest_xray"), {"train", "test", "val"}, {"NORMAL", "PNEUMONIA"}, 1);
+  raw.raw = dir.Sub("chest_xray");
+  auto splits = OpenSource(raw);
+  ASSERT_FALSE(splits.ok());
+  EXPECT_EQ(splits.status().message(),
+            raw.raw + ": holds one folder, chest_xray/, whose folders test/, train/, val/ are a dataset's splits; "
+                      "build from it (prep build " + raw.raw + "/chest_xray DB), or give --layout classes for one "
+                      "class of them all");
 }
 
 // Intel's image classification download: seg_train/seg_train/<class>/,

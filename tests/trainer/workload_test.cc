@@ -124,7 +124,7 @@ TEST(Workload, DbsThatCannotBeTrainedAreRefusedNamingTheFieldAndShape) {
       {no_label, "", "no label field"},
       {float_label, "", "label field 'label' is a number to predict, and the manifest records no statistics"},
       {vector_label, "", "label field 'label' is float32 [2]: training needs a class or a value per sample"},
-      {one_class, "", "1 classes"},
+      {one_class, "", "label field 'label' has 1 class: training needs at least 2"},
       {WithFields({{"a", DType::kFloat32, {3}, ""}, {"b", DType::kFloat32, {3}, ""}, kLabel}), "",
        "pick one with --input-field"},
       {WithFields({{"x", DType::kFloat32, {kVariableDim}, ""}, kLabel}), "", "field 'x' has shape [-1]"},

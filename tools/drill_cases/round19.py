@@ -61,6 +61,11 @@ def round19(d, w):
     d.case("prep build of the COVID-19 radiography download (each class's masks/ beside its images/): refused",
            [PREP, "build", w("r19xray"), w("r19xray.db"), "--no-progress"], 1,
            needle="COVID/, Normal/ each hold masks/ beside images/: segmentation masks?")
+    folder(w("r19cxr"), png, [f"chest_xray/{s}/{c}/0.png" for s in ("train", "test", "val")
+                              for c in ("NORMAL", "PNEUMONIA")])
+    d.case("prep build of the chest X-rays as extracted (chest_xray/chest_xray/{train,test,val}/): the folder named",
+           [PREP, "build", w("r19cxr"), w("r19cxr.db"), "--no-progress"], 1,
+           needle="whose folders test/, train/, val/ are a dataset's splits; build from it")
     tr = w("r19tr.db")
     run([PREP, "build", os.path.join(w("r19comp"), "train"), tr, "--size", "12", "--no-progress"])
     folder(w("r19held"), png, ["bee.1.png", "bee.2.png"])

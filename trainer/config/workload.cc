@@ -71,7 +71,8 @@ StatusOr<Workload> ResolveWorkload(const Manifest& manifest, const std::string& 
     GRANARY_RETURN_IF_ERROR(ReadTargetScale(manifest, db, config->data.train_split, &w));
   } else if (manifest.num_classes < 2) {
     return Status::InvalidArgument(db + ": label field '" + target.name + "' has " +
-                                   std::to_string(manifest.num_classes) + " classes: training needs at least 2");
+                                   std::to_string(manifest.num_classes) +
+                                   (manifest.num_classes == 1 ? " class" : " classes") + ": training needs at least 2");
   }
 
   DataConfig& d = config->data;
