@@ -103,7 +103,8 @@ void AddFlags(CLI::App& app, granary::TrainConfig& c, granary::ChoiceFlags& choi
   app.add_option("--db", d.db, "granary db directory (made by `prep build`)")->required();
   app.add_option("--train-split", d.train_split, "split to train on")->capture_default_str();
   app.add_option("--eval-split", d.eval_split,
-                 "split evaluated after each epoch, a share per rank (auto: test, else val, never --train-split; \"\" for none)")
+                 "split evaluated after each epoch, a share per rank (auto: test, else val, never --train-split; "
+                 "\"\" for none)")
       ->capture_default_str();
   app.add_option("--input-field", d.input_field, "field to train on (default: image, else the only other field)");
   app.add_option("--loader-threads", d.loader_threads, "loader worker threads per rank")->capture_default_str();

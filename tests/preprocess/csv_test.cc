@@ -178,17 +178,6 @@ TEST(Csv, IntegralLabelsAreOrderedByValueHoweverSpelled) {
   auto per_row = OpenCsvSource(dir.Sub("names.csv"), o);
   ASSERT_TRUE(per_row.ok()) << per_row.status().ToString();
   EXPECT_NE(per_row->info.notes.back().find("holds 120 classes for 120 rows"), std::string::npos);
-  // A count (bicycles rented an hour): 150 values over 600 rows, under the refusal's bound, but each value a class
-  // with 4 rows to learn from: noted, with --regression.
-  std::string counts = "temp,cnt\n";
-  for (int i = 0; i < 600; ++i) counts += std::to_string(i % 7) + "," + std::to_string(i % 150) + "\n";
-  testing::WriteFile(dir.Sub("counts.csv"), counts);
-  o.label = "cnt";
-  auto count = OpenCsvSource(dir.Sub("counts.csv"), o);
-  ASSERT_TRUE(count.ok()) << count.status().ToString();
-  EXPECT_EQ(count->info.notes.back(), "column 'cnt' holds 150 integer values, each a class, for 600 rows (4 a class on "
-                                      "average): a count or an amount to predict? --regression reads it as a number "
-                                      "(train fits it with mean squared error)");
 }
 
 // Tables as people keep them get a diagnosis, not "no column": CR-only line

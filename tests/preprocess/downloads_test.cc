@@ -108,6 +108,24 @@ TEST(Downloads, PandasIndexColumnIsLeftOutAndNoted) {
             std::string::npos);
 }
 
+// A count to predict as the UCI bike sharing table has it (cnt: bicycles
+// rented an hour): 150 values over 600 rows, under the bound that refuses
+// integers nearly all distinct, but each value a class with 4 rows to learn
+// from. Built as classes, with a note naming --regression.
+TEST(Downloads, ACountReadAsClassesIsNotedWithRegression) {
+  TempDir dir;
+  std::string counts = "temp,cnt\n";
+  for (int i = 0; i < 600; ++i) counts += std::to_string(i % 7) + "," + std::to_string(i % 150) + "\n";
+  testing::WriteFile(dir.Sub("counts.csv"), counts);
+  CsvOptions o;
+  o.label = "cnt";
+  auto count = OpenCsvSource(dir.Sub("counts.csv"), o);
+  ASSERT_TRUE(count.ok()) << count.status().ToString();
+  EXPECT_EQ(count->info.notes.back(), "column 'cnt' holds 150 integer values, each a class, for 600 rows (4 a class on "
+                                      "average): a count or an amount to predict? --regression reads it as a number "
+                                      "(train fits it with mean squared error)");
+}
+
 // train/ and test/ of class folders, as torchvision-style datasets come:
 // --val-fraction holds val out of train/ (it was ignored without a word);
 // beside a val/ folder it is refused.
