@@ -108,6 +108,19 @@ TEST(Downloads, PandasIndexColumnIsLeftOutAndNoted) {
             std::string::npos);
 }
 
+// OpenSource of `raw`, refused saying `said`, the `links` command and its
+// build, then `ending`; then of the folder those links make, `linked`.
+StatusOr<Source> OpenThroughTheLinksItNames(const TempDir& dir, RawOptions raw, const std::string& said,
+                                            const std::string& links, const std::string& linked,
+                                            const std::string& ending) {
+  auto refused = OpenSource(raw);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(), raw.raw + ": " + said + links + " && prep build " + linked + " DB" + ending);
+  EXPECT_EQ(std::system(("cd " + dir.path() + " && " + links).c_str()), 0);
+  raw.raw = dir.Sub(linked);
+  return OpenSource(raw);
+}
+
 // A count to predict as the UCI bike sharing table has it (cnt: bicycles
 // rented an hour): 150 values over 600 rows, under the bound that refuses
 // integers nearly all distinct, but each value a class with 4 rows to learn
@@ -253,19 +266,14 @@ TEST(Downloads, SplitsUnderOtherNamesAreNamedWithTheLinksThatReadThem) {
   RawOptions raw;
   raw.raw = dir.Sub("intel");
   raw.size = "4";
-  auto refused = OpenSource(raw);
-  ASSERT_FALSE(refused.ok());
   const std::string links = "mkdir intel-splits && ln -s " + dir.Sub("intel/seg_test/seg_test") + " intel-splits/test"
                             " && ln -s " + dir.Sub("intel/seg_train/seg_train") + " intel-splits/train";
-  EXPECT_EQ(refused.status().message(),
-            raw.raw + ": seg_test/, seg_train/ hold the same folders (forest, glacier): read as class folders, as "
-                      "torchvision's ImageFolder would, an image's class is the folder it lies in (seg_pred, "
-                      "seg_test, seg_train), not forest, glacier. If they are splits, build from a folder that names "
-                      "them so: " + links + " && prep build intel-splits DB (split folders are train, val, test); "
-                      "--layout classes reads them as classes");
-  ASSERT_EQ(std::system(("cd " + dir.path() + " && " + links).c_str()), 0);
-  raw.raw = dir.Sub("intel-splits");
-  auto splits = OpenSource(raw);
+  auto splits = OpenThroughTheLinksItNames(
+      dir, raw,
+      "seg_test/, seg_train/ hold the same folders (forest, glacier): read as class folders, as torchvision's "
+      "ImageFolder would, an image's class is the folder it lies in (seg_pred, seg_test, seg_train), not forest, "
+      "glacier. If they are splits, build from a folder that names them so: ",
+      links, "intel-splits", " (split folders are train, val, test); --layout classes reads them as classes");
   ASSERT_TRUE(splits.ok()) << splits.status().ToString();
   EXPECT_EQ(splits->info.class_names, (std::vector<std::string>{"forest", "glacier"}));
   EXPECT_EQ(SplitsOf(splits.value()), (std::vector<std::string>{"train 4", "test 2"}));
@@ -293,18 +301,14 @@ TEST(Downloads, MasksBesideEachClasssImagesAreNamedWithTheLinksThatLeaveThemOut)
   RawOptions raw;
   raw.raw = dir.Sub("xray");
   raw.size = "4";
-  auto refused = OpenSource(raw);
-  ASSERT_FALSE(refused.ok());
   const std::string links = "mkdir xray-images && ln -s " + dir.Sub("xray/COVID/images") + " xray-images/COVID && "
                             "ln -s " + dir.Sub("xray/Normal/images") + " xray-images/Normal";
-  EXPECT_EQ(refused.status().message(),
-            raw.raw + ": COVID/, Normal/ each hold masks/ beside images/: segmentation masks? Read as class folders, "
-                      "as torchvision's ImageFolder would, every image below a class folder is a sample of it, the "
-                      "masks too. To leave them out, build from a folder of each class's images/: " + links +
-                      " && prep build xray-images DB; --layout classes reads them all as samples");
-  ASSERT_EQ(std::system(("cd " + dir.path() + " && " + links).c_str()), 0);
-  raw.raw = dir.Sub("xray-images");
-  auto images = OpenSource(raw);
+  auto images = OpenThroughTheLinksItNames(
+      dir, raw,
+      "COVID/, Normal/ each hold masks/ beside images/: segmentation masks? Read as class folders, as torchvision's "
+      "ImageFolder would, every image below a class folder is a sample of it, the masks too. To leave them out, "
+      "build from a folder of each class's images/: ",
+      links, "xray-images", "; --layout classes reads them all as samples");
   ASSERT_TRUE(images.ok()) << images.status().ToString();
   EXPECT_EQ(images->info.class_names, (std::vector<std::string>{"COVID", "Normal"}));
   EXPECT_EQ(SplitsOf(images.value()), (std::vector<std::string>{"train 4"}));
