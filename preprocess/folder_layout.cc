@@ -400,11 +400,19 @@ bool IsMaskFolder(const std::string& name) {
          n == "groundtruth" || n == "ground_truth";
 }
 
-// "NAME-splits" for RAW: where the links that read it otherwise go.
-std::string LinksFolder(const fs::path& raw, const std::string& suffix) {
+// The shell lines that make a folder beside the working directory, RAW's
+// name + `suffix`, of links to `targets` (each a folder and the name it
+// takes there), then build from it: "mkdir F && ln -s ... && prep build F DB".
+std::string LinksAndBuild(const fs::path& raw, const std::string& suffix,
+                          const std::vector<std::pair<fs::path, std::string>>& targets) {
   fs::path named = raw.lexically_normal();
   if (named.filename().empty()) named = named.parent_path();  // RAW/ as RAW
-  return (named.filename().empty() ? std::string("raw") : named.filename().string()) + suffix;
+  const std::string links = (named.filename().empty() ? std::string("raw") : named.filename().string()) + suffix;
+  std::string commands = "mkdir " + links;
+  for (const auto& [target, name] : targets) {
+    commands += " && ln -s " + fs::absolute(target).lexically_normal().string() + " " + links + "/" + name;
+  }
+  return commands + " && prep build " + links + " DB";
 }
 
 // Each class folder's images/ beside masks/ (the COVID-19 radiography
@@ -418,13 +426,10 @@ std::string MasksBesideImages(const fs::path& raw, const std::vector<std::string
                      NamesText(images, "/") + ": segmentation masks? Read as class folders, as torchvision's "
                      "ImageFolder would, every image below a class folder is a sample of it, the masks too";
   if (images.size() != 1) return said + "; --layout classes reads them so";
-  const std::string links = LinksFolder(raw, "-" + images[0]);
-  std::string commands = "mkdir " + links;
-  for (const std::string& c : alike) {
-    commands += " && ln -s " + fs::absolute(raw / c / images[0]).lexically_normal().string() + " " + links + "/" + c;
-  }
-  return said + ". To leave them out, build from a folder of each class's " + images[0] + "/: " + commands +
-         " && prep build " + links + " DB; --layout classes reads them all as samples";
+  std::vector<std::pair<fs::path, std::string>> targets;
+  for (const std::string& c : alike) targets.emplace_back(raw / c / images[0], c);
+  return said + ". To leave them out, build from a folder of each class's " + images[0] + "/: " +
+         LinksAndBuild(raw, "-" + images[0], targets) + "; --layout classes reads them all as samples";
 }
 
 }  // namespace
@@ -445,26 +450,26 @@ std::string SplitsNamedOtherwise(const fs::path& raw, const std::vector<std::str
     }
   }
   if (alike.size() < 2) return "";
-  *refused = true;
-  if (std::any_of(shared.begin(), shared.end(), IsMaskFolder)) return MasksBesideImages(raw, alike, shared);
+  if (std::any_of(shared.begin(), shared.end(), IsMaskFolder)) {
+    *refused = true;
+    return MasksBesideImages(raw, alike, shared);
+  }
   *refused = std::any_of(alike.begin(), alike.end(), [](const std::string& f) { return !SplitWordIn(f).empty(); });
-  const std::string links = LinksFolder(raw, "-splits");
   std::set<std::string> free = {"train", "val", "test"};  // for folders whose names say no split, in this order
   for (const std::string& folder : alike) free.erase(SplitWordIn(folder));
-  std::string commands = "mkdir " + links;
+  std::vector<std::pair<fs::path, std::string>> targets;
   for (const auto& [folder, holding] : below) {
     if (std::find(alike.begin(), alike.end(), folder) == alike.end()) continue;
     std::string split = SplitWordIn(folder);
     for (const char* name : {"train", "val", "test"}) {
       if (split.empty() && free.erase(name) > 0) split = name;
     }
-    commands += " && ln -s " + fs::absolute(holding.first).lexically_normal().string() + " " + links + "/" +
-                (split.empty() ? folder : split);
+    targets.emplace_back(holding.first, split.empty() ? folder : split);
   }
   return NamesText(alike, "/") + " hold the same folders (" + NamesText(shared) + "): read as class folders, as "
          "torchvision's ImageFolder would, an image's class is the folder it lies in (" + NamesText(classes) +
-         "), not " + NamesText(shared) + ". If they are splits, build from a folder that names them so: " + commands +
-         " && prep build " + links + " DB (split folders are train, val, test)" +
+         "), not " + NamesText(shared) + ". If they are splits, build from a folder that names them so: " +
+         LinksAndBuild(raw, "-splits", targets) + " (split folders are train, val, test)" +
          (*refused ? "; --layout classes reads them as classes" : "");
 }
 

@@ -152,6 +152,13 @@ void AddSplits(const std::string& name, std::vector<ImageItem> items, uint64_t b
   source->splits.push_back(std::make_unique<ImageSplit>("val", dir, std::move(val), val_bytes, transform, unlabelled));
 }
 
+// "none of --like tr.db's classes (ant, bee), so a model ...": the end of
+// the refusal of a class a build --like that db finds and the db lacks.
+std::string NoneOfLikeClasses(const LikeDb& like) {
+  return "none of " + like.named + "'s classes (" + NamesText(like.class_names) + "), so a model trained on it has "
+         "no output for it: move it out, or build without --like";
+}
+
 // The images `found` (sorted paths below `dir`), each of the class its file
 // name says (ClassFromName: cat.0.jpg, cat.1.jpg are class "cat"), into
 // *items; the classes, sorted, into *names (--like: that db's, each name
@@ -167,9 +174,7 @@ Status LabelByName(const std::string& dir, std::vector<std::string> found, const
     said.push_back(ClassFromName(found[i]));
     if (said.back().empty() || !classes.emplace(said.back(), 0).second || like.path.empty()) continue;
     return Status::InvalidArgument((fs::path(dir) / found[i]).string() + ": its name says class '" + said.back() +
-                                   "', which is none of " + like.named + "'s classes (" +
-                                   NamesText(like.class_names) + "), so a model trained on it has no output for "
-                                   "it: move it out, or build without --like");
+                                   "', which is " + NoneOfLikeClasses(like));
   }
   if (!like.path.empty()) {
     *names = like.class_names;
@@ -253,10 +258,7 @@ Status AddLabelledImages(const std::string& dir, const ImageFolderOptions& optio
 Status TakeLikeClasses(const fs::path& train, const LikeDb& like, std::vector<std::string>* classes) {
   for (const std::string& c : *classes) {
     if (std::find(like.class_names.begin(), like.class_names.end(), c) == like.class_names.end()) {
-      return Status::InvalidArgument((train / c).string() + ": class '" + c + "' is none of " + like.named +
-                                     "'s classes (" + NamesText(like.class_names) +
-                                     "), so a model trained on it has no output for it: move it out, or build "
-                                     "without --like");
+      return Status::InvalidArgument((train / c).string() + ": class '" + c + "' is " + NoneOfLikeClasses(like));
     }
   }
   *classes = like.class_names;

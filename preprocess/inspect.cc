@@ -115,10 +115,20 @@ Status WriteFieldPng(const FieldView& f, const std::string& path) {
   return WritePng(path, hwc.data(), width, height, channels);
 }
 
+// Classes prep info names (on the label's line, in the counts' table).
+constexpr size_t kShownClasses = 20;
+
+// The first `shown` of `names`, comma-separated, then ")" (or, where more
+// are left out, ", ...: prep info --json names all)").
+std::string NamesUpTo(const std::vector<std::string>& names, size_t shown) {
+  std::string text;
+  for (size_t i = 0; i < names.size() && i < shown; ++i) text += (i == 0 ? "" : ", ") + Printable(names[i]);
+  return text + (names.size() > shown ? ", ...: prep info --json names all)" : ")");
+}
+
 // The samples of each class in each split the manifest counts, a row per
 // class (the first kShownClasses), or "" where it counts none.
 std::string ClassCountsText(const Manifest& m) {
-  constexpr size_t kShownClasses = 20;
   if (m.class_counts.empty()) return "";
   std::ostringstream out;
   char cell[64];
@@ -166,16 +176,11 @@ std::string DescribeDb(const DbReader& db) {
     if (f.name == m.label_field && IsFloatDType(f.dtype)) {
       out << "  (label: a number to predict, regression)";
     } else if (f.name == m.label_field) {
-      out << "  (label, " << m.num_classes << (m.num_classes == 1 ? " class:" : " classes:");
-      for (size_t c = 0; c < m.class_names.size() && c < 20; ++c) {
-        out << (c == 0 ? " " : ", ") << Printable(m.class_names[c]);
-      }
-      out << (m.class_names.size() > 20 ? ", ...: prep info --json names all)" : ")");
+      out << "  (label, " << m.num_classes << (m.num_classes == 1 ? " class:" : " classes:")
+          << (m.class_names.empty() ? ")" : " " + NamesUpTo(m.class_names, kShownClasses));
     }
     if (auto names = m.element_names.find(f.name); names != m.element_names.end()) {
-      out << "  (";
-      for (size_t e = 0; e < names->second.size() && e < 12; ++e) out << (e == 0 ? "" : ", ") << Printable(names->second[e]);
-      out << (names->second.size() > 12 ? ", ...: prep info --json names all)" : ")");
+      out << "  (" << NamesUpTo(names->second, 12);
     }
     out << "\n";
   }

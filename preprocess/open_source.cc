@@ -155,6 +155,13 @@ Status CheckLabelFlags(const RawOptions& o, const std::string& format) {
   return Status::OK();
 }
 
+// Whether an image folder's layout was found to be class folders (not
+// given with --layout, nor labelled by --labels or --label-from-name).
+bool ClassFoldersAsFound(const RawOptions& o, const SourceInfo& info) {
+  const auto layout = info.options.find("layout");
+  return o.layout == "auto" && layout != info.options.end() && layout->second == "classes";
+}
+
 // "RAW: holds one folder, PetImages/, whose folders Cat/, Dog/ hold the
 // images: ..." where an image folder read as classes has one class whose
 // folder holds two or more folders of images (a download's folder given
@@ -162,20 +169,17 @@ Status CheckLabelFlags(const RawOptions& o, const std::string& format) {
 // train/ among split folders (chest_xray/chest_xray/{train,test,val}/); ""
 // otherwise, or where --layout, --labels or --label-from-name was given.
 std::string ClassesOneFolderDown(const RawOptions& o, const SourceInfo& info) {
-  const auto layout = info.options.find("layout");
-  if (o.layout != "auto" || !o.labels.empty() || o.label_from_name || info.class_names.size() != 1 ||
-      layout == info.options.end() || layout->second != "classes") {
-    return "";
-  }
+  if (!ClassFoldersAsFound(o, info) || info.class_names.size() != 1) return "";
   const std::filesystem::path only = std::filesystem::path(o.raw) / info.class_names[0];
   std::vector<std::string> classes, splits;
+  bool train = false;
   for (const std::string& sub : SortedSubdirs(only)) {
     if (!LooseImages(only / sub).empty()) classes.push_back(sub);
-    if (!SplitOfFolder(sub).empty()) splits.push_back(sub);
+    const std::string split_of = SplitOfFolder(sub);
+    if (!split_of.empty()) splits.push_back(sub);
+    train = train || split_of == "train";
   }
-  const bool split = classes.empty() && std::any_of(splits.begin(), splits.end(), [](const std::string& s) {
-    return SplitOfFolder(s) == "train";
-  });
+  const bool split = classes.empty() && train;
   if (classes.size() < 2 && !split) return "";
   return o.raw + ": holds one folder, " + info.class_names[0] + "/, whose folders " +
          NamesText(split ? splits : classes, "/") +
@@ -376,8 +380,7 @@ StatusOr<Source> OpenSource(const RawOptions& given) {
   if (const std::string below = ClassesOneFolderDown(o, source->info); !below.empty()) {
     return Status::InvalidArgument(below);
   }
-  const auto layout = source->info.options.find("layout");
-  if (o.layout == "auto" && layout != source->info.options.end() && layout->second == "classes") {
+  if (ClassFoldersAsFound(o, source->info)) {
     bool refused = false;
     const std::string splits = SplitsNamedOtherwise(o.raw, source->info.class_names, &refused);
     if (refused) return Status::InvalidArgument(o.raw + ": " + splits);

@@ -11,6 +11,8 @@ try:
 except ImportError:  # run as a script: python/granary/reader.py DB
     from errors import CorruptionError
 
+MAX_STATISTICS_ELEMENTS = 4096  # FORMAT.md: statistics of a float field of at most this many elements
+
 
 def _fixed_elements(field):
     """A field's elements per sample, or None for a field of variable shape."""
@@ -49,21 +51,20 @@ def check_described(manifest, where):
     fields = {f["name"]: f for f in manifest["schema"]["fields"]}
     counts = {s["name"]: s["count"] for s in manifest["splits"]}
     for name, names in _member(manifest, "element_names", where).items():
-        field = fields.get(name)
-        if field is None or _fixed_elements(field) is None:
+        elements = None if name not in fields else _fixed_elements(fields[name])
+        if elements is None:
             raise CorruptionError(f"{where}: element_names.{name}: not a field of fixed shape")
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise CorruptionError(f"{where}: element_names.{name}: not an array of strings")
-        if len(names) != _fixed_elements(field):
-            raise CorruptionError(f"{where}: element_names.{name}: {len(names)} names for "
-                                  f"{_fixed_elements(field)} elements")
+        if len(names) != elements:
+            raise CorruptionError(f"{where}: element_names.{name}: {len(names)} names for {elements} elements")
     for split, of_split in _member(manifest, "statistics", where).items():
         if split not in counts or not isinstance(of_split, dict):
             raise CorruptionError(f"{where}: statistics.{split}: no such split, or not an object")
         for name, stats in of_split.items():
             field = fields.get(name)
             elements = None if field is None else _fixed_elements(field)
-            if elements is None or field["dtype"] not in ("float32", "float64") or elements > 4096:
+            if elements is None or field["dtype"] not in ("float32", "float64") or elements > MAX_STATISTICS_ELEMENTS:
                 raise CorruptionError(f"{where}: statistics.{split}.{name}: not a field that has statistics")
             _check_field_statistics(stats, f"{where}: statistics.{split}.{name}", counts[split], elements)
     classes = manifest["num_classes"]
