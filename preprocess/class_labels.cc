@@ -177,22 +177,46 @@ Status CheckClassLabels(const std::string& path, const std::string& label, const
   return Status::OK();
 }
 
+std::string ClassWithoutPeriod(const std::string& value, const std::set<std::string>& classes) {
+  if (value.size() < 2 || value.back() != '.' || classes.count(value) > 0) return "";
+  const std::string without = value.substr(0, value.size() - 1);
+  return classes.count(without) > 0 ? without : "";
+}
+
+std::string PeriodNote(const std::map<std::string, std::string>& read_as) {
+  std::vector<std::string> values, classes;
+  for (const auto& [value, of] : read_as) {
+    values.push_back("'" + value + "'");
+    classes.push_back("'" + of + "'");
+  }
+  return NamesText(values) + " read as " + NamesText(classes) + " (the same but for a '.' after them, as UCI's "
+         "adult.test writes its labels)";
+}
+
 std::map<std::string, int64_t> ClassesLike(const LikeDb& like, const std::string& label,
                                            const std::set<std::string>& values, std::vector<std::string>* names,
                                            std::vector<std::string>* notes) {
   *names = like.class_names;
   std::map<std::string, int64_t> classes;
   for (size_t c = 0; c < like.class_names.size(); ++c) classes.emplace(like.class_names[c], static_cast<int64_t>(c));
+  const std::set<std::string> names_of(like.class_names.begin(), like.class_names.end());
   std::vector<std::string> unknown;
+  std::map<std::string, std::string> read_as;  // with a '.' after a class
   for (const std::string& value : values) {
     if (classes.count(value) > 0) continue;
     int64_t number = 0;
     const auto as = IntegralLabel(value, &number) ? classes.find(std::to_string(number)) : classes.end();
     if (as != classes.end()) {
       classes.emplace(value, as->second);
+    } else if (const std::string of = ClassWithoutPeriod(value, names_of); !of.empty()) {
+      classes.emplace(value, classes.at(of));
+      read_as.emplace(value, of);
     } else {
       unknown.push_back("'" + value + "'");
     }
+  }
+  if (!read_as.empty()) {
+    notes->push_back("label column '" + label + "': " + PeriodNote(read_as) + ", " + like.named + "'s classes");
   }
   if (!unknown.empty()) {
     notes->push_back("label column '" + label + "' holds " + std::to_string(unknown.size()) + " value(s) that are "

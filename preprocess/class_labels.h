@@ -51,10 +51,19 @@ std::string RegressionHint(const std::string& value);
 Status CheckClassLabels(const std::string& path, const std::string& label, const std::set<std::string>& values,
                         uint64_t labelled, bool table, std::vector<std::string>* notes);
 
+// `value` without the '.' after it where that is one of `classes` and
+// `value` is not (UCI's adult.test labels "<=50K." what adult.data labels
+// "<=50K"); "" otherwise.
+std::string ClassWithoutPeriod(const std::string& value, const std::set<std::string>& classes);
+
+// "'a.', 'b.' read as 'a', 'b' (the same but for a '.' after them, as UCI's
+// adult.test writes its labels)": what ClassWithoutPeriod found, noted.
+std::string PeriodNote(const std::map<std::string, std::string>& read_as);
+
 // The classes of a label column's distinct `values` (column `label`) read
 // --like a db: each value its class of the db's (an integral number however
-// spelt, 1.0 for 1, too), the db's classes the new db's (*names); values
-// none of them are noted (their rows are rejected as no class).
+// spelt, 1.0 for 1, too; with a '.' after it: ClassWithoutPeriod), the
+// db's classes the new db's (*names); values none of them are noted (their rows are rejected as no class).
 std::map<std::string, int64_t> ClassesLike(const LikeDb& like, const std::string& label,
                                            const std::set<std::string>& values, std::vector<std::string>* names,
                                            std::vector<std::string>* notes);

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "base/file.h"
+#include "base/json_text.h"
 #include "preprocess/class_labels.h"
 #include "preprocess/csv_columns.h"
 #include "preprocess/csv_table.h"
@@ -104,18 +105,21 @@ struct CsvInput {
   uint64_t unlabelled[2] = {0, 0};
 };
 
-// A delimiter as a message (and the shell) writes it: ';' or tab.
+// A delimiter as a message (and the shell) writes it: ';', tab or whitespace.
 std::string QuotedDelimiter(char delimiter) {
-  return delimiter == '\t' ? "tab" : "'" + std::string(1, delimiter) + "'";
+  if (delimiter == '\t' || delimiter == kWhitespaceDelimiter) return CsvDelimiterName(delimiter);
+  return "'" + std::string(1, delimiter) + "'";
 }
 
 // "; the header is one column holding ';': give --delimiter ';'" where
-// `header` is one column holding a delimiter other than `delimiter`; "" otherwise.
+// `header` is one column holding a delimiter other than `delimiter` (spaces:
+// whitespace); "" otherwise.
 std::string OneColumnHint(const std::vector<std::string>& header, char delimiter) {
   if (header.size() != 1) return "";
-  for (char other : {',', ';', '\t', '|'}) {
+  for (char other : {',', ';', '\t', '|', kWhitespaceDelimiter}) {
     if (other != delimiter && header[0].find(other) != std::string::npos) {
-      return "; the header is one column holding " + QuotedDelimiter(other) + ": give --delimiter " +
+      return "; the header is one column holding " +
+             (other == kWhitespaceDelimiter ? std::string("spaces") : QuotedDelimiter(other)) + ": give --delimiter " +
              QuotedDelimiter(other);
     }
   }
@@ -170,6 +174,7 @@ std::vector<std::string> PeekCsvHeader(const std::string& path, char delimiter) 
   if (!file.ReadAt(0, text.size(), text.data()).ok()) return {};
   if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
   if (text.compare(0, 2, "\x1f\x8b") == 0 || text.compare(0, 4, "\x28\xb5\x2f\xfd") == 0) return {};
+  text.erase(0, LinesBeforeTheTable(text, delimiter).bytes);
   CsvParser parser;
   parser.SetDelimiter(delimiter != 0 ? delimiter : DetectCsvDelimiter(text));
   std::vector<std::string> header;
@@ -382,6 +387,48 @@ StatusOr<std::array<std::vector<uint64_t>, 2>> KeepStratifiedRows(const CsvInput
   return kept;
 }
 
+// Notes the lines `table` starts with that are no rows of it, and
+// numpy.savetxt's comment mark before its header, left out.
+void NoteLinesLeftOut(const CsvTable& table, std::vector<std::string>* notes) {
+  const std::vector<std::string>& lines = table.lines_left_out();
+  if (!lines.empty()) {
+    std::string shown;
+    for (const std::string& line : lines) {
+      if (!TrimCsvField(line).empty()) shown += (shown.empty() ? "'" : ", '") + Printable(line.substr(0, 80)) + "'";
+    }
+    const std::string which = lines.size() == 1 ? "line 1" : "lines 1-" + std::to_string(lines.size());
+    notes->push_back(table.path() + ": " + which + " (" + shown + ") " + (lines.size() == 1 ? "is" : "are") +
+                     " no row of the table below (its " +
+                     std::to_string(table.header().size()) + " columns are separated by " +
+                     QuotedDelimiter(table.delimiter()) + "): left out, as pandas' skiprows=" +
+                     std::to_string(lines.size()) + " would");
+  }
+  if (table.header_commented()) {
+    notes->push_back(table.path() + ": the '#' before the header (numpy.savetxt's comment mark) left out");
+  }
+}
+
+// The label values of the tables after the first (test.csv, val.csv) that
+// are the first's with a '.' after them (ClassWithoutPeriod: UCI's
+// adult.test), each with the first's value; noted.
+std::map<std::string, std::string> LabelsWithAPeriod(const std::vector<CsvInput>& inputs,
+                                                      std::vector<std::string>* notes) {
+  std::set<std::string> first;
+  for (const auto& [value, rows] : inputs[0].labels) first.insert(value);
+  std::map<std::string, std::string> all;
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    std::map<std::string, std::string> read_as;
+    for (const auto& [value, rows] : inputs[i].labels) {
+      if (const std::string of = ClassWithoutPeriod(value, first); !of.empty()) read_as.emplace(value, of);
+    }
+    if (read_as.empty()) continue;
+    notes->push_back(inputs[i].table->path() + ": labels " + PeriodNote(read_as) + ", " +
+                     inputs[0].table->path() + "'s");
+    all.insert(read_as.begin(), read_as.end());
+  }
+  return all;
+}
+
 // What was found rather than given is noted, and recorded as if given (a
 // later build that finds the same is up to date with this one): the label
 // column, the delimiter; and which files were read decompressed.
@@ -396,6 +443,7 @@ void NoteWhatWasFound(const std::vector<CsvInput>& inputs, const CsvOptions& opt
     info->options["label"] = label;
   }
   for (const CsvInput& input : inputs) {
+    NoteLinesLeftOut(*input.table, &info->notes);
     if (!input.table->compression().empty()) {
       char size[32];
       std::snprintf(size, sizeof(size), "%.1f MB", static_cast<double>(input.table->bytes()) / 1e6);
@@ -445,22 +493,29 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
     for (const std::string& name : sorted) dropped += (dropped.empty() ? "" : ",") + name;
     source.info.options["drop"] = dropped;
   }
+  const std::map<std::string, std::string> read_as = LabelsWithAPeriod(inputs, &source.info.notes);
   std::set<std::string> values;
   uint64_t labelled = 0;
   for (const CsvInput& input : inputs) {
     for (const auto& [value, rows] : input.labels) {
-      values.insert(value);
+      if (read_as.count(value) == 0) values.insert(value);
       labelled += rows[0] + rows[1];
     }
   }
   std::shared_ptr<const std::map<std::string, int64_t>> classes;
-  if (!options.regression && !options.like.path.empty()) {
-    classes = std::make_shared<const std::map<std::string, int64_t>>(
-        ClassesLike(options.like, label, values, &source.info.class_names, &source.info.notes));
-  } else if (!options.regression) {
-    GRANARY_RETURN_IF_ERROR(CheckClassLabels(inputs[0].table->path(), label, values, labelled, /*table=*/true,
-                                             &source.info.notes));
-    classes = std::make_shared<const std::map<std::string, int64_t>>(ChooseClasses(values, &source.info.class_names));
+  if (!options.regression) {
+    std::map<std::string, int64_t> chosen;
+    if (!options.like.path.empty()) {
+      chosen = ClassesLike(options.like, label, values, &source.info.class_names, &source.info.notes);
+    } else {
+      GRANARY_RETURN_IF_ERROR(CheckClassLabels(inputs[0].table->path(), label, values, labelled, /*table=*/true,
+                                               &source.info.notes));
+      chosen = ChooseClasses(values, &source.info.class_names);
+    }
+    for (const auto& [value, of] : read_as) {
+      if (const auto found = chosen.find(of); found != chosen.end()) chosen.emplace(value, found->second);
+    }
+    classes = std::make_shared<const std::map<std::string, int64_t>>(std::move(chosen));
   } else {
     source.info.notes.push_back("column '" + label + "' is the regression target (--regression): field 'target', "
                                 "float32");

@@ -19,7 +19,7 @@ void CsvParser::Reset(uint64_t line, uint64_t offset) {
   keep_ = kAllColumns;
   line_ = line;
   offset_ = offset;
-  quoted_ = quote_pending_ = cr_pending_ = row_started_ = false;
+  quoted_ = quote_pending_ = cr_pending_ = row_started_ = gap_ = false;
   field_blank_ = true;
   column_ = 0;
   field_.clear();
@@ -75,13 +75,22 @@ Status CsvParser::Feed(std::string_view text, const std::function<Status(const R
     if (c == '\n' || c == '\r') {
       ++line_;
       cr_pending_ = c == '\r';
+      gap_ = false;
       GRANARY_RETURN_IF_ERROR(EndRow(on_row));
+      continue;
+    }
+    if (delimiter_ == kWhitespaceDelimiter && (c == ' ' || c == '\t')) {
+      gap_ = row_started_;  // a run of them is one delimiter; those before a row's first field are none
       continue;
     }
     if (!row_started_) {
       row_started_ = true;
       row_line_ = line_;
       row_offset_ = offset_;
+    }
+    if (gap_) {
+      gap_ = false;
+      EndField();
     }
     if (c == delimiter_) {
       EndField();
@@ -121,19 +130,88 @@ std::string CsvHeaderText(const std::vector<std::string>& header) {
   return text;
 }
 
-char DetectCsvDelimiter(std::string_view line) {
+namespace {
+
+// The lines `text` starts with (at most `most`; its last one even if cut
+// short), without their line ends, and where the line after each starts.
+struct TextLine {
+  std::string_view text;
+  size_t next = 0;
+};
+std::vector<TextLine> FirstLines(std::string_view text, size_t most) {
+  std::vector<TextLine> lines;
+  for (size_t at = 0; at < text.size() && lines.size() < most;) {
+    size_t end = text.find('\n', at);
+    const size_t next = end == std::string_view::npos ? text.size() : end + 1;
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(at, end - at);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    lines.push_back({line, next});
+    at = next;
+  }
+  return lines;
+}
+
+// The fields of `line` (up to its first line end) between `delimiter`s
+// outside quotes, or between runs of spaces and tabs (kWhitespaceDelimiter,
+// a leading "#" field not counted).
+size_t FieldsOf(std::string_view line, char delimiter) {
+  size_t fields = delimiter == kWhitespaceDelimiter ? 0 : 1;
+  bool quoted = false, in_field = false;
+  for (size_t i = 0; i < line.size() && (quoted || (line[i] != '\n' && line[i] != '\r')); ++i) {
+    const char c = line[i];
+    if (c == '"') quoted = !quoted;  // "" inside quotes toggles twice
+    if (delimiter != kWhitespaceDelimiter) {
+      fields += !quoted && c == delimiter;
+      continue;
+    }
+    const bool space = !quoted && (c == ' ' || c == '\t');
+    const bool mark = c == '#' && fields == 0 && (i + 1 == line.size() || std::strchr(" \t\r\n", line[i + 1]));
+    if (!space && !in_field) fields += !mark;
+    in_field = !space;
+  }
+  return fields;
+}
+
+}  // namespace
+
+char DetectCsvDelimiter(std::string_view text) {
   size_t counts[4] = {0, 0, 0, 0};
   const char kDelimiters[4] = {',', ';', '\t', '|'};
-  bool quoted = false;
-  for (char c : line) {
-    if (c == '"') quoted = !quoted;  // "" inside quotes toggles twice
-    if (quoted) continue;
-    if (c == '\n' || c == '\r') break;
-    for (int k = 0; k < 4; ++k) counts[k] += c == kDelimiters[k];
-  }
+  for (int k = 0; k < 4; ++k) counts[k] = FieldsOf(text, kDelimiters[k]) - 1;
   if (counts[0] > 0) return ',';
   const size_t* most = std::max_element(counts + 1, counts + 4);
-  return *most > 0 ? kDelimiters[most - counts] : ',';
+  if (*most > 0) return kDelimiters[most - counts];
+  const std::vector<TextLine> lines = FirstLines(text, 2);
+  const size_t fields = FieldsOf(text, kWhitespaceDelimiter);
+  return fields >= 2 && lines.size() == 2 && FieldsOf(lines[1].text, kWhitespaceDelimiter) == fields
+             ? kWhitespaceDelimiter : ',';
+}
+
+LeadingLines LinesBeforeTheTable(std::string_view text, char delimiter) {
+  constexpr size_t kMostLeftOut = 10, kAgreeing = 5;
+  const std::vector<TextLine> lines = FirstLines(text, kMostLeftOut + kAgreeing);
+  const std::string candidates = delimiter != 0 ? std::string(1, delimiter) : std::string(",;\t|");
+  for (char d : candidates) {
+    if (d == kWhitespaceDelimiter) break;
+    for (size_t k = 1; k <= kMostLeftOut && k + 1 < lines.size(); ++k) {
+      if (FieldsOf(lines[k - 1].text, d) != 1) break;  // a row of the table by d: nothing before it is left out
+      const size_t n = FieldsOf(lines[k].text, d);
+      bool agree = n >= 2;
+      for (size_t j = k + 1; j < lines.size() && j < k + kAgreeing; ++j) {
+        agree = agree && FieldsOf(lines[j].text, d) == n;
+      }
+      if (!agree) continue;
+      for (char other : {',', ';', '\t', '|'}) {  // a header written with another delimiter is no line to leave out
+        if (FieldsOf(lines[k - 1].text, other) == n) return {};
+      }
+      LeadingLines left;
+      for (size_t j = 0; j < k; ++j) left.lines.emplace_back(lines[j].text);
+      left.bytes = lines[k - 1].next;
+      return left;
+    }
+  }
+  return {};
 }
 
 char DetectCsvDecimal(std::string_view text, char delimiter) {
@@ -148,7 +226,7 @@ char DetectCsvDecimal(std::string_view text, char delimiter) {
     return at != std::string_view::npos && digits(v.substr(0, at)) && digits(v.substr(at + 1));
   };
   size_t commas = 0, points = 0;
-  const char ends[] = {delimiter, '\n', '\0'};  // of a field
+  const char ends[] = {delimiter, delimiter == kWhitespaceDelimiter ? '\t' : '\n', '\n', '\0'};  // of a field
   const size_t header_end = text.find('\n');
   for (size_t at = header_end == std::string_view::npos ? text.size() : header_end + 1; at < text.size();) {
     const size_t end = text.find_first_of(ends, at);
@@ -163,7 +241,10 @@ char DetectCsvDecimal(std::string_view text, char delimiter) {
   return commas > 0 && points == 0 ? ',' : '.';
 }
 
-std::string CsvDelimiterName(char delimiter) { return delimiter == '\t' ? "tab" : std::string(1, delimiter); }
+std::string CsvDelimiterName(char delimiter) {
+  if (delimiter == kWhitespaceDelimiter) return "whitespace";
+  return delimiter == '\t' ? "tab" : std::string(1, delimiter);
+}
 
 bool CsvTable::HeldOut(double fraction, uint64_t line) {
   const uint64_t h = XXH64(&line, sizeof(line), 0);  // by line number: deterministic
@@ -171,6 +252,25 @@ bool CsvTable::HeldOut(double fraction, uint64_t line) {
 }
 
 namespace {
+
+// Leaves out the comment mark numpy.savetxt writes before a header ("# a,b,label";
+// "# a b label", its own field where fields are separated by whitespace);
+// whether there was one. A column named "#" (a number) stays where commas
+// separate the fields.
+bool DropCommentMark(char delimiter, std::vector<std::string>* header) {
+  std::string& first = header->front();
+  if (first.empty() || first[0] != '#') return false;
+  if (delimiter != kWhitespaceDelimiter && (first.size() < 2 || first[1] != ' ')) return false;
+  const std::string rest = TrimCsvField(first.substr(1));
+  if (!rest.empty()) {
+    first = rest;
+  } else if (header->size() > 1) {
+    header->erase(header->begin());
+  } else {
+    return false;
+  }
+  return true;
+}
 
 // InvalidArgument naming what the table at `path` is where its first bytes
 // (`text`, after a byte order mark) show another format: UTF-16 text, an
@@ -256,8 +356,11 @@ StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
     return Status::InvalidArgument(path + ": is not a text table (a NUL byte at byte " +
                                    std::to_string(nul + (bom ? 3 : 0)) + "): prep reads CSV text");
   }
-  table->delimiter_ = options.delimiter != 0 ? options.delimiter : DetectCsvDelimiter(text);
-  table->decimal_ = options.decimal != 0 ? options.decimal : DetectCsvDecimal(text, table->delimiter_);
+  const LeadingLines lead = LinesBeforeTheTable(text, options.delimiter);
+  table->lines_left_out_ = lead.lines;
+  const std::string_view from_header = text.substr(lead.bytes);
+  table->delimiter_ = options.delimiter != 0 ? options.delimiter : DetectCsvDelimiter(from_header);
+  table->decimal_ = options.decimal != 0 ? options.decimal : DetectCsvDecimal(from_header, table->delimiter_);
   bool header_seen = false;
   size_t column = CsvParser::kAllColumns;
   const auto data_row = [&](const CsvParser::Row& row, int part) {
@@ -276,6 +379,7 @@ StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
     for (size_t c = 0; c < row.columns; ++c) {
       table->header_.push_back(header ? TrimCsvField((*row.fields)[c]) : std::to_string(c + 1));
     }
+    if (header) table->header_commented_ = DropCommentMark(table->delimiter_, &table->header_);
     GRANARY_ASSIGN_OR_RETURN(column, on_header(table->header_));
     if (header) return Status::OK();
     // No header: this row is the first of the data, keeping the one column later rows keep.
@@ -285,7 +389,8 @@ StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
     first.fields = &kept;
     return data_row(first, part);
   };
-  GRANARY_RETURN_IF_ERROR(table->ScanRows(bom ? 3 : 0, 1, &column, read_row, &progress));
+  GRANARY_RETURN_IF_ERROR(
+      table->ScanRows((bom ? 3 : 0) + lead.bytes, 1 + lead.lines.size(), &column, read_row, &progress));
   if (!header_seen) return Status::InvalidArgument(path + (header ? ": no header row" : ": no rows"));
   if (table->blocks_.empty()) return Status::InvalidArgument(path + ": a header and no data rows");
   return std::shared_ptr<const CsvTable>(std::move(table));

@@ -19,6 +19,11 @@ namespace granary {
 
 class ProgressLine;
 
+// The delimiter of a table whose fields are separated by runs of spaces and
+// tabs (numpy.savetxt's default, UCI's housing.data; pandas' sep=r"\s+"):
+// spaces and tabs at a line's start and end are no fields.
+inline constexpr char kWhitespaceDelimiter = ' ';
+
 // Splits CSV text, fed in consecutive pieces, into rows of fields. RFC 4180:
 // comma separated (or by another delimiter: SetDelimiter), fields may be double-quoted (with "" for a quote and
 // commas or newlines inside; spaces before an opening quote are dropped);
@@ -41,7 +46,7 @@ class CsvParser {
   void Reset(uint64_t line = 1, uint64_t offset = 0);
   // Which fields rows keep from now on: kAllColumns, kNoColumn or one column.
   void Keep(size_t column) { keep_ = column; }
-  // The byte between fields (',' unless set: ';', '\t', '|').
+  // The byte between fields (',' unless set: ';', '\t', '|', kWhitespaceDelimiter).
   void SetDelimiter(char delimiter) { delimiter_ = delimiter; }
   // Parses `text`, calling on_row for each row it completes; a non-OK status
   // from on_row ends the parse and is returned.
@@ -61,6 +66,7 @@ class CsvParser {
   uint64_t line_ = 1, offset_ = 0;
   bool quoted_ = false, quote_pending_ = false, cr_pending_ = false;
   bool row_started_ = false, field_blank_ = true;
+  bool gap_ = false;  // whitespace-delimited: spaces after a field, which end it if another follows
   uint64_t row_line_ = 0, row_offset_ = 0;
   size_t column_ = 0;
   std::string field_;
@@ -90,11 +96,26 @@ bool ParseDecimal(const std::string& v, double* x);
 // "'a', 'b', ... (N in all)": a header's first columns, for a message.
 std::string CsvHeaderText(const std::vector<std::string>& header);
 
-// The delimiter of a table whose header line is `line` (its start will do,
-// up to its first line end outside quotes): ',' if it holds one, else the
-// one of ';', '\t' and '|' it holds most of (spreadsheets in locales with a
-// decimal comma write ';', TSV files a tab), else ','.
-char DetectCsvDelimiter(std::string_view line);
+// The delimiter of a table whose header line starts `text` (up to its first
+// line end outside quotes): ',' if it holds one, else the one of ';', '\t'
+// and '|' it holds most of (spreadsheets in locales with a decimal comma
+// write ';', TSV files a tab), else kWhitespaceDelimiter where it and the
+// line after it are the same number of fields (two or more) between spaces
+// (a header's leading '#', as numpy.savetxt writes one, not counted), else ','.
+char DetectCsvDelimiter(std::string_view text);
+
+// The lines `text` (a table's first bytes) starts with that are no rows of
+// the table below them: each without the delimiter that splits the lines
+// after them into the same number of fields, two or more, and not the
+// header of those lines written with another (UCI's adult.test starts
+// "|1x3 Cross validator"; a title above a spreadsheet's table). At most 10,
+// and none where no such lines follow. `delimiter` 0: any of ',', ';', '\t'
+// and '|'; else that one.
+struct LeadingLines {
+  std::vector<std::string> lines;  // as they are, without their line ends
+  size_t bytes = 0;                // up to the first line of the table
+};
+LeadingLines LinesBeforeTheTable(std::string_view text, char delimiter);
 
 // The decimal mark of a table separated by `delimiter` whose first lines are
 // `text` (its header first): ',' where the delimiter is not ',' and its
@@ -102,7 +123,7 @@ char DetectCsvDelimiter(std::string_view line);
 // spreadsheets in many locales save ';'-separated CSV; '.' otherwise.
 char DetectCsvDecimal(std::string_view text, char delimiter);
 
-// How a delimiter is named in messages and options: ",", ";", "tab", "|".
+// How a delimiter is named in messages and options: ",", ";", "tab", "|", "whitespace".
 std::string CsvDelimiterName(char delimiter);
 
 // How CsvTable::Scan reads a file.
@@ -155,6 +176,10 @@ class CsvTable {
   char decimal() const { return decimal_; }
   uint64_t bytes() const { return file_.size_bytes(); }
   const std::vector<std::string>& header() const { return header_; }
+  // The lines before the header that were no rows of it (LinesBeforeTheTable), left out.
+  const std::vector<std::string>& lines_left_out() const { return lines_left_out_; }
+  // Whether the header began with numpy.savetxt's comment mark ("# a,b,label"), left out.
+  bool header_commented() const { return header_commented_; }
   uint64_t rows(int part) const { return part_rows_[part]; }
 
   // Every data row again, in order, keeping `column` (as Scan).
@@ -208,6 +233,8 @@ class CsvTable {
   char delimiter_ = ',';
   char decimal_ = '.';
   std::vector<std::string> header_;
+  std::vector<std::string> lines_left_out_;
+  bool header_commented_ = false;
   uint64_t part_rows_[2] = {0, 0};
   std::vector<Block> blocks_;
 

@@ -227,10 +227,12 @@ StatusOr<Source> OpenCsvFromFlags(const RawOptions& o, const LikeDb& like,
   csv.label = o.label;
   if (o.delimiter == "tab" || o.delimiter == "\t") {
     csv.delimiter = '\t';
+  } else if (o.delimiter == "whitespace" || o.delimiter == "space" || o.delimiter == " ") {
+    csv.delimiter = kWhitespaceDelimiter;
   } else if (o.delimiter == "," || o.delimiter == ";" || o.delimiter == "|") {
     csv.delimiter = o.delimiter[0];
   } else if (o.delimiter != "auto") {
-    return Status::InvalidArgument("--delimiter " + o.delimiter + ": expected auto, ',', ';', tab or '|'");
+    return Status::InvalidArgument("--delimiter " + o.delimiter + ": expected auto, ',', ';', tab, '|' or whitespace");
   }
   if (o.decimal == "point" || o.decimal == "comma") {
     csv.decimal = o.decimal == "point" ? '.' : ',';

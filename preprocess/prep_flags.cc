@@ -22,7 +22,9 @@ void AddInputFlags(CLI::App* build, BuildArgs* args) {
   build->add_option("--label", b.raw.label,
                     "csv (and --labels' table): the label column (default: the one named label, target, y or class); "
                     "CIFAR-100: fine (default) or coarse");
-  build->add_option("--delimiter", b.raw.delimiter, "csv: between fields: auto (from the header), ',', ';', tab or '|'")
+  build->add_option("--delimiter", b.raw.delimiter,
+                    "csv: between fields: auto (from the header), ',', ';', tab, '|' or whitespace (runs of spaces "
+                    "and tabs)")
       ->capture_default_str();
   build->add_option("--decimal", b.raw.decimal,
                     "csv: numbers' decimal mark: auto (a comma where a table not separated by ',' writes its "

@@ -377,7 +377,7 @@ TEST(Csv, TheDelimiterAndTheLabelColumnAreFoundFromTheHeader) {
   EXPECT_EQ(found_by_prep->info.options, given_to_prep->info.options);
   EXPECT_EQ(found_by_prep->info.options.at("delimiter"), ";");
   raw.delimiter = "\\t";
-  EXPECT_NE(OpenSource(raw).status().message().find("--delimiter \\t: expected auto, ',', ';', tab or '|'"),
+  EXPECT_NE(OpenSource(raw).status().message().find("--delimiter \\t: expected auto, ',', ';', tab, '|' or whitespace"),
             std::string::npos);
 
   testing::WriteFile(dir.Sub("xy.csv"), "x,y,class\n1,2,0\n");  // y is a feature beside a column named class

@@ -9,6 +9,8 @@
 namespace granary {
 namespace {
 
+using testing::TempDir;
+
 std::string Le(uint64_t value, int width) {
   std::string bytes;
   for (int i = 0; i < width; ++i) bytes += static_cast<char>(value >> (8 * i) & 0xFF);

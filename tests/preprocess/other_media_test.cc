@@ -12,6 +12,8 @@
 namespace granary {
 namespace {
 
+using testing::TempDir;
+
 // A RIFF WAV header of `bits` a sample and `frames` silent mono frames.
 std::string Wav(int bits, int frames = 4) {
   const auto le = [](uint32_t v, int n) {

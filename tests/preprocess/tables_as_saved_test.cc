@@ -1,0 +1,185 @@
+// Tables as numpy and UCI save them: fields between runs of spaces
+// (numpy.savetxt's default, UCI's housing.data), numpy's "# " before a
+// header, a line above the table that is none of its rows (UCI's
+// adult.test starts "|1x3 Cross validator"), and labels written with a '.'
+// after them in one file and not in the other (adult.test's "<=50K.").
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "preprocess/csv_table.h"
+#include "preprocess/source.h"
+#include "tests/test_util.h"
+
+namespace granary {
+namespace {
+
+using testing::TempDir;
+
+// The rows of `text` split at runs of whitespace, fed `piece` bytes at a time.
+std::vector<std::vector<std::string>> WhitespaceRows(const std::string& text, size_t piece) {
+  std::vector<std::vector<std::string>> rows;
+  CsvParser parser;
+  parser.Reset();
+  parser.SetDelimiter(kWhitespaceDelimiter);
+  const auto on_row = [&](const CsvParser::Row& r) {
+    rows.push_back(*r.fields);
+    return Status::OK();
+  };
+  for (size_t at = 0; at < text.size(); at += piece) {
+    EXPECT_TRUE(parser.Feed(std::string_view(text).substr(at, piece), on_row).ok());
+  }
+  EXPECT_TRUE(parser.End("t.txt", on_row).ok());
+  return rows;
+}
+
+// Row `i`'s features as text ("1.5 2"), or the reason it is rejected, and its label.
+std::string RowOf(const SplitSource& split, uint64_t i) {
+  granary::Sample s;
+  if (Status st = split.Produce(i, &s); !st.ok()) return st.message();
+  std::string text;
+  for (size_t at = 0; at + 4 <= s.fields[0].size(); at += 4) {
+    float f = 0;
+    std::memcpy(&f, s.fields[0].data() + at, 4);
+    char number[32];
+    std::snprintf(number, sizeof(number), "%g", f);
+    text += (text.empty() ? "" : " ") + std::string(number);
+  }
+  int64_t label = -1;
+  std::memcpy(&label, s.fields[1].data(), sizeof(label));
+  return text + " -> " + std::to_string(label);
+}
+
+TEST(TablesAsSaved, FieldsBetweenRunsOfSpacesAreSplitInAnyPieces) {
+  const std::string text = "  0.00632  18.00\t 2.310  \n\n   \n 1 \"a b\"  \"\" 3\r\n4 5 6";
+  const std::vector<std::vector<std::string>> expected = {
+      {"0.00632", "18.00", "2.310"}, {"1", "a b", "", "3"}, {"4", "5", "6"}};
+  for (size_t piece : {1, 2, 3, 7, 100}) EXPECT_EQ(WhitespaceRows(text, piece), expected) << piece;
+}
+
+TEST(TablesAsSaved, WhitespaceIsTheDelimiterWhereTheHeaderAndTheRowsAgreeOnIt) {
+  EXPECT_EQ(DetectCsvDelimiter("a b label\n1 2 0\n"), kWhitespaceDelimiter);
+  EXPECT_EQ(DetectCsvDelimiter("# a b label\n1.0e+00 2.0e+00 0.0e+00\n"), kWhitespaceDelimiter);  // numpy's header
+  EXPECT_EQ(DetectCsvDelimiter(" 0.00632  18.00   2.310\n 0.02731   0.00   7.070\n"), kWhitespaceDelimiter);
+  EXPECT_EQ(DetectCsvDelimiter("sale price\n100\n"), ',');  // one column with a space in its name
+  EXPECT_EQ(DetectCsvDelimiter("a b\n1 2 3\n"), ',');       // no agreement
+  EXPECT_EQ(DetectCsvDelimiter("a b, c\n1 2, 3\n"), ',');   // a comma first
+  EXPECT_EQ(CsvDelimiterName(kWhitespaceDelimiter), "whitespace");
+}
+
+TEST(TablesAsSaved, LinesAboveTheTableThatAreNoRowsOfItAreFound) {
+  const std::string adult = "|1x3 Cross validator\n25, Private, <=50K.\n38, Private, <=50K.\n28, ?, >50K.\n";
+  LeadingLines lead = LinesBeforeTheTable(adult, 0);
+  EXPECT_EQ(lead.lines, (std::vector<std::string>{"|1x3 Cross validator"}));
+  EXPECT_EQ(lead.bytes, std::strlen("|1x3 Cross validator\n"));
+  lead = LinesBeforeTheTable("Sales 2019\r\n\r\na;b;label\r\n1;2;0\r\n3;4;1\r\n", 0);  // a title, a blank line
+  EXPECT_EQ(lead.lines, (std::vector<std::string>{"Sales 2019", ""}));
+  EXPECT_EQ(LinesBeforeTheTable(adult, ';').lines.size(), 0u);      // no table by ';'
+  EXPECT_EQ(LinesBeforeTheTable("a;b;c\n1,2,3\n4,5,6\n", 0).lines.size(), 0u);  // a header by another delimiter
+  EXPECT_EQ(LinesBeforeTheTable("label\n1\n2\n", 0).lines.size(), 0u);          // a table of one column
+  EXPECT_EQ(LinesBeforeTheTable("a,b,label\n1,2,0\n3,4,1\n", 0).lines.size(), 0u);
+  EXPECT_EQ(LinesBeforeTheTable("a,b\n1,2,0\n3,4,1\n", 0).lines.size(), 0u);  // a short header stays the header
+  EXPECT_EQ(LinesBeforeTheTable("title\n1,2\n", 0).lines.size(), 0u);       // one row is not enough to say
+}
+
+TEST(TablesAsSaved, NumpySavetxtTablesAreReadWithTheirHeaderNames) {
+  TempDir dir;
+  // np.savetxt("w.txt", a, header="a b label") and np.savetxt("c.csv", a, delimiter=",", header="a,b,label").
+  testing::WriteFile(dir.Sub("w.txt"), "# a b label\n1.5e+00 2.0e+00 1.0e+00\n-3.0e+00 4.0e+00 0.0e+00\n");
+  testing::WriteFile(dir.Sub("c.csv"), "# a,b,label\n1.5,2,1\n-3,4,0\n");
+  for (const char* name : {"w.txt", "c.csv"}) {
+    auto source = OpenCsvSource(dir.Sub(name), CsvOptions());
+    ASSERT_TRUE(source.ok()) << source.status().ToString();
+    EXPECT_EQ(source->info.element_names.at("features"), (std::vector<std::string>{"a", "b"})) << name;
+    EXPECT_EQ(RowOf(*source->splits[0], 0), "1.5 2 -> 1");
+    EXPECT_EQ(RowOf(*source->splits[0], 1), "-3 4 -> 0");
+    EXPECT_NE(std::find(source->info.notes.begin(), source->info.notes.end(),
+                        dir.Sub(name) + ": the '#' before the header (numpy.savetxt's comment mark) left out"),
+              source->info.notes.end());
+  }
+  // Whitespace found is noted and recorded, so a build given it as a flag is the same build.
+  auto found = OpenCsvSource(dir.Sub("w.txt"), CsvOptions());
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(found->info.options.at("delimiter"), "whitespace");
+  // Pokemon.csv's first column is named "#" (its number): a name, where commas separate the fields.
+  testing::WriteFile(dir.Sub("p.csv"), "#,hp,label\n1,45,grass\n2,60,grass\n4,39,fire\n");
+  auto numbered = OpenCsvSource(dir.Sub("p.csv"), CsvOptions());
+  ASSERT_TRUE(numbered.ok()) << numbered.status().ToString();
+  EXPECT_EQ(numbered->info.element_names.at("features"), (std::vector<std::string>{"#", "hp"}));
+}
+
+TEST(TablesAsSaved, UciHousingWithoutAHeaderIsReadBetweenItsSpaces) {
+  TempDir dir;
+  testing::WriteFile(dir.Sub("housing.data"), " 0.00632  18.00   2.310  0  24.00\n 0.02731   0.00   7.070  0  21.60\n");
+  CsvOptions o;
+  o.header = false;
+  o.label = "5";
+  o.regression = true;
+  auto source = OpenCsvSource(dir.Sub("housing.data"), o);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->info.element_names.at("features"), (std::vector<std::string>{"1", "2", "3", "4"}));
+  ASSERT_EQ(source->splits[0]->size(), 2u);
+  // Given outright, and named in the hint of a header read as one column.
+  o.delimiter = kWhitespaceDelimiter;
+  EXPECT_TRUE(OpenCsvSource(dir.Sub("housing.data"), o).ok());
+  testing::WriteFile(dir.Sub("t.csv"), "a b label\n1 2 0 x\n");
+  o = CsvOptions();
+  o.delimiter = ',';
+  EXPECT_NE(OpenCsvSource(dir.Sub("t.csv"), o).status().message().find(
+                "the header is one column holding spaces: give --delimiter whitespace"), std::string::npos);
+}
+
+// adult.data as train.csv and adult.test as test.csv: the test file's first
+// line is left out and its labels are the train file's classes; a model of
+// the train file scores the test file's rows. Read --like a db of the train
+// file, the same.
+TEST(TablesAsSaved, UciAdultsTestFileIsReadAsItsTrainFilesClasses) {
+  TempDir dir;
+  testing::WriteFile(dir.Sub("train.csv"), "39, State-gov, <=50K\n50, Private, >50K\n38, Private, <=50K\n");
+  testing::WriteFile(dir.Sub("test.csv"), "|1x3 Cross validator\n25, Private, <=50K.\n38, ?, >50K.\n28, Private, "
+                                          "<=50K.\n");
+  CsvOptions o;
+  o.header = false;
+  o.label = "3";
+  o.missing = MissingPolicy::kNaN;
+  auto source = OpenCsvSource(dir.path(), o);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->info.class_names, (std::vector<std::string>{"<=50K", ">50K"}));
+  ASSERT_EQ(source->splits.size(), 2u);
+  ASSERT_EQ(source->splits[1]->size(), 3u);
+  EXPECT_EQ(RowOf(*source->splits[1], 0), "25 1 0 -> 0");  // features: 1, 2=Private, 2=State-gov
+  EXPECT_EQ(RowOf(*source->splits[1], 1), "38 nan nan -> 1");
+  EXPECT_EQ(source->splits[1]->ItemName(0), dir.Sub("test.csv") + ":2");  // lines counted from the file's first
+  const std::vector<std::string> expected_notes = {
+      dir.Sub("test.csv") + ": line 1 ('|1x3 Cross validator') is no row of the table below (its 3 columns are "
+                            "separated by ','): left out, as pandas' skiprows=1 would",
+      dir.Sub("test.csv") + ": labels '<=50K.', '>50K.' read as '<=50K', '>50K' (the same but for a '.' after them, "
+                            "as UCI's adult.test writes its labels), " + dir.Sub("train.csv") + "'s"};
+  for (const std::string& note : expected_notes) {
+    EXPECT_NE(std::find(source->info.notes.begin(), source->info.notes.end(), note), source->info.notes.end())
+        << note;
+  }
+  o.like.path = "adult.db";
+  o.like.named = "--like adult.db";
+  o.like.feature_names = {"1", "2=Private", "2=State-gov"};
+  o.like.class_names = {"<=50K", ">50K"};
+  auto like = OpenCsvSource(dir.Sub("test.csv"), o);
+  ASSERT_TRUE(like.ok()) << like.status().ToString();
+  EXPECT_EQ(RowOf(*like->splits[0], 2), "28 1 0 -> 0");
+  EXPECT_NE(std::find(like->info.notes.begin(), like->info.notes.end(),
+                      "label column '3': '<=50K.', '>50K.' read as '<=50K', '>50K' (the same but for a '.' after "
+                      "them, as UCI's adult.test writes its labels), --like adult.db's classes"),
+            like->info.notes.end());
+  // A class the train file itself writes with a '.' stays its own.
+  testing::WriteFile(dir.Sub("train.csv"), "1, Private, a.\n2, Private, a\n3, Private, b\n");
+  testing::WriteFile(dir.Sub("test.csv"), "1, Private, a.\n2, Private, b.\n");
+  o.like = LikeDb();
+  auto both = OpenCsvSource(dir.path(), o);
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  EXPECT_EQ(both->info.class_names, (std::vector<std::string>{"a", "a.", "b"}));
+  EXPECT_EQ(RowOf(*both->splits[1], 0), "1 1 -> 1");
+  EXPECT_EQ(RowOf(*both->splits[1], 1), "2 1 -> 2");
+}
+
+}  // namespace
+}  // namespace granary
