@@ -105,12 +105,6 @@ struct CsvInput {
   uint64_t unlabelled[2] = {0, 0};
 };
 
-// A delimiter as a message (and the shell) writes it: ';', tab or whitespace.
-std::string QuotedDelimiter(char delimiter) {
-  if (delimiter == '\t' || delimiter == kWhitespaceDelimiter) return CsvDelimiterName(delimiter);
-  return "'" + std::string(1, delimiter) + "'";
-}
-
 // "; the header is one column holding ';': give --delimiter ';'" where
 // `header` is one column holding a delimiter other than `delimiter` (spaces:
 // whitespace); "" otherwise.
@@ -118,9 +112,8 @@ std::string OneColumnHint(const std::vector<std::string>& header, char delimiter
   if (header.size() != 1) return "";
   for (char other : {',', ';', '\t', '|', kWhitespaceDelimiter}) {
     if (other != delimiter && header[0].find(other) != std::string::npos) {
-      return "; the header is one column holding " +
-             (other == kWhitespaceDelimiter ? std::string("spaces") : QuotedDelimiter(other)) + ": give --delimiter " +
-             QuotedDelimiter(other);
+      const std::string held = other == kWhitespaceDelimiter ? "spaces" : QuotedCsvDelimiter(other);
+      return "; the header is one column holding " + held + ": give --delimiter " + QuotedCsvDelimiter(other);
     }
   }
   return "";
@@ -387,27 +380,6 @@ StatusOr<std::array<std::vector<uint64_t>, 2>> KeepStratifiedRows(const CsvInput
   return kept;
 }
 
-// Notes the lines `table` starts with that are no rows of it, and
-// numpy.savetxt's comment mark before its header, left out.
-void NoteLinesLeftOut(const CsvTable& table, std::vector<std::string>* notes) {
-  const std::vector<std::string>& lines = table.lines_left_out();
-  if (!lines.empty()) {
-    std::string shown;
-    for (const std::string& line : lines) {
-      if (!TrimCsvField(line).empty()) shown += (shown.empty() ? "'" : ", '") + Printable(line.substr(0, 80)) + "'";
-    }
-    const std::string which = lines.size() == 1 ? "line 1" : "lines 1-" + std::to_string(lines.size());
-    notes->push_back(table.path() + ": " + which + " (" + shown + ") " + (lines.size() == 1 ? "is" : "are") +
-                     " no row of the table below (its " +
-                     std::to_string(table.header().size()) + " columns are separated by " +
-                     QuotedDelimiter(table.delimiter()) + "): left out, as pandas' skiprows=" +
-                     std::to_string(lines.size()) + " would");
-  }
-  if (table.header_commented()) {
-    notes->push_back(table.path() + ": the '#' before the header (numpy.savetxt's comment mark) left out");
-  }
-}
-
 // The label values of the tables after the first (test.csv, val.csv) that
 // are the first's with a '.' after them (ClassWithoutPeriod: UCI's
 // adult.test), each with the first's value; noted.
@@ -461,7 +433,7 @@ void NoteWhatWasFound(const std::vector<CsvInput>& inputs, const CsvOptions& opt
   const char delimiter = inputs[0].table->delimiter();
   if (delimiter != ',') {
     if (options.delimiter == 0) {
-      info->notes.push_back("columns separated by " + QuotedDelimiter(delimiter) +
+      info->notes.push_back("columns separated by " + QuotedCsvDelimiter(delimiter) +
                             " (found in the header; --delimiter gives another)");
     }
     info->options["delimiter"] = CsvDelimiterName(delimiter);

@@ -246,6 +246,11 @@ std::string CsvDelimiterName(char delimiter) {
   return delimiter == '\t' ? "tab" : std::string(1, delimiter);
 }
 
+std::string QuotedCsvDelimiter(char delimiter) {
+  if (delimiter == '\t' || delimiter == kWhitespaceDelimiter) return CsvDelimiterName(delimiter);
+  return "'" + std::string(1, delimiter) + "'";
+}
+
 bool CsvTable::HeldOut(double fraction, uint64_t line) {
   const uint64_t h = XXH64(&line, sizeof(line), 0);  // by line number: deterministic
   return static_cast<double>(h % 1000000) < fraction * 1e6;
@@ -545,6 +550,24 @@ Status CsvTable::ReadRow(int part, uint64_t nth, std::vector<std::string>* field
   const std::string_view text(loaded->text.data() + loaded->begin[r], loaded->begin[r + 1] - loaded->begin[r]);
   GRANARY_RETURN_IF_ERROR(parser.Feed(text, row));
   return parser.End(path_, row);
+}
+
+void NoteLinesLeftOut(const CsvTable& table, std::vector<std::string>* notes) {
+  const std::vector<std::string>& lines = table.lines_left_out();
+  if (!lines.empty()) {
+    std::string shown;
+    for (const std::string& line : lines) {
+      if (!TrimCsvField(line).empty()) shown += (shown.empty() ? "'" : ", '") + Printable(line.substr(0, 80)) + "'";
+    }
+    const std::string which = lines.size() == 1 ? "line 1" : "lines 1-" + std::to_string(lines.size());
+    notes->push_back(table.path() + ": " + which + " (" + shown + ") " + (lines.size() == 1 ? "is" : "are") +
+                     " no row of the table below (its " + std::to_string(table.header().size()) +
+                     " columns are separated by " + QuotedCsvDelimiter(table.delimiter()) +
+                     "): left out, as pandas' skiprows=" + std::to_string(lines.size()) + " would");
+  }
+  if (table.header_commented()) {
+    notes->push_back(table.path() + ": the '#' before the header (numpy.savetxt's comment mark) left out");
+  }
 }
 
 }  // namespace granary

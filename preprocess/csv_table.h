@@ -125,6 +125,8 @@ char DetectCsvDecimal(std::string_view text, char delimiter);
 
 // How a delimiter is named in messages and options: ",", ";", "tab", "|", "whitespace".
 std::string CsvDelimiterName(char delimiter);
+// How a message (and the shell) writes it: ',', ';', '|', tab or whitespace.
+std::string QuotedCsvDelimiter(char delimiter);
 
 // How CsvTable::Scan reads a file.
 struct CsvScanOptions {
@@ -248,5 +250,10 @@ class CsvTable {
   mutable std::mutex mu_;
   mutable std::vector<std::shared_ptr<Slot>> cache_;  // most recent last
 };
+
+// Notes (each starting with the table's path) the lines `table` starts with
+// that are no rows of it, and numpy.savetxt's comment mark before its
+// header, which were left out.
+void NoteLinesLeftOut(const CsvTable& table, std::vector<std::string>* notes);
 
 }  // namespace granary

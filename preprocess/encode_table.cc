@@ -19,6 +19,7 @@ StatusOr<EncodedTable> EncodeTable(const std::string& path, const std::vector<st
           path, scan, [](const std::vector<std::string>&) -> StatusOr<size_t> { return CsvParser::kNoColumn; },
           [](const CsvParser::Row&, int) { return Status::OK(); }));
   EncodedTable out;
+  NoteLinesLeftOut(*table, &out.notes);
   out.header = table->header();
   LikeDb like;
   like.named = who;

@@ -43,7 +43,9 @@ def load_table(table, model):
     if said:
         print(f"granary.load_table: {os_str(table, 'table')}: values taken as NaN (each its feature's mean to a "
               f"model train saved): {', '.join(said)}", file=sys.stderr)
-    for note in notes:
+    for note in notes:  # the columns left out; the lines above its header, whose notes name the table
         if note.startswith("column(s) none of"):
             print(f"granary.load_table: {os_str(table, 'table')}: {note}", file=sys.stderr)
+        elif note.startswith(os_str(table, "table") + ": "):
+            print(f"granary.load_table: {note}", file=sys.stderr)
     return torch.from_numpy(features), [dict(zip(header, row)) for row in rows]

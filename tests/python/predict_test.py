@@ -151,6 +151,19 @@ class TableTest(unittest.TestCase):
         with open(out) as f:
             self.assertEqual(f.read().splitlines(), ["PassengerId,Survived", "900,1", "901,0", "902,0"])
 
+    def test_a_title_above_the_header_is_left_out_and_said(self):
+        import contextlib
+        titled = os.path.join(self.tmp, "titled.csv")
+        with open(titled, "w") as f:  # a spreadsheet's export with its title above the table
+            f.write("Passengers 1912\n\nPclass,Sex,Age,Embarked\n1,female,30.5,S\n3,male,22,C\n")
+        said = io.StringIO()
+        with contextlib.redirect_stderr(said):
+            x, rows = granary.load_table(titled, self.model)
+        self.assertEqual(x[0].tolist(), [1.0, 1.0, 0.0, 30.5, 0.0, 0.0, 1.0])
+        self.assertEqual([r["Age"] for r in rows], ["30.5", "22"])
+        self.assertIn(f"granary.load_table: {titled}: lines 1-2 ('Passengers 1912') are no row of the table below "
+                      f"(its 4 columns are separated by ','): left out", said.getvalue())
+
     def test_what_load_table_cannot_read_is_refused(self):
         short = os.path.join(self.tmp, "short.csv")
         with open(short, "w") as f:
