@@ -389,6 +389,7 @@ StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
     if (header) return Status::OK();
     // No header: this row is the first of the data, keeping the one column later rows keep.
     std::vector<std::string> kept;
+    if (column == CsvParser::kAllColumns) kept = *row.fields;
     if (column < row.fields->size()) kept.push_back((*row.fields)[column]);
     CsvParser::Row first = row;
     first.fields = &kept;

@@ -35,10 +35,10 @@ StatusOr<LikeDb> TakeLikeDb(const std::string& format, RawOptions* raw) {
   like.named = "--like " + db;
   like.content_hash = m.content_hash;
   like.class_names = m.class_names;
-  const bool table = m.source_kind == "csv";
-  if (table != (format == "csv")) {
+  const bool table = m.source_kind == "csv" || m.source_kind == "svmlight";
+  if (table != (format == "csv" || format == "svmlight")) {
     return Status::InvalidArgument("--like " + db + ": was built from a " + m.source_kind + " source, and " +
-                                   raw->raw + " is " + (format == "csv" ? "a table" : "no table") +
+                                   raw->raw + " is " + (table ? "no table" : "a table") +
                                    ": a table's db is built like a table's");
   }
   if (table) {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "base/file.h"
 #include "base/names_text.h"
 #include "preprocess/cifar.h"
 #include "preprocess/csv_table.h"
@@ -110,11 +111,23 @@ std::string RecordedSize(const std::string& size) {
   return width == height ? std::to_string(width) : std::to_string(width) + "x" + std::to_string(height);
 }
 
+namespace {
+
+// Whether the file at `path` begins with LIBSVM lines (LooksLikeSvmlight).
+bool IsSvmlightFile(const std::string& path) {
+  ReadOnlyFile file;
+  if (!file.Open(path).ok()) return false;
+  std::string text(static_cast<size_t>(std::min<uint64_t>(file.size_bytes(), 64 << 10)), '\0');
+  return file.ReadAt(0, text.size(), text.data()).ok() && LooksLikeSvmlight(text);
+}
+
+}  // namespace
+
 std::string DetectFormat(const std::string& raw) {
   namespace fs = std::filesystem;
   std::error_code ec;
   // A file is a table (a.csv, A.CSV, data.txt: the CSV reader says what it finds); a folder with train.csv too.
-  if (fs::is_regular_file(raw, ec)) return "csv";
+  if (fs::is_regular_file(raw, ec)) return IsSvmlightFile(raw) ? "svmlight" : "csv";
   if (const std::string format = DatasetFormatIn(raw); !format.empty()) return format;
   // A folder of folders, or of images alone (the image folder source says what it lacks), is an image folder.
   bool has_dirs = false, has_images = false;
@@ -144,7 +157,7 @@ Status CheckLabelFlags(const RawOptions& o, const std::string& format) {
     return Status::InvalidArgument("--label " + o.label + ": names a column of a CSV table or of --labels' table; an "
                                    "image folder's labels are its class folders");
   }
-  if (o.regression && format != "csv") {
+  if (o.regression && format != "csv" && format != "svmlight") {
     return Status::InvalidArgument("--regression: reads a CSV table's label column as a number to predict; " + o.raw +
                                    " is read as " + format + ", whose labels are classes");
   }
@@ -219,8 +232,8 @@ std::string OneImageHint(const std::string& raw) {
 
 namespace {
 
-// The source of --format csv, with its flags parsed; what they were, into *recorded.
-StatusOr<Source> OpenCsvFromFlags(const RawOptions& o, const LikeDb& like,
+// The source of --format csv (or svmlight), with its flags parsed; what they were, into *recorded.
+StatusOr<Source> OpenCsvFromFlags(const RawOptions& o, const LikeDb& like, bool svmlight,
                                   std::map<std::string, std::string>* recorded) {
   CsvOptions csv;
   csv.like = like;
@@ -258,7 +271,7 @@ StatusOr<Source> OpenCsvFromFlags(const RawOptions& o, const LikeDb& like,
   if (o.no_header) (*recorded)["header"] = "no";
   if (o.regression) (*recorded)["regression"] = "yes";
   recorded->insert({{"label", o.label}, {"missing", o.missing}, {"val_fraction", std::to_string(o.val_fraction)}});
-  return OpenCsvSource(o.raw, csv);
+  return svmlight ? OpenSvmlightSource(o.raw, csv) : OpenCsvSource(o.raw, csv);
 }
 
 // The source of --format image-folder, with its flags parsed; what they were, into *recorded.
@@ -356,7 +369,7 @@ StatusOr<Source> OpenSource(const RawOptions& given) {
       {"format", format}, {"limit", std::to_string(o.limit)}, {"like", like.content_hash}};
   GRANARY_RETURN_IF_ERROR(CheckLabelFlags(o, format));
   StatusOr<Source> source =
-      Status::InvalidArgument("--format " + o.format + ": expected auto, idx, cifar, image-folder or csv");
+      Status::InvalidArgument("--format " + o.format + ": expected auto, idx, cifar, image-folder, csv or svmlight");
   if (format == "idx") {
     IdxSourceOptions idx;
     idx.limit = o.limit;
@@ -368,8 +381,8 @@ StatusOr<Source> OpenSource(const RawOptions& given) {
     cifar.label = o.label;
     cifar.class_names = o.class_names;
     source = OpenCifarSource(o.raw, cifar);
-  } else if (format == "csv") {
-    source = OpenCsvFromFlags(o, like, &recorded);
+  } else if (format == "csv" || format == "svmlight") {
+    source = OpenCsvFromFlags(o, like, format == "svmlight", &recorded);
   } else if (format == "image-folder") {
     source = OpenImagesFromFlags(o, like, &recorded);
   }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -199,6 +200,21 @@ struct CsvOptions {
 // from the file as they are produced, so memory does not grow with the table;
 // a file changed between the two readings is named.
 StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options);
+
+// Whether `text` (a file's first bytes) holds LIBSVM (svmlight) lines: a
+// label, then index:value features ("-1 3:1 11:1 14:1"; a "#" comment after).
+bool LooksLikeSvmlight(std::string_view text);
+
+// A LIBSVM (svmlight) file (split "train"; with val_fraction, "val" beside
+// it): field "features" (float32, dense: its indices from 1, or from 0 where
+// the file has a 0, up to the largest; with options.like, that db's) and
+// "label" (int64: the labels as a CSV label column's are classes), or with
+// `regression` "target" (float32). A line whose feature is no index:value,
+// or an index outside the db's, is rejected as "file:line"; a line of
+// several labels (multi-label) or a qid (ranking) is refused, as are the
+// flags that name a table's columns (--label, --drop, --no-header). Streamed
+// as OpenCsvSource streams a table; `limit`: the first rows of each split.
+StatusOr<Source> OpenSvmlightSource(const std::string& path, const CsvOptions& options);
 
 // An IDX dataset folder (see FindIdxDataset): fields "image" (uint8, the image
 // file's dims after the first, with a leading channel dim of 1 for 2-D images)

@@ -2,7 +2,8 @@
 // (numpy.savetxt's default, UCI's housing.data), numpy's "# " before a
 // header, a line above the table that is none of its rows (UCI's
 // adult.test starts "|1x3 Cross validator"), and labels written with a '.'
-// after them in one file and not in the other (adult.test's "<=50K.").
+// after them in one file and not in the other (adult.test's "<=50K.");
+// LIBSVM files, as the LIBSVM datasets page and scikit-learn write them.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -179,6 +180,88 @@ TEST(TablesAsSaved, UciAdultsTestFileIsReadAsItsTrainFilesClasses) {
   EXPECT_EQ(both->info.class_names, (std::vector<std::string>{"a", "a.", "b"}));
   EXPECT_EQ(RowOf(*both->splits[1], 0), "1 1 -> 1");
   EXPECT_EQ(RowOf(*both->splits[1], 1), "2 1 -> 2");
+}
+
+TEST(TablesAsSaved, LibsvmFilesAreFoundByTheirLines) {
+  EXPECT_TRUE(LooksLikeSvmlight("-1 3:1 11:1 14:1\n+1 5:1 7:0.5\n"));
+  EXPECT_TRUE(LooksLikeSvmlight("2 1:0.25 4:-1e-3 # a comment\n\n1 qid:3 2:1\n"));
+  EXPECT_TRUE(LooksLikeSvmlight("1 1:0.5 2:x\n0 3:1\n"));  // a bad value: the line is rejected, not the format
+  EXPECT_FALSE(LooksLikeSvmlight("a,b,label\n1,2,0\n"));
+  EXPECT_FALSE(LooksLikeSvmlight("1.5 2 0\n3 4 1\n"));  // numbers between spaces: a table
+  EXPECT_FALSE(LooksLikeSvmlight("-1 3:1 11:1"));      // no whole line yet
+  TempDir dir;
+  testing::WriteFile(dir.Sub("a9a"), "-1 3:1 11:1\n+1 5:1 7:0.5\n");
+  RawOptions raw;
+  raw.raw = dir.Sub("a9a");
+  auto source = OpenSource(raw);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->info.kind, "svmlight");
+  EXPECT_EQ(source->info.options.at("format"), "svmlight");
+  raw.label = "1";
+  raw.given = {"label"};
+  EXPECT_EQ(OpenSource(raw).status().message(), "--label: " + dir.Sub("a9a") + " is a LIBSVM file (each line its "
+                                                "label, then index:value features), which has no columns to name");
+}
+
+TEST(TablesAsSaved, LibsvmLinesAreMadeDenseAndTheirLabelsClasses) {
+  TempDir dir;
+  testing::WriteFile(dir.Sub("a9a"), "-1 1:1 3:0.5 \n+1 2:2 # a comment\n-1 4:x\n+1 5:1\n");
+  auto source = OpenSvmlightSource(dir.Sub("a9a"), CsvOptions());
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->info.element_names.at("features"), (std::vector<std::string>{"1", "2", "3", "4", "5"}));
+  EXPECT_EQ(source->info.class_names, (std::vector<std::string>{"-1", "1"}));
+  const SplitSource& rows = *source->splits[0];
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(RowOf(rows, 0), "1 0 0.5 0 0 -> 0");
+  EXPECT_EQ(RowOf(rows, 1), "0 2 0 0 0 -> 1");
+  EXPECT_EQ(RowOf(rows, 2), "'4:x' is no index:value feature");
+  EXPECT_EQ(rows.ItemName(2), dir.Sub("a9a") + ":3");
+  // Indices from 0 where the file has a 0 (scikit-learn's dump_svmlight_file writes them so).
+  testing::WriteFile(dir.Sub("zero"), "1 0:1 2:3\n0 1:1\n");
+  auto zero = OpenSvmlightSource(dir.Sub("zero"), CsvOptions());
+  ASSERT_TRUE(zero.ok()) << zero.status().ToString();
+  EXPECT_EQ(zero->info.element_names.at("features"), (std::vector<std::string>{"0", "1", "2"}));
+  EXPECT_EQ(RowOf(*zero->splits[0], 0), "1 0 3 -> 1");
+  // The held-out file (a9a.t, whose largest index is smaller) --like the db: as many features; one past them rejected.
+  CsvOptions like;
+  like.like.path = "a9a.db";
+  like.like.named = "--like a9a.db";
+  like.like.feature_names = {"1", "2", "3", "4", "5", "6"};
+  like.like.class_names = {"-1", "1"};
+  testing::WriteFile(dir.Sub("a9a.t"), "+1 2:1\n-1 7:1\n");
+  auto held_out = OpenSvmlightSource(dir.Sub("a9a.t"), like);
+  ASSERT_TRUE(held_out.ok()) << held_out.status().ToString();
+  EXPECT_EQ(RowOf(*held_out->splits[0], 0), "0 1 0 0 0 0 -> 1");
+  EXPECT_EQ(RowOf(*held_out->splits[0], 1), "feature index 7 is outside the db's 1..6");
+  like.like.feature_names = {"age", "fare"};
+  EXPECT_EQ(OpenSvmlightSource(dir.Sub("a9a.t"), like).status().message(),
+            "--like a9a.db: its features are no LIBSVM file's indices ('age', ...)");
+}
+
+TEST(TablesAsSaved, LibsvmFilesOfOtherTasksAreNamed) {
+  TempDir dir;
+  testing::WriteFile(dir.Sub("multi"), "1,3 1:0.5\n");
+  EXPECT_EQ(OpenSvmlightSource(dir.Sub("multi"), CsvOptions()).status().message(),
+            dir.Sub("multi") + ":1: '1,3': several labels a line (multi-label) are not read; write the samples "
+                               "with a multi-hot field from Python (granary.write)");
+  testing::WriteFile(dir.Sub("rank"), "3 qid:1 1:0.5\n");
+  EXPECT_NE(OpenSvmlightSource(dir.Sub("rank"), CsvOptions()).status().message().find("'qid:' (a ranking query)"),
+            std::string::npos);
+  testing::WriteFile(dir.Sub("housing"), "24.0 1:0.00632 2:18\n21.6 1:0.02731\n");
+  EXPECT_NE(OpenSvmlightSource(dir.Sub("housing"), CsvOptions()).status().message().find(
+                "a regression target, not classes: --regression reads it"), std::string::npos);
+  CsvOptions regression;
+  regression.regression = true;
+  auto prices = OpenSvmlightSource(dir.Sub("housing"), regression);
+  ASSERT_TRUE(prices.ok()) << prices.status().ToString();
+  granary::Sample s;
+  ASSERT_TRUE(prices->splits[0]->Produce(1, &s).ok());
+  float target = 0;
+  std::memcpy(&target, s.fields[1].data(), sizeof(target));
+  EXPECT_FLOAT_EQ(target, 21.6f);
+  testing::WriteFile(dir.Sub("wide"), "1 1:1 200000:1\n");
+  EXPECT_NE(OpenSvmlightSource(dir.Sub("wide"), CsvOptions()).status().message().find(
+                "a LIBSVM file of 200000 features (its largest index): prep stores features dense"), std::string::npos);
 }
 
 }  // namespace
