@@ -1,0 +1,95 @@
+"""Round 20 of the hostile drill (twenty-eighth session): tables as numpy and
+UCI save them (fields between runs of spaces, numpy.savetxt's "# " before a
+header, a line above the table that is none of its rows, a test file whose
+labels carry a '.' the training file's lack) and LIBSVM files (a9a and a9a.t,
+multi-label), each built and trained as a newcomer would."""
+import json
+import os
+import random
+
+from drill_cases.common import PREP, TRAIN, run
+
+
+def info(db):
+    """prep info --json of a db."""
+    _, out, _, _, _ = run([PREP, "info", db, "--json"])
+    return json.loads(out)
+
+
+def adult_rows(rnd, n, period):
+    """Lines as UCI's adult.data writes them (", " between fields, '?' missing), the label with a '.' if `period`."""
+    rows = []
+    for _ in range(n):
+        age, hours = rnd.randint(17, 90), rnd.randint(1, 99)
+        label = ">50K" if age > 40 and hours > 40 else "<=50K"
+        rows.append(f"{age}, {rnd.choice(['Private', 'State-gov', '?'])}, {hours}, {label}{'.' if period else ''}\n")
+    return "".join(rows)
+
+
+def a9a_lines(rnd, n, largest):
+    """LIBSVM lines of binary features up to index `largest`, +1 where feature 3 or 40 is set."""
+    lines = []
+    for _ in range(n):
+        features = sorted(rnd.sample(range(1, largest + 1), 14))
+        label = "+1" if 3 in features or 40 in features else "-1"
+        lines.append(label + " " + " ".join(f"{i}:1" for i in features) + " \n")
+    return "".join(lines)
+
+
+def round20(d, w):
+    """Round 20's cases."""
+    rnd = random.Random(20)
+    with open(w("r20savetxt.txt"), "w") as f:  # np.savetxt(..., header="a b label")
+        f.write("# a b label\n" + "".join(f"{x:.18e} {rnd.gauss(0, 1):.18e} {float(x > 0):.18e}\n"
+                                          for x in (rnd.gauss(0, 1) for _ in range(200))))
+    d.case("prep build of numpy.savetxt's table (fields between spaces, '# ' before the header): its columns named",
+           [PREP, "build", w("r20savetxt.txt"), w("r20savetxt.db"), "--no-progress"], 0,
+           needle="the '#' before the header (numpy.savetxt's comment mark) left out",
+           check=lambda: "" if info(w("r20savetxt.db"))["element_names"]["features"] == ["a", "b"] else "not a, b")
+    with open(w("r20housing.data"), "w") as f:  # UCI's housing.data: no header, aligned by spaces
+        f.write("".join(f" {rnd.uniform(0, 1):.5f}  {rnd.uniform(0, 100):6.2f}   {rnd.uniform(5, 50):5.2f}\n"
+                        for _ in range(300)))
+    d.case("prep build --no-header --label 3 --regression of UCI's housing.data (aligned by runs of spaces)",
+           [PREP, "build", w("r20housing.data"), w("r20housing.db"), "--no-header", "--label", "3", "--regression",
+            "--val-fraction", "0.2", "--no-progress"], 0, needle="columns separated by whitespace")
+    d.case("... and train of it: an MLP scored in RMSE",
+           [TRAIN, "--db", w("r20housing.db"), "--ranks", "1", "--epochs", "2"], 0, report=True, needle="test_rmse")
+    adult = w("r20adult")
+    os.makedirs(adult, exist_ok=True)
+    with open(os.path.join(adult, "train.csv"), "w") as f:
+        f.write(adult_rows(rnd, 400, period=False))
+    with open(os.path.join(adult, "test.csv"), "w") as f:
+        f.write("|1x3 Cross validator\n" + adult_rows(rnd, 150, period=True))
+    d.case("prep build of adult.data and adult.test as train.csv, test.csv: the first line left out, '<=50K.' read as "
+           "'<=50K'", [PREP, "build", adult, w("r20adult.db"), "--no-header", "--label", "4", "--missing", "nan",
+                       "--no-progress"], 0, needle="is no row of the table below",
+           check=lambda: "" if info(w("r20adult.db"))["class_names"] == ["<=50K", ">50K"] else "not two classes")
+    run([PREP, "build", os.path.join(adult, "train.csv"), w("r20adtr.db"), "--no-header", "--label", "4",
+         "--missing", "nan", "--no-progress"])
+    run([TRAIN, "--db", w("r20adtr.db"), "--ranks", "1", "--epochs", "3", "--save", w("r20adult.pt")])
+    d.case("prep build adult.test --like the adult.data db: its labels read as the db's classes",
+           [PREP, "build", os.path.join(adult, "test.csv"), w("r20adte.db"), "--like", w("r20adtr.db"),
+            "--no-progress"], 0, needle="'<=50K.', '>50K.' read as '<=50K', '>50K'")
+    d.case("... and the saved model scored on it (was: every row rejected, no db)",
+           [TRAIN, "--db", w("r20adte.db"), "--model", w("r20adult.pt"), "--eval-only", "--eval-split", "train"], 0,
+           report=True, needle="150 samples  acc")
+    with open(w("r20a9a"), "w") as f:
+        f.write(a9a_lines(rnd, 1500, 123))
+    with open(w("r20a9a.t"), "w") as f:
+        f.write(a9a_lines(rnd, 500, 122))
+    d.case("prep build of LIBSVM's a9a (label, then index:value): its 123 features dense",
+           [PREP, "build", w("r20a9a"), w("r20a9a.db"), "--val-fraction", "0.2", "--no-progress"], 0,
+           needle="a LIBSVM file: 123 features (indices 1..123",
+           check=lambda: "" if info(w("r20a9a.db"))["schema"]["fields"][0]["shape"] == [123] else "not 123")
+    run([TRAIN, "--db", w("r20a9a.db"), "--ranks", "1", "--epochs", "3", "--save", w("r20a9a.pt")])
+    d.case("prep build of a9a.t (largest index 122) --like the a9a db: 123 features, as the model reads",
+           [PREP, "build", w("r20a9a.t"), w("r20a9at.db"), "--like", w("r20a9a.db"), "--no-progress"], 0,
+           check=lambda: "" if info(w("r20a9at.db"))["schema"]["fields"][0]["shape"] == [123] else "not 123")
+    d.case("... and the a9a model scored on it",
+           [TRAIN, "--db", w("r20a9at.db"), "--model", w("r20a9a.pt"), "--eval-only", "--eval-split", "train"], 0,
+           report=True, needle="500 samples  acc")
+    with open(w("r20multi"), "w") as f:
+        f.write("1,3 1:0.5 2:1\n2 1:1\n")
+    d.case("prep build of a multi-label LIBSVM file: refused, saying what writes it",
+           [PREP, "build", w("r20multi"), w("r20multi.db"), "--no-progress"], 1,
+           needle="several labels a line (multi-label) are not read")
