@@ -201,8 +201,10 @@ StatusOr<CsvColumns> CsvColumns::Plan(const std::vector<const CsvTable*>& tables
   const bool index_column = IsIndexColumn(header, 0) && label_column != 0;
   if (index_column) {
     plan.columns_[0].kind = Kind::kLeftOut;
-    notes->push_back("column 1 has no name: the index pandas' to_csv writes (unless index=False), row numbers; "
-                     "left out");
+    if (!first.row_names()) {  // else the table's note says what they are
+      notes->push_back("column 1 has no name: the index pandas' to_csv writes (unless index=False), row numbers; "
+                       "left out");
+    }
   }
   for (const std::string& name : drop) {
     const auto at = std::find(header.begin(), header.end(), name);

@@ -184,8 +184,9 @@ char DetectCsvDelimiter(std::string_view text) {
   if (*most > 0) return kDelimiters[most - counts];
   const std::vector<TextLine> lines = FirstLines(text, 2);
   const size_t fields = FieldsOf(text, kWhitespaceDelimiter);
-  return fields >= 2 && lines.size() == 2 && FieldsOf(lines[1].text, kWhitespaceDelimiter) == fields
-             ? kWhitespaceDelimiter : ',';
+  if (fields < 2 || lines.size() < 2) return ',';
+  const size_t next = FieldsOf(lines[1].text, kWhitespaceDelimiter);  // R's write.table: each row's name first
+  return next == fields || next == fields + 1 ? kWhitespaceDelimiter : ',';
 }
 
 LeadingLines LinesBeforeTheTable(std::string_view text, char delimiter) {
@@ -257,6 +258,16 @@ bool CsvTable::HeldOut(double fraction, uint64_t line) {
 }
 
 namespace {
+
+// Whether the two lines after the header line `text` starts with (one if
+// there is no other) have one field more than the header's `fields` (by
+// `delimiter`): each row's name first, as R's write.table writes a table
+// (and read.table reads it).
+bool RowsNamedBeyondHeader(std::string_view text, char delimiter, size_t fields) {
+  const std::vector<TextLine> lines = FirstLines(text, 3);
+  if (lines.size() < 2 || FieldsOf(lines[1].text, delimiter) != fields + 1) return false;
+  return lines.size() < 3 || lines[2].text.empty() || FieldsOf(lines[2].text, delimiter) == fields + 1;
+}
 
 // Leaves out the comment mark numpy.savetxt writes before a header ("# a,b,label";
 // "# a b label", its own field where fields are separated by whitespace);
@@ -384,7 +395,11 @@ StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
     for (size_t c = 0; c < row.columns; ++c) {
       table->header_.push_back(header ? TrimCsvField((*row.fields)[c]) : std::to_string(c + 1));
     }
-    if (header) table->header_commented_ = DropCommentMark(table->delimiter_, &table->header_);
+    if (header) {
+      table->header_commented_ = DropCommentMark(table->delimiter_, &table->header_);
+      table->row_names_ = RowsNamedBeyondHeader(from_header, table->delimiter_, table->header_.size());
+      if (table->row_names_) table->header_.insert(table->header_.begin(), "");  // IsIndexColumn
+    }
     GRANARY_ASSIGN_OR_RETURN(column, on_header(table->header_));
     if (header) return Status::OK();
     // No header: this row is the first of the data, keeping the one column later rows keep.
@@ -568,6 +583,10 @@ void NoteLinesLeftOut(const CsvTable& table, std::vector<std::string>* notes) {
   }
   if (table.header_commented()) {
     notes->push_back(table.path() + ": the '#' before the header (numpy.savetxt's comment mark) left out");
+  }
+  if (table.row_names()) {
+    notes->push_back(table.path() + ": its rows have a field more than its header: the first of each is the row's "
+                     "name (as R's write.table writes them), left out");
   }
 }
 

@@ -101,7 +101,8 @@ std::string CsvHeaderText(const std::vector<std::string>& header);
 // and '|' it holds most of (spreadsheets in locales with a decimal comma
 // write ';', TSV files a tab), else kWhitespaceDelimiter where it and the
 // line after it are the same number of fields (two or more) between spaces
-// (a header's leading '#', as numpy.savetxt writes one, not counted), else ','.
+// (a header's leading '#', as numpy.savetxt writes one, not counted; the
+// line after it one more, as R's write.table writes each row's name), else ','.
 char DetectCsvDelimiter(std::string_view text);
 
 // The lines `text` (a table's first bytes) starts with that are no rows of
@@ -182,6 +183,9 @@ class CsvTable {
   const std::vector<std::string>& lines_left_out() const { return lines_left_out_; }
   // Whether the header began with numpy.savetxt's comment mark ("# a,b,label"), left out.
   bool header_commented() const { return header_commented_; }
+  // Whether its rows have one field more than its header (R's write.table: each row's name first), which
+  // header() then names "" (IsIndexColumn: left out).
+  bool row_names() const { return row_names_; }
   uint64_t rows(int part) const { return part_rows_[part]; }
 
   // Every data row again, in order, keeping `column` (as Scan).
@@ -237,6 +241,7 @@ class CsvTable {
   std::vector<std::string> header_;
   std::vector<std::string> lines_left_out_;
   bool header_commented_ = false;
+  bool row_names_ = false;
   uint64_t part_rows_[2] = {0, 0};
   std::vector<Block> blocks_;
 
@@ -251,9 +256,9 @@ class CsvTable {
   mutable std::vector<std::shared_ptr<Slot>> cache_;  // most recent last
 };
 
-// Notes (each starting with the table's path) the lines `table` starts with
-// that are no rows of it, and numpy.savetxt's comment mark before its
-// header, which were left out.
+// Notes (each starting with the table's path) what was left out of
+// `table`: the lines it starts with that are no rows of it, numpy.savetxt's
+// comment mark before its header, each row's name (R's write.table).
 void NoteLinesLeftOut(const CsvTable& table, std::vector<std::string>* notes);
 
 }  // namespace granary

@@ -63,7 +63,8 @@ TEST(TablesAsSaved, WhitespaceIsTheDelimiterWhereTheHeaderAndTheRowsAgreeOnIt) {
   EXPECT_EQ(DetectCsvDelimiter("# a b label\n1.0e+00 2.0e+00 0.0e+00\n"), kWhitespaceDelimiter);  // numpy's header
   EXPECT_EQ(DetectCsvDelimiter(" 0.00632  18.00   2.310\n 0.02731   0.00   7.070\n"), kWhitespaceDelimiter);
   EXPECT_EQ(DetectCsvDelimiter("sale price\n100\n"), ',');  // one column with a space in its name
-  EXPECT_EQ(DetectCsvDelimiter("a b\n1 2 3\n"), ',');       // no agreement
+  EXPECT_EQ(DetectCsvDelimiter("a b\n\"1\" 2 3\n"), kWhitespaceDelimiter);  // R's write.table: each row's name
+  EXPECT_EQ(DetectCsvDelimiter("a b\n1 2 3 4\n"), ',');     // no agreement
   EXPECT_EQ(DetectCsvDelimiter("a b, c\n1 2, 3\n"), ',');   // a comma first
   EXPECT_EQ(CsvDelimiterName(kWhitespaceDelimiter), "whitespace");
 }
@@ -107,6 +108,29 @@ TEST(TablesAsSaved, NumpySavetxtTablesAreReadWithTheirHeaderNames) {
   auto numbered = OpenCsvSource(dir.Sub("p.csv"), CsvOptions());
   ASSERT_TRUE(numbered.ok()) << numbered.status().ToString();
   EXPECT_EQ(numbered->info.element_names.at("features"), (std::vector<std::string>{"#", "hp"}));
+}
+
+// R's write.table writes each row's name first, without a name in the
+// header (read.table reads it so); write.csv names it "" (pandas' index).
+TEST(TablesAsSaved, RowNamesAsRWritesThemAreLeftOut) {
+  TempDir dir;
+  testing::WriteFile(dir.Sub("r.csv"), "\"x\",\"y\",\"label\"\n\"1\",1.5,2,\"a\"\n\"2\",3,4,\"b\"\n");  // sep=","
+  testing::WriteFile(dir.Sub("r.txt"), "\"x\" \"y\" \"label\"\n\"1\" 1.5 2 \"a\"\n\"2\" 3 4 \"b\"\n");  // its default
+  for (const char* name : {"r.csv", "r.txt"}) {
+    auto source = OpenCsvSource(dir.Sub(name), CsvOptions());
+    ASSERT_TRUE(source.ok()) << name << ": " << source.status().ToString();
+    EXPECT_EQ(source->info.element_names.at("features"), (std::vector<std::string>{"x", "y"})) << name;
+    EXPECT_EQ(RowOf(*source->splits[0], 1), "3 4 -> 1") << name;
+    const std::string note = dir.Sub(name) + ": its rows have a field more than its header: the first of each is the "
+                                             "row's name (as R's write.table writes them), left out";
+    EXPECT_NE(std::find(source->info.notes.begin(), source->info.notes.end(), note), source->info.notes.end());
+  }
+  // A header of as many fields as its rows has no row names, whatever the rows after the second hold.
+  testing::WriteFile(dir.Sub("t.csv"), "x,y,label\n1,2,a\n3,4,b,extra\n");
+  auto plain = OpenCsvSource(dir.Sub("t.csv"), CsvOptions());
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->info.element_names.at("features"), (std::vector<std::string>{"x", "y"}));
+  EXPECT_EQ(RowOf(*plain->splits[0], 1), "4 fields, the header has 3");
 }
 
 TEST(TablesAsSaved, UciHousingWithoutAHeaderIsReadBetweenItsSpaces) {
