@@ -13,6 +13,7 @@
 #include "preprocess/numpy_files.h"
 #include "preprocess/other_media.h"
 #include "preprocess/source.h"
+#include "preprocess/webdataset.h"
 #include "store/db.h"
 #include "store/db_writer.h"
 
@@ -327,6 +328,11 @@ StatusOr<std::string> FormatOf(const RawOptions& o) {
     if (const std::string hint = MissingRawHint(o.raw); !hint.empty()) return Status::NotFound(o.raw + hint);
   }
   if (IsGranaryDb(o.raw)) return Status::InvalidArgument(AlreadyADb(o.raw));
+  if (o.format == "auto") {
+    if (const std::string shards = WebDatasetAdvice(o.raw, o.db); !shards.empty()) {
+      return Status::InvalidArgument(shards);
+    }
+  }
   const std::string format = o.format == "auto" ? DetectFormat(o.raw) : o.format;
   if (format == "csv" && std::filesystem::is_regular_file(o.raw, ec)) {  // a NumPy file or an image, not a table
     if (const std::string numpy = NumpyAdvice(o.raw, o.db); !numpy.empty()) return Status::InvalidArgument(numpy);

@@ -1,12 +1,15 @@
 // Class folders of text or audio given to prep: named, with the
 // granary.write call that writes them (tests/python/datasets_test.py runs
-// that call as printed).
+// that call as printed); WebDataset shards, with the lines that make class
+// folders of them (tools/drill's round 20 runs those as printed).
 #include "preprocess/other_media.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
+#include "preprocess/source.h"
+#include "preprocess/webdataset.h"
 #include "tests/test_util.h"
 
 namespace granary {
@@ -79,6 +82,51 @@ TEST(OtherMedia, AFolderThatIsNoClassFoldersOfTextOrAudioGetsNoAdvice) {
   EXPECT_EQ(OtherMediaAdvice(none.path(), "db"), "");
   testing::WriteFile(file.Sub("t.txt"), "a,label\n");
   EXPECT_EQ(OtherMediaAdvice(file.Sub("t.txt"), "db"), "");
+}
+
+// A ustar archive of `members` (name, bytes), as tar and WebDataset's writer make one.
+std::string Tar(const std::vector<std::pair<std::string, std::string>>& members) {
+  std::string tar;
+  for (const auto& [name, bytes] : members) {
+    std::string header(512, '\0');
+    header.replace(0, name.size(), name);
+    char size[12];
+    std::snprintf(size, sizeof(size), "%011o", static_cast<unsigned>(bytes.size()));
+    header.replace(124, 11, size);
+    header[156] = '0';
+    header.replace(257, 6, std::string("ustar\0", 6));
+    tar += header + bytes + std::string((512 - bytes.size() % 512) % 512, '\0');
+  }
+  return tar + std::string(1024, '\0');
+}
+
+TEST(OtherMedia, WebDatasetShardsAreNamedWithTheLinesThatMakeClassFolders) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.Sub("wds"));
+  testing::WriteFile(dir.Sub("wds/imagenet-train-000000.tar"),
+                     Tar({{"n01/000001.jpg", "x"}, {"n01/000001.cls", "3\n"}, {"000002.JPEG", "x"},
+                          {"000002.cls", "0"}}));
+  testing::WriteFile(dir.Sub("wds/imagenet-val-000000.tar"), Tar({{"000009.png", "x"}, {"000009.cls", "1"}}));
+  const std::string advice = WebDatasetAdvice(dir.Sub("wds"), "in.db");
+  EXPECT_NE(advice.find(": WebDataset shards (2 .tar files): 2 images in imagenet-train-000000.tar, each a sample of "
+                        "the files named like it and its class in a .cls file"), std::string::npos) << advice;
+  EXPECT_NE(advice.find("mkdir -p in-tar/train && for s in '" + dir.Sub("wds") + "'/*train*.tar; do tar xf \"$s\" -C "
+                        "in-tar/train; done && mkdir -p in-tar/val && "), std::string::npos) << advice;
+  EXPECT_NE(advice.find("for e in jpeg jpg; do"), std::string::npos) << advice;
+  EXPECT_NE(advice.find("prep build in-classes in.db"), std::string::npos) << advice;
+  // OpenSource says it (a folder of shards was "no IDX dataset found"; a shard "a tar archive: extract it first").
+  RawOptions raw;
+  raw.raw = dir.Sub("wds/imagenet-val-000000.tar");
+  raw.db = "v.db";
+  EXPECT_NE(OpenSource(raw).status().message().find("a WebDataset shard: 1 images in"), std::string::npos);
+  // Captions instead of classes: what writes them; a tar of no images, or a folder of more than shards: no advice.
+  testing::WriteFile(dir.Sub("caps.tar"), Tar({{"a.jpg", "x"}, {"a.txt", "a dog"}}));
+  EXPECT_NE(WebDatasetAdvice(dir.Sub("caps.tar"), "").find("no .cls class label beside 1 of them (beside them: txt)"),
+            std::string::npos);
+  testing::WriteFile(dir.Sub("docs.tar"), Tar({{"a.txt", "x"}}));
+  EXPECT_EQ(WebDatasetAdvice(dir.Sub("docs.tar"), ""), "");
+  testing::WriteFile(dir.Sub("wds/README"), "shards");
+  EXPECT_EQ(WebDatasetAdvice(dir.Sub("wds"), ""), "");
 }
 
 }  // namespace
