@@ -2,10 +2,13 @@
 UCI save them (fields between runs of spaces, numpy.savetxt's "# " before a
 header, a line above the table that is none of its rows, a test file whose
 labels carry a '.' the training file's lack) and LIBSVM files (a9a and a9a.t,
-multi-label), each built and trained as a newcomer would."""
+multi-label), each built and trained as a newcomer would; WebDataset shards,
+named with the lines that make class folders of them, run as printed."""
+import io
 import json
 import os
 import random
+import tarfile
 
 from drill_cases.common import PREP, TRAIN, run
 
@@ -34,6 +37,16 @@ def a9a_lines(rnd, n, largest):
         label = "+1" if 3 in features or 40 in features else "-1"
         lines.append(label + " " + " ".join(f"{i}:1" for i in features) + " \n")
     return "".join(lines)
+
+
+def shard(path, png, labels):
+    """A WebDataset shard: KEY.png beside KEY.cls for each label, as its ShardWriter writes them."""
+    with tarfile.open(path, "w") as tar:
+        for k, label in enumerate(labels):
+            for name, data in ((f"{k:06d}.png", png), (f"{k:06d}.cls", str(label).encode())):
+                member = tarfile.TarInfo(name)
+                member.size = len(data)
+                tar.addfile(member, io.BytesIO(data))
 
 
 def round20(d, w):
@@ -93,3 +106,23 @@ def round20(d, w):
     d.case("prep build of a multi-label LIBSVM file: refused, saying what writes it",
            [PREP, "build", w("r20multi"), w("r20multi.db"), "--no-progress"], 1,
            needle="several labels a line (multi-label) are not read")
+    run([PREP, "build", "/usr/share/datasets/fashion-mnist", w("r20one.db"), "--limit", "1", "--no-progress"])
+    run([PREP, "cat", w("r20one.db"), "0", "--png", w("r20.png")])
+    with open(w("r20.png"), "rb") as f:
+        png = f.read()
+    os.makedirs(w("r20wds"), exist_ok=True)
+    shard(w("r20wds", "shard-train-000000.tar"), png, [0, 11, 2, 0])
+    shard(w("r20wds", "shard-val-000000.tar"), png, [11, 2])
+    d.case("prep build of a folder of WebDataset shards (KEY.png beside KEY.cls): named, with the lines that make "
+           "class folders", [PREP, "build", w("r20wds"), w("r20wds.db"), "--no-progress"], 1,
+           needle="WebDataset shards (2 .tar files): 4 images in shard-train-000000.tar")
+    _, _, err, _, _ = run([PREP, "build", w("r20wds"), w("r20wds.db"), "--no-progress"])
+    lines = err.decode().split("then build: ", 1)[-1].strip().replace("&& prep build ", f"&& {PREP} build ")
+
+    def classes_by_label():  # label 11 after 2, as the .cls files number them
+        built = info(w("r20wds.db"))
+        names, splits = built["class_names"], [s["name"] for s in built["splits"]]
+        return "" if names == ["00000", "00002", "00011"] and splits == ["train", "val"] else f"{names} {splits}"
+    d.case("... and those lines, run as printed, build it: a class a label, in the labels' order, train and val",
+           ["bash", "-c", f"cd {w()} && {lines}"], 0, check=classes_by_label)
+
