@@ -157,16 +157,23 @@ StatusOr<std::string> LabelNamed(const std::string& path, const std::vector<std:
                                  OneColumnHint(header, options.delimiter) + (options.header ? NoHeaderHint(header) : ""));
 }
 
+// The first MiB of the plain text file at `path`, after a byte order mark;
+// "" where it cannot be read so (a compressed file): a peek.
+std::string PeekText(const std::string& path) {
+  ReadOnlyFile file;
+  if (!file.Open(path).ok()) return "";
+  std::string text(static_cast<size_t>(std::min<uint64_t>(file.size_bytes(), 1 << 20)), '\0');
+  if (!file.ReadAt(0, text.size(), text.data()).ok()) return "";
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
+  if (text.compare(0, 2, "\x1f\x8b") == 0 || text.compare(0, 4, "\x28\xb5\x2f\xfd") == 0) return "";
+  return text;
+}
+
 // The header of the plain table at `path` (its first row, trimmed, as Scan
 // finds it), or none where it cannot be read so (a compressed file, no row
 // in its first MiB): a peek, which never fails a build.
 std::vector<std::string> PeekCsvHeader(const std::string& path, char delimiter) {
-  ReadOnlyFile file;
-  if (!file.Open(path).ok()) return {};
-  std::string text(static_cast<size_t>(std::min<uint64_t>(file.size_bytes(), 1 << 20)), '\0');
-  if (!file.ReadAt(0, text.size(), text.data()).ok()) return {};
-  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
-  if (text.compare(0, 2, "\x1f\x8b") == 0 || text.compare(0, 4, "\x28\xb5\x2f\xfd") == 0) return {};
+  std::string text = PeekText(path);
   text.erase(0, LinesBeforeTheTable(text, delimiter).bytes);
   CsvParser parser;
   parser.SetDelimiter(delimiter != 0 ? delimiter : DetectCsvDelimiter(text));
@@ -276,6 +283,7 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
     input.name = file.first;
     size_t columns = 0;  // the header's
     bool unlabelled = false;  // the train file's columns without its label (Kaggle's test.csv)
+    const bool arff = StartsArff(PeekText(path));
     const auto on_header = [&](const std::vector<std::string>& header) -> StatusOr<size_t> {
       columns = header.size();
       if (!inputs.empty()) {
@@ -289,7 +297,9 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
         return *label_column;
       }
       *label = options.label;
-      if (label->empty()) {
+      if (label->empty() && arff && ColumnsNamedLikeALabel(header).empty()) {
+        *label = header.back();  // Weka's class attribute: the last
+      } else if (label->empty()) {
         StatusOr<std::string> named = LabelNamed(path, header, options);
         const std::string lacked =
             named.ok() || test_file.empty() ? "" : ColumnOnlyIn(header, PeekCsvHeader(test_file, options.delimiter));
@@ -409,9 +419,10 @@ void NoteWhatWasFound(const std::vector<CsvInput>& inputs, const CsvOptions& opt
   if (options.label.empty()) {
     const std::vector<std::string> named = ColumnsNamedLikeALabel(inputs[0].table->header());
     const bool by_name = std::find(named.begin(), named.end(), label) != named.end();
-    info->notes.push_back("label column '" + label + "' (" +
-                          (by_name ? "the column named like a label" : "the column test.csv lacks") +
-                          "; --label picks another)");
+    const std::string found = by_name                     ? "the column named like a label"
+                              : inputs[0].table->arff() ? "the ARFF file's last attribute, Weka's class"
+                                                        : "the column test.csv lacks";
+    info->notes.push_back("label column '" + label + "' (" + found + "; --label picks another)");
     info->options["label"] = label;
   }
   for (const CsvInput& input : inputs) {

@@ -10,6 +10,7 @@
 #include "base/file.h"
 #include "base/json_text.h"
 #include "preprocess/compressed_input.h"
+#include "preprocess/folder_layout.h"
 #include "preprocess/numpy_files.h"
 #include "preprocess/progress.h"
 
@@ -19,7 +20,8 @@ void CsvParser::Reset(uint64_t line, uint64_t offset) {
   keep_ = kAllColumns;
   line_ = line;
   offset_ = offset;
-  quoted_ = quote_pending_ = cr_pending_ = row_started_ = gap_ = false;
+  quoted_ = quote_pending_ = cr_pending_ = row_started_ = gap_ = comment_ = false;
+  quote_ = '"';
   field_blank_ = true;
   column_ = 0;
   field_.clear();
@@ -56,15 +58,23 @@ Status CsvParser::Feed(std::string_view text, const std::function<Status(const R
       cr_pending_ = false;
       if (c == '\n') continue;
     }
+    if (comment_) {  // ARFF: a line starting with '%' is no row
+      if (c == '\n' || c == '\r') {
+        comment_ = false;
+        ++line_;
+        cr_pending_ = c == '\r';
+      }
+      continue;
+    }
     if (quote_pending_) {  // a quote inside quotes: "" is a quote, else the field's quotes close
       quote_pending_ = false;
-      if (c == '"') {
-        if (keeping) field_ += '"';
+      if (c == quote_) {
+        if (keeping) field_ += quote_;
         continue;
       }
       quoted_ = false;
     } else if (quoted_) {
-      if (c == '"') {
+      if (c == quote_) {
         quote_pending_ = true;
       } else {
         if (c == '\n') ++line_;
@@ -83,6 +93,10 @@ Status CsvParser::Feed(std::string_view text, const std::function<Status(const R
       gap_ = row_started_;  // a run of them is one delimiter; those before a row's first field are none
       continue;
     }
+    if (!row_started_ && arff_ && c == '%') {
+      comment_ = true;
+      continue;
+    }
     if (!row_started_) {
       row_started_ = true;
       row_line_ = line_;
@@ -94,8 +108,9 @@ Status CsvParser::Feed(std::string_view text, const std::function<Status(const R
     }
     if (c == delimiter_) {
       EndField();
-    } else if (c == '"' && field_blank_) {
+    } else if ((c == '"' || (arff_ && c == '\'')) && field_blank_) {
       quoted_ = true;  // spaces before an opening quote are dropped
+      quote_ = c;
       field_.clear();
     } else {
       if (keeping) field_ += c;
@@ -257,7 +272,73 @@ bool CsvTable::HeldOut(double fraction, uint64_t line) {
   return static_cast<double>(h % 1000000) < fraction * 1e6;
 }
 
+bool StartsArff(std::string_view text) {
+  for (size_t at = 0; at < text.size();) {
+    const size_t start = text.find_first_not_of(" \t\r\n", at);
+    if (start == std::string_view::npos) return false;
+    if (text[start] != '%') return AsciiLower(std::string(text.substr(start, 9))) == "@relation";
+    at = text.find('\n', start);
+    if (at == std::string_view::npos) return false;
+  }
+  return false;
+}
+
 namespace {
+
+// An ARFF file's header: its @attribute names, and where its @data rows start.
+struct ArffHeader {
+  std::vector<std::string> names;
+  uint64_t offset = 0;  // the byte after the @data line
+  uint64_t line = 0;    // the line after it
+};
+
+// The header of the ARFF file `file`, read from byte `start` (up to 16 MiB);
+// InvalidArgument naming `path` where it has no @attribute or @data line, a
+// relational attribute, or sparse rows ("{0 X, 3 Y}").
+StatusOr<ArffHeader> ReadArffHeader(const ReadOnlyFile& file, uint64_t start, const std::string& path) {
+  std::string text(static_cast<size_t>(std::min<uint64_t>(16 << 20, file.size_bytes() - start)), '\0');
+  GRANARY_RETURN_IF_ERROR(file.ReadAt(start, text.size(), text.data()));
+  ArffHeader header;
+  uint64_t line = 0;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    std::string l = text.substr(at, end - at);
+    if (!l.empty() && l.back() == '\r') l.pop_back();
+    l = TrimCsvField(l);
+    at = end + 1;
+    ++line;
+    if (!header.names.empty() && header.offset > 0) {  // the first row after @data
+      if (l.empty() || l[0] == '%') continue;
+      if (l[0] == '{') {
+        return Status::InvalidArgument(path + ":" + std::to_string(line) + ": sparse ARFF rows ({index value, ...}) "
+                                       "are not read: write it dense (Weka's SparseToNonSparse filter) first");
+      }
+      return header;
+    }
+    const std::string keyword = AsciiLower(l.substr(0, l.find_first_of(" \t")));
+    if (keyword == "@data") {
+      header.offset = start + at;
+      header.line = line + 1;
+      if (header.names.empty()) return Status::InvalidArgument(path + ": an ARFF file without @attribute lines");
+    } else if (keyword == "@attribute") {
+      std::string rest = TrimCsvField(l.substr(keyword.size()));
+      const char quote = rest.empty() ? 0 : rest[0];
+      const size_t name_end = quote == '\'' || quote == '"' ? rest.find(quote, 1) : rest.find_first_of(" \t{");
+      if (name_end == std::string::npos || name_end == 0) {
+        return Status::InvalidArgument(path + ":" + std::to_string(line) + ": an @attribute without a name and type");
+      }
+      const bool quoted = quote == '\'' || quote == '"';
+      header.names.push_back(rest.substr(quoted ? 1 : 0, name_end - (quoted ? 1 : 0)));
+      if (AsciiLower(TrimCsvField(rest.substr(name_end + (quoted ? 1 : 0)))).rfind("relational", 0) == 0) {
+        return Status::InvalidArgument(path + ":" + std::to_string(line) + ": a relational attribute ('" +
+                                       header.names.back() + "'): prep reads ARFF files of plain attributes");
+      }
+    }
+  }
+  if (header.offset == 0) return Status::InvalidArgument(path + ": an ARFF file without an @data line");
+  return header;  // @data with no row after it: the scan says there are none
+}
 
 // Whether the two lines after the header line `text` starts with (one if
 // there is no other) have one field more than the header's `fields` (by
@@ -372,13 +453,25 @@ StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
     return Status::InvalidArgument(path + ": is not a text table (a NUL byte at byte " +
                                    std::to_string(nul + (bom ? 3 : 0)) + "): prep reads CSV text");
   }
-  const LeadingLines lead = LinesBeforeTheTable(text, options.delimiter);
+  table->arff_ = StartsArff(text);  // its rows are CSV with ',' and '.'
+  const LeadingLines lead = table->arff_ ? LeadingLines() : LinesBeforeTheTable(text, options.delimiter);
   table->lines_left_out_ = lead.lines;
   const std::string_view from_header = text.substr(lead.bytes);
-  table->delimiter_ = options.delimiter != 0 ? options.delimiter : DetectCsvDelimiter(from_header);
-  table->decimal_ = options.decimal != 0 ? options.decimal : DetectCsvDecimal(from_header, table->delimiter_);
+  table->delimiter_ = table->arff_ ? ',' : options.delimiter != 0 ? options.delimiter : DetectCsvDelimiter(from_header);
+  table->decimal_ = table->arff_               ? '.'
+                    : options.decimal != 0 ? options.decimal
+                                           : DetectCsvDecimal(from_header, table->delimiter_);
   bool header_seen = false;
   size_t column = CsvParser::kAllColumns;
+  uint64_t start = (bom ? 3 : 0) + lead.bytes, line = 1 + lead.lines.size();  // of the header row
+  if (table->arff_) {  // the header is its @attribute lines
+    GRANARY_ASSIGN_OR_RETURN(const ArffHeader arff, ReadArffHeader(table->file_, bom ? 3 : 0, path));
+    table->header_ = arff.names;
+    GRANARY_ASSIGN_OR_RETURN(column, on_header(table->header_));
+    header_seen = true;
+    start = arff.offset;
+    line = arff.line;
+  }
   const auto data_row = [&](const CsvParser::Row& row, int part) {
     // Blocks start at rows, about kBlockBytes apart.
     if (table->blocks_.empty() || row.offset - table->blocks_.back().offset >= kBlockBytes) {
@@ -410,8 +503,7 @@ StatusOr<std::shared_ptr<const CsvTable>> CsvTable::Scan(
     first.fields = &kept;
     return data_row(first, part);
   };
-  GRANARY_RETURN_IF_ERROR(
-      table->ScanRows((bom ? 3 : 0) + lead.bytes, 1 + lead.lines.size(), &column, read_row, &progress));
+  GRANARY_RETURN_IF_ERROR(table->ScanRows(start, line, &column, read_row, &progress));
   if (!header_seen) return Status::InvalidArgument(path + (header ? ": no header row" : ": no rows"));
   if (table->blocks_.empty()) return Status::InvalidArgument(path + ": a header and no data rows");
   return std::shared_ptr<const CsvTable>(std::move(table));
@@ -467,6 +559,7 @@ Status CsvTable::ScanRows(uint64_t offset, uint64_t line, const size_t* column,
   CsvParser parser;
   parser.Reset(line, offset);
   parser.SetDelimiter(delimiter_);
+  parser.SetArff(arff_);
   parser.Keep(*column);
   const auto row = [&](const CsvParser::Row& r) {
     Status status = on_row(r, PartOf(r.line));
@@ -525,6 +618,7 @@ Status CsvTable::Read(size_t block, std::shared_ptr<const Loaded>* out) const {
   CsvParser parser;
   parser.Reset(b.line, 0);
   parser.SetDelimiter(delimiter_);
+  parser.SetArff(arff_);
   parser.Keep(CsvParser::kNoColumn);
   const auto row = [&](const CsvParser::Row& r) {
     loaded->of_part[PartOf(r.line)].push_back(static_cast<uint32_t>(loaded->begin.size()));
@@ -559,6 +653,7 @@ Status CsvTable::ReadRow(int part, uint64_t nth, std::vector<std::string>* field
   thread_local CsvParser parser;
   parser.Reset(*line, 0);
   parser.SetDelimiter(delimiter_);
+  parser.SetArff(arff_);
   const auto row = [&](const CsvParser::Row& parsed) {
     *fields = *parsed.fields;
     return Status::OK();

@@ -48,6 +48,9 @@ class CsvParser {
   void Keep(size_t column) { keep_ = column; }
   // The byte between fields (',' unless set: ';', '\t', '|', kWhitespaceDelimiter).
   void SetDelimiter(char delimiter) { delimiter_ = delimiter; }
+  // ARFF's data (Weka, OpenML): a field may be quoted with ' as well, and a
+  // line starting with '%' is a comment, no row.
+  void SetArff(bool arff) { arff_ = arff; }
   // Parses `text`, calling on_row for each row it completes; a non-OK status
   // from on_row ends the parse and is returned.
   Status Feed(std::string_view text, const std::function<Status(const Row&)>& on_row);
@@ -67,6 +70,8 @@ class CsvParser {
   bool quoted_ = false, quote_pending_ = false, cr_pending_ = false;
   bool row_started_ = false, field_blank_ = true;
   bool gap_ = false;  // whitespace-delimited: spaces after a field, which end it if another follows
+  bool arff_ = false, comment_ = false;
+  char quote_ = '"';  // the one the quoted field opened with
   uint64_t row_line_ = 0, row_offset_ = 0;
   size_t column_ = 0;
   std::string field_;
@@ -117,6 +122,10 @@ struct LeadingLines {
   size_t bytes = 0;                // up to the first line of the table
 };
 LeadingLines LinesBeforeTheTable(std::string_view text, char delimiter);
+
+// Whether `text` (a file's first bytes) starts, after '%' comments and
+// blank lines, with ARFF's @relation (Weka's format; OpenML's datasets).
+bool StartsArff(std::string_view text);
 
 // The decimal mark of a table separated by `delimiter` whose first lines are
 // `text` (its header first): ',' where the delimiter is not ',' and its
@@ -186,6 +195,9 @@ class CsvTable {
   // Whether its rows have one field more than its header (R's write.table: each row's name first), which
   // header() then names "" (IsIndexColumn: left out).
   bool row_names() const { return row_names_; }
+  // Whether it is an ARFF file (Weka's; OpenML serves datasets so): its header
+  // the @attribute names, its rows those after @data, '%' lines comments.
+  bool arff() const { return arff_; }
   uint64_t rows(int part) const { return part_rows_[part]; }
 
   // Every data row again, in order, keeping `column` (as Scan).
@@ -242,6 +254,7 @@ class CsvTable {
   std::vector<std::string> lines_left_out_;
   bool header_commented_ = false;
   bool row_names_ = false;
+  bool arff_ = false;
   uint64_t part_rows_[2] = {0, 0};
   std::vector<Block> blocks_;
 

@@ -76,6 +76,13 @@ int main(int argc, char** argv) {
   Write(csv + "/plain", std::string("\0", 1) + "a,b,y\n1,2,0\n3.5,-4e2,1\n5,6,0\n");
   Write(csv + "/quoted", std::string("\1", 1) + "\"a, b\",c,y\n\"1\",,cat\n2,NA,dog\n\"3\"\"\",4,cat\n");
   Write(csv + "/split", std::string("\2", 1) + "\xEF\xBB\xBFx,y\n" + "1,0\n2,1\n3,0\n4,1\n5,0\n6,1\n");
+  // As numpy, UCI, R and Weka save tables, and a LIBSVM file.
+  Write(csv + "/spaces", std::string("\0", 1) + "# a b y\n1.5e+00  2.0e+00 1\n-3.0e+00 4 0\n");
+  Write(csv + "/title", std::string("\1", 1) + "|1x3 Cross validator\nx, z, y\n25, ?, <=50K.\n38, 2, >50K.\n");
+  Write(csv + "/rnames", std::string("\0", 1) + "\"x\" \"y\"\n\"1\" 1.5 \"a\"\n\"2\" 3 \"b\"\n");
+  Write(csv + "/arff", std::string("\1", 1) + "% c\n@relation r\n@attribute 'a b' real\n@attribute y {p,'q r'}\n"
+                                              "@data\n1.5,p\n% c\n?,'q r'\n");
+  Write(csv + "/libsvm", std::string("\2", 1) + "-1 3:1 11:0.5\n+1 1:2 # c\n2 0:1 4:x\n");
   // Images: the first byte picks size and channels.
   int n = 0;
   for (bool progressive : {false, true}) {

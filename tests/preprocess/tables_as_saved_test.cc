@@ -3,7 +3,8 @@
 // header, a line above the table that is none of its rows (UCI's
 // adult.test starts "|1x3 Cross validator"), and labels written with a '.'
 // after them in one file and not in the other (adult.test's "<=50K.");
-// LIBSVM files, as the LIBSVM datasets page and scikit-learn write them.
+// LIBSVM files, as the LIBSVM datasets page and scikit-learn write them;
+// ARFF files, as Weka writes them and OpenML serves its datasets.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -286,6 +287,64 @@ TEST(TablesAsSaved, LibsvmFilesOfOtherTasksAreNamed) {
   testing::WriteFile(dir.Sub("wide"), "1 1:1 200000:1\n");
   EXPECT_NE(OpenSvmlightSource(dir.Sub("wide"), CsvOptions()).status().message().find(
                 "a LIBSVM file of 200000 features (its largest index): prep stores features dense"), std::string::npos);
+}
+
+TEST(TablesAsSaved, ArffFilesAreReadByTheirAttributesAndData) {
+  const std::string arff = "% 1. Title: Iris Plants Database\n%\n@RELATION iris\n\n@ATTRIBUTE 'sepal length' REAL\n"
+                           "@ATTRIBUTE sepalwidth\tNUMERIC\n@ATTRIBUTE species {Iris-setosa,'Iris virginica'}\n\n"
+                           "@DATA\n5.1,3.5,Iris-setosa\n% a comment between rows\n4.9,3.0,Iris-setosa\r\n"
+                           "6.3,?,'Iris virginica'\n";
+  EXPECT_TRUE(StartsArff(arff));
+  EXPECT_FALSE(StartsArff("a,b,label\n@relation,1,2\n"));
+  // The rows after @data parse alike in any pieces: ' quotes as well as ", '%' lines no rows.
+  const auto rows = [](const std::string& text, size_t piece) {
+    std::vector<std::pair<uint64_t, std::vector<std::string>>> out;
+    CsvParser parser;
+    parser.Reset(10);
+    parser.SetArff(true);
+    const auto on_row = [&](const CsvParser::Row& r) {
+      out.emplace_back(r.line, *r.fields);
+      return Status::OK();
+    };
+    for (size_t at = 0; at < text.size(); at += piece) (void)parser.Feed(text.substr(at, piece), on_row);
+    (void)parser.End("t.arff", on_row);
+    return out;
+  };
+  const std::string data = "1,'a, b'\n% 'c\n\"2\",'it''s'\r\n%\n3,x";
+  const std::vector<std::pair<uint64_t, std::vector<std::string>>> expected = {
+      {10, {"1", "a, b"}}, {12, {"2", "it's"}}, {14, {"3", "x"}}};
+  for (size_t piece : {1, 2, 5, 100}) EXPECT_EQ(rows(data, piece), expected) << piece;
+  TempDir dir;
+  testing::WriteFile(dir.Sub("iris.arff"), arff);
+  CsvOptions o;
+  o.missing = MissingPolicy::kNaN;
+  auto source = OpenCsvSource(dir.Sub("iris.arff"), o);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->info.element_names.at("features"), (std::vector<std::string>{"sepal length", "sepalwidth"}));
+  EXPECT_EQ(source->info.class_names, (std::vector<std::string>{"Iris virginica", "Iris-setosa"}));
+  const SplitSource& split = *source->splits[0];
+  ASSERT_EQ(split.size(), 3u);
+  EXPECT_EQ(RowOf(split, 1), "4.9 3 -> 1");
+  EXPECT_EQ(RowOf(split, 2), "6.3 nan -> 0");
+  EXPECT_EQ(split.ItemName(2), dir.Sub("iris.arff") + ":13");  // the file's line, its comments counted
+  EXPECT_EQ(source->info.notes[0],
+            "label column 'species' (the ARFF file's last attribute, Weka's class; --label picks another)");
+  // An attribute named like a label is the label wherever it is.
+  testing::WriteFile(dir.Sub("c.arff"), "@relation c\n@attribute class {a,b}\n@attribute x real\n@data\na,1\nb,2\n");
+  auto named = OpenCsvSource(dir.Sub("c.arff"), CsvOptions());
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  EXPECT_EQ(named->info.element_names.at("features"), (std::vector<std::string>{"x"}));
+  // What is not read is named.
+  testing::WriteFile(dir.Sub("sparse.arff"), "@relation s\n@attribute a real\n@attribute y {p,q}\n@data\n{0 1, 1 q}\n");
+  EXPECT_EQ(OpenCsvSource(dir.Sub("sparse.arff"), CsvOptions()).status().message(),
+            dir.Sub("sparse.arff") + ":5: sparse ARFF rows ({index value, ...}) are not read: write it dense (Weka's "
+                                     "SparseToNonSparse filter) first");
+  testing::WriteFile(dir.Sub("nodata.arff"), "@relation s\n@attribute a real\n1\n");
+  EXPECT_EQ(OpenCsvSource(dir.Sub("nodata.arff"), CsvOptions()).status().message(),
+            dir.Sub("nodata.arff") + ": an ARFF file without an @data line");
+  testing::WriteFile(dir.Sub("rel.arff"), "@relation s\n@attribute bag relational\n@end bag\n@data\n");
+  EXPECT_NE(OpenCsvSource(dir.Sub("rel.arff"), CsvOptions()).status().message().find("a relational attribute ('bag')"),
+            std::string::npos);
 }
 
 }  // namespace
