@@ -13,6 +13,9 @@ import tarfile
 from drill_cases.common import PREP, TRAIN, run
 
 
+VIRGINICA = "'Iris virginica'"  # an ARFF value with a space, quoted as Weka writes it
+
+
 def info(db):
     """prep info --json of a db."""
     _, out, _, _, _ = run([PREP, "info", db, "--json"])
@@ -101,6 +104,17 @@ def round20(d, w):
     d.case("... and the a9a model scored on it",
            [TRAIN, "--db", w("r20a9at.db"), "--model", w("r20a9a.pt"), "--eval-only", "--eval-split", "train"], 0,
            report=True, needle="500 samples  acc")
+    with open(w("r20iris.arff"), "w") as f:  # as OpenML serves it
+        f.write("% 1. Title: Iris Plants Database\n@RELATION iris\n@ATTRIBUTE 'sepal length' REAL\n"
+                "@ATTRIBUTE petalwidth REAL\n@ATTRIBUTE species {Iris-setosa,'Iris virginica'}\n@DATA\n" +
+                "".join(f"{rnd.uniform(4, 6):.1f},{w_:.1f},{'Iris-setosa' if w_ < 1 else VIRGINICA}\n"
+                        for w_ in (rnd.uniform(0.1, 2.5) for _ in range(150))))
+    d.case("prep build of OpenML's iris.arff (@attribute lines, then @data): its attributes the columns, the last "
+           "the label", [PREP, "build", w("r20iris.arff"), w("r20iris.db"), "--val-fraction", "0.2", "--no-progress"],
+           0, needle="label column 'species' (the ARFF file's last attribute",
+           check=lambda: "" if info(w("r20iris.db"))["class_names"] == ["Iris virginica", "Iris-setosa"] else "classes")
+    d.case("... and train of it", [TRAIN, "--db", w("r20iris.db"), "--ranks", "1", "--epochs", "2"], 0, report=True,
+           needle="test_acc")
     with open(w("r20multi"), "w") as f:
         f.write("1,3 1:0.5 2:1\n2 1:1\n")
     d.case("prep build of a multi-label LIBSVM file: refused, saying what writes it",
