@@ -57,7 +57,7 @@ StatusOr<LikeDb> TakeLikeDb(const std::string& format, RawOptions* raw) {
     }
     raw->regression = regression == "yes";
     raw->no_header = header == "no";
-  } else if (format == "image-folder") {
+  } else if (format == "image-folder" || format == "webdataset") {
     std::string channels = std::to_string(raw->channels);
     raw->size = RecordedSize(raw->size);  // 64x64 given where 64 was recorded: the same
     GRANARY_RETURN_IF_ERROR(TakeOption(m, db, "size", "size", *raw, &raw->size));

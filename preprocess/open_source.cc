@@ -128,6 +128,7 @@ std::string DetectFormat(const std::string& raw) {
   namespace fs = std::filesystem;
   std::error_code ec;
   // A file is a table (a.csv, A.CSV, data.txt: the CSV reader says what it finds); a folder with train.csv too.
+  if (IsWebDataset(raw)) return "webdataset";  // a .tar of images, or a folder of them alone
   if (fs::is_regular_file(raw, ec)) return IsSvmlightFile(raw) ? "svmlight" : "csv";
   if (const std::string format = DatasetFormatIn(raw); !format.empty()) return format;
   // A folder of folders, or of images alone (the image folder source says what it lacks), is an image folder.
@@ -275,8 +276,8 @@ StatusOr<Source> OpenCsvFromFlags(const RawOptions& o, const LikeDb& like, bool 
   return svmlight ? OpenSvmlightSource(o.raw, csv) : OpenCsvSource(o.raw, csv);
 }
 
-// The source of --format image-folder, with its flags parsed; what they were, into *recorded.
-StatusOr<Source> OpenImagesFromFlags(const RawOptions& o, const LikeDb& like,
+// The source of --format image-folder (or webdataset), with its flags parsed; what they were, into *recorded.
+StatusOr<Source> OpenImagesFromFlags(const RawOptions& o, const LikeDb& like, bool webdataset,
                                      std::map<std::string, std::string>* recorded) {
   ImageFolderOptions images;
   images.like = like;
@@ -303,7 +304,7 @@ StatusOr<Source> OpenImagesFromFlags(const RawOptions& o, const LikeDb& like,
                     {"channels", std::to_string(o.channels)},
                     {"max_image_mb", std::to_string(o.max_image_mb)},
                     {"val_fraction", std::to_string(o.val_fraction)}});
-  return OpenImageFolderSource(o.raw, images);
+  return webdataset ? OpenWebDatasetSource(o.raw, images) : OpenImageFolderSource(o.raw, images);
 }
 
 // The refusal of a RAW that is a granary db: what to do with it instead.
@@ -328,11 +329,6 @@ StatusOr<std::string> FormatOf(const RawOptions& o) {
     if (const std::string hint = MissingRawHint(o.raw); !hint.empty()) return Status::NotFound(o.raw + hint);
   }
   if (IsGranaryDb(o.raw)) return Status::InvalidArgument(AlreadyADb(o.raw));
-  if (o.format == "auto") {
-    if (const std::string shards = WebDatasetAdvice(o.raw, o.db); !shards.empty()) {
-      return Status::InvalidArgument(shards);
-    }
-  }
   const std::string format = o.format == "auto" ? DetectFormat(o.raw) : o.format;
   if (format == "csv" && std::filesystem::is_regular_file(o.raw, ec)) {  // a NumPy file or an image, not a table
     if (const std::string numpy = NumpyAdvice(o.raw, o.db); !numpy.empty()) return Status::InvalidArgument(numpy);
@@ -375,7 +371,8 @@ StatusOr<Source> OpenSource(const RawOptions& given) {
       {"format", format}, {"limit", std::to_string(o.limit)}, {"like", like.content_hash}};
   GRANARY_RETURN_IF_ERROR(CheckLabelFlags(o, format));
   StatusOr<Source> source =
-      Status::InvalidArgument("--format " + o.format + ": expected auto, idx, cifar, image-folder, csv or svmlight");
+      Status::InvalidArgument("--format " + o.format + ": expected auto, idx, cifar, image-folder, webdataset, csv or "
+                              "svmlight");
   if (format == "idx") {
     IdxSourceOptions idx;
     idx.limit = o.limit;
@@ -389,8 +386,8 @@ StatusOr<Source> OpenSource(const RawOptions& given) {
     source = OpenCifarSource(o.raw, cifar);
   } else if (format == "csv" || format == "svmlight") {
     source = OpenCsvFromFlags(o, like, format == "svmlight", &recorded);
-  } else if (format == "image-folder") {
-    source = OpenImagesFromFlags(o, like, &recorded);
+  } else if (format == "image-folder" || format == "webdataset") {
+    source = OpenImagesFromFlags(o, like, format == "webdataset", &recorded);
   }
   if (!source.ok()) return NameWhatRawHolds(o, format, source.status());
   for (auto it = recorded.begin(); it != recorded.end();) {

@@ -12,7 +12,8 @@ void AddInputFlags(CLI::App* build, BuildArgs* args) {
                                       "(a .csv file, or a folder with train.csv [+ val.csv, test.csv]; gzip or zstd too: .csv.gz, .csv.zst)")
       ->required();
   build->add_option("db", b.db, "db directory to create")->required();
-  build->add_option("--format", b.raw.format, "raw format: auto, idx, cifar, image-folder (or images), csv or svmlight (LIBSVM)")
+  build->add_option("--format", b.raw.format,
+                    "raw format: auto, idx, cifar, image-folder (or images), webdataset, csv or svmlight (LIBSVM)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "idx", "cifar", "image-folder", "images", "csv"}));
   build->add_option("--like", b.raw.like,

@@ -1,20 +1,31 @@
-// WebDataset shards (tar files whose members are grouped into samples by
-// their names: 000001.jpg beside 000001.cls) where prep is given them for a
-// dataset: named, with the shell lines that extract them into class folders
-// prep builds. Internal to preprocess.
+// WebDataset shards: tar files whose members are grouped into samples by
+// their names (000001.jpg beside 000001.cls), as webdataset's ShardWriter,
+// img2dataset and torchvision-era pipelines write them. Internal to
+// preprocess.
 #pragma once
 
 #include <string>
 
+#include "base/status.h"
+#include "preprocess/source.h"
+
 namespace granary {
 
-// The refusal of `raw`, a .tar file or a folder of them, where its (first)
-// shard holds images each beside a .cls label (WebDataset's classification
-// layout): the lines that extract every shard and move each image into a
-// class folder named by its label (zero-padded, so that their order is the
-// labels'), split by the shards' names (train, val, test) where they say
-// one, then build `db`; where its images have no .cls (captions, JSON), what
-// writes them instead. "" where `raw` is no such shard or folder.
-std::string WebDatasetAdvice(const std::string& raw, const std::string& db);
+// Whether `raw` is a .tar file, or a folder of .tar files alone (hidden
+// files aside), whose first shard holds images: WebDataset shards.
+bool IsWebDataset(const std::string& raw);
+
+// The shards at `raw` (IsWebDataset) as image samples: each image member
+// (.jpg, .jpeg, .png, .webp) decoded and transformed as an image folder's
+// are (options: size, channels, max_decode_bytes, val_fraction, limit,
+// like), its label the integer in the .cls member beside it (classes as a
+// table's integer labels are: dense indices, or numbered in order of value).
+// Splits by the shards' names (a word train, val or test; train where none),
+// with val_fraction a held-out share of train by a hash of each sample's
+// key. A sample without an image, or with one and no .cls, is rejected by
+// name ("shard.tar:KEY"); a shard with images and no .cls at all (captions)
+// is refused, saying what writes it; a damaged tar named. Members are read
+// in place: nothing is extracted.
+StatusOr<Source> OpenWebDatasetSource(const std::string& raw, const ImageFolderOptions& options);
 
 }  // namespace granary

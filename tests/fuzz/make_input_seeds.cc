@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "preprocess/png.h"
+#include "tests/ustar.h"
 
 #include <webp/encode.h>
 
@@ -65,8 +66,8 @@ std::string Jpeg(int w, int h, int c, bool progressive) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) return 2;
-  const std::string idx = argv[1], csv = argv[2], image = argv[3];
+  if (argc != 5) return 2;
+  const std::string idx = argv[1], csv = argv[2], image = argv[3], tar = argv[4];
   // IDX: magic 0 0 type dims, big-endian dims, then the elements.
   Write(idx + "/images", std::string("\0\0\x08\x03", 4) + Be32(3) + Be32(2) + Be32(2) + std::string(12, '\x07'));
   Write(idx + "/labels", std::string("\0\0\x08\x01", 4) + Be32(4) + std::string("\x01\x02\x03\x04", 4));
@@ -94,6 +95,11 @@ int main(int argc, char** argv) {
     const std::vector<uint8_t> px = Pixels(20, 12, c);
     if (!granary::WritePng(tmp, px.data(), 20, 12, c).ok()) return 1;
     Write(image + "/png" + std::to_string(c), std::string(c == 1 ? "\x85" : "\x13", 1) + Read(tmp));
+    // WebDataset shards: the PNG beside a .cls, one named by a pax header, one by a GNU long name, one without.
+    Write(tar + "/shard" + std::to_string(c),
+          granary::testing::UstarArchive({{"a/0.png", Read(tmp)}, {"a/0.cls", std::to_string(c)},
+                                          {"p|x", "16 path=b/1.png\n"}, {"x.png", Read(tmp)}, {"b/1.cls", "0\n"},
+                                          {"././@LongLink|L", "c/2.png"}, {"y", Read(tmp)}, {"3.png", Read(tmp)}}));
     std::remove(tmp.c_str());
   }
   const std::vector<uint8_t> rgb = Pixels(20, 12, 3);

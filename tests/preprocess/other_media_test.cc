@@ -1,16 +1,18 @@
 // Class folders of text or audio given to prep: named, with the
 // granary.write call that writes them (tests/python/datasets_test.py runs
-// that call as printed); WebDataset shards, with the lines that make class
-// folders of them (tools/drill's round 20 runs those as printed).
+// that call as printed); WebDataset shards, read in place.
 #include "preprocess/other_media.h"
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 
+#include "preprocess/png.h"
 #include "preprocess/source.h"
 #include "preprocess/webdataset.h"
 #include "tests/test_util.h"
+#include "tests/ustar.h"
 
 namespace granary {
 namespace {
@@ -84,49 +86,71 @@ TEST(OtherMedia, AFolderThatIsNoClassFoldersOfTextOrAudioGetsNoAdvice) {
   EXPECT_EQ(OtherMediaAdvice(file.Sub("t.txt"), "db"), "");
 }
 
-// A ustar archive of `members` (name, bytes), as tar and WebDataset's writer make one.
-std::string Tar(const std::vector<std::pair<std::string, std::string>>& members) {
-  std::string tar;
-  for (const auto& [name, bytes] : members) {
-    std::string header(512, '\0');
-    header.replace(0, name.size(), name);
-    char size[12];
-    std::snprintf(size, sizeof(size), "%011o", static_cast<unsigned>(bytes.size()));
-    header.replace(124, 11, size);
-    header[156] = '0';
-    header.replace(257, 6, std::string("ustar\0", 6));
-    tar += header + bytes + std::string((512 - bytes.size() % 512) % 512, '\0');
-  }
-  return tar + std::string(1024, '\0');
+using testing::UstarArchive;
+
+// A PNG of w x h gray pixels of `value`.
+std::string Png(const TempDir& dir, int w, int h, uint8_t value) {
+  const std::vector<uint8_t> pixels(static_cast<size_t>(w * h), value);
+  EXPECT_TRUE(WritePng(dir.Sub("p.png"), pixels.data(), w, h, 1).ok());
+  return testing::ReadFile(dir.Sub("p.png"));
 }
 
-TEST(OtherMedia, WebDatasetShardsAreNamedWithTheLinesThatMakeClassFolders) {
+// The first pixel and the label of sample `i`, or why it is rejected.
+std::string SampleOf(const SplitSource& split, uint64_t i) {
+  granary::Sample s;
+  if (Status st = split.Produce(i, &s); !st.ok()) return st.message();
+  int64_t label = -1;
+  std::memcpy(&label, s.fields[1].data(), sizeof(label));
+  return std::to_string(static_cast<uint8_t>(s.fields[0][0])) + " -> " + std::to_string(label);
+}
+
+TEST(WebDataset, ShardsAreReadInPlaceTheirSamplesLabelledByTheirClsFiles) {
   TempDir dir;
   std::filesystem::create_directories(dir.Sub("wds"));
+  const std::string pax = "23 path=n01/000003.png\n";  // a pax header naming the member after it
   testing::WriteFile(dir.Sub("wds/imagenet-train-000000.tar"),
-                     Tar({{"n01/000001.jpg", "x"}, {"n01/000001.cls", "3\n"}, {"000002.JPEG", "x"},
-                          {"000002.cls", "0"}}));
-  testing::WriteFile(dir.Sub("wds/imagenet-val-000000.tar"), Tar({{"000009.png", "x"}, {"000009.cls", "1"}}));
-  const std::string advice = WebDatasetAdvice(dir.Sub("wds"), "in.db");
-  EXPECT_NE(advice.find(": WebDataset shards (2 .tar files): 2 images in imagenet-train-000000.tar, each a sample of "
-                        "the files named like it and its class in a .cls file"), std::string::npos) << advice;
-  EXPECT_NE(advice.find("mkdir -p in-tar/train && for s in '" + dir.Sub("wds") + "'/*train*.tar; do tar xf \"$s\" -C "
-                        "in-tar/train; done && mkdir -p in-tar/val && "), std::string::npos) << advice;
-  EXPECT_NE(advice.find("for e in jpeg jpg; do"), std::string::npos) << advice;
-  EXPECT_NE(advice.find("prep build in-classes in.db"), std::string::npos) << advice;
-  // OpenSource says it (a folder of shards was "no IDX dataset found"; a shard "a tar archive: extract it first").
+                     UstarArchive({{"n01/000001.jpg", "not a jpeg"}, {"n01/000001.cls", "10\n"},
+                                   {"000002.png", Png(dir, 8, 6, 7)}, {"000002.cls", "2"}, {"x|x", pax},
+                                   {"ignored.png", Png(dir, 8, 6, 9)}, {"n01/000003.cls", " 2 "},
+                                   {"000004.png", Png(dir, 8, 6, 1)}, {"000005.cls", "1"}}));
+  testing::WriteFile(dir.Sub("wds/imagenet-val-000000.tar"),
+                     UstarArchive({{"000009.png", Png(dir, 4, 4, 200)}, {"000009.cls", "10"}}));
+  EXPECT_TRUE(IsWebDataset(dir.Sub("wds")));
   RawOptions raw;
-  raw.raw = dir.Sub("wds/imagenet-val-000000.tar");
-  raw.db = "v.db";
-  EXPECT_NE(OpenSource(raw).status().message().find("a WebDataset shard: 1 images in"), std::string::npos);
-  // Captions instead of classes: what writes them; a tar of no images, or a folder of more than shards: no advice.
-  testing::WriteFile(dir.Sub("caps.tar"), Tar({{"a.jpg", "x"}, {"a.txt", "a dog"}}));
-  EXPECT_NE(WebDatasetAdvice(dir.Sub("caps.tar"), "").find("no .cls class label beside 1 of them (beside them: txt)"),
+  raw.raw = dir.Sub("wds");
+  raw.size = "4";
+  raw.channels = 1;
+  auto source = OpenSource(raw);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->info.kind, "webdataset");
+  ASSERT_EQ(source->info.class_names.size(), 11u);  // integers as class indices, as a table's are
+  ASSERT_EQ(source->splits.size(), 2u);
+  const SplitSource& train = *source->splits[0];
+  ASSERT_EQ(train.size(), 5u);
+  EXPECT_EQ(train.ItemName(0), "imagenet-train-000000.tar:n01/000001");
+  EXPECT_NE(SampleOf(train, 0).find("JPEG"), std::string::npos) << SampleOf(train, 0);  // a broken image: named
+  EXPECT_EQ(SampleOf(train, 1), "7 -> 2");
+  EXPECT_EQ(SampleOf(train, 2), "9 -> 2");  // its name from the pax header
+  EXPECT_EQ(SampleOf(train, 3), "no .cls label beside its image");
+  EXPECT_EQ(SampleOf(train, 4), "no image (.jpg, .jpeg, .png, .webp) among its files (cls)");
+  EXPECT_EQ(SampleOf(*source->splits[1], 0), "200 -> 10");
+  // Captions instead of classes: what writes them; a shard cut short: named.
+  testing::WriteFile(dir.Sub("caps.tar"), UstarArchive({{"a.png", Png(dir, 2, 2, 0)}, {"a.txt", "a dog"}}));
+  raw.raw = dir.Sub("caps.tar");
+  EXPECT_EQ(OpenSource(raw).status().message(),
+            dir.Sub("caps.tar") + ": WebDataset shards of 1 samples, none with a .cls class label (beside the images: "
+                                  "txt): prep reads images labelled by class; write them from Python with "
+                                  "granary.write (README, \"Any dataset from Python\")");
+  const std::string whole = UstarArchive({{"a.png", Png(dir, 30, 30, 0)}, {"a.cls", "0"}});
+  testing::WriteFile(dir.Sub("cut.tar"), whole.substr(0, 520));
+  raw.raw = dir.Sub("cut.tar");
+  EXPECT_FALSE(IsWebDataset(raw.raw));  // read as a table: a tar archive, extract it first
+  ImageFolderOptions o;
+  EXPECT_NE(OpenWebDatasetSource(dir.Sub("cut.tar"), o).status().message().find("cut.tar: cut short (a member of"),
             std::string::npos);
-  testing::WriteFile(dir.Sub("docs.tar"), Tar({{"a.txt", "x"}}));
-  EXPECT_EQ(WebDatasetAdvice(dir.Sub("docs.tar"), ""), "");
+  // A folder of more than shards is no WebDataset.
   testing::WriteFile(dir.Sub("wds/README"), "shards");
-  EXPECT_EQ(WebDatasetAdvice(dir.Sub("wds"), ""), "");
+  EXPECT_FALSE(IsWebDataset(dir.Sub("wds")));
 }
 
 }  // namespace
