@@ -157,23 +157,11 @@ StatusOr<std::string> LabelNamed(const std::string& path, const std::vector<std:
                                  OneColumnHint(header, options.delimiter) + (options.header ? NoHeaderHint(header) : ""));
 }
 
-// The first MiB of the plain text file at `path`, after a byte order mark;
-// "" where it cannot be read so (a compressed file): a peek.
-std::string PeekText(const std::string& path) {
-  ReadOnlyFile file;
-  if (!file.Open(path).ok()) return "";
-  std::string text(static_cast<size_t>(std::min<uint64_t>(file.size_bytes(), 1 << 20)), '\0');
-  if (!file.ReadAt(0, text.size(), text.data()).ok()) return "";
-  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
-  if (text.compare(0, 2, "\x1f\x8b") == 0 || text.compare(0, 4, "\x28\xb5\x2f\xfd") == 0) return "";
-  return text;
-}
-
 // The header of the plain table at `path` (its first row, trimmed, as Scan
 // finds it), or none where it cannot be read so (a compressed file, no row
 // in its first MiB): a peek, which never fails a build.
 std::vector<std::string> PeekCsvHeader(const std::string& path, char delimiter) {
-  std::string text = PeekText(path);
+  std::string text = PeekText(path, 1 << 20);
   text.erase(0, LinesBeforeTheTable(text, delimiter).bytes);
   CsvParser parser;
   parser.SetDelimiter(delimiter != 0 ? delimiter : DetectCsvDelimiter(text));
@@ -283,7 +271,7 @@ StatusOr<std::vector<CsvInput>> ScanCsvFiles(const std::string& raw, const CsvOp
     input.name = file.first;
     size_t columns = 0;  // the header's
     bool unlabelled = false;  // the train file's columns without its label (Kaggle's test.csv)
-    const bool arff = StartsArff(PeekText(path));
+    const bool arff = StartsArff(PeekText(path, 64 << 10));
     const auto on_header = [&](const std::vector<std::string>& header) -> StatusOr<size_t> {
       columns = header.size();
       if (!inputs.empty()) {

@@ -272,6 +272,16 @@ bool CsvTable::HeldOut(double fraction, uint64_t line) {
   return static_cast<double>(h % 1000000) < fraction * 1e6;
 }
 
+std::string PeekText(const std::string& path, size_t most) {
+  ReadOnlyFile file;
+  if (!file.Open(path).ok()) return "";
+  std::string text(static_cast<size_t>(std::min<uint64_t>(file.size_bytes(), most)), '\0');
+  if (!file.ReadAt(0, text.size(), text.data()).ok()) return "";
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
+  if (text.compare(0, 2, "\x1f\x8b") == 0 || text.compare(0, 4, "\x28\xb5\x2f\xfd") == 0) return "";
+  return text;
+}
+
 bool StartsArff(std::string_view text) {
   for (size_t at = 0; at < text.size();) {
     const size_t start = text.find_first_not_of(" \t\r\n", at);

@@ -123,6 +123,10 @@ struct LeadingLines {
 };
 LeadingLines LinesBeforeTheTable(std::string_view text, char delimiter);
 
+// The first `most` bytes of the plain text file at `path`, after a byte
+// order mark; "" where it cannot be read so (a compressed file): a peek.
+std::string PeekText(const std::string& path, size_t most);
+
 // Whether `text` (a file's first bytes) starts, after '%' comments and
 // blank lines, with ARFF's @relation (Weka's format; OpenML's datasets).
 bool StartsArff(std::string_view text);

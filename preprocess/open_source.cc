@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "base/file.h"
 #include "base/names_text.h"
 #include "preprocess/cifar.h"
 #include "preprocess/csv_table.h"
@@ -112,24 +111,12 @@ std::string RecordedSize(const std::string& size) {
   return width == height ? std::to_string(width) : std::to_string(width) + "x" + std::to_string(height);
 }
 
-namespace {
-
-// Whether the file at `path` begins with LIBSVM lines (LooksLikeSvmlight).
-bool IsSvmlightFile(const std::string& path) {
-  ReadOnlyFile file;
-  if (!file.Open(path).ok()) return false;
-  std::string text(static_cast<size_t>(std::min<uint64_t>(file.size_bytes(), 64 << 10)), '\0');
-  return file.ReadAt(0, text.size(), text.data()).ok() && LooksLikeSvmlight(text);
-}
-
-}  // namespace
-
 std::string DetectFormat(const std::string& raw) {
   namespace fs = std::filesystem;
   std::error_code ec;
   // A file is a table (a.csv, A.CSV, data.txt: the CSV reader says what it finds); a folder with train.csv too.
   if (IsWebDataset(raw)) return "webdataset";  // a .tar of images, or a folder of them alone
-  if (fs::is_regular_file(raw, ec)) return IsSvmlightFile(raw) ? "svmlight" : "csv";
+  if (fs::is_regular_file(raw, ec)) return LooksLikeSvmlight(PeekText(raw, 64 << 10)) ? "svmlight" : "csv";
   if (const std::string format = DatasetFormatIn(raw); !format.empty()) return format;
   // A folder of folders, or of images alone (the image folder source says what it lacks), is an image folder.
   bool has_dirs = false, has_images = false;
