@@ -41,6 +41,18 @@ void ImageFacts::AddTo(Totals* t) const {
   t->max_height = std::max(t->max_height, max_height_.load());
 }
 
+Status DecodeImageItem(std::string_view bytes, int64_t label, const ImageTransform& transform, uint64_t index,
+                       ImageFacts* facts, Sample* sample) {
+  thread_local Image image;
+  if (bytes.empty()) return Status::InvalidArgument("empty file");
+  GRANARY_RETURN_IF_ERROR(DecodeImage(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), transform, &image));
+  sample->fields.resize(2);
+  sample->fields[0].assign(reinterpret_cast<const char*>(image.pixels.data()), image.pixels.size());
+  sample->fields[1].assign(reinterpret_cast<const char*>(&label), sizeof(label));
+  facts->Record(index, image);
+  return Status::OK();
+}
+
 std::vector<std::string> DecodedImageNotes(const std::vector<const ImageFacts*>& facts,
                                            const ImageTransform& transform) {
   ImageFacts::Totals t;

@@ -1,15 +1,18 @@
 // What decoding an image folder's images found, for the build's notes: how
 // many were gray files stored as RGB, or smaller than the size they were
-// enlarged to. Internal to preprocess (image_folder_source.cc).
+// enlarged to. Internal to preprocess (image_folder_source.cc, webdataset.cc).
 #pragma once
 
 #include <atomic>
 #include <climits>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "base/status.h"
 #include "preprocess/image.h"
+#include "preprocess/source.h"
 
 namespace granary {
 
@@ -35,6 +38,12 @@ class ImageFacts {
   std::vector<uint8_t> flags_;  // per item: kDecoded | kGray | kEnlarged
   std::atomic<int> min_width_{INT_MAX}, min_height_{INT_MAX}, max_width_{0}, max_height_{0};
 };
+
+// Item `index` of an image split: its file's `bytes` decoded to
+// `transform` (into the thread's own Image) as field 0 of *sample, its
+// `label` as field 1 (int64), what the decode found recorded in *facts.
+Status DecodeImageItem(std::string_view bytes, int64_t label, const ImageTransform& transform, uint64_t index,
+                       ImageFacts* facts, Sample* sample);
 
 // The notes on the images every split (`facts`) decoded to `transform`:
 // all of them gray while stored as RGB; smaller than the size, and enlarged

@@ -52,15 +52,8 @@ class ImageSplit : public SplitSource {
     const ImageItem& item = items_[index];
     if (item.label < 0) return Status::InvalidArgument("no label: " + unlabelled_);
     thread_local std::string file;
-    thread_local Image image;
     GRANARY_RETURN_IF_ERROR(ReadFile(raw_ + "/" + item.name, &file));
-    if (file.empty()) return Status::InvalidArgument("empty file");
-    GRANARY_RETURN_IF_ERROR(DecodeImage(reinterpret_cast<const uint8_t*>(file.data()), file.size(), transform_, &image));
-    sample->fields.resize(2);
-    sample->fields[0].assign(reinterpret_cast<const char*>(image.pixels.data()), image.pixels.size());
-    sample->fields[1].assign(reinterpret_cast<const char*>(&item.label), sizeof(item.label));
-    facts_.Record(index, image);
-    return Status::OK();
+    return DecodeImageItem(file, item.label, transform_, index, &facts_, sample);
   }
 
   const ImageFacts& facts() const { return facts_; }

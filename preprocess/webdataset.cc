@@ -107,6 +107,7 @@ std::vector<std::string> ShardsOf(const std::string& raw) {
 struct WdsItem {
   std::string name;  // shard.tar:KEY
   uint32_t shard = 0;
+  bool image = false;
   uint64_t offset = 0, size = 0;  // of the image
   std::string value;              // the .cls text, trimmed
   int64_t label = -1;
@@ -134,7 +135,8 @@ Status ReadShard(const ReadOnlyFile& file, const std::string& path, uint32_t sha
     }
     WdsItem& item = (*items)[found->second];
     extensions[found->second - first].insert(extension);
-    if (HasImageExtension(fs::path("x." + extension)) && item.size == 0) {
+    if (HasImageExtension(fs::path("x." + extension)) && !item.image) {
+      item.image = true;
       item.offset = m.offset;
       item.size = m.size;
     } else if (extension == "cls" && m.size <= 64) {
@@ -147,7 +149,7 @@ Status ReadShard(const ReadOnlyFile& file, const std::string& path, uint32_t sha
   for (size_t i = first; i < items->size(); ++i) {
     WdsItem& item = (*items)[i];
     const std::set<std::string>& has = extensions[i - first];
-    if (item.size == 0) {
+    if (!item.image) {
       item.why = "no image (.jpg, .jpeg, .png, .webp) among its files (" + NamesText({has.begin(), has.end()}) + ")";
     } else if (item.value.empty()) {
       item.why = "no .cls label beside its image";
@@ -176,16 +178,9 @@ class WdsSplit : public SplitSource {
     const WdsItem& item = items_[index];
     if (!item.why.empty()) return Status::InvalidArgument(item.why);
     thread_local std::string bytes;
-    thread_local Image image;
     bytes.resize(static_cast<size_t>(item.size));
     GRANARY_RETURN_IF_ERROR((*shards_)[item.shard].ReadAt(item.offset, bytes.size(), bytes.data()));
-    GRANARY_RETURN_IF_ERROR(DecodeImage(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), transform_,
-                                        &image));
-    sample->fields.resize(2);
-    sample->fields[0].assign(reinterpret_cast<const char*>(image.pixels.data()), image.pixels.size());
-    sample->fields[1].assign(reinterpret_cast<const char*>(&item.label), sizeof(item.label));
-    facts_.Record(index, image);
-    return Status::OK();
+    return DecodeImageItem(bytes, item.label, transform_, index, &facts_, sample);
   }
 
   const ImageFacts& facts() const { return facts_; }
@@ -217,6 +212,7 @@ StatusOr<Source> OpenWebDatasetSource(const std::string& raw, const ImageFolderO
                                    "--labels, --label or --label-from-name");
   }
   const std::vector<std::string> paths = ShardsOf(raw);
+  if (paths.empty()) return Status::InvalidArgument(raw + ": no WebDataset shards (a .tar file, or a folder of them)");
   auto shards = std::make_shared<std::vector<ReadOnlyFile>>(paths.size());
   std::vector<WdsItem> items;
   std::set<std::string> others;
