@@ -27,9 +27,12 @@ struct EncodedTable {
 // them (preprocess/csv_columns.h, PlanLike), `who` naming where they come
 // from in messages ("model m.pt"). A missing value, or a text value none of
 // its column's categories, is NaN (a model train saved takes it as its
-// feature's mean). InvalidArgument naming the file (and line): a column of
-// `names` missing from the header, a row of another field count, a value
-// that is no number.
+// feature's mean). A table without a header is read so where `names` are
+// numbered columns ("1", "2=red": a db built --no-header) and its first row
+// names no column "1"; a LIBSVM file (LooksLikeSvmlight) where they are its
+// indices, each row its label. InvalidArgument naming the file (and line): a
+// column of `names` missing from the header, a row of another field count,
+// a value that is no number.
 StatusOr<EncodedTable> EncodeTable(const std::string& path, const std::vector<std::string>& names,
                                    const std::string& who, const std::string& temp_dir);
 

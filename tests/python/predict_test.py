@@ -164,6 +164,39 @@ class TableTest(unittest.TestCase):
         self.assertIn(f"granary.load_table: {titled}: lines 1-2 ('Passengers 1912') are no row of the table below "
                       f"(its 4 columns are separated by ','): left out", said.getvalue())
 
+    def test_a_table_without_a_header_and_a_libsvm_file_are_read_as_their_dbs_were(self):
+        import contextlib
+        data, libsvm = os.path.join(self.tmp, "iris.data"), os.path.join(self.tmp, "a9a")
+        with open(data, "w") as f:  # UCI's iris.data: no header
+            f.write("".join(f"{4 + i % 3}.{i % 10},{2 + i % 2}.5,{'ab'[i % 2]}\n" for i in range(60)))
+        with open(libsvm, "w") as f:
+            f.write("".join(f"{'+1' if i % 2 else '-1'} {1 + i % 5}:1 9:{i % 3}\n" for i in range(60)))
+        models = []
+        for raw, flags in ((data, ["--no-header", "--label", "3"]), (libsvm, [])):
+            db, model = raw + ".db", raw + ".pt"
+            run(PREP, "build", raw, db, "--no-progress", *flags)
+            run(TRAIN, "--db", db, "--epochs", "1", "--ranks", "1", "--save", model)
+            models.append(model)
+        said = io.StringIO()
+        with contextlib.redirect_stderr(said):
+            x, rows = granary.load_table(data, models[0])
+        self.assertEqual(x.shape, (60, 2))
+        self.assertEqual(x[0].tolist(), [4.0, 2.5])  # the first row is data
+        self.assertEqual(rows[1], {"1": "5.1", "2": "3.5", "3": "b"})
+        self.assertIn("read without a header, its columns numbered 1..3", said.getvalue())
+        held_out = libsvm + ".t"  # its largest index 4, the db's 9
+        with open(held_out, "w") as f:
+            f.write("-1 2:1 4:0.5\n+1 1:1\n")
+        x, rows = granary.load_table(held_out, models[1])
+        self.assertEqual(x.shape, (2, 9))
+        self.assertEqual(x[0].tolist(), [0, 1, 0, 0.5, 0, 0, 0, 0, 0])
+        self.assertEqual([r["label"] for r in rows], ["-1", "1"])
+        with open(held_out, "w") as f:
+            f.write("-1 2:1 12:1\n")
+        with self.assertRaisesRegex(granary.InvalidArgumentError,
+                                    r"a9a\.t:1: feature index 12 is outside the db's 1\.\.9"):
+            granary.load_table(held_out, models[1])
+
     def test_what_load_table_cannot_read_is_refused(self):
         short = os.path.join(self.tmp, "short.csv")
         with open(short, "w") as f:
