@@ -157,36 +157,6 @@ StatusOr<std::string> LabelNamed(const std::string& path, const std::vector<std:
                                  OneColumnHint(header, options.delimiter) + (options.header ? NoHeaderHint(header) : ""));
 }
 
-// The header of the plain table at `path` (its first row, trimmed, as Scan
-// finds it), or none where it cannot be read so (a compressed file, no row
-// in its first MiB): a peek, which never fails a build.
-std::vector<std::string> PeekCsvHeader(const std::string& path, char delimiter) {
-  std::string text = PeekText(path, 1 << 20);
-  text.erase(0, LinesBeforeTheTable(text, delimiter).bytes);
-  CsvParser parser;
-  parser.SetDelimiter(delimiter != 0 ? delimiter : DetectCsvDelimiter(text));
-  std::vector<std::string> header;
-  const auto first_row = [&](const CsvParser::Row& row) {
-    for (const std::string& field : *row.fields) header.push_back(TrimCsvField(field));
-    return Status::FailedPrecondition("one row is all a header is");
-  };
-  parser.Feed(text, first_row).PermitUncheckedError();
-  return header;
-}
-
-// The column of `header` that `other` (a test file's header) lacks, where
-// it lacks exactly one and has the rest in order: the label, as Kaggle
-// ships train.csv beside test.csv; "" otherwise.
-std::string ColumnOnlyIn(const std::vector<std::string>& header, const std::vector<std::string>& other) {
-  if (other.size() + 1 != header.size()) return "";
-  for (size_t c = 0; c < header.size(); ++c) {
-    std::vector<std::string> without = header;
-    without.erase(without.begin() + static_cast<std::ptrdiff_t>(c));
-    if (without == other) return header[c];
-  }
-  return "";
-}
-
 // The label column of `header` (the first file's, at `path`, read with
 // `options`), or an error naming what is wrong with the header.
 StatusOr<size_t> LabelColumn(const std::string& path, const std::vector<std::string>& header,

@@ -14,6 +14,7 @@
 
 #include "base/file.h"
 #include "base/status.h"
+#include "preprocess/csv_layout.h"
 
 namespace granary {
 
@@ -100,47 +101,6 @@ bool ParseDecimal(const std::string& v, double* x);
 
 // "'a', 'b', ... (N in all)": a header's first columns, for a message.
 std::string CsvHeaderText(const std::vector<std::string>& header);
-
-// The delimiter of a table whose header line starts `text` (up to its first
-// line end outside quotes): ',' if it holds one, else the one of ';', '\t'
-// and '|' it holds most of (spreadsheets in locales with a decimal comma
-// write ';', TSV files a tab), else kWhitespaceDelimiter where it and the
-// line after it are the same number of fields (two or more) between spaces
-// (a header's leading '#', as numpy.savetxt writes one, not counted; the
-// line after it one more, as R's write.table writes each row's name), else ','.
-char DetectCsvDelimiter(std::string_view text);
-
-// The lines `text` (a table's first bytes) starts with that are no rows of
-// the table below them: each without the delimiter that splits the lines
-// after them into the same number of fields, two or more, and not the
-// header of those lines written with another (UCI's adult.test starts
-// "|1x3 Cross validator"; a title above a spreadsheet's table). At most 10,
-// and none where no such lines follow. `delimiter` 0: any of ',', ';', '\t'
-// and '|'; else that one.
-struct LeadingLines {
-  std::vector<std::string> lines;  // as they are, without their line ends
-  size_t bytes = 0;                // up to the first line of the table
-};
-LeadingLines LinesBeforeTheTable(std::string_view text, char delimiter);
-
-// The first `most` bytes of the plain text file at `path`, after a byte
-// order mark; "" where it cannot be read so (a compressed file): a peek.
-std::string PeekText(const std::string& path, size_t most);
-
-// Whether `text` (a file's first bytes) starts, after '%' comments and
-// blank lines, with ARFF's @relation (Weka's format; OpenML's datasets).
-bool StartsArff(std::string_view text);
-
-// The decimal mark of a table separated by `delimiter` whose first lines are
-// `text` (its header first): ',' where the delimiter is not ',' and its
-// numbers are written with a decimal comma ("1,5") and none with a point, as
-// spreadsheets in many locales save ';'-separated CSV; '.' otherwise.
-char DetectCsvDecimal(std::string_view text, char delimiter);
-
-// How a delimiter is named in messages and options: ",", ";", "tab", "|", "whitespace".
-std::string CsvDelimiterName(char delimiter);
-// How a message (and the shell) writes it: ',', ';', '|', tab or whitespace.
-std::string QuotedCsvDelimiter(char delimiter);
 
 // How CsvTable::Scan reads a file.
 struct CsvScanOptions {
@@ -272,10 +232,5 @@ class CsvTable {
   mutable std::mutex mu_;
   mutable std::vector<std::shared_ptr<Slot>> cache_;  // most recent last
 };
-
-// Notes (each starting with the table's path) what was left out of
-// `table`: the lines it starts with that are no rows of it, numpy.savetxt's
-// comment mark before its header, each row's name (R's write.table).
-void NoteLinesLeftOut(const CsvTable& table, std::vector<std::string>* notes);
 
 }  // namespace granary
