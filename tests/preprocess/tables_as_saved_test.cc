@@ -6,6 +6,7 @@
 // LIBSVM files, as the LIBSVM datasets page and scikit-learn write them;
 // ARFF files, as Weka writes them and OpenML serves its datasets.
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <cstring>
 
@@ -284,6 +285,14 @@ TEST(TablesAsSaved, LibsvmFilesOfOtherTasksAreNamed) {
   float target = 0;
   std::memcpy(&target, s.fields[1].data(), sizeof(target));
   EXPECT_FLOAT_EQ(target, 21.6f);
+  // Compressed, a LIBSVM file is not found by its lines (looked for in plain text): named, with the command.
+  const std::string lines = "-1 3:1 11:1\n+1 5:1\n";
+  gzFile gz = gzopen(dir.Sub("a9a.gz").c_str(), "wb");
+  ASSERT_EQ(gzwrite(gz, lines.data(), static_cast<unsigned>(lines.size())), static_cast<int>(lines.size()));
+  ASSERT_EQ(gzclose(gz), Z_OK);
+  EXPECT_EQ(OpenCsvSource(dir.Sub("a9a.gz"), CsvOptions()).status().message(),
+            dir.Sub("a9a.gz") + ": holds LIBSVM lines ('-1 3:1 11:1'), gzip-compressed: decompress it first " +
+                "(gunzip -k " + dir.Sub("a9a.gz") + ") and build from the file it gives");
   testing::WriteFile(dir.Sub("wide"), "1 1:1 200000:1\n");
   EXPECT_NE(OpenSvmlightSource(dir.Sub("wide"), CsvOptions()).status().message().find(
                 "a LIBSVM file of 200000 features (its largest index): prep stores features dense"), std::string::npos);
