@@ -11,7 +11,6 @@
 #include "base/file.h"
 #include "base/json_text.h"
 #include "preprocess/class_labels.h"
-#include "preprocess/compressed_input.h"
 #include "preprocess/csv_columns.h"
 #include "preprocess/csv_table.h"
 #include "preprocess/source.h"
@@ -153,11 +152,8 @@ StatusOr<std::string> LabelNamed(const std::string& path, const std::vector<std:
     return Status::InvalidArgument(path + ": give --label COLUMN: columns '" + named[0] + "' and '" + named[1] +
                                    "' are both named like a label");
   }
-  const std::string compression = CompressionOf(ReadFileEdge(path, 6));
-  if (header.size() == 1 && !compression.empty() && LooksLikeSvmlight(header[0] + "\n")) {  // found in plain text
-    return Status::InvalidArgument(path + ": holds LIBSVM lines ('" + header[0].substr(0, 40) + "'), " + compression +
-                                   "-compressed: decompress it first (" + DecompressCommand(compression, path) +
-                                   ") and build from the file it gives");
+  if (const std::string libsvm = CompressedSvmlight(path, header); !libsvm.empty()) {
+    return Status::InvalidArgument(libsvm);
   }
   return Status::InvalidArgument(path + ": give --label COLUMN: no column is named label, target, class or y (" +
                                  ColumnsText(header, options) + ")" + OneColumnHint(header, options.delimiter) +

@@ -205,6 +205,11 @@ StatusOr<Source> OpenCsvSource(const std::string& raw, const CsvOptions& options
 // label, then index:value features ("-1 3:1 11:1 14:1"; a "#" comment after).
 bool LooksLikeSvmlight(std::string_view text);
 
+// What a compressed file at `path` whose first row read as a table is
+// `header` holds where that is a LIBSVM line (found by LooksLikeSvmlight in
+// plain text only): the command that decompresses it; "" otherwise.
+std::string CompressedSvmlight(const std::string& path, const std::vector<std::string>& header);
+
 // A LIBSVM (svmlight) file (split "train"; with val_fraction, "val" beside
 // it): field "features" (float32, dense: its indices from 1, or from 0 where
 // the file has a 0, up to the largest; with options.like, that db's) and

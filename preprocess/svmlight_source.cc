@@ -10,6 +10,7 @@
 
 #include "base/file.h"
 #include "preprocess/class_labels.h"
+#include "preprocess/compressed_input.h"
 #include "preprocess/csv_table.h"
 #include "preprocess/source.h"
 
@@ -215,6 +216,15 @@ bool LooksLikeSvmlight(std::string_view text) {
     with_features += features > before;
   }
   return lines > 0 && with_features > 0 && others < features;
+}
+
+std::string CompressedSvmlight(const std::string& path, const std::vector<std::string>& header) {
+  std::string line;  // the header's fields as a line
+  for (const std::string& field : header) line += (line.empty() ? "" : " ") + field;
+  const std::string compression = CompressionOf(ReadFileEdge(path, 6));
+  if (compression.empty() || !LooksLikeSvmlight(line + "\n")) return "";
+  return path + ": holds LIBSVM lines ('" + line.substr(0, 40) + "'), " + compression + "-compressed: decompress it "
+         "first (" + DecompressCommand(compression, path) + ") and build from the file it gives";
 }
 
 StatusOr<Source> OpenSvmlightSource(const std::string& path, const CsvOptions& options) {

@@ -286,7 +286,7 @@ TEST(TablesAsSaved, LibsvmFilesOfOtherTasksAreNamed) {
   std::memcpy(&target, s.fields[1].data(), sizeof(target));
   EXPECT_FLOAT_EQ(target, 21.6f);
   // Compressed, a LIBSVM file is not found by its lines (looked for in plain text): named, with the command.
-  const std::string lines = "-1 3:1 11:1\n+1 5:1\n";
+  const std::string lines = "-1 3:1 11:1\n+1 5:1 7:1\n";  // read as a table of 3 columns between spaces
   gzFile gz = gzopen(dir.Sub("a9a.gz").c_str(), "wb");
   ASSERT_EQ(gzwrite(gz, lines.data(), static_cast<unsigned>(lines.size())), static_cast<int>(lines.size()));
   ASSERT_EQ(gzclose(gz), Z_OK);
