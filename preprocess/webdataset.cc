@@ -79,13 +79,13 @@ StatusOr<std::vector<TarMember>> TarMembers(const ReadOnlyFile& file, const std:
   return members;
 }
 
-// The split a shard's name says (imagenet-train-000000.tar: "train"), or "".
+// The split a shard's name says (imagenet-train-000000.tar: "train"), else "train".
 std::string SplitOfShard(const std::string& name) {
   const std::string lower = AsciiLower(name);
   for (const char* split : {"train", "val", "test"}) {
     if (lower.find(split) != std::string::npos) return split;
   }
-  return "";
+  return "train";
 }
 
 // The shards of `raw`: itself, or the .tar files directly in it, sorted;
@@ -216,12 +216,13 @@ StatusOr<Source> OpenWebDatasetSource(const std::string& raw, const ImageFolderO
   auto shards = std::make_shared<std::vector<ReadOnlyFile>>(paths.size());
   std::vector<WdsItem> items;
   std::set<std::string> others;
+  std::vector<std::string> split_of(paths.size());  // each shard's
   std::map<std::string, uint64_t> split_bytes;
   for (size_t s = 0; s < paths.size(); ++s) {
     GRANARY_RETURN_IF_ERROR((*shards)[s].Open(paths[s]));
     GRANARY_RETURN_IF_ERROR(ReadShard((*shards)[s], paths[s], static_cast<uint32_t>(s), &items, &others));
-    const std::string split = SplitOfShard(fs::path(paths[s]).filename().string());
-    split_bytes[split.empty() ? "train" : split] += (*shards)[s].size_bytes();
+    split_of[s] = SplitOfShard(fs::path(paths[s]).filename().string());
+    split_bytes[split_of[s]] += (*shards)[s].size_bytes();
   }
   std::set<std::string> values;
   for (const WdsItem& item : items) {
@@ -252,8 +253,7 @@ StatusOr<Source> OpenWebDatasetSource(const std::string& raw, const ImageFolderO
       item.label = found == classes.end() ? -1 : found->second;
       if (found == classes.end()) item.why = "label '" + item.value + "' (its .cls) is none of the classes";
     }
-    std::string split = SplitOfShard(item.name.substr(0, item.name.rfind(':')));
-    if (split.empty()) split = "train";
+    std::string split = split_of[item.shard];
     if (split == "train" && options.val_fraction > 0) {  // held out by a hash of its key: stable as shards grow
       const uint64_t h = XXH64(item.name.data(), item.name.size(), 0);
       if (static_cast<double>(h % 1000000) < options.val_fraction * 1e6) split = "val";
