@@ -17,6 +17,7 @@
 #include "preprocess/image_facts.h"
 #include "preprocess/image_folder_walk.h"
 #include "preprocess/image_labels.h"
+#include "preprocess/masks_and_boxes.h"
 #include "preprocess/progress.h"
 #include "preprocess/source.h"
 #include "preprocess/stratified.h"
@@ -258,6 +259,30 @@ Status TakeLikeClasses(const fs::path& train, const LikeDb& like, std::vector<st
   return Status::OK();
 }
 
+// A segmentation or detection dataset, which the walk found read as class
+// folders (images/ and masks/ as two classes): refused, saying what it is.
+Status RefuseMasksOrBoxes(const std::string& dir, const Walk& walk, FolderLayout layout,
+                          const std::vector<std::string>& classes) {
+  // Class folders that each hold masks/ beside images/ (COVID/{images,masks}/, a classification dataset with
+  // masks) or a split's classes: OpenSource refuses them as SplitsNamedOtherwise says.
+  bool refused_there = false;
+  if (layout == FolderLayout::kClasses && !SplitsNamedOtherwise(dir, classes, &refused_there).empty() &&
+      refused_there) {
+    return Status::OK();
+  }
+  std::vector<std::string> images, others = walk.undecoded;
+  others.insert(others.end(), walk.ignored.begin(), walk.ignored.end());
+  for (const auto& [path, input] : walk.inputs) images.push_back(path);
+  const std::string said = MasksOrBoxesIn(dir, images, others);
+  if (said.empty()) return Status::OK();
+  const char* flag = layout == FolderLayout::kSplits ? "splits" : "classes";
+  return Status::InvalidArgument(dir + ": " + said + ". prep builds image classification dbs, an image's class the "
+                                 "folder it lies in, and would read this one's folders as classes (" +
+                                 NamesText(classes) + "): write its images with their masks or boxes with granary.write "
+                                 "(README, \"Masks and boxes\"), or give --layout " + flag +
+                                 " to read its folders as classes all the same");
+}
+
 }  // namespace
 
 StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolderOptions& options) {
@@ -343,6 +368,7 @@ StatusOr<Source> OpenImageFolderSource(const std::string& dir, const ImageFolder
     const std::string unlabelled = split.labels.empty() ? "" : "no row of " + split.labels + " names it";
     source.splits.push_back(std::make_unique<ImageSplit>(name, dir, std::move(items), bytes, transform, unlabelled));
   }
+  if (options.layout == FolderLayout::kAuto) GRANARY_RETURN_IF_ERROR(RefuseMasksOrBoxes(dir, walk, layout, classes));
   for (std::string& note : notes) source.info.notes.push_back(std::move(note));
   source.info.options["layout"] = layout == FolderLayout::kSplits ? "splits" : "classes";
   for (auto& [path, input] : walk.inputs) source.info.inputs.push_back(std::move(input));
