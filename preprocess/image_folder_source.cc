@@ -278,8 +278,8 @@ Status RefuseMasksOrBoxes(const std::string& dir, const Walk& walk, FolderLayout
   const char* flag = layout == FolderLayout::kSplits ? "splits" : "classes";
   return Status::InvalidArgument(dir + ": " + said + ". prep builds image classification dbs, an image's class the "
                                  "folder it lies in, and would read this one's folders as classes (" +
-                                 NamesText(classes) + "): write its images with their masks or boxes with granary.write "
-                                 "(README, \"Masks and boxes\"), or give --layout " + flag +
+                                 NamesText(classes) + "): write its images with their masks or boxes with "
+                                 "granary.write (README, \"Masks and boxes\"), or give --layout " + flag +
                                  " to read its folders as classes all the same");
 }
 

@@ -76,6 +76,17 @@ std::string LessLastPart(const std::string& stem) {
   return cut == std::string::npos || cut == 0 ? "" : stem.substr(0, cut);
 }
 
+// The same, where the last part is a word ("_mask", "_leftImg8bit"), not a
+// number: "cat_1" and "cat_2" are two images, not an image and its mask.
+std::string LessLastWord(const std::string& stem) {
+  const std::string less = LessLastPart(stem);
+  const size_t word = less.size() + 1;
+  const bool letter = !less.empty() && std::any_of(stem.begin() + word, stem.end(), [](char c) {
+    return std::isalpha(static_cast<unsigned char>(c));
+  });
+  return letter ? less : "";
+}
+
 // A path relative to RAW in its parts: its folders, its name without and
 // its extension.
 struct PathParts {
@@ -189,7 +200,8 @@ std::unordered_map<std::string, std::string> ImageKeys(const std::vector<std::st
     for (size_t d = 0; d < parts.dirs.size(); ++d) {
       if (!NamesImages(parts.dirs[d])) continue;
       keys.emplace(parts.Folder(d) + "\n" + parts.stem, image);
-      if (const std::string less = LessLastPart(parts.stem); !less.empty()) keys.emplace(parts.Folder(d) + "\n" + less, image);
+      const std::string less = LessLastWord(parts.stem);
+      if (!less.empty()) keys.emplace(parts.Folder(d) + "\n" + less, image);
     }
   }
   return keys;
@@ -207,7 +219,7 @@ std::string ImageOf(const PathParts& parts, const std::unordered_map<std::string
     if (!NamesMasksOrBoxes(parts.dirs[d])) continue;
     *group = parts.Folder(d + 1) + "/" + (image ? std::string("*") : parts.extension);
     std::string stem = parts.stem;
-    for (int cut = 0; cut < 3 && !stem.empty(); ++cut, stem = LessLastPart(stem)) {
+    for (int cut = 0; cut < 3 && !stem.empty(); ++cut, stem = LessLastWord(stem)) {
       if (const auto it = keys.find(parts.Folder(d) + "\n" + stem); it != keys.end()) return it->second;
     }
     return "";
@@ -233,11 +245,14 @@ std::string Said(Labels kind, const std::string& group, const Group& g, const st
   const bool beside = group[0] == '=';
   std::string folder = group.substr(beside ? 1 : 0, group.rfind('/') - (beside ? 1 : 0));
   if (folder.empty()) folder = "RAW";
+  const std::string holds = folder + "/ holds ";
   std::string what;
-  if (kind == Labels::kMasks) what = "a segmentation dataset: " + folder + "/ holds masks of";
-  if (kind == Labels::kYolo) what = "a detection dataset: " + folder + "/ holds YOLO boxes (a .txt file an image) of";
-  if (kind == Labels::kVoc) what = "a detection dataset: " + folder + "/ holds Pascal VOC boxes (a .xml file an image) of";
-  if (kind == Labels::kJson) what = "a detection or segmentation dataset: " + folder + "/ holds shapes (a .json file an image) of";
+  if (kind == Labels::kMasks) what = "a segmentation dataset: " + holds + "masks of";
+  if (kind == Labels::kYolo) what = "a detection dataset: " + holds + "YOLO boxes (a .txt file an image) of";
+  if (kind == Labels::kVoc) what = "a detection dataset: " + holds + "Pascal VOC boxes (a .xml file an image) of";
+  if (kind == Labels::kJson) {
+    what = "a detection or segmentation dataset: " + holds + "shapes (a .json file an image) of";
+  }
   const std::string images = PartsOf(image).Folder(PartsOf(image).dirs.size());
   return what + (beside ? " the images beside them" : " the images in " + (images.empty() ? "RAW" : images + "/")) +
          " (" + std::to_string(g.pairs) + " of its " + std::to_string(g.files) + " by name: " + file + " of " + image +

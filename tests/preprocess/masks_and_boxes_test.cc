@@ -1,0 +1,162 @@
+// Segmentation and detection datasets as they are downloaded (images/ beside
+// masks/, Carvana, Cityscapes, VOC, YOLO, COCO): read as class folders they
+// would be a classifier of photographs against their masks. Refused, saying
+// what they are; --layout builds them as classes all the same. Classification
+// folders that look alike (classes named mask/ and no_mask/, numbered files
+// in each class, captions beside images) still build.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "preprocess/png.h"
+#include "preprocess/source.h"
+#include "tests/test_util.h"
+
+namespace granary {
+namespace {
+
+using testing::TempDir;
+
+// A 4x4 gray PNG at `path` (its folders made).
+void WriteImage(const std::string& path) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  const std::vector<uint8_t> pixels(16, 90);
+  ASSERT_TRUE(WritePng(path, pixels.data(), 4, 4, 1).ok()) << path;
+}
+
+void WriteText(const std::string& path, const std::string& text) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  testing::WriteFile(path, text);
+}
+
+StatusOr<Source> Open(const std::string& raw, const std::string& layout = "auto") {
+  RawOptions options;
+  options.raw = raw;
+  options.size = "4";
+  options.layout = layout;
+  return OpenSource(options);
+}
+
+// The refusal of `raw` says `said`, that prep builds classification dbs, and
+// the way out; --layout `layout` builds it as classes.
+void ExpectRefused(const std::string& raw, const std::string& said, const std::string& layout = "classes") {
+  auto refused = Open(raw);
+  ASSERT_FALSE(refused.ok()) << raw;
+  const std::string message = refused.status().message();
+  EXPECT_EQ(message.find(raw + ": " + said), 0u) << message;
+  EXPECT_NE(message.find("prep builds image classification dbs"), std::string::npos) << message;
+  EXPECT_NE(message.find("granary.write (README, \"Masks and boxes\"), or give --layout " + layout), std::string::npos)
+      << message;
+  auto built = Open(raw, layout);
+  EXPECT_TRUE(built.ok()) << built.status().ToString();
+}
+
+TEST(MasksAndBoxes, ImagesBesideMasksOfTheirNamesAreASegmentationDataset) {
+  TempDir dir;
+  for (int i = 0; i < 3; ++i) {
+    WriteImage(dir.Sub("kvasir/images/") + std::to_string(i) + ".png");
+    WriteImage(dir.Sub("kvasir/masks/") + std::to_string(i) + ".png");
+  }
+  ExpectRefused(dir.Sub("kvasir"), "a segmentation dataset: masks/ holds masks of the images in images/ (3 of its 3 "
+                                   "by name: masks/0.png of images/0.png)");
+}
+
+// Carvana: train/x_01.jpg beside train_masks/x_01_mask.gif, which prep does not decode; a test/ without masks.
+TEST(MasksAndBoxes, CarvanasMasksAreNamedByTheirImagesAndASuffix) {
+  TempDir dir;
+  for (const char* car : {"0cdf5b5d0ce1_01", "0cdf5b5d0ce1_02"}) {
+    WriteImage(dir.Sub("carvana/train/") + car + ".png");
+    WriteText(dir.Sub("carvana/train_masks/") + car + "_mask.gif", "GIF89a");
+    WriteImage(dir.Sub("carvana/test/") + car + "9.png");
+  }
+  ExpectRefused(dir.Sub("carvana"), "a segmentation dataset: train_masks/ holds masks of the images in train/ (2 of "
+                                    "its 2 by name: train_masks/0cdf5b5d0ce1_01_mask.gif of "
+                                    "train/0cdf5b5d0ce1_01.png)");
+}
+
+// Cityscapes: leftImg8bit/<split>/<city>/X_leftImg8bit.png and gtFine/<split>/<city>/X_gtFine_labelIds.png.
+TEST(MasksAndBoxes, CityscapesMasksMirrorTheImagesFolders) {
+  TempDir dir;
+  for (const char* city : {"aachen", "bonn"}) {
+    const std::string name = std::string(city) + "_000000_000019";
+    WriteImage(dir.Sub("city/leftImg8bit/train/") + city + "/" + name + "_leftImg8bit.png");
+    WriteImage(dir.Sub("city/gtFine/train/") + city + "/" + name + "_gtFine_labelIds.png");
+  }
+  ExpectRefused(dir.Sub("city"), "a segmentation dataset: gtFine/ holds masks of the images in "
+                                 "leftImg8bit/train/aachen/ (2 of its 2 by name: gtFine/train/aachen/aachen_000000_"
+                                 "000019_gtFine_labelIds.png of leftImg8bit/train/aachen/aachen_000000_000019_"
+                                 "leftImg8bit.png)");
+}
+
+// Ultralytics' layout (images/train, labels/train) and Roboflow's (train/images, train/labels), whose split
+// folders make the splits layout; and darknet's, each .txt beside its image.
+TEST(MasksAndBoxes, YoloBoxesOfEachImageAreADetectionDataset) {
+  TempDir dir;
+  for (const char* split : {"train", "val"}) {
+    for (int i = 0; i < 2; ++i) {
+      const std::string name = std::to_string(i);
+      WriteImage(dir.Sub("ultra/images/") + split + "/" + name + ".png");
+      WriteText(dir.Sub("ultra/labels/") + split + "/" + name + ".txt", "0 0.5 0.5 0.2 0.25\n1 0.1 0.1 0.05 0.05\n");
+      WriteImage(dir.Sub("roboflow/") + split + "/images/" + name + ".png");
+      WriteText(dir.Sub("roboflow/") + split + "/labels/" + name + ".txt", i == 0 ? "" : "3 0.5 0.5 0.2 0.25\n");
+    }
+  }
+  for (int i = 0; i < 2; ++i) {
+    WriteImage(dir.Sub("darknet/obj/") + std::to_string(i) + ".png");
+    WriteText(dir.Sub("darknet/obj/") + std::to_string(i) + ".txt", "2 0.4 0.4 0.1 0.1\n");
+  }
+  ExpectRefused(dir.Sub("ultra"), "a detection dataset: labels/ holds YOLO boxes (a .txt file an image) of the "
+                                  "images in images/train/ (4 of its 4 by name: labels/train/0.txt of "
+                                  "images/train/0.png)");
+  ExpectRefused(dir.Sub("roboflow"), "a detection dataset: train/labels/ holds YOLO boxes (a .txt file an image) of "
+                                     "the images in train/images/ (2 of its 2 by name: train/labels/1.txt of "
+                                     "train/images/1.png)", "splits");
+  ExpectRefused(dir.Sub("darknet"), "a detection dataset: obj/ holds YOLO boxes (a .txt file an image) of the "
+                                    "images beside them (2 of its 2 by name: obj/0.txt of obj/0.png)");
+}
+
+// Pascal VOC: JPEGImages/ beside Annotations/ (boxes in XML) and SegmentationClass/; and COCO's annotation file.
+TEST(MasksAndBoxes, VocAndCocoAreNamed) {
+  TempDir dir;
+  WriteImage(dir.Sub("voc/VOC2012/JPEGImages/2008_000001.png"));
+  WriteText(dir.Sub("voc/VOC2012/Annotations/2008_000001.xml"),
+            "<annotation><object><name>cat</name><bndbox><xmin>1</xmin></bndbox></object></annotation>");
+  ExpectRefused(dir.Sub("voc"), "a detection dataset: VOC2012/Annotations/ holds Pascal VOC boxes (a .xml file an "
+                                "image) of the images in VOC2012/JPEGImages/ (1 of its 1 by name: VOC2012/"
+                                "Annotations/2008_000001.xml of VOC2012/JPEGImages/2008_000001.png)");
+  WriteImage(dir.Sub("coco/train2017/000000391895.png"));
+  WriteImage(dir.Sub("coco/val2017/000000000139.png"));
+  WriteText(dir.Sub("coco/annotations/instances_val2017.json"),
+            "{\"info\": {}, \"images\": [{\"file_name\": \"000000000139.jpg\", \"id\": 139}], \"annotations\": []}");
+  ExpectRefused(dir.Sub("coco"), "a detection or segmentation dataset: annotations/instances_val2017.json is a COCO "
+                                 "annotation file");
+}
+
+// Folders of classes that share words or names with those datasets are still read as classes: face masks
+// (mask/ beside no_mask/, each with 0.png ...), captions beside their images, images/ beside labels/ whose
+// numbered files (cat_1, cat_2) are no image's mask.
+TEST(MasksAndBoxes, ClassFoldersThatLookAlikeStillBuild) {
+  TempDir dir;
+  for (int i = 0; i < 3; ++i) {
+    const std::string name = std::to_string(i);
+    for (const char* c : {"mask", "no_mask", "with_mask", "without_mask"}) {
+      WriteImage(dir.Sub("faces/") + c + "/" + name + ".png");
+    }
+    for (const char* c : {"cat", "dog"}) {
+      WriteImage(dir.Sub("captioned/") + c + "/" + name + ".png");
+      WriteText(dir.Sub("captioned/") + c + "/" + name + ".txt", "a photo of a " + std::string(c) + "\n");
+    }
+    WriteImage(dir.Sub("numbered/images/cat_") + name + ".png");
+    WriteImage(dir.Sub("numbered/labels/cat_") + std::to_string(i + 3) + ".png");
+  }
+  for (const char* raw : {"faces", "captioned", "numbered"}) {
+    auto built = Open(dir.Sub(raw));
+    ASSERT_TRUE(built.ok()) << raw << ": " << built.status().ToString();
+    EXPECT_EQ(built->splits[0]->size(), std::string(raw) == "faces" ? 12u : 6u) << raw;
+  }
+}
+
+}  // namespace
+}  // namespace granary
