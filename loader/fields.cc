@@ -1,5 +1,6 @@
 #include "loader/fields.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace granary {
@@ -20,6 +21,17 @@ Status NoLabel(const Manifest& manifest, const std::string& db) {
               (field.IsText() ? std::string("str") : DTypeName(field.dtype) + (" " + ShapeToString(field.shape)));
   }
   std::string naming;
+  const auto& all = manifest.schema.fields;
+  const bool scalar = std::any_of(all.begin(), all.end(), [](const FieldSpec& f) { return f.shape.empty(); });
+  const bool image = std::any_of(all.begin(), all.end(), [](const FieldSpec& f) {
+    return f.dtype == DType::kUInt8 && f.shape.size() >= 2 && !f.IsText();
+  });
+  if (!scalar && image && all.size() >= 2) {  // images with masks or boxes
+    return Status::InvalidArgument(db + ": has no label field to train on (its fields: " + fields +
+                                   "): train and the Loader batch one class or value a sample; images with masks "
+                                   "or boxes are read with granary.Dataset in a DataLoader (README, \"Masks and "
+                                   "boxes\")");
+  }
   if (manifest.source_kind == "python") {
     naming = "; granary.write takes the one integer scalar field, or the scalar named label or target, and label= "
              "names one";

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from . import errors, loader_args
+from . import collate, errors, loader_args
 from .paths import os_bytes, os_str
 
 try:
@@ -86,6 +86,14 @@ def _text_fields(manifest):
     return {f.get("name") for f in manifest.get("schema", {}).get("fields", []) if f.get("layout") == "utf-8"}
 
 
+def _varying_fields(manifest):
+    """The db's fields that vary in length (not text, which is a str): each
+    one's dims of -1 in its schema."""
+    fields = manifest.get("schema", {}).get("fields", [])
+    return {f["name"]: [d for d, n in enumerate(f.get("shape") or []) if n == -1] for f in fields
+            if -1 in (f.get("shape") or []) and f.get("layout") != "utf-8"}
+
+
 def _pil_image(x, layout):
     """A uint8 image tensor (H x W x C or C x H x W) as the PIL image
     torchvision's ImageFolder would hand a transform."""
@@ -140,6 +148,7 @@ class Dataset(torch.utils.data.Dataset):
         # and would flip an H x W x C tensor's channels where they mean its columns.
         self._pil_layout = _image_layout(manifest, self.input_field) if as_tuple and transform else ""
         self._text = _text_fields(manifest)
+        self._varying = _varying_fields(manifest)
         self._handle, self._pid = handle, os.getpid()
 
     def _open(self):
@@ -168,11 +177,16 @@ class Dataset(torch.utils.data.Dataset):
         sample = {name: self._text_of(index, name, array) if name in self._text else torch.from_numpy(array)
                   for name, array in self._reader().read(index).items()}
         if not self.as_tuple:
+            sample = collate.Sample(sample, self._varying) if self._varying else sample
             return self.transform(sample) if self.transform else sample
         x = sample[self.input_field]
         if self.transform:
             x = self.transform(_pil_image(x, self._pil_layout) if self._pil_layout else x)
-        return x, sample[self.target_field]
+        if not self._varying:
+            return x, sample[self.target_field]
+        fields = (self.input_field, self.target_field)
+        return collate.SamplePair((x, sample[self.target_field]),
+                                  {k: self._varying[f] for k, f in enumerate(fields) if f in self._varying})
 
     def _text_of(self, index, name, array):
         try:
