@@ -44,7 +44,8 @@ StatusOr<BatchGeometry> ResolveGeometry(const DbReader& db, const LoaderOptions&
                                    "batch to its longest sample, or a transform makes it one shape)");
   }
   if (!target.shape.empty()) {
-    return Status::InvalidArgument(db.path() + ": field '" + target.name + "' has shape " + ShapeToString(target.shape) +
+    return Status::InvalidArgument(db.path() + ": field '" + target.name + "' has shape " +
+                                   ShapeToString(target.shape) +
                                    ": a target is a scalar (a class, or a number to predict); masks and boxes are "
                                    "read with granary.Dataset in a DataLoader (README, \"Masks and boxes\")");
   }

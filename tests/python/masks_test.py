@@ -1,0 +1,114 @@
+#!/usr/bin/python3
+"""Segmentation and detection datasets as they are downloaded: prep refuses
+them by name (instead of reading images/ and masks/ as two classes) and
+points to the README's "Masks and boxes", whose two examples write them with
+granary.write and read them back with granary.Dataset; the masks' classes
+and the boxes come back as the files hold them, and granary.pad_collate
+gives the boxes' counts in every batch.
+
+    GRANARY_BUILD=build /usr/bin/python3 tests/python/masks_test.py
+"""
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+import numpy as np
+import torch
+from PIL import Image
+
+from testenv import BUILD, PREP, ROOT, FolderTest, run  # noqa: F401 (puts the build's granary on sys.path)
+import granary  # noqa: E402
+
+SECTION = "### Masks and boxes: segmentation and detection datasets"
+
+
+def readme_blocks():
+    with open(os.path.join(ROOT, "README.md")) as f:
+        section = f.read().split(SECTION)[1].split("\n### ")[0]
+    return re.findall(r"```python\n(.*?)```", section, re.S)
+
+
+class MasksTest(FolderTest):
+    def make_folders(self):
+        """seg/<split>/{images,masks}: photographs of noise (JPEG) and masks of classes 0-2 (gray PNG, or a palette
+        PNG as VOC's); det/<split>/{images,labels}: YOLO boxes, one or two an image, none for one image."""
+        rng = np.random.default_rng(0)
+        for split in ("train", "val"):
+            for k in range(6):
+                name = f"{split}_{k:03d}"
+                folder = os.path.join(self.tmp, "seg", split)
+                os.makedirs(os.path.join(folder, "images"), exist_ok=True)
+                os.makedirs(os.path.join(folder, "masks"), exist_ok=True)
+                Image.fromarray(rng.integers(0, 256, (48, 64, 3), dtype=np.uint8)).save(
+                    os.path.join(folder, "images", name + ".jpg"))
+                classes = np.zeros((48, 64), np.uint8)
+                classes[10:30, 20:50] = 1 + k % 2
+                mask = Image.fromarray(classes)
+                if k % 2:  # VOC's masks are palette PNGs, whose pixels are the palette's indices
+                    mask = mask.convert("P")
+                    mask.putpalette([0, 0, 0, 128, 0, 0, 0, 128, 0] + [0] * 759)
+                    mask.putdata(classes.flatten().tolist())
+                mask.save(os.path.join(folder, "masks", name + ".png"))
+        for split in ("train", "valid"):
+            folder = os.path.join(self.tmp, "det", split)
+            os.makedirs(os.path.join(folder, "images"))
+            os.makedirs(os.path.join(folder, "labels"))
+            for k in range(5):
+                Image.fromarray(rng.integers(0, 256, (40, 40, 3), dtype=np.uint8)).save(
+                    os.path.join(folder, "images", f"{k}.jpg"))
+                lines = ["" if k == 4 else f"{k % 3} 0.5 0.5 0.25 0.125"] + (["1 0.1 0.2 0.05 0.05"] if k == 3 else [])
+                with open(os.path.join(folder, "labels", f"{k}.txt"), "w") as f:
+                    f.write("\n".join(lines) + "\n")
+
+    def test_prep_names_them_and_the_readmes_examples_write_and_read_them(self):
+        self.make_folders()
+        for raw, said in (("seg", "a segmentation dataset: train/masks/ holds masks of the images in train/images/"),
+                          ("det", "a detection dataset: train/labels/ holds YOLO boxes")):
+            refused = subprocess.run([PREP, "build", self.path(raw), self.path(raw + ".db"), "--no-progress"],
+                                     capture_output=True, text=True)
+            self.assertEqual(refused.returncode, 1, refused.stderr)
+            self.assertIn(said, refused.stderr)
+            self.assertIn('granary.write (README, "Masks and boxes")', refused.stderr)
+            self.assertFalse(os.path.exists(self.path(raw + ".db")))
+        blocks = readme_blocks()
+        self.assertEqual(len(blocks), 2)
+        env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"))
+        done = subprocess.run([sys.executable, "-c", "\n".join(blocks)], cwd=self.tmp, capture_output=True,
+                              text=True, env=env)
+        self.assertEqual(done.returncode, 0, done.stderr)
+
+        seg = granary.Dataset(self.path("seg.db"), split="val")
+        self.assertEqual(len(seg), 6)
+        for k in range(6):  # each mask's classes, resized as the example resizes them: the indices of a palette PNG
+            mask = Image.open(self.path(f"seg/val/masks/val_{k:03d}.png")).resize((128, 128), Image.NEAREST)
+            self.assertEqual(seg[k]["mask"].shape, (1, 128, 128))
+            self.assertTrue(np.array_equal(seg[k]["mask"][0].numpy(), np.asarray(mask)), k)
+            self.assertEqual(sorted(np.unique(seg[k]["mask"].numpy()).tolist()), [0, 1 + k % 2])
+
+        det = granary.Dataset(self.path("det.db"))
+        expected = [[[0, 0.5, 0.5, 0.25, 0.125]], [[1, 0.5, 0.5, 0.25, 0.125]], [[2, 0.5, 0.5, 0.25, 0.125]],
+                    [[0, 0.5, 0.5, 0.25, 0.125], [1, 0.1, 0.2, 0.05, 0.05]], []]
+        for k, boxes in enumerate(expected):
+            self.assertEqual(det[k]["boxes"].reshape(-1, 5).tolist(), torch.tensor(boxes).reshape(-1, 5).tolist(), k)
+        collate = granary.pad_collate
+        batches = [collate([det[k] for k in ks]) for ks in ([0, 1], [0, 3, 4])]
+        self.assertEqual(batches[0]["boxes_length"].tolist(), [1, 1])  # the same count in each: said all the same
+        self.assertEqual(batches[1]["boxes_length"].tolist(), [1, 2, 0])
+        self.assertEqual(tuple(batches[1]["boxes"].shape), (3, 2, 5))
+
+        for kwargs in ({}, {"input_field": "image", "target_field": "mask"}):
+            with self.assertRaisesRegex(granary.InvalidArgumentError, r"granary\.Dataset in a DataLoader"):
+                granary.Loader(self.path("seg.db"), batch_size=4, **kwargs)
+
+    def test_the_layout_the_refusal_names_reads_them_as_classes_all_the_same(self):
+        self.make_folders()
+        refused = subprocess.run([PREP, "build", self.path("seg"), self.path("seg.db")], capture_output=True, text=True)
+        self.assertIn("or give --layout splits to read its folders as classes all the same", refused.stderr)
+        run(PREP, "build", self.path("seg"), self.path("seg.db"), "--layout", "splits", "--no-progress")
+        self.assertEqual(granary.describe(self.path("seg.db"))["classes"], ["images", "masks"])
+
+
+if __name__ == "__main__":
+    unittest.main()
