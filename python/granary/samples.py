@@ -57,12 +57,22 @@ _PIL_SHOWN_AS = {"1": "L", "P": "RGB", "PA": "RGBA", "CMYK": "RGB", "YCbCr": "RG
 _WIDER = {"float16": "float32", "bfloat16": "float32", "uint16": "int32", "uint32": "int64"}
 
 
-def _as_array(value, where="a value", first=False):
+def _names_mask(name):
+    """Whether a field of this name holds masks: a palette or 1-bit PIL image
+    in it is each pixel's class (a palette's index), as np.array(mask) gives
+    it to a segmentation loss, not the colours it shows. A tuple's target is
+    one: torchvision's VOCSegmentation gives (image, mask)."""
+    n = name.lower()
+    return n in _LABEL_NAMES or n == "gt" or any(w in n for w in ("mask", "seg", "label", "trimap", "annotation"))
+
+
+def _as_array(value, where="a value", first=False, mask=False):
     """A sample's value as a numpy array, and what it was: "str" or "bytes"
     (a variable-length uint8 vector either way), else "".
     InvalidArgumentError, prefixed by `where`, for what no field holds, and
     for the `first` sample's dtypes the format lacks (a later sample's are
-    converted to its field's dtype where that keeps their values)."""
+    converted to its field's dtype where that keeps their values). A PIL
+    image is the pixels it shows, or with `mask` (_names_mask) its array."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return np.frombuffer(bytes(value), dtype=np.uint8), "bytes"
     if isinstance(value, str):
@@ -89,7 +99,7 @@ def _as_array(value, where="a value", first=False):
         value = value.detach().cpu()
         return (value.float() if kind == "bfloat16" else value).numpy(), ""  # numpy has no bfloat16
     try:
-        array = np.asarray(_shown_pixels(value))  # a PIL image, a list, a numpy value
+        array = np.asarray(value if mask else _shown_pixels(value))  # a PIL image, a list, a numpy value
     except ValueError:  # numpy: "setting an array element with a sequence ... inhomogeneous shape"
         raise InvalidArgumentError(f"{where}: is nested lists of different lengths, not one rectangular array; pad "
                                    f"its rows to one length, or give it as one sequence (see schema= and -1)") from None
@@ -133,7 +143,7 @@ def _named_values(sample, index, split):
 
 
 def _infer_field(name, value, where):
-    array, kind = _as_array(value, f"{where}: field '{name}'", first=True)
+    array, kind = _as_array(value, f"{where}: field '{name}'", first=True, mask=_names_mask(name))
     if kind:
         return _Field(name, np.uint8, None, TEXT_LAYOUT if kind == "str" else "")
     if array.dtype == np.bool_:
@@ -181,7 +191,7 @@ def _convert(sample, fields, index, split):
         if field.classes is not None:
             out.append(_class_index(field, value, where))
             continue
-        array, kind = _as_array(value, f"{where}: field '{field.name}'")
+        array, kind = _as_array(value, f"{where}: field '{field.name}'", mask=_names_mask(field.name))
         if field.squeezed and array.shape == (1,):
             array = array.reshape(())
         if field.shape is None:

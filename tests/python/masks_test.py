@@ -102,6 +102,32 @@ class MasksTest(FolderTest):
             with self.assertRaisesRegex(granary.InvalidArgumentError, r"granary\.Dataset in a DataLoader"):
                 granary.Loader(self.path("seg.db"), batch_size=4, **kwargs)
 
+    def test_a_palette_mask_is_written_as_its_classes_not_its_colours(self):
+        """torchvision's VOCSegmentation gives (image, mask), the mask a palette PNG opened as it is: its pixels are
+        each one's class (the palette's index, 255 the border), which np.array(mask) gives a loss. Written as the
+        colours it shows (as a palette image's pixels are written), class 5 was (128, 128, 0)."""
+        classes = np.zeros((16, 20), np.uint8)
+        classes[4:12, 5:15] = 5
+        classes[4, 5:15] = 255
+        palette = [0, 0, 0] * 5 + [128, 128, 0] + [0, 0, 0] * 249 + [224, 224, 192]
+
+        def palette_image(pixels):
+            image = Image.fromarray(pixels).convert("P")
+            image.putpalette(palette)
+            image.putdata(pixels.flatten().tolist())
+            return image
+        photo = Image.fromarray(np.full((16, 20, 3), 90, np.uint8))
+        granary.write(self.path("voc.db"), [(photo, palette_image(classes))] * 4, progress=False)
+        target = granary.Dataset(self.path("voc.db"))[0]["target"]
+        self.assertEqual(tuple(target.shape), (1, 16, 20))
+        np.testing.assert_array_equal(target[0].numpy(), classes)
+        named = [{"image": palette_image(classes), "seg_mask": palette_image(classes)}] * 4
+        granary.write(self.path("named.db"), named, progress=False)
+        sample = granary.Dataset(self.path("named.db"))[0]
+        np.testing.assert_array_equal(sample["seg_mask"][0].numpy(), classes)
+        self.assertEqual(tuple(sample["image"].shape), (16, 20, 3))  # an image: the colours it shows, as before
+        np.testing.assert_array_equal(sample["image"][5, 6].numpy(), [128, 128, 0])
+
     def test_the_layout_the_refusal_names_reads_them_as_classes_all_the_same(self):
         self.make_folders()
         refused = subprocess.run([PREP, "build", self.path("seg"), self.path("seg.db")], capture_output=True, text=True)
