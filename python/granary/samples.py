@@ -242,6 +242,10 @@ def _resize_hint(field, array):
     channels = 0 if field.layout == "CHW" else -1
     if array.shape[channels] != field.shape[channels]:
         return ""
+    if _names_mask(field.name):
+        return ("; a field's masks share one size: resize each image and its mask together (torchvision's "
+                "VOCSegmentation(..., transforms=f), f(image, mask) resizing both), the mask with nearest "
+                "neighbours (Image.NEAREST, InterpolationMode.NEAREST), which blends no two pixels' classes")
     return ("; a field's images share one size: resize them in the dataset (in torchvision, "
             "transform=transforms.Resize((H, W)), or Resize(S) and CenterCrop(S)), or for an image folder use "
             "`prep build FOLDER DB --size WxH`, which resizes and centre-crops")

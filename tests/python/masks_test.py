@@ -127,6 +127,11 @@ class MasksTest(FolderTest):
         np.testing.assert_array_equal(sample["seg_mask"][0].numpy(), classes)
         self.assertEqual(tuple(sample["image"].shape), (16, 20, 3))  # an image: the colours it shows, as before
         np.testing.assert_array_equal(sample["image"][5, 6].numpy(), [128, 128, 0])
+        wider = palette_image(np.zeros((16, 24), np.uint8))
+        with self.assertRaisesRegex(granary.InvalidArgumentError, r"field 'target' has shape \[1, 16, 24\], but the "
+                                    r"db's is \[1, 16, 20\].*a field's masks share one size: resize each image and "
+                                    r"its mask together .* nearest neighbours"):
+            granary.write(self.path("sizes.db"), [(photo, palette_image(classes)), (photo, wider)], progress=False)
 
     def test_the_layout_the_refusal_names_reads_them_as_classes_all_the_same(self):
         self.make_folders()
