@@ -27,6 +27,20 @@ def _batch_fields(path, input_field, target_field):
     raise errors.InvalidArgumentError("granary's C++ module is not built: name both input_field= and target_field=")
 
 
+def _tuple_fields(path, input_field, target_field, fields):
+    """The (input, target) of a Dataset's tuples: _batch_fields, or where the
+    db has no label (images with masks), the two it needs named."""
+    try:
+        return _batch_fields(path, input_field, target_field)
+    except errors.InvalidArgumentError as e:
+        if target_field or "has no label field" not in str(e):
+            raise
+        names = ", ".join(repr(f) for f in fields)
+        raise errors.InvalidArgumentError(f"{path}: as_tuple=True: the db has no label field to pair an input with "
+                                          f"(its fields: {names}): name the two (input_field=..., target_field=..., "
+                                          f"a mask too), or read each sample as a dict of its fields") from None
+
+
 def _manifest(path):
     """The manifest of the db at `path`, its names decoded (granary.reader)."""
     from . import reader
@@ -137,7 +151,7 @@ class Dataset(torch.utils.data.Dataset):
         self.fields = list(sample)
         self.input_field, self.target_field = input_field, target_field
         if as_tuple:
-            self.input_field, self.target_field = _batch_fields(self.path, input_field, target_field)
+            self.input_field, self.target_field = _tuple_fields(self.path, input_field, target_field, self.fields)
             for role, name in (("input_field", self.input_field), ("target_field", self.target_field)):
                 if name not in self.fields:
                     raise errors.NotFoundError(f"{self.path}: {role} '{name}': no such field "

@@ -101,6 +101,11 @@ class MasksTest(FolderTest):
         for kwargs in ({}, {"input_field": "image", "target_field": "mask"}):
             with self.assertRaisesRegex(granary.InvalidArgumentError, r"granary\.Dataset in a DataLoader"):
                 granary.Loader(self.path("seg.db"), batch_size=4, **kwargs)
+        with self.assertRaisesRegex(granary.InvalidArgumentError, r"as_tuple=True: the db has no label field to pair "
+                                    r"an input with \(its fields: 'image', 'mask'\): name the two"):
+            granary.Dataset(self.path("seg.db"), as_tuple=True)
+        x, y = granary.Dataset(self.path("seg.db"), as_tuple=True, input_field="image", target_field="mask")[0]
+        self.assertEqual((tuple(x.shape), tuple(y.shape)), ((128, 128, 3), (1, 128, 128)))
 
     def test_a_palette_mask_is_written_as_its_classes_not_its_colours(self):
         """torchvision's VOCSegmentation gives (image, mask), the mask a palette PNG opened as it is: its pixels are
