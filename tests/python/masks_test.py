@@ -138,6 +138,40 @@ class MasksTest(FolderTest):
                                     r"its mask together .* nearest neighbours"):
             granary.write(self.path("sizes.db"), [(photo, palette_image(classes)), (photo, wider)], progress=False)
 
+    def test_torchvisions_voc_segmentation_is_written_with_its_classes(self):
+        """VOCSegmentation over a VOCdevkit/VOC2012 folder (images of several sizes, palette masks with 255 on the
+        borders), resized by its transforms=: each mask's classes come back, in 2 worker processes too."""
+        import torchvision
+        root = self.path("VOCdevkit/VOC2012")
+        for folder in ("JPEGImages", "SegmentationClass", "ImageSets/Segmentation"):
+            os.makedirs(os.path.join(root, folder))
+        rng, names, masks = np.random.default_rng(1), [], []
+        for k in range(6):
+            name, height, width = f"2008_{k:06d}", 30 + k, 40 + 2 * k
+            names.append(name)
+            Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8)).save(
+                os.path.join(root, "JPEGImages", name + ".jpg"))
+            classes = np.zeros((height, width), np.uint8)
+            classes[5:15, 5:20] = 1 + k % 3
+            classes[5, 5:20] = 255
+            mask = Image.fromarray(classes).convert("P")
+            mask.putpalette([v for i in range(256) for v in (i, 128, 0)])
+            mask.putdata(classes.flatten().tolist())
+            mask.save(os.path.join(root, "SegmentationClass", name + ".png"))
+            masks.append(np.asarray(mask.resize((64, 64), Image.NEAREST)))
+        with open(os.path.join(root, "ImageSets/Segmentation/train.txt"), "w") as f:
+            f.write("\n".join(names) + "\n")
+
+        def both(image, mask):
+            return image.resize((64, 64)), mask.resize((64, 64), Image.NEAREST)
+        voc = torchvision.datasets.VOCSegmentation(self.tmp, year="2012", image_set="train", transforms=both)
+        hashes = [granary.write(self.path(f"voc{workers}.db"), voc, workers=workers, progress=False)["content_hash"]
+                  for workers in (1, 2)]
+        self.assertEqual(hashes[0], hashes[1])
+        written = granary.Dataset(self.path("voc2.db"))
+        for k in range(6):
+            np.testing.assert_array_equal(written[k]["target"][0].numpy(), masks[k], err_msg=names[k])
+
     def test_the_layout_the_refusal_names_reads_them_as_classes_all_the_same(self):
         self.make_folders()
         refused = subprocess.run([PREP, "build", self.path("seg"), self.path("seg.db")], capture_output=True, text=True)
