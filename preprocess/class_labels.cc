@@ -87,8 +87,42 @@ std::string RegressionHint(const std::string& value) {
   return "; a number to predict (a price, a count) is read with --regression";
 }
 
+namespace {
+
+// Whether `v` is a run-length encoded mask as Kaggle's segmentation
+// competitions write them: pairs of a start pixel and a run's length
+// ("264661 17 265429 33"), each run after the one before it, one past pixel
+// 100 (a short list of tag numbers, "3 17", is none).
+bool IsRunLengths(const std::string& v) {
+  std::vector<uint64_t> numbers;
+  for (size_t at = v.find_first_not_of(' '); at != std::string::npos; at = v.find_first_not_of(' ', at)) {
+    const size_t end = std::min(v.find(' ', at), v.size());
+    if (end - at > 12 || !std::all_of(v.begin() + at, v.begin() + end, [](char c) { return c >= '0' && c <= '9'; })) {
+      return false;
+    }
+    numbers.push_back(std::stoull(v.substr(at, end - at)));
+    at = end;
+  }
+  if (numbers.size() < 2 || numbers.size() % 2 != 0 || numbers[numbers.size() - 2] < 100) return false;
+  for (size_t i = 2; i < numbers.size(); i += 2) {
+    if (numbers[i] < numbers[i - 2] + numbers[i - 1]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 Status CheckClassLabels(const std::string& path, const std::string& label, const std::set<std::string>& values,
                         uint64_t labelled, bool table, std::vector<std::string>* notes) {
+  const size_t runs = std::count_if(values.begin(), values.end(), IsRunLengths);
+  if (runs >= 2 && 2 * runs >= values.size()) {
+    const auto first = std::find_if(values.begin(), values.end(), IsRunLengths);
+    return Status::InvalidArgument(path + ": column '" + label + "' holds run-length encoded masks ('" +
+                                   first->substr(0, 40) + (first->size() > 40 ? "..." : "") + "', ...: pairs of a "
+                                   "pixel and a run's length, as Kaggle's segmentation competitions write them), not "
+                                   "classes: a segmentation dataset. prep builds classification dbs; decode each "
+                                   "image's mask and write the two with granary.write (README, \"Masks and boxes\")");
+  }
   std::vector<std::string> fractions, text;  // the first three of each, to show
   size_t fractional = 0, texts = 0;
   for (const std::string& v : values) {

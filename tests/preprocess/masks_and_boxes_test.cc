@@ -134,6 +134,43 @@ TEST(MasksAndBoxes, VocAndCocoAreNamed) {
                                  "annotation file");
 }
 
+// Kaggle's segmentation competitions label each image by a run-length encoded mask (train.csv: ImageId,
+// EncodedPixels): each mask was a class of its own. Refused, for --labels and for a table's label column alike;
+// a column of tag numbers ("3 17") is no mask.
+TEST(MasksAndBoxes, RunLengthEncodedMasksInALabelColumnAreNamed) {
+  TempDir dir;
+  std::string rle = "ImageId,EncodedPixels\n", tags = "ImageId,tags\n";
+  for (int i = 0; i < 6; ++i) {
+    WriteImage(dir.Sub("kaggle/train_images/") + std::to_string(i) + ".png");
+    rle += std::to_string(i) + ".png," + (i == 2 ? "" : std::to_string(1000 * i + 264661) + " 17 300000 33") + "\n";
+    tags += std::to_string(i) + ".png," + std::to_string(i % 3) + " " + std::to_string(10 + i % 2) + "\n";
+  }
+  testing::WriteFile(dir.Sub("kaggle/train.csv"), rle);
+  testing::WriteFile(dir.Sub("kaggle/tags.csv"), tags);
+  const std::string said = ": column 'EncodedPixels' holds run-length encoded masks ('264661 17 300000 33', ...: "
+                           "pairs of a pixel and a run's length, as Kaggle's segmentation competitions write them), "
+                           "not classes: a segmentation dataset. prep builds classification dbs; decode each image's "
+                           "mask and write the two with granary.write (README, \"Masks and boxes\")";
+  RawOptions images;
+  images.raw = dir.Sub("kaggle/train_images");
+  images.size = "4";
+  images.labels = dir.Sub("kaggle/train.csv");
+  auto refused = OpenSource(images);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(), images.labels + said);
+  RawOptions table;
+  table.raw = dir.Sub("kaggle/train.csv");
+  table.label = "EncodedPixels";
+  table.missing = "nan";
+  refused = OpenSource(table);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(), table.raw + said);
+  images.labels = dir.Sub("kaggle/tags.csv");
+  auto tagged = OpenSource(images);
+  ASSERT_TRUE(tagged.ok()) << tagged.status().ToString();
+  EXPECT_EQ(tagged->info.class_names.size(), 6u);
+}
+
 // Folders of classes that share words or names with those datasets are still read as classes: face masks
 // (mask/ beside no_mask/, each with 0.png ...), captions beside their images, images/ beside labels/ whose
 // numbered files (cat_1, cat_2) are no image's mask.
