@@ -12,6 +12,7 @@
 #include "preprocess/class_labels.h"
 #include "preprocess/csv_columns.h"
 #include "preprocess/csv_table.h"
+#include "preprocess/folder_layout.h"
 #include "store/manifest.h"
 
 namespace granary {
@@ -19,6 +20,33 @@ namespace {
 
 // Rows whose values choose the column that names the images.
 constexpr size_t kChoosingRows = 1000;
+
+// The columns of `header` that hold a box ("'xmin', 'ymin', 'xmax', 'ymax'":
+// TensorFlow's object detection CSV, Roboflow's export; x1..y2; x, y, w, h;
+// bbox); "" where none do.
+std::string BoxColumnsIn(const std::vector<std::string>& header) {
+  std::set<std::string> names;
+  for (const std::string& name : header) names.insert(AsciiLower(TrimCsvField(name)));
+  static const std::vector<std::vector<std::string>> kBoxes = {
+      {"xmin", "ymin", "xmax", "ymax"}, {"x_min", "y_min", "x_max", "y_max"}, {"x1", "y1", "x2", "y2"},
+      {"x", "y", "w", "h"},           {"x", "y", "width", "height"},        {"bbox"}, {"bbox_x", "bbox_y"}};
+  for (const std::vector<std::string>& box : kBoxes) {
+    if (std::all_of(box.begin(), box.end(), [&](const std::string& n) { return names.count(n) > 0; })) {
+      std::string quoted;
+      for (const std::string& n : box) quoted += (quoted.empty() ? "'" : ", '") + n + "'";
+      return quoted;
+    }
+  }
+  return "";
+}
+
+// What to say of a table of boxes (`boxes`: BoxColumnsIn) whose images have
+// several rows: a detection dataset's.
+std::string DetectionTable(const std::string& boxes) {
+  return "a detection table (its columns " + boxes + " are a box a row, and an image has a row a box: a class a "
+         "box, not an image). prep builds classification dbs; write the images with their boxes with granary.write "
+         "(README, \"Masks and boxes\")";
+}
 
 // The label column of `header` (`given`, else named like a label, else the
 // second of two), or an error naming the table.
@@ -147,6 +175,8 @@ StatusOr<ImageLabels> ImageLabels::Read(const std::string& path, const std::stri
   size_t id = 0, column = 0;
   std::map<std::string, std::pair<std::string, uint64_t>> by_id;  // id -> (label as written, line)
   std::set<std::string> values;
+  uint64_t repeats = 0;  // rows naming an image again, with its label
+  std::string repeated;  // the first of them
   // The id column is the one whose values name the most images in the first rows, which wait for it.
   std::vector<std::pair<uint64_t, std::vector<std::string>>> first;
   const auto on_header = [&](const std::vector<std::string>& names) -> StatusOr<size_t> {
@@ -169,8 +199,13 @@ StatusOr<ImageLabels> ImageLabels::Read(const std::string& path, const std::stri
     }
     const auto [at, fresh] = by_id.emplace(name, std::make_pair(value, line));
     if (!fresh && at->second.first != value) {
+      const std::string boxes = BoxColumnsIn(header);
       return Status::InvalidArgument(where + ": '" + name + "' is labelled again, '" + value + "' where line " +
-                                     std::to_string(at->second.second) + " says '" + at->second.first + "'");
+                                     std::to_string(at->second.second) + " says '" + at->second.first + "'" +
+                                     (boxes.empty() ? "" : ": " + DetectionTable(boxes)));
+    }
+    if (!fresh && ++repeats == 1) {
+      repeated = "'" + name + "' on lines " + std::to_string(at->second.second) + " and " + std::to_string(line);
     }
     if (values.insert(value).second && values.size() > kMaxLabelValues) {
       return Status::InvalidArgument(where + ": column '" + labels.label_column_ + "' holds over " +
@@ -200,6 +235,16 @@ StatusOr<ImageLabels> ImageLabels::Read(const std::string& path, const std::stri
   GRANARY_RETURN_IF_ERROR(CsvTable::Scan(path, {0, 0, 0, true, temp_dir}, on_header, on_row).status());
   if (!chosen && !first.empty()) GRANARY_RETURN_IF_ERROR(choose());
   if (by_id.empty()) return Status::InvalidArgument(path + ": no row names an image and its label");
+  if (const std::string boxes = BoxColumnsIn(header); !boxes.empty() && repeats > 0) {
+    return Status::InvalidArgument(path + ": rows name an image again (" + std::to_string(repeats) + " in all, " +
+                                   "the first " + repeated + "): " + DetectionTable(boxes));
+  } else if (!boxes.empty()) {
+    labels.notes_.push_back("columns " + boxes + " of " + path + " (a box an image) are left out: an image's label "
+                            "is its column '" + labels.label_column_ + "'");
+  } else if (repeats > 0) {
+    labels.notes_.push_back(std::to_string(repeats) + " row(s) of " + path + " name an image a row above names, "
+                            "with the same label (" + repeated + "): read once");
+  }
   GRANARY_RETURN_IF_ERROR(labels.Classify(by_id, values, classes));
   GRANARY_ASSIGN_OR_RETURN(labels.content_hash_, HashOfFile(path));
   return labels;

@@ -171,6 +171,53 @@ TEST(MasksAndBoxes, RunLengthEncodedMasksInALabelColumnAreNamed) {
   EXPECT_EQ(tagged->info.class_names.size(), 6u);
 }
 
+// A labels table of boxes (TensorFlow's object detection CSV, as Roboflow exports it: filename, class, xmin, ...),
+// a row a box: an image named again with the same class was read once, silently. Refused as a detection table;
+// one box an image is a classification table whose box columns are left out, noted; an image named twice with one
+// label and no boxes is read once, noted.
+TEST(MasksAndBoxes, ALabelsTableOfBoxesIsADetectionTable) {
+  TempDir dir;
+  for (int i = 0; i < 4; ++i) WriteImage(dir.Sub("photos/") + std::to_string(i) + ".png");
+  const std::string header = "filename,width,height,class,xmin,ymin,xmax,ymax\n";
+  const std::string rows =
+      "0.png,4,4,cat,0,0,2,2\n1.png,4,4,dog,0,0,2,2\n2.png,4,4,cat,1,1,3,3\n3.png,4,4,dog,0,0,1,1\n";
+  testing::WriteFile(dir.Sub("mixed.csv"), header + rows + "3.png,4,4,cat,2,2,3,3\n");
+  testing::WriteFile(dir.Sub("same.csv"), header + rows + "3.png,4,4,dog,2,2,3,3\n");
+  testing::WriteFile(dir.Sub("one.csv"), header + rows);
+  testing::WriteFile(dir.Sub("twice.csv"), "filename,class\n0.png,cat\n1.png,dog\n2.png,cat\n3.png,dog\n0.png,cat\n");
+  RawOptions raw;
+  raw.raw = dir.Sub("photos");
+  raw.size = "4";
+  const std::string detection = "a detection table (its columns 'xmin', 'ymin', 'xmax', 'ymax' are a box a row, and "
+                                "an image has a row a box: a class a box, not an image). prep builds classification "
+                                "dbs; write the images with their boxes with granary.write (README, \"Masks and "
+                                "boxes\")";
+  raw.labels = dir.Sub("mixed.csv");
+  auto refused = OpenSource(raw);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            raw.labels + ":6: '3.png' is labelled again, 'cat' where line 5 says 'dog': " + detection);
+  raw.labels = dir.Sub("same.csv");
+  refused = OpenSource(raw);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            raw.labels + ": rows name an image again (1 in all, the first '3.png' on lines 5 and 6): " + detection);
+  for (const char* table : {"one.csv", "twice.csv"}) {
+    raw.labels = dir.Sub(table);
+    auto built = OpenSource(raw);
+    ASSERT_TRUE(built.ok()) << built.status().ToString();
+    std::string notes;
+    for (const std::string& note : built->info.notes) notes += note + "\n";
+    EXPECT_NE(notes.find(std::string(table) == "one.csv"
+                             ? "columns 'xmin', 'ymin', 'xmax', 'ymax' of " + raw.labels +
+                                   " (a box an image) are left out: an image's label is its column 'class'"
+                             : "1 row(s) of " + raw.labels + " name an image a row above names, with the same "
+                                                             "label ('0.png' on lines 2 and 6): read once"),
+              std::string::npos)
+        << notes;
+  }
+}
+
 // Folders of classes that share words or names with those datasets are still read as classes: face masks
 // (mask/ beside no_mask/, each with 0.png ...), captions beside their images, images/ beside labels/ whose
 // numbered files (cat_1, cat_2) are no image's mask.
