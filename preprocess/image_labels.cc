@@ -12,7 +12,7 @@
 #include "preprocess/class_labels.h"
 #include "preprocess/csv_columns.h"
 #include "preprocess/csv_table.h"
-#include "preprocess/folder_layout.h"
+#include "preprocess/masks_and_boxes.h"
 #include "store/manifest.h"
 
 namespace granary {
@@ -20,25 +20,6 @@ namespace {
 
 // Rows whose values choose the column that names the images.
 constexpr size_t kChoosingRows = 1000;
-
-// The columns of `header` that hold a box ("'xmin', 'ymin', 'xmax', 'ymax'":
-// TensorFlow's object detection CSV, Roboflow's export; x1..y2; x, y, w, h;
-// bbox); "" where none do.
-std::string BoxColumnsIn(const std::vector<std::string>& header) {
-  std::set<std::string> names;
-  for (const std::string& name : header) names.insert(AsciiLower(TrimCsvField(name)));
-  static const std::vector<std::vector<std::string>> kBoxes = {
-      {"xmin", "ymin", "xmax", "ymax"}, {"x_min", "y_min", "x_max", "y_max"}, {"x1", "y1", "x2", "y2"},
-      {"x", "y", "w", "h"},           {"x", "y", "width", "height"},        {"bbox"}, {"bbox_x", "bbox_y"}};
-  for (const std::vector<std::string>& box : kBoxes) {
-    if (std::all_of(box.begin(), box.end(), [&](const std::string& n) { return names.count(n) > 0; })) {
-      std::string quoted;
-      for (const std::string& n : box) quoted += (quoted.empty() ? "'" : ", '") + n + "'";
-      return quoted;
-    }
-  }
-  return "";
-}
 
 // What to say of a table of boxes (`boxes`: BoxColumnsIn) whose images have
 // several rows: a detection dataset's.

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "preprocess/csv_layout.h"
+#include "preprocess/csv_table.h"
 #include "preprocess/folder_layout.h"
 
 namespace granary {
@@ -135,7 +136,7 @@ bool AnyMasksOrBoxes(const std::vector<std::string>& images, const std::vector<s
   }
   for (const std::string& file : others) {
     const std::string extension = LowerExtension(file);
-    if (extension == ".txt" || extension == ".xml" || extension == ".json") return true;
+    if (extension == ".txt" || extension == ".xml" || extension == ".json" || extension == ".csv") return true;
   }
   for (std::string_view folder : folders) {
     const std::vector<std::string> dirs = PartsOf(std::string(folder) + "/x").dirs;
@@ -277,7 +278,37 @@ std::string CocoFileIn(const fs::path& raw, const std::vector<std::string>& file
   return "";
 }
 
+// "train/_annotations.csv is a table of boxes (its columns 'xmin', ...)"
+// where one of `files` is (Roboflow's TensorFlow CSV export beside its
+// images); "" otherwise.
+std::string BoxTableIn(const fs::path& raw, const std::vector<std::string>& files) {
+  int looked = 0;
+  for (const std::string& file : files) {
+    if (LowerExtension(file) != ".csv" || ++looked > 16) continue;
+    const std::string boxes = BoxColumnsIn(PeekCsvHeader((raw / file).string(), 0));
+    if (!boxes.empty()) return "a detection dataset: " + file + " is a table of boxes (its columns " + boxes + ")";
+  }
+  return "";
+}
+
 }  // namespace
+
+std::string BoxColumnsIn(const std::vector<std::string>& header) {
+  std::set<std::string> names;
+  for (const std::string& name : header) names.insert(AsciiLower(TrimCsvField(name)));
+  static const std::vector<std::vector<std::string>> kBoxes = {
+      {"xmin", "ymin", "xmax", "ymax"}, {"x_min", "y_min", "x_max", "y_max"}, {"x1", "y1", "x2", "y2"},
+      {"x", "y", "w", "h"},           {"x", "y", "width", "height"},        {"bbox"}, {"bbox_x", "bbox_y"}};
+  for (const std::vector<std::string>& box : kBoxes) {
+    if (std::all_of(box.begin(), box.end(), [&](const std::string& n) { return names.count(n) > 0; })) {
+      std::string quoted;
+      for (const std::string& n : box) quoted += (quoted.empty() ? "'" : ", '") + n + "'";
+      return quoted;
+    }
+  }
+  return "";
+}
+
 
 std::string MasksOrBoxesIn(const fs::path& raw, const std::vector<std::string>& images,
                            const std::vector<std::string>& others) {
@@ -306,7 +337,8 @@ std::string MasksOrBoxesIn(const fs::path& raw, const std::vector<std::string>& 
       if (kind != Labels::kNone) return Said(kind, name, g, file, image);
     }
   }
-  return CocoFileIn(raw, sorted);
+  const std::string coco = CocoFileIn(raw, sorted);
+  return coco.empty() ? BoxTableIn(raw, sorted) : coco;
 }
 
 }  // namespace granary

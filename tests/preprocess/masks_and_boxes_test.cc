@@ -117,8 +117,9 @@ TEST(MasksAndBoxes, YoloBoxesOfEachImageAreADetectionDataset) {
                                     "images beside them (2 of its 2 by name: obj/0.txt of obj/0.png)");
 }
 
-// Pascal VOC: JPEGImages/ beside Annotations/ (boxes in XML) and SegmentationClass/; and COCO's annotation file.
-TEST(MasksAndBoxes, VocAndCocoAreNamed) {
+// Pascal VOC: JPEGImages/ beside Annotations/ (boxes in XML) and SegmentationClass/; COCO's annotation file; a
+// table of boxes beside the images.
+TEST(MasksAndBoxes, VocCocoAndTablesOfBoxesAreNamed) {
   TempDir dir;
   WriteImage(dir.Sub("voc/VOC2012/JPEGImages/2008_000001.png"));
   WriteText(dir.Sub("voc/VOC2012/Annotations/2008_000001.xml"),
@@ -132,6 +133,13 @@ TEST(MasksAndBoxes, VocAndCocoAreNamed) {
             "{\"info\": {}, \"images\": [{\"file_name\": \"000000000139.jpg\", \"id\": 139}], \"annotations\": []}");
   ExpectRefused(dir.Sub("coco"), "a detection or segmentation dataset: annotations/instances_val2017.json is a COCO "
                                  "annotation file");
+  for (const char* split : {"train", "valid"}) {  // Roboflow's TensorFlow CSV export: a table of boxes beside images
+    WriteImage(dir.Sub("tfcsv/") + split + "/a.png");
+    WriteText(dir.Sub("tfcsv/") + split + "/_annotations.csv",
+              "filename,width,height,class,xmin,ymin,xmax,ymax\na.png,4,4,cat,0,0,2,2\na.png,4,4,dog,1,1,3,3\n");
+  }
+  ExpectRefused(dir.Sub("tfcsv"), "a detection dataset: train/_annotations.csv is a table of boxes (its columns "
+                                  "'xmin', 'ymin', 'xmax', 'ymax')");
 }
 
 // Kaggle's segmentation competitions label each image by a run-length encoded mask (train.csv: ImageId,
