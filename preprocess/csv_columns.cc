@@ -9,6 +9,8 @@
 #include <set>
 
 #include "base/names_text.h"
+#include "preprocess/folder_layout.h"
+#include "preprocess/masks_and_boxes.h"
 
 namespace granary {
 namespace {
@@ -189,6 +191,31 @@ bool IsMissingCsvValue(const std::string& v) {
   return v.empty() || v == "NA" || v == "N/A" || v == "NaN" || v == "nan" || v == "null" || v == "NULL" || v == "?";
 }
 
+namespace {
+
+// A text column whose every value names an image file ("im1.jpg"): the
+// table labels images (or their boxes) and holds no features: refused,
+// saying how to build from the images; OK otherwise.
+Status CheckNotImageNames(const std::string& path, const std::vector<std::string>& header, size_t c,
+                          const std::set<std::string>& values) {
+  if (values.empty() || !std::all_of(values.begin(), values.end(), [](const std::string& v) {
+        return HasImageExtension(v);
+      })) {
+    return Status::OK();
+  }
+  std::vector<std::string> shown(values.begin(), std::next(values.begin(), std::min<size_t>(values.size(), 3)));
+  const std::string boxes = BoxColumnsIn(header);
+  return Status::InvalidArgument(
+      path + ": column '" + header[c] + "' names image files (" + NamesText(shown) + "): a table that labels " +
+      "images, not one of features" +
+      (boxes.empty() ? ": prep build IMAGES DB --labels " + path + " builds the images with their labels"
+                     : ", a box a row (its columns " + boxes + "): a detection table. prep builds classification "
+                       "dbs; write the images with their boxes with granary.write (README, \"Masks and boxes\")") +
+      "; --drop " + header[c] + " reads the rest as features");
+}
+
+}  // namespace
+
 StatusOr<CsvColumns> CsvColumns::Plan(const std::vector<const CsvTable*>& tables, size_t label_column,
                                       const std::vector<std::string>& drop, std::vector<std::string>* notes) {
   const CsvTable& first = *tables[0];
@@ -264,6 +291,7 @@ StatusOr<CsvColumns> CsvColumns::Plan(const std::vector<const CsvTable*>& tables
       left_out.push_back("'" + column.name + "'");
     }
     if (column.kind != Kind::kText) continue;
+    GRANARY_RETURN_IF_ERROR(CheckNotImageNames(first.path(), header, c, values[c]));
     std::string shown;
     for (const std::string& v : values[c]) {
       column.categories.emplace(v, static_cast<uint32_t>(column.categories.size()));

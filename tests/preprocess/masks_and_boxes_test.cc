@@ -147,10 +147,11 @@ TEST(MasksAndBoxes, VocCocoAndTablesOfBoxesAreNamed) {
 // a column of tag numbers ("3 17") is no mask.
 TEST(MasksAndBoxes, RunLengthEncodedMasksInALabelColumnAreNamed) {
   TempDir dir;
-  std::string rle = "ImageId,EncodedPixels\n", tags = "ImageId,tags\n";
+  std::string rle = "ImageId,ClassId,EncodedPixels\n", tags = "ImageId,tags\n";  // Severstal's train.csv
   for (int i = 0; i < 6; ++i) {
     WriteImage(dir.Sub("kaggle/train_images/") + std::to_string(i) + ".png");
-    rle += std::to_string(i) + ".png," + (i == 2 ? "" : std::to_string(1000 * i + 264661) + " 17 300000 33") + "\n";
+    rle += std::to_string(i) + ".png," + std::to_string(1 + i % 4) + "," +
+           (i == 2 ? "" : std::to_string(1000 * i + 264661) + " 17 300000 33") + "\n";
     tags += std::to_string(i) + ".png," + std::to_string(i % 3) + " " + std::to_string(10 + i % 2) + "\n";
   }
   testing::WriteFile(dir.Sub("kaggle/train.csv"), rle);
@@ -163,17 +164,26 @@ TEST(MasksAndBoxes, RunLengthEncodedMasksInALabelColumnAreNamed) {
   images.raw = dir.Sub("kaggle/train_images");
   images.size = "4";
   images.labels = dir.Sub("kaggle/train.csv");
+  images.label = "EncodedPixels";
   auto refused = OpenSource(images);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().message(), images.labels + said);
-  RawOptions table;
+  RawOptions table;  // the table as a table: its column of image names says what it is first
   table.raw = dir.Sub("kaggle/train.csv");
   table.label = "EncodedPixels";
   table.missing = "nan";
   refused = OpenSource(table);
   ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            table.raw + ": column 'ImageId' names image files (0.png, 1.png, 2.png): a table that labels images, not "
+                        "one of features: prep build IMAGES DB --labels " + table.raw + " builds the images with "
+                        "their labels; --drop ImageId reads the rest as features");
+  table.drop = {"ImageId"};
+  refused = OpenSource(table);
+  ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().message(), table.raw + said);
   images.labels = dir.Sub("kaggle/tags.csv");
+  images.label = "";
   auto tagged = OpenSource(images);
   ASSERT_TRUE(tagged.ok()) << tagged.status().ToString();
   EXPECT_EQ(tagged->info.class_names.size(), 6u);
