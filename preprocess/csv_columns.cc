@@ -9,6 +9,7 @@
 #include <set>
 
 #include "base/names_text.h"
+#include "preprocess/csv_layout.h"
 #include "preprocess/folder_layout.h"
 #include "preprocess/masks_and_boxes.h"
 
@@ -193,22 +194,25 @@ bool IsMissingCsvValue(const std::string& v) {
 
 namespace {
 
-// A text column whose every value names an image file ("im1.jpg"): the
-// table labels images (or their boxes) and holds no features: refused,
+// A text column whose every value names an image file ("im1.jpg"), or
+// whose values name the images in a folder beside the table (Kaggle's ids):
+// the table labels images (or their boxes) and holds no features: refused,
 // saying how to build from the images; OK otherwise.
 Status CheckNotImageNames(const std::string& path, const std::vector<std::string>& header, size_t c,
                           const std::set<std::string>& values) {
-  if (values.empty() || !std::all_of(values.begin(), values.end(), [](const std::string& v) {
-        return HasImageExtension(v);
-      })) {
-    return Status::OK();
-  }
-  std::vector<std::string> shown(values.begin(), std::next(values.begin(), std::min<size_t>(values.size(), 3)));
+  const std::vector<std::string> first(values.begin(), std::next(values.begin(), std::min<size_t>(values.size(), 20)));
+  const bool named = !values.empty() && std::all_of(values.begin(), values.end(), [](const std::string& v) {
+    return HasImageExtension(v);
+  });
+  const std::string folder = FolderOfImagesNamed(path, first);
+  if (!named && folder.empty()) return Status::OK();
+  const std::string images = folder.empty() ? "IMAGES" : folder.substr(0, folder.size() - 1);
   const std::string boxes = BoxColumnsIn(header);
   return Status::InvalidArgument(
-      path + ": column '" + header[c] + "' names image files (" + NamesText(shown) + "): a table that labels " +
-      "images, not one of features" +
-      (boxes.empty() ? ": prep build IMAGES DB --labels " + path + " builds the images with their labels"
+      path + ": column '" + header[c] + "' names " + (folder.empty() ? "image files" : "the images in " + folder) +
+      " (" + NamesText(std::vector<std::string>(first.begin(), first.begin() + std::min<size_t>(first.size(), 3))) +
+      "): a table that labels images, not one of features" +
+      (boxes.empty() ? ": prep build " + images + " DB --labels " + path + " builds the images with their labels"
                      : ", a box a row (its columns " + boxes + "): a detection table. prep builds classification "
                        "dbs; write the images with their boxes with granary.write (README, \"Masks and boxes\")") +
       "; --drop " + header[c] + " reads the rest as features");

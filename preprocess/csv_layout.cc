@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "base/json_text.h"
 #include "preprocess/csv_table.h"
@@ -261,6 +262,56 @@ std::string ColumnOnlyIn(const std::vector<std::string>& header, const std::vect
     std::vector<std::string> without = header;
     without.erase(without.begin() + static_cast<std::ptrdiff_t>(c));
     if (without == other) return header[c];
+  }
+  return "";
+}
+
+std::string FolderOfImagesNamed(const std::string& table, const std::vector<std::string>& names) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(table).parent_path();
+  std::vector<fs::path> folders = {dir};
+  for (const std::string& sub : SortedSubdirs(dir.empty() ? "." : dir)) folders.push_back(dir / sub);
+  const size_t looked = std::min<size_t>(names.size(), 20);
+  for (const fs::path& folder : folders) {
+    size_t found = 0;
+    for (size_t i = 0; i < looked; ++i) {
+      std::error_code ec;
+      for (const char* extension : {"", ".jpg", ".png", ".jpeg"}) {
+        const fs::path image = folder / (names[i] + extension);
+        if (HasImageExtension(image) && fs::is_regular_file(image, ec)) {
+          ++found;
+          break;
+        }
+      }
+    }
+    if (looked > 0 && 2 * found > looked) return folder.lexically_normal().string() + "/";
+  }
+  return "";
+}
+
+std::string ImagesNamedHint(const std::string& path, const std::vector<std::string>& header, char delimiter) {
+  const std::string text = PeekText(path, 1 << 16);
+  const std::vector<TextLine> lines = FirstLines(text, 21);
+  if (delimiter == 0) delimiter = DetectCsvDelimiter(text);
+  if (lines.size() < 2 || delimiter == kWhitespaceDelimiter) return "";
+  std::vector<std::vector<std::string>> columns(header.size());
+  for (size_t l = 1; l < lines.size(); ++l) {
+    std::vector<std::string> fields = {""};
+    for (char c : lines[l].text) {
+      if (c == delimiter) {
+        fields.emplace_back();
+      } else {
+        fields.back().push_back(c);
+      }
+    }
+    if (fields.size() != header.size()) continue;
+    for (size_t c = 0; c < fields.size(); ++c) columns[c].push_back(TrimCsvField(fields[c]));
+  }
+  for (size_t c = 0; c < columns.size(); ++c) {
+    const std::string folder = FolderOfImagesNamed(path, columns[c]);
+    if (folder.empty()) continue;
+    return "; its column '" + header[c] + "' names the images in " + folder + ": a table of their labels? prep build " +
+           folder.substr(0, folder.size() - 1) + " DB --labels " + path + " --label COLUMN reads them so";
   }
   return "";
 }

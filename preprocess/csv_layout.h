@@ -96,4 +96,16 @@ std::vector<std::string> PeekCsvHeader(const std::string& path, char delimiter);
 // ships train.csv beside test.csv; "" otherwise.
 std::string ColumnOnlyIn(const std::vector<std::string>& header, const std::vector<std::string>& other);
 
+// The folder beside the table at `table` (its own, or one in it) where the
+// images `names` name lie (most of the first ones: by the name, or by the
+// name and .jpg, .png or .jpeg, as Kaggle's ids name images), with a '/'
+// after it; "" where none holds them.
+std::string FolderOfImagesNamed(const std::string& table, const std::vector<std::string>& names);
+
+// "; its column 'id' names the images in train/: a table of their labels?
+// prep build train DB --labels TABLE --label COLUMN reads them so" where a
+// column of the first rows of the table at `path` (of header `header`)
+// names images beside it (FolderOfImagesNamed); "" otherwise.
+std::string ImagesNamedHint(const std::string& path, const std::vector<std::string>& header, char delimiter);
+
 }  // namespace granary

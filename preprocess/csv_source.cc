@@ -157,7 +157,8 @@ StatusOr<std::string> LabelNamed(const std::string& path, const std::vector<std:
   }
   return Status::InvalidArgument(path + ": give --label COLUMN: no column is named label, target, class or y (" +
                                  ColumnsText(header, options) + ")" + OneColumnHint(header, options.delimiter) +
-                                 (options.header ? NoHeaderHint(header) : ""));
+                                 (options.header ? NoHeaderHint(header) : "") +
+                                 ImagesNamedHint(path, header, options.delimiter));
 }
 
 // The label column of `header` (the first file's, at `path`, read with

@@ -175,9 +175,9 @@ TEST(MasksAndBoxes, RunLengthEncodedMasksInALabelColumnAreNamed) {
   refused = OpenSource(table);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().message(),
-            table.raw + ": column 'ImageId' names image files (0.png, 1.png, 2.png): a table that labels images, not "
-                        "one of features: prep build IMAGES DB --labels " + table.raw + " builds the images with "
-                        "their labels; --drop ImageId reads the rest as features");
+            table.raw + ": column 'ImageId' names the images in " + images.raw + "/ (0.png, 1.png, 2.png): a table "
+                        "that labels images, not one of features: prep build " + images.raw + " DB --labels " +
+                        table.raw + " builds the images with their labels; --drop ImageId reads the rest as features");
   table.drop = {"ImageId"};
   refused = OpenSource(table);
   ASSERT_FALSE(refused.ok());
@@ -187,6 +187,46 @@ TEST(MasksAndBoxes, RunLengthEncodedMasksInALabelColumnAreNamed) {
   auto tagged = OpenSource(images);
   ASSERT_TRUE(tagged.ok()) << tagged.status().ToString();
   EXPECT_EQ(tagged->info.class_names.size(), 6u);
+}
+
+// Kaggle's image competitions ship train/ (or train_images/) beside train.csv, whose id column names each image
+// (with its extension, or without: 'd01' for train/d01.jpg). Built as a table, the ids were one-hot features; now
+// the refusal names the folder and the --labels build, where --label is missing and where it is given.
+TEST(MasksAndBoxes, ATableNamingTheImagesBesideItSaysToBuildThemWithIt) {
+  TempDir dir;
+  std::string cactus = "id,has_cactus\n", dogs = "id,breed\n";
+  for (int i = 0; i < 4; ++i) {
+    WriteImage(dir.Sub("cactus/train/a") + std::to_string(i) + ".png");
+    cactus += "a" + std::to_string(i) + ".png," + std::to_string(i % 2) + "\n";
+    WriteImage(dir.Sub("dogs/train/d") + std::to_string(i) + ".jpg");
+    dogs += "d" + std::to_string(i) + "," + (i % 2 ? "beagle" : "pug") + "\n";
+  }
+  testing::WriteFile(dir.Sub("cactus/train.csv"), cactus);
+  testing::WriteFile(dir.Sub("dogs/labels.csv"), dogs);
+  RawOptions raw;
+  raw.raw = dir.Sub("cactus");
+  auto refused = OpenSource(raw);
+  ASSERT_FALSE(refused.ok());
+  const std::string table = dir.Sub("cactus/train.csv"), folder = dir.Sub("cactus/train");
+  EXPECT_NE(refused.status().message().find("give --label COLUMN: no column is named label, target, class or y (the "
+                                            "header's columns: 'id', 'has_cactus'); its column 'id' names the images "
+                                            "in " + folder + "/: a table of their labels? prep build " + folder +
+                                            " DB --labels " + table + " --label COLUMN reads them so"),
+            std::string::npos)
+      << refused.status().message();
+  raw.raw = dir.Sub("dogs/labels.csv");
+  raw.label = "breed";
+  refused = OpenSource(raw);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            raw.raw + ": column 'id' names the images in " + dir.Sub("dogs/train") + "/ (d0, d1, d2): a table that "
+                      "labels images, not one of features: prep build " + dir.Sub("dogs/train") + " DB --labels " +
+                      raw.raw + " builds the images with their labels; --drop id reads the rest as features");
+  raw.raw = dir.Sub("dogs/train");
+  raw.labels = dir.Sub("dogs/labels.csv");
+  auto built = OpenSource(raw);  // as the refusal says
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  EXPECT_EQ(built->info.class_names, (std::vector<std::string>{"beagle", "pug"}));
 }
 
 // A labels table of boxes (TensorFlow's object detection CSV, as Roboflow exports it: filename, class, xmin, ...),
