@@ -141,3 +141,26 @@ def round21(d, w):
     """)
     d.case("granary.write of the YOLO dataset's boxes (schema -1), read through pad_collate: each image's count in "
            "every batch (was: only where a batch's counts differ)", [PYTHON, boxes, w("r21yolo"), w("r21det.db")], 0)
+    kaggle = {f"train_images/{k:04d}.jpg": p for k, p in enumerate(photos[:6])}
+    kaggle["train.csv"] = "ImageId,ClassId,EncodedPixels\n" + "".join(
+        f"{k:04d}.jpg,{1 + k % 4},{29102 + 7 * k} 12 31125 38\n" for k in range(6))
+    folder(w("r21severstal"), kaggle)
+    d.case("prep build --labels of Kaggle's train.csv of run-length encoded masks (ImageId,ClassId,EncodedPixels): "
+           "a segmentation dataset, named (was: a class a mask)",
+           [PREP, "build", w("r21severstal", "train_images"), w("r21rle.db"), "--labels",
+            w("r21severstal", "train.csv"), "--label", "EncodedPixels", "--no-progress"], 1,
+           needle="column 'EncodedPixels' holds run-length encoded masks")
+    d.case("prep build of that train.csv as a table: its column of image names named, with the --labels build",
+           [PREP, "build", w("r21severstal", "train.csv"), w("r21rle.db"), "--label", "ClassId", "--no-progress"], 1,
+           needle="column 'ImageId' names the images in " + w("r21severstal", "train_images") + "/")
+    boxes_csv = "filename,width,height,class,xmin,ymin,xmax,ymax\n" + "".join(
+        f"{k:04d}.jpg,96,64,{'rock' if k % 2 else 'tree'},{4 * j},{2 * j},{40 + j},{30 + j}\n"
+        for k in range(6) for j in range(1 + k % 2))
+    folder(w("r21tfcsv"), {**{f"train/{k:04d}.jpg": p for k, p in enumerate(photos[:6])},
+                           "train/_annotations.csv": boxes_csv})
+    d.case("prep build of Roboflow's TensorFlow CSV export (train/_annotations.csv of boxes beside the images): named",
+           [PREP, "build", w("r21tfcsv"), w("r21tfcsv.db"), "--no-progress"], 1,
+           needle="train/_annotations.csv is a table of boxes (its columns 'xmin', 'ymin', 'xmax', 'ymax')")
+    d.case("prep build --labels of that table: a detection table (an image a row a box; was: read once, silently)",
+           [PREP, "build", w("r21tfcsv", "train"), w("r21tfcsv.db"), "--labels",
+            w("r21tfcsv", "train", "_annotations.csv"), "--no-progress"], 1, needle="a detection table")
