@@ -88,8 +88,8 @@ std::string LessLastWord(const std::string& stem) {
   return letter ? less : "";
 }
 
-// A path relative to RAW in its parts: its folders, its name without and
-// its extension.
+// A path relative to RAW in its parts: its folders, its name without its
+// extension, and that extension (in lower case).
 struct PathParts {
   std::vector<std::string> dirs;
   std::string stem, extension;
@@ -121,16 +121,18 @@ bool EndsInMaskWord(const std::string& stem, const std::string& less) {
 
 // Whether any of `images` and `others` can be a mask or a box: one in a
 // folder named for them, an image named as a mask ("x_mask.png"), or a
-// .txt, .xml or .json file. (A folder of classes has none: one pass over
-// the names, no more.)
+// .txt, .xml, .json or .csv file. (A folder of classes has none: one pass
+// over the names, no more.)
 bool AnyMasksOrBoxes(const std::vector<std::string>& images, const std::vector<std::string>& others) {
   std::set<std::string_view> folders;
   for (const std::vector<std::string>* files : {&images, &others}) {
     for (const std::string& file : *files) {
       const size_t slash = file.rfind('/');
-      folders.insert(std::string_view(file).substr(0, slash == std::string::npos ? 0 : slash));
+      const size_t start = slash == std::string::npos ? 0 : slash + 1;
+      folders.insert(std::string_view(file).substr(0, start == 0 ? 0 : slash));
       const size_t dot = file.rfind('.');
-      const std::string stem = file.substr(slash + 1, dot == std::string::npos ? std::string::npos : dot - slash - 1);
+      const std::string stem = file.substr(start, dot == std::string::npos || dot < start ? std::string::npos
+                                                                                          : dot - start);
       if (EndsInMaskWord(stem, LessLastPart(stem))) return true;
     }
   }
@@ -152,8 +154,9 @@ enum class Labels { kNone, kMasks, kYolo, kVoc, kJson };
 bool StartsYolo(const std::string& text) {
   std::istringstream lines(text);
   std::string line;
-  while (std::getline(lines, line) && line.find_first_not_of(" \t\r") == std::string::npos) {
-  }
+  do {
+    if (!std::getline(lines, line)) return false;
+  } while (line.find_first_not_of(" \t\r") == std::string::npos);
   std::istringstream fields(line);
   long long class_id = -1;
   if (!(fields >> class_id) || class_id < 0) return false;
@@ -188,7 +191,7 @@ struct Group {
 };
 
 // Where RAW's images are, by the folder holding them and their names: an
-// image's name, and that name less its last part ("aachen_000000_000019"
+// image's name, and that name less its last word ("aachen_000000_000019"
 // of Cityscapes' "..._leftImg8bit"), under each folder named for images
 // that holds it ("leftImg8bit/train/aachen/x.png" under "" + leftImg8bit);
 // and each image's name in its own folder ("=" + folder).
@@ -240,7 +243,8 @@ std::string ImageOf(const PathParts& parts, const std::unordered_map<std::string
 }
 
 // "a segmentation dataset: masks/ holds masks of the images in images/ (5 of
-// its 5 files by name: masks/0.png of images/0.jpg)"; "" where `kind` is none.
+// its 5 by name: masks/0.png of images/0.jpg)": what `group` (g) holds, of
+// `kind` (not kNone), with `file` and its `image` as the example.
 std::string Said(Labels kind, const std::string& group, const Group& g, const std::string& file,
                  const std::string& image) {
   const bool beside = group[0] == '=';
@@ -308,7 +312,6 @@ std::string BoxColumnsIn(const std::vector<std::string>& header) {
   }
   return "";
 }
-
 
 std::string MasksOrBoxesIn(const fs::path& raw, const std::vector<std::string>& images,
                            const std::vector<std::string>& others) {

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from . import collate, errors, loader_args
+from . import collate, db_fields, errors, loader_args
 from .paths import os_bytes, os_str
 
 try:
@@ -41,27 +41,6 @@ def _tuple_fields(path, input_field, target_field, fields):
                                           f"a mask too), or read each sample as a dict of its fields") from None
 
 
-def _manifest(path):
-    """The manifest of the db at `path`, its names decoded (granary.reader)."""
-    from . import reader
-    return reader.decode_names(reader.read_manifest(os.path.join(path, "manifest.json")))
-
-
-def _names(path, manifest):
-    """(classes, class_to_idx, element_names) of the db at `path` from its
-    `manifest`: its class names in label order and their indices, as
-    torchvision's ImageFolder gives them, and its fields' element names (a
-    CSV table's features: its columns)."""
-    where = os.path.join(path, "manifest.json")
-    classes, names = manifest.get("class_names", []), manifest.get("element_names", {})
-    if not (isinstance(classes, list) and all(isinstance(c, str) for c in classes)):
-        raise errors.CorruptionError(f"{where}: class_names: not an array of strings")
-    if not (isinstance(names, dict) and all(isinstance(v, list) and all(isinstance(n, str) for n in v)
-                                            for v in names.values())):
-        raise errors.CorruptionError(f"{where}: element_names: not an object of arrays of strings")
-    return list(classes), {name: i for i, name in enumerate(classes)}, dict(names)
-
-
 class _PythonSplit:
     """granary.reader's split with the C++ handle's interface."""
 
@@ -80,32 +59,6 @@ class _PythonSplit:
         if not 0 <= index < len(self._split):
             raise IndexError(f"sample {index} of split '{self._split.name}' ({len(self._split)} samples)")
         return {name: np.array(array) for name, array in self._split[index].items()}  # writable copies
-
-
-def _image_layout(manifest, field):
-    """"HWC" or "CHW" where `field` of the db's `manifest` is a uint8 image of
-    1, 3 or 4 channels (what a PIL image holds); "" otherwise."""
-    for f in manifest.get("schema", {}).get("fields", []):
-        if f.get("name") != field or f.get("dtype") != "uint8" or len(f.get("shape") or []) != 3:
-            continue
-        layout, shape = f.get("layout", ""), f["shape"]
-        channels = shape[2] if layout == "HWC" else shape[0] if layout == "CHW" else 0
-        return layout if channels in (1, 3, 4) else ""
-    return ""
-
-
-def _text_fields(manifest):
-    """Names of the db's text fields (layout "utf-8": a str written by
-    granary.write), which a Dataset gives back as str."""
-    return {f.get("name") for f in manifest.get("schema", {}).get("fields", []) if f.get("layout") == "utf-8"}
-
-
-def _varying_fields(manifest):
-    """The db's fields that vary in length (not text, which is a str): each
-    one's dims of -1 in its schema."""
-    fields = manifest.get("schema", {}).get("fields", [])
-    return {f["name"]: [d for d, n in enumerate(f.get("shape") or []) if n == -1] for f in fields
-            if -1 in (f.get("shape") or []) and f.get("layout") != "utf-8"}
 
 
 def _pil_image(x, layout):
@@ -156,13 +109,13 @@ class Dataset(torch.utils.data.Dataset):
                 if name not in self.fields:
                     raise errors.NotFoundError(f"{self.path}: {role} '{name}': no such field "
                                                f"(fields: {', '.join(self.fields)})")
-        manifest = _manifest(self.path)
-        self.classes, self.class_to_idx, self.element_names = _names(self.path, manifest)
+        manifest = db_fields.manifest(self.path)
+        self.classes, self.class_to_idx, self.element_names = db_fields.names(self.path, manifest)
         # A transform of an image input gets a PIL image: torchvision's transforms of tensors take C x H x W,
         # and would flip an H x W x C tensor's channels where they mean its columns.
-        self._pil_layout = _image_layout(manifest, self.input_field) if as_tuple and transform else ""
-        self._text = _text_fields(manifest)
-        self._varying = _varying_fields(manifest)
+        self._pil_layout = db_fields.image_layout(manifest, self.input_field) if as_tuple and transform else ""
+        self._text = db_fields.text_fields(manifest)
+        self._varying = db_fields.varying_fields(manifest)
         self._handle, self._pid = handle, os.getpid()
 
     def _open(self):
@@ -407,7 +360,7 @@ class Loader:
         manifest, self._scaling = None, None
         if normalize is True:
             batched = _batch_fields(self.path, input_field, target_field)[0]  # opens the db: the tools' errors
-            manifest = _manifest(self.path)
+            manifest = db_fields.manifest(self.path)
             self._scaling = _feature_scaling(manifest, batched)
         mean, std = _normalization(False if self._scaling is not None else normalize)
         self._args = (os_bytes(self.path), split, batch_size, rank, world, seed, threads, prefetch, augment, shuffle,
@@ -416,8 +369,8 @@ class Loader:
         self._made = (os.getpid(), _native.Loader(*self._args))  # bad options fail here
         self.content_hash = self._made[1].content_hash
         if manifest is None:
-            manifest = _manifest(self.path)
-        self.classes, self.class_to_idx, self.element_names = _names(self.path, manifest)
+            manifest = db_fields.manifest(self.path)
+        self.classes, self.class_to_idx, self.element_names = db_fields.names(self.path, manifest)
         if normalize is True and self._scaling is None:
             _check_unit_range(manifest, split, batched)
         self._epoch = 0

@@ -91,7 +91,8 @@ def _as_array(value, where="a value", first=False, mask=False):
         what = "None (a missing value)" if value is None else "a dict"
         raise InvalidArgumentError(f"{where}: is {what}; a field holds one array, number, str or bytes in every "
                                    f"sample" + (" (NaN for a missing float)" if value is None else
-                                                " (make each of its members a field of the sample)"))
+                                                " (make each of its members a field of the sample)") +
+                                   _boxes_hint(value))
     if hasattr(value, "detach") and hasattr(value, "numpy"):  # a torch tensor
         kind = str(getattr(value, "dtype", "")).replace("torch.", "")
         if first and kind in _WIDER:
@@ -106,10 +107,27 @@ def _as_array(value, where="a value", first=False, mask=False):
     if array.dtype.kind in "OUS":
         what = "str values" if array.dtype.kind in "US" else "Python objects"
         raise InvalidArgumentError(f"{where}: is an array of {what} ({type(value).__name__}); a field holds "
-                                   f"numbers, or one str or bytes")
+                                   f"numbers, or one str or bytes" + _boxes_hint(value))
     if first and array.dtype.name in _WIDER:
         raise _unstored(where, f"{array.dtype.name}", array.dtype.name)
     return array, ""
+
+
+def _boxes_hint(value):
+    """What to do with a detection dataset's target as torchvision gives it
+    (CocoDetection's list of dicts with "bbox", VOCDetection's parsed XML):
+    its boxes as one array a sample; "" for any other value."""
+    coco = isinstance(value, (list, tuple)) and value and all(isinstance(a, dict) and "bbox" in a for a in value)
+    voc = isinstance(value, dict) and "annotation" in value
+    if not (coco or voc):
+        return ""
+    source = "CocoDetection's annotations" if coco else "VOCDetection's XML"
+    boxes = ("[a['bbox'] + [a['category_id']] for a in target]" if coco else
+             "[[float(o['bndbox'][k]) for k in ('xmin', 'ymin', 'xmax', 'ymax')] + [classes.index(o['name'])] "
+             "for o in target['annotation']['object']]")
+    return (f". A detection dataset ({source}): write each sample's boxes as one float32 array, "
+            f"np.array({boxes}, np.float32).reshape(-1, 5), with schema= giving its first dim as -1 (README, "
+            f"\"Masks and boxes\")")
 
 
 def _shown_pixels(value):

@@ -172,6 +172,23 @@ class MasksTest(FolderTest):
         for k in range(6):
             np.testing.assert_array_equal(written[k]["target"][0].numpy(), masks[k], err_msg=names[k])
 
+    def test_torchvisions_detection_targets_are_told_how_to_be_boxes(self):
+        """CocoDetection gives a list of dicts an image, VOCDetection its XML as a dict: neither is a field. The
+        refusal says how to make them one float32 N x 5 array, and the README's section."""
+        photo = Image.fromarray(np.zeros((16, 20, 3), np.uint8))
+        coco = [{"bbox": [1.0, 2.0, 3.0, 4.0], "category_id": 3, "id": 7}]
+        voc = {"annotation": {"object": [{"name": "cat", "bndbox": {"xmin": "1", "ymin": "2", "xmax": "5",
+                                                                     "ymax": "9"}}]}}
+        for target, source in ((coco, "CocoDetection's annotations"), (voc, "VOCDetection's XML")):
+            with self.assertRaisesRegex(granary.InvalidArgumentError, rf"field 'target': is .*A detection dataset "
+                                        rf"\({source}\): write each sample's boxes as one float32 array, np\.array\("
+                                        r".*README, \"Masks and boxes\""):
+                granary.write(self.path("det.db"), [(photo, target)] * 2, progress=False)
+        boxes = np.array([a["bbox"] + [a["category_id"]] for a in coco], np.float32).reshape(-1, 5)  # as it says
+        granary.write(self.path("det.db"), [(photo, boxes)] * 2, progress=False,
+                      schema={"input": ("uint8", [16, 20, 3]), "target": ("float32", [-1, 5])})
+        self.assertEqual(granary.Dataset(self.path("det.db"))[1]["target"].tolist(), [[1, 2, 3, 4, 3]])
+
     def test_the_layout_the_refusal_names_reads_them_as_classes_all_the_same(self):
         self.make_folders()
         refused = subprocess.run([PREP, "build", self.path("seg"), self.path("seg.db")], capture_output=True, text=True)
