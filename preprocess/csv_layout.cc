@@ -274,7 +274,7 @@ std::string FolderOfImagesNamed(const std::string& table, const std::vector<std:
   const size_t looked = std::min<size_t>(names.size(), 20);
   for (const fs::path& folder : folders) {
     size_t found = 0;
-    for (size_t i = 0; i < looked; ++i) {
+    for (size_t i = 0; i < looked && 2 * (i - found) < looked; ++i) {  // until too few can be found here
       std::error_code ec;
       for (const char* extension : {"", ".jpg", ".png", ".jpeg"}) {
         const fs::path image = folder / (names[i] + extension);

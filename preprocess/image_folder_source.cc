@@ -263,6 +263,11 @@ Status TakeLikeClasses(const fs::path& train, const LikeDb& like, std::vector<st
 // folders (images/ and masks/ as two classes): refused, saying what it is.
 Status RefuseMasksOrBoxes(const std::string& dir, const Walk& walk, FolderLayout layout,
                           const std::vector<std::string>& classes) {
+  std::vector<std::string> images, others = walk.undecoded;
+  others.insert(others.end(), walk.ignored.begin(), walk.ignored.end());
+  for (const auto& [path, input] : walk.inputs) images.push_back(path);
+  const std::string said = MasksOrBoxesIn(dir, images, others);
+  if (said.empty()) return Status::OK();
   // Class folders that each hold masks/ beside images/ (COVID/{images,masks}/, a classification dataset with
   // masks) or a split's classes: OpenSource refuses them as SplitsNamedOtherwise says.
   bool refused_there = false;
@@ -270,11 +275,6 @@ Status RefuseMasksOrBoxes(const std::string& dir, const Walk& walk, FolderLayout
       refused_there) {
     return Status::OK();
   }
-  std::vector<std::string> images, others = walk.undecoded;
-  others.insert(others.end(), walk.ignored.begin(), walk.ignored.end());
-  for (const auto& [path, input] : walk.inputs) images.push_back(path);
-  const std::string said = MasksOrBoxesIn(dir, images, others);
-  if (said.empty()) return Status::OK();
   const char* flag = layout == FolderLayout::kSplits ? "splits" : "classes";
   return Status::InvalidArgument(dir + ": " + said + ". prep builds image classification dbs, an image's class the "
                                  "folder it lies in, and would read this one's folders as classes (" +
